@@ -1,0 +1,32 @@
+# `make run` and `make test` do all the set-up on a fresh machine (DESIGN.md, README.md).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+NATIVE_SRC := $(wildcard native/*.c native/*.h)
+
+.PHONY: run test native bench clean
+
+$(VENV)/.base: pyproject.toml setup.py $(NATIVE_SRC)
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e .
+	$(PY) setup.py --quiet build_ext --inplace
+	touch $@
+
+$(VENV)/.test: $(VENV)/.base
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $@
+
+native: $(VENV)/.base
+
+run: $(VENV)/.base
+	$(VENV)/bin/appliance run $(ARGS)
+
+test: $(VENV)/.test
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+bench: $(VENV)/.test
+	$(PY) -m appliance.bench.compare $(ARGS)
+
+clean:
+	rm -rf $(VENV) build *.egg-info appliance/_native*.so

@@ -1,0 +1,35 @@
+"""The `appliance` command: a click group whose commands live one module each, loaded on use.
+
+Loading on use keeps `appliance status` fast and working even when heavy modules are broken.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+# command name -> "module:attribute" of a click.Command
+COMMANDS: dict[str, str] = {
+    "run": "appliance.cli.run:run",
+    "check-config": "appliance.cli.check_config:check_config",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module_name, _, attribute = target.partition(":")
+        command = getattr(importlib.import_module(module_name), attribute)
+        assert isinstance(command, click.Command)
+        return command
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+def main() -> None:
+    """appliance: a JetStream-clustering NATS server."""

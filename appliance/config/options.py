@@ -1,0 +1,157 @@
+"""Typed server options: what the rest of the appliance reads, never the raw config tree.
+
+Every field has nats-server's default. Durations are seconds (float), sizes are bytes (int).
+`appliance/config/load.py` fills these from a NATS config file; `appliance/config/flags.py`
+overlays command-line flags (flags win, as in nats-server).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from appliance import limits
+
+
+@dataclass(slots=True)
+class SubjectPermission:
+    allow: list[str] | None = None  # None: not restricted; [] allows nothing
+    deny: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class ResponsePermission:
+    max_msgs: int = 1
+    expires_s: float = 0.0
+
+
+@dataclass(slots=True)
+class Permissions:
+    publish: SubjectPermission | None = None
+    subscribe: SubjectPermission | None = None
+    allow_responses: ResponsePermission | None = None
+
+
+@dataclass(slots=True)
+class User:
+    username: str = ""
+    password: str = ""  # plain text, or a bcrypt hash when it matches ^\$2[abxy]\$\d{2}\$
+    account: str = "$G"
+    permissions: Permissions | None = None
+    allowed_connection_types: list[str] | None = None
+
+
+@dataclass(slots=True)
+class AccountJetStreamLimits:
+    enabled: bool = False
+    max_memory: int = -1
+    max_store: int = -1
+    max_streams: int = -1
+    max_consumers: int = -1
+    max_ack_pending: int = -1
+    max_bytes_required: bool = False
+
+
+@dataclass(slots=True)
+class Account:
+    name: str
+    users: list[User] = field(default_factory=list)
+    jetstream: AccountJetStreamLimits = field(default_factory=AccountJetStreamLimits)
+    # imports/exports/mappings are parsed and kept raw for now; routing them is later work
+    imports: list[dict[str, object]] = field(default_factory=list)
+    exports: list[dict[str, object]] = field(default_factory=list)
+    mappings: dict[str, object] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Authorization:
+    """The top-level `authorization {}` block (users bind to $G) and the CLI's --user/--pass/--auth."""
+
+    user: str = ""
+    password: str = ""
+    token: str = ""
+    timeout_s: float = limits.AUTH_TIMEOUT_S
+    users: list[User] = field(default_factory=list)
+    default_permissions: Permissions | None = None
+
+
+@dataclass(slots=True)
+class JetStreamOptions:
+    enabled: bool = False
+    store_dir: str = ""  # as configured; the server appends "/jetstream" like nats-server
+    max_memory: int = -1  # -1: derived at start (75% of RAM)
+    max_storage: int = -1  # -1: derived at start (from the disk)
+    domain: str = ""
+    sync_interval_s: float = 120.0
+    sync_always: bool = False  # `sync_interval: always`
+    strict: bool = True
+    unique_tag: str = ""
+
+
+@dataclass(slots=True)
+class ClusterOptions:
+    name: str = ""
+    host: str = ""
+    port: int = 0  # 0: no cluster listener; -1: random
+    routes: list[str] = field(default_factory=list)  # as configured: nats-route://[user:pass@]host:port
+    advertise: str = ""
+    no_advertise: bool = False
+    user: str = ""
+    password: str = ""
+    auth_timeout_s: float = limits.AUTH_TIMEOUT_S
+    pool_size: int = 3
+    pinned_accounts: list[str] = field(default_factory=list)
+    compression: str = "accept"
+    connect_retries: int = 0
+    ping_interval_s: float = 30.0
+    ping_max: int = limits.PINGS_OUTSTANDING_MAX
+
+    @property
+    def enabled(self) -> bool:
+        return self.port != 0
+
+
+@dataclass(slots=True)
+class ApplianceOptions:
+    """The one `appliance { ... }` block: settings nats-server does not have."""
+
+    workers: int = 0  # 0: one per usable core
+    cpu_pinning: bool = True
+    numa_store_dirs: dict[int, str] = field(default_factory=dict)  # NUMA node -> store dir
+    ring_bytes: int = 8 * 1024 * 1024
+
+
+@dataclass(slots=True)
+class ServerOptions:
+    config_file: str = ""
+    server_name: str = ""  # "" → the server id, as nats-server
+    host: str = "0.0.0.0"
+    port: int = 4222  # -1: random
+    client_advertise: str = ""
+    http_host: str = "0.0.0.0"
+    http_port: int = 0  # 0: monitoring off; -1: random
+    max_payload: int = limits.PAYLOAD_BYTES_MAX
+    max_pending: int = limits.PENDING_BYTES_MAX
+    max_control_line: int = limits.CONTROL_LINE_BYTES_MAX
+    max_connections: int = limits.CONNECTIONS_MAX
+    max_subscriptions: int = 0  # 0: unlimited
+    ping_interval_s: float = limits.PING_INTERVAL_S
+    ping_max: int = limits.PINGS_OUTSTANDING_MAX
+    write_deadline_s: float = limits.WRITE_DEADLINE_S
+    lame_duck_duration_s: float = limits.LAME_DUCK_DURATION_S
+    lame_duck_grace_period_s: float = limits.LAME_DUCK_GRACE_PERIOD_S
+    debug: bool = False
+    trace: bool = False
+    logtime: bool = True
+    log_file: str = ""
+    pid_file: str = ""
+    server_tags: list[str] = field(default_factory=list)
+    authorization: Authorization = field(default_factory=Authorization)
+    accounts: dict[str, Account] = field(default_factory=dict)
+    system_account: str = "$SYS"
+    no_system_account: bool = False
+    no_auth_user: str = ""
+    jetstream: JetStreamOptions = field(default_factory=JetStreamOptions)
+    cluster: ClusterOptions = field(default_factory=ClusterOptions)
+    appliance: ApplianceOptions = field(default_factory=ApplianceOptions)
+    # top-level keys the config defined only to be used as $variables (not options)
+    variables: dict[str, object] = field(default_factory=dict)
