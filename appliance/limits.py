@@ -24,6 +24,9 @@ EVENTS_PER_TURN_MAX = 4096  # events handled per connection per loop turn before
 SUBJECT_CACHE_ENTRIES_MAX = 4096  # per-account sublist match cache (nats-server slCacheMax)
 SUBJECT_TOKENS_MAX = 256  # a subject deeper than this is rejected as invalid
 HTTP_REQUEST_BYTES_MAX = 16 * 1024  # monitoring request line + headers
+HTTP_BODY_BYTES_MAX = 64 * 1024  # a monitoring request body (read and ignored, as nats-server does)
+HTTP_CONNECTIONS_MAX = 128  # open monitoring connections; more are answered 503 and closed
+HTTP_IDLE_TIMEOUT_S = 30.0  # a monitoring connection silent this long (mid-request or kept alive) is closed
 
 assert PAYLOAD_BYTES_MAX <= PENDING_BYTES_MAX, "max_payload must be <= max_pending (nats-server rule)"
 assert CONTROL_LINE_BYTES_MAX < READ_CHUNK_BYTES

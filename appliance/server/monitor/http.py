@@ -1,0 +1,153 @@
+"""A tiny bounded HTTP/1.1 server for the monitoring endpoints, on a socket that is already listening.
+
+The worker (or a test) owns the listening socket; `MonitorServer.start` serves it with
+`asyncio.start_server(sock=...)`. Per connection: requests are read one at a time (no pipelining
+beyond what the stream buffer holds), the head is bounded by `HTTP_REQUEST_BYTES_MAX`, a body (rare:
+nats-server answers any method the same) by `HTTP_BODY_BYTES_MAX`, silence by `HTTP_IDLE_TIMEOUT_S`;
+at most `HTTP_CONNECTIONS_MAX` connections are served, the rest get 503 and are closed.
+
+HTTP/1.1 keeps the connection open unless the client says `Connection: close`; HTTP/1.0 closes unless
+it says `keep-alive`. HEAD gets the headers of GET without a body.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from dataclasses import dataclass
+from http import HTTPStatus
+from urllib.parse import unquote, urlsplit
+
+from appliance import limits
+
+from .app import MonitorApp
+from .endpoint import Response, text_response
+
+HEAD_END = b"\r\n\r\n"
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    method: str
+    path: str
+    query: str
+    keep_alive: bool
+    body_bytes: int
+
+
+class HttpError(Exception):
+    """The request cannot be served; answer `response` and close."""
+
+    def __init__(self, response: Response) -> None:
+        super().__init__(response.status)
+        self.response = response
+
+
+def _error(status: HTTPStatus) -> HttpError:
+    return HttpError(text_response(status.value, f"{status.value} {status.phrase}"))
+
+
+def parse_head(head: bytes) -> Request:
+    """Parse a request line and headers (ending with CRLF CRLF) into a Request."""
+    lines = head.decode("latin-1")[: -len(HEAD_END)].split("\r\n")
+    parts = lines[0].split(" ")
+    if len(parts) != 3 or not parts[0].isalpha() or not parts[2].startswith("HTTP/1."):
+        raise _error(HTTPStatus.BAD_REQUEST)
+    method, target, version = parts
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        name, colon, value = line.partition(":")
+        if not colon or not name or name != name.strip():
+            raise _error(HTTPStatus.BAD_REQUEST)
+        headers[name.lower()] = value.strip()
+    if "chunked" in headers.get("transfer-encoding", "").lower():
+        raise _error(HTTPStatus.NOT_IMPLEMENTED)
+    length_text = headers.get("content-length", "0")
+    if not length_text.isdigit():
+        raise _error(HTTPStatus.BAD_REQUEST)
+    body_bytes = int(length_text)
+    if body_bytes > limits.HTTP_BODY_BYTES_MAX:
+        raise _error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE)
+    connection = headers.get("connection", "").lower()
+    keep_alive = connection != "close" if version == "HTTP/1.1" else connection == "keep-alive"
+    url = urlsplit(target)
+    return Request(method.upper(), unquote(url.path) or "/", url.query, keep_alive, body_bytes)
+
+
+def render(response: Response, *, date: str, keep_alive: bool, head_only: bool) -> bytes:
+    status = HTTPStatus(response.status)
+    lines = [f"HTTP/1.1 {status.value} {status.phrase}"]
+    lines.extend(f"{name}: {value}" for name, value in response.headers)
+    lines.append(f"Date: {date}")
+    lines.append(f"Content-Length: {len(response.body)}")
+    if not keep_alive:
+        lines.append("Connection: close")
+    head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    return head if head_only else head + response.body
+
+
+class MonitorServer:
+    """Serves a MonitorApp on a listening socket until closed."""
+
+    def __init__(self, app: MonitorApp, listener: socket.socket) -> None:
+        self.app = app
+        self.listener = listener
+        self.open_connections = 0
+        self._server: asyncio.Server | None = None
+
+    @property
+    def port(self) -> int:
+        port = self.listener.getsockname()[1]
+        assert isinstance(port, int)
+        return port
+
+    async def start(self) -> None:
+        assert self._server is None, "started twice"
+        self._server = await asyncio.start_server(
+            self._serve_connection, sock=self.listener, limit=limits.HTTP_REQUEST_BYTES_MAX
+        )
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+    async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.open_connections += 1
+        try:
+            if self.open_connections > limits.HTTP_CONNECTIONS_MAX:
+                await self._answer(writer, _error(HTTPStatus.SERVICE_UNAVAILABLE).response, keep_alive=False)
+                return
+            while await self._serve_request(reader, writer):
+                pass
+        except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
+            pass  # the client went away or fell silent: nothing to answer
+        finally:
+            self.open_connections -= 1
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
+
+    async def _serve_request(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        """Answer one request; True to keep the connection for another."""
+        try:
+            head = await asyncio.wait_for(reader.readuntil(HEAD_END), limits.HTTP_IDLE_TIMEOUT_S)
+            request = parse_head(head)
+            if request.body_bytes:
+                await asyncio.wait_for(reader.readexactly(request.body_bytes), limits.HTTP_IDLE_TIMEOUT_S)
+        except asyncio.LimitOverrunError:
+            await self._answer(writer, _error(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE).response, keep_alive=False)
+            return False
+        except HttpError as problem:
+            await self._answer(writer, problem.response, keep_alive=False)
+            return False
+        response = self.app.respond(request.path, request.query)
+        await self._answer(writer, response, keep_alive=request.keep_alive, head_only=request.method == "HEAD")
+        return request.keep_alive
+
+    async def _answer(
+        self, writer: asyncio.StreamWriter, response: Response, *, keep_alive: bool, head_only: bool = False
+    ) -> None:
+        writer.write(render(response, date=self.app.date_header(), keep_alive=keep_alive, head_only=head_only))
+        await asyncio.wait_for(writer.drain(), limits.HTTP_IDLE_TIMEOUT_S)

@@ -1,0 +1,153 @@
+"""`/varz`: server identity, configuration and counters, with nats-server's keys in its order.
+
+Keys nats-server omits when empty (omitempty) are omitted here under the same rule; blocks for
+features we do not have (gateway, leaf, mqtt, websocket) are `{}` exactly as an unconfigured
+nats-server shows them. `disk_io_wait_stats` (Go's disk semaphore) has no counterpart and is left out.
+"""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Sequence
+from urllib.parse import urlsplit
+
+from . import jsinfo
+from .durations import rfc3339_nano, uptime, wall_ns
+from .endpoint import Endpoint, RequestContext, Response, json_response
+from .gojson import JsonValue
+from .view import ByKindCounts, ServerView
+
+PROTO = 1  # client protocol level with INFO `proto`
+TLS_TIMEOUT_S = 2.0  # nats-server's default TLS handshake timeout, shown even without TLS
+
+
+def route_hosts(routes: Sequence[str]) -> list[str]:
+    """Configured route URLs as nats-server lists them: host:port, credentials dropped."""
+    return [urlsplit(url).netloc.rpartition("@")[2] for url in routes]
+
+
+def _by_kind(counts: ByKindCounts) -> dict[str, JsonValue]:
+    return {"clients": counts.clients, "routes": counts.routes, "gateways": counts.gateways, "leafs": counts.leafs}
+
+
+def cluster_json(view: ServerView) -> dict[str, JsonValue]:
+    cluster = view.options.cluster
+    if not cluster.enabled:
+        return {}
+    out: dict[str, JsonValue] = {}
+    if view.cluster_name:
+        out["name"] = view.cluster_name
+    if cluster.host:
+        out["addr"] = cluster.host
+    out["cluster_port"] = cluster.port
+    out["auth_timeout"] = cluster.auth_timeout_s
+    if cluster.routes:
+        out["urls"] = route_hosts(cluster.routes)
+    out["tls_timeout"] = TLS_TIMEOUT_S
+    if cluster.pool_size:
+        out["pool_size"] = cluster.pool_size
+    return out
+
+
+def _identity(view: ServerView) -> dict[str, JsonValue]:
+    options = view.options
+    out: dict[str, JsonValue] = {
+        "server_id": view.server_id,
+        "server_name": view.server_name,
+        "version": view.version,
+        "proto": PROTO,
+    }
+    if view.git_commit:
+        out["git_commit"] = view.git_commit
+    out["go"] = f"{platform.python_implementation().lower()}{platform.python_version()}"
+    out["host"] = view.client_host
+    out["port"] = view.client_port
+    if view.auth_required:
+        out["auth_required"] = True
+    if view.connect_urls:
+        out["connect_urls"] = list(view.connect_urls)
+    out["max_connections"] = options.max_connections
+    if options.max_subscriptions > 0:
+        out["max_subscriptions"] = options.max_subscriptions
+    return out
+
+
+def _limits(view: ServerView) -> dict[str, JsonValue]:
+    options = view.options
+    return {
+        "ping_interval": wall_ns(options.ping_interval_s),
+        "ping_max": options.ping_max,
+        "http_host": view.http_host,
+        "http_port": view.http_port,
+        "http_base_path": "",
+        "https_port": 0,
+        "auth_timeout": options.authorization.timeout_s,
+        "max_control_line": options.max_control_line,
+        "max_payload": options.max_payload,
+        "max_pending": options.max_pending,
+        "cluster": cluster_json(view),
+        "gateway": {},
+        "leaf": {},
+        "mqtt": {},
+        "websocket": {},
+        "jetstream": jsinfo.varz_json(view.jetstream()),
+        "tls_timeout": TLS_TIMEOUT_S,
+        "write_deadline": wall_ns(options.write_deadline_s),
+    }
+
+
+def _runtime(view: ServerView, http_req_stats: dict[str, int]) -> dict[str, JsonValue]:
+    now_ns = wall_ns(view.now_wall_s())
+    start_ns = wall_ns(view.start_wall_s)
+    usage = view.process_usage()
+    counters = view.counters()
+    out: dict[str, JsonValue] = {
+        "start": rfc3339_nano(start_ns),
+        "now": rfc3339_nano(now_ns),
+        "uptime": uptime(now_ns - start_ns),
+        "mem": usage.rss_bytes,
+        "cores": usage.cores,
+        "gomaxprocs": usage.max_procs,
+        "cpu": usage.cpu_percent,
+        "connections": counters.connections,
+        "total_connections": counters.total_connections,
+        "routes": counters.routes,
+        "remotes": counters.remotes,
+        "leafnodes": counters.leafnodes,
+        "in_msgs": counters.in_msgs,
+        "in_bytes": counters.in_bytes,
+        "in_client_msgs": counters.in_client_msgs,
+        "in_client_bytes": counters.in_client_bytes,
+        "out_msgs": counters.out_msgs,
+        "out_bytes": counters.out_bytes,
+        "out_client_msgs": counters.out_client_msgs,
+        "out_client_bytes": counters.out_client_bytes,
+        "slow_consumers": counters.slow_consumers,
+        "stale_connections": counters.stale_connections,
+        "stalled_clients": counters.stalled_clients,
+        "subscriptions": counters.subscriptions,
+        "http_req_stats": dict[str, JsonValue](http_req_stats),
+        "config_load_time": rfc3339_nano(wall_ns(view.config_load_wall_s)),
+        "config_digest": view.config_digest,
+    }
+    if view.options.server_tags:
+        out["tags"] = list(view.options.server_tags)
+    if view.feature_flags:
+        out["feature_flags"] = dict[str, JsonValue](sorted(view.feature_flags.items()))
+    if view.system_account:
+        out["system_account"] = view.system_account
+    out["slow_consumer_stats"] = _by_kind(counters.slow_consumer_stats)
+    out["stale_connection_stats"] = _by_kind(counters.stale_connection_stats)
+    return out
+
+
+def varz_json(view: ServerView, http_req_stats: dict[str, int]) -> dict[str, JsonValue]:
+    return _identity(view) | _limits(view) | _runtime(view, http_req_stats)
+
+
+def handle(ctx: RequestContext) -> Response:
+    ctx.count()  # nats-server counts this request in the stats it returns
+    return json_response(varz_json(ctx.view, ctx.stats.snapshot()))
+
+
+ENDPOINT = Endpoint(paths=("/varz",), handle=handle, title="General")
