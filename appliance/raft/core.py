@@ -1,0 +1,653 @@
+"""RaftCore: one RAFT replica as a pure state machine (etcd-io/raft's RawNode shape).
+
+Inputs: tick(), step(message), propose(data), propose_conf_change(change), transfer_leadership().
+Output: ready() -> Ready. No I/O, no clock, no global randomness: the RNG is injected.
+
+Ready contract (the driver, cluster/group.py, is the only code that writes this order):
+  1. persist ready.snapshot, ready.entries, ready.hard_state (fsync when ready.must_sync);
+  2. send ready.messages;
+  3. apply ready.committed in order (after restoring ready.snapshot);
+  4. call advance(ready).
+
+Theory of operation
+- Roles change only in _become_follower/_become_pre_candidate/_become_candidate/_become_leader.
+- Pre-vote: a follower whose election timer fires first asks for votes at term+1 without raising
+  its own term; only a pre-vote majority starts a real election, so a node rejoining after a
+  partition cannot force a healthy leader out by its inflated term.
+- Check-quorum: a leader that has not heard from a majority within an election timeout steps
+  down; a follower that heard from a leader within the timeout ignores vote requests (lease).
+- Membership changes are single-server and take effect when applied (advance), with at most one
+  unapplied change at a time (etcd's pending_conf_index rule).
+- Proposals between two Readies are appended to the log and broadcast once, at ready() time:
+  that is the batching. Followers in REPLICATE state get pipelined appends, at most
+  config.inflight_msgs_max unacknowledged.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable, Sequence
+from typing import assert_never
+
+from appliance.errors import LimitExceeded, NotLeader, ProposalDropped
+from appliance.raft import quorum
+from appliance.raft.confchange import apply_to, decode_conf_change, encode_conf_change
+from appliance.raft.log import RaftLog
+from appliance.raft.progress import Progress, ProgressState
+from appliance.raft.status import PeerStatus, Status
+from appliance.raft.storage import LogStorage
+from appliance.raft.types import (
+    NO_PEER, TRANSFER_CONTEXT, ConfChange, ConfChangeOp, ConfState, Entry, EntryType, HardState,
+    Message, MessageType, RaftConfig, Ready, Role, Snapshot,
+)
+
+logger = logging.getLogger(__name__)
+MT = MessageType
+
+
+class RaftCore:
+    def __init__(self, config: RaftConfig, storage: LogStorage, rng: random.Random, *,
+                 events: Callable[[str], None] | None = None) -> None:
+        self.id = config.id
+        self.config = config
+        self.bugs = config.bugs
+        self.rng = rng
+        self.log = RaftLog(storage)
+        self._events = events
+        hard_state, conf = storage.initial_state()
+        self.term = hard_state.term
+        self.vote = hard_state.vote
+        self.voters: tuple[str, ...] = conf.voters
+        self.lead = NO_PEER
+        self.role = Role.FOLLOWER
+        self.progress: dict[str, Progress] = {}
+        self.votes: dict[str, bool] = {}
+        self.election_elapsed = 0
+        self.heartbeat_elapsed = 0
+        self.randomized_election_ticks = config.election_ticks
+        self.lead_transferee = NO_PEER
+        self.pending_conf_index = 0
+        self.tick_count = 0
+        self.messages: list[Message] = []
+        self._needs_broadcast = False
+        self._persisted = self._hard_state_for_disk()
+        self._ready_out = False
+        self._become_follower(self.term, NO_PEER)
+
+    # --- public API ----------------------------------------------------------------------------
+    def tick(self) -> None:
+        self.tick_count += 1
+        match self.role:
+            case Role.LEADER:
+                self._tick_heartbeat()
+            case Role.FOLLOWER | Role.PRE_CANDIDATE | Role.CANDIDATE:
+                self._tick_election()
+            case _:
+                assert_never(self.role)
+
+    def campaign(self) -> None:
+        """Start an election now (as if the election timer fired)."""
+        self._hup(transfer=False)
+
+    def propose(self, data: bytes) -> int:
+        """Append `data` to the leader's log; returns its index. Raises NotLeader/ProposalDropped/LimitExceeded."""
+        return self.propose_many([data])[0]
+
+    def propose_many(self, batch: Sequence[bytes]) -> list[int]:
+        self._check_can_propose(len(batch))
+        first = self.log.last_index() + 1
+        self._append_entries([Entry(self.term, first + i, EntryType.NORMAL, data) for i, data in enumerate(batch)])
+        return list(range(first, first + len(batch)))
+
+    def propose_conf_change(self, change: ConfChange) -> int:
+        self._check_can_propose(1)
+        if self.pending_conf_index > self.log.applied:
+            raise ProposalDropped("a membership change is still being applied")
+        if change.op == ConfChangeOp.ADD and change.peer in self.voters:
+            raise ProposalDropped(f"{change.peer} is already a voter")
+        if change.op == ConfChangeOp.REMOVE and change.peer not in self.voters:
+            raise ProposalDropped(f"{change.peer} is not a voter")
+        if change.op == ConfChangeOp.REMOVE and self.voters == (change.peer,):
+            raise ProposalDropped("cannot remove the last voter")
+        index = self.log.last_index() + 1
+        self._append_entries([Entry(self.term, index, EntryType.CONF_CHANGE, encode_conf_change(change))])
+        self.pending_conf_index = index
+        return index
+
+    def transfer_leadership(self, target: str | None = None) -> str:
+        """Hand leadership to `target`, or to the most up-to-date voter; returns the chosen peer."""
+        if self.role != Role.LEADER:
+            raise NotLeader("only the leader transfers leadership", leader_hint=self.lead or None)
+        if target is None:
+            target = self._most_up_to_date_peer()
+            if target == NO_PEER:
+                raise ProposalDropped("no other voter to transfer leadership to")
+        if target == self.id:
+            return target
+        if target not in self.voters:
+            raise ProposalDropped(f"{target} is not a voter")
+        self.lead_transferee = target
+        self.election_elapsed = 0
+        self._note(f"{self.id} [term {self.term}] starts to transfer leadership to {target}")
+        if self.progress[target].match == self.log.last_index():
+            self._send(Message(MT.TIMEOUT_NOW, self.id, target, term=self.term))
+        else:
+            self._send_append(target)
+        return target
+
+    def report_unreachable(self, peer: str) -> None:
+        progress = self.progress.get(peer)
+        if self.role == Role.LEADER and progress is not None and progress.state == ProgressState.REPLICATE:
+            progress.become_probe()
+
+    def step(self, m: Message) -> None:
+        assert m.to == self.id, f"{m.to} is not {self.id}"
+        if m.term > self.term:
+            if not self._accept_higher_term(m):
+                return
+        elif m.term < self.term:
+            self._step_lower_term(m)
+            return
+        if m.type in (MT.VOTE, MT.PRE_VOTE):
+            self._handle_vote_request(m)
+            return
+        match self.role:
+            case Role.LEADER:
+                self._step_leader(m)
+            case Role.PRE_CANDIDATE | Role.CANDIDATE:
+                self._step_candidate(m)
+            case Role.FOLLOWER:
+                self._step_follower(m)
+            case _:
+                assert_never(self.role)
+
+    def has_ready(self) -> bool:
+        return bool(
+            self.messages or self._needs_broadcast or self.log.unstable_entries
+            or self.log.unstable_snapshot is not None or self._hard_state_for_disk() != self._persisted
+            or self.log.committed > self.log.applied
+        )
+
+    def ready(self) -> Ready:
+        assert not self._ready_out, "advance() the previous Ready first"
+        if self._needs_broadcast:
+            self._needs_broadcast = False
+            self._broadcast_append()
+        hard_state = self._hard_state_for_disk()
+        entries = tuple(self.log.unstable_entries)
+        changed = hard_state != self._persisted
+        must_sync = bool(entries) or (changed and (hard_state.term, hard_state.vote)
+                                      != (self._persisted.term, self._persisted.vote))
+        ready = Ready(
+            hard_state=hard_state if changed else None,
+            entries=entries,
+            snapshot=self.log.unstable_snapshot,
+            committed=tuple(self.log.next_committed(self.config.apply_bytes_max)),
+            messages=tuple(self.messages),
+            must_sync=must_sync or self.log.unstable_snapshot is not None,
+        )
+        self.messages = []
+        self._ready_out = True
+        return ready
+
+    def advance(self, ready: Ready) -> None:
+        assert self._ready_out
+        self._ready_out = False
+        if ready.hard_state is not None:
+            self._persisted = ready.hard_state
+        if ready.snapshot is not None:
+            self.log.stable_snapshot_to(ready.snapshot.meta.index)
+            self.log.applied = max(self.log.applied, ready.snapshot.meta.index)
+        if ready.entries:
+            last = ready.entries[-1]
+            self.log.stable_to(index=last.index, term=last.term)
+        for entry in ready.committed:
+            if entry.index <= self.log.applied:
+                continue
+            self.log.applied_to(entry.index)
+            if entry.type == EntryType.CONF_CHANGE:
+                self._apply_conf_change(decode_conf_change(entry.data))
+
+    def conf_state(self) -> ConfState:
+        """The voter set as of the applied index (what a snapshot taken now must record)."""
+        return ConfState(self.voters)
+
+    def status(self) -> Status:
+        peers: tuple[PeerStatus, ...] = ()
+        if self.role == Role.LEADER:
+            peers = tuple(
+                PeerStatus(peer, pr.match, pr.next, pr.state, pr.inflights.count(),
+                           self.tick_count - pr.last_contact_tick)
+                for peer, pr in sorted(self.progress.items()) if peer != self.id
+            )
+        return Status(self.id, self.role, self.term, self.lead, self.log.committed, self.log.applied,
+                      self.log.last_index(), self.voters, peers)
+
+    # --- persistence view ----------------------------------------------------------------------
+    def _hard_state_for_disk(self) -> HardState:
+        vote = NO_PEER if self.bugs.vote_not_persisted else self.vote
+        return HardState(self.term, vote, self.log.committed)
+
+    # --- terms ---------------------------------------------------------------------------------
+    def _accept_higher_term(self, m: Message) -> bool:
+        if m.type in (MT.VOTE, MT.PRE_VOTE):
+            in_lease = (self.config.check_quorum and self.lead != NO_PEER
+                        and self.election_elapsed < self.config.election_ticks)
+            if in_lease and m.context != TRANSFER_CONTEXT:
+                self._note(f"{self.id} [term {self.term}] ignores {m.type.name} from {m.sender} "
+                           f"[term {m.term}]: lease not expired")
+                return False
+        if m.type == MT.PRE_VOTE or (m.type == MT.PRE_VOTE_RESP and not m.reject):
+            return True  # a pre-vote never changes our term
+        lead = m.sender if m.type in (MT.APPEND, MT.HEARTBEAT, MT.SNAPSHOT) else NO_PEER
+        self._note(f"{self.id} [term {self.term}] received {m.type.name} with higher term {m.term} from {m.sender}")
+        self._become_follower(m.term, lead)
+        return True
+
+    def _step_lower_term(self, m: Message) -> None:
+        if self.bugs.no_term_check_on_append and m.type == MT.APPEND and self.role != Role.LEADER:
+            self._handle_append(m)
+            return
+        if m.type in (MT.APPEND, MT.HEARTBEAT) and (self.config.check_quorum or self.config.pre_vote):
+            # Tell a stale leader about our term so that it steps down.
+            self._send(Message(MT.APPEND_RESP, self.id, m.sender, term=self.term))
+        elif m.type == MT.PRE_VOTE:
+            self._send(Message(MT.PRE_VOTE_RESP, self.id, m.sender, term=self.term, reject=True))
+
+    # --- roles ---------------------------------------------------------------------------------
+    def _reset(self, term: int) -> None:
+        if term != self.term:
+            self.term = term
+            self.vote = NO_PEER
+        self.lead = NO_PEER
+        self.election_elapsed = 0
+        self.heartbeat_elapsed = 0
+        self.randomized_election_ticks = self.config.election_ticks + self.rng.randrange(self.config.election_ticks)
+        self.lead_transferee = NO_PEER
+        self.votes = {}
+        self.progress = {}
+        self._needs_broadcast = False
+
+    def _become_follower(self, term: int, lead: str) -> None:
+        self._reset(term)
+        self.role = Role.FOLLOWER
+        self.lead = lead
+        self._note(f"{self.id} became follower at term {self.term}")
+
+    def _become_pre_candidate(self) -> None:
+        assert self.role != Role.LEADER
+        self.role = Role.PRE_CANDIDATE
+        self.votes = {}
+        self.lead = NO_PEER
+        self._note(f"{self.id} became pre-candidate at term {self.term}")
+
+    def _become_candidate(self) -> None:
+        assert self.role != Role.LEADER
+        self._reset(self.term + 1)
+        self.vote = self.id
+        self.role = Role.CANDIDATE
+        self._note(f"{self.id} became candidate at term {self.term}")
+
+    def _become_leader(self) -> None:
+        assert self.role == Role.CANDIDATE
+        self._reset(self.term)
+        self.role = Role.LEADER
+        self.lead = self.id
+        last = self.log.last_index()
+        for peer in self.voters:
+            self.progress[peer] = self._new_progress(last + 1)
+        self.progress[self.id].match = last
+        self.progress[self.id].become_replicate()
+        self.pending_conf_index = last
+        self._note(f"{self.id} became leader at term {self.term}")
+        self._append_entries([Entry(self.term, last + 1)])
+
+    def _new_progress(self, next_index: int) -> Progress:
+        progress = Progress(next_index=next_index, inflight_max=self.config.inflight_msgs_max, now_tick=self.tick_count)
+        progress.recent_active = True
+        return progress
+
+    def _promotable(self) -> bool:
+        return self.id in self.voters
+
+    # --- ticks ---------------------------------------------------------------------------------
+    def _tick_election(self) -> None:
+        self.election_elapsed += 1
+        if self._promotable() and self.election_elapsed >= self.randomized_election_ticks:
+            self.election_elapsed = 0
+            self._hup(transfer=False)
+
+    def _tick_heartbeat(self) -> None:
+        self.heartbeat_elapsed += 1
+        self.election_elapsed += 1
+        if self.election_elapsed >= self.config.election_ticks:
+            self.election_elapsed = 0
+            if self.config.check_quorum and not self._check_quorum_active():
+                self._note(f"{self.id} [term {self.term}] stepped down: no quorum active")
+                self._become_follower(self.term, NO_PEER)
+                return
+            if self.lead_transferee != NO_PEER:
+                self._note(f"{self.id} [term {self.term}] aborts transfer to {self.lead_transferee}")
+                self.lead_transferee = NO_PEER
+        self._tick_snapshot_progress()
+        if self.heartbeat_elapsed >= self.config.heartbeat_ticks:
+            self.heartbeat_elapsed = 0
+            self._broadcast_heartbeat()
+
+    def _check_quorum_active(self) -> bool:
+        active = {self.id}
+        for peer, progress in self.progress.items():
+            if progress.recent_active:
+                active.add(peer)
+            if peer != self.id:
+                progress.recent_active = False
+        return quorum.has_quorum(self.voters, active)
+
+    def _tick_snapshot_progress(self) -> None:
+        for peer, progress in self.progress.items():
+            if progress.state != ProgressState.SNAPSHOT:
+                continue
+            progress.snapshot_ticks += 1
+            if progress.snapshot_ticks > self.config.election_ticks:
+                # The snapshot (or its answer) was lost: probe again, which re-sends it if needed.
+                progress.become_probe()
+                progress.next = progress.match + 1
+                self._send_append(peer)
+
+    # --- elections -----------------------------------------------------------------------------
+    def _hup(self, *, transfer: bool) -> None:
+        if self.role == Role.LEADER:
+            return
+        if not self._promotable():
+            self._note(f"{self.id} is not a voter and cannot campaign")
+            return
+        if self._has_unapplied_conf_change():
+            self._note(f"{self.id} cannot campaign: a committed membership change is not applied yet")
+            return
+        self._campaign(pre_vote=self.config.pre_vote and not transfer, transfer=transfer)
+
+    def _has_unapplied_conf_change(self) -> bool:
+        if self.log.committed <= self.log.applied:
+            return False
+        lo = max(self.log.applied + 1, self.log.first_index())
+        pending = self.log.slice(lo, self.log.committed + 1, 1 << 62)
+        return any(entry.type == EntryType.CONF_CHANGE for entry in pending)
+
+    def _campaign(self, *, pre_vote: bool, transfer: bool) -> None:
+        if pre_vote:
+            self._become_pre_candidate()
+            vote_term, vote_type = self.term + 1, MT.PRE_VOTE
+        else:
+            self._become_candidate()
+            vote_term, vote_type = self.term, MT.VOTE
+        self.votes[self.id] = True
+        if quorum.vote_result(self.voters, self.votes) == quorum.VoteResult.WON:
+            self._won_election(pre_vote=pre_vote, transfer=transfer)
+            return
+        context = TRANSFER_CONTEXT if transfer else b""
+        for peer in self.voters:
+            if peer == self.id:
+                continue
+            self._send(Message(vote_type, self.id, peer, term=vote_term, log_term=self.log.last_term(),
+                               index=self.log.last_index(), context=context))
+
+    def _won_election(self, *, pre_vote: bool, transfer: bool) -> None:
+        if pre_vote:
+            self._campaign(pre_vote=False, transfer=transfer)
+        else:
+            self._become_leader()
+
+    def _handle_vote_request(self, m: Message) -> None:
+        response_type = MT.VOTE_RESP if m.type == MT.VOTE else MT.PRE_VOTE_RESP
+        can_vote = (
+            self.vote == m.sender
+            or (self.vote == NO_PEER and self.lead == NO_PEER)
+            or (m.type == MT.PRE_VOTE and m.term > self.term)
+        )
+        if can_vote and self.log.is_up_to_date(last_index=m.index, last_term=m.log_term):
+            self._note(f"{self.id} [term {self.term}] grants {m.type.name} to {m.sender} at term {m.term}")
+            self._send(Message(response_type, self.id, m.sender, term=m.term))
+            if m.type == MT.VOTE:
+                self.election_elapsed = 0
+                self.vote = m.sender
+        else:
+            self._note(f"{self.id} [term {self.term}] rejects {m.type.name} from {m.sender} at term {m.term}")
+            self._send(Message(response_type, self.id, m.sender, term=self.term, reject=True))
+
+    def _step_candidate(self, m: Message) -> None:
+        expected = MT.PRE_VOTE_RESP if self.role == Role.PRE_CANDIDATE else MT.VOTE_RESP
+        if m.type == MT.APPEND:
+            self._become_follower(m.term, m.sender)
+            self._handle_append(m)
+        elif m.type == MT.HEARTBEAT:
+            self._become_follower(m.term, m.sender)
+            self._handle_heartbeat(m)
+        elif m.type == MT.SNAPSHOT:
+            self._become_follower(m.term, m.sender)
+            self._handle_snapshot(m)
+        elif m.type == expected:
+            self.votes.setdefault(m.sender, not m.reject)
+            result = quorum.vote_result(self.voters, self.votes)
+            if result == quorum.VoteResult.WON:
+                self._won_election(pre_vote=self.role == Role.PRE_CANDIDATE, transfer=False)
+            elif result == quorum.VoteResult.LOST:
+                self._become_follower(self.term, NO_PEER)
+
+    # --- follower ------------------------------------------------------------------------------
+    def _step_follower(self, m: Message) -> None:
+        if m.type in (MT.APPEND, MT.HEARTBEAT, MT.SNAPSHOT):
+            self.election_elapsed = 0
+            self.lead = m.sender
+        if m.type == MT.APPEND:
+            self._handle_append(m)
+        elif m.type == MT.HEARTBEAT:
+            self._handle_heartbeat(m)
+        elif m.type == MT.SNAPSHOT:
+            self._handle_snapshot(m)
+        elif m.type == MT.TIMEOUT_NOW:
+            self._note(f"{self.id} [term {self.term}] received TIMEOUT_NOW from {m.sender}")
+            self._hup(transfer=True)
+
+    def _handle_append(self, m: Message) -> None:
+        if m.index < self.log.committed:
+            self._send(Message(MT.APPEND_RESP, self.id, m.sender, term=self.term, index=self.log.committed))
+            return
+        last_new = self.log.maybe_append(prev_index=m.index, prev_term=m.log_term, commit=m.commit,
+                                         entries=m.entries, check_match=not self.bugs.no_log_matching_check)
+        if last_new is not None:
+            self._send(Message(MT.APPEND_RESP, self.id, m.sender, term=self.term, index=last_new))
+            return
+        hint_index, hint_term = self.log.find_conflict_by_term(min(m.index, self.log.last_index()), m.log_term)
+        self._send(Message(MT.APPEND_RESP, self.id, m.sender, term=self.term, index=m.index, reject=True,
+                           reject_hint=hint_index, log_term=hint_term))
+
+    def _handle_heartbeat(self, m: Message) -> None:
+        self.log.commit_to(m.commit)
+        self._send(Message(MT.HEARTBEAT_RESP, self.id, m.sender, term=self.term))
+
+    def _handle_snapshot(self, m: Message) -> None:
+        assert m.snapshot is not None
+        if self._restore(m.snapshot):
+            self._note(f"{self.id} [commit {self.log.committed}] restored snapshot at {m.snapshot.meta.index}")
+            self._send(Message(MT.APPEND_RESP, self.id, m.sender, term=self.term, index=self.log.last_index()))
+        else:
+            self._send(Message(MT.APPEND_RESP, self.id, m.sender, term=self.term, index=self.log.committed))
+
+    def _restore(self, snapshot: Snapshot) -> bool:
+        meta = snapshot.meta
+        if meta.index <= self.log.committed:
+            return False
+        if self.log.match_term(meta.index, meta.term):
+            self.log.commit_to(meta.index)
+            return False
+        self.log.restore(snapshot)
+        self.voters = meta.conf.voters
+        return True
+
+    # --- leader --------------------------------------------------------------------------------
+    def _check_can_propose(self, count: int) -> None:
+        if self.role != Role.LEADER:
+            raise NotLeader(f"{self.id} is not the leader", leader_hint=self.lead or None)
+        if self.lead_transferee != NO_PEER:
+            raise ProposalDropped(f"leadership is moving to {self.lead_transferee}")
+        uncommitted = self.log.last_index() - self.log.committed
+        if uncommitted + count > self.config.uncommitted_entries_max:
+            raise LimitExceeded(f"{uncommitted} uncommitted entries (max {self.config.uncommitted_entries_max})")
+
+    def _append_entries(self, entries: list[Entry]) -> None:
+        last = self.log.append(entries)
+        self.progress[self.id].maybe_update(last)
+        self._maybe_commit()
+        self._needs_broadcast = True
+
+    def _maybe_commit(self) -> bool:
+        matches = {peer: progress.match for peer, progress in self.progress.items()}
+        index = quorum.committed_index(self.voters, matches)
+        if index <= self.log.committed:
+            return False
+        if self.log.term(index) != self.term and not self.bugs.commit_previous_term:
+            return False  # §5.4.2: only current-term entries commit by counting replicas
+        self.log.commit_to(index)
+        return True
+
+    def _broadcast_append(self, *, send_empty: bool = False) -> None:
+        """Send new entries to every follower; with send_empty, at least carry the new commit index."""
+        for peer in self.progress:
+            if peer != self.id:
+                self._send_append_pipeline(peer, send_empty=send_empty)
+
+    def _broadcast_heartbeat(self) -> None:
+        for peer, progress in self.progress.items():
+            if peer != self.id:
+                commit = min(progress.match, self.log.committed)
+                self._send(Message(MT.HEARTBEAT, self.id, peer, term=self.term, commit=commit))
+
+    def _send_append_pipeline(self, peer: str, *, send_empty: bool = False) -> None:
+        """Send as many appends as the follower's window allows (at least an empty one in probe)."""
+        progress = self.progress[peer]
+        sent = self._send_append(peer, send_empty=send_empty)
+        while sent and progress.state == ProgressState.REPLICATE and progress.next <= self.log.last_index():
+            sent = self._send_append(peer)
+
+    def _send_append(self, peer: str, *, send_empty: bool = False) -> bool:
+        progress = self.progress[peer]
+        if progress.is_paused():
+            return False
+        prev_index = progress.next - 1
+        prev_term = self.log.term(prev_index)
+        if prev_term is None or progress.next < self.log.first_index():
+            return self._send_snapshot(peer, progress)
+        last = self.log.last_index()
+        entries = self.log.slice(progress.next, last + 1, self.config.append_bytes_max) if progress.next <= last else []
+        if not entries and progress.state == ProgressState.REPLICATE and not send_empty:
+            return False
+        self._send(Message(MT.APPEND, self.id, peer, term=self.term, log_term=prev_term, index=prev_index,
+                           entries=tuple(entries), commit=self.log.committed))
+        progress.sent_entries(last_index=prev_index + len(entries), count=len(entries))
+        return True
+
+    def _send_snapshot(self, peer: str, progress: Progress) -> bool:
+        snapshot = self.log.storage.snapshot()
+        assert not snapshot.is_empty(), "a follower behind the log needs a snapshot the leader has"
+        progress.become_snapshot(snapshot.meta.index)
+        self._note(f"{self.id} [first {self.log.first_index()}] sends snapshot at {snapshot.meta.index} to {peer}")
+        self._send(Message(MT.SNAPSHOT, self.id, peer, term=self.term, snapshot=snapshot))
+        return True
+
+    def _step_leader(self, m: Message) -> None:
+        progress = self.progress.get(m.sender)
+        if progress is None:
+            return
+        if m.type in (MT.APPEND_RESP, MT.HEARTBEAT_RESP):
+            progress.recent_active = True
+            progress.last_contact_tick = self.tick_count
+        if m.type == MT.APPEND_RESP:
+            if m.reject:
+                self._handle_append_reject(m, progress)
+            else:
+                self._handle_append_success(m, progress)
+        elif m.type == MT.HEARTBEAT_RESP:
+            self._handle_heartbeat_response(m, progress)
+
+    def _handle_append_reject(self, m: Message, progress: Progress) -> None:
+        next_probe = m.reject_hint
+        if m.log_term > 0:
+            next_probe, _ = self.log.find_conflict_by_term(m.reject_hint, m.log_term)
+        if progress.maybe_decrease_to(rejected=m.index, match_hint=next_probe):
+            if progress.state == ProgressState.REPLICATE:
+                progress.become_probe()
+            self._send_append(m.sender)
+
+    def _handle_append_success(self, m: Message, progress: Progress) -> None:
+        was_paused = progress.is_paused()
+        if progress.maybe_update(m.index):
+            if progress.state == ProgressState.PROBE:
+                progress.become_replicate()
+            elif progress.state == ProgressState.SNAPSHOT and progress.match >= progress.pending_snapshot:
+                progress.become_probe()
+                progress.become_replicate()
+            elif progress.state == ProgressState.REPLICATE:
+                progress.inflights.free_le(m.index)
+            if self._maybe_commit():
+                self._broadcast_append(send_empty=True)
+            elif was_paused:
+                self._send_append_pipeline(m.sender, send_empty=True)  # also carries the commit index
+            elif progress.next <= self.log.last_index():
+                self._send_append_pipeline(m.sender)
+        if m.sender == self.lead_transferee and progress.match == self.log.last_index():
+            self._note(f"{self.id} sends TIMEOUT_NOW to {m.sender}: its log is up to date")
+            self._send(Message(MT.TIMEOUT_NOW, self.id, m.sender, term=self.term))
+
+    def _handle_heartbeat_response(self, m: Message, progress: Progress) -> None:
+        progress.probe_sent = False
+        behind = progress.match < self.log.last_index()
+        if progress.state == ProgressState.REPLICATE and behind and progress.match == progress.match_at_last_heartbeat:
+            progress.become_probe()  # no progress over a whole heartbeat: appends were lost
+        progress.match_at_last_heartbeat = progress.match
+        if behind:
+            self._send_append(m.sender)
+
+    def _most_up_to_date_peer(self) -> str:
+        candidates = [(pr.match, peer) for peer, pr in self.progress.items() if peer != self.id and peer in self.voters]
+        if not candidates:
+            return NO_PEER
+        best_match = max(match for match, _ in candidates)
+        return min(peer for match, peer in candidates if match == best_match)
+
+    # --- membership ----------------------------------------------------------------------------
+    def _apply_conf_change(self, change: ConfChange) -> None:
+        self.voters = apply_to(ConfState(self.voters), change).voters
+        self._note(f"{self.id} applied {change.op.name} {change.peer}: voters {','.join(self.voters) or '-'}")
+        if self.role != Role.LEADER:
+            return
+        if change.op == ConfChangeOp.ADD and change.peer not in self.progress:
+            self.progress[change.peer] = self._new_progress(self.log.last_index() + 1)
+            self._needs_broadcast = True
+        if change.op == ConfChangeOp.REMOVE:
+            self.progress.pop(change.peer, None)
+            if self.lead_transferee == change.peer:
+                self.lead_transferee = NO_PEER
+        if self.id not in self.voters:
+            self._step_down_removed()
+            return
+        if self._maybe_commit():
+            self._needs_broadcast = True
+
+    def _step_down_removed(self) -> None:
+        successor = self._most_up_to_date_peer()
+        if successor != NO_PEER and self.progress[successor].match == self.log.last_index():
+            self._send(Message(MT.TIMEOUT_NOW, self.id, successor, term=self.term))
+        self._note(f"{self.id} [term {self.term}] was removed and steps down")
+        self._become_follower(self.term, NO_PEER)
+
+    # --- output --------------------------------------------------------------------------------
+    def _send(self, m: Message) -> None:
+        assert m.to != self.id
+        self.messages.append(m)
+
+    def _note(self, text: str) -> None:
+        if self._events is not None:
+            self._events(text)
+        else:
+            logger.debug(text)
