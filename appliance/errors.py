@@ -52,3 +52,9 @@ class CorruptData(ApplianceError):
 
 class LimitExceeded(ApplianceError):
     """A named limit from limits.py was hit."""
+
+
+class ProposalDropped(ApplianceError):
+    """The RAFT leader cannot take a proposal now (leader transfer or a membership change pending)."""
+
+    retriable = True

@@ -24,9 +24,83 @@ EVENTS_PER_TURN_MAX = 4096  # events handled per connection per loop turn before
 SUBJECT_CACHE_ENTRIES_MAX = 4096  # per-account sublist match cache (nats-server slCacheMax)
 SUBJECT_TOKENS_MAX = 256  # a subject deeper than this is rejected as invalid
 HTTP_REQUEST_BYTES_MAX = 16 * 1024  # monitoring request line + headers
+WRITE_BUFFER_HIGH_BYTES = 256 * 1024  # transport buffer above which a write deadline starts running
+STALLED_PRODUCERS_MAX = 1024  # producers one slow subscriber may hold paused at once
+ACCEPT_BACKLOG = 1024  # listen() backlog of the client port
+CLOSED_CONNECTIONS_MAX = 10_000  # kept for /connz?state=closed (nats-server max_closed_clients)
 HTTP_BODY_BYTES_MAX = 64 * 1024  # a monitoring request body (read and ignored, as nats-server does)
 HTTP_CONNECTIONS_MAX = 128  # open monitoring connections; more are answered 503 and closed
 HTTP_IDLE_TIMEOUT_S = 30.0  # a monitoring connection silent this long (mid-request or kept alive) is closed
 
+# --- bench load generator (appliance/bench) -------------------------------------------------------
+BENCH_READ_BUFFER_BYTES = 4 * 1024 * 1024  # one client's receive buffer; holds any whole frame
+BENCH_WRITE_BATCH_BYTES = 64 * 1024  # publishes are written in batches of about this size
+BENCH_LATENCY_SAMPLES_MAX = 1_000_000  # per client; beyond it every k-th sample is kept
+BENCH_CLIENTS_MAX = 64  # processes one `appliance bench` run may start
+BENCH_ASYNC_WINDOW_MAX = 65_536  # outstanding JetStream publish acks per client
+BENCH_FETCH_BATCH_MAX = 10_000  # messages asked for in one pull request
+BENCH_IDLE_TIMEOUT_S = 10.0  # a client that sees no progress for this long gives up
+
+# --- config files (appliance/config) ---------------------------------------------------------------
+CONFIG_FILE_BYTES_MAX = 4 * 1024 * 1024  # one config file (or include); nats configs are a few KiB
+CONFIG_INCLUDE_DEPTH_MAX = 16  # nested `include` chain length
+CONFIG_NESTING_DEPTH_MAX = 128  # nested maps/arrays in one file
+CONFIG_ENV_EXPANSIONS_MAX = 64  # nested $ENV re-parses (cycles are reported before this is hit)
+CONFIG_PROBLEMS_MAX = 200  # problems collected for one file before giving up
+CONFIG_RING_BYTES_MIN = 64 * 1024  # `appliance { ring_bytes }` lower bound (power of two)
+CONFIG_RING_BYTES_MAX = 1024 * 1024 * 1024  # `appliance { ring_bytes }` upper bound
+CONFIG_WORKERS_MAX = 1024  # `appliance { workers }` upper bound
+
 assert PAYLOAD_BYTES_MAX <= PENDING_BYTES_MAX, "max_payload must be <= max_pending (nats-server rule)"
 assert CONTROL_LINE_BYTES_MAX < READ_CHUNK_BYTES
+assert BENCH_READ_BUFFER_BYTES >= 2 * (PAYLOAD_BYTES_MAX + CONTROL_LINE_BYTES_MAX), "a bench read holds a whole frame"
+
+# --- RAFT (appliance/raft, appliance/cluster/group.py) ---------------------------------------------
+RAFT_ELECTION_TICKS = 10  # base election timeout; each replica draws from [base, 2*base)
+RAFT_HEARTBEAT_TICKS = 2  # leader heartbeat interval
+RAFT_TICK_S = 0.1  # one tick of the worker clock; election timeout 1..2 s, heartbeat 0.2 s
+RAFT_INFLIGHT_MSGS_MAX = 64  # appends in flight per follower (etcd MaxInflightMsgs)
+RAFT_APPEND_BYTES_MAX = 1024 * 1024  # payload bytes of one APPEND message
+RAFT_UNCOMMITTED_ENTRIES_MAX = 8192  # leader refuses proposals beyond this many uncommitted
+RAFT_APPLY_BYTES_MAX = 4 * 1024 * 1024  # committed payload handed to apply in one Ready
+RAFT_PROPOSALS_PENDING_MAX = 4096  # driver: proposals batched while a Ready is in flight
+RAFT_SNAPSHOT_ENTRIES = 8192  # driver: snapshot + compact once this many entries were applied since
+RAFT_LOG_RECORD_BYTES_MAX = 64 * 1024 * 1024  # one record of the durable raft log file
+
+assert RAFT_HEARTBEAT_TICKS < RAFT_ELECTION_TICKS
+assert PAYLOAD_BYTES_MAX <= RAFT_APPEND_BYTES_MAX, "one max-size message fits one APPEND"
+assert RAFT_APPEND_BYTES_MAX * 2 <= RAFT_LOG_RECORD_BYTES_MAX
+
+# --- fabric (shared-memory rings, socketpair fallback, simulated links) ---------------------------
+RING_BYTES = 8 * 1024 * 1024  # data bytes of one SPSC ring (one per ordered worker pair); `appliance { ring_bytes }`
+RING_BYTES_MIN = 4096  # smallest ring accepted (tests use small rings to exercise wrap-around)
+FRAME_BYTES_MAX = RING_BYTES // 4  # largest frame payload; a link's own maximum is min(this, capacity // 4)
+LINK_BATCH_FRAMES_MAX = 256  # frames handed to a link's consumer in one batch
+LINK_BATCH_BYTES_MAX = 1024 * 1024  # payload bytes in one batch (a single larger frame still goes alone)
+LINK_READ_CHUNK_BYTES = 256 * 1024  # one socket read of the socketpair fallback
+
+assert RING_BYTES & (RING_BYTES - 1) == 0, "ring capacity must be a power of two"
+assert RING_BYTES_MIN & (RING_BYTES_MIN - 1) == 0, "ring capacity must be a power of two"
+assert RING_BYTES_MIN <= RING_BYTES
+assert FRAME_BYTES_MAX <= RING_BYTES // 4, "any frame fits an empty ring, even after a wrap"
+assert FRAME_BYTES_MAX >= PAYLOAD_BYTES_MAX + CONTROL_LINE_BYTES_MAX, "a max message fits a frame"
+assert FRAME_BYTES_MAX < 2**32, "frame length is a u32 on the wire"
+
+# --- store (appliance/store/) ---------------------------------------------------------------------
+STORE_SEGMENT_BYTES = 8 * 1024 * 1024  # an active segment is sealed (compressed) past this size
+STORE_BLOCK_RAW_BYTES = 128 * 1024  # raw records per zstd block of a sealed segment
+STORE_RECORD_BYTES_MAX = 64 * 1024 * 1024  # one record (subject + headers + payload + framing)
+STORE_BLOCK_CACHE_ENTRIES = 32  # decoded sealed blocks kept per stream (LRU)
+STORE_READ_HANDLES_MAX = 64  # open read fds per FileOps (LRU)
+STORE_BATCH_MSGS_MAX = 65536  # messages per store_batch call
+STORE_INDEX_RUN_MSGS = 65536  # sequences per run of the in-memory stream index
+STORE_ZSTD_LEVEL = 3  # zstd level of sealed blocks
+STORE_DICT_BYTES = 16 * 1024  # trained per-stream zstd dictionary
+STORE_DICT_SAMPLES_MIN = 64  # records needed before a dictionary is trained
+STORE_DICT_SAMPLES_MAX = 4096  # records sampled to train one
+STORE_SUBJECT_BYTES_MAX = 65535  # subject length is a u16 in a record
+STORE_COMMIT_WAITERS_MAX = 65536  # writes waiting on one group-commit fsync
+
+assert STORE_BLOCK_RAW_BYTES <= STORE_SEGMENT_BYTES
+assert PAYLOAD_BYTES_MAX < STORE_RECORD_BYTES_MAX < 2**32, "record length is a u32 on disk"
+assert STORE_DICT_SAMPLES_MIN <= STORE_DICT_SAMPLES_MAX
