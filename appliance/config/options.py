@@ -141,6 +141,7 @@ class ServerOptions:
     lame_duck_grace_period_s: float = limits.LAME_DUCK_GRACE_PERIOD_S
     debug: bool = False
     trace: bool = False
+    trace_verbose: bool = False  # `trace_verbose`, -VV/-DVV: also trace the system account
     logtime: bool = True
     log_file: str = ""
     pid_file: str = ""
@@ -155,3 +156,9 @@ class ServerOptions:
     appliance: ApplianceOptions = field(default_factory=ApplianceOptions)
     # top-level keys the config defined only to be used as $variables (not options)
     variables: dict[str, object] = field(default_factory=dict)
+    # top-level `mappings {}` of the global account, kept raw like Account.mappings
+    mappings: dict[str, object] = field(default_factory=dict)
+    # warnings of the config load ('file:line:col: text'); `nats-server -t` treats them as errors
+    config_warnings: list[str] = field(default_factory=list)
+    # 'file:line:col' of each top-level key of the config, so later checks can point at it
+    config_anchors: dict[str, str] = field(default_factory=dict)

@@ -1,0 +1,350 @@
+"""NATS config text or file -> `ServerOptions`, with every problem of the file reported at once.
+
+`options_from_text` / `load_config` parse (parser.py), walk the top-level keys (the table
+below; keys are case-insensitive, aliases as nats-server), fill the typed options, then run the
+cross-field checks nats-server makes when it starts (`validate_options`). Problems are
+'file:line:col: text' and are raised together as `ConfigError(problems)`.
+
+Warnings (an integer duration, a duplicate route, an empty file) do not stop a load; they are
+kept in `options.config_warnings`. With `pedantic=True` they are errors, as with `nats-server -t`.
+With `validate=False` the cross-field checks are skipped: `appliance run` loads that way, overlays
+the command-line flags (which can fix them, e.g. `-n NAME`) and validates the result.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping
+
+from appliance import limits
+from appliance.config.auth import check_authorization, check_users, parse_accounts, parse_authorization
+from appliance.config.convert import (
+    BadValue,
+    Problems,
+    as_bool,
+    as_duration,
+    as_duration_string,
+    as_int,
+    as_listen,
+    as_map,
+    as_port,
+    as_str,
+    as_str_list,
+)
+from appliance.config.options import ServerOptions
+from appliance.config.parser import ConfigMap, Entry, Position, ReadFile, parse_text, read_text_file, to_plain
+from appliance.config.sections import LoadState, load_appliance, load_cluster, load_jetstream
+from appliance.errors import ConfigError
+
+DEFAULT_CLIENT_PORT = 4222
+INT32_MAX = 2**31 - 1
+
+# keys nats-server knows that appliance does not implement: an error, never silently ignored
+UNSUPPORTED_KEYS = frozenset({
+    "tls", "leafnodes", "leaf", "gateway", "websocket", "ws", "mqtt", "operator", "operators", "roots", "root",
+    "root_operators", "root_operator", "resolver", "account_resolver", "accounts_resolver", "resolver_tls",
+    "resolver_preload", "resolver_pinned_accounts", "trusted", "trusted_keys", "ocsp", "ocsp_cache", "https",
+    "https_port", "http_base_path", "syslog", "remote_syslog", "prof_port", "prof_block_rate", "proxy_protocol",
+    "proxies", "allow_non_tls", "default_sentinel", "server_metadata", "feature_flags", "default_js_domain",
+    "no_header_support", "connect_error_reports", "reconnect_error_reports", "max_closed_clients",
+    "no_fast_producer_stall", "max_traced_msg_len", "disable_sublist_cache", "no_sublist_cache",
+    "logfile_size_limit", "log_size_limit", "logfile_max_num", "log_max_num", "ports_file_dir", "trace_headers",
+    "logtime_utc", "write_timeout", "max_sub_tokens", "max_subscription_tokens",
+})
+
+Handler = Callable[[Entry, LoadState], None]
+
+
+def _set(attribute: str, read: Callable[[str, Entry, LoadState], object]) -> Handler:
+    def handler(entry: Entry, state: LoadState) -> None:
+        setattr(state.options, attribute, read(entry.key, entry, state))
+
+    return handler
+
+
+def _str(key: str, entry: Entry, state: LoadState) -> object:
+    return as_str(key, entry.value)
+
+
+def _bool(key: str, entry: Entry, state: LoadState) -> object:
+    return as_bool(key, entry.value)
+
+
+def _int(key: str, entry: Entry, state: LoadState) -> object:
+    return as_int(key, entry.value)
+
+
+def _duration(key: str, entry: Entry, state: LoadState) -> object:
+    return as_duration(key.lower(), entry.value, state.problems)
+
+
+def _positive_int32(key: str, entry: Entry, state: LoadState) -> object:
+    number = as_int(key, entry.value)
+    if number > INT32_MAX:
+        raise BadValue(entry.value.position, f"{key} value is too big")
+    if number < 0:
+        raise BadValue(entry.value.position, f"{key} value can not be negative")
+    return number
+
+
+def _max_pending(key: str, entry: Entry, state: LoadState) -> object:
+    number = as_int(key, entry.value)
+    if number < 0:
+        raise BadValue(entry.value.position, f"{key} value can not be negative")
+    return number or limits.PENDING_BYTES_MAX
+
+
+def _max_connections(key: str, entry: Entry, state: LoadState) -> object:
+    number = as_int(key, entry.value)
+    return -1 if number == 0 else number  # nats-server: 0 means "no connections", stored as -1
+
+
+def _client_port(key: str, entry: Entry, state: LoadState) -> object:
+    return as_port(key, entry.value) or DEFAULT_CLIENT_PORT
+
+
+def _listen(entry: Entry, state: LoadState) -> None:
+    host, port = as_listen(entry.key, entry.value)
+    state.options.host = host if host is not None else state.options.host
+    state.options.port = port or DEFAULT_CLIENT_PORT
+
+
+def _http(entry: Entry, state: LoadState) -> None:
+    host, state.options.http_port = as_listen(entry.key, entry.value)
+    state.options.http_host = host if host is not None else state.options.http_host
+
+
+def _server_name(entry: Entry, state: LoadState) -> None:
+    name = as_str(entry.key, entry.value)
+    if " " in name:
+        raise BadValue(entry.value.position, "server name cannot contain spaces")
+    state.options.server_name = name
+
+
+def _lame_duck_duration(entry: Entry, state: LoadState) -> None:
+    seconds = as_duration_string(entry.key, entry.value)
+    if seconds < limits.LAME_DUCK_DURATION_MIN_S:
+        raise BadValue(entry.value.position, f"invalid lame_duck_duration of {entry.value.data}, minimum is 30 seconds")
+    state.options.lame_duck_duration_s = seconds
+
+
+def _lame_duck_grace_period(entry: Entry, state: LoadState) -> None:
+    seconds = as_duration_string(entry.key, entry.value)
+    if seconds < 0:
+        raise BadValue(entry.value.position, "invalid lame_duck_grace_period, needs to be positive")
+    state.options.lame_duck_grace_period_s = seconds
+
+
+def _trace_verbose(entry: Entry, state: LoadState) -> None:
+    state.options.trace_verbose = as_bool(entry.key, entry.value)
+    state.options.trace = state.options.trace_verbose
+
+
+def _authorization(entry: Entry, state: LoadState) -> None:
+    auth, has_users = parse_authorization(entry, state.problems)
+    check_authorization(entry, auth, has_users, state.problems)
+    state.options.authorization = auth
+
+
+def _accounts(entry: Entry, state: LoadState) -> None:
+    state.options.accounts = parse_accounts(entry, state.problems)
+
+
+def _mappings(entry: Entry, state: LoadState) -> None:
+    as_map(entry.key, entry.value)
+    plain = to_plain(entry.value)
+    assert isinstance(plain, dict)
+    state.options.mappings = plain
+
+
+def _server_tags(entry: Entry, state: LoadState) -> None:
+    for tag in as_str_list(entry.key, entry.value):
+        if tag not in state.options.server_tags:
+            state.options.server_tags.append(tag)
+
+
+def _store_dir(entry: Entry, state: LoadState) -> None:
+    state.set_store_dir(entry)
+
+
+def _ignore(entry: Entry, state: LoadState) -> None:
+    """Handled before the walk (system_account is read first, as nats-server does)."""
+
+
+HANDLERS: dict[str, Handler] = {
+    "listen": _listen,
+    "port": _set("port", _client_port),
+    "host": _set("host", _str),
+    "net": _set("host", _str),
+    "client_advertise": _set("client_advertise", _str),
+    "server_name": _server_name,
+    "http": _http,
+    "http_port": _set("http_port", lambda key, entry, state: as_port(key, entry.value)),
+    "monitor_port": _set("http_port", lambda key, entry, state: as_port(key, entry.value)),
+    "jetstream": load_jetstream,
+    "store_dir": _store_dir,
+    "storedir": _store_dir,
+    "cluster": load_cluster,
+    "accounts": _accounts,
+    "authorization": _authorization,
+    "system_account": _ignore,
+    "system": _ignore,
+    "no_system_account": _set("no_system_account", _bool),
+    "no_system": _set("no_system_account", _bool),
+    "no_sys_acc": _set("no_system_account", _bool),
+    "no_auth_user": _set("no_auth_user", _str),
+    "max_payload": _set("max_payload", _positive_int32),
+    "max_control_line": _set("max_control_line", _positive_int32),
+    "max_pending": _set("max_pending", _max_pending),
+    "max_connections": _set("max_connections", _max_connections),
+    "max_conn": _set("max_connections", _max_connections),
+    "max_subscriptions": _set("max_subscriptions", _int),
+    "max_subs": _set("max_subscriptions", _int),
+    "ping_interval": _set("ping_interval_s", _duration),
+    "ping_max": _set("ping_max", _int),
+    "write_deadline": _set("write_deadline_s", _duration),
+    "lame_duck_duration": _lame_duck_duration,
+    "lame_duck_grace_period": _lame_duck_grace_period,
+    "debug": _set("debug", _bool),
+    "trace": _set("trace", _bool),
+    "trace_verbose": _trace_verbose,
+    "logtime": _set("logtime", _bool),
+    "logfile": _set("log_file", _str),
+    "log_file": _set("log_file", _str),
+    "pidfile": _set("pid_file", _str),
+    "pid_file": _set("pid_file", _str),
+    "server_tags": _server_tags,
+    "mappings": _mappings,
+    "maps": _mappings,
+    "appliance": load_appliance,
+}
+
+
+def _system_account(tree: ConfigMap, state: LoadState) -> None:
+    for entry in tree.values():
+        if entry.key in ("system_account", "system"):
+            if not isinstance(entry.value.data, str):
+                state.problems.error(entry.key_position, "system account name must be a string")
+            else:
+                state.options.system_account = entry.value.data
+
+
+def options_from_tree(tree: ConfigMap, *, filename: str, pedantic: bool = False, validate: bool = True) -> ServerOptions:
+    """Typed options of a parsed tree; raises ConfigError with every problem found."""
+    state = LoadState(options=ServerOptions(config_file=filename), problems=Problems())
+    problems = state.problems
+    if not tree:
+        problems.warnings.append(f"{filename}: config has no values or is empty")
+    _system_account(tree, state)
+    anchors: dict[str, Position] = {}
+    for entry in tree.values():
+        key = entry.key.lower()
+        anchors.setdefault(key, entry.key_position)
+        handler = HANDLERS.get(key)
+        try:
+            if handler is not None:
+                handler(entry, state)
+            elif key in UNSUPPORTED_KEYS:
+                problems.unsupported(entry)
+            elif entry.value.used_as_variable:
+                state.options.variables[entry.key] = to_plain(entry.value)
+            else:
+                problems.unknown(entry)
+        except BadValue as error:
+            problems.bad(error)
+    users_anchor = next((e for e in tree.values() if e.key.lower() in ("accounts", "authorization")), None)
+    check_users(users_anchor, state.options.authorization, state.options.accounts, problems)
+    state.options.config_anchors = {key: str(position) for key, position in anchors.items()}
+    if validate:
+        problems.errors.extend(_located(state.options, cross_field_problems(state.options)))
+    errors = (problems.warnings if pedantic else []) + problems.errors
+    if errors:
+        raise ConfigError(errors)
+    state.options.config_warnings = list(problems.warnings)
+    return state.options
+
+
+def cross_field_problems(options: ServerOptions) -> list[tuple[str, str]]:
+    """(top-level key to point at, text) for the checks nats-server makes when it starts."""
+    found: list[tuple[str, str]] = []
+    if options.max_payload > options.max_pending:
+        found.append(("max_payload", f"max_payload ({options.max_payload}) cannot be higher than max_pending ({options.max_pending})"))
+    if options.lame_duck_duration_s > 0 and options.lame_duck_grace_period_s >= options.lame_duck_duration_s:
+        found.append((
+            "lame_duck_grace_period",
+            f"lame duck grace period ({options.lame_duck_grace_period_s:g}s) should be strictly lower than "
+            f"lame duck duration ({options.lame_duck_duration_s:g}s)",
+        ))
+    if " " in options.server_name:
+        found.append(("server_name", "server name cannot contain spaces"))
+    for name, port in (("port", options.port), ("http_port", options.http_port), ("cluster", options.cluster.port)):
+        if not -1 <= port <= 65535:
+            found.append((name, f"{name} {port} out of range (-1 for random, 1..65535)"))
+    if options.jetstream.enabled and options.cluster.port != 0:
+        if options.server_name == "":
+            found.append(("cluster", "jetstream cluster requires `server_name` to be set"))
+        if options.cluster.name == "":
+            found.append(("cluster", "jetstream cluster requires `cluster.name` to be set"))
+        if not options.cluster.routes:
+            found.append(("cluster", "JetStream cluster requires configured routes or solicited leafnode for the system account"))
+    found.extend(_no_auth_user_problems(options))
+    return found
+
+
+def _located(options: ServerOptions, found: list[tuple[str, str]]) -> list[str]:
+    where = options.config_file or "<command line>"
+    return [f"{options.config_anchors.get(key, where)}: {text}" for key, text in found]
+
+
+def validate_options(options: ServerOptions) -> None:
+    """The cross-field checks of a final options object (config + flags); raises ConfigError."""
+    problems = _located(options, cross_field_problems(options))
+    if problems:
+        raise ConfigError(problems)
+
+
+def _no_auth_user_problems(options: ServerOptions) -> list[tuple[str, str]]:
+    name = options.no_auth_user
+    if name == "":
+        return []
+    users = [*options.authorization.users, *(u for a in options.accounts.values() for u in a.users)]
+    if not users:
+        return [("no_auth_user", f'no_auth_user: "{name}" present, but users/nkeys are not defined')]
+    if all(user.username != name for user in users):
+        return [(
+            "no_auth_user",
+            f'no_auth_user: "{name}" not present as user or nkey in authorization block or account configuration',
+        )]
+    return []
+
+
+def options_from_text(
+    text: str,
+    *,
+    filename: str,
+    env: Mapping[str, str] | None = None,
+    read_file: ReadFile = read_text_file,
+    pedantic: bool = False,
+    validate: bool = True,
+) -> ServerOptions:
+    """Typed options of a config text; `filename` names it in problems and anchors includes."""
+    tree = parse_text(text, filename=filename, read_file=read_file, env=env)
+    return options_from_tree(tree, filename=filename, pedantic=pedantic, validate=validate)
+
+
+def load_config(
+    path: str,
+    *,
+    env: Mapping[str, str] | None = None,
+    read_file: ReadFile = read_text_file,
+    pedantic: bool = False,
+    validate: bool = True,
+) -> ServerOptions:
+    """Typed options of the config file at `path`; raises ConfigError listing every problem."""
+    return options_from_text(
+        read_file(path), filename=path, env=env, read_file=read_file, pedantic=pedantic, validate=validate
+    )
+
+
+def copy_options(options: ServerOptions) -> ServerOptions:
+    return copy.deepcopy(options)
