@@ -1,0 +1,208 @@
+"""RingLink: a Link over two SPSC rings in shared memory (native/ring.c) and two eventfd doorbells.
+
+Worker i's link to worker j produces into ring i→j and consumes ring j→i. Doorbell "i→j" is
+written only by i and read only by j: i rings it when it published into ring i→j while j slept,
+and when it freed space in ring j→i that j waits for. So each worker reads one doorbell per peer.
+
+Theory of operation (one asyncio loop, one thread per worker):
+- Draining: on the doorbell, or when started, the link pops one bounded batch, hands it to
+  `on_frames`, and schedules itself again with `call_soon` while frames remain. When the ring is
+  empty it announces sleep (`ring_reader_sleep`), re-checks, and from then on the producer rings.
+- Writing: `try_send` is one C call. When the ring is full it returns False; a started link
+  announces the wait (`ring_writer_wait`) and calls `on_writable` once the consumer freed enough
+  (the consumer rings our doorbell), or at once on the next turn if space appeared meanwhile.
+- The mapping and the fds belong to the attachment (mesh.py); a RingLink only borrows them.
+
+Requires appliance._native: without it there is no RingLink (use socketpair.py).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+
+from appliance import limits, native
+from appliance.errors import ClosedError, CorruptData, LimitExceeded
+from appliance.fabric.frames import KIND_MAX, KIND_RESERVED, Frame, frame_bytes_max
+from appliance.fabric.link import LinkHandler, LinkLoop, Payload
+
+_native = native.speedups
+PUSH_FULL = 0
+PUSH_WAKE = 2
+
+
+def ring_doorbell(fd: int) -> None:
+    os.eventfd_write(fd, 1)
+
+
+def clear_doorbell(fd: int) -> None:
+    try:
+        os.eventfd_read(fd)
+    except BlockingIOError:
+        pass
+
+
+class RingLink:
+    """One worker's end of the ring pair to `peer`."""
+
+    def __init__(
+        self,
+        memory: mmap.mmap | bytearray,
+        *,
+        peer: int,
+        out_offset: int,
+        in_offset: int,
+        out_bell_fd: int,
+        in_bell_fd: int,
+    ) -> None:
+        assert native.ENABLED and _native is not None, "RingLink needs appliance._native"
+        assert out_offset != in_offset
+        self._memory = memory
+        self._peer = peer
+        self._out = out_offset
+        self._in = in_offset
+        self._out_bell = out_bell_fd
+        self._in_bell = in_bell_fd
+        capacity = _native.ring_check(memory, out_offset)
+        assert _native.ring_check(memory, in_offset) == capacity, "both directions share a capacity"
+        self.capacity: int = capacity
+        self._frame_bytes_max = frame_bytes_max(capacity)
+        self._loop: LinkLoop | None = None
+        self._handler: LinkHandler | None = None
+        self._drain_scheduled = False
+        self._blocked_bytes: int | None = None  # payload size of the refused frame we wait for
+        self._writable_scheduled = False
+        self._closed = False
+
+    @property
+    def peer(self) -> int:
+        return self._peer
+
+    @property
+    def frame_bytes_max(self) -> int:
+        return self._frame_bytes_max
+
+    def try_send(self, kind: int, payload: Payload) -> bool:
+        if self._closed:
+            raise ClosedError(f"link to worker {self._peer} is closed")
+        assert KIND_RESERVED < kind <= KIND_MAX, "kind 0 is the transport's own"
+        if len(payload) > self._frame_bytes_max:
+            raise LimitExceeded(f"frame of {len(payload)} bytes > {self._frame_bytes_max} (FRAME_BYTES_MAX)")
+        result = _native.ring_push(self._memory, self._out, kind, payload)
+        if result == PUSH_FULL:
+            self._wait_for_space(len(payload))
+            return False
+        if result == PUSH_WAKE:
+            ring_doorbell(self._out_bell)
+        return True
+
+    def try_send_many(self, frames: list[Frame], start: int = 0) -> int:
+        """Sends frames[start:] until one does not fit; returns the index of the first not sent."""
+        if self._closed:
+            raise ClosedError(f"link to worker {self._peer} is closed")
+        for kind, payload in frames[start:]:
+            assert KIND_RESERVED < kind <= KIND_MAX, "kind 0 is the transport's own"
+            if len(payload) > self._frame_bytes_max:
+                raise LimitExceeded(f"frame of {len(payload)} bytes > {self._frame_bytes_max}")
+        index, wake = _native.ring_push_many(self._memory, self._out, frames, start)
+        if wake:
+            ring_doorbell(self._out_bell)
+        if index < len(frames):
+            self._wait_for_space(len(frames[index][1]))
+        return int(index)
+
+    def receive(self, frames_max: int = limits.LINK_BATCH_FRAMES_MAX) -> list[Frame]:
+        if self._closed:
+            raise ClosedError(f"link to worker {self._peer} is closed")
+        assert 1 <= frames_max <= limits.LINK_BATCH_FRAMES_MAX
+        frames: list[Frame] = []
+        try:
+            _count, wake_writer = _native.ring_pop(
+                self._memory, self._in, frames, frames_max, limits.LINK_BATCH_BYTES_MAX
+            )
+        except RuntimeError as error:
+            raise CorruptData(f"ring from worker {self._peer}: {error}") from error
+        if wake_writer:
+            ring_doorbell(self._out_bell)
+        return frames
+
+    def flush(self) -> bool:
+        return True  # a pushed frame is visible to the consumer at once
+
+    def fill(self) -> tuple[int, int]:
+        """Bytes in flight (outgoing, incoming)."""
+        out_head, out_tail = _native.ring_counters(self._memory, self._out)
+        in_head, in_tail = _native.ring_counters(self._memory, self._in)
+        return out_head - out_tail, in_head - in_tail
+
+    def start(self, loop: LinkLoop, handler: LinkHandler) -> None:
+        assert self._loop is None, "a link is started once"
+        if self._closed:
+            raise ClosedError(f"link to worker {self._peer} is closed")
+        self._loop = loop
+        self._handler = handler
+        loop.add_reader(self._in_bell, self._on_doorbell)
+        self._schedule_drain()  # frames may be waiting, and the sleep flag is not set yet
+        if self._blocked_bytes is not None:
+            self._wait_for_space(self._blocked_bytes)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._loop is not None:
+            self._loop.remove_reader(self._in_bell)
+
+    # --- loop side -------------------------------------------------------------------------------
+
+    def _on_doorbell(self) -> None:
+        clear_doorbell(self._in_bell)
+        if self._closed:
+            return
+        if self._blocked_bytes is not None and not self._writer_still_waits(self._blocked_bytes):
+            self._schedule_writable()
+        self._schedule_drain()
+
+    def _schedule_drain(self) -> None:
+        if not self._drain_scheduled and self._loop is not None:
+            self._drain_scheduled = True
+            self._loop.call_soon(self._drain)
+
+    def _drain(self) -> None:
+        self._drain_scheduled = False
+        if self._closed:
+            return
+        assert self._handler is not None
+        try:
+            frames = self.receive()
+        except CorruptData as error:
+            self.close()
+            self._handler.on_broken(self, error)
+            return
+        if frames:
+            self._handler.on_frames(self, frames)
+        if self._closed:
+            return
+        if len(frames) == limits.LINK_BATCH_FRAMES_MAX or not _native.ring_reader_sleep(self._memory, self._in):
+            self._schedule_drain()
+
+    def _wait_for_space(self, payload_bytes: int) -> None:
+        self._blocked_bytes = payload_bytes
+        if self._loop is not None and not self._writer_still_waits(payload_bytes):
+            self._schedule_writable()
+
+    def _writer_still_waits(self, payload_bytes: int) -> bool:
+        return bool(_native.ring_writer_wait(self._memory, self._out, payload_bytes))
+
+    def _schedule_writable(self) -> None:
+        if not self._writable_scheduled and self._loop is not None:
+            self._writable_scheduled = True
+            self._loop.call_soon(self._fire_writable)
+
+    def _fire_writable(self) -> None:
+        self._writable_scheduled = False
+        if self._closed or self._blocked_bytes is None:
+            return
+        self._blocked_bytes = None
+        assert self._handler is not None
+        self._handler.on_writable(self)

@@ -1,0 +1,282 @@
+"""SocketpairLink: the Link without native code, over one AF_UNIX stream socket per worker pair.
+
+Correct, slower, and full at exactly the same point as the shared-memory ring: in-flight bytes are
+counted with the ring's arithmetic (`RingSpace`) and the consumer returns credits.
+
+Theory of operation:
+- The stream carries ring records `[len u32][kind u32][payload padded to 8]` both ways. Kind 0 is
+  a credit: its 8-byte payload is the consumer's cumulative `tail`, so the newest credit replaces
+  every older one.
+- The producer accepts a frame only when `RingSpace.fits` it under the last credit seen (reading
+  the socket for newer credits first), so it never has more than `capacity` bytes in flight and
+  its outgoing buffer is bounded by `capacity` plus one credit.
+- The consumer accounts arrivals in a second RingSpace: a peer that exceeds its credit broke the
+  protocol (BrokenError), so the incoming buffer is bounded by `capacity` plus one read chunk.
+- Driven by a loop, writes are gathered and sent once per turn (`call_soon`), a socket that
+  refuses bytes is watched with `add_writer`, and the readable socket is the doorbell.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from collections import deque
+
+from appliance import limits
+from appliance.errors import BrokenError, ClosedError, LimitExceeded
+from appliance.fabric.frames import (
+    KIND_MAX,
+    KIND_RESERVED,
+    RECORD_HEADER,
+    RECORD_HEADER_BYTES,
+    Frame,
+    RingSpace,
+    frame_bytes_max,
+    record_bytes,
+)
+from appliance.fabric.link import LinkHandler, LinkLoop, Payload
+
+CREDIT = struct.Struct("<Q")
+CREDIT_RECORD = RECORD_HEADER.pack(CREDIT.size, KIND_RESERVED)
+PADDING = bytes(8)
+
+
+class SocketpairLink:
+    """One worker's end of the socketpair to `peer`; the link borrows the socket, never closes it."""
+
+    def __init__(self, sock: socket.socket, *, peer: int, capacity: int) -> None:
+        assert sock.family == socket.AF_UNIX and sock.type == socket.SOCK_STREAM
+        sock.setblocking(False)
+        self._sock = sock
+        self._fd = sock.fileno()
+        self._peer = peer
+        self.capacity = capacity
+        self._frame_bytes_max = frame_bytes_max(capacity)
+        self._tx_space = RingSpace(capacity)  # what we sent; its tail follows the peer's credits
+        self._rx_space = RingSpace(capacity)  # what the peer sent; its tail is our credit
+        self._tx_pending = bytearray()  # bounded: capacity + one credit record
+        self._credit_at: int | None = None  # offset of an unsent credit record in _tx_pending
+        self._rx_buffer = bytearray()  # bounded: one partial record + one read chunk
+        self._rx_frames: deque[Frame] = deque()  # bounded by _rx_space
+        self._loop: LinkLoop | None = None
+        self._handler: LinkHandler | None = None
+        self._blocked_bytes: int | None = None
+        self._flush_scheduled = False
+        self._drain_scheduled = False
+        self._writable_scheduled = False
+        self._watching_writes = False
+        self._closed = False
+        self._broken: BrokenError | None = None
+
+    @property
+    def peer(self) -> int:
+        return self._peer
+
+    @property
+    def frame_bytes_max(self) -> int:
+        return self._frame_bytes_max
+
+    def try_send(self, kind: int, payload: Payload) -> bool:
+        self._check_usable()
+        assert KIND_RESERVED < kind <= KIND_MAX, "kind 0 is the transport's own"
+        length = len(payload)
+        if length > self._frame_bytes_max:
+            raise LimitExceeded(f"frame of {length} bytes > {self._frame_bytes_max} (FRAME_BYTES_MAX)")
+        if not self._tx_space.fits(length):
+            self._read_socket()  # newer credits may be waiting
+            self._check_usable()
+            if not self._tx_space.fits(length):
+                self._blocked_bytes = length
+                return False
+        self._tx_space.push(length)
+        self._tx_pending += RECORD_HEADER.pack(length, kind)
+        self._tx_pending += payload
+        self._tx_pending += PADDING[: record_bytes(length) - RECORD_HEADER_BYTES - length]
+        self._schedule_flush()
+        return True
+
+    def receive(self, frames_max: int = limits.LINK_BATCH_FRAMES_MAX) -> list[Frame]:
+        if self._closed:
+            raise ClosedError(f"link to worker {self._peer} is closed")
+        assert 1 <= frames_max <= limits.LINK_BATCH_FRAMES_MAX
+        self._read_socket()
+        frames: list[Frame] = []
+        batch_bytes = 0
+        while self._rx_frames and len(frames) < frames_max:
+            length = len(self._rx_frames[0][1])
+            if frames and batch_bytes + length > limits.LINK_BATCH_BYTES_MAX:
+                break
+            frames.append(self._rx_frames.popleft())
+            self._rx_space.pop(length)
+            batch_bytes += length
+        if frames:
+            self._queue_credit()
+            self._schedule_flush()
+        elif self._broken is not None:
+            raise self._broken
+        return frames
+
+    def flush(self) -> bool:
+        if self._closed or self._broken is not None:
+            return True
+        self._read_socket()
+        if self._tx_pending and self._broken is None:
+            try:
+                sent = self._sock.send(self._tx_pending)
+            except BlockingIOError:
+                sent = 0
+            except OSError as error:
+                self._set_broken(error)
+                return True
+            del self._tx_pending[:sent]
+            if self._credit_at is not None:
+                self._credit_at = self._credit_at - sent if self._credit_at >= sent else None
+        self._watch_writes(bool(self._tx_pending))
+        return not self._tx_pending
+
+    def start(self, loop: LinkLoop, handler: LinkHandler) -> None:
+        assert self._loop is None, "a link is started once"
+        self._check_usable()
+        self._loop = loop
+        self._handler = handler
+        loop.add_reader(self._fd, self._read_socket)
+        self._schedule_flush()
+        self._schedule_drain()
+        if self._blocked_bytes is not None and self._tx_space.fits(self._blocked_bytes):
+            self._schedule_writable()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._unregister()
+
+    # --- internals -------------------------------------------------------------------------------
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise ClosedError(f"link to worker {self._peer} is closed")
+        if self._broken is not None:
+            raise self._broken
+
+    def _read_socket(self) -> None:
+        while not self._closed and self._broken is None:
+            try:
+                chunk = self._sock.recv(limits.LINK_READ_CHUNK_BYTES)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError as error:
+                self._set_broken(error)
+                break
+            if not chunk:
+                self._set_broken(None)
+                break
+            self._rx_buffer += chunk
+            self._parse_records()
+        if self._loop is not None:
+            if self._rx_frames:
+                self._schedule_drain()
+            if self._blocked_bytes is not None and self._tx_space.fits(self._blocked_bytes):
+                self._schedule_writable()
+
+    def _parse_records(self) -> None:
+        buffer = self._rx_buffer
+        position = 0
+        while len(buffer) - position >= RECORD_HEADER_BYTES and self._broken is None:
+            length, kind = RECORD_HEADER.unpack_from(buffer, position)
+            if kind == KIND_RESERVED and length != CREDIT.size:
+                self._set_broken(None, detail="bad credit record")
+                break
+            if length > self._frame_bytes_max or (kind != KIND_RESERVED and not self._rx_space.fits(length)):
+                self._set_broken(None, detail="peer exceeded its credit")
+                break
+            record = record_bytes(length)
+            if len(buffer) - position < record:
+                break
+            start = position + RECORD_HEADER_BYTES
+            if kind == KIND_RESERVED:
+                (tail,) = CREDIT.unpack_from(buffer, start)
+                if not self._tx_space.tail <= tail <= self._tx_space.head:
+                    self._set_broken(None, detail="credit out of range")
+                    break
+                self._tx_space.tail = tail
+            else:
+                self._rx_space.push(length)
+                self._rx_frames.append((kind, bytes(buffer[start : start + length])))
+            position += record
+        del buffer[:position]
+
+    def _queue_credit(self) -> None:
+        value = CREDIT.pack(self._rx_space.tail)
+        if self._credit_at is None:
+            self._credit_at = len(self._tx_pending)
+            self._tx_pending += CREDIT_RECORD
+            self._tx_pending += value
+        else:
+            start = self._credit_at + RECORD_HEADER_BYTES
+            self._tx_pending[start : start + CREDIT.size] = value
+
+    def _set_broken(self, cause: OSError | None, *, detail: str = "peer closed the link") -> None:
+        if self._broken is not None:
+            return
+        error = BrokenError(f"link to worker {self._peer}: {detail}")
+        error.__cause__ = cause
+        self._broken = error
+        self._unregister()
+        if self._handler is not None and self._loop is not None:
+            handler = self._handler
+            self._loop.call_soon(lambda: handler.on_broken(self, error))
+
+    def _unregister(self) -> None:
+        if self._loop is not None:
+            self._loop.remove_reader(self._fd)
+            self._watch_writes(False)
+
+    def _watch_writes(self, wanted: bool) -> None:
+        if self._loop is None or wanted == self._watching_writes:
+            return
+        self._watching_writes = wanted
+        if wanted:
+            self._loop.add_writer(self._fd, self.flush)
+        else:
+            self._loop.remove_writer(self._fd)
+
+    def _schedule_flush(self) -> None:
+        if self._loop is None:
+            return  # not started: the caller flushes
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush_soon)
+
+    def _flush_soon(self) -> None:
+        self._flush_scheduled = False
+        self.flush()
+
+    def _schedule_drain(self) -> None:
+        if self._loop is not None and not self._drain_scheduled:
+            self._drain_scheduled = True
+            self._loop.call_soon(self._drain)
+
+    def _drain(self) -> None:
+        self._drain_scheduled = False
+        if self._closed or not self._rx_frames:
+            return
+        assert self._handler is not None
+        frames = self.receive()
+        if frames:
+            self._handler.on_frames(self, frames)
+        if self._rx_frames:
+            self._schedule_drain()
+
+    def _schedule_writable(self) -> None:
+        if self._loop is not None and not self._writable_scheduled:
+            self._writable_scheduled = True
+            self._loop.call_soon(self._fire_writable)
+
+    def _fire_writable(self) -> None:
+        self._writable_scheduled = False
+        if self._closed or self._broken is not None or self._blocked_bytes is None:
+            return
+        self._blocked_bytes = None
+        assert self._handler is not None
+        self._handler.on_writable(self)
