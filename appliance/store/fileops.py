@@ -1,0 +1,185 @@
+"""The file operations the store performs, behind one small interface.
+
+The store touches the disk only through `FileOps`, so tests can swap in a fault-injecting layer
+(appliance/testing/faultfs.py) that crashes at any write or fsync. Files are append-only while
+they are written; whole-file replacement goes through `write_atomic` (tmp, fsync, rename, fsync
+directory). Durability rules the store relies on:
+
+- data appended to a file is durable after `fsync(path)` (or the function `fsync_job(path)`
+  returns, which may run on another thread);
+- a created, renamed or removed name is durable after `fsync_dir(directory)`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Protocol
+
+from appliance import limits
+
+
+class FileOps(Protocol):
+    def make_dirs(self, path: str) -> None: ...
+
+    def list_dir(self, path: str) -> list[str]: ...
+
+    def exists(self, path: str) -> bool: ...
+
+    def size(self, path: str) -> int: ...
+
+    def read_all(self, path: str) -> bytes: ...
+
+    def read_at(self, path: str, offset: int, length: int) -> bytes: ...
+
+    def create(self, path: str, data: bytes) -> None:
+        """Create (or empty) the file and append data; not durable until fsync and fsync_dir."""
+        ...
+
+    def append(self, path: str, data: bytes) -> None: ...
+
+    def fsync_job(self, path: str) -> Callable[[], None]:
+        """A function that makes durable everything appended to path before this call."""
+        ...
+
+    def fsync(self, path: str) -> None: ...
+
+    def fsync_dir(self, path: str) -> None: ...
+
+    def truncate(self, path: str, size: int) -> None: ...
+
+    def rename(self, source: str, target: str) -> None: ...
+
+    def remove(self, path: str) -> None: ...
+
+    def close_file(self, path: str) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def write_atomic(ops: FileOps, path: str, data: bytes) -> None:
+    """Replace path with data so that a crash leaves either the old or the new file."""
+    tmp = path + ".tmp"
+    ops.create(tmp, data)
+    ops.fsync(tmp)
+    ops.close_file(tmp)
+    ops.rename(tmp, path)
+    ops.fsync_dir(os.path.dirname(path) or ".")
+
+
+class OsFileOps:
+    """FileOps over the real file system (fdatasync for data, fsync for directories)."""
+
+    def __init__(self) -> None:
+        self._writers: dict[str, int] = {}
+        self._readers: OrderedDict[str, int] = OrderedDict()
+
+    def make_dirs(self, path: str) -> None:
+        os.makedirs(path, exist_ok=True)
+
+    def list_dir(self, path: str) -> list[str]:
+        return sorted(os.listdir(path))
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def size(self, path: str) -> int:
+        return os.path.getsize(path)
+
+    def read_all(self, path: str) -> bytes:
+        with open(path, "rb") as f:
+            return f.read()
+
+    def read_at(self, path: str, offset: int, length: int) -> bytes:
+        fd = self._writers.get(path)
+        if fd is None:
+            fd = self._reader(path)
+        return os.pread(fd, length, offset)
+
+    def _reader(self, path: str) -> int:
+        fd = self._readers.get(path)
+        if fd is not None:
+            self._readers.move_to_end(path)
+            return fd
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        self._readers[path] = fd
+        if len(self._readers) > limits.STORE_READ_HANDLES_MAX:
+            _, oldest = self._readers.popitem(last=False)
+            os.close(oldest)
+        return fd
+
+    def _writer(self, path: str, *, truncate: bool = False) -> int:
+        fd = self._writers.get(path)
+        if fd is None or truncate:
+            if fd is not None:
+                os.close(fd)
+            flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | (os.O_TRUNC if truncate else 0)
+            fd = os.open(path, flags, 0o644)
+            self._writers[path] = fd
+        return fd
+
+    def create(self, path: str, data: bytes) -> None:
+        self._drop_reader(path)
+        fd = self._writer(path, truncate=True)
+        _write_all(fd, data)
+
+    def append(self, path: str, data: bytes) -> None:
+        _write_all(self._writer(path), data)
+
+    def fsync_job(self, path: str) -> Callable[[], None]:
+        fd = os.dup(self._writer(path))
+
+        def run() -> None:
+            try:
+                os.fdatasync(fd)
+            finally:
+                os.close(fd)
+
+        return run
+
+    def fsync(self, path: str) -> None:
+        os.fdatasync(self._writer(path))
+
+    def fsync_dir(self, path: str) -> None:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def truncate(self, path: str, size: int) -> None:
+        os.truncate(path, size)
+
+    def rename(self, source: str, target: str) -> None:
+        self.close_file(source)
+        self.close_file(target)
+        os.replace(source, target)
+
+    def remove(self, path: str) -> None:
+        self.close_file(path)
+        os.remove(path)
+
+    def close_file(self, path: str) -> None:
+        fd = self._writers.pop(path, None)
+        if fd is not None:
+            os.close(fd)
+        self._drop_reader(path)
+
+    def _drop_reader(self, path: str) -> None:
+        fd = self._readers.pop(path, None)
+        if fd is not None:
+            os.close(fd)
+
+    def close(self) -> None:
+        for fd in list(self._writers.values()) + list(self._readers.values()):
+            os.close(fd)
+        self._writers.clear()
+        self._readers.clear()
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]

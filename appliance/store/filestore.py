@@ -1,0 +1,610 @@
+"""FileStreamStore: the StreamStore contract over segment files, durable before acknowledged.
+
+Writes append records to the active segment (one write per batch); `sync()` fsyncs it (and the
+directory when a segment was created), so with `sync_always` a store returns only after fsync.
+Group commit is explicit: `append_batch()` any number of times, then `begin_sync()` /
+`SyncJob.run()` (may run on an executor thread) / `finish_sync()` make everything appended so
+far durable with one fsync (see commit.py). A full active segment is sealed: rewritten as
+zstd blocks (segment.py) to a temporary file, fsynced, renamed over itself.
+
+Removals (delete, purge, limits, expiry) append DELETE / FIRST records to the active segment.
+Only the oldest segment is ever removed (once it has no live message), so a removal record
+always outlives the messages it removes. Recovery replays every segment in order into a fresh
+`StreamIndex` (the per-subject index is rebuilt on open), truncates a torn tail of the last
+segment, and reports damaged records or blocks elsewhere as `CorruptRegion`s that are never
+served (loading one raises CorruptData).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from bisect import bisect_right
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import zstandard
+
+from appliance import limits as bounds
+from appliance.errors import CorruptData, LimitExceeded
+from appliance.store import api, records, segment, snapshot
+from appliance.store.fileops import FileOps, OsFileOps, write_atomic
+from appliance.store.index import StreamIndex
+from appliance.store.layout import (
+    DICT_NAME,
+    ActiveSegment,
+    CorruptRegion,
+    RecoveryReport,
+    SealedSegment,
+    Segment,
+    SyncJob,
+    sealed_from,
+    segment_path,
+)
+from appliance.store.memory import state_of
+from appliance.store.scan import scan_segments
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class FileStoreConfig:
+    directory: str
+    limits: api.StoreLimits = field(default_factory=api.StoreLimits)
+    sync_always: bool = True  # False: the owner calls sync() every sync_interval (nats-server)
+    segment_bytes: int = bounds.STORE_SEGMENT_BYTES
+    use_dictionary: bool = False
+
+
+class FileStreamStore:
+    def __init__(self, config: FileStoreConfig, *, ops: FileOps | None = None) -> None:
+        self.config = config
+        self._ops: FileOps = ops if ops is not None else OsFileOps()
+        self._dir = config.directory
+        self._index = StreamIndex(config.limits)
+        self._segments: list[Segment] = []
+        self._names: list[int] = []
+        self._zdict: zstandard.ZstdCompressionDict | None = None
+        self._blocks: OrderedDict[tuple[str, int], tuple[bytes, dict[int, int]]] = OrderedDict()
+        self._written_seq = 0
+        self._durable_seq = 0
+        self._unsynced = False
+        self._dir_dirty = False
+        self.recovery = RecoveryReport()
+        self._recover()
+
+    # --- recovery ---------------------------------------------------------------------------------
+
+    def _recover(self) -> None:
+        ops = self._ops
+        ops.make_dirs(self._dir)
+        names = ops.list_dir(self._dir)
+        for name in names:
+            if name.endswith(".tmp"):
+                ops.remove(os.path.join(self._dir, name))
+                self.recovery.tmp_files_removed += 1
+        if self.recovery.tmp_files_removed:
+            ops.fsync_dir(self._dir)
+        if DICT_NAME in names:
+            self._zdict = zstandard.ZstdCompressionDict(ops.read_all(os.path.join(self._dir, DICT_NAME)))
+        seg_names = sorted(n for n in names if n.endswith(".seg"))
+        for i, name in enumerate(seg_names):
+            self._recover_segment(os.path.join(self._dir, name), is_last=i == len(seg_names) - 1)
+        self.recovery.segments = len(self._segments)
+        removed = self._index.enforce()
+        if not self._segments or not isinstance(self._segments[-1], ActiveSegment):
+            self._start_active()
+        if removed:
+            self._persist_removal(removed)
+        self._written_seq = self._durable_seq = self._index.last_seq
+        if self._unsynced or self._dir_dirty:
+            self.sync()
+        for region in self.recovery.corrupt:
+            logger.error("store: corrupt data not served: %s:%d: %s", region.path, region.offset, region.detail)
+
+    def _recover_segment(self, path: str, *, is_last: bool) -> None:
+        data = self._ops.read_all(path)
+        try:
+            header = segment.decode_header(data, path)
+        except CorruptData as exc:
+            if is_last and len(data) < segment.HEADER_BYTES:
+                logger.warning("store: removing torn new segment %s (%d bytes)", path, len(data))
+                self._ops.remove(path)
+                self._ops.fsync_dir(self._dir)
+                self.recovery.torn_bytes += len(data)
+                self.recovery.torn_segments.append(path)
+                return
+            self._corrupt(path, 0, 0, 0, str(exc))
+            return
+        if header.sealed:
+            self._recover_sealed(path, data, header)
+        else:
+            self._recover_active(path, data, header.first_seq, is_last=is_last)
+
+    def _recover_active(self, path: str, data: bytes, first_seq: int, *, is_last: bool) -> None:
+        seg = ActiveSegment(path, first_seq, len(data))
+        self._add_segment(seg)
+        offset = segment.HEADER_BYTES
+        while offset < len(data):
+            try:
+                record = records.decode_at(data, offset)
+            except records.BadRecord as exc:
+                resume = records.resync(data, offset)
+                if resume is None and is_last:
+                    self._truncate_torn(seg, offset, len(data) - offset)
+                    break
+                next_seq = records.decode_at(data, resume).seq if resume is not None else 0
+                self._corrupt(path, offset, self._index.last_seq + 1, max(next_seq - 1, 0), str(exc))
+                if resume is None:
+                    break
+                offset = resume
+                continue
+            self._replay(record, seg)
+            offset = record.end
+
+    def _truncate_torn(self, seg: ActiveSegment, offset: int, torn: int) -> None:
+        logger.warning("store: truncating torn tail of %s at %d (%d bytes)", seg.path, offset, torn)
+        self._ops.truncate(seg.path, offset)
+        self._ops.fsync(seg.path)
+        seg.size = offset
+        self.recovery.torn_bytes += torn
+        self.recovery.torn_segments.append(seg.path)
+
+    def _recover_sealed(self, path: str, data: bytes, header: segment.FileHeader) -> None:
+        try:
+            blocks, _ = segment.read_footer(data, path)
+        except CorruptData as exc:
+            self._corrupt(path, exc.offset, 0, 0, str(exc))
+            blocks, problems = segment.walk_blocks(data, path)
+            for problem in problems:
+                self._corrupt(path, problem.offset, 0, 0, str(problem))
+        zdict = self._dict_for(header.dict_id)
+        good: list[segment.BlockInfo] = []
+        seg = sealed_from(path, header.first_seq, header.dict_id, [])
+        seg.file_bytes = len(data)
+        self._add_segment(seg)
+        for info in blocks:
+            try:
+                if header.dict_id and zdict is None:
+                    raise CorruptData("segment needs a missing dictionary", path=path, offset=info.offset)
+                raw = segment.decode_block(data, info, zdict=zdict, path=path)
+                found, stop = records.decode_all(raw)
+                if stop != len(raw):
+                    raise CorruptData("damaged record inside block", path=path, offset=info.offset)
+            except CorruptData as exc:
+                self._corrupt(path, info.offset, info.first_seq, info.last_seq, str(exc))
+                self._index.advance_last(info.last_seq)
+                continue
+            good.append(info)
+            for record in found:
+                self._replay(record, seg)
+        complete = sealed_from(path, header.first_seq, header.dict_id, good)
+        seg.blocks, seg.block_firsts = complete.blocks, complete.block_firsts
+
+    def _replay(self, record: records.Record, seg: Segment) -> None:
+        index = self._index
+        if record.kind == records.Kind.MSG:
+            if record.seq <= index.last_seq:
+                logger.warning("store: ignoring out-of-order record seq %d in %s", record.seq, seg.path)
+                return
+            size = api.file_msg_size(record.subject, record.headers, record.payload)
+            index.add(record.seq, record.subject, size, record.timestamp_ns)
+            seg.live += 1
+            if isinstance(seg, ActiveSegment):
+                seg.offsets[record.seq] = record.offset
+        elif record.kind == records.Kind.DELETE:
+            for first, last in record.ranges():
+                self._forget(self._live_in(first, last))
+            index.advance_last(record.seq)
+        else:
+            self._forget(index.skip_to(record.seq))
+
+    def _corrupt(self, path: str, offset: int, first_seq: int, last_seq: int, detail: str) -> None:
+        self.recovery.corrupt.append(CorruptRegion(path, offset, first_seq, last_seq, detail))
+
+    def _dict_for(self, dict_id: int) -> zstandard.ZstdCompressionDict | None:
+        if not dict_id:
+            return None
+        if self._zdict is None or self._zdict.dict_id() != dict_id:
+            return None
+        return self._zdict
+
+    # --- segments ---------------------------------------------------------------------------------
+
+    def _add_segment(self, seg: Segment) -> None:
+        assert not self._names or seg.first_seq > self._names[-1]
+        self._segments.append(seg)
+        self._names.append(seg.first_seq)
+
+    @property
+    def _active(self) -> ActiveSegment:
+        seg = self._segments[-1]
+        assert isinstance(seg, ActiveSegment)
+        return seg
+
+    def _segment_of(self, seq: int) -> Segment:
+        k = bisect_right(self._names, seq) - 1
+        assert k >= 0, f"no segment holds seq {seq}"
+        return self._segments[k]
+
+    def _start_active(self) -> None:
+        first = self._index.last_seq + 1
+        if self._names:
+            first = max(first, self._names[-1] + 1)
+        path = segment_path(self._dir, first)
+        self._ops.create(path, segment.encode_active_header(first))
+        self._add_segment(ActiveSegment(path, first, segment.HEADER_BYTES))
+        self._dir_dirty = True
+        self._unsynced = True
+
+    def _roll(self) -> None:
+        """Seal the full active segment and start a new one."""
+        old = self._active
+        raw = self._ops.read_all(old.path)
+        found, stop = records.decode_all(raw, segment.HEADER_BYTES)
+        assert stop == len(raw), "the active segment we wrote must parse"
+        keep = [r for r in found if r.kind != records.Kind.MSG or self._index.is_live(r.seq)]
+        zdict = self._maybe_train(keep, raw)
+        data = segment.encode_sealed(old.first_seq, keep, raw, zdict=zdict)
+        write_atomic(self._ops, old.path, data)
+        blocks, _ = segment.read_footer(data, old.path)
+        sealed = sealed_from(old.path, old.first_seq, zdict.dict_id() if zdict else 0, blocks)
+        sealed.live = old.live
+        sealed.file_bytes = len(data)
+        self._segments[-1] = sealed
+        self._durable_seq = self._written_seq
+        self._unsynced = False
+        self._start_active()
+
+    def _maybe_train(self, keep: list[records.Record], raw: bytes) -> zstandard.ZstdCompressionDict | None:
+        if not self.config.use_dictionary or self._zdict is not None:
+            return self._zdict
+        samples = [raw[r.offset : r.end] for r in keep if r.kind == records.Kind.MSG]
+        samples = samples[: bounds.STORE_DICT_SAMPLES_MAX]
+        if len(samples) < bounds.STORE_DICT_SAMPLES_MIN:
+            return None
+        try:
+            zdict = zstandard.train_dictionary(bounds.STORE_DICT_BYTES, samples)
+        except zstandard.ZstdError as exc:
+            logger.info("store: no dictionary trained for %s: %s", self._dir, exc)
+            return None
+        write_atomic(self._ops, os.path.join(self._dir, DICT_NAME), zdict.as_bytes())
+        self._zdict = zdict
+        return zdict
+
+    def _drop_dead_head(self) -> None:
+        """Remove leading segments without live messages (never the active one)."""
+        if len(self._segments) < 2 or self._segments[0].live:
+            return
+        if self._unsynced or self._dir_dirty:
+            self.sync()  # the removal records must be durable before the messages' files go
+        while len(self._segments) > 1 and self._segments[0].live == 0:
+            seg = self._segments.pop(0)
+            self._names.pop(0)
+            self._ops.remove(seg.path)
+            for key in [k for k in self._blocks if k[0] == seg.path]:
+                del self._blocks[key]
+        self._ops.fsync_dir(self._dir)
+
+    # --- writes -----------------------------------------------------------------------------------
+
+    def msg_size(self, subject: str, headers: bytes, payload: bytes) -> int:
+        return api.file_msg_size(subject, headers, payload)
+
+    def append_batch(self, msgs: Sequence[api.MsgInput]) -> list[int]:
+        """Write messages to the OS without fsync; returns their sequences (see begin_sync)."""
+        if len(msgs) > bounds.STORE_BATCH_MSGS_MAX:
+            raise LimitExceeded(f"batch of {len(msgs)} > STORE_BATCH_MSGS_MAX")
+        index = self._index
+        active = self._active
+        offsets = active.offsets
+        lim = index.limits
+        enforcing = lim.max_msgs > 0 or lim.max_bytes > 0 or lim.max_msgs_per_subject > 0
+        checking = lim.discard == "new" or lim.max_msg_size >= 0
+        parts: list[bytes] = []
+        seqs: list[int] = []
+        removed: list[int] = []
+        position = active.size
+        encode = records.encode_msg
+        try:
+            for subject, headers, payload, timestamp_ns in msgs:
+                size = api.file_msg_size(subject, headers, payload)
+                if checking:
+                    index.check_admit(subject, size, len(headers) + len(payload))
+                seq = index.last_seq + 1
+                record = encode(seq, subject.encode(), headers, payload, timestamp_ns)
+                index.add(seq, subject, size, timestamp_ns)
+                offsets[seq] = position
+                position += len(record)
+                parts.append(record)
+                seqs.append(seq)
+                if enforcing:
+                    removed.extend(index.enforce(subject))
+        finally:
+            active.live += len(seqs)
+            if removed:
+                parts.append(records.encode_delete(records.to_ranges(removed)))
+            if parts:
+                self._ops.append(active.path, b"".join(parts))
+                active.size = position + (len(parts[-1]) if removed else 0)
+                self._written_seq = index.last_seq
+                self._unsynced = True
+            if removed:
+                self._count_removed(removed)
+        if active.size >= self.config.segment_bytes:
+            self._roll()
+        if removed:
+            self._drop_dead_head()
+        return seqs
+
+    def store_msg(self, subject: str, headers: bytes, payload: bytes, timestamp_ns: int) -> int:
+        (seq,) = self.store_batch([(subject, headers, payload, timestamp_ns)])
+        return seq
+
+    def store_batch(self, msgs: Sequence[api.MsgInput]) -> list[int]:
+        try:
+            return self.append_batch(msgs)
+        finally:
+            if self.config.sync_always:
+                self.sync()
+
+    def begin_sync(self) -> SyncJob | None:
+        """The fsync that will make everything appended so far durable, or None if nothing is pending."""
+        if not self._unsynced and not self._dir_dirty:
+            return None
+        actions = [self._ops.fsync_job(self._active.path)]
+        if self._dir_dirty:
+            directory, ops = self._dir, self._ops
+            actions.append(lambda: ops.fsync_dir(directory))
+        self._unsynced = self._dir_dirty = False
+        return SyncJob(self._written_seq, actions)
+
+    def finish_sync(self, job: SyncJob) -> int:
+        self._durable_seq = max(self._durable_seq, job.seq)
+        return self._durable_seq
+
+    def sync(self) -> int:
+        job = self.begin_sync()
+        if job is not None:
+            job.run()
+            self.finish_sync(job)
+        return self._durable_seq
+
+    @property
+    def durable_seq(self) -> int:
+        return self._durable_seq
+
+    def _persist_removal(self, removed: list[int], *, first: int = 0) -> None:
+        """Append the removal record, update segment counts, drop dead head segments."""
+        record = records.encode_first(first) if first else records.encode_delete(records.to_ranges(removed))
+        active = self._active
+        self._ops.append(active.path, record)
+        active.size += len(record)
+        self._unsynced = True
+        self._count_removed(removed)
+        if self.config.sync_always:
+            self.sync()
+        self._drop_dead_head()
+
+    def _count_removed(self, removed: list[int]) -> None:
+        for seq in removed:
+            self._segment_of(seq).live -= 1
+
+    def _forget(self, removed: list[int]) -> None:
+        """Removals found during replay: only segment counts change."""
+        self._count_removed(removed)
+
+    def _live_in(self, first: int, last: int) -> list[int]:
+        found: list[int] = []
+        for seq in self._index.live_seqs(first):
+            if seq > last:
+                break
+            found.append(seq)
+        for seq in found:
+            self._index.remove(seq)
+        return found
+
+    def delete(self, seq: int, *, erase: bool = False) -> bool:
+        if not self._index.remove(seq):
+            return False
+        seg = self._segment_of(seq)
+        self._persist_removal([seq])
+        if erase and any(s is seg for s in self._segments):
+            self._rewrite_without(seg, seq)
+        return True
+
+    def purge(self, subject: str = "", *, keep: int = 0, up_to_seq: int = 0) -> int:
+        index = self._index
+        if not subject and not keep and not up_to_seq:
+            removed = index.skip_to(index.last_seq + 1)
+            self._persist_removal(removed, first=index.last_seq + 1)
+            return len(removed)
+        plan = index.purge_plan(subject, keep=keep, up_to_seq=up_to_seq)
+        for seq in plan:
+            index.remove(seq)
+        if plan:
+            self._persist_removal(plan)
+        return len(plan)
+
+    def compact(self, seq: int) -> int:
+        removed = self._index.skip_to(seq)
+        self._persist_removal(removed, first=seq)
+        return len(removed)
+
+    def expire(self, now_ns: int) -> int:
+        removed = self._index.expire(now_ns)
+        if removed:
+            self._persist_removal(removed)
+        return len(removed)
+
+    def next_expiry_ns(self) -> int | None:
+        return self._index.next_expiry_ns()
+
+    def set_limits(self, store_limits: api.StoreLimits) -> None:
+        self._index.limits = store_limits
+        removed = self._index.enforce()
+        if removed:
+            self._persist_removal(removed)
+
+    def _rewrite_without(self, seg: Segment, seq: int) -> None:
+        """Erase: rewrite the segment holding seq without its record (atomic replace)."""
+        if isinstance(seg, ActiveSegment):
+            raw = self._ops.read_all(seg.path)
+            found, stop = records.decode_all(raw, segment.HEADER_BYTES)
+            assert stop == len(raw)
+            kept = [r for r in found if not (r.kind == records.Kind.MSG and r.seq == seq)]
+            data = segment.encode_active_header(seg.first_seq) + b"".join(raw[r.offset : r.end] for r in kept)
+            write_atomic(self._ops, seg.path, data)
+            seg.offsets.clear()
+            for record in records.decode_all(data, segment.HEADER_BYTES)[0]:
+                if record.kind == records.Kind.MSG:
+                    seg.offsets[record.seq] = record.offset
+            seg.size = len(data)
+            self._unsynced = False
+            return
+        raw_records: list[records.Record] = []
+        chunks: list[bytes] = []
+        base = 0
+        data = self._ops.read_all(seg.path)
+        zdict = self._dict_for(seg.dict_id)
+        blocks, _ = segment.read_footer(data, seg.path)
+        for info in blocks:
+            raw = segment.decode_block(data, info, zdict=zdict, path=seg.path)
+            for r in records.decode_all(raw)[0]:
+                if not (r.kind == records.Kind.MSG and r.seq == seq):
+                    chunks.append(raw[r.offset : r.end])
+                    raw_records.append(records.Record(r.kind, r.seq, r.timestamp_ns, r.subject, r.headers,
+                                                      r.payload, base, base + r.end - r.offset))
+                    base += r.end - r.offset
+        new = segment.encode_sealed(seg.first_seq, raw_records, b"".join(chunks), zdict=zdict)
+        write_atomic(self._ops, seg.path, new)
+        rebuilt = sealed_from(seg.path, seg.first_seq, seg.dict_id, segment.read_footer(new, seg.path)[0])
+        seg.blocks, seg.block_firsts, seg.file_bytes = rebuilt.blocks, rebuilt.block_firsts, len(new)
+        for key in [k for k in self._blocks if k[0] == seg.path]:
+            del self._blocks[key]
+
+    # --- reads ------------------------------------------------------------------------------------
+
+    def load(self, seq: int) -> api.StoredMsg | None:
+        if not self._index.is_live(seq):
+            for region in self.recovery.corrupt:
+                if region.covers(seq):
+                    raise CorruptData(f"seq {seq} is in a corrupt region", path=region.path, offset=region.offset)
+            return None
+        seg = self._segment_of(seq)
+        if isinstance(seg, ActiveSegment):
+            return self._load_active(seg, seq)
+        return self._load_sealed(seg, seq)
+
+    def _load_active(self, seg: ActiveSegment, seq: int) -> api.StoredMsg:
+        offset = seg.offsets[seq]
+        buf = self._ops.read_at(seg.path, offset, 4096)
+        length = int.from_bytes(buf[:4], "little")
+        if records.FRAME.size + length > len(buf):
+            buf = self._ops.read_at(seg.path, offset, records.FRAME.size + length)
+        try:
+            record = records.decode_at(buf, 0)
+        except records.BadRecord as exc:
+            raise CorruptData(str(exc), path=seg.path, offset=offset) from exc
+        if record.seq != seq or record.kind != records.Kind.MSG:
+            raise CorruptData(f"record at offset is not seq {seq}", path=seg.path, offset=offset)
+        return api.StoredMsg(seq, record.subject, record.headers, record.payload, record.timestamp_ns)
+
+    def _block(self, seg: SealedSegment, k: int) -> tuple[bytes, dict[int, int]]:
+        key = (seg.path, seg.blocks[k].offset)
+        cached = self._blocks.get(key)
+        if cached is not None:
+            self._blocks.move_to_end(key)
+            return cached
+        info = seg.blocks[k]
+        head = self._ops.read_at(seg.path, info.offset, segment.BLOCK_HEADER.size + info.comp_len)
+        shifted = segment.BlockInfo(0, *_tail(info))
+        raw = segment.decode_block(head, shifted, zdict=self._dict_for(seg.dict_id), path=seg.path)
+        positions = {r.seq: r.offset for r in records.decode_all(raw)[0] if r.kind == records.Kind.MSG}
+        self._blocks[key] = (raw, positions)
+        if len(self._blocks) > bounds.STORE_BLOCK_CACHE_ENTRIES:
+            self._blocks.popitem(last=False)
+        return raw, positions
+
+    def _load_sealed(self, seg: SealedSegment, seq: int) -> api.StoredMsg:
+        k = seg.block_for(seq)
+        assert k is not None, f"live seq {seq} has no block"
+        raw, positions = self._block(seg, k)
+        record = records.decode_at(raw, positions[seq], check=False)
+        return api.StoredMsg(seq, record.subject, record.headers, record.payload, record.timestamp_ns)
+
+    def load_next(self, filter_subject: str, start_seq: int) -> api.StoredMsg | None:
+        seq = self._index.next_live(start_seq, filter_subject)
+        return None if seq is None else self.load(seq)
+
+    def load_last(self, filter_subject: str) -> api.StoredMsg | None:
+        seq = self._index.last_live(filter_subject)
+        return None if seq is None else self.load(seq)
+
+    def scan(self, start_seq: int = 1, filter_subject: str = ">") -> Iterator[api.StoredMsg]:
+        """Sequential read: decodes each block or active file once, yields live matching messages."""
+        return scan_segments(self, start_seq, filter_subject)
+
+    def state(self, *, with_deleted: bool = False) -> api.StreamState:
+        return state_of(self._index, with_deleted=with_deleted)
+
+    def subject_counts(self, filter_subject: str = ">") -> dict[str, int]:
+        return self._index.subject_counts(filter_subject)
+
+    def snapshot(self) -> Iterator[bytes]:
+        return snapshot.encode(self._index.first_seq, self._index.last_seq, self.scan())
+
+    @classmethod
+    def restore(cls, config: FileStoreConfig, chunks: Iterable[bytes], *, ops: FileOps | None = None) -> FileStreamStore:
+        first_seq, last_seq, msgs = snapshot.decode(chunks)
+        store = cls(config, ops=ops)
+        assert store._index.last_seq == 0, "restore into an empty directory"
+        if first_seq > 1:
+            store.compact(first_seq)
+        index, active = store._index, store._active
+        parts: list[bytes] = []
+        for msg in msgs:
+            record = records.encode_msg(msg.seq, msg.subject.encode(), msg.headers, msg.payload, msg.timestamp_ns)
+            index.add(msg.seq, msg.subject, api.file_msg_size(msg.subject, msg.headers, msg.payload), msg.timestamp_ns)
+            parts.append(record)
+        position = active.size
+        for part, msg in zip(parts, msgs):
+            active.offsets[msg.seq] = position
+            position += len(part)
+        active.live += len(msgs)
+        if last_seq > index.last_seq:
+            parts.append(records.encode_delete([(last_seq, last_seq)]))
+            index.advance_last(last_seq)
+        if parts:
+            store._ops.append(active.path, b"".join(parts))
+            active.size += sum(len(p) for p in parts)
+            store._written_seq = index.last_seq
+            store._unsynced = True
+        store.sync()
+        return store
+
+    # --- introspection for scan.py and inspect ----------------------------------------------------
+
+    @property
+    def index(self) -> StreamIndex:
+        return self._index
+
+    @property
+    def ops(self) -> FileOps:
+        return self._ops
+
+    def segments(self) -> list[Segment]:
+        return list(self._segments)
+
+    def block(self, seg: SealedSegment, k: int) -> bytes:
+        return self._block(seg, k)[0]
+
+    def close(self) -> None:
+        if self._unsynced or self._dir_dirty:
+            self.sync()
+        self._ops.close()
+
+
+def _tail(info: segment.BlockInfo) -> tuple[int, int, int, int, int, int]:
+    return (info.first_seq, info.last_seq, info.ts_min, info.ts_max, info.msg_count, info.comp_len)

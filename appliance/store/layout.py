@@ -1,0 +1,90 @@
+"""In-memory view of a stream directory: its segments, what recovery found, sync jobs.
+
+A stream directory holds `<first_seq:020d>.seg` files (zero padding: lexical order is numeric
+order), `stream.zdict` when a dictionary was trained, and transient `*.tmp` files that recovery
+deletes. Segment k holds the sequences in [name_k, name_{k+1}); only the last is active.
+"""
+
+from __future__ import annotations
+
+import os
+from bisect import bisect_right
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from appliance.store import segment
+
+DICT_NAME = "stream.zdict"
+
+
+@dataclass(slots=True)
+class ActiveSegment:
+    path: str
+    first_seq: int
+    size: int
+    offsets: dict[int, int] = field(default_factory=dict)  # seq -> record offset in the file
+    live: int = 0
+
+
+@dataclass(slots=True)
+class SealedSegment:
+    path: str
+    first_seq: int
+    dict_id: int
+    blocks: list[segment.BlockInfo]  # good blocks holding messages, by first_seq
+    block_firsts: list[int]
+    live: int = 0
+    file_bytes: int = 0
+
+    def block_for(self, seq: int) -> int | None:
+        k = bisect_right(self.block_firsts, seq) - 1
+        if k < 0 or seq > self.blocks[k].last_seq:
+            return None
+        return k
+
+
+Segment = ActiveSegment | SealedSegment
+
+
+def sealed_from(path: str, first_seq: int, dict_id: int, blocks: list[segment.BlockInfo]) -> SealedSegment:
+    with_msgs = [b for b in blocks if b.msg_count]
+    return SealedSegment(path, first_seq, dict_id, with_msgs, [b.first_seq for b in with_msgs])
+
+
+def segment_path(directory: str, first_seq: int) -> str:
+    return os.path.join(directory, segment.segment_name(first_seq))
+
+
+@dataclass(frozen=True, slots=True)
+class CorruptRegion:
+    """Damaged bytes that recovery will not serve: RAFT repairs the sequences from peers."""
+
+    path: str
+    offset: int
+    first_seq: int  # 0 when unknown
+    last_seq: int
+    detail: str
+
+    def covers(self, seq: int) -> bool:
+        return self.first_seq <= seq <= self.last_seq and self.first_seq > 0
+
+
+@dataclass(slots=True)
+class RecoveryReport:
+    segments: int = 0
+    torn_bytes: int = 0  # truncated from the tail of the last segment
+    torn_segments: list[str] = field(default_factory=list)
+    tmp_files_removed: int = 0
+    corrupt: list[CorruptRegion] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class SyncJob:
+    """One group-commit fsync: run() may happen on another thread; then finish_sync(job)."""
+
+    seq: int  # every message up to here is durable once run() returns
+    actions: list[Callable[[], None]]
+
+    def run(self) -> None:
+        for action in self.actions:
+            action()

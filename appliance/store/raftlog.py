@@ -1,0 +1,277 @@
+"""The durable RAFT log: one append-only file of checksummed records per group.
+
+This is a standalone format of its own (not the stream segment store), written through a tiny
+file seam (`LogFiles`) so that the simulator's disk (appliance/testing/sim/disk.py) can crash it,
+lose unsynced writes, and tear the last write.
+
+Record frame (little endian):  [u32 body_len][u32 crc32(body)][body]   body = [u8 kind][payload]
+  ENTRIES    [u64 first_index][u32 count] count x [u64 term][u8 type][u32 len][data]
+             — replaces whatever the log held at first_index and after
+  HARD_STATE [u64 term][u64 commit][u16 len][vote]
+  SNAPSHOT   [u64 index][u64 term][u16 voters] voters x ([u16 len][id]) [u32 len][data]
+             — the log is this snapshot; entries up to index are gone
+
+Recovery: records are replayed in order. A bad or short record that reaches the end of the file
+is a torn tail (a write cut by a crash): it is truncated away, durably. A bad record followed by
+more data is corruption in the middle and raises CorruptData (never silently dropped).
+Compaction rewrites the file atomically (LogFiles.replace): snapshot, remaining entries, state.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import struct
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from appliance import limits
+from appliance.errors import CorruptData
+
+FRAME = struct.Struct("<II")
+ENTRIES_HEADER = struct.Struct("<QI")
+ENTRY_HEADER = struct.Struct("<QBI")
+HARD_STATE = struct.Struct("<QQH")
+SNAPSHOT_HEADER = struct.Struct("<QQH")
+U16 = struct.Struct("<H")
+U32 = struct.Struct("<I")
+
+
+class RecordKind(enum.IntEnum):
+    ENTRIES = 1
+    HARD_STATE = 2
+    SNAPSHOT = 3
+
+
+class LogFiles(Protocol):
+    """The file operations the log needs; names are plain file names inside one directory."""
+
+    def read(self, name: str) -> bytes: ...
+
+    def append(self, name: str, data: bytes) -> None: ...
+
+    def sync(self, name: str) -> None: ...
+
+    def truncate(self, name: str, size: int) -> None:
+        """Cut the file to `size` bytes, durably."""
+        ...
+
+    def replace(self, name: str, data: bytes) -> None:
+        """Atomically and durably make `data` the whole content of the file."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class EntryRecord:
+    term: int
+    index: int
+    type: int
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class HardStateRecord:
+    term: int
+    vote: str
+    commit: int
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotRecord:
+    index: int
+    term: int
+    voters: tuple[str, ...]
+    data: bytes
+
+
+@dataclass(slots=True)
+class Recovered:
+    """What a replay found, in order; plus how many torn bytes were cut off the tail."""
+
+    records: list[EntriesBatch | HardStateRecord | SnapshotRecord] = field(default_factory=list)
+    torn_bytes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class EntriesBatch:
+    entries: tuple[EntryRecord, ...]
+
+
+# --- encoding (pure) --------------------------------------------------------------------------
+def frame(kind: RecordKind, payload: bytes) -> bytes:
+    body = bytes([kind]) + payload
+    assert len(body) <= limits.RAFT_LOG_RECORD_BYTES_MAX, "record over RAFT_LOG_RECORD_BYTES_MAX"
+    return FRAME.pack(len(body), zlib.crc32(body)) + body
+
+
+def encode_entries(entries: Sequence[EntryRecord]) -> bytes:
+    assert entries
+    parts = [ENTRIES_HEADER.pack(entries[0].index, len(entries))]
+    for position, entry in enumerate(entries):
+        assert entry.index == entries[0].index + position, "entries are contiguous"
+        parts.append(ENTRY_HEADER.pack(entry.term, entry.type, len(entry.data)))
+        parts.append(entry.data)
+    return frame(RecordKind.ENTRIES, b"".join(parts))
+
+
+def encode_hard_state(state: HardStateRecord) -> bytes:
+    vote = state.vote.encode()
+    return frame(RecordKind.HARD_STATE, HARD_STATE.pack(state.term, state.commit, len(vote)) + vote)
+
+
+def encode_snapshot(snapshot: SnapshotRecord) -> bytes:
+    parts = [SNAPSHOT_HEADER.pack(snapshot.index, snapshot.term, len(snapshot.voters))]
+    for voter in snapshot.voters:
+        raw = voter.encode()
+        parts.append(U16.pack(len(raw)) + raw)
+    parts.append(U32.pack(len(snapshot.data)) + snapshot.data)
+    return frame(RecordKind.SNAPSHOT, b"".join(parts))
+
+
+def _decode_body(body: bytes) -> EntriesBatch | HardStateRecord | SnapshotRecord:
+    kind, view = body[0], memoryview(body)[1:]
+    if kind == RecordKind.ENTRIES:
+        first, count = ENTRIES_HEADER.unpack_from(view, 0)
+        offset = ENTRIES_HEADER.size
+        entries = []
+        for position in range(count):
+            term, entry_type, size = ENTRY_HEADER.unpack_from(view, offset)
+            offset += ENTRY_HEADER.size
+            entries.append(EntryRecord(term, first + position, entry_type, bytes(view[offset : offset + size])))
+            offset += size
+        return EntriesBatch(tuple(entries))
+    if kind == RecordKind.HARD_STATE:
+        term, commit, size = HARD_STATE.unpack_from(view, 0)
+        vote = bytes(view[HARD_STATE.size : HARD_STATE.size + size]).decode()
+        return HardStateRecord(term, vote, commit)
+    if kind == RecordKind.SNAPSHOT:
+        index, term, voter_count = SNAPSHOT_HEADER.unpack_from(view, 0)
+        offset = SNAPSHOT_HEADER.size
+        voters = []
+        for _ in range(voter_count):
+            (size,) = U16.unpack_from(view, offset)
+            voters.append(bytes(view[offset + 2 : offset + 2 + size]).decode())
+            offset += 2 + size
+        (size,) = U32.unpack_from(view, offset)
+        return SnapshotRecord(index, term, tuple(voters), bytes(view[offset + 4 : offset + 4 + size]))
+    raise CorruptData(f"unknown raft log record kind {kind}")
+
+
+def decode_all(data: bytes, *, name: str = "") -> tuple[list[EntriesBatch | HardStateRecord | SnapshotRecord], int]:
+    """Decode every whole record; returns (records, valid_length). Raises CorruptData mid-file."""
+    records: list[EntriesBatch | HardStateRecord | SnapshotRecord] = []
+    offset = 0
+    while offset < len(data):
+        if offset + FRAME.size > len(data):
+            break  # torn frame header
+        length, checksum = FRAME.unpack_from(data, offset)
+        end = offset + FRAME.size + length
+        if end > len(data):
+            break  # torn body
+        body = data[offset + FRAME.size : end]
+        if length == 0 or zlib.crc32(body) != checksum:
+            if end == len(data):
+                break  # the last record is torn
+            raise CorruptData("checksum mismatch before the end of the log", path=name, offset=offset)
+        try:
+            records.append(_decode_body(body))
+        except (struct.error, UnicodeDecodeError) as error:
+            raise CorruptData(f"undecodable record: {error}", path=name, offset=offset) from error
+        offset = end
+    return records, offset
+
+
+# --- the log file -----------------------------------------------------------------------------
+class RaftLogFile:
+    def __init__(self, files: LogFiles, name: str) -> None:
+        self.files = files
+        self.name = name
+
+    def recover(self) -> Recovered:
+        data = self.files.read(self.name)
+        records, valid = decode_all(data, name=self.name)
+        if valid < len(data):
+            self.files.truncate(self.name, valid)
+        return Recovered(records, len(data) - valid)
+
+    def append_entries(self, entries: Sequence[EntryRecord]) -> None:
+        self.files.append(self.name, encode_entries(entries))
+
+    def append_hard_state(self, state: HardStateRecord) -> None:
+        self.files.append(self.name, encode_hard_state(state))
+
+    def append_snapshot(self, snapshot: SnapshotRecord) -> None:
+        self.files.append(self.name, encode_snapshot(snapshot))
+
+    def sync(self) -> None:
+        self.files.sync(self.name)
+
+    def rewrite(self, snapshot: SnapshotRecord, entries: Sequence[EntryRecord], state: HardStateRecord) -> None:
+        data = encode_snapshot(snapshot) + (encode_entries(entries) if entries else b"") + encode_hard_state(state)
+        self.files.replace(self.name, data)
+
+
+class OsLogFiles:
+    """LogFiles on a real directory: appends go through one open handle per file; fsync on sync."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        os.makedirs(directory, exist_ok=True)
+        self._handles: dict[str, int] = {}
+
+    def _path(self, name: str) -> str:
+        assert "/" not in name and name not in ("", ".", "..")
+        return os.path.join(self.directory, name)
+
+    def _handle(self, name: str) -> int:
+        fd = self._handles.get(name)
+        if fd is None:
+            fd = os.open(self._path(name), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            self._handles[name] = fd
+        return fd
+
+    def read(self, name: str) -> bytes:
+        try:
+            with open(self._path(name), "rb") as handle:
+                return handle.read()
+        except FileNotFoundError:
+            return b""
+
+    def append(self, name: str, data: bytes) -> None:
+        fd = self._handle(name)
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+
+    def sync(self, name: str) -> None:
+        os.fsync(self._handle(name))
+
+    def truncate(self, name: str, size: int) -> None:
+        fd = self._handle(name)
+        os.ftruncate(fd, size)
+        os.fsync(fd)
+
+    def replace(self, name: str, data: bytes) -> None:
+        self.close(name)
+        temporary = self._path(name) + ".tmp"
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temporary, self._path(name))
+        directory = os.open(self.directory, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+
+    def close(self, name: str | None = None) -> None:
+        for key in [name] if name is not None else list(self._handles):
+            fd = self._handles.pop(key, None)
+            if fd is not None:
+                os.close(fd)

@@ -1,0 +1,139 @@
+"""Record framing shared by active segments, sealed blocks and snapshots (pure encode/decode).
+
+    frame  = body_len u32 | crc u32 | body            (little-endian)
+    body   = kind u8 | seq u64 | ts i64 | subject_len u16 | headers_len u32 | payload_len u32
+             | subject | headers | payload
+    crc    = zlib.crc32(body) seeded with body_len, so a damaged length cannot pass as valid
+
+Kinds (append-only, on disk): MSG stores a message; DELETE removes sequences (payload is packed
+u64 pairs `first, last`, inclusive); FIRST removes everything below `seq` (purge all, compact).
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass
+from enum import IntEnum
+
+from appliance import limits
+
+FRAME = struct.Struct("<II")
+BODY_HEAD = struct.Struct("<BQqHII")
+RECORD_HEAD = struct.Struct("<IIBQqHII")
+RANGE = struct.Struct("<QQ")
+HEAD_BYTES = RECORD_HEAD.size
+assert HEAD_BYTES == 35
+
+
+class Kind(IntEnum):
+    MSG = 1
+    DELETE = 2
+    FIRST = 3
+
+
+class BadRecord(Exception):
+    """The bytes at this offset are not a whole valid record (torn, truncated or damaged)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    kind: Kind
+    seq: int
+    timestamp_ns: int
+    subject: str
+    headers: bytes
+    payload: bytes
+    offset: int
+    end: int
+
+    def ranges(self) -> list[tuple[int, int]]:
+        assert self.kind == Kind.DELETE
+        return [RANGE.unpack_from(self.payload, i) for i in range(0, len(self.payload), RANGE.size)]
+
+
+def encode_msg(seq: int, subject: bytes, headers: bytes, payload: bytes, timestamp_ns: int) -> bytes:
+    body = BODY_HEAD.pack(Kind.MSG, seq, timestamp_ns, len(subject), len(headers), len(payload))
+    body += subject + headers + payload
+    length = len(body)
+    return FRAME.pack(length, zlib.crc32(body, length)) + body
+
+
+def encode_delete(ranges: list[tuple[int, int]]) -> bytes:
+    assert ranges
+    payload = b"".join(RANGE.pack(first, last) for first, last in ranges)
+    body = BODY_HEAD.pack(Kind.DELETE, ranges[-1][1], 0, 0, 0, len(payload)) + payload
+    return FRAME.pack(len(body), zlib.crc32(body, len(body))) + body
+
+
+def encode_first(seq: int) -> bytes:
+    body = BODY_HEAD.pack(Kind.FIRST, seq, 0, 0, 0, 0)
+    return FRAME.pack(len(body), zlib.crc32(body, len(body))) + body
+
+
+def to_ranges(seqs: list[int]) -> list[tuple[int, int]]:
+    """Sorted sequences as inclusive (first, last) ranges of consecutive numbers."""
+    ranges: list[tuple[int, int]] = []
+    for seq in sorted(seqs):
+        if ranges and ranges[-1][1] + 1 == seq:
+            ranges[-1] = (ranges[-1][0], seq)
+        else:
+            ranges.append((seq, seq))
+    return ranges
+
+
+def decode_at(buf: bytes | memoryview, offset: int, *, check: bool = True) -> Record:
+    """The record starting at offset; BadRecord if it is short, damaged or malformed."""
+    if offset + HEAD_BYTES > len(buf):
+        raise BadRecord(f"short header at {offset}")
+    length, crc, kind, seq, ts, subject_len, headers_len, payload_len = RECORD_HEAD.unpack_from(buf, offset)
+    end = offset + FRAME.size + length
+    if length > limits.STORE_RECORD_BYTES_MAX or end > len(buf):
+        raise BadRecord(f"bad length {length} at {offset}")
+    if check and zlib.crc32(buf[offset + FRAME.size : end], length) != crc:
+        raise BadRecord(f"checksum mismatch at {offset}")
+    if BODY_HEAD.size + subject_len + headers_len + payload_len != length or kind not in _KINDS:
+        raise BadRecord(f"malformed record at {offset}")
+    start = offset + HEAD_BYTES
+    subject_end = start + subject_len
+    headers_end = subject_end + headers_len
+    try:
+        subject = bytes(buf[start:subject_end]).decode()
+    except UnicodeDecodeError as exc:
+        raise BadRecord(f"subject is not utf-8 at {offset}") from exc
+    return Record(
+        Kind(kind), seq, ts, subject, bytes(buf[subject_end:headers_end]), bytes(buf[headers_end:end]), offset, end
+    )
+
+
+_KINDS = frozenset(int(k) for k in Kind)
+
+
+def decode_all(buf: bytes | memoryview, start: int = 0) -> tuple[list[Record], int]:
+    """Every whole valid record from start; returns them and the offset where parsing stopped."""
+    found: list[Record] = []
+    offset = start
+    while offset < len(buf):
+        try:
+            record = decode_at(buf, offset)
+        except BadRecord:
+            break
+        found.append(record)
+        offset = record.end
+    return found, offset
+
+
+def resync(buf: bytes | memoryview, start: int) -> int | None:
+    """The first offset after start where a valid record begins, or None (used after damage)."""
+    for offset in range(start + 1, len(buf) - HEAD_BYTES + 1):
+        length = int.from_bytes(buf[offset : offset + 4], "little")
+        if length < BODY_HEAD.size or offset + FRAME.size + length > len(buf):
+            continue
+        if buf[offset + FRAME.size] not in _KINDS:
+            continue
+        try:
+            decode_at(buf, offset)
+        except BadRecord:
+            continue
+        return offset
+    return None
