@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-NATIVE_SRC := $(wildcard native/*.c native/*.h)
+NATIVE_SRC := $(wildcard native/*.c native/*.h native/bench/*.c)
 
 .PHONY: run test native bench clean
 
@@ -26,6 +26,7 @@ test: $(VENV)/.test
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 bench: $(VENV)/.test
+	$(PY) -m pip install --quiet -e '.[test,bench]'
 	$(PY) -m appliance.bench.compare $(ARGS)
 
 clean:

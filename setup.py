@@ -36,4 +36,14 @@ if sources:
         )
     )
 
+bench_sources = sorted(glob.glob("native/bench/*.c"))
+if bench_sources:
+    ext_modules.append(
+        Extension(
+            "appliance.bench._loadgen",
+            sources=bench_sources,
+            extra_compile_args=["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror"],
+        )
+    )
+
 setup(ext_modules=ext_modules, cmdclass={"build_ext": OptionalBuildExt})

@@ -34,7 +34,7 @@ HTTP_IDLE_TIMEOUT_S = 30.0  # a monitoring connection silent this long (mid-requ
 
 # --- bench load generator (appliance/bench) -------------------------------------------------------
 BENCH_READ_BUFFER_BYTES = 4 * 1024 * 1024  # one client's receive buffer; holds any whole frame
-BENCH_WRITE_BATCH_BYTES = 256 * 1024  # tmp
+BENCH_WRITE_BATCH_BYTES = 64 * 1024  # publishes are written in batches of about this size
 BENCH_LATENCY_SAMPLES_MAX = 1_000_000  # per client; beyond it every k-th sample is kept
 BENCH_CLIENTS_MAX = 64  # processes one `appliance bench` run may start
 BENCH_ASYNC_WINDOW_MAX = 65_536  # outstanding JetStream publish acks per client

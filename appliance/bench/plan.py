@@ -1,0 +1,142 @@
+"""From a bench request (verb + flags) to a plan: the clients to start and the server-side setup.
+
+Setup (streams, prefill, consumers) runs in the orchestrating process before any client starts
+and is not measured; teardown removes what setup created unless asked to keep it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from appliance.bench import jsapi
+from appliance.bench.conn import Connection
+from appliance.bench.js import js_pub_async
+from appliance.bench.spec import Ack, ClientSpec, Role
+from appliance.limits import BENCH_CLIENTS_MAX
+
+Verb = Literal["pub", "sub", "pubsub", "request", "reply", "js-pub", "js-fetch", "js-push", "kv-put", "kv-get"]
+VERBS: tuple[Verb, ...] = ("pub", "sub", "pubsub", "request", "reply", "js-pub", "js-fetch", "js-push",
+                           "kv-put", "kv-get")
+PREFILL_WINDOW = 256
+JS_VERBS = frozenset({"js-pub", "js-fetch", "js-push", "kv-put", "kv-get"})
+
+
+@dataclass(frozen=True, slots=True)
+class BenchRequest:
+    verb: Verb
+    url: str = "nats://127.0.0.1:4222"
+    subject: str = "bench"
+    msgs: int = 100_000
+    size: int = 128
+    pubs: int = 1
+    subs: int = 1
+    clients: int = 1  # js/kv/request clients
+    repliers: int = 1  # request: responders started with it (0 = someone else answers)
+    stream: str = "benchstream"
+    consumer: str = "benchconsumer"
+    replicas: int = 1
+    storage: jsapi.Storage = "file"
+    window: int = 256  # js-pub: outstanding acks; 0 = synchronous
+    batch: int = 500  # js-fetch: pull batch
+    ack: Ack = "explicit"
+    bucket: str = "benchkv"
+    keys: int = 1000
+    keep: bool = False  # leave streams in place after the run
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    request: BenchRequest
+    clients: tuple[ClientSpec, ...]
+    setup: Callable[[Connection], None]
+    teardown: Callable[[Connection], None]
+
+
+def split(total: int, parts: int) -> list[int]:
+    """Share `total` operations among `parts` clients as evenly as possible."""
+    assert parts > 0
+    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
+
+
+def _specs(req: BenchRequest, role: Role, count: int, *, each: int | None = None, **extra: object) -> list[ClientSpec]:
+    base = ClientSpec(url=req.url, role=role, index=0, msgs=0, size=req.size, subject=req.subject,
+                      stream=req.stream, consumer=req.consumer, window=req.window, batch=req.batch,
+                      ack=req.ack, bucket=req.bucket, keys=req.keys)
+    shares = [each] * count if each is not None else split(req.msgs, count)
+    return [replace(base, index=i, msgs=shares[i], **extra) for i in range(count)]  # type: ignore[arg-type]
+
+
+def make_plan(req: BenchRequest) -> Plan:
+    """Validate the request and decide which clients run and what is set up first."""
+    if req.msgs <= 0 or req.size < 0:
+        raise ValueError("--msgs must be > 0 and --size >= 0")
+    clients = _clients(req)
+    if not 0 < len(clients) <= BENCH_CLIENTS_MAX:
+        raise ValueError(f"between 1 and {BENCH_CLIENTS_MAX} clients, not {len(clients)}")
+    return Plan(req, tuple(clients), lambda conn: _setup(conn, req), lambda conn: _teardown(conn, req))
+
+
+def _clients(req: BenchRequest) -> list[ClientSpec]:
+    v = req.verb
+    if v == "pub":
+        return _specs(req, "pub", req.pubs)
+    if v == "sub":
+        return _specs(req, "sub", req.subs, each=req.msgs)
+    if v == "pubsub":
+        return _specs(req, "pub", req.pubs) + _specs(req, "sub", req.subs, each=req.msgs)
+    if v == "request":
+        return _specs(req, "request", req.clients) + _specs(req, "reply", req.repliers, each=0)
+    if v == "reply":
+        return _specs(req, "reply", req.clients, each=req.msgs)
+    if v == "js-pub":
+        return _specs(req, "js-pub", req.clients)
+    if v == "js-fetch":
+        return _specs(req, "js-fetch", req.clients)
+    if v == "js-push":
+        return [replace(s, consumer=f"{req.consumer}{s.index}")
+                for s in _specs(req, "js-push", req.clients, each=req.msgs)]
+    if v == "kv-put":
+        return _specs(req, "kv-put", req.clients)
+    if v == "kv-get":
+        return _specs(req, "kv-get", req.clients)
+    raise ValueError(f"unknown verb {v!r}")
+
+
+def _stream_name(req: BenchRequest) -> str:
+    return f"KV_{req.bucket}" if req.verb.startswith("kv-") else req.stream
+
+
+def _setup(conn: Connection, req: BenchRequest) -> None:
+    if req.verb not in JS_VERBS:
+        return
+    jsapi.delete_stream(conn, _stream_name(req))
+    if req.verb.startswith("kv-"):
+        jsapi.create_stream(conn, jsapi.kv_stream_config(req.bucket, storage=req.storage, replicas=req.replicas))
+    else:
+        jsapi.create_stream(conn, jsapi.stream_config(req.stream, [req.subject], storage=req.storage,
+                                                      replicas=req.replicas))
+    if req.verb in ("js-fetch", "js-push"):
+        prefill(conn, req.subject, req.msgs, req.size)
+    if req.verb == "kv-get":
+        for key in range(req.keys):
+            prefill(conn, f"$KV.{req.bucket}.k{key}", 1, req.size)
+    if req.verb == "js-fetch":
+        config = jsapi.consumer_config(req.consumer, ack=req.ack,
+                                       max_ack_pending=max(1000, 2 * req.batch * req.clients))
+        jsapi.create_consumer(conn, req.stream, config)
+
+
+def prefill(conn: Connection, subject: str, msgs: int, size: int) -> None:
+    """Store `msgs` messages before the measured part; raises if any publish failed."""
+    spec = ClientSpec(url="", role="js-pub", index=0, msgs=msgs, size=size, subject=subject,
+                      window=min(PREFILL_WINDOW, msgs))
+    result = js_pub_async(conn, spec, lambda _done: None)
+    if result.errors:
+        raise jsapi.ApiError(f"prefill failed: {result.first_error}", code=0, err_code=0)
+
+
+def _teardown(conn: Connection, req: BenchRequest) -> None:
+    if req.verb in JS_VERBS and not req.keep:
+        jsapi.delete_stream(conn, _stream_name(req))

@@ -1,0 +1,34 @@
+"""Chooses `scan` once at import: the C hot loop appliance.bench._loadgen, or its Python twin.
+
+APPLIANCE_NO_NATIVE=1 forces the twin, as for appliance._native (appliance/native.py).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from types import ModuleType
+
+from appliance.bench import _scan_py
+from appliance.bench._scan_py import (  # noqa: F401 - re-exported constants
+    FLAG_OUT_ACK,
+    FLAG_OUT_ECHO,
+    FLAG_STOP_ERROR,
+    FLAG_STOP_STATUS,
+    STOP_ERROR,
+    STOP_NEED_MORE,
+    STOP_OTHER,
+    STOP_STATUS,
+    ScanResult,
+)
+
+_loadgen: ModuleType | None
+try:
+    from appliance.bench import _loadgen  # type: ignore[attr-defined,no-redef]
+except ImportError:
+    _loadgen = None
+
+NATIVE = _loadgen is not None and os.environ.get("APPLIANCE_NO_NATIVE") != "1"
+
+scan: Callable[[bytes | bytearray, int, int, int, bytearray | None], ScanResult]
+scan = _loadgen.scan if NATIVE and _loadgen is not None else _scan_py.scan

@@ -1,0 +1,52 @@
+"""What one bench client is asked to do (ClientSpec) and what it reports back (ClientResult).
+
+Both cross a process boundary (pickled), so they hold plain values and numpy arrays only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from appliance.bench.stats import Rate, Samples
+
+Role = Literal["pub", "sub", "request", "reply", "js-pub", "js-fetch", "js-push", "kv-put", "kv-get"]
+Ack = Literal["none", "all", "explicit"]
+
+
+@dataclass(frozen=True, slots=True)
+class ClientSpec:
+    url: str
+    role: Role
+    index: int
+    msgs: int  # operations this client performs (or messages it expects to receive)
+    size: int
+    subject: str
+    stream: str = ""
+    consumer: str = ""
+    window: int = 0  # js-pub: outstanding acks; 0 = synchronous
+    batch: int = 1  # js-fetch: messages per pull request
+    ack: Ack = "none"
+    bucket: str = ""
+    keys: int = 1
+
+
+@dataclass(slots=True)
+class ClientResult:
+    role: Role
+    index: int
+    msgs: int = 0
+    bytes: int = 0
+    elapsed_s: float = 0.0
+    cpu_s: float = 0.0
+    errors: int = 0
+    first_error: str = ""
+    latency_samples: Samples = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    latency_count: int = 0
+    latency_max_ns: int = 0
+
+    @property
+    def rate(self) -> Rate:
+        return Rate(self.msgs, self.bytes, self.elapsed_s)

@@ -1,0 +1,198 @@
+/* appliance.bench._loadgen: the bench client's hot loop over inbound MSG/HMSG frames.
+ *
+ * scan(buf, start, end, flags, out) walks whole MSG/HMSG frames in buf[start:end], counts them
+ * and their payload bytes, and optionally appends one reply per message with a reply subject to
+ * the bytearray `out` (an empty ack, or an echo of the payload). It stops, without consuming, at
+ * the first frame it does not handle itself: any other operation (PING, +OK, -ERR, INFO, lower
+ * case ops, malformed lines), a status message when asked (FLAG_STOP_STATUS), a payload that
+ * contains "error" when asked (FLAG_STOP_ERROR), or an incomplete frame. Python then handles that
+ * one operation with the full parser and calls scan again.
+ *
+ * The pure-Python twin is appliance/bench/_scan_py.py; both must return identical tuples
+ * (tests/bench/test_scan.py checks it with Hypothesis). No allocation except growing `out`.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <assert.h>
+#include <stdint.h>
+#include <string.h>
+
+enum { STOP_NEED_MORE = 0, STOP_OTHER = 1, STOP_STATUS = 2, STOP_ERROR = 3 };
+enum { FLAG_STOP_STATUS = 1, FLAG_STOP_ERROR = 2, FLAG_OUT_ACK = 4, FLAG_OUT_ECHO = 8 };
+enum { CONTROL_LINE_BYTES_MAX = 4096, ARGS_MAX = 6, SIZE_DIGITS_MAX = 10 };
+
+typedef struct {
+    const char *start;
+    Py_ssize_t length;
+} span_t;
+
+typedef struct {
+    span_t reply;          /* length 0 when the message has no reply subject */
+    int64_t header_bytes;  /* 0 for MSG */
+    int64_t total_bytes;   /* headers + payload */
+    Py_ssize_t body_start; /* absolute offset of the first header or payload byte */
+    int is_hmsg;
+} frame_t;
+
+static int is_blank(char c) { return c == ' ' || c == '\t'; }
+
+/* Splits line[0:length] on runs of spaces/tabs; returns the number of args, or ARGS_MAX + 1. */
+static int split_args(const char *line, Py_ssize_t length, span_t *args) {
+    int count = 0;
+    Py_ssize_t i = 0;
+    while (i < length) {
+        while (i < length && is_blank(line[i])) i++;
+        if (i >= length) break;
+        Py_ssize_t token_start = i;
+        while (i < length && !is_blank(line[i])) i++;
+        if (count == ARGS_MAX) return ARGS_MAX + 1;
+        args[count].start = line + token_start;
+        args[count].length = i - token_start;
+        count++;
+    }
+    return count;
+}
+
+/* Parses an unsigned decimal of at most SIZE_DIGITS_MAX digits; -1 when it is not one. */
+static int64_t parse_size(span_t token) {
+    if (token.length == 0 || token.length > SIZE_DIGITS_MAX) return -1;
+    int64_t value = 0;
+    for (Py_ssize_t i = 0; i < token.length; i++) {
+        char c = token.start[i];
+        if (c < '0' || c > '9') return -1;
+        value = value * 10 + (c - '0');
+    }
+    return value;
+}
+
+static int span_equals(span_t token, const char *literal) {
+    size_t n = strlen(literal);
+    return (size_t)token.length == n && memcmp(token.start, literal, n) == 0;
+}
+
+/* Reads the control line at pos. Returns STOP_NEED_MORE/STOP_OTHER, or -1 with *frame filled. */
+static int parse_control_line(const char *buf, Py_ssize_t pos, Py_ssize_t end, frame_t *frame) {
+    Py_ssize_t window = end - pos;
+    if (window > CONTROL_LINE_BYTES_MAX + 2) window = CONTROL_LINE_BYTES_MAX + 2;
+    const char *newline = memchr(buf + pos, '\n', (size_t)window);
+    if (newline == NULL) return (end - pos > CONTROL_LINE_BYTES_MAX + 1) ? STOP_OTHER : STOP_NEED_MORE;
+    Py_ssize_t line_length = newline - (buf + pos);
+    if (line_length > 0 && buf[pos + line_length - 1] == '\r') line_length--;
+    span_t args[ARGS_MAX];
+    int count = split_args(buf + pos, line_length, args);
+    if (count < 1 || count > ARGS_MAX) return STOP_OTHER;
+    int is_hmsg = span_equals(args[0], "HMSG");
+    if (!is_hmsg && !span_equals(args[0], "MSG")) return STOP_OTHER;
+    int sizes = is_hmsg ? 2 : 1;
+    int with_reply = count - 3 - sizes; /* op subject sid [reply] sizes... */
+    if (with_reply != 0 && with_reply != 1) return STOP_OTHER;
+    frame->reply.start = with_reply ? args[3].start : NULL;
+    frame->reply.length = with_reply ? args[3].length : 0;
+    frame->total_bytes = parse_size(args[count - 1]);
+    frame->header_bytes = is_hmsg ? parse_size(args[count - 2]) : 0;
+    if (frame->total_bytes < 0 || frame->header_bytes < 0) return STOP_OTHER;
+    if (frame->header_bytes > frame->total_bytes) return STOP_OTHER;
+    frame->is_hmsg = is_hmsg;
+    frame->body_start = (newline - buf) + 1;
+    return -1;
+}
+
+static int is_status(const char *body, int64_t header_bytes) {
+    return header_bytes >= 10 && memcmp(body, "NATS/1.0 ", 9) == 0 && body[9] >= '0' && body[9] <= '9';
+}
+
+static int contains_error(const char *data, int64_t length) {
+    static const char needle[] = "\"error\"";
+    const int64_t n = (int64_t)sizeof(needle) - 1;
+    for (int64_t i = 0; i + n <= length; i++) {
+        const char *quote = memchr(data + i, '"', (size_t)(length - n - i + 1));
+        if (quote == NULL) return 0;
+        i = quote - data;
+        if (memcmp(quote, needle, (size_t)n) == 0) return 1;
+    }
+    return 0;
+}
+
+static int append(PyObject *out, const char *data, Py_ssize_t length) {
+    Py_ssize_t old_size = PyByteArray_GET_SIZE(out);
+    if (PyByteArray_Resize(out, old_size + length) < 0) return -1;
+    memcpy(PyByteArray_AS_STRING(out) + old_size, data, (size_t)length);
+    return 0;
+}
+
+static int append_reply(PyObject *out, span_t reply, const char *payload, int64_t payload_bytes) {
+    char size_text[32];
+    int size_length = snprintf(size_text, sizeof size_text, " %lld\r\n", (long long)payload_bytes);
+    assert(size_length > 0 && size_length < (int)sizeof size_text);
+    if (append(out, "PUB ", 4) < 0) return -1;
+    if (append(out, reply.start, reply.length) < 0) return -1;
+    if (append(out, size_text, size_length) < 0) return -1;
+    if (append(out, payload, (Py_ssize_t)payload_bytes) < 0) return -1;
+    return append(out, "\r\n", 2);
+}
+
+static PyObject *scan(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer view;
+    Py_ssize_t start, end;
+    int flags;
+    PyObject *out;
+    if (!PyArg_ParseTuple(args, "y*nniO", &view, &start, &end, &flags, &out)) return NULL;
+    if (start < 0 || end < start || end > view.len) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "scan: need 0 <= start <= end <= len(buf)");
+        return NULL;
+    }
+    if ((flags & (FLAG_OUT_ACK | FLAG_OUT_ECHO)) && !PyByteArray_Check(out)) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_TypeError, "scan: out must be a bytearray when replies are requested");
+        return NULL;
+    }
+    const char *buf = view.buf;
+    Py_ssize_t pos = start, last_reply_start = -1, last_reply_end = -1;
+    long long msgs = 0, payload_bytes = 0;
+    int stop = STOP_NEED_MORE;
+    for (;;) {
+        if (pos >= end) { stop = STOP_NEED_MORE; break; }
+        frame_t frame;
+        int line = parse_control_line(buf, pos, end, &frame);
+        if (line >= 0) { stop = line; break; }
+        Py_ssize_t frame_end = frame.body_start + (Py_ssize_t)frame.total_bytes + 2;
+        if (frame_end > end) { stop = STOP_NEED_MORE; break; }
+        if (buf[frame_end - 2] != '\r' || buf[frame_end - 1] != '\n') { stop = STOP_OTHER; break; }
+        const char *body = buf + frame.body_start;
+        const char *payload = body + frame.header_bytes;
+        int64_t data_bytes = frame.total_bytes - frame.header_bytes;
+        if ((flags & FLAG_STOP_STATUS) && frame.is_hmsg && is_status(body, frame.header_bytes)) {
+            stop = STOP_STATUS;
+            break;
+        }
+        if ((flags & FLAG_STOP_ERROR) && contains_error(payload, data_bytes)) { stop = STOP_ERROR; break; }
+        if (frame.reply.length > 0) {
+            last_reply_start = frame.reply.start - buf;
+            last_reply_end = last_reply_start + frame.reply.length;
+            int failed = 0;
+            if (flags & FLAG_OUT_ACK) failed = append_reply(out, frame.reply, payload, 0);
+            else if (flags & FLAG_OUT_ECHO) failed = append_reply(out, frame.reply, payload, data_bytes);
+            if (failed) {
+                PyBuffer_Release(&view);
+                return NULL;
+            }
+        }
+        msgs++;
+        payload_bytes += frame.total_bytes;
+        pos = frame_end;
+    }
+    PyBuffer_Release(&view);
+    return Py_BuildValue("(nLLinn)", pos, msgs, payload_bytes, stop, last_reply_start, last_reply_end);
+}
+
+static PyMethodDef methods[] = {
+    {"scan", scan, METH_VARARGS,
+     "scan(buf, start, end, flags, out) -> (pos, msgs, payload_bytes, stop, last_reply_start, last_reply_end)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_loadgen", NULL, -1, methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__loadgen(void) { return PyModule_Create(&module); }
