@@ -1,0 +1,36 @@
+"""Bytes the server writes to clients: constants and small builders (no I/O)."""
+
+from __future__ import annotations
+
+import json
+
+PING = b"PING\r\n"
+PONG = b"PONG\r\n"
+OK = b"+OK\r\n"
+CRLF = b"\r\n"
+
+
+def err(text: str) -> bytes:
+    return b"-ERR '" + text.encode() + b"'\r\n"
+
+
+def info(fields: dict[str, object]) -> bytes:
+    """`INFO <json> \\r\\n` — note the space before CRLF, as nats-server writes it."""
+    return b"INFO " + json.dumps(fields, separators=(",", ":")).encode() + b" \r\n"
+
+
+def msg(subject: bytes, sid: bytes, reply: bytes | None, payload: bytes) -> bytes:
+    if reply:
+        return b"MSG %s %s %s %d\r\n%s\r\n" % (subject, sid, reply, len(payload), payload)
+    return b"MSG %s %s %d\r\n%s\r\n" % (subject, sid, len(payload), payload)
+
+
+def hmsg(subject: bytes, sid: bytes, reply: bytes | None, header_size: int, data: bytes) -> bytes:
+    if reply:
+        return b"HMSG %s %s %s %d %d\r\n%s\r\n" % (subject, sid, reply, header_size, len(data), data)
+    return b"HMSG %s %s %d %d\r\n%s\r\n" % (subject, sid, header_size, len(data), data)
+
+
+def no_responders_headers(subject: bytes) -> bytes:
+    """The header block of a no-responders status message (32 + len(subject) bytes)."""
+    return b"NATS/1.0 503\r\nNats-Subject: " + subject + b"\r\n\r\n"

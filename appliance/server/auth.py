@@ -1,0 +1,180 @@
+"""Authentication (users, passwords, bcrypt, tokens, no_auth_user) and per-user permissions.
+
+Pure: no sockets, no event loop. A bcrypt comparison is expensive (~0.1-0.3 s at cost 11), so
+`authenticate` never runs one itself: it returns `NeedsBcrypt` and the connection runs
+`bcrypt_matches` off the event loop.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+from dataclasses import dataclass
+
+import bcrypt
+
+from appliance.config.options import Permissions, ResponsePermission, ServerOptions, User
+from appliance.protocol.subjects import match_tokens
+
+_BCRYPT = re.compile(r"^\$2[abxy]\$\d{2}\$")
+PERMISSION_CACHE_ENTRIES_MAX = 1024
+RESPONSE_SUBJECTS_MAX = 4096
+
+
+def is_bcrypt(password: str) -> bool:
+    return bool(_BCRYPT.match(password))
+
+
+@dataclass(frozen=True, slots=True)
+class Granted:
+    user: User | None  # None: token or anonymous
+    account: str
+
+
+@dataclass(frozen=True, slots=True)
+class NeedsBcrypt:
+    user: User
+    account: str
+    given: str
+    hashed: str
+
+
+@dataclass(frozen=True, slots=True)
+class Denied:
+    reason: str
+
+
+Outcome = Granted | NeedsBcrypt | Denied
+
+
+def bcrypt_matches(given: str, hashed: str) -> bool:
+    try:
+        return bcrypt.checkpw(given.encode(), hashed.encode())
+    except ValueError:
+        return False
+
+
+def _secret_equal(given: str, expected: str) -> bool:
+    return hmac.compare_digest(hashlib.sha256(given.encode()).digest(), hashlib.sha256(expected.encode()).digest())
+
+
+class Authenticator:
+    """Who may connect, and to which account each user is bound."""
+
+    def __init__(self, options: ServerOptions) -> None:
+        auth = options.authorization
+        self.token = auth.token
+        self.timeout_s = auth.timeout_s
+        self.users: dict[str, User] = {}
+        default_permissions = auth.default_permissions
+        if auth.user:
+            self.users[auth.user] = User(username=auth.user, password=auth.password, account="$G",
+                                         permissions=default_permissions)
+        for user in auth.users:
+            self._add(user, "$G", default_permissions)
+        for account in options.accounts.values():
+            for user in account.users:
+                self._add(user, account.name, default_permissions)
+        self.no_auth_user = options.no_auth_user
+        self.required = bool(self.token or self.users)
+
+    def _add(self, user: User, account: str, default: Permissions | None) -> None:
+        self.users[user.username] = User(
+            username=user.username,
+            password=user.password,
+            account=account if user.account in ("", "$G") else user.account,
+            permissions=user.permissions if user.permissions is not None else default,
+            allowed_connection_types=user.allowed_connection_types,
+        )
+
+    def authenticate(self, connect: dict[str, object]) -> Outcome:
+        if not self.required:
+            return Granted(None, "$G")
+        token = connect.get("auth_token")
+        username = connect.get("user")
+        password = connect.get("pass")
+        if self.token:
+            if isinstance(token, str) and _secret_equal(token, self.token):
+                return Granted(None, "$G")
+            return Denied("bad token")
+        if not username and not token and self.no_auth_user:
+            user = self.users.get(self.no_auth_user)
+            if user is not None:
+                return Granted(user, user.account)
+        if not isinstance(username, str) or not isinstance(password, str):
+            return Denied("no credentials")
+        user = self.users.get(username)
+        if user is None:
+            return Denied(f"unknown user {username!r}")
+        if is_bcrypt(user.password):
+            return NeedsBcrypt(user, user.account, password, user.password)
+        if _secret_equal(password, user.password):
+            return Granted(user, user.account)
+        return Denied(f"bad password for {username!r}")
+
+
+def _tokens(patterns: list[str]) -> list[list[bytes]]:
+    return [p.encode().split(b".") for p in patterns]
+
+
+def _any_match(patterns: list[list[bytes]], subject: bytes) -> bool:
+    tokens = subject.split(b".")
+    return any(match_tokens(p, tokens) for p in patterns)
+
+
+class ClientPermissions:
+    """Compiled publish/subscribe allow/deny lists of one user, with bounded decision caches."""
+
+    def __init__(self, permissions: Permissions) -> None:
+        pub, sub = permissions.publish, permissions.subscribe
+        self.pub_allow = _tokens(pub.allow) if pub is not None and pub.allow is not None else None
+        self.pub_deny = _tokens(pub.deny) if pub is not None else []
+        self.sub_allow = _tokens(sub.allow) if sub is not None and sub.allow is not None else None
+        self.sub_deny = _tokens(sub.deny) if sub is not None else []
+        self.responses: ResponsePermission | None = permissions.allow_responses
+        self._pub_cache: dict[bytes, bool] = {}
+        # reply subjects this client may answer: subject -> [messages left, expiry (monotonic s) or 0]
+        self._replies: dict[bytes, list[float]] = {}
+
+    def can_publish(self, subject: bytes, now_s: float) -> bool:
+        allowed = self._pub_cache.get(subject)
+        if allowed is None:
+            allowed = (self.pub_allow is None or _any_match(self.pub_allow, subject)) and not _any_match(
+                self.pub_deny, subject)
+            if len(self._pub_cache) >= PERMISSION_CACHE_ENTRIES_MAX:
+                self._pub_cache.clear()
+            self._pub_cache[subject] = allowed
+        if allowed:
+            return True
+        return self._use_reply(subject, now_s)
+
+    def _use_reply(self, subject: bytes, now_s: float) -> bool:
+        grant = self._replies.get(subject)
+        if grant is None:
+            return False
+        left, expires = grant
+        if expires and now_s > expires:
+            del self._replies[subject]
+            return False
+        if left <= 1:
+            del self._replies[subject]
+        else:
+            grant[0] = left - 1
+        return True
+
+    def note_reply(self, reply: bytes, now_s: float) -> None:
+        """A message with this reply subject was delivered to the client (allow_responses)."""
+        if self.responses is None or len(self._replies) >= RESPONSE_SUBJECTS_MAX:
+            return
+        expires = now_s + self.responses.expires_s if self.responses.expires_s > 0 else 0.0
+        self._replies[reply] = [float(self.responses.max_msgs or 1), expires]
+
+    def can_subscribe(self, subject: bytes) -> bool:
+        if self.sub_allow is not None and not _any_match(self.sub_allow, subject):
+            return False
+        return not _any_match(self.sub_deny, subject)
+
+    def deliver_denied(self, subject: bytes) -> bool:
+        """A wildcard subscription may still not receive subjects its deny list names."""
+        return bool(self.sub_deny) and _any_match(self.sub_deny, subject)

@@ -1,0 +1,559 @@
+"""One client connection: asyncio protocol glue around the sans-I/O parser, plus the router's
+hot path (PUB → match → MSG into each subscriber's outbound buffer).
+
+Theory of operation: `data_received` parses everything the read brought, handles the events in
+order and appends deliveries to subscribers' outbound bytearrays; the server flushes every dirty
+connection once at the end of the read (writes coalesced per read, not per message). An
+outbound buffer over `max_pending` makes the subscriber a slow consumer (closed, as nats-server);
+over 3/4 of it the producing connection stops reading until the subscriber drains (backpressure,
+never a silent drop). An exception while handling one connection closes that connection only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import socket
+from typing import TYPE_CHECKING, Any
+
+from appliance import limits
+from appliance.errors import ProtocolError
+from appliance.protocol import wire
+from appliance.protocol.client_parser import (
+    OP_CONNECT,
+    OP_HPUB,
+    OP_PING,
+    OP_PONG,
+    OP_PUB,
+    OP_SUB,
+    OP_UNSUB,
+    ClientParser,
+    Event,
+)
+from appliance.protocol.subjects import is_valid_publish_subject, is_valid_subject
+from appliance.server import auth
+from appliance.server.accounts import GLOBAL_ACCOUNT, Account
+from appliance.server.sublist import Subscription
+
+if TYPE_CHECKING:
+    from appliance.server.server import Server
+
+logger = logging.getLogger(__name__)
+
+ERR_AUTH_VIOLATION = "Authorization Violation"
+ERR_AUTH_TIMEOUT = "Authentication Timeout"
+ERR_STALE = "Stale Connection"
+ERR_INVALID_SUBJECT = "Invalid Subject"
+ERR_INVALID_PUB_SUBJECT = "Invalid Publish Subject"
+ERR_MAX_SUBS = "maximum subscriptions exceeded"
+ERR_NO_RESPONDERS_HEADERS = "no responders requires headers support"
+
+
+class ClientConnection(asyncio.Protocol):
+    def __init__(self, server: Server, cid: int) -> None:
+        self.server = server
+        self.cid = cid
+        self.transport: asyncio.Transport | None = None
+        options = server.options
+        self.parser = ClientParser(max_control_line=options.max_control_line, max_payload=options.max_payload)
+        self.account: Account = server.accounts[GLOBAL_ACCOUNT]
+        self.subs: dict[bytes, Subscription] = {}
+        self.perms: auth.ClientPermissions | None = None
+        self.user = ""
+        # CONNECT options, with nats-server's defaults for absent keys
+        self.connected = False
+        self.verbose = True
+        self.pedantic = True
+        self.echo = True
+        self.headers = False
+        self.no_responders = False
+        self.protocol = 0
+        self.name = ""
+        self.lang = ""
+        self.version = ""
+        self.pongs_seen = 0
+        # counters and times (wall seconds for monitoring)
+        self.in_msgs = 0
+        self.in_bytes = 0
+        self.out_msgs = 0
+        self.out_bytes = 0
+        self.start_wall_s = server.clock.wall()
+        self.last_activity_wall_s = self.start_wall_s
+        self.last_in_s = server.clock.monotonic()
+        self.rtt_s = 0.0
+        self.ip = ""
+        self.port = 0
+        self.close_reason = ""
+        self.stop_wall_s = 0.0
+        self.closed = False
+        # output and flow control
+        self._out = bytearray()
+        self._dirty = False
+        self._paused_reading = False
+        self._authenticating = False  # a bcrypt check runs off the loop; events wait in _held
+        self._held: list[Event] = []
+        self._stalled_producers: dict[ClientConnection, None] = {}
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._pings_out = 0
+        self._ping_sent_s = 0.0
+
+    # --- asyncio.Protocol ------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's is not an asyncio.Transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple):
+            self.ip, self.port = str(peer[0]), int(peer[1])
+        transport.set_write_buffer_limits(high=limits.WRITE_BUFFER_HIGH_BYTES)
+        self.server.register(self)
+        if self.server.too_many_connections():
+            self.send_error("maximum connections exceeded")
+            self.close("Max Connections Exceeded")
+            return
+        transport.write(self.server.info_bytes(self))
+        loop = self.server.loop
+        if self.server.auth.required:
+            self._timers["auth"] = loop.call_later(self.server.auth.timeout_s, self._auth_timeout)
+        first_ping_s = limits.FIRST_PING_INTERVAL_S * (1 + 0.2 * self.server.rng.random())
+        self._timers["ping"] = loop.call_later(min(first_ping_s, self.server.options.ping_interval_s), self._ping_tick)
+        logger.debug("%s:%d - cid:%d - Client connection created", self.ip, self.port, self.cid)
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        self.last_in_s = self.server.clock.monotonic()
+        events: list[Event] = []
+        error: ProtocolError | None = None
+        try:
+            self.parser.feed(data, events)
+        except ProtocolError as exc:
+            error = exc
+        server = self.server
+        server.producer = self
+        try:
+            if self._authenticating:
+                self._held.extend(events)
+            else:
+                self._handle(events, 0)
+            if error is not None and not self.closed:
+                if self._authenticating:
+                    self._held.append(("error", error))
+                else:
+                    self._protocol_error(error)
+        except Exception:  # one connection's bug closes that connection only
+            logger.exception("cid:%d - error handling client data; closing the connection", self.cid)
+            self.close("Internal Error")
+        finally:
+            server.producer = None
+            server.flush_dirty()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed:
+            self._cleanup("Client Closed" if exc is None else f"Read Error: {exc}")
+
+    def pause_writing(self) -> None:
+        self._timers["write_deadline"] = self.server.loop.call_later(
+            self.server.options.write_deadline_s, self._write_deadline_expired)
+
+    def resume_writing(self) -> None:
+        timer = self._timers.pop("write_deadline", None)
+        if timer is not None:
+            timer.cancel()
+        self._release_stalled()
+
+    # --- event handling --------------------------------------------------------------------------
+
+    def _handle(self, events: list[Event], start: int) -> None:
+        """Handle events[start:]; stops early (holding the rest) while authentication is pending."""
+        required = self.server.auth.required
+        count = len(events)
+        i = start
+        while i < count:
+            event = events[i]
+            i += 1
+            op = event[0]
+            if op == OP_PUB:
+                if not self.connected and required:
+                    self._auth_violation()
+                    return
+                self.in_msgs += 1
+                self.in_bytes += len(event[3])
+                self._publish(event[1], event[2], None, event[3])
+            elif op == OP_HPUB:
+                if not self.connected and required:
+                    self._auth_violation()
+                    return
+                if not self.headers:
+                    self.close("Protocol Violation: headers not enabled")
+                    return
+                self.in_msgs += 1
+                self.in_bytes += len(event[4])
+                self._publish(event[1], event[2], event[3], event[4])
+            elif op == "error":
+                self._protocol_error(event[1])
+                return
+            elif op == OP_CONNECT:
+                if not self._connect(event[1]):
+                    if self._authenticating:
+                        self._held = list(events[i:])
+                    return
+            elif not self.connected and required:
+                self._auth_violation()
+                return
+            elif op == OP_PING:
+                self.write(wire.PONG)
+                self.pongs_seen += 1
+                if self.pongs_seen == 1 and self.protocol >= 1 and self.connected:
+                    self.write(self.server.connect_info_bytes(self))
+            elif op == OP_PONG:
+                self._pings_out = 0
+                if self._ping_sent_s:
+                    self.rtt_s = self.server.clock.monotonic() - self._ping_sent_s
+                    self._ping_sent_s = 0.0
+            elif op == OP_SUB:
+                self._subscribe(event[1], event[2], event[3])
+            elif op == OP_UNSUB:
+                self._unsubscribe(event[1], event[2])
+            if self.closed:
+                return
+
+    def _connect(self, raw: bytes) -> bool:
+        """Apply CONNECT. False if handling must pause (async auth) or the connection closed."""
+        try:
+            fields = json.loads(raw)
+        except ValueError:
+            self.close("Protocol Violation: bad CONNECT json")
+            return False
+        if not isinstance(fields, dict):
+            self.close("Protocol Violation: bad CONNECT json")
+            return False
+        self.verbose = bool(fields.get("verbose", True))
+        self.pedantic = bool(fields.get("pedantic", True))
+        self.echo = bool(fields.get("echo", True))
+        self.headers = bool(fields.get("headers", False))
+        self.no_responders = bool(fields.get("no_responders", False))
+        protocol = fields.get("protocol", 0)
+        self.protocol = protocol if isinstance(protocol, int) else 0
+        self.name = str(fields.get("name", "") or "")
+        self.lang = str(fields.get("lang", "") or "")
+        self.version = str(fields.get("version", "") or "")
+        if self.no_responders and not self.headers:
+            self.send_error(ERR_NO_RESPONDERS_HEADERS)
+            self.close("Protocol Violation: no responders requires headers")
+            return False
+        outcome = self.server.auth.authenticate(fields)
+        if isinstance(outcome, auth.Granted):
+            self._bind(outcome.user, outcome.account)
+            return True
+        if isinstance(outcome, auth.NeedsBcrypt):
+            self._authenticating = True
+            self._pause_reading()
+            task = self.server.loop.run_in_executor(None, auth.bcrypt_matches, outcome.given, outcome.hashed)
+            task.add_done_callback(lambda done: self._bcrypt_done(done, outcome))
+            return False
+        logger.error("%s:%d - cid:%d - authentication error: %s", self.ip, self.port, self.cid, outcome.reason)
+        self._auth_violation()
+        return False
+
+    def _bcrypt_done(self, done: asyncio.Future[bool], outcome: auth.NeedsBcrypt) -> None:
+        if self.closed:
+            return
+        held, self._held = self._held, []
+        self._authenticating = False
+        ok = not done.cancelled() and done.exception() is None and done.result()
+        self.server.producer = self
+        try:
+            if not ok:
+                logger.error("%s:%d - cid:%d - authentication error: bad password for %r",
+                             self.ip, self.port, self.cid, outcome.user.username)
+                self._auth_violation()
+                return
+            self._bind(outcome.user, outcome.account)
+            self._resume_reading()
+            self._handle(held, 0)
+        except Exception:
+            logger.exception("cid:%d - error after authentication; closing the connection", self.cid)
+            self.close("Internal Error")
+        finally:
+            self.server.producer = None
+            self.server.flush_dirty()
+
+    def _bind(self, user: Any, account_name: str) -> None:
+        account = self.server.accounts.get(account_name)
+        if account is None:
+            self._auth_violation()
+            return
+        if account is not self.account:
+            self.account.clients -= 1
+            self.account = account
+            account.clients += 1
+        if user is not None:
+            self.user = user.username
+            if user.permissions is not None:
+                self.perms = auth.ClientPermissions(user.permissions)
+        self.connected = True
+        timer = self._timers.pop("auth", None)
+        if timer is not None:
+            timer.cancel()
+        if self.verbose:
+            self.write(wire.OK)
+
+    def _subscribe(self, subject: bytes, queue: bytes | None, sid: bytes) -> None:
+        if not is_valid_subject(subject) or (queue is not None and not is_valid_subject(queue)):
+            self.send_error(ERR_INVALID_SUBJECT)
+            return
+        if self.perms is not None and not self.perms.can_subscribe(subject):
+            text = f'Permissions Violation for Subscription to "{subject.decode(errors="replace")}"'
+            if queue is not None:
+                text += f' using queue "{queue.decode(errors="replace")}"'
+            logger.error("cid:%d - %s", self.cid, text)
+            self.send_error(text)
+            return
+        max_subs = self.server.options.max_subscriptions
+        if max_subs and len(self.subs) >= max_subs:
+            self.send_error(ERR_MAX_SUBS)
+            return
+        if sid not in self.subs:
+            sub = Subscription(self, subject, queue, sid, self.account.name)
+            self.subs[sid] = sub
+            self.account.sublist.insert(sub)
+            self.server.on_interest_change(self.account, sub, added=True)
+        if self.verbose:
+            self.write(wire.OK)
+
+    def _unsubscribe(self, sid: bytes, max_msgs: int | None) -> None:
+        sub = self.subs.get(sid)
+        if sub is not None:
+            if max_msgs and max_msgs > sub.delivered:
+                sub.max_msgs = max_msgs
+            else:
+                self.remove_subscription(sub)
+        if self.verbose:
+            self.write(wire.OK)
+
+    def remove_subscription(self, sub: Subscription) -> None:
+        if self.subs.pop(sub.sid, None) is not None:
+            self.account.sublist.remove(sub)
+            self.server.on_interest_change(self.account, sub, added=False)
+
+    # --- the router's hot path -------------------------------------------------------------------
+
+    def _publish(self, subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
+        if self.verbose:
+            self.write(wire.OK)
+        if self.pedantic and not is_valid_publish_subject(subject):
+            self.send_error(ERR_INVALID_PUB_SUBJECT)
+            return
+        if self.perms is not None and not self.perms.can_publish(subject, self.server.clock.monotonic()):
+            text = f'Permissions Violation for Publish to "{subject.decode(errors="replace")}"'
+            logger.error("cid:%d - %s", self.cid, text)
+            self.send_error(text)
+            return
+        sublist = self.account.sublist
+        result = sublist.cache.get(subject)
+        if result is None:
+            result = sublist.match(subject)
+        plain, queues = result
+        delivered = 0
+        for sub in plain:
+            conn = sub.conn
+            if conn is self and not self.echo:
+                continue
+            conn.deliver(sub, subject, reply, header, data)
+            delivered += 1
+        for members in queues:
+            sub = self._pick(members)
+            if sub is not None:
+                sub.conn.deliver(sub, subject, reply, header, data)
+                delivered += 1
+        if not delivered and reply is not None and self.no_responders:
+            self._send_no_responders(subject, reply)
+
+    def _pick(self, members: tuple[Subscription, ...]) -> Subscription | None:
+        count = len(members)
+        sub = members[self.server.rng.randrange(count)] if count > 1 else members[0]
+        if sub.conn is not self or self.echo:
+            return sub
+        others = [m for m in members if m.conn is not self]
+        return others[self.server.rng.randrange(len(others))] if others else None
+
+    def deliver(self, sub: Subscription, subject: bytes, reply: bytes | None, header: bytes | None,
+                data: bytes) -> None:
+        """Append one MSG/HMSG for `sub` to the outbound buffer."""
+        if self.closed:
+            return
+        perms = self.perms
+        if perms is not None:
+            if perms.sub_deny and perms.deliver_denied(subject):
+                return
+            if reply is not None:
+                perms.note_reply(reply, self.server.clock.monotonic())
+        out = self._out
+        if header is None:
+            if reply is None:
+                out += b"MSG %s%s%d\r\n" % (subject, sub.msg_tail, len(data))
+            else:
+                out += b"MSG %s%s%s %d\r\n" % (subject, sub.msg_tail, reply, len(data))
+        elif self.headers:
+            if reply is None:
+                out += b"HMSG %s%s%d %d\r\n" % (subject, sub.msg_tail, len(header), len(data))
+            else:
+                out += b"HMSG %s%s%s %d %d\r\n" % (subject, sub.msg_tail, reply, len(header), len(data))
+        else:
+            data = data[len(header):]
+            if reply is None:
+                out += b"MSG %s%s%d\r\n" % (subject, sub.msg_tail, len(data))
+            else:
+                out += b"MSG %s%s%s %d\r\n" % (subject, sub.msg_tail, reply, len(data))
+        out += data
+        out += b"\r\n"
+        self.out_msgs += 1
+        self.out_bytes += len(data)
+        if not self._dirty:
+            self._dirty = True
+            self.server.dirty.append(self)
+        sub.delivered += 1
+        if sub.max_msgs and sub.delivered >= sub.max_msgs:
+            self.remove_subscription(sub)
+
+    def _send_no_responders(self, subject: bytes, reply: bytes) -> None:
+        """A request nobody received: tell the requester at once (status 503)."""
+        plain, _ = self.account.sublist.match(reply)
+        for sub in plain:
+            if sub.conn is self:
+                header = wire.no_responders_headers(subject)
+                self.write(b"HMSG %s%s%d %d\r\n%s\r\n" % (reply, sub.msg_tail, len(header), len(header), header))
+                return
+
+    # --- output ---------------------------------------------------------------------------------
+
+    def write(self, data: bytes) -> None:
+        if self.closed:
+            return
+        self._out += data
+        if not self._dirty:
+            self._dirty = True
+            self.server.dirty.append(self)
+
+    def send_error(self, text: str) -> None:
+        self.write(wire.err(text))
+
+    def flush(self) -> None:
+        """Hand the outbound buffer to the transport; enforce max_pending (slow consumer)."""
+        self._dirty = False
+        transport = self.transport
+        if self.closed or transport is None or not self._out:
+            return
+        data, self._out = self._out, bytearray()
+        transport.write(data)
+        pending = transport.get_write_buffer_size()
+        if pending > self.server.options.max_pending:
+            self.server.slow_consumers += 1
+            logger.warning("%s:%d - cid:%d - Slow Consumer Detected: MaxPending of %d Exceeded",
+                           self.ip, self.port, self.cid, self.server.options.max_pending)
+            self.close("Slow Consumer (Pending Bytes)", abort=True)
+        elif pending > self.server.options.max_pending * 3 // 4:
+            producer = self.server.producer
+            if producer is not None and producer is not self and len(self._stalled_producers) < limits.STALLED_PRODUCERS_MAX:
+                self._stalled_producers[producer] = None
+                producer._pause_reading()
+
+    def pending_bytes(self) -> int:
+        if self.transport is None or self.closed:
+            return 0
+        return self.transport.get_write_buffer_size() + len(self._out)
+
+    def _pause_reading(self) -> None:
+        if not self._paused_reading and self.transport is not None and not self.closed:
+            self._paused_reading = True
+            self.transport.pause_reading()
+
+    def _resume_reading(self) -> None:
+        if self._paused_reading and self.transport is not None and not self.closed:
+            self._paused_reading = False
+            self.transport.resume_reading()
+
+    def _release_stalled(self) -> None:
+        stalled, self._stalled_producers = self._stalled_producers, {}
+        for producer in stalled:
+            if not producer._authenticating:
+                producer._resume_reading()
+
+    # --- timers and closing ----------------------------------------------------------------------
+
+    def _ping_tick(self) -> None:
+        if self.closed:
+            return
+        options = self.server.options
+        now = self.server.clock.monotonic()
+        if now - self.last_in_s < options.ping_interval_s and self.pongs_seen:
+            self._pings_out = 0
+        elif self._pings_out + 1 > options.ping_max:
+            self.server.stale_connections += 1
+            logger.debug("cid:%d - Stale Client Connection - Closing", self.cid)
+            self.send_error(ERR_STALE)
+            self.server.flush_dirty()
+            self.close("Stale Connection")
+            return
+        else:
+            self._pings_out += 1
+            self._ping_sent_s = now
+            self.write(wire.PING)
+            self.server.flush_dirty()
+        self._timers["ping"] = self.server.loop.call_later(options.ping_interval_s, self._ping_tick)
+
+    def _auth_timeout(self) -> None:
+        if not self.connected and not self.closed:
+            self.send_error(ERR_AUTH_TIMEOUT)
+            self.server.flush_dirty()
+            self.close("Authentication Timeout")
+
+    def _write_deadline_expired(self) -> None:
+        if not self.closed:
+            self.server.slow_consumers += 1
+            logger.warning("%s:%d - cid:%d - Slow Consumer Detected: WriteDeadline of %ss exceeded",
+                           self.ip, self.port, self.cid, self.server.options.write_deadline_s)
+            self.close("Slow Consumer (Write Deadline)", abort=True)
+
+    def _auth_violation(self) -> None:
+        self.send_error(ERR_AUTH_VIOLATION)
+        self.server.flush_dirty()
+        self.close("Authentication Failure")
+
+    def _protocol_error(self, error: ProtocolError) -> None:
+        logger.debug("cid:%d - protocol error: %s", self.cid, error)
+        if error.client_error:
+            self.send_error(error.client_error)
+            self.server.flush_dirty()
+        self.close(f"Protocol Violation: {error}")
+
+    def close(self, reason: str, *, abort: bool = False) -> None:
+        """Close after flushing what is buffered (or at once with abort); idempotent."""
+        if self.closed:
+            return
+        if not abort and self._out and self.transport is not None:
+            self.transport.write(bytes(self._out))
+        self._out.clear()
+        self._cleanup(reason)
+        if self.transport is not None:
+            if abort:
+                self.transport.abort()
+            else:
+                self.transport.close()
+
+    def _cleanup(self, reason: str) -> None:
+        self.closed = True
+        self.close_reason = reason
+        self.stop_wall_s = self.server.clock.wall()
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+        for sub in list(self.subs.values()):
+            self.remove_subscription(sub)
+        self._release_stalled()
+        self.server.unregister(self)
+        logger.debug("%s:%d - cid:%d - Client connection closed: %s", self.ip, self.port, self.cid, reason)

@@ -1,0 +1,206 @@
+"""The core NATS server of one worker: accepts clients, owns accounts and connections.
+
+The supervisor owns the listening socket and the server identity; this object serves on the
+socket it is given. Counters kept per connection are summed here for monitoring, so the hot path
+never touches server-wide totals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import socket
+from collections import deque
+from typing import TYPE_CHECKING
+
+from appliance import NATS_PROTO, NATS_VERSION, limits
+from appliance.clock import Clock, SystemClock
+from appliance.config.options import ServerOptions
+from appliance.protocol import wire
+from appliance.server.accounts import GLOBAL_ACCOUNT, Account, AccountRegistry
+from appliance.server.auth import Authenticator
+from appliance.server.client import ClientConnection
+from appliance.server.sublist import Subscription
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+logger = logging.getLogger(__name__)
+
+JETSTREAM_API_LEVEL = 5
+
+
+class Server:
+    def __init__(self, options: ServerOptions, *, server_id: str, start_wall_s: float, clock: Clock | None = None,
+                 rng: random.Random | None = None) -> None:
+        self.options = options
+        self.server_id = server_id
+        self.server_name = options.server_name or server_id
+        self.start_wall_s = start_wall_s
+        self.clock: Clock = clock or SystemClock()
+        self.rng = rng or random.Random()
+        self.accounts = AccountRegistry(options)
+        self.auth = Authenticator(options)
+        self.clients: dict[int, ClientConnection] = {}
+        self.closed_clients: deque[ClientConnection] = deque(maxlen=limits.CLOSED_CONNECTIONS_MAX)
+        self.dirty: list[ClientConnection] = []
+        self.producer: ClientConnection | None = None  # the connection whose input is being handled
+        self.loop: asyncio.AbstractEventLoop = asyncio.get_event_loop()
+        self.total_connections = 0
+        self.slow_consumers = 0
+        self.stale_connections = 0
+        self.lame_duck = False
+        self.ready = False
+        self.interest_listeners: list[Callable[[Account, Subscription, bool], None]] = []
+        # totals of closed connections, so /varz counters never go backwards
+        self._retired = [0, 0, 0, 0]
+        self._next_cid = 0
+        self._listener: asyncio.base_events.Server | None = None
+        self._listen_host = options.host
+        self._listen_port = options.port
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    async def start(self, listener: socket.socket, *, cid_base: int = 0) -> None:
+        self.loop = asyncio.get_running_loop()
+        self._next_cid = cid_base
+        host, port = listener.getsockname()[:2]
+        self._listen_host, self._listen_port = str(host), int(port)
+        self._listener = await self.loop.create_server(self._new_connection, sock=listener,
+                                                       backlog=limits.ACCEPT_BACKLOG)
+        self.ready = True
+
+    def _new_connection(self) -> ClientConnection:
+        self._next_cid += 1
+        return ClientConnection(self, self._next_cid)
+
+    async def stop_accepting(self) -> None:
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+
+    async def shutdown(self) -> None:
+        await self.stop_accepting()
+        for conn in list(self.clients.values()):
+            conn.close("Server Shutdown")
+        self.ready = False
+
+    async def enter_lame_duck(self) -> None:
+        """Stop accepting, tell clients (INFO ldm), then close them spread over the duration."""
+        if self.lame_duck:
+            return
+        self.lame_duck = True
+        options = self.options
+        logger.info("Entering lame duck mode, stop accepting new clients")
+        await self.stop_accepting()
+        info = self.info_fields()
+        info["ldm"] = True
+        for conn in list(self.clients.values()):
+            if conn.protocol >= 1:
+                conn.write(wire.info(info))
+        self.flush_dirty()
+        await asyncio.sleep(options.lame_duck_grace_period_s)
+        clients = list(self.clients.values())
+        spread_s = max(options.lame_duck_duration_s - options.lame_duck_grace_period_s, 0.0)
+        if clients:
+            logger.info("Closing existing clients")
+            pause_s = spread_s / len(clients)
+            for conn in clients:
+                conn.close("Server Shutdown")
+                if pause_s:
+                    await asyncio.sleep(pause_s)
+
+    # --- connections -----------------------------------------------------------------------------
+
+    def register(self, conn: ClientConnection) -> None:
+        self.clients[conn.cid] = conn
+        self.total_connections += 1
+        conn.account.clients += 1
+
+    def unregister(self, conn: ClientConnection) -> None:
+        if self.clients.pop(conn.cid, None) is not None:
+            conn.account.clients -= 1
+            retired = self._retired
+            retired[0] += conn.in_msgs
+            retired[1] += conn.in_bytes
+            retired[2] += conn.out_msgs
+            retired[3] += conn.out_bytes
+            self.closed_clients.append(conn)
+
+    def too_many_connections(self) -> bool:
+        return len(self.clients) > self.options.max_connections
+
+    def flush_dirty(self) -> None:
+        dirty = self.dirty
+        if not dirty:
+            return
+        self.dirty = []
+        for conn in dirty:
+            conn.flush()
+
+    def on_interest_change(self, account: Account, sub: Subscription, *, added: bool) -> None:
+        for listener in self.interest_listeners:
+            listener(account, sub, added)
+
+    # --- what clients are told -------------------------------------------------------------------
+
+    def info_fields(self) -> dict[str, object]:
+        options = self.options
+        fields: dict[str, object] = {
+            "server_id": self.server_id,
+            "server_name": self.server_name,
+            "version": NATS_VERSION,
+            "proto": NATS_PROTO,
+            "go": "python",
+            "host": self._listen_host,
+            "port": self._listen_port,
+            "headers": True,
+            "max_payload": options.max_payload,
+        }
+        if self.auth.required:
+            fields["auth_required"] = True
+        if options.jetstream.enabled:
+            fields["jetstream"] = True
+        if options.cluster.name:
+            fields["cluster"] = options.cluster.name
+        if options.jetstream.domain:
+            fields["domain"] = options.jetstream.domain
+        return fields
+
+    def info_bytes(self, conn: ClientConnection) -> bytes:
+        fields = self.info_fields()
+        fields["client_id"] = conn.cid
+        fields["client_ip"] = conn.ip
+        fields["api_lvl"] = JETSTREAM_API_LEVEL
+        return wire.info(fields)
+
+    def connect_info_bytes(self, conn: ClientConnection) -> bytes:
+        """The INFO sent after the first PONG to clients with protocol >= 1."""
+        fields = self.info_fields()
+        fields["client_id"] = conn.cid
+        fields["client_ip"] = conn.ip
+        fields["connect_info"] = True
+        fields["remote_account"] = conn.account.name
+        if conn.account.is_system:
+            fields["acc_is_sys"] = True
+        fields["api_lvl"] = JETSTREAM_API_LEVEL
+        return wire.info(fields)
+
+    # --- monitoring totals -----------------------------------------------------------------------
+
+    def totals(self) -> tuple[int, int, int, int]:
+        in_msgs, in_bytes, out_msgs, out_bytes = self._retired
+        for conn in self.clients.values():
+            in_msgs += conn.in_msgs
+            in_bytes += conn.in_bytes
+            out_msgs += conn.out_msgs
+            out_bytes += conn.out_bytes
+        return in_msgs, in_bytes, out_msgs, out_bytes
+
+    def global_account(self) -> Account:
+        return self.accounts[GLOBAL_ACCOUNT]
+
+    @property
+    def listen_address(self) -> tuple[str, int]:
+        return self._listen_host, self._listen_port

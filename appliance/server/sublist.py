@@ -1,0 +1,234 @@
+"""The subscription index of one account: a token trie with a bounded match cache.
+
+Theory of operation: subscriptions are stored in a trie keyed by subject tokens, with the `*`
+and `>` wildcards as separate branches of each level (nats-server's sublist shape). `match`
+returns a `(plain, queues)` pair of tuples — plain subscriptions, and one tuple of members per
+queue group — and caches it by subject. A cached result is immutable, so the router may iterate
+it while a delivery changes the sublist. Inserting or removing a subscription drops only the
+cached subjects its pattern matches.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from appliance import limits
+from appliance.protocol.subjects import subject_matches
+
+Result = tuple[tuple["Subscription", ...], tuple[tuple["Subscription", ...], ...]]
+EMPTY: Result = ((), ())
+
+
+class Subscription:
+    """One SUB of one client (or, later, one link's interest)."""
+
+    __slots__ = ("conn", "subject", "queue", "sid", "max_msgs", "delivered", "msg_tail", "account")
+
+    def __init__(self, conn: Any, subject: bytes, queue: bytes | None, sid: bytes, account: str = "") -> None:
+        self.conn = conn
+        self.subject = subject
+        self.queue = queue
+        self.sid = sid
+        self.max_msgs = 0  # 0: no auto-unsubscribe
+        self.delivered = 0
+        self.msg_tail = b" " + sid + b" "  # what follows the subject in MSG/HMSG
+        self.account = account
+
+
+class _Node:
+    __slots__ = ("level", "plain", "queues")
+
+    def __init__(self) -> None:
+        self.level: _Level | None = None
+        self.plain: dict[Subscription, None] = {}  # insertion-ordered set
+        self.queues: dict[bytes, dict[Subscription, None]] = {}
+
+    def is_empty(self) -> bool:
+        return not self.plain and not self.queues and (self.level is None or self.level.is_empty())
+
+
+class _Level:
+    __slots__ = ("nodes", "pwc", "fwc")
+
+    def __init__(self) -> None:
+        self.nodes: dict[bytes, _Node] = {}
+        self.pwc: _Node | None = None
+        self.fwc: _Node | None = None
+
+    def is_empty(self) -> bool:
+        return not self.nodes and self.pwc is None and self.fwc is None
+
+
+class Sublist:
+    def __init__(self, *, cache_entries_max: int = limits.SUBJECT_CACHE_ENTRIES_MAX) -> None:
+        self._root = _Level()
+        self._cache: dict[bytes, Result] = {}
+        self._cache_max = cache_entries_max
+        self.count = 0
+        self.inserts = 0
+        self.removes = 0
+        self.matches = 0
+        self.cache_hits = 0
+
+    @property
+    def cache(self) -> dict[bytes, Result]:
+        """The match cache, read by the router's hot path (`cache.get(subject)`)."""
+        return self._cache
+
+    def insert(self, sub: Subscription) -> None:
+        level = self._root
+        node: _Node | None = None
+        for token in sub.subject.split(b"."):
+            if token == b"*":
+                if level.pwc is None:
+                    level.pwc = _Node()
+                node = level.pwc
+            elif token == b">":
+                if level.fwc is None:
+                    level.fwc = _Node()
+                node = level.fwc
+            else:
+                node = level.nodes.get(token)
+                if node is None:
+                    node = level.nodes[token] = _Node()
+            if node.level is None:
+                node.level = _Level()
+            level = node.level
+        assert node is not None
+        if sub.queue is None:
+            node.plain[sub] = None
+        else:
+            node.queues.setdefault(sub.queue, {})[sub] = None
+        self.count += 1
+        self.inserts += 1
+        self._invalidate(sub.subject)
+
+    def remove(self, sub: Subscription) -> bool:
+        path: list[tuple[_Level, bytes, _Node]] = []
+        level = self._root
+        for token in sub.subject.split(b"."):
+            if token == b"*":
+                node = level.pwc
+            elif token == b">":
+                node = level.fwc
+            else:
+                node = level.nodes.get(token)
+            if node is None or node.level is None:
+                return False
+            path.append((level, token, node))
+            level = node.level
+        node = path[-1][2]
+        if sub.queue is None:
+            if sub not in node.plain:
+                return False
+            del node.plain[sub]
+        else:
+            members = node.queues.get(sub.queue)
+            if members is None or sub not in members:
+                return False
+            del members[sub]
+            if not members:
+                del node.queues[sub.queue]
+        self._prune(path)
+        self.count -= 1
+        self.removes += 1
+        self._invalidate(sub.subject)
+        return True
+
+    def _prune(self, path: list[tuple[_Level, bytes, _Node]]) -> None:
+        for level, token, node in reversed(path):
+            if not node.is_empty():
+                return
+            if token == b"*":
+                level.pwc = None
+            elif token == b">":
+                level.fwc = None
+            else:
+                del level.nodes[token]
+
+    def _invalidate(self, pattern: bytes) -> None:
+        cache = self._cache
+        if not cache:
+            return
+        if b"*" not in pattern and b">" not in pattern:
+            cache.pop(pattern, None)
+            return
+        for subject in [s for s in cache if subject_matches(pattern, s)]:
+            del cache[subject]
+
+    def match(self, subject: bytes) -> Result:
+        self.matches += 1
+        cached = self._cache.get(subject)
+        if cached is not None:
+            self.cache_hits += 1
+            return cached
+        plain: list[Subscription] = []
+        queues: dict[bytes, list[Subscription]] = {}
+        _collect(self._root, subject.split(b"."), 0, plain, queues)
+        result: Result = (tuple(plain), tuple(tuple(m) for m in queues.values())) if plain or queues else EMPTY
+        if len(self._cache) >= self._cache_max:
+            del self._cache[next(iter(self._cache))]
+        self._cache[subject] = result
+        return result
+
+    def all_subscriptions(self) -> list[Subscription]:
+        found: list[Subscription] = []
+        _walk(self._root, found)
+        return found
+
+    def stats(self) -> dict[str, float]:
+        fanouts = [len(r[0]) + len(r[1]) for r in self._cache.values()]
+        return {
+            "num_subscriptions": self.count,
+            "num_cache": len(self._cache),
+            "num_inserts": self.inserts,
+            "num_removes": self.removes,
+            "num_matches": self.matches,
+            "cache_hit_rate": self.cache_hits / self.matches if self.matches else 0.0,
+            "max_fanout": max(fanouts, default=0),
+            "avg_fanout": sum(fanouts) / len(fanouts) if fanouts else 0.0,
+        }
+
+
+def _add_node(node: _Node, plain: list[Subscription], queues: dict[bytes, list[Subscription]]) -> None:
+    if node.plain:
+        plain.extend(node.plain)
+    for name, members in node.queues.items():
+        queues.setdefault(name, []).extend(members)
+
+
+def _collect(level: _Level, tokens: list[bytes], i: int, plain: list[Subscription],
+             queues: dict[bytes, list[Subscription]]) -> None:
+    last = len(tokens) - 1
+    while True:
+        if level.fwc is not None:
+            _add_node(level.fwc, plain, queues)
+        if level.pwc is not None:
+            if i == last:
+                _add_node(level.pwc, plain, queues)
+            elif level.pwc.level is not None:
+                _collect(level.pwc.level, tokens, i + 1, plain, queues)
+        node = level.nodes.get(tokens[i])
+        if node is None:
+            return
+        if i == last:
+            _add_node(node, plain, queues)
+            return
+        if node.level is None:
+            return
+        level = node.level
+        i += 1
+
+
+def _walk(level: _Level, found: list[Subscription]) -> None:
+    nodes = list(level.nodes.values())
+    if level.pwc is not None:
+        nodes.append(level.pwc)
+    if level.fwc is not None:
+        nodes.append(level.fwc)
+    for node in nodes:
+        found.extend(node.plain)
+        for members in node.queues.values():
+            found.extend(members)
+        if node.level is not None:
+            _walk(node.level, found)

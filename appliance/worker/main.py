@@ -1,0 +1,75 @@
+"""The composition root of one worker process: builds the server from its context and serves.
+
+The supervisor's process entry (`appliance/worker/process.py`) builds the WorkerContext and
+runs `serve_worker` on the worker's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+from appliance.server.server import Server
+from appliance.worker.context import WorkerContext
+
+logger = logging.getLogger(__name__)
+
+HEARTBEAT_INTERVAL_S = 0.25
+CID_STRIDE = 1 << 40  # client ids of worker k start at k * CID_STRIDE: unique per host
+
+
+async def serve_worker(ctx: WorkerContext) -> int:
+    """Serve clients until SIGTERM/SIGINT (clean stop) or the end of lame duck mode (SIGUSR2)."""
+    loop = asyncio.get_running_loop()
+    server = Server(ctx.options, server_id=ctx.server_id, start_wall_s=ctx.start_wall_s)
+    stop = asyncio.Event()
+    lame_duck: list[asyncio.Task[None]] = []
+
+    def on_lame_duck() -> None:
+        if not lame_duck:
+            task = loop.create_task(server.enter_lame_duck())
+            task.add_done_callback(lambda _: stop.set())
+            lame_duck.append(task)
+
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    loop.add_signal_handler(signal.SIGINT, stop.set)
+    loop.add_signal_handler(signal.SIGUSR2, on_lame_duck)
+    ctx.client_listener.setblocking(False)
+    await server.start(ctx.client_listener, cid_base=ctx.worker_index * CID_STRIDE)
+    monitor = None
+    if ctx.http_listener is not None:
+        monitor = await _start_monitor(server, ctx)
+    heartbeat = loop.create_task(_heartbeat(server, ctx))
+    ctx.on_ready()
+    try:
+        await stop.wait()
+    finally:
+        heartbeat.cancel()
+        for task in lame_duck:
+            task.cancel()
+        await server.shutdown()
+        if monitor is not None:
+            monitor.close()
+        # give transports a turn to write what close() flushed
+        await asyncio.sleep(0)
+    return 0
+
+
+async def _start_monitor(server: Server, ctx: WorkerContext) -> asyncio.base_events.Server | None:
+    from appliance.server.monitor_view import start_monitoring
+
+    assert ctx.http_listener is not None
+    ctx.http_listener.setblocking(False)
+    return await start_monitoring(server, ctx.http_listener)
+
+
+async def _heartbeat(server: Server, ctx: WorkerContext) -> None:
+    status = ctx.status
+    while True:
+        if status is not None:
+            in_msgs, in_bytes, out_msgs, out_bytes = server.totals()
+            status.heartbeat()
+            status.set_counters(connections=len(server.clients), msgs_in=in_msgs, msgs_out=out_msgs,
+                                bytes_in=in_bytes, bytes_out=out_bytes)
+        await asyncio.sleep(HEARTBEAT_INTERVAL_S)

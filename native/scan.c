@@ -1,0 +1,166 @@
+/*
+ * The PUB/HPUB scanner. Contract (shared with appliance/protocol/_scan_py.py, checked by a
+ * differential property test): starting at `pos`, consume consecutive complete, well-formed
+ * `PUB `/`HPUB ` operations (upper case, single spaces, CRLF), appending their event tuples to
+ * `out`; stop at the first byte that starts anything else and return its offset. Every error and
+ * every unusual form is left to the general parser, so this file decides nothing about errors.
+ */
+#include "scan.h"
+
+#include <stdint.h>
+#include <string.h>
+
+enum { TOKENS_MAX = 4, SIZE_DIGITS_MAX = 18 };
+
+typedef struct {
+    Py_ssize_t start[TOKENS_MAX];
+    Py_ssize_t length[TOKENS_MAX];
+    int count; /* TOKENS_MAX + 1 when there were too many */
+} tokens_t;
+
+/* Split data[from, to) on single spaces; return 0 if any token is empty or there are too many. */
+static int split_tokens(const char *data, Py_ssize_t from, Py_ssize_t to, tokens_t *tokens) {
+    tokens->count = 0;
+    Py_ssize_t i = from;
+    while (i <= to) {
+        const char *space = memchr(data + i, ' ', (size_t)(to - i));
+        Py_ssize_t j = space ? (Py_ssize_t)(space - data) : to;
+        if (j == i || tokens->count == TOKENS_MAX) {
+            return 0;
+        }
+        tokens->start[tokens->count] = i;
+        tokens->length[tokens->count] = j - i;
+        tokens->count++;
+        i = j + 1;
+    }
+    return 1;
+}
+
+static int parse_size(const char *digits, Py_ssize_t length, Py_ssize_t *value) {
+    if (length <= 0 || length > SIZE_DIGITS_MAX) {
+        return 0;
+    }
+    Py_ssize_t result = 0;
+    for (Py_ssize_t i = 0; i < length; i++) {
+        char c = digits[i];
+        if (c < '0' || c > '9') {
+            return 0;
+        }
+        result = result * 10 + (c - '0');
+    }
+    *value = result;
+    return 1;
+}
+
+/* Append one event tuple; returns -1 with a Python error set on failure. */
+static int append_event(PyObject *out, const char *data, const tokens_t *t, int hpub, Py_ssize_t start,
+                        Py_ssize_t header_size, Py_ssize_t size) {
+    PyObject *subject = PyBytes_FromStringAndSize(data + t->start[0], t->length[0]);
+    PyObject *reply = NULL;
+    int with_reply = t->count == (hpub ? 4 : 3);
+    if (with_reply) {
+        reply = PyBytes_FromStringAndSize(data + t->start[1], t->length[1]);
+    } else {
+        reply = Py_None;
+        Py_INCREF(reply);
+    }
+    PyObject *event = NULL;
+    if (subject && reply) {
+        if (hpub) {
+            PyObject *header = PyBytes_FromStringAndSize(data + start, header_size);
+            PyObject *whole = PyBytes_FromStringAndSize(data + start, size);
+            if (header && whole) {
+                event = Py_BuildValue("(iOOOO)", 2, subject, reply, header, whole);
+            }
+            Py_XDECREF(header);
+            Py_XDECREF(whole);
+        } else {
+            PyObject *payload = PyBytes_FromStringAndSize(data + start, size);
+            if (payload) {
+                event = Py_BuildValue("(iOOO)", 1, subject, reply, payload);
+            }
+            Py_XDECREF(payload);
+        }
+    }
+    Py_XDECREF(subject);
+    Py_XDECREF(reply);
+    if (!event) {
+        return -1;
+    }
+    int rc = PyList_Append(out, event);
+    Py_DECREF(event);
+    return rc;
+}
+
+PyObject *appliance_scan_pubs(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 5 || !PyBytes_Check(args[0]) || !PyList_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "scan_pubs(buf: bytes, pos: int, max_line: int, max_payload: int, out: list)");
+        return NULL;
+    }
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+    Py_ssize_t max_line = PyLong_AsSsize_t(args[2]);
+    Py_ssize_t max_payload = PyLong_AsSsize_t(args[3]);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    const char *data = PyBytes_AS_STRING(args[0]);
+    Py_ssize_t n = PyBytes_GET_SIZE(args[0]);
+    if (pos < 0 || pos > n || max_line <= 0 || max_payload < 0) {
+        PyErr_SetString(PyExc_ValueError, "scan_pubs: bad position or limits");
+        return NULL;
+    }
+    PyObject *out = args[4];
+    while (pos < n) {
+        int hpub;
+        Py_ssize_t arg_start;
+        if (n - pos >= 4 && memcmp(data + pos, "PUB ", 4) == 0) {
+            hpub = 0;
+            arg_start = pos + 4;
+        } else if (n - pos >= 5 && memcmp(data + pos, "HPUB ", 5) == 0) {
+            hpub = 1;
+            arg_start = pos + 5;
+        } else {
+            break;
+        }
+        Py_ssize_t limit = pos + max_line + 1 < n ? pos + max_line + 1 : n;
+        const char *newline = memchr(data + pos, '\n', (size_t)(limit - pos));
+        if (!newline) {
+            break;
+        }
+        Py_ssize_t eol = newline - data;
+        if (data[eol - 1] != '\r' || eol - 1 < arg_start) {
+            break;
+        }
+        tokens_t t;
+        if (!split_tokens(data, arg_start, eol - 1, &t)) {
+            break;
+        }
+        int expected_min = hpub ? 3 : 2;
+        if (t.count < expected_min || t.count > expected_min + 1) {
+            break;
+        }
+        Py_ssize_t size = 0;
+        Py_ssize_t header_size = 0;
+        int last = t.count - 1;
+        if (!parse_size(data + t.start[last], t.length[last], &size)) {
+            break;
+        }
+        if (hpub && !parse_size(data + t.start[last - 1], t.length[last - 1], &header_size)) {
+            break;
+        }
+        if (size > max_payload || header_size > size) {
+            break;
+        }
+        Py_ssize_t start = eol + 1;
+        Py_ssize_t stop = start + size;
+        if (stop + 2 > n || data[stop] != '\r' || data[stop + 1] != '\n') {
+            break;
+        }
+        if (append_event(out, data, &t, hpub, start, header_size, size) < 0) {
+            return NULL;
+        }
+        pos = stop + 2;
+    }
+    return PyLong_FromSsize_t(pos);
+}

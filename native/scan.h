@@ -1,0 +1,15 @@
+/* Client-protocol PUB/HPUB scanner: the parser's hot loop (twin: appliance/protocol/_scan_py.py). */
+#ifndef APPLIANCE_SCAN_H
+#define APPLIANCE_SCAN_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+/* scan_pubs(buf: bytes, pos: int, max_line: int, max_payload: int, out: list) -> int */
+PyObject *appliance_scan_pubs(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+
+#define APPLIANCE_SCAN_METHODS                                                                  \
+    {"scan_pubs", (PyCFunction)(void (*)(void))appliance_scan_pubs, METH_FASTCALL,             \
+     "scan_pubs(buf, pos, max_line, max_payload, out) -> pos: consume complete PUB/HPUB ops"},
+
+#endif
