@@ -240,11 +240,7 @@ class OsLogFiles:
             return b""
 
     def append(self, name: str, data: bytes) -> None:
-        fd = self._handle(name)
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
+        _write_all(self._handle(name), data)
 
     def sync(self, name: str) -> None:
         os.fsync(self._handle(name))
@@ -259,7 +255,7 @@ class OsLogFiles:
         temporary = self._path(name) + ".tmp"
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            os.write(fd, data)
+            _write_all(fd, data)
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -275,3 +271,10 @@ class OsLogFiles:
             fd = self._handles.pop(key, None)
             if fd is not None:
                 os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
