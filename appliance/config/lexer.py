@@ -135,6 +135,11 @@ class Lexer:
         self.start_column = self.pos - self.line_start + 1
         self.parts = []
 
+    def ignore_quote(self) -> None:
+        """Skips an opening quote; the token's column stays at the quote, where users look."""
+        self.ignore()
+        self.start_column -= 1
+
     def error(self, message: str) -> LexError:
         column = min(self.pos, len(self.text)) - self.line_start + 1
         return LexError(message, line=self.line, column=max(column, 1))
@@ -270,7 +275,7 @@ class Lexer:
             return self.key_start
         if ch in ('"', "'"):
             self.next()
-            self.ignore()
+            self.ignore_quote()
             return self.quoted_key(ch, self.key_end)
         self.ignore()
         self.next()
@@ -393,10 +398,10 @@ class Lexer:
             self.emit(TokenKind.MAP_START, "{")
             return self.map_key_start
         if ch == "'":
-            self.ignore()
+            self.ignore_quote()
             return self.single_quoted
         if ch == '"':
-            self.ignore()
+            self.ignore_quote()
             self.string_state = self.double_quoted
             return self.double_quoted
         if ch == "-":
@@ -471,7 +476,7 @@ class Lexer:
         if self.is_comment_start(ch):
             return self.comment_then(self.map_key_start)
         if ch in ('"', "'"):
-            self.ignore()
+            self.ignore_quote()
             return self.quoted_key(ch, self.map_key_end)
         self.backup()
         self.ignore()
