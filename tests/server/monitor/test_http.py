@@ -1,0 +1,175 @@
+"""The HTTP/1.1 adapter on a real loopback socket: keep-alive, HEAD, bounds, errors, idle close."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+import pytest
+
+from appliance import limits
+from appliance.server.monitor import MonitorApp, MonitorServer
+from appliance.server.monitor.http import parse_head
+from appliance.testing.fake_view import FakeServerView
+
+ANSWER_TIMEOUT_S = 10.0
+
+
+def listener() -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    sock.setblocking(False)
+    return sock
+
+
+@asynccontextmanager
+async def serving() -> AsyncIterator[MonitorServer]:
+    server = MonitorServer(MonitorApp(FakeServerView()), listener())
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.close()
+
+
+Stream = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+
+
+async def read_response(reader: asyncio.StreamReader, *, head_only: bool = False) -> tuple[int, dict[str, str], bytes]:
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), ANSWER_TIMEOUT_S)
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split(" ")[1])
+    headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:] if line)}
+    length = 0 if head_only else int(headers["content-length"])
+    body = await asyncio.wait_for(reader.readexactly(length), ANSWER_TIMEOUT_S)
+    return status, headers, body
+
+
+async def closed_by_peer(reader: asyncio.StreamReader) -> bool:
+    rest = await asyncio.wait_for(reader.read(), ANSWER_TIMEOUT_S)
+    return rest == b""
+
+
+def run(scenario: Callable[[MonitorServer], Awaitable[None]]) -> None:
+    async def main() -> None:
+        async with serving() as server:
+            await scenario(server)
+
+    asyncio.run(main())
+
+
+def test_keep_alive_serves_several_requests_on_one_connection() -> None:
+    async def scenario(server: MonitorServer) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /varz?x=1 HTTP/1.1\r\nHost: x\r\n\r\n")
+        status, headers, body = await read_response(reader)
+        assert (status, body) == (200, b'{"status":"ok"}')
+        assert headers["content-type"] == "application/json"
+        assert headers["access-control-allow-origin"] == "*"
+        assert "connection" not in headers
+        assert headers["date"].endswith(" GMT")
+        status, _, body = await read_response(reader)
+        assert status == 200 and body.startswith(b'{\n  "server_id"')
+        writer.write(b"GET /nope HTTP/1.1\r\nConnection: close\r\n\r\n")
+        status, headers, body = await read_response(reader)
+        assert (status, headers["connection"], body) == (404, "close", b"404 page not found\n")
+        assert await closed_by_peer(reader)
+        writer.close()
+
+    run(scenario)
+
+
+def test_head_gets_headers_only_and_http10_closes() -> None:
+    async def scenario(server: MonitorServer) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(b"HEAD /healthz HTTP/1.0\r\n\r\n")
+        status, headers, body = await read_response(reader, head_only=True)
+        assert (status, headers["content-length"], body) == (200, "15", b"")
+        assert await closed_by_peer(reader)
+        writer.close()
+
+    run(scenario)
+
+
+def test_any_method_and_a_body_are_accepted_like_nats_server() -> None:
+    async def scenario(server: MonitorServer) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(b"POST /healthz HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello")
+        writer.write(b"GET /healthz HTTP/1.1\r\n\r\n")
+        assert (await read_response(reader))[0] == 200
+        assert (await read_response(reader))[0] == 200
+        writer.close()
+
+    run(scenario)
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "status"),
+    [
+        (b"GARBAGE\r\n\r\n", 400),
+        (b"GET /varz HTTP/2.0\r\n\r\n", 400),
+        (b"GET /varz HTTP/1.1\r\nno colon here\r\n\r\n", 400),
+        (b"GET /varz HTTP/1.1\r\nContent-Length: ten\r\n\r\n", 400),
+        (b"POST /varz HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", 501),
+        (b"POST /varz HTTP/1.1\r\nContent-Length: %d\r\n\r\n" % (limits.HTTP_BODY_BYTES_MAX + 1), 413),
+        (b"GET /varz HTTP/1.1\r\nX-Big: " + b"a" * limits.HTTP_REQUEST_BYTES_MAX + b"\r\n\r\n", 431),
+    ],
+)
+def test_malformed_or_oversized_requests_are_answered_then_closed(request_bytes: bytes, status: int) -> None:
+    async def scenario(server: MonitorServer) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(request_bytes)
+        answered, headers, _ = await read_response(reader)
+        assert (answered, headers["connection"]) == (status, "close")
+        assert await closed_by_peer(reader)
+        writer.close()
+
+    run(scenario)
+
+
+def test_connections_beyond_the_limit_get_503(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(limits, "HTTP_CONNECTIONS_MAX", 1)
+
+    async def scenario(server: MonitorServer) -> None:
+        first_reader, first_writer = await asyncio.open_connection("127.0.0.1", server.port)
+        first_writer.write(b"GET /healthz HTTP/1.1\r\n\r\n")
+        assert (await read_response(first_reader))[0] == 200  # the first connection is now being served
+        second_reader, second_writer = await asyncio.open_connection("127.0.0.1", server.port)
+        assert (await read_response(second_reader))[0] == 503
+        assert await closed_by_peer(second_reader)
+        first_writer.close()
+        second_writer.close()
+
+    run(scenario)
+
+
+def test_a_silent_connection_is_closed_after_the_idle_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(limits, "HTTP_IDLE_TIMEOUT_S", 0.2)
+
+    async def scenario(server: MonitorServer) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(b"GET /varz HTTP/1.1\r\n")  # never finished
+        assert await closed_by_peer(reader)
+        assert await wait_for_no_connections(server)
+        writer.close()
+
+    run(scenario)
+
+
+async def wait_for_no_connections(server: MonitorServer) -> bool:
+    deadline = asyncio.get_running_loop().time() + ANSWER_TIMEOUT_S
+    while server.open_connections and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0)
+    return server.open_connections == 0
+
+
+def test_parse_head_decodes_path_and_keeps_the_query_raw() -> None:
+    request = parse_head(b"GET /conn%7A?subs=1&acc=%24G HTTP/1.1\r\nHost: a\r\n\r\n")
+    assert (request.method, request.path, request.query, request.keep_alive) == ("GET", "/connz", "subs=1&acc=%24G", True)
+    absolute = parse_head(b"GET http://127.0.0.1:8222/varz HTTP/1.1\r\n\r\n")
+    assert absolute.path == "/varz"
+    assert parse_head(b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").keep_alive is True
