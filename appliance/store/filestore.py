@@ -54,6 +54,7 @@ class FileStoreConfig:
     limits: api.StoreLimits = field(default_factory=api.StoreLimits)
     sync_always: bool = True  # False: the owner calls sync() every sync_interval (nats-server)
     segment_bytes: int = bounds.STORE_SEGMENT_BYTES
+    block_raw_bytes: int = bounds.STORE_BLOCK_RAW_BYTES
     use_dictionary: bool = False
 
 
@@ -156,7 +157,7 @@ class FileStreamStore:
             blocks, _ = segment.read_footer(data, path)
         except CorruptData as exc:
             self._corrupt(path, exc.offset, 0, 0, str(exc))
-            blocks, problems = segment.walk_blocks(data, path)
+            blocks, problems = segment.walk_blocks(data, path, segment.trailer_index_offset(data) or -1)
             for problem in problems:
                 self._corrupt(path, problem.offset, 0, 0, str(problem))
         zdict = self._dict_for(header.dict_id)
@@ -201,6 +202,7 @@ class FileStreamStore:
             self._forget(index.skip_to(record.seq))
 
     def _corrupt(self, path: str, offset: int, first_seq: int, last_seq: int, detail: str) -> None:
+        detail = detail.removeprefix(f"{path}:{offset}: ")
         self.recovery.corrupt.append(CorruptRegion(path, offset, first_seq, last_seq, detail))
 
     def _dict_for(self, dict_id: int) -> zstandard.ZstdCompressionDict | None:
@@ -246,7 +248,9 @@ class FileStreamStore:
         assert stop == len(raw), "the active segment we wrote must parse"
         keep = [r for r in found if r.kind != records.Kind.MSG or self._index.is_live(r.seq)]
         zdict = self._maybe_train(keep, raw)
-        data = segment.encode_sealed(old.first_seq, keep, raw, zdict=zdict)
+        data = segment.encode_sealed(
+            old.first_seq, keep, raw, zdict=zdict, block_raw_bytes=self.config.block_raw_bytes
+        )
         write_atomic(self._ops, old.path, data)
         blocks, _ = segment.read_footer(data, old.path)
         sealed = sealed_from(old.path, old.first_seq, zdict.dict_id() if zdict else 0, blocks)
@@ -477,7 +481,9 @@ class FileStreamStore:
                     raw_records.append(records.Record(r.kind, r.seq, r.timestamp_ns, r.subject, r.headers,
                                                       r.payload, base, base + r.end - r.offset))
                     base += r.end - r.offset
-        new = segment.encode_sealed(seg.first_seq, raw_records, b"".join(chunks), zdict=zdict)
+        new = segment.encode_sealed(
+            seg.first_seq, raw_records, b"".join(chunks), zdict=zdict, block_raw_bytes=self.config.block_raw_bytes
+        )
         write_atomic(self._ops, seg.path, new)
         rebuilt = sealed_from(seg.path, seg.first_seq, seg.dict_id, segment.read_footer(new, seg.path)[0])
         seg.blocks, seg.block_firsts, seg.file_bytes = rebuilt.blocks, rebuilt.block_firsts, len(new)

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from appliance.store import api, records, segment, subjects
+from appliance.errors import CorruptData
+from appliance.store import api, records, subjects
 from appliance.store.layout import ActiveSegment
 
 if TYPE_CHECKING:
@@ -29,40 +30,53 @@ def scan_segments(store: FileStreamStore, start_seq: int, filter_subject: str) -
         if seg.live == 0:
             continue
         if isinstance(seg, ActiveSegment):
-            if not seg.offsets or index.last_seq < start:
-                continue
-            raw = store.ops.read_all(seg.path)
-            chunks = [(raw, segment.HEADER_BYTES, True)]
+            found: Iterator[api.StoredMsg] = _active_messages(store, seg, start)
         else:
             if seg.blocks and seg.blocks[-1].last_seq < start:
                 continue
-            chunks = [(store.block(seg, k), 0, False) for k, b in enumerate(seg.blocks) if b.last_seq >= start]
-        for raw, offset, check in chunks:
-            for msg in _messages(raw, offset, start, check):
-                if not index.is_live(msg.seq):
+            found = (
+                msg
+                for k, info in enumerate(seg.blocks)
+                if info.last_seq >= start
+                for msg in _messages(store.block(seg, k), start)
+            )
+        for msg in found:
+            if not index.is_live(msg.seq):
+                continue
+            if not everything:
+                hit = matched.get(msg.subject)
+                if hit is None:
+                    hit = matched[msg.subject] = subjects.subject_matches(filter_subject, msg.subject)
+                if not hit:
                     continue
-                if not everything:
-                    hit = matched.get(msg.subject)
-                    if hit is None:
-                        hit = matched[msg.subject] = subjects.subject_matches(filter_subject, msg.subject)
-                    if not hit:
-                        continue
-                yield msg
+            yield msg
 
 
-def _messages(raw: bytes, offset: int, start: int, check: bool) -> Iterator[api.StoredMsg]:
+def _active_messages(store: FileStreamStore, seg: ActiveSegment, start: int) -> Iterator[api.StoredMsg]:
+    if not seg.offsets:
+        return
+    raw = store.ops.read_all(seg.path)
+    for seq, offset in list(seg.offsets.items()):
+        if seq < start:
+            continue
+        try:
+            record = records.decode_at(raw, offset)
+        except records.BadRecord as exc:
+            raise CorruptData(str(exc), path=seg.path, offset=offset) from exc
+        yield api.StoredMsg(seq, record.subject, record.headers, record.payload, record.timestamp_ns)
+
+
+def _messages(raw: bytes, start: int) -> Iterator[api.StoredMsg]:
+    """Messages of a decoded sealed block (its checksum was verified when it was decoded)."""
+    offset = 0
     end_of = len(raw)
     unpack = _HEAD.unpack_from
     while offset < end_of:
         length, _crc, kind, seq, ts, subject_len, headers_len, _payload_len = unpack(raw, offset)
         end = offset + 8 + length
         if kind == _MSG and seq >= start:
-            if check:
-                record = records.decode_at(raw, offset)
-                yield api.StoredMsg(seq, record.subject, record.headers, record.payload, ts)
-            else:
-                s = offset + 35
-                h = s + subject_len
-                p = h + headers_len
-                yield api.StoredMsg(seq, raw[s:h].decode(), raw[h:p], raw[p:end], ts)
+            s = offset + 35
+            h = s + subject_len
+            p = h + headers_len
+            yield api.StoredMsg(seq, raw[s:h].decode(), raw[h:p], raw[p:end], ts)
         offset = end

@@ -112,14 +112,14 @@ def decode_header(data: bytes, path: str = "") -> FileHeader:
 # --- sealing ----------------------------------------------------------------------------------------
 
 
-def split_blocks(found: list[records.Record], raw: bytes | memoryview) -> list[list[records.Record]]:
-    """Group records into blocks of at most STORE_BLOCK_RAW_BYTES raw bytes (a big record alone)."""
+def split_blocks(found: list[records.Record], block_raw_bytes: int) -> list[list[records.Record]]:
+    """Group records into blocks of at most block_raw_bytes raw bytes (a bigger record alone)."""
     blocks: list[list[records.Record]] = []
     current: list[records.Record] = []
     current_bytes = 0
     for record in found:
         size = record.end - record.offset
-        if current and current_bytes + size > limits.STORE_BLOCK_RAW_BYTES:
+        if current and current_bytes + size > block_raw_bytes:
             blocks.append(current)
             current, current_bytes = [], 0
         current.append(record)
@@ -145,7 +145,12 @@ def encode_block(group: list[records.Record], raw: bytes | memoryview, compresso
 
 
 def encode_sealed(
-    first_seq: int, found: list[records.Record], raw: bytes | memoryview, *, zdict: zstandard.ZstdCompressionDict | None
+    first_seq: int,
+    found: list[records.Record],
+    raw: bytes | memoryview,
+    *,
+    zdict: zstandard.ZstdCompressionDict | None,
+    block_raw_bytes: int = limits.STORE_BLOCK_RAW_BYTES,
 ) -> bytes:
     """A whole sealed segment holding `found` (records already chosen by the caller)."""
     compressor = zstandard.ZstdCompressor(
@@ -154,7 +159,7 @@ def encode_sealed(
     parts = [encode_sealed_header(first_seq, zdict.dict_id() if zdict is not None else 0)]
     offset = HEADER_BYTES
     index: list[bytes] = []
-    for group in split_blocks(found, raw):
+    for group in split_blocks(found, block_raw_bytes):
         block = encode_block(group, raw, compressor)
         fields = BLOCK_HEADER.unpack_from(block)
         index.append(INDEX_ENTRY.pack(offset, fields[1], fields[2], fields[3], fields[4], fields[5], fields[7]))
@@ -190,6 +195,19 @@ def read_footer(data: bytes, path: str = "") -> tuple[list[BlockInfo], int]:
         )
         blocks.append(BlockInfo(offset, first, last, ts_min, ts_max, msg_count, comp_len))
     return blocks, index_offset
+
+
+def trailer_index_offset(data: bytes) -> int | None:
+    """Where the footer index starts, if the trailer itself is intact (the index may not be)."""
+    if len(data) < 2 * HEADER_BYTES:
+        return None
+    trailer_at = len(data) - TRAILER.size
+    index_offset, count, _index_crc, _zero, trailer_crc, magic = TRAILER.unpack_from(data, trailer_at)
+    if magic != TRAILER_MAGIC or zlib.crc32(data[trailer_at : trailer_at + 20]) != trailer_crc:
+        return None
+    if index_offset + count * INDEX_ENTRY.size != trailer_at:
+        return None
+    return int(index_offset)
 
 
 def walk_blocks(data: bytes, path: str = "", end: int = -1) -> tuple[list[BlockInfo], list[CorruptData]]:
@@ -266,7 +284,7 @@ def verify_sealed(data: bytes, *, zdict: zstandard.ZstdCompressionDict | None, p
             problems.append(CorruptData("footer index disagrees with block headers", path=path, offset=HEADER_BYTES))
     except CorruptData as exc:
         problems.append(exc)
-        blocks, walk_problems = walk_blocks(data, path)
+        blocks, walk_problems = walk_blocks(data, path, trailer_index_offset(data) or -1)
         problems.extend(walk_problems)
     for info in blocks:
         try:
