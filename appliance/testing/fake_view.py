@@ -6,11 +6,15 @@ the JSON. Time comes from a `ManualClock`; nothing is random unless the test say
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from appliance.clock import ManualClock
 from appliance.config.options import ServerOptions
+from appliance.server.monitor.app import MonitorApp
+from appliance.server.monitor.endpoint import Response
 from appliance.server.monitor.view import (
     ConnectionInfo,
     ConnState,
@@ -132,3 +136,36 @@ class FakeServerView:
 
     def jetstream(self) -> JetStreamView | None:
         return self.jetstream_view
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """One answer of the monitoring app, with the accessors tests want."""
+
+    response: Response
+
+    @property
+    def status(self) -> int:
+        return self.response.status
+
+    @property
+    def text(self) -> str:
+        return self.response.body.decode()
+
+    @property
+    def json(self) -> Any:  # noqa: ANN401 - parsed JSON is whatever the page holds
+        return json.loads(self.response.body)
+
+    def header(self, name: str) -> str | None:
+        return dict(self.response.headers).get(name)
+
+
+class MonitorProbe:
+    """A monitoring app over a fake view, asked for pages without sockets."""
+
+    def __init__(self, view: FakeServerView) -> None:
+        self.view = view
+        self.app = MonitorApp(view)
+
+    def get(self, path: str, query: str = "") -> Page:
+        return Page(self.app.respond(path, query))

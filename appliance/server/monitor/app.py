@@ -49,4 +49,3 @@ class MonitorApp:
 
     def date_header(self) -> str:
         return email.utils.formatdate(self.view.now_wall_s(), usegmt=True)
-

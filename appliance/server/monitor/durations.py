@@ -20,7 +20,7 @@ NS_PER_US = 1_000
 NS_PER_MS = 1_000_000
 NS_PER_S = 1_000_000_000
 
-_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
 def wall_ns(seconds: float) -> int:
@@ -89,5 +89,6 @@ def rfc3339_nano(ns: int) -> str:
     if nanos:
         text += "." + f"{nanos:09d}".rstrip("0")
     return text + "Z"
+
 
 GO_ZERO_TIME = "0001-01-01T00:00:00Z"  # Go's zero time.Time, which omitempty never omits

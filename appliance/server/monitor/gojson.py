@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import math
 from decimal import Decimal
-from typing import Union
 
-JsonValue = Union[dict[str, "JsonValue"], list["JsonValue"], str, int, float, bool, None]
+JsonValue = dict[str, "JsonValue"] | list["JsonValue"] | str | int | float | bool | None
 
 _SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f"}
 _HEX_ESCAPED = frozenset("<>&\u2028\u2029")
@@ -72,7 +71,11 @@ def _encode(value: JsonValue, out: list[str], indent: str | None, depth: int) ->
 
 
 def _encode_items(
-    container: list[JsonValue] | dict[str, JsonValue], out: list[str], indent: str | None, depth: int, brackets: str
+    container: list[JsonValue] | dict[str, JsonValue],
+    out: list[str],
+    indent: str | None,
+    depth: int,
+    brackets: str,
 ) -> None:
     if not container:
         out.append(brackets)

@@ -29,6 +29,12 @@ META_PROBLEMS = {
     "apply_error": "JetStream meta layer apply error: {detail}",
 }
 
+STREAM_PROBLEMS = {
+    "not_recovered": "JetStream stream {label} could not be recovered",
+    "write_error": "JetStream stream {label} write error: {detail}",
+    "not_current": "JetStream stream {label} is not current: {detail}",
+}
+
 
 @dataclass(frozen=True, slots=True)
 class HealthzOptions:
@@ -53,8 +59,19 @@ class Health:
     error: str = ""
     errors: list[dict[str, JsonValue]] = field(default_factory=list)
 
-    def problem(self, kind: str, text: str, *, status: str = UNAVAILABLE, code: int = 0, final: bool = True,
-                replace: bool = False, **names: str) -> None:
+    def problem(
+        self,
+        kind: str,
+        text: str,
+        *,
+        status: str = UNAVAILABLE,
+        code: int = 0,
+        final: bool = True,
+        replace: bool = False,
+        account: str = "",
+        stream: str = "",
+        consumer: str = "",
+    ) -> None:
         """Record a problem; without details (or when `final`) stop checking."""
         if code:
             self.code = code
@@ -62,7 +79,9 @@ class Health:
             self.status, self.error = status, text
             raise Done
         entry: dict[str, JsonValue] = {"type": kind}
-        entry.update({key: value for key, value in names.items() if value})
+        for key, name in (("account", account), ("stream", stream), ("consumer", consumer)):
+            if name:
+                entry[key] = name
         entry["error"] = text
         self.errors = [entry] if replace else self.errors + [entry]
         if final:
@@ -107,39 +126,41 @@ def check_found(health: Health, js: JetStreamView, options: HealthzOptions) -> l
     """The streams to check; 404 when a requested account, stream or consumer is not held here."""
     account, stream, consumer = options.account, options.stream, options.consumer
     if account and account not in js.accounts:
-        health.problem("ACCOUNT", f'JetStream account "{account}" not found', code=404, replace=True,
-                       account=account)
+        text = f'JetStream account "{account}" not found'
+        health.problem("ACCOUNT", text, code=404, replace=True, account=account)
     streams = [s for s in js.streams if not account or s.account == account]
     if stream:
         streams = [s for s in streams if s.name == stream]
         if not streams:
-            health.problem("STREAM", f'JetStream stream "{stream}" not found on account "{account}"', code=404,
-                           replace=True, account=account, stream=stream)
+            text = f'JetStream stream "{stream}" not found on account "{account}"'
+            health.problem("STREAM", text, code=404, replace=True, account=account, stream=stream)
     if consumer and not any(c.name == consumer for c in streams[0].consumers):
         text = f'JetStream consumer "{consumer}" not found for stream "{stream}" on account "{account}"'
-        health.problem("CONSUMER", text, code=404, replace=True, account=account, stream=stream,
-                       consumer=consumer)
+        health.problem(
+            "CONSUMER", text, code=404, replace=True, account=account, stream=stream, consumer=consumer
+        )
     return streams
 
 
-def check_assets(health: Health, streams: list[StreamHealth], options: HealthzOptions, *, clustered: bool) -> None:
+def check_assets(
+    health: Health, streams: list[StreamHealth], options: HealthzOptions, *, clustered: bool
+) -> None:
     for stream in streams:
         label = f"'{stream.account} > {stream.name}'"
-        names = {"account": stream.account, "stream": stream.name}
-        if stream.state == "not_recovered":
-            health.problem("STREAM", f"JetStream stream {label} could not be recovered", final=False, **names)
-        elif stream.state == "write_error":
-            health.problem("STREAM", f"JetStream stream {label} write error: {stream.detail}", final=False, **names)
-        elif stream.state == "not_current":
-            health.problem("STREAM", f"JetStream stream {label} is not current: {stream.detail}", final=False,
-                           **names)
-        if stream.state != "ok" or not clustered:
-            continue  # single servers only check that streams recovered
+        if stream.state != "ok":
+            text = STREAM_PROBLEMS[stream.state].format(label=label, detail=stream.detail)
+            health.problem("STREAM", text, final=False, account=stream.account, stream=stream.name)
+            continue
+        if not clustered:
+            continue  # a single server only checks that its streams recovered
         for consumer in stream.consumers:
             if consumer.state == "ok" or (options.consumer and consumer.name != options.consumer):
                 continue
             text = f"JetStream consumer '{stream.account} > {stream.name} > {consumer.name}' is not current: "
-            health.problem("CONSUMER", text + consumer.detail, final=False, consumer=consumer.name, **names)
+            health.problem(
+                "CONSUMER", text + consumer.detail, final=False, account=stream.account, stream=stream.name,
+                consumer=consumer.name,
+            )  # fmt: skip
 
 
 def check(ctx: RequestContext, health: Health, options: HealthzOptions) -> None:

@@ -137,17 +137,23 @@ class MonitorServer:
             if request.body_bytes:
                 await asyncio.wait_for(reader.readexactly(request.body_bytes), limits.HTTP_IDLE_TIMEOUT_S)
         except asyncio.LimitOverrunError:
-            await self._answer(writer, _error(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE).response, keep_alive=False)
+            await self._answer(
+                writer, _error(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE).response, keep_alive=False
+            )
             return False
         except HttpError as problem:
             await self._answer(writer, problem.response, keep_alive=False)
             return False
         response = self.app.respond(request.path, request.query)
-        await self._answer(writer, response, keep_alive=request.keep_alive, head_only=request.method == "HEAD")
+        await self._answer(
+            writer, response, keep_alive=request.keep_alive, head_only=request.method == "HEAD"
+        )
         return request.keep_alive
 
     async def _answer(
         self, writer: asyncio.StreamWriter, response: Response, *, keep_alive: bool, head_only: bool = False
     ) -> None:
-        writer.write(render(response, date=self.app.date_header(), keep_alive=keep_alive, head_only=head_only))
+        writer.write(
+            render(response, date=self.app.date_header(), keep_alive=keep_alive, head_only=head_only)
+        )
         await asyncio.wait_for(writer.drain(), limits.HTTP_IDLE_TIMEOUT_S)

@@ -31,7 +31,11 @@ def config_json(js: JetStreamView) -> dict[str, JsonValue]:
 
 
 def stats_json(stats: JetStreamStats) -> dict[str, JsonValue]:
-    api: dict[str, JsonValue] = {"level": stats.api_level, "total": stats.api_total, "errors": stats.api_errors}
+    api: dict[str, JsonValue] = {
+        "level": stats.api_level,
+        "total": stats.api_total,
+        "errors": stats.api_errors,
+    }
     if stats.api_inflight:
         api["inflight"] = stats.api_inflight
     return {
@@ -71,7 +75,9 @@ def meta_json(meta: MetaClusterInfo) -> dict[str, JsonValue]:
         "pending_entries": snapshot.pending_entries,
         "pending_size": snapshot.pending_bytes,
         # a Go time.Time is never omitted by omitempty: "never" prints as the zero time
-        "last_time": GO_ZERO_TIME if snapshot.last_wall_s is None else rfc3339_nano(wall_ns(snapshot.last_wall_s)),
+        "last_time": GO_ZERO_TIME
+        if snapshot.last_wall_s is None
+        else rfc3339_nano(wall_ns(snapshot.last_wall_s)),
     }
     if snapshot.last_duration_s:
         snapshot_json["last_duration"] = wall_ns(snapshot.last_duration_s)

@@ -47,6 +47,12 @@ def go_quote(text: str) -> str:
     return "".join(out)
 
 
+def _decode_error(kind: str, parser: str, name: str, text: str, why: str) -> BadRequest:
+    return BadRequest(
+        f"Error decoding {kind} for '{name}': strconv.{parser}: parsing {go_quote(text)}: {why}"
+    )
+
+
 class Query:
     """The decoded query string of one request: first value wins, as Go's `Values.Get`."""
 
@@ -64,21 +70,17 @@ class Query:
             return False
         if text in _GO_TRUE:
             return True
-        raise BadRequest(
-            f"Error decoding boolean for '{name}': strconv.ParseBool: parsing {go_quote(text)}: invalid syntax"
-        )
+        raise _decode_error("boolean", "ParseBool", name, text, "invalid syntax")
 
     def integer(self, name: str) -> int:
         text = self.get(name)
         if text == "":
             return 0
         if not _DECIMAL.fullmatch(text):
-            raise BadRequest(f"Error decoding int for '{name}': strconv.Atoi: parsing {go_quote(text)}: invalid syntax")
+            raise _decode_error("int", "Atoi", name, text, "invalid syntax")
         value = int(text)
         if not -INT64_MAX - 1 <= value <= INT64_MAX:
-            raise BadRequest(
-                f"Error decoding int for '{name}': strconv.Atoi: parsing {go_quote(text)}: value out of range"
-            )
+            raise _decode_error("int", "Atoi", name, text, "value out of range")
         return value
 
     def unsigned(self, name: str) -> int:
@@ -86,14 +88,10 @@ class Query:
         if text == "":
             return 0
         if not _UNSIGNED.fullmatch(text):
-            raise BadRequest(
-                f"Error decoding uint64 for '{name}': strconv.ParseUint: parsing {go_quote(text)}: invalid syntax"
-            )
+            raise _decode_error("uint64", "ParseUint", name, text, "invalid syntax")
         value = int(text)
         if value > UINT64_MAX:
-            raise BadRequest(
-                f"Error decoding uint64 for '{name}': strconv.ParseUint: parsing {go_quote(text)}: value out of range"
-            )
+            raise _decode_error("uint64", "ParseUint", name, text, "value out of range")
         return value
 
     def subs(self) -> tuple[bool, bool]:

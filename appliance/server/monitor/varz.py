@@ -27,7 +27,12 @@ def route_hosts(routes: Sequence[str]) -> list[str]:
 
 
 def _by_kind(counts: ByKindCounts) -> dict[str, JsonValue]:
-    return {"clients": counts.clients, "routes": counts.routes, "gateways": counts.gateways, "leafs": counts.leafs}
+    return {
+        "clients": counts.clients,
+        "routes": counts.routes,
+        "gateways": counts.gateways,
+        "leafs": counts.leafs,
+    }
 
 
 def cluster_json(view: ServerView) -> dict[str, JsonValue]:
@@ -42,7 +47,7 @@ def cluster_json(view: ServerView) -> dict[str, JsonValue]:
     out["cluster_port"] = cluster.port
     out["auth_timeout"] = cluster.auth_timeout_s
     if cluster.routes:
-        out["urls"] = route_hosts(cluster.routes)
+        out["urls"] = list[JsonValue](route_hosts(cluster.routes))
     out["tls_timeout"] = TLS_TIMEOUT_S
     if cluster.pool_size:
         out["pool_size"] = cluster.pool_size

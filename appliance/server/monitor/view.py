@@ -63,7 +63,9 @@ class ConnectionInfo:
     tls_version: str = ""  # e.g. "1.3"; "" when not TLS
     tls_cipher_suite: str = ""
     stop_wall_s: float | None = None  # set once closed
-    reason: str = ""  # close reason as nats-server spells it ("Client Closed", "Slow Consumer (Pending Bytes)")
+    reason: str = (
+        ""  # close reason as nats-server spells it ("Client Closed", "Slow Consumer (Pending Bytes)")
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,7 +198,9 @@ class StreamHealth:
     consumers: tuple[ConsumerHealth, ...] = ()
 
 
-MetaState = Literal["ok", "no_leader", "recovering", "not_current", "not_running", "write_error", "apply_error"]
+MetaState = Literal[
+    "ok", "no_leader", "recovering", "not_current", "not_running", "write_error", "apply_error"
+]
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,11 +1,10 @@
 """Routing, headers, 404s, the index page and the per-endpoint request counters."""
 
 from appliance.server.monitor import ENDPOINTS
+from appliance.testing.fake_view import MonitorProbe
 
-from .conftest import Monitor
 
-
-def test_json_pages_carry_go_headers_and_two_space_indentation(monitor: Monitor) -> None:
+def test_json_pages_carry_go_headers_and_two_space_indentation(monitor: MonitorProbe) -> None:
     page = monitor.get("/varz")
     assert page.status == 200
     assert page.header("Content-Type") == "application/json"
@@ -13,7 +12,7 @@ def test_json_pages_carry_go_headers_and_two_space_indentation(monitor: Monitor)
     assert page.text.startswith('{\n  "server_id": ')
 
 
-def test_unknown_paths_are_go_404s(monitor: Monitor) -> None:
+def test_unknown_paths_are_go_404s(monitor: MonitorProbe) -> None:
     for path in ("/nope", "/varz/", "/VARZ", "/connz/x"):
         page = monitor.get(path)
         assert page.status == 404
@@ -22,7 +21,7 @@ def test_unknown_paths_are_go_404s(monitor: Monitor) -> None:
         assert page.header("X-Content-Type-Options") == "nosniff"
 
 
-def test_index_links_every_endpoint(monitor: Monitor) -> None:
+def test_index_links_every_endpoint(monitor: MonitorProbe) -> None:
     page = monitor.get("/")
     assert page.status == 200
     assert page.header("Content-Type") == "text/html; charset=utf-8"
@@ -31,7 +30,7 @@ def test_index_links_every_endpoint(monitor: Monitor) -> None:
             assert f'href=".{endpoint.paths[0]}"' in page.text
 
 
-def test_http_req_stats_count_each_endpoint_including_the_current_varz(monitor: Monitor) -> None:
+def test_http_req_stats_count_each_endpoint_including_the_current_varz(monitor: MonitorProbe) -> None:
     monitor.get("/")
     monitor.get("/connz")
     monitor.get("/connz", "subs=1")
@@ -47,7 +46,7 @@ def test_http_req_stats_count_each_endpoint_including_the_current_varz(monitor: 
     }
 
 
-def test_stats_are_counted_where_nats_server_counts_them(monitor: Monitor) -> None:
+def test_stats_are_counted_where_nats_server_counts_them(monitor: MonitorProbe) -> None:
     """A /connz with a malformed parameter is not counted; /subsz and /healthz count before decoding."""
     assert monitor.get("/connz", "subs=x").status == 400
     assert monitor.get("/connz", "sort=bogus").status == 400  # decoded fine, fails later: counted
@@ -57,9 +56,12 @@ def test_stats_are_counted_where_nats_server_counts_them(monitor: Monitor) -> No
     assert stats == {"/connz": 1, "/healthz": 1, "/subsz": 1, "/varz": 1}
 
 
-def test_bad_request_is_plain_text_without_cors(monitor: Monitor) -> None:
+def test_bad_request_is_plain_text_without_cors(monitor: MonitorProbe) -> None:
     page = monitor.get("/connz", "auth=maybe")
     assert page.status == 400
     assert page.header("Content-Type") == "text/plain; charset=utf-8"
     assert page.header("Access-Control-Allow-Origin") is None
-    assert page.text == """Error decoding boolean for 'auth': strconv.ParseBool: parsing "maybe": invalid syntax"""
+    assert (
+        page.text
+        == """Error decoding boolean for 'auth': strconv.ParseBool: parsing "maybe": invalid syntax"""
+    )

@@ -3,9 +3,7 @@
 import pytest
 
 from appliance.server.monitor.view import SubscriptionInfo
-from appliance.testing.fake_view import FakeServerView
-
-from .conftest import Monitor
+from appliance.testing.fake_view import FakeServerView, MonitorProbe
 
 CONN_KEYS = [
     "cid", "kind", "type", "ip", "port", "start", "last_activity", "rtt", "uptime", "idle", "pending_bytes",
@@ -18,12 +16,17 @@ def holder(view: FakeServerView, cid: int = 5, **fields: object) -> None:
         SubscriptionInfo("foo.>", "1", cid, "$G"),
         SubscriptionInfo("bar", "2", cid, "$G", queue="q1", msgs=1),
     )
-    values: dict[str, object] = {"name": "holder", "lang": "python3", "version": "2.16.0", "subscriptions": subs}
+    values: dict[str, object] = {
+        "name": "holder",
+        "lang": "python3",
+        "version": "2.16.0",
+        "subscriptions": subs,
+    }
     values.update(fields)
     view.connect(cid, **values)
 
 
-def test_one_connection_like_a_live_nats_server(monitor: Monitor, view: FakeServerView) -> None:
+def test_one_connection_like_a_live_nats_server(monitor: MonitorProbe, view: FakeServerView) -> None:
     holder(view, rtt_s=0.000839999)
     view.clock.advance(0.5)
     connz = monitor.get("/connz").json
@@ -36,7 +39,9 @@ def test_one_connection_like_a_live_nats_server(monitor: Monitor, view: FakeServ
     assert (conn["uptime"], conn["idle"], conn["subscriptions"]) == ("0s", "0s", 2)
 
 
-def test_subs_lists_subjects_and_detail_lists_subscriptions(monitor: Monitor, view: FakeServerView) -> None:
+def test_subs_lists_subjects_and_detail_lists_subscriptions(
+    monitor: MonitorProbe, view: FakeServerView
+) -> None:
     holder(view)
     assert monitor.get("/connz", "subs=1").json["connections"][0]["subscriptions_list"] == ["foo.>", "bar"]
     detail = monitor.get("/connz", "subs=detail").json["connections"][0]
@@ -47,14 +52,14 @@ def test_subs_lists_subjects_and_detail_lists_subscriptions(monitor: Monitor, vi
     ]
 
 
-def test_a_connection_without_subscriptions_has_no_list(monitor: Monitor, view: FakeServerView) -> None:
+def test_a_connection_without_subscriptions_has_no_list(monitor: MonitorProbe, view: FakeServerView) -> None:
     view.connect(1)
     conn = monitor.get("/connz", "subs=1").json["connections"][0]
     assert "subscriptions_list" not in conn
     assert "name" not in conn  # omitempty
 
 
-def test_auth_adds_user_account_and_name_tag(monitor: Monitor, view: FakeServerView) -> None:
+def test_auth_adds_user_account_and_name_tag(monitor: MonitorProbe, view: FakeServerView) -> None:
     view.connect(1, authorized_user="alice", account="A")
     view.connect(2, authorized_user="bob")  # in $G: no `account` key
     assert "authorized_user" not in monitor.get("/connz").json["connections"][0]
@@ -64,7 +69,7 @@ def test_auth_adds_user_account_and_name_tag(monitor: Monitor, view: FakeServerV
     assert "account" not in second
 
 
-def test_closed_connections_keep_their_stop_and_reason(monitor: Monitor, view: FakeServerView) -> None:
+def test_closed_connections_keep_their_stop_and_reason(monitor: MonitorProbe, view: FakeServerView) -> None:
     view.connect(1)
     view.connect(2)
     view.clock.advance(65)
@@ -80,20 +85,20 @@ def test_closed_connections_keep_their_stop_and_reason(monitor: Monitor, view: F
     assert [c["cid"] for c in monitor.get("/connz", "state=any").json["connections"]] == [1, 2]
 
 
-def test_no_connections_is_an_empty_list(monitor: Monitor) -> None:
+def test_no_connections_is_an_empty_list(monitor: MonitorProbe) -> None:
     connz = monitor.get("/connz").json
     assert connz["connections"] == []
     assert connz["total"] == 0
 
 
-def test_unknown_account_answers_like_nats_server(monitor: Monitor, view: FakeServerView) -> None:
+def test_unknown_account_answers_like_nats_server(monitor: MonitorProbe, view: FakeServerView) -> None:
     view.connect(1)
     connz = monitor.get("/connz", "acc=nope").json
     assert connz["server_id"] == ""
     assert connz["connections"] is None
 
 
-def test_account_and_user_filters(monitor: Monitor, view: FakeServerView) -> None:
+def test_account_and_user_filters(monitor: MonitorProbe, view: FakeServerView) -> None:
     view.account_names.append("A")
     view.connect(1, account="A", authorized_user="alice")
     view.connect(2, account="A", authorized_user="bob")
@@ -106,7 +111,7 @@ def test_account_and_user_filters(monitor: Monitor, view: FakeServerView) -> Non
     assert [c["cid"] for c in both["connections"]] == [1]
 
 
-def test_cid_selects_one_connection(monitor: Monitor, view: FakeServerView) -> None:
+def test_cid_selects_one_connection(monitor: MonitorProbe, view: FakeServerView) -> None:
     for cid in (1, 2, 3):
         view.connect(cid)
     connz = monitor.get("/connz", "cid=2").json
@@ -117,7 +122,7 @@ def test_cid_selects_one_connection(monitor: Monitor, view: FakeServerView) -> N
     assert [c["cid"] for c in monitor.get("/connz", "cid=3&state=closed").json["connections"]] == [3]
 
 
-def test_offset_and_limit_page_the_sorted_list(monitor: Monitor, view: FakeServerView) -> None:
+def test_offset_and_limit_page_the_sorted_list(monitor: MonitorProbe, view: FakeServerView) -> None:
     for cid in range(1, 8):
         view.connect(cid)
     page = monitor.get("/connz", "offset=2&limit=3").json
@@ -142,20 +147,29 @@ def test_offset_and_limit_page_the_sorted_list(monitor: Monitor, view: FakeServe
         ("rtt", "rtt", [2, 1, 3]),
     ],
 )
-def test_sort_orders(monitor: Monitor, view: FakeServerView, sort: str, field: str, expected: list[int]) -> None:
+def test_sort_orders(
+    monitor: MonitorProbe, view: FakeServerView, sort: str, field: str, expected: list[int]
+) -> None:
     def subs(cid: int, count: int) -> tuple[SubscriptionInfo, ...]:
         return tuple(SubscriptionInfo(f"s.{i}", str(i), cid, "$G") for i in range(count))
 
-    view.connect(1, subscriptions=subs(1, 2), pending_bytes=1, out_msgs=1, in_msgs=9, out_bytes=50, in_bytes=5,
-                 rtt_s=0.002)  # fmt: skip
-    view.connect(2, subscriptions=subs(2, 1), pending_bytes=9, out_msgs=5, in_msgs=1, out_bytes=90, in_bytes=1,
-                 rtt_s=0.009)  # fmt: skip
-    view.connect(3, subscriptions=subs(3, 3), pending_bytes=5, out_msgs=9, in_msgs=5, out_bytes=10, in_bytes=9,
-                 rtt_s=0.001)  # fmt: skip
+    # cid: (subscriptions, pending, out msgs, in msgs, out bytes, in bytes, rtt)
+    table = {1: (2, 1, 1, 9, 50, 5, 0.002), 2: (1, 9, 5, 1, 90, 1, 0.009), 3: (3, 5, 9, 5, 10, 9, 0.001)}
+    for cid, (count, pending, out_msgs, in_msgs, out_bytes, in_bytes, rtt_s) in table.items():
+        view.connect(
+            cid,
+            subscriptions=subs(cid, count),
+            pending_bytes=pending,
+            out_msgs=out_msgs,
+            in_msgs=in_msgs,
+            out_bytes=out_bytes,
+            in_bytes=in_bytes,
+            rtt_s=rtt_s,
+        )
     assert [c["cid"] for c in monitor.get("/connz", f"sort={sort}").json["connections"]] == expected
 
 
-def test_time_sorts(monitor: Monitor, view: FakeServerView) -> None:
+def test_time_sorts(monitor: MonitorProbe, view: FakeServerView) -> None:
     view.connect(1)
     view.clock.advance(10)
     view.connect(2)
@@ -168,13 +182,13 @@ def test_time_sorts(monitor: Monitor, view: FakeServerView) -> None:
     assert [c["cid"] for c in monitor.get("/connz", "sort=uptime").json["connections"]] == [3, 2, 1]
 
 
-def test_ties_keep_cid_order(monitor: Monitor, view: FakeServerView) -> None:
+def test_ties_keep_cid_order(monitor: MonitorProbe, view: FakeServerView) -> None:
     for cid in (4, 2, 9, 1):
         view.connect(cid)
     assert [c["cid"] for c in monitor.get("/connz", "sort=msgs_to").json["connections"]] == [1, 2, 4, 9]
 
 
-def test_closed_only_sorts(monitor: Monitor, view: FakeServerView) -> None:
+def test_closed_only_sorts(monitor: MonitorProbe, view: FakeServerView) -> None:
     for cid in (1, 2, 3):
         view.connect(cid)
     view.close(2, reason="Stale Connection")
@@ -182,8 +196,16 @@ def test_closed_only_sorts(monitor: Monitor, view: FakeServerView) -> None:
     view.close(1, reason="Client Closed")
     view.clock.advance(1)
     view.close(3, reason="Read Error")
-    assert [c["cid"] for c in monitor.get("/connz", "state=closed&sort=stop").json["connections"]] == [3, 1, 2]
-    assert [c["cid"] for c in monitor.get("/connz", "state=closed&sort=reason").json["connections"]] == [1, 3, 2]
+    assert [c["cid"] for c in monitor.get("/connz", "state=closed&sort=stop").json["connections"]] == [
+        3,
+        1,
+        2,
+    ]
+    assert [c["cid"] for c in monitor.get("/connz", "state=closed&sort=reason").json["connections"]] == [
+        1,
+        3,
+        2,
+    ]
     page = monitor.get("/connz", "sort=stop")
     assert (page.status, page.text) == (400, "sort by stop only valid on closed connections")
     page = monitor.get("/connz", "sort=reason&state=any")
@@ -198,15 +220,20 @@ def test_closed_only_sorts(monitor: Monitor, view: FakeServerView) -> None:
         ("cid=-1", """Error decoding uint64 for 'cid': strconv.ParseUint: parsing "-1": invalid syntax"""),
         ("offset=x", """Error decoding int for 'offset': strconv.Atoi: parsing "x": invalid syntax"""),
         ("limit=1.5", """Error decoding int for 'limit': strconv.Atoi: parsing "1.5": invalid syntax"""),
-        ("subs=maybe", """Error decoding boolean for 'subs': strconv.ParseBool: parsing "maybe": invalid syntax"""),
+        (
+            "subs=maybe",
+            """Error decoding boolean for 'subs': strconv.ParseBool: parsing "maybe": invalid syntax""",
+        ),
     ],
 )
-def test_bad_parameters_are_400_with_nats_server_text(monitor: Monitor, query: str, text: str) -> None:
+def test_bad_parameters_are_400_with_nats_server_text(monitor: MonitorProbe, query: str, text: str) -> None:
     page = monitor.get("/connz", query)
     assert (page.status, page.text) == (400, text)
 
 
-def test_rtt_outside_the_microsecond_band_is_not_truncated(monitor: Monitor, view: FakeServerView) -> None:
+def test_rtt_outside_the_microsecond_band_is_not_truncated(
+    monitor: MonitorProbe, view: FakeServerView
+) -> None:
     view.connect(1, rtt_s=0.0012345)
     view.connect(2, rtt_s=0.0)
     first, second = monitor.get("/connz").json["connections"]

@@ -138,7 +138,9 @@ def real_pages(real_server: tuple[int, int]) -> dict[tuple[str, str], tuple[int,
 
 def fake_app(real_server: tuple[int, int]) -> MonitorApp:
     client_port, http_port = real_server
-    view = FakeServerView(clock=ManualClock(wall_start_s=time.time()), client_port=client_port, http_port=http_port)
+    view = FakeServerView(
+        clock=ManualClock(wall_start_s=time.time()), client_port=client_port, http_port=http_port
+    )
     view.git_commit = "8efc0a8"
     view.internal_subscriptions = [
         SubscriptionInfo("$SYS.REQ.SERVER.PING", "11", 1, "$SYS"),
@@ -162,7 +164,9 @@ def shape(value: Any, skip: frozenset[str] = frozenset()) -> Any:
     """
     if isinstance(value, dict):
         return {
-            key: {"map of": sorted({json.dumps(shape(v)) for v in item.values()})} if key in MAP_KEYS else shape(item)
+            key: {"map of": sorted({json.dumps(shape(v)) for v in item.values()})}
+            if key in MAP_KEYS
+            else shape(item)
             for key, item in value.items()
             if key not in skip
         }
@@ -205,7 +209,9 @@ def test_same_error_answers_as_nats_server(
 
 
 @pytest.mark.integration
-def test_same_defaults_as_nats_server(real_server: tuple[int, int], real_pages: dict[tuple[str, str], Any]) -> None:
+def test_same_defaults_as_nats_server(
+    real_server: tuple[int, int], real_pages: dict[tuple[str, str], Any]
+) -> None:
     real = json.loads(real_pages[("/varz", "")][2])
     ours = json.loads(fake_app(real_server).respond("/varz", "").body)
     assert {k: ours.get(k) for k in VARZ_DEFAULTS} == {k: real.get(k) for k in VARZ_DEFAULTS}
@@ -218,8 +224,12 @@ def test_same_connection_values_as_nats_server(
 ) -> None:
     real = json.loads(real_pages[("/connz", "subs=detail&auth=1")][2])["connections"][0]
     ours = json.loads(fake_app(real_server).respond("/connz", "subs=detail&auth=1").body)["connections"][0]
-    same = ["kind", "type", "ip", "pending_bytes", "in_msgs", "out_msgs", "in_bytes", "out_bytes", "subscriptions",
-            "name", "lang", "name_tag"]  # fmt: skip
+    same = ["kind", "type", "ip", "pending_bytes", "in_msgs", "out_msgs", "in_bytes", "out_bytes"]
+    same += ["subscriptions", "name", "lang", "name_tag"]
     assert {k: ours[k] for k in same} == {k: real[k] for k in same}
-    by_subject = {s["subject"]: {k: v for k, v in s.items() if k != "cid"} for s in real["subscriptions_list_detail"]}
-    assert by_subject == {s["subject"]: {k: v for k, v in s.items() if k != "cid"} for s in ours["subscriptions_list_detail"]}
+    by_subject = {
+        s["subject"]: {k: v for k, v in s.items() if k != "cid"} for s in real["subscriptions_list_detail"]
+    }
+    assert by_subject == {
+        s["subject"]: {k: v for k, v in s.items() if k != "cid"} for s in ours["subscriptions_list_detail"]
+    }

@@ -47,7 +47,8 @@ def test_floats_use_gos_shortest_form(value: float, text: str) -> None:
 def test_indentation_matches_marshal_indent() -> None:
     value: JsonValue = {"a": [1, "x"], "b": {}, "c": [], "d": {"e": None, "f": True}}
     assert dumps(value) == (
-        b'{\n  "a": [\n    1,\n    "x"\n  ],\n  "b": {},\n  "c": [],\n  "d": {\n    "e": null,\n    "f": true\n  }\n}'
+        b'{\n  "a": [\n    1,\n    "x"\n  ],\n  "b": {},\n  "c": [],\n'
+        b'  "d": {\n    "e": null,\n    "f": true\n  }\n}'
     )
 
 
@@ -58,7 +59,11 @@ def test_compact_matches_marshal() -> None:
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
     max_leaves=20,
 )

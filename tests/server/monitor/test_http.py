@@ -39,7 +39,9 @@ async def serving() -> AsyncIterator[MonitorServer]:
 Stream = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
 
-async def read_response(reader: asyncio.StreamReader, *, head_only: bool = False) -> tuple[int, dict[str, str], bytes]:
+async def read_response(
+    reader: asyncio.StreamReader, *, head_only: bool = False
+) -> tuple[int, dict[str, str], bytes]:
     head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), ANSWER_TIMEOUT_S)
     lines = head.decode("latin-1").split("\r\n")
     status = int(lines[0].split(" ")[1])
@@ -169,7 +171,12 @@ async def wait_for_no_connections(server: MonitorServer) -> bool:
 
 def test_parse_head_decodes_path_and_keeps_the_query_raw() -> None:
     request = parse_head(b"GET /conn%7A?subs=1&acc=%24G HTTP/1.1\r\nHost: a\r\n\r\n")
-    assert (request.method, request.path, request.query, request.keep_alive) == ("GET", "/connz", "subs=1&acc=%24G", True)
+    assert (request.method, request.path, request.query, request.keep_alive) == (
+        "GET",
+        "/connz",
+        "subs=1&acc=%24G",
+        True,
+    )
     absolute = parse_head(b"GET http://127.0.0.1:8222/varz HTTP/1.1\r\n\r\n")
     assert absolute.path == "/varz"
     assert parse_head(b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").keep_alive is True

@@ -19,7 +19,10 @@ def test_go_parse_bool_false_spellings_and_absent(text: str) -> None:
 def test_bad_boolean_is_the_exact_nats_server_text() -> None:
     with pytest.raises(BadRequest) as caught:
         Query("subs=x").boolean("subs")
-    assert str(caught.value) == """Error decoding boolean for 'subs': strconv.ParseBool: parsing "x": invalid syntax"""
+    assert (
+        str(caught.value)
+        == """Error decoding boolean for 'subs': strconv.ParseBool: parsing "x": invalid syntax"""
+    )
 
 
 def test_yes_is_not_a_go_boolean() -> None:
@@ -39,7 +42,9 @@ def test_integers_follow_atoi() -> None:
     assert Query("offset=-5").integer("offset") == -5
     with pytest.raises(BadRequest) as caught:
         Query("offset=x").integer("offset")
-    assert str(caught.value) == """Error decoding int for 'offset': strconv.Atoi: parsing "x": invalid syntax"""
+    assert (
+        str(caught.value) == """Error decoding int for 'offset': strconv.Atoi: parsing "x": invalid syntax"""
+    )
     with pytest.raises(BadRequest) as too_big:
         Query("limit=99999999999999999999").integer("limit")
     assert str(too_big.value).endswith('parsing "99999999999999999999": value out of range')
@@ -51,7 +56,10 @@ def test_unsigned_follows_parse_uint() -> None:
     assert Query("cid=42").unsigned("cid") == 42
     with pytest.raises(BadRequest) as caught:
         Query("cid=-1").unsigned("cid")
-    assert str(caught.value) == """Error decoding uint64 for 'cid': strconv.ParseUint: parsing "-1": invalid syntax"""
+    assert (
+        str(caught.value)
+        == """Error decoding uint64 for 'cid': strconv.ParseUint: parsing "-1": invalid syntax"""
+    )
 
 
 def test_subs_detail_or_boolean() -> None:

@@ -9,9 +9,7 @@ from appliance.server.monitor.view import (
     PeerInfo,
     ServerCounters,
 )
-from appliance.testing.fake_view import FakeServerView
-
-from .conftest import Monitor
+from appliance.testing.fake_view import FakeServerView, MonitorProbe
 
 BASE_KEYS = [
     "server_id", "server_name", "version", "proto", "go", "host", "port", "max_connections",
@@ -25,11 +23,11 @@ BASE_KEYS = [
 ]  # fmt: skip
 
 
-def test_a_plain_server_shows_nats_server_keys_in_order(monitor: Monitor) -> None:
+def test_a_plain_server_shows_nats_server_keys_in_order(monitor: MonitorProbe) -> None:
     assert list(monitor.get("/varz").json) == BASE_KEYS
 
 
-def test_durations_are_nanoseconds_and_uptime_is_text(monitor: Monitor, view: FakeServerView) -> None:
+def test_durations_are_nanoseconds_and_uptime_is_text(monitor: MonitorProbe, view: FakeServerView) -> None:
     view.clock.advance(227.5)
     varz = monitor.get("/varz").json
     assert varz["ping_interval"] == 120_000_000_000
@@ -41,13 +39,13 @@ def test_durations_are_nanoseconds_and_uptime_is_text(monitor: Monitor, view: Fa
     assert varz["config_load_time"] == varz["start"]
 
 
-def test_unused_features_are_empty_objects(monitor: Monitor) -> None:
+def test_unused_features_are_empty_objects(monitor: MonitorProbe) -> None:
     varz = monitor.get("/varz").json
     for key in ("cluster", "gateway", "leaf", "mqtt", "websocket", "jetstream"):
         assert varz[key] == {}
 
 
-def test_counters_come_from_the_view(monitor: Monitor, view: FakeServerView) -> None:
+def test_counters_come_from_the_view(monitor: MonitorProbe, view: FakeServerView) -> None:
     view.extra_counters = ServerCounters(
         in_msgs=966, in_bytes=136384, out_msgs=1021, slow_consumers=2, routes=4, remotes=1,
         slow_consumer_stats=ByKindCounts(clients=2), stale_connection_stats=ByKindCounts(routes=1),
@@ -65,7 +63,7 @@ def test_counters_come_from_the_view(monitor: Monitor, view: FakeServerView) -> 
     assert varz["cpu"] == 1.5
 
 
-def test_omitempty_keys_appear_when_set(monitor: Monitor, view: FakeServerView) -> None:
+def test_omitempty_keys_appear_when_set(monitor: MonitorProbe, view: FakeServerView) -> None:
     view.git_commit = "b2fd3ef"
     view.auth_required = True
     view.connect_urls = ("127.0.0.1:5201", "127.0.0.1:5202")
@@ -82,12 +80,14 @@ def test_omitempty_keys_appear_when_set(monitor: Monitor, view: FakeServerView) 
     assert list(varz)[4:6] == ["git_commit", "go"]
 
 
-def test_no_system_account_omits_the_key(monitor: Monitor, view: FakeServerView) -> None:
+def test_no_system_account_omits_the_key(monitor: MonitorProbe, view: FakeServerView) -> None:
     view.system_account = ""
     assert "system_account" not in monitor.get("/varz").json
 
 
-def test_cluster_block_lists_route_hosts_without_credentials(monitor: Monitor, view: FakeServerView) -> None:
+def test_cluster_block_lists_route_hosts_without_credentials(
+    monitor: MonitorProbe, view: FakeServerView
+) -> None:
     view.options.cluster = ClusterOptions(
         name="C3", host="127.0.0.1", port=6201,
         routes=["nats-route://ruser:secret@127.0.0.1:6202", "nats-route://127.0.0.1:6203"],
@@ -112,14 +112,18 @@ def jetstream_view(**overrides: object) -> JetStreamView:
         "max_storage": 62983170048,
         "store_dir": "/data/js1/jetstream",
         "sync_interval_s": 120.0,
-        "stats": JetStreamStats(storage=342, accounts=1, ha_assets=3, api_level=5, api_total=31, api_errors=11),
+        "stats": JetStreamStats(
+            storage=342, accounts=1, ha_assets=3, api_level=5, api_total=31, api_errors=11
+        ),
         "limits": {"default_max_consumers": 1000},
     }
     values.update(overrides)
     return JetStreamView(**values)  # type: ignore[arg-type]
 
 
-def test_jetstream_block_matches_a_captured_single_server(monitor: Monitor, view: FakeServerView) -> None:
+def test_jetstream_block_matches_a_captured_single_server(
+    monitor: MonitorProbe, view: FakeServerView
+) -> None:
     view.options.jetstream = JetStreamOptions(enabled=True)
     view.jetstream_view = jetstream_view()
     assert monitor.get("/varz").json["jetstream"] == {
@@ -144,7 +148,7 @@ def test_jetstream_block_matches_a_captured_single_server(monitor: Monitor, view
     }
 
 
-def test_clustered_jetstream_shows_the_meta_group(monitor: Monitor, view: FakeServerView) -> None:
+def test_clustered_jetstream_shows_the_meta_group(monitor: MonitorProbe, view: FakeServerView) -> None:
     meta = MetaClusterInfo(
         name="C3", cluster_size=2, quorum_needed=2, leader="N1", leader_peer="xZ93l5JM",
         replicas=(PeerInfo(name="N2", current=True, active_s=0.091209078, peer="gX64jrmD"),),
@@ -165,6 +169,6 @@ def test_clustered_jetstream_shows_the_meta_group(monitor: Monitor, view: FakeSe
     }
 
 
-def test_jetstream_configured_but_not_running_is_empty(monitor: Monitor, view: FakeServerView) -> None:
+def test_jetstream_configured_but_not_running_is_empty(monitor: MonitorProbe, view: FakeServerView) -> None:
     view.jetstream_view = jetstream_view(enabled=False)
     assert monitor.get("/varz").json["jetstream"] == {}
