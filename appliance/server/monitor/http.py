@@ -93,8 +93,12 @@ class MonitorServer:
     def __init__(self, app: MonitorApp, listener: socket.socket) -> None:
         self.app = app
         self.listener = listener
-        self.open_connections = 0
+        self._writers: set[asyncio.StreamWriter] = set()  # open connections; beyond HTTP_CONNECTIONS_MAX only while their 503 is written
         self._server: asyncio.Server | None = None
+
+    @property
+    def open_connections(self) -> int:
+        return len(self._writers)
 
     @property
     def port(self) -> int:
@@ -109,12 +113,15 @@ class MonitorServer:
         )
 
     async def close(self) -> None:
+        """Stop listening and close every open connection (a request being answered is cut short)."""
         if self._server is not None:
             self._server.close()
+            for writer in list(self._writers):
+                writer.close()
             await self._server.wait_closed()
 
     async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.open_connections += 1
+        self._writers.add(writer)
         try:
             if self.open_connections > limits.HTTP_CONNECTIONS_MAX:
                 await self._answer(writer, _error(HTTPStatus.SERVICE_UNAVAILABLE).response, keep_alive=False)
@@ -124,7 +131,7 @@ class MonitorServer:
         except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
             pass  # the client went away or fell silent: nothing to answer
         finally:
-            self.open_connections -= 1
+            self._writers.discard(writer)
             writer.close()
             with contextlib.suppress(ConnectionError):
                 await writer.wait_closed()

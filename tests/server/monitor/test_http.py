@@ -180,3 +180,18 @@ def test_parse_head_decodes_path_and_keeps_the_query_raw() -> None:
     absolute = parse_head(b"GET http://127.0.0.1:8222/varz HTTP/1.1\r\n\r\n")
     assert absolute.path == "/varz"
     assert parse_head(b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").keep_alive is True
+
+
+def test_close_ends_kept_alive_connections() -> None:
+    async def main() -> None:
+        server = MonitorServer(MonitorApp(FakeServerView()), listener())
+        await server.start()
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(b"GET /healthz HTTP/1.1\r\n\r\n")
+        assert (await read_response(reader))[0] == 200
+        await server.close()
+        assert await closed_by_peer(reader)
+        assert await wait_for_no_connections(server)
+        writer.close()
+
+    asyncio.run(main())
