@@ -78,3 +78,20 @@ def subsets_overlap(a: bytes, b: bytes) -> bool:
         if x != y and x != b"*" and y != b"*":
             return False
     return True
+
+
+def pattern_covers(pattern: list[bytes], subject: list[bytes]) -> bool:
+    """Does `pattern` match every subject that `subject` (which may have wildcards) matches?"""
+    last = len(pattern) - 1
+    for i, ptoken in enumerate(pattern):
+        if ptoken == b">" and i == last:
+            return len(subject) > i
+        if i >= len(subject):
+            return False
+        stoken = subject[i]
+        if ptoken == b"*":
+            if stoken == b">":
+                return False
+        elif ptoken != stoken:
+            return False
+    return len(subject) == len(pattern)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import bcrypt
 
 from appliance.config.options import Permissions, ResponsePermission, ServerOptions, User
-from appliance.protocol.subjects import match_tokens
+from appliance.protocol.subjects import match_tokens, pattern_covers
 
 _BCRYPT = re.compile(r"^\$2[abxy]\$\d{2}\$")
 PERMISSION_CACHE_ENTRIES_MAX = 1024
@@ -171,9 +171,10 @@ class ClientPermissions:
         self._replies[reply] = [float(self.responses.max_msgs or 1), expires]
 
     def can_subscribe(self, subject: bytes) -> bool:
-        if self.sub_allow is not None and not _any_match(self.sub_allow, subject):
+        tokens = subject.split(b".")
+        if self.sub_allow is not None and not any(pattern_covers(p, tokens) for p in self.sub_allow):
             return False
-        return not _any_match(self.sub_deny, subject)
+        return not any(pattern_covers(p, tokens) for p in self.sub_deny)
 
     def deliver_denied(self, subject: bytes) -> bool:
         """A wildcard subscription may still not receive subjects its deny list names."""

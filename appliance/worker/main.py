@@ -10,6 +10,8 @@ import asyncio
 import logging
 import signal
 
+from appliance.server.monitor.http import MonitorServer
+from appliance.server.monitor_view import start_monitoring
 from appliance.server.server import Server
 from appliance.worker.context import WorkerContext
 
@@ -50,15 +52,13 @@ async def serve_worker(ctx: WorkerContext) -> int:
             task.cancel()
         await server.shutdown()
         if monitor is not None:
-            monitor.close()
+            await monitor.close()
         # give transports a turn to write what close() flushed
         await asyncio.sleep(0)
     return 0
 
 
-async def _start_monitor(server: Server, ctx: WorkerContext) -> asyncio.base_events.Server | None:
-    from appliance.server.monitor_view import start_monitoring
-
+async def _start_monitor(server: Server, ctx: WorkerContext) -> MonitorServer:
     assert ctx.http_listener is not None
     ctx.http_listener.setblocking(False)
     return await start_monitoring(server, ctx.http_listener)

@@ -1,0 +1,66 @@
+"""`appliance run`: start the server (supervisor + workers), nats-server's flags accepted as-is.
+
+With no `-c`, the embedded default: a single server on 127.0.0.1:4222.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from appliance import NATS_VERSION, __version__
+from appliance.config import parse_run_args, resolve_run_options
+from appliance.config.flags import USAGE
+from appliance.config.options import ServerOptions
+from appliance.errors import ConfigError
+
+EMBEDDED_DEFAULT_HOST = "127.0.0.1"
+WORKERS_SUPPORTED_MAX = 1  # one worker until the ring fabric is wired into the router (issue 4)
+
+
+def options_for(argv: list[str]) -> tuple[ServerOptions, bool]:
+    """Options for these flags; second item: only test the config (`-t`). Raises ConfigError."""
+    args = parse_run_args(argv)
+    options = resolve_run_options(args)
+    if args.config_file is None and args.host is None:
+        options.host = EMBEDDED_DEFAULT_HOST
+    if options.appliance.workers > WORKERS_SUPPORTED_MAX:
+        raise ConfigError([f"appliance.workers: {options.appliance.workers} workers are not supported yet "
+                           f"(at most {WORKERS_SUPPORTED_MAX} until the shared-memory fabric lands)"])
+    options.appliance.workers = 1
+    return options, args.check_config
+
+
+@click.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
+                                 "help_option_names": []})
+@click.argument("argv", nargs=-1, type=click.UNPROCESSED)
+def run(argv: tuple[str, ...]) -> None:
+    """Run the server. Takes nats-server's flags (-c, -p, -a, -n, -m, -js, -sd, --cluster, ...)."""
+    flags = list(argv)
+    try:
+        args = parse_run_args(flags)
+    except ConfigError as exc:
+        _fail(exc)
+    if args.show_help:
+        click.echo(USAGE)
+        sys.exit(0)
+    if args.show_version:
+        click.echo(f"appliance: v{__version__} (nats-server v{NATS_VERSION} protocol)")
+        sys.exit(0)
+    try:
+        options, test_only = options_for(flags)
+    except ConfigError as exc:
+        _fail(exc)
+    if test_only:
+        click.echo(f"appliance: configuration file {options.config_file} test is successful")
+        sys.exit(0)
+    from appliance.supervisor.supervisor import run_supervisor
+
+    sys.exit(run_supervisor(options))
+
+
+def _fail(exc: ConfigError) -> None:
+    for problem in exc.problems:
+        click.echo(f"appliance: {problem}", err=True)
+    sys.exit(1)

@@ -1,0 +1,235 @@
+"""The core server seen through the monitoring contract (`appliance/server/monitor/view.py`)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import psutil
+
+from appliance import NATS_VERSION
+from appliance.config.options import ServerOptions
+from appliance.server.client import ClientConnection
+from appliance.server.monitor.app import MonitorApp
+from appliance.server.monitor.http import MonitorServer
+from appliance.server.monitor.view import (
+    ByKindCounts,
+    ConnectionInfo,
+    ConnState,
+    JetStreamView,
+    ProcessUsage,
+    ServerCounters,
+    SublistStats,
+    SubscriptionInfo,
+)
+from appliance.server.server import Server
+from appliance.server.sublist import Subscription
+
+
+def _subscription_info(sub: Subscription, cid: int) -> SubscriptionInfo:
+    return SubscriptionInfo(
+        subject=sub.subject.decode(errors="replace"),
+        sid=sub.sid.decode(errors="replace"),
+        cid=cid,
+        account=sub.account,
+        queue=sub.queue.decode(errors="replace") if sub.queue else "",
+        msgs=sub.delivered,
+        max_msgs=sub.max_msgs,
+    )
+
+
+def _connection_info(conn: ClientConnection) -> ConnectionInfo:
+    return ConnectionInfo(
+        cid=conn.cid,
+        ip=conn.ip,
+        port=conn.port,
+        start_wall_s=conn.start_wall_s,
+        last_activity_wall_s=conn.last_activity_wall_s,
+        account=conn.account.name,
+        rtt_s=conn.rtt_s,
+        pending_bytes=conn.pending_bytes(),
+        in_msgs=conn.in_msgs,
+        out_msgs=conn.out_msgs,
+        in_bytes=conn.in_bytes,
+        out_bytes=conn.out_bytes,
+        subscriptions=tuple(_subscription_info(s, conn.cid) for s in conn.subs.values()),
+        name=conn.name,
+        lang=conn.lang,
+        version=conn.version,
+        authorized_user=conn.user,
+        stop_wall_s=conn.stop_wall_s if conn.closed else None,
+        reason=conn.close_reason if conn.closed else "",
+    )
+
+
+def _config_digest(options: ServerOptions) -> str:
+    if not options.config_file:
+        return ""
+    try:
+        return "sha256:" + hashlib.sha256(Path(options.config_file).read_bytes()).hexdigest()
+    except OSError:
+        return ""
+
+
+class ServerMonitorView:
+    def __init__(self, server: Server, http_listener: socket.socket) -> None:
+        self._server = server
+        self._http = http_listener.getsockname()[:2]
+        self._digest = _config_digest(server.options)
+        self._config_load_wall_s = server.start_wall_s
+        self._process = psutil.Process(os.getpid())
+        self._process.cpu_percent()
+
+    @property
+    def options(self) -> ServerOptions:
+        return self._server.options
+
+    @property
+    def server_id(self) -> str:
+        return self._server.server_id
+
+    @property
+    def server_name(self) -> str:
+        return self._server.server_name
+
+    @property
+    def version(self) -> str:
+        return NATS_VERSION
+
+    @property
+    def git_commit(self) -> str:
+        return ""
+
+    @property
+    def client_host(self) -> str:
+        return self._server.listen_address[0]
+
+    @property
+    def client_port(self) -> int:
+        return self._server.listen_address[1]
+
+    @property
+    def http_host(self) -> str:
+        return str(self._http[0])
+
+    @property
+    def http_port(self) -> int:
+        return int(self._http[1])
+
+    @property
+    def start_wall_s(self) -> float:
+        return self._server.start_wall_s
+
+    @property
+    def config_load_wall_s(self) -> float:
+        return self._config_load_wall_s
+
+    @property
+    def config_digest(self) -> str:
+        return self._digest
+
+    @property
+    def auth_required(self) -> bool:
+        return self._server.auth.required
+
+    @property
+    def system_account(self) -> str:
+        return self._server.accounts.system_name
+
+    @property
+    def cluster_name(self) -> str:
+        return self._server.options.cluster.name
+
+    @property
+    def connect_urls(self) -> Sequence[str]:
+        return []
+
+    @property
+    def feature_flags(self) -> Mapping[str, bool]:
+        return {}
+
+    def now_wall_s(self) -> float:
+        return self._server.clock.wall()
+
+    def ready_error(self) -> str | None:
+        return None if self._server.ready else "Server is not ready to accept connections"
+
+    def counters(self) -> ServerCounters:
+        server = self._server
+        in_msgs, in_bytes, out_msgs, out_bytes = server.totals()
+        return ServerCounters(
+            connections=len(server.clients),
+            total_connections=server.total_connections,
+            in_msgs=in_msgs,
+            in_bytes=in_bytes,
+            out_msgs=out_msgs,
+            out_bytes=out_bytes,
+            in_client_msgs=in_msgs,
+            in_client_bytes=in_bytes,
+            out_client_msgs=out_msgs,
+            out_client_bytes=out_bytes,
+            slow_consumers=server.slow_consumers,
+            stale_connections=server.stale_connections,
+            subscriptions=sum(a.sublist.count for a in server.accounts.all()),
+            slow_consumer_stats=ByKindCounts(clients=server.slow_consumers),
+            stale_connection_stats=ByKindCounts(clients=server.stale_connections),
+        )
+
+    def process_usage(self) -> ProcessUsage:
+        with self._process.oneshot():
+            rss = self._process.memory_info().rss
+            cpu = self._process.cpu_percent()
+        cores = len(os.sched_getaffinity(0))
+        return ProcessUsage(rss_bytes=rss, cpu_percent=cpu, cores=cores, max_procs=1)
+
+    def connections(self, state: ConnState) -> list[ConnectionInfo]:
+        found: list[ConnectionInfo] = []
+        if state in ("open", "any"):
+            found.extend(_connection_info(c) for c in self._server.clients.values())
+        if state in ("closed", "any"):
+            found.extend(_connection_info(c) for c in self._server.closed_clients)
+        return found
+
+    def has_account(self, name: str) -> bool:
+        return self._server.accounts.get(name) is not None
+
+    def sublist_stats(self, account: str | None) -> list[SublistStats]:
+        accounts = self._server.accounts.all()
+        if account is not None:
+            accounts = [a for a in accounts if a.name == account]
+        stats = []
+        for acc in accounts:
+            sublist = acc.sublist
+            fanouts = [len(r[0]) + len(r[1]) for r in sublist.cache.values()]
+            stats.append(SublistStats(
+                num_subscriptions=sublist.count,
+                num_cache=len(sublist.cache),
+                num_inserts=sublist.inserts,
+                num_removes=sublist.removes,
+                num_matches=sublist.matches,
+                cache_hits=sublist.cache_hits,
+                max_fanout=max(fanouts, default=0),
+                total_fanout=sum(fanouts),
+                cached_results=len(fanouts),
+            ))
+        return stats
+
+    def subscriptions(self, account: str | None) -> list[SubscriptionInfo]:
+        found = []
+        for conn in self._server.clients.values():
+            if account is not None and conn.account.name != account:
+                continue
+            found.extend(_subscription_info(s, conn.cid) for s in conn.subs.values())
+        return found
+
+    def jetstream(self) -> JetStreamView | None:
+        return None
+
+
+async def start_monitoring(server: Server, listener: socket.socket) -> MonitorServer:
+    monitor = MonitorServer(MonitorApp(ServerMonitorView(server, listener)), listener)
+    await monitor.start()
+    return monitor

@@ -1,0 +1,67 @@
+"""The sublist against a naive oracle: every subscription whose pattern matches the subject."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from appliance.protocol.subjects import is_valid_subject, subject_matches
+from appliance.server.sublist import Sublist, Subscription
+
+tokens = st.sampled_from([b"a", b"b", b"c", b"*", b">"])
+patterns = st.lists(tokens, min_size=1, max_size=4).map(b".".join).filter(is_valid_subject)
+literals = st.lists(st.sampled_from([b"a", b"b", b"c"]), min_size=1, max_size=4).map(b".".join)
+
+
+def oracle(subs: list[Subscription], subject: bytes) -> tuple[set[int], dict[bytes, set[int]]]:
+    plain = {id(s) for s in subs if s.queue is None and subject_matches(s.subject, subject)}
+    queues: dict[bytes, set[int]] = {}
+    for s in subs:
+        if s.queue is not None and subject_matches(s.subject, subject):
+            queues.setdefault(s.queue, set()).add(id(s))
+    return plain, queues
+
+
+def as_sets(result: tuple[tuple[Subscription, ...], tuple[tuple[Subscription, ...], ...]]
+            ) -> tuple[set[int], dict[bytes, set[int]]]:
+    plain, groups = result
+    return {id(s) for s in plain}, {g[0].queue: {id(s) for s in g} for g in groups if g and g[0].queue}
+
+
+@settings(max_examples=300, deadline=None)
+@given(ops=st.lists(st.tuples(st.booleans(), patterns, st.sampled_from([None, b"q1", b"q2"])), max_size=30),
+       probes=st.lists(literals, min_size=1, max_size=10))
+def test_match_equals_oracle_through_inserts_removes_and_cache(
+        ops: list[tuple[bool, bytes, bytes | None]], probes: list[bytes]) -> None:
+    sublist = Sublist(cache_entries_max=4)
+    live: list[Subscription] = []
+    for i, (add, pattern, queue) in enumerate(ops):
+        if add or not live:
+            sub = Subscription(None, pattern, queue, str(i).encode())
+            sublist.insert(sub)
+            live.append(sub)
+        else:
+            sub = live.pop(i % len(live))
+            assert sublist.remove(sub)
+        for subject in probes:  # every probe goes through the cache too
+            assert as_sets(sublist.match(subject)) == oracle(live, subject)
+    assert sublist.count == len(live)
+    assert sorted(id(s) for s in sublist.all_subscriptions()) == sorted(id(s) for s in live)
+
+
+def test_removing_an_unknown_subscription_is_false() -> None:
+    sublist = Sublist()
+    assert not sublist.remove(Subscription(None, b"a.b", None, b"1"))
+    sub = Subscription(None, b"a.b", None, b"1")
+    sublist.insert(sub)
+    assert sublist.remove(sub)
+    assert not sublist.remove(sub)
+    assert sublist.count == 0
+
+
+def test_cache_is_bounded() -> None:
+    sublist = Sublist(cache_entries_max=8)
+    sublist.insert(Subscription(None, b">", None, b"1"))
+    for i in range(100):
+        sublist.match(b"s.%d" % i)
+    assert len(sublist.cache) <= 8
