@@ -104,3 +104,25 @@ STORE_COMMIT_WAITERS_MAX = 65536  # writes waiting on one group-commit fsync
 assert STORE_BLOCK_RAW_BYTES <= STORE_SEGMENT_BYTES
 assert PAYLOAD_BYTES_MAX < STORE_RECORD_BYTES_MAX < 2**32, "record length is a u32 on disk"
 assert STORE_DICT_SAMPLES_MIN <= STORE_DICT_SAMPLES_MAX
+
+# --- supervisor, worker processes, `appliance status` (appliance/supervisor, appliance/worker) --------
+STATUS_ROWS_MAX = 1024  # worker rows in the shared status table (one per worker)
+WORKER_HEARTBEAT_LATE_S = 2.0  # a worker silent this long is "late": status says degraded
+WORKER_HEARTBEAT_DEAD_S = 60.0  # a worker silent this long is wedged: SIGKILL, then restart
+WORKER_STABLE_AFTER_S = 30.0  # a worker up this long resets its restart backoff
+RESTART_BACKOFF_INITIAL_S = 0.1  # first restart delay of a dead worker; doubles per failure
+RESTART_BACKOFF_MAX_S = 10.0  # restart delay ceiling
+RESTART_BUDGET_COUNT = 10  # restarts allowed within the window; one more: the supervisor exits 1
+RESTART_BUDGET_WINDOW_S = 60.0  # sliding window of the restart budget
+STOP_GRACE_S = 10.0  # SIGTERM to SIGKILL for all workers together (below systemd TimeoutStopSec)
+SUPERVISOR_TICK_S = 0.5  # longest wait of the supervisor loop between looks at its workers
+WORKER_SAMPLE_INTERVAL_S = 1.0  # cpu %/rss sampling of workers (psutil)
+WORKER_BOOTSTRAP_BYTES_MAX = 16 * 1024 * 1024  # pickled options + context sent to a new worker
+CONTROL_REQUEST_BYTES_MAX = 4096  # one request line on the control socket
+CONTROL_CONNECTIONS_MAX = 16  # open control-socket connections; more are closed at once
+CONTROL_CLIENT_TIMEOUT_S = 2.0  # a control connection that has not finished in this long is closed
+STATUS_CLIENT_TIMEOUT_S = 2.0  # `appliance status` gives up (exit 2) after this long
+
+assert RESTART_BACKOFF_INITIAL_S <= RESTART_BACKOFF_MAX_S
+assert WORKER_HEARTBEAT_LATE_S < WORKER_HEARTBEAT_DEAD_S
+assert SUPERVISOR_TICK_S <= WORKER_HEARTBEAT_LATE_S / 2, "the supervisor notices a late worker in time"
