@@ -34,6 +34,7 @@ from appliance.protocol.client_parser import (
 from appliance.protocol.subjects import is_valid_publish_subject, is_valid_subject
 from appliance.server import auth
 from appliance.server.accounts import GLOBAL_ACCOUNT, Account
+from appliance.server.router import route
 from appliance.server.sublist import Subscription
 
 if TYPE_CHECKING:
@@ -353,33 +354,10 @@ class ClientConnection(asyncio.Protocol):
             logger.error("cid:%d - %s", self.cid, text)
             self.send_error(text)
             return
-        sublist = self.account.sublist
-        result = sublist.cache.get(subject)
-        if result is None:
-            result = sublist.match(subject)
-        plain, queues = result
-        delivered = 0
-        for sub in plain:
-            conn = sub.conn
-            if conn is self and not self.echo:
-                continue
-            conn.deliver(sub, subject, reply, header, data)
-            delivered += 1
-        for members in queues:
-            sub = self._pick(members)
-            if sub is not None:
-                sub.conn.deliver(sub, subject, reply, header, data)
-                delivered += 1
+        delivered = route(self.account, subject, reply, header, data, origin=self, echo=self.echo,
+                          rng=self.server.rng)
         if not delivered and reply is not None and self.no_responders:
             self._send_no_responders(subject, reply)
-
-    def _pick(self, members: tuple[Subscription, ...]) -> Subscription | None:
-        count = len(members)
-        sub = members[self.server.rng.randrange(count)] if count > 1 else members[0]
-        if sub.conn is not self or self.echo:
-            return sub
-        others = [m for m in members if m.conn is not self]
-        return others[self.server.rng.randrange(len(others))] if others else None
 
     def deliver(self, sub: Subscription, subject: bytes, reply: bytes | None, header: bytes | None,
                 data: bytes) -> None:

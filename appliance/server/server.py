@@ -56,6 +56,8 @@ class Server:
         # totals of closed connections, so /varz counters never go backwards
         self._retired = [0, 0, 0, 0]
         self._next_cid = 0
+        self._next_internal_cid = 0  # internal clients count down from -1
+        self._flush_scheduled = False
         self._listener: asyncio.base_events.Server | None = None
         self._listen_host = options.host
         self._listen_port = options.port
@@ -130,6 +132,20 @@ class Server:
 
     def too_many_connections(self) -> bool:
         return len(self.clients) > self.options.max_connections
+
+    def next_internal_cid(self) -> int:
+        self._next_internal_cid -= 1
+        return self._next_internal_cid
+
+    def schedule_flush(self) -> None:
+        """Flush dirty connections on the next loop turn (for messages sent outside a client read)."""
+        if not self._flush_scheduled and self.dirty:
+            self._flush_scheduled = True
+            self.loop.call_soon(self._scheduled_flush)
+
+    def _scheduled_flush(self) -> None:
+        self._flush_scheduled = False
+        self.flush_dirty()
 
     def flush_dirty(self) -> None:
         dirty = self.dirty

@@ -9,12 +9,15 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+from collections.abc import Callable
 from types import TracebackType
+from typing import TypeVar
 
 from appliance.config.options import ServerOptions
 from appliance.server.server import Server
 
 START_TIMEOUT_S = 10.0
+T = TypeVar("T")
 
 
 class InProcessServer:
@@ -67,10 +70,14 @@ class InProcessServer:
             self._error = exc
             self._started.set()
 
-    def call(self, fn: object, *args: object) -> None:
-        """Run fn(*args) on the server's loop thread (the server is not thread-safe)."""
+    def call(self, fn: Callable[..., T], *args: object) -> T:
+        """Run fn(*args) on the server's loop thread (the server is not thread-safe); wait for it."""
         assert self._loop is not None
-        self._loop.call_soon_threadsafe(fn, *args)  # type: ignore[arg-type]
+
+        async def on_loop() -> T:
+            return fn(*args)
+
+        return asyncio.run_coroutine_threadsafe(on_loop(), self._loop).result(START_TIMEOUT_S)
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:

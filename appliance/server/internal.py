@@ -1,0 +1,70 @@
+"""Internal clients: server-side subscribers and publishers with no socket (JetStream API,
+system services). They take part in routing exactly like client connections.
+
+A handler runs synchronously inside the routing of the message that matched; it must not block.
+It may publish (replies are routed at once). Messages published outside a client read are
+flushed to sockets on the next loop turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from appliance.server.accounts import Account
+from appliance.server.router import route
+from appliance.server.sublist import Subscription
+
+if TYPE_CHECKING:
+    from appliance.server.server import Server
+
+# handler(subject, reply, header, data): header is the raw header block or None; when it is a block,
+# data is that block followed by the payload (as HMSG carries it)
+Handler = Callable[[bytes, "bytes | None", "bytes | None", bytes], None]
+
+
+class InternalClient:
+    def __init__(self, server: Server, account: Account, name: str) -> None:
+        self.server = server
+        self.account = account
+        self.name = name
+        self.cid = server.next_internal_cid()
+        self.closed = False
+        self._handlers: dict[Subscription, Handler] = {}
+        self._next_sid = 0
+
+    def subscribe(self, subject: bytes, handler: Handler, *, queue: bytes | None = None) -> Subscription:
+        assert not self.closed
+        self._next_sid += 1
+        sub = Subscription(self, subject, queue, str(self._next_sid).encode(), self.account.name)
+        self._handlers[sub] = handler
+        self.account.sublist.insert(sub)
+        self.server.on_interest_change(self.account, sub, added=True)
+        return sub
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        if self._handlers.pop(sub, None) is not None:
+            self.account.sublist.remove(sub)
+            self.server.on_interest_change(self.account, sub, added=False)
+
+    def deliver(self, sub: Subscription, subject: bytes, reply: bytes | None, header: bytes | None,
+                data: bytes) -> None:
+        handler = self._handlers.get(sub)
+        if handler is not None:
+            sub.delivered += 1
+            handler(subject, reply, header, data)
+
+    def publish(self, subject: bytes, data: bytes, *, reply: bytes | None = None, header: bytes | None = None,
+                account: Account | None = None) -> int:
+        """Route a message as this client; returns how many subscriptions got it."""
+        if header is not None:
+            data = header + data
+        delivered = route(account or self.account, subject, reply, header, data, origin=self, echo=False,
+                          rng=self.server.rng)
+        self.server.schedule_flush()
+        return delivered
+
+    def close(self) -> None:
+        for sub in list(self._handlers):
+            self.unsubscribe(sub)
+        self.closed = True
