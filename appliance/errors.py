@@ -58,3 +58,7 @@ class ProposalDropped(ApplianceError):
     """The RAFT leader cannot take a proposal now (leader transfer or a membership change pending)."""
 
     retriable = True
+
+
+class StartupError(ApplianceError):
+    """The server cannot start: a port cannot be bound, a worker target cannot be loaded, ..."""
