@@ -365,16 +365,16 @@ def parse_accounts(entry: Entry, problems: Problems) -> dict[str, Account]:
             else:
                 accounts[name] = Account(name=name)
         return accounts
-    for name, item in as_map(entry.key, entry.value).items():
-        if item.value.used_as_variable:
+    for name, account_entry in as_map(entry.key, entry.value).items():
+        if account_entry.value.used_as_variable:
             continue
-        if not isinstance(item.value.data, ConfigMap):
-            problems.error(item.key_position, "Expected map entries for accounts")
+        if not isinstance(account_entry.value.data, ConfigMap):
+            problems.error(account_entry.key_position, "Expected map entries for accounts")
             continue
         if name == GLOBAL_ACCOUNT:
-            problems.error(item.key_position, f'"{name}" is a Reserved Account')
+            problems.error(account_entry.key_position, f'"{name}" is a Reserved Account')
             continue
-        accounts[name] = _account(name, item, problems)
+        accounts[name] = _account(name, account_entry, problems)
     return accounts
 
 

@@ -187,7 +187,8 @@ class Lexer:
         if self.is_comment_start(ch):
             return self.comment_then(self.top)
         if ch == "/" or ch == EOF:
-            return self.end_of_input()
+            self.end_of_input()
+            return None
         self.backup()
         self.ignore()
         self.push(self.top_value_end)
@@ -228,7 +229,8 @@ class Lexer:
         if self.is_comment_start(ch):
             return self.comment_then(self.braced_start)
         if ch == "/" or ch == EOF:
-            return self.end_of_input()
+            self.end_of_input()
+            return None
         self.backup()
         self.ignore()
         self.push(self.braced_value_end)
