@@ -121,7 +121,7 @@ class Connection:
                 data_bytes += len(event.payload) + len(event.headers or b"")
                 self._reply_slow(event, flags, out)
             else:
-                self._handle(event)
+                self.handle(event)
 
     def _reply_slow(self, msg: wire.Msg, flags: int, out: bytearray | None) -> None:
         if msg.reply is None:
@@ -132,7 +132,8 @@ class Connection:
         elif out is not None and flags & FLAG_OUT_ECHO:
             out += wire.pub(msg.reply, msg.payload)
 
-    def _handle(self, event: wire.Event) -> None:
+    def handle(self, event: wire.Event) -> None:
+        """React to one non-data operation: PONG a PING, count a PONG, raise on -ERR, keep a status msg."""
         if isinstance(event, wire.Ping):
             self.send(wire.PONG)
         elif isinstance(event, wire.Pong):
@@ -167,7 +168,7 @@ class Connection:
             event = self.next_event(max(0.001, deadline - time.monotonic()))
             if isinstance(event, wire.Msg):
                 return event
-            self._handle(event)
+            self.handle(event)
 
     # --- bytes out -------------------------------------------------------------------------------
     def send(self, data: bytes | bytearray | memoryview) -> None:
@@ -200,7 +201,7 @@ class Connection:
             if remaining <= 0:
                 raise TimeoutError("no PONG from server in time")
             event = self.next_event(remaining)
-            self._handle(event)
+            self.handle(event)
 
     def flush(self, timeout_s: float | None = None) -> None:
         self.send(wire.PING)

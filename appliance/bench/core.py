@@ -103,26 +103,6 @@ def wait_one_reply(conn: Connection, result: ClientResult) -> bool:
             return False
 
 
-def run_request(conn: Connection, spec: ClientSpec, progress: Progress) -> ClientResult:
-    result = ClientResult(spec.role, spec.index)
-    conn.ensure_inbox()
-    frame = wire.pub(spec.subject.encode(), payload_of(spec.size), conn.inbox_prefix + b".r")
-    recorder = LatencyRecorder(spec.msgs)
-    start = time.perf_counter()
-    for done in range(spec.msgs):
-        sent_ns = time.perf_counter_ns()
-        conn.send(frame)
-        if wait_one_reply(conn, result):
-            recorder.record(time.perf_counter_ns() - sent_ns)
-            result.msgs += 1
-        if done % 256 == 0:
-            progress(done)
-    result.elapsed_s = time.perf_counter() - start
-    result.bytes = result.msgs * spec.size
-    keep_latencies(result, recorder)
-    return result
-
-
 def setup_reply(conn: Connection, spec: ClientSpec) -> None:
     conn.subscribe(spec.subject.encode(), queue=b"bench")
     conn.flush()

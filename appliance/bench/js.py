@@ -10,16 +10,16 @@ ring of send times give every message its ack latency.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 import numpy as np
 
 from appliance.bench import jsapi, wire
 from appliance.bench.conn import Connection
-from appliance.bench.core import Progress, _note_error, keep_latencies, payload_of, receive_count, wait_one_reply
+from appliance.bench.core import Progress, _note_error, keep_latencies, payload_of, receive_count
 from appliance.bench.scan import FLAG_OUT_ACK, FLAG_STOP_ERROR, FLAG_STOP_STATUS
 from appliance.bench.spec import ClientResult, ClientSpec
 from appliance.bench.stats import LatencyRecorder
+from appliance.bench.sync import run_sync
 from appliance.limits import BENCH_ASYNC_WINDOW_MAX, BENCH_FETCH_BATCH_MAX
 
 PULL_EXPIRES_NS = 5_000_000_000  # a pull request that cannot be filled ends with 408 after this
@@ -33,23 +33,8 @@ def run_js_pub(conn: Connection, spec: ClientSpec, progress: Progress) -> Client
 
 
 def _js_pub_sync(conn: Connection, spec: ClientSpec, progress: Progress) -> ClientResult:
-    result = ClientResult(spec.role, spec.index)
-    conn.ensure_inbox()
     frame = wire.pub(spec.subject.encode(), payload_of(spec.size), conn.inbox_prefix + b".a")
-    recorder = LatencyRecorder(spec.msgs)
-    start = time.perf_counter()
-    for done in range(spec.msgs):
-        sent_ns = time.perf_counter_ns()
-        conn.send(frame)
-        if wait_one_reply(conn, result):
-            recorder.record(time.perf_counter_ns() - sent_ns)
-            result.msgs += 1
-        if done % 256 == 0:
-            progress(done)
-    result.elapsed_s = time.perf_counter() - start
-    result.bytes = result.msgs * spec.size
-    keep_latencies(result, recorder)
-    return result
+    return run_sync(conn, spec, progress, frame)
 
 
 def js_pub_async(conn: Connection, spec: ClientSpec, progress: Progress) -> ClientResult:
@@ -180,32 +165,14 @@ def kv_key(index: int, keys: int) -> bytes:
 
 def run_kv_put(conn: Connection, spec: ClientSpec, progress: Progress) -> ClientResult:
     prefix = f"$KV.{spec.bucket}.".encode()
-    return _sync_ops(conn, spec, progress, lambda i: prefix + kv_key(i, spec.keys), payload_of(spec.size))
+    payload = payload_of(spec.size)
+    reply = conn.inbox_prefix + b".k"
+    first = spec.index * spec.msgs
+    return run_sync(conn, spec, progress, lambda i: wire.pub(prefix + kv_key(first + i, spec.keys), payload, reply))
 
 
 def run_kv_get(conn: Connection, spec: ClientSpec, progress: Progress) -> ClientResult:
     prefix = f"$JS.API.DIRECT.GET.KV_{spec.bucket}.$KV.{spec.bucket}.".encode()
-    return _sync_ops(conn, spec, progress, lambda i: prefix + kv_key(i, spec.keys), b"")
-
-
-def _sync_ops(conn: Connection, spec: ClientSpec, progress: Progress, subject_of: Callable[[int], bytes],
-              payload: bytes) -> ClientResult:
-    """One request at a time: send, wait for its reply, record the latency."""
-    result = ClientResult(spec.role, spec.index)
-    conn.ensure_inbox()
     reply = conn.inbox_prefix + b".k"
-    recorder = LatencyRecorder(spec.msgs)
-    start = time.perf_counter()
-    for i in range(spec.msgs):
-        frame = wire.pub(subject_of(i + spec.index * spec.msgs), payload, reply)
-        sent_ns = time.perf_counter_ns()
-        conn.send(frame)
-        if wait_one_reply(conn, result):
-            recorder.record(time.perf_counter_ns() - sent_ns)
-            result.msgs += 1
-        if i % 256 == 0:
-            progress(i)
-    result.elapsed_s = time.perf_counter() - start
-    result.bytes = result.msgs * spec.size
-    keep_latencies(result, recorder)
-    return result
+    first = spec.index * spec.msgs
+    return run_sync(conn, spec, progress, lambda i: wire.pub(prefix + kv_key(first + i, spec.keys), b"", reply))

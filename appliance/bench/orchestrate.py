@@ -21,7 +21,7 @@ from typing import Any
 
 import psutil
 
-from appliance.bench import core, js
+from appliance.bench import core, js, sync
 from appliance.bench.conn import Connection, Endpoint
 from appliance.bench.plan import Plan
 from appliance.bench.progress import ProgressView
@@ -34,7 +34,7 @@ JOIN_TIMEOUT_S = 5.0
 
 Runner = Callable[[Connection, ClientSpec, core.Progress], ClientResult]
 RUNNERS: dict[str, Runner] = {
-    "pub": core.run_pub, "sub": core.run_sub, "request": core.run_request,
+    "pub": core.run_pub, "sub": core.run_sub, "request": sync.run_request,
     "js-pub": js.run_js_pub, "js-fetch": js.run_js_fetch, "js-push": js.run_js_push,
     "kv-put": js.run_kv_put, "kv-get": js.run_kv_get,
 }

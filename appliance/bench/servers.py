@@ -85,6 +85,11 @@ class RunningServer:
                 self.proc.wait(STOP_TIMEOUT_S)
         shutil.rmtree(self.workdir, ignore_errors=True)
 
+    def reason(self) -> str:
+        """The last line of the log: where a crashing server says why."""
+        lines = [line.strip() for line in self.log_tail().splitlines() if line.strip()]
+        return lines[-1] if lines else "(empty log)"
+
     def log_tail(self) -> str:
         try:
             return self.log_path.read_text(errors="replace")[-LOG_TAIL_CHARS:]
@@ -132,11 +137,11 @@ def wait_ready(server: RunningServer, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if server.proc.poll() is not None:
-            raise ServerStartFailed(f"exited with code {server.proc.returncode}: {server.log_tail().strip()}")
+            raise ServerStartFailed(f"exited with code {server.proc.returncode}: {server.reason()}")
         if _answers_info(server.port):
             return
         time.sleep(POLL_S)
-    raise ServerStartFailed(f"no INFO on port {server.port} after {timeout_s:.0f}s: {server.log_tail().strip()}")
+    raise ServerStartFailed(f"no INFO on port {server.port} after {timeout_s:.0f}s: {server.reason()}")
 
 
 def _answers_info(port: int) -> bool:

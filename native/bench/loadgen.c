@@ -16,8 +16,12 @@
 #include <assert.h>
 #include <stdint.h>
 #include <string.h>
+#include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <time.h>
 
-enum { STOP_NEED_MORE = 0, STOP_OTHER = 1, STOP_STATUS = 2, STOP_ERROR = 3 };
+enum { STOP_NEED_MORE = 0, STOP_OTHER = 1, STOP_STATUS = 2, STOP_ERROR = 3, STOP_TIMEOUT = 4, STOP_CLOSED = 5 };
 enum { FLAG_STOP_STATUS = 1, FLAG_STOP_ERROR = 2, FLAG_OUT_ACK = 4, FLAG_OUT_ECHO = 8 };
 enum { CONTROL_LINE_BYTES_MAX = 4096, ARGS_MAX = 6, SIZE_DIGITS_MAX = 10 };
 
@@ -131,6 +135,44 @@ static int append_reply(PyObject *out, span_t reply, const char *payload, int64_
     return append(out, "\r\n", 2);
 }
 
+typedef struct {
+    long long msgs;
+    long long payload_bytes;
+    Py_ssize_t last_reply_start;
+    Py_ssize_t last_reply_end;
+} scan_counts_t;
+
+/* Walks frames from *pos; stops after max_msgs messages (-1: no limit). Returns the stop reason,
+ * or -1 with a Python error set when growing `out` failed. */
+static int scan_frames(const char *buf, Py_ssize_t *pos, Py_ssize_t end, int flags, PyObject *out,
+                       long long max_msgs, scan_counts_t *counts) {
+    for (;;) {
+        if (*pos >= end || counts->msgs == max_msgs) return STOP_NEED_MORE;
+        frame_t frame;
+        int line = parse_control_line(buf, *pos, end, &frame);
+        if (line >= 0) return line;
+        Py_ssize_t frame_end = frame.body_start + (Py_ssize_t)frame.total_bytes + 2;
+        if (frame_end > end) return STOP_NEED_MORE;
+        if (buf[frame_end - 2] != '\r' || buf[frame_end - 1] != '\n') return STOP_OTHER;
+        const char *body = buf + frame.body_start;
+        const char *payload = body + frame.header_bytes;
+        int64_t data_bytes = frame.total_bytes - frame.header_bytes;
+        if ((flags & FLAG_STOP_STATUS) && frame.is_hmsg && is_status(body, frame.header_bytes)) return STOP_STATUS;
+        if ((flags & FLAG_STOP_ERROR) && contains_error(payload, data_bytes)) return STOP_ERROR;
+        if (frame.reply.length > 0) {
+            counts->last_reply_start = frame.reply.start - buf;
+            counts->last_reply_end = counts->last_reply_start + frame.reply.length;
+            int failed = 0;
+            if (flags & FLAG_OUT_ACK) failed = append_reply(out, frame.reply, payload, 0);
+            else if (flags & FLAG_OUT_ECHO) failed = append_reply(out, frame.reply, payload, data_bytes);
+            if (failed) return -1;
+        }
+        counts->msgs++;
+        counts->payload_bytes += frame.total_bytes;
+        *pos = frame_end;
+    }
+}
+
 static PyObject *scan(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer view;
@@ -148,48 +190,135 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_TypeError, "scan: out must be a bytearray when replies are requested");
         return NULL;
     }
-    const char *buf = view.buf;
-    Py_ssize_t pos = start, last_reply_start = -1, last_reply_end = -1;
-    long long msgs = 0, payload_bytes = 0;
-    int stop = STOP_NEED_MORE;
-    for (;;) {
-        if (pos >= end) { stop = STOP_NEED_MORE; break; }
-        frame_t frame;
-        int line = parse_control_line(buf, pos, end, &frame);
-        if (line >= 0) { stop = line; break; }
-        Py_ssize_t frame_end = frame.body_start + (Py_ssize_t)frame.total_bytes + 2;
-        if (frame_end > end) { stop = STOP_NEED_MORE; break; }
-        if (buf[frame_end - 2] != '\r' || buf[frame_end - 1] != '\n') { stop = STOP_OTHER; break; }
-        const char *body = buf + frame.body_start;
-        const char *payload = body + frame.header_bytes;
-        int64_t data_bytes = frame.total_bytes - frame.header_bytes;
-        if ((flags & FLAG_STOP_STATUS) && frame.is_hmsg && is_status(body, frame.header_bytes)) {
-            stop = STOP_STATUS;
-            break;
-        }
-        if ((flags & FLAG_STOP_ERROR) && contains_error(payload, data_bytes)) { stop = STOP_ERROR; break; }
-        if (frame.reply.length > 0) {
-            last_reply_start = frame.reply.start - buf;
-            last_reply_end = last_reply_start + frame.reply.length;
-            int failed = 0;
-            if (flags & FLAG_OUT_ACK) failed = append_reply(out, frame.reply, payload, 0);
-            else if (flags & FLAG_OUT_ECHO) failed = append_reply(out, frame.reply, payload, data_bytes);
-            if (failed) {
-                PyBuffer_Release(&view);
-                return NULL;
-            }
-        }
-        msgs++;
-        payload_bytes += frame.total_bytes;
-        pos = frame_end;
-    }
+    scan_counts_t counts = {0, 0, -1, -1};
+    Py_ssize_t pos = start;
+    int stop = scan_frames(view.buf, &pos, end, flags, out, -1, &counts);
     PyBuffer_Release(&view);
-    return Py_BuildValue("(nLLinn)", pos, msgs, payload_bytes, stop, last_reply_start, last_reply_end);
+    if (stop < 0) return NULL;
+    return Py_BuildValue("(nLLinn)", pos, counts.msgs, counts.payload_bytes, stop, counts.last_reply_start,
+                         counts.last_reply_end);
+}
+
+/* ---- synchronous request loop ----------------------------------------------------------------
+ * sync_requests(fd, frame, count, rx, start, end, latencies, awaiting, sent_ns, timeout_ms)
+ * sends `frame` and waits for its one reply, `count` times, writing each latency (ns) into the
+ * int64 buffer `latencies`. rx is the connection's receive bytearray with unread bytes in
+ * rx[start:end]. It returns early, with the state needed to resume, when anything but a plain
+ * reply arrives (PING, -ERR, a status or error reply: Python handles that one operation), on
+ * timeout or when the server closed: (done, start, end, stop, awaiting, sent_ns). */
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int wait_fd(int fd, short events, int timeout_ms) {
+    struct pollfd pfd = {fd, events, 0};
+    for (;;) {
+        int ready = poll(&pfd, 1, timeout_ms);
+        if (ready >= 0 || errno != EINTR) return ready;
+    }
+}
+
+/* 0 sent, STOP_TIMEOUT, or -1 with errno set. */
+static int send_all(int fd, const char *data, Py_ssize_t length, int timeout_ms) {
+    while (length > 0) {
+        ssize_t written = send(fd, data, (size_t)length, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (written > 0) {
+            data += written;
+            length -= written;
+        } else if (written < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            int ready = wait_fd(fd, POLLOUT, timeout_ms);
+            if (ready == 0) return STOP_TIMEOUT;
+            if (ready < 0) return -1;
+        } else if (!(written < 0 && errno == EINTR)) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Reads once into rx after start/end (compacting first); 0 read, STOP_TIMEOUT, STOP_CLOSED, -1. */
+static int receive_some(int fd, char *rx, Py_ssize_t capacity, Py_ssize_t *start, Py_ssize_t *end, int timeout_ms) {
+    if (*start == *end) {
+        *start = *end = 0;
+    } else if (capacity - *end < capacity / 2) {
+        memmove(rx, rx + *start, (size_t)(*end - *start));
+        *end -= *start;
+        *start = 0;
+    }
+    for (;;) {
+        ssize_t got = recv(fd, rx + *end, (size_t)(capacity - *end), MSG_DONTWAIT);
+        if (got > 0) {
+            *end += got;
+            return 0;
+        }
+        if (got == 0) return STOP_CLOSED;
+        if (errno == EINTR) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) return -1;
+        int ready = wait_fd(fd, POLLIN, timeout_ms);
+        if (ready == 0) return STOP_TIMEOUT;
+        if (ready < 0) return -1;
+    }
+}
+
+static PyObject *sync_requests(PyObject *self, PyObject *args) {
+    (void)self;
+    int fd, awaiting, timeout_ms;
+    Py_buffer frame, rx, latencies;
+    Py_ssize_t count, start, end;
+    long long sent_ns;
+    if (!PyArg_ParseTuple(args, "iy*nw*nnw*iLi", &fd, &frame, &count, &rx, &start, &end, &latencies,
+                          &awaiting, &sent_ns, &timeout_ms))
+        return NULL;
+    PyObject *result = NULL;
+    if (start < 0 || end < start || end > rx.len || rx.len < 2 * (CONTROL_LINE_BYTES_MAX + 2) ||
+        latencies.len < (Py_ssize_t)(count * (Py_ssize_t)sizeof(int64_t))) {
+        PyErr_SetString(PyExc_ValueError, "sync_requests: bad buffer bounds");
+        goto done;
+    }
+    int64_t *latency = latencies.buf;
+    char *buf = rx.buf;
+    Py_ssize_t completed = 0;
+    int stop = STOP_NEED_MORE;
+    while (completed < count) {
+        if (!awaiting) {
+            sent_ns = now_ns();
+            int sent = send_all(fd, frame.buf, frame.len, timeout_ms);
+            if (sent != 0) { stop = sent; break; }
+            awaiting = 1;
+        }
+        scan_counts_t counts = {0, 0, -1, -1};
+        stop = scan_frames(buf, &start, end, FLAG_STOP_STATUS | FLAG_STOP_ERROR, NULL, 1, &counts);
+        if (counts.msgs == 1) {
+            latency[completed++] = now_ns() - sent_ns;
+            awaiting = 0;
+            continue;
+        }
+        if (stop != STOP_NEED_MORE) break;
+        stop = receive_some(fd, buf, rx.len, &start, &end, timeout_ms);
+        if (stop != 0) break;
+    }
+    if (stop < 0) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        goto done;
+    }
+    if (completed == count) stop = STOP_NEED_MORE;
+    result = Py_BuildValue("(nnniiL)", completed, start, end, stop, awaiting, sent_ns);
+done:
+    PyBuffer_Release(&frame);
+    PyBuffer_Release(&rx);
+    PyBuffer_Release(&latencies);
+    return result;
 }
 
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
      "scan(buf, start, end, flags, out) -> (pos, msgs, payload_bytes, stop, last_reply_start, last_reply_end)"},
+    {"sync_requests", sync_requests, METH_VARARGS,
+     "sync_requests(fd, frame, count, rx, start, end, latencies, awaiting, sent_ns, timeout_ms)"
+     " -> (done, start, end, stop, awaiting, sent_ns)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,0 +1,199 @@
+"""`make bench`: appliance side by side with the real nats-server 2.15.1.
+
+Starts nats-server (defaults), nats-server with `jetstream { sync_interval: always }` (durable like
+appliance's default) and appliance (`appliance run -a 127.0.0.1 -p PORT -js -sd DIR`), each on a free
+127.0.0.1 port, then runs every scenario against each server in turn (A B C A B C ...) for
+--rounds rounds, and writes the medians with appliance/nats-server ratios as a markdown table
+plus a PNG bar chart to bench-results/. A server or scenario that cannot run is shown with its
+reason ("cannot run yet: ..."), never left out.
+
+    .venv/bin/python -m appliance.bench.compare [--rounds 3] [--scale 1.0] [--only pub,js-pub-sync]
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import click
+
+from appliance.bench import machine
+from appliance.bench.chart import write_chart
+from appliance.bench.plan import BenchRequest
+from appliance.bench.report import BenchReport
+from appliance.bench.run import run_bench
+from appliance.bench.servers import APPLIANCE, NATS_DEFAULT, NATS_SYNC_ALWAYS, RunningServer, ServerKind, \
+    ServerStartFailed, start
+from appliance.bench.stats import median
+from appliance.bench.table import markdown
+
+RESULTS_DIR = Path("bench-results")
+TARGETS: tuple[ServerKind, ...] = (NATS_DEFAULT, NATS_SYNC_ALWAYS, APPLIANCE)
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    key: str
+    title: str
+    request: BenchRequest
+    headline: str  # the report row compared across servers
+    reference_msgs_per_s: float | None = None  # nats-server 2.15.1 with a C client on this machine
+
+
+SCENARIOS: tuple[Scenario, ...] = (
+    Scenario("pub", "core pub 128 B", BenchRequest("pub", msgs=2_000_000), "pub total", 2_500_000),
+    Scenario("pubsub", "core pub+sub 128 B (sub rate)", BenchRequest("pubsub", msgs=1_000_000), "sub total",
+             990_000),
+    Scenario("request", "core request/reply 128 B", BenchRequest("request", msgs=20_000), "request total"),
+    Scenario("js-pub-async", "JS R1 async pub 128 B, window 256", BenchRequest("js-pub", msgs=200_000, window=256),
+             "js-pub total", 140_000),
+    Scenario("js-pub-sync", "JS R1 sync pub 128 B", BenchRequest("js-pub", msgs=20_000, window=0), "js-pub total",
+             10_600),
+    Scenario("js-fetch-explicit", "JS R1 fetch batch 500, ack explicit",
+             BenchRequest("js-fetch", msgs=200_000, batch=500, ack="explicit"), "js-fetch total", 90_000),
+    Scenario("js-fetch-all", "JS R1 fetch batch 500, ack all",
+             BenchRequest("js-fetch", msgs=200_000, batch=500, ack="all"), "js-fetch total", 142_000),
+    Scenario("js-push", "JS R1 push, ack none", BenchRequest("js-push", msgs=200_000, ack="none"), "js-push total"),
+    Scenario("kv-put", "KV put 128 B (sync)", BenchRequest("kv-put", msgs=10_000), "kv-put total"),
+    Scenario("kv-get", "KV get 128 B (direct get)", BenchRequest("kv-get", msgs=20_000), "kv-get total"),
+)
+
+
+@dataclass(slots=True)
+class Cell:
+    """All rounds of one scenario against one server."""
+
+    msgs_per_s: list[float] = field(default_factory=list)
+    p50_us: list[float] = field(default_factory=list)
+    client_cores: list[float] = field(default_factory=list)
+    server_cores: list[float] = field(default_factory=list)
+    failure: str = ""
+
+    def median_rate(self) -> float | None:
+        return median(self.msgs_per_s) if self.msgs_per_s else None
+
+    def median_of(self, values: list[float]) -> float | None:
+        return median(values) if values else None
+
+
+def headline(report: BenchReport, label: str) -> tuple[float, float | None]:
+    row = next(r for r in report.totals if r.label == label)
+    return row.rate.msgs_per_s, None if row.latency is None else row.latency.p50_ns / 1e3
+
+
+def scaled(request: BenchRequest, scale: float) -> BenchRequest:
+    return replace(request, msgs=max(10, int(request.msgs * scale)), keys=min(request.keys, max(10, int(1000 * scale))))
+
+
+def record(cell: Cell, report: BenchReport, label: str) -> None:
+    if report.errors:
+        raise RuntimeError(f"{report.errors} errors, first: {report.first_error}")
+    rate, p50 = headline(report, label)
+    cell.msgs_per_s.append(rate)
+    if p50 is not None:
+        cell.p50_us.append(p50)
+    wall = report.wall_s or 1e-9
+    cell.client_cores.append(report.client_cpu_s / wall)
+    if report.server_cpu_s is not None:
+        cell.server_cores.append(report.server_cpu_s / wall)
+
+
+def failure_text(kind: ServerKind, exc: BaseException) -> str:
+    reason = f"{type(exc).__name__}: {exc}".replace("\n", " ").strip()[:300]
+    return f"cannot run yet: {reason}" if kind.program == "appliance" else f"failed: {reason}"
+
+
+def run_all(scenarios: tuple[Scenario, ...], targets: tuple[ServerKind, ...], *, rounds: int, scale: float,
+            log: object = print) -> dict[str, dict[str, Cell]]:
+    assert callable(log)
+    cells = {s.key: {t.name: Cell() for t in targets} for s in scenarios}
+    servers: dict[str, RunningServer] = {}
+    down: dict[str, str] = {}
+    try:
+        for kind in targets:
+            try:
+                servers[kind.name] = start(kind)
+            except ServerStartFailed as exc:
+                down[kind.name] = failure_text(kind, exc)
+                log(f"{kind.name}: {down[kind.name]}")
+        for scenario in scenarios:
+            request = scaled(scenario.request, scale)
+            for round_number in range(rounds):
+                for kind in targets:
+                    _one(cells[scenario.key][kind.name], scenario, request, kind, servers, down, round_number, log)
+    finally:
+        for server in servers.values():
+            server.stop()
+    return cells
+
+
+def _one(cell: Cell, scenario: Scenario, request: BenchRequest, kind: ServerKind,
+         servers: dict[str, RunningServer], down: dict[str, str], round_number: int, log: object) -> None:
+    assert callable(log)
+    if kind.name in down:
+        cell.failure = down[kind.name]
+        return
+    if cell.failure:
+        return  # it failed in an earlier round: do not hammer it again
+    server = servers[kind.name]
+    if server.proc.poll() is not None:
+        down[kind.name] = failure_text(kind, RuntimeError(f"server exited: {server.reason()}"))
+        cell.failure = down[kind.name]
+        return
+    try:
+        report = run_bench(replace(request, url=server.url), server_pid=server.pid)
+        record(cell, report, scenario.headline)
+        log(f"round {round_number + 1} {scenario.key:18} {kind.name:24} {cell.msgs_per_s[-1]:>12,.0f} msgs/s")
+    except Exception as exc:  # noqa: BLE001 - any failure is a result to show, with its reason
+        cell.failure = failure_text(kind, exc)
+        log(f"round {round_number + 1} {scenario.key:18} {kind.name:24} {cell.failure}")
+
+
+def write_results(cells: dict[str, dict[str, Cell]], scenarios: tuple[Scenario, ...],
+                  targets: tuple[ServerKind, ...], *, rounds: int, scale: float, out_dir: Path) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    info = machine.describe()
+    text = markdown(cells, scenarios, targets, info=info, rounds=rounds, scale=scale)
+    payload = {"machine": info, "rounds": rounds, "scale": scale, "targets": [t.name for t in targets],
+               "scenarios": [{"key": s.key, "title": s.title, "headline": s.headline,
+                              "reference_msgs_per_s": s.reference_msgs_per_s,
+                              "request": asdict(scaled(s.request, scale)),
+                              "results": {name: asdict(cell) for name, cell in cells[s.key].items()}}
+                             for s in scenarios]}
+    for name in (f"bench-{stamp}", "latest"):
+        (out_dir / f"{name}.md").write_text(text)
+        (out_dir / f"{name}.json").write_text(json.dumps(payload, indent=2))
+    write_chart(cells, scenarios, targets, out_dir / "latest.png")
+    (out_dir / f"bench-{stamp}.png").write_bytes((out_dir / "latest.png").read_bytes())
+    return out_dir / "latest.md"
+
+
+@click.command()
+@click.option("--rounds", default=3, show_default=True, help="A B C rounds per scenario (medians are reported)")
+@click.option("--scale", default=1.0, show_default=True, help="multiply every scenario's message count")
+@click.option("--only", default="", help="comma-separated scenario keys (default: all)")
+@click.option("--targets", "target_names", default="", help="comma-separated: nats-server,nats-server sync=always,appliance")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=RESULTS_DIR, show_default=True)
+def main(rounds: int, scale: float, only: str, target_names: str, out_dir: Path) -> None:
+    """Run the side-by-side benchmark and print the markdown table."""
+    wanted = {k.strip() for k in only.split(",") if k.strip()}
+    unknown = wanted - {s.key for s in SCENARIOS}
+    if unknown:
+        raise click.BadParameter(f"unknown scenarios {sorted(unknown)}; known: {[s.key for s in SCENARIOS]}")
+    scenarios = tuple(s for s in SCENARIOS if not wanted or s.key in wanted)
+    names = {n.strip() for n in target_names.split(",") if n.strip()}
+    targets = tuple(t for t in TARGETS if not names or t.name in names)
+    if not targets:
+        raise click.BadParameter(f"no known target in {sorted(names)}")
+    cells = run_all(scenarios, targets, rounds=rounds, scale=scale,
+                    log=lambda line: click.echo(line, err=True))
+    path = write_results(cells, scenarios, targets, rounds=rounds, scale=scale, out_dir=out_dir)
+    click.echo(path.read_text())
+    click.echo(f"written: {path}, {path.with_suffix('.json')}, {path.with_suffix('.png')}", err=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,72 @@
+"""The markdown tables of a comparison: medians per scenario and server, ratios, CPU shares."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from appliance.bench.servers import APPLIANCE, NATS_DEFAULT, NATS_SYNC_ALWAYS, ServerKind
+
+if TYPE_CHECKING:
+    from appliance.bench.compare import Cell, Scenario
+
+
+def rate_text(cell: Cell) -> str:
+    value = cell.median_rate()
+    if value is None:
+        return cell.failure or "no result"
+    return f"{value:,.0f}" + (f" (then {cell.failure})" if cell.failure else "")
+
+
+def ratio_text(top: Cell | None, bottom: Cell | None) -> str:
+    if top is None or bottom is None:
+        return "–"
+    a, b = top.median_rate(), bottom.median_rate()
+    if a is None or b is None or b == 0:
+        return "–"
+    return f"{a / b:.2f}"
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return "–" if value is None else format(value, fmt)
+
+
+def markdown(cells: dict[str, dict[str, Cell]], scenarios: tuple[Scenario, ...], targets: tuple[ServerKind, ...],
+             *, info: dict[str, str], rounds: int, scale: float) -> str:
+    names = [t.name for t in targets]
+    lines = [
+        "## Benchmark: appliance vs nats-server 2.15.1",
+        "",
+        f"Machine: {info['cpu']}, {info['cores']} cores, {info['memory_gib']} GiB, Linux {info['kernel']}, "
+        f"Python {info['python']}, {info['nats_server']}; load average at the end {info['load_average']}; "
+        f"{info['date']}. Load generator: `appliance bench` (scan: {info['bench_scan']}). "
+        f"Medians of {rounds} alternating rounds (A B C ...), message counts x{scale:g}. "
+        "msgs/s of the scenario's headline row; all servers on 127.0.0.1, sharing the machine with the clients.",
+        "",
+        "| scenario | " + " | ".join(f"{n} msgs/s" for n in names) + " | appliance / nats-server | "
+        "appliance / nats-server sync=always | reference (C client) | nats-server / reference |",
+        "|---|" + "---:|" * (len(names) + 4),
+    ]
+    for s in scenarios:
+        row = cells[s.key]
+        reference = s.reference_msgs_per_s
+        nats = row.get(NATS_DEFAULT.name)
+        nats_rate = None if nats is None else nats.median_rate()
+        vs_reference = "–" if reference is None or nats_rate is None else f"{nats_rate / reference:.2f}"
+        lines.append(f"| {s.title} | " + " | ".join(rate_text(row[n]) for n in names) + " | "
+                     f"{ratio_text(row.get(APPLIANCE.name), nats)} | "
+                     f"{ratio_text(row.get(APPLIANCE.name), row.get(NATS_SYNC_ALWAYS.name))} | "
+                     f"{_num(reference, ',.0f')} | {vs_reference} |")
+    lines += ["", "Latency p50 (µs) and CPU (cores busy, of " + info["cores"] + ") — medians:", "",
+              "| scenario | " + " | ".join(f"{n} p50 µs / client CPU / server CPU" for n in names) + " |",
+              "|---|" + "---:|" * len(names)]
+    for s in scenarios:
+        parts = []
+        for n in names:
+            c = cells[s.key][n]
+            if not c.msgs_per_s:
+                parts.append("–")
+                continue
+            parts.append(f"{_num(c.median_of(c.p50_us), ',.0f')} / {_num(c.median_of(c.client_cores), '.2f')} / "
+                         f"{_num(c.median_of(c.server_cores), '.2f')}")
+        lines.append(f"| {s.title} | " + " | ".join(parts) + " |")
+    return "\n".join(lines) + "\n"
