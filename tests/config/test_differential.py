@@ -10,15 +10,21 @@
 
 from __future__ import annotations
 
+import json
 import os
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 
 from appliance.config import options_from_text
 from appliance.errors import ConfigError
+
+pytestmark = pytest.mark.integration  # runs the real nats-server binary (127.0.0.1, free ports)
 
 NATS_SERVER = Path(sys.executable).with_name("nats-server")
 RUN_TIMEOUT_S = 20.0
@@ -245,3 +251,42 @@ def test_both_report_every_unknown_field_with_its_line(tmp_path: Path) -> None:
     assert 'lines.conf:2:1: unknown field "foo_bar"' in real.stderr and 'lines.conf:3:1: unknown field "baz"' in real.stderr
     _, problems = appliance_accepts(path, CASE_ENV, validate=True)
     assert problems == [f'{path}:2:1: unknown field "foo_bar"', f'{path}:3:1: unknown field "baz"']
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def read_varz(http_port: int, process: subprocess.Popen[bytes]) -> dict[str, object]:
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while time.monotonic() < deadline:
+        assert process.poll() is None, "nats-server exited before serving /varz"
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/varz", timeout=2) as response:
+                varz: dict[str, object] = json.loads(response.read())
+                return varz
+        except OSError:
+            time.sleep(0.05)  # polling a condition with a deadline, not waiting for time to pass
+    raise AssertionError("nats-server did not serve /varz in time")
+
+
+def test_accepted_values_match_what_a_running_nats_server_reports(tmp_path: Path) -> None:
+    client_port, http_port = free_port(), free_port()
+    text = TORTURE.replace("port = 4999", f"port = {client_port}").replace("8999", str(http_port))
+    path = write_case(tmp_path, "torture", text)
+    process = subprocess.Popen([str(NATS_SERVER), "-c", path.name], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        varz = read_varz(http_port, process)
+    finally:
+        process.kill()
+        process.wait(timeout=RUN_TIMEOUT_S)
+    ours = options_from_text(text, filename=str(path), env={}, pedantic=True)
+    nanoseconds = 1_000_000_000
+    assert (varz["host"], varz["port"], varz["http_port"]) == (ours.host, ours.port, ours.http_port)
+    assert (varz["max_payload"], varz["tags"]) == (ours.max_payload, ours.server_tags)
+    assert varz["ping_interval"] == ours.ping_interval_s * nanoseconds
+    assert varz["write_deadline"] == ours.write_deadline_s * nanoseconds
+    assert (ours.max_payload, ours.server_tags, ours.ping_interval_s, ours.write_deadline_s) == (524288, ["az:1", "ssd"], 30.0, 5.0)
