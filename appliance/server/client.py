@@ -34,7 +34,7 @@ from appliance.protocol.client_parser import (
 from appliance.protocol.subjects import is_valid_publish_subject, is_valid_subject
 from appliance.server import auth
 from appliance.server.accounts import GLOBAL_ACCOUNT, Account
-from appliance.server.router import route
+from appliance.server.router import pick, route
 from appliance.server.sublist import Subscription
 
 if TYPE_CHECKING:
@@ -169,58 +169,107 @@ class ClientConnection(asyncio.Protocol):
     # --- event handling --------------------------------------------------------------------------
 
     def _handle(self, events: list[Event], start: int) -> None:
-        """Handle events[start:]; stops early (holding the rest) while authentication is pending."""
+        """Handle events[start:]; stops early (holding the rest) while authentication is pending.
+
+        The first branch is the hot path: a PUB from a connection with no per-message duties
+        (not verbose, not pedantic, no permissions) is routed inline, without the calls of the
+        general `_publish`.
+        """
         required = self.server.auth.required
         count = len(events)
         i = start
-        while i < count:
-            event = events[i]
-            i += 1
-            op = event[0]
-            if op == OP_PUB:
-                if not self.connected and required:
-                    self._auth_violation()
-                    return
-                self.in_msgs += 1
-                self.in_bytes += len(event[3])
-                self._publish(event[1], event[2], None, event[3])
-            elif op == OP_HPUB:
-                if not self.connected and required:
-                    self._auth_violation()
-                    return
-                if not self.headers:
-                    self.close("Protocol Violation: headers not enabled")
-                    return
-                self.in_msgs += 1
-                self.in_bytes += len(event[4])
-                self._publish(event[1], event[2], event[3], event[4])
-            elif op == "error":
-                self._protocol_error(event[1])
-                return
-            elif op == OP_CONNECT:
-                if not self._connect(event[1]):
+        fast = self._fast_publish()
+        sublist = self.account.sublist
+        cache_get = sublist.cache.get
+        echo = self.echo
+        msgs = 0
+        size = 0
+        try:
+            while i < count:
+                event = events[i]
+                i += 1
+                op = event[0]
+                if op == 1 and fast:  # OP_PUB
+                    subject = event[1]
+                    reply = event[2]
+                    data = event[3]
+                    msgs += 1
+                    size += len(data)
+                    result = cache_get(subject)
+                    if result is None:
+                        result = sublist.match(subject)
+                    plain, queues = result
+                    delivered = 0
+                    for sub in plain:
+                        conn = sub.conn
+                        if conn is self and not echo:
+                            continue
+                        conn.deliver(sub, subject, reply, None, data)
+                        delivered += 1
+                    if queues:
+                        delivered += self._deliver_to_queues(queues, subject, reply, None, data)
+                    if not delivered and reply is not None and self.no_responders:
+                        self._send_no_responders(subject, reply)
+                    continue
+                if op == OP_PUB:
+                    if not self.connected and required:
+                        self._auth_violation()
+                        return
+                    msgs += 1
+                    size += len(event[3])
+                    self._publish(event[1], event[2], None, event[3])
+                elif op == OP_HPUB:
+                    if not self.connected and required:
+                        self._auth_violation()
+                        return
+                    if not self.headers:
+                        self.close("Protocol Violation: headers not enabled")
+                        return
+                    msgs += 1
+                    size += len(event[4])
+                    self._publish(event[1], event[2], event[3], event[4])
+                else:
+                    self._handle_control(event)
                     if self._authenticating:
                         self._held = list(events[i:])
+                        return
+                    fast = self._fast_publish()
+                    sublist = self.account.sublist
+                    cache_get = sublist.cache.get
+                    echo = self.echo
+                if self.closed:
                     return
-            elif not self.connected and required:
-                self._auth_violation()
-                return
-            elif op == OP_PING:
-                self.write(wire.PONG)
-                self.pongs_seen += 1
-                if self.pongs_seen == 1 and self.protocol >= 1 and self.connected:
-                    self.write(self.server.connect_info_bytes(self))
-            elif op == OP_PONG:
-                self._pings_out = 0
-                if self._ping_sent_s:
-                    self.rtt_s = self.server.clock.monotonic() - self._ping_sent_s
-                    self._ping_sent_s = 0.0
-            elif op == OP_SUB:
-                self._subscribe(event[1], event[2], event[3])
-            elif op == OP_UNSUB:
-                self._unsubscribe(event[1], event[2])
-            if self.closed:
-                return
+        finally:
+            self.in_msgs += msgs
+            self.in_bytes += size
+
+    def _fast_publish(self) -> bool:
+        return (self.connected or not self.server.auth.required) and not self.verbose and not self.pedantic \
+            and self.perms is None
+
+    def _handle_control(self, event: Event) -> None:
+        """Every event but PUB/HPUB."""
+        op = event[0]
+        if op == "error":
+            self._protocol_error(event[1])
+        elif op == OP_CONNECT:
+            self._connect(event[1])
+        elif not self.connected and self.server.auth.required:
+            self._auth_violation()
+        elif op == OP_PING:
+            self.write(wire.PONG)
+            self.pongs_seen += 1
+            if self.pongs_seen == 1 and self.protocol >= 1 and self.connected:
+                self.write(self.server.connect_info_bytes(self))
+        elif op == OP_PONG:
+            self._pings_out = 0
+            if self._ping_sent_s:
+                self.rtt_s = self.server.clock.monotonic() - self._ping_sent_s
+                self._ping_sent_s = 0.0
+        elif op == OP_SUB:
+            self._subscribe(event[1], event[2], event[3])
+        elif op == OP_UNSUB:
+            self._unsubscribe(event[1], event[2])
 
     def _connect(self, raw: bytes) -> bool:
         """Apply CONNECT. False if handling must pause (async auth) or the connection closed."""
@@ -373,9 +422,18 @@ class ClientConnection(asyncio.Protocol):
         out = self._out
         if header is None:
             if reply is None:
-                out += b"MSG %s%s%d\r\n" % (subject, sub.msg_tail, len(data))
+                out += b"MSG %s%s%d\r\n%s\r\n" % (subject, sub.msg_tail, len(data), data)
             else:
-                out += b"MSG %s%s%s %d\r\n" % (subject, sub.msg_tail, reply, len(data))
+                out += b"MSG %s%s%s %d\r\n%s\r\n" % (subject, sub.msg_tail, reply, len(data), data)
+            self.out_msgs += 1
+            self.out_bytes += len(data)
+            if not self._dirty:
+                self._dirty = True
+                self.server.dirty.append(self)
+            sub.delivered += 1
+            if sub.max_msgs and sub.delivered >= sub.max_msgs:
+                self.remove_subscription(sub)
+            return
         elif self.headers:
             if reply is None:
                 out += b"HMSG %s%s%d %d\r\n" % (subject, sub.msg_tail, len(header), len(data))
@@ -397,6 +455,16 @@ class ClientConnection(asyncio.Protocol):
         sub.delivered += 1
         if sub.max_msgs and sub.delivered >= sub.max_msgs:
             self.remove_subscription(sub)
+
+    def _deliver_to_queues(self, queues: tuple[tuple[Subscription, ...], ...], subject: bytes,
+                           reply: bytes | None, header: bytes | None, data: bytes) -> int:
+        delivered = 0
+        for members in queues:
+            chosen = pick(members, self, self.echo, self.server.rng)
+            if chosen is not None:
+                chosen.conn.deliver(chosen, subject, reply, header, data)
+                delivered += 1
+        return delivered
 
     def _send_no_responders(self, subject: bytes, reply: bytes) -> None:
         """A request nobody received: tell the requester at once (status 503)."""
