@@ -161,7 +161,8 @@ class _Parser:
         elif kind is TokenKind.INCLUDE:
             self.include(token)
         elif kind is TokenKind.EOF:
-            if frame.pending_key is not None:
+            # a stray final "}" lexes as a key; nats-server lets it pass (JSON-like files)
+            if frame.pending_key is not None and frame.pending_key.text != "}":
                 raise self.fail(frame.pending_key, f"config is invalid: key '{frame.pending_key.text}' has no value")
         elif kind is TokenKind.VARIABLE:
             self.set_value(token, self.resolve_variable(token))

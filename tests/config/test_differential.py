@@ -119,6 +119,29 @@ ACCEPTED = {
     "mappings": 'mappings { "src.*": "dst.$1" }\n',
     "aliases": "MAX_CONN: 10\nmax_subs: 5\nlog_file: /tmp/l\npid_file: /tmp/p\nmonitor_port: 8222\nnet: 127.0.0.1\n",
     "block_string_variable": "BLOCK: (\nn1\n)\nserver_name: $BLOCK\n",
+    "semicolon_and_comma_terminators": "port: 4222;\nserver_name: x,\n",
+    "unquoted_escape": "server_name: a\\tb\n",
+    "trailing_comma_in_array": "server_tags: [a, b,]\n",
+    "array_comments": "cluster { routes = [\n nats://a:1 # one\n nats://b:2 // two\n] }\n",
+    "quoted_keys": "\"port\": 4222\n'server_name' = x\n",
+    "no_space_after_colon": "port:4222\n",
+    "upper_case_key": "PORT: 4222\nDEBUG: True\n",
+    "quoted_include": 'include "inc/extra.conf"\n',
+    "variable_above_nested_use": "PW: x\naccounts { A { users: [ {user: a, password: $PW} ] } }\n",
+    "comment_after_value": "server_name: n1 # comment with: colon\n",
+    "quoted_duration": 'write_deadline: "2m"\n',
+    "random_port": "port: -1\n",
+    "single_quoted_path": "jetstream { store_dir: 'x y' }\n",
+    "stray_brace": "port: 4222 }\n",
+    "http_port_only": "http: 8222\n",
+    "zero_max_conn": "max_connections: 0\n",
+    "empty_routes": 'cluster { listen: "127.0.0.1:6222", routes: [] }\n',
+    "unclosed_top_brace": "{ port: 4222\n",
+    "extra_closing_brace": "{ port: 4222 } }\n",
+    "nested_braces": "{\n{\nport: 1\n}\n}\n",
+    "crlf_line_ends": "port: 4222\r\nserver_name: n1\r\n",
+    "tabs": "port\t4222\ncluster {\n\tname\t=\tC1\n}\n",
+    "map_semicolons": "cluster { name: C1; port: 6222; }\n",
 }
 REJECTED = {
     "unknown": "foo_bar: 1\n",
@@ -157,6 +180,23 @@ REJECTED = {
     "bad_subject": 'authorization { users: [ { user: u, permissions: { publish: "a..b" } } ] }\n',
     "users_not_array": "authorization { users: {user: a} }\n",
     "account_not_map": "accounts { A: 1 }\n",
+    "hash_glued_to_number": "port: 4222#c\n",
+    "ip_with_extra_colon": "listen: 127.0.0.1:4222:5\n",
+    "float_with_suffix": "jetstream { max_mem: 1.5G }\n",
+    "underscore_number": "max_payload: 1_000\n",
+    "double_comma": "server_tags: [a,,b]\n",
+    "maps_without_comma_in_array": "authorization { users = [ {user: a, password: b} {user: c, password: d} ] }\n",
+    "variable_below_use": "accounts { A { users: [ {user: a, password: $PW} ] } }\nPW: x\n",
+    "datetime_for_string": "server_name: 2021-01-01T00:00:00Z\n",
+    "int_for_bool": "logtime: 1\n",
+    "env_string_with_spaces": "authorization { token: $SPACED }\n",
+    "quoted_key_with_space": '"a b": 1\n',
+    "quoted_bool_for_bool": 'debug: "true"\n',
+    "include_array": "include [a]\n",
+    "negative_without_digit": "port: -x\n",
+    "float_ip_like": "port: 1.2.3\n",
+    "bad_hex_escape": 'server_name: "\\xZZ"\n',
+    "partial_datetime": "server_name: 2021-01-01\n",
 }
 STARTUP_REJECTED = {
     "payload_over_pending": "max_pending: 1MB\nmax_payload: 2MB\n",
@@ -173,7 +213,7 @@ UNSUPPORTED_BY_APPLIANCE = {
     "max_closed_clients": "max_closed_clients: 5\n",
     "cluster_connect_backoff": "cluster { connect_backoff: true }\n",
 }
-CASE_ENV = {"MYP": "4888", "CHAIN_A": "$CHAIN_B", "CHAIN_B": "n1", "CYCLE_A": "$CYCLE_B", "CYCLE_B": "$CYCLE_A"}
+CASE_ENV = {"TAGS": "[a, b\n]", "SPACED": "s3 cr3t", "MYP": "4888", "CHAIN_A": "$CHAIN_B", "CHAIN_B": "n1", "CYCLE_A": "$CYCLE_B", "CYCLE_B": "$CYCLE_A"}
 
 
 def write_case(directory: Path, name: str, text: str) -> Path:
@@ -243,6 +283,16 @@ def test_the_appliance_block_is_ours_alone(tmp_path: Path) -> None:
     real = run_nats_server(["-t", "-c", path.name], CASE_ENV, tmp_path)
     assert real.returncode == 1 and 'unknown field "appliance"' in real.stderr
     assert appliance_accepts(path, CASE_ENV, validate=True) == (True, [])
+
+
+def test_string_lists_from_the_environment_work_unlike_in_nats_server(tmp_path: Path) -> None:
+    """nats-server's pedantic mode rejects list items that came from an environment variable
+    ("error parsing tags: unsupported type string"): a bug we do not copy."""
+    path = write_case(tmp_path, "env_array", "server_tags: $TAGS\n")
+    real = run_nats_server(["-t", "-c", path.name], CASE_ENV, tmp_path)
+    assert real.returncode == 1 and "error parsing tags: unsupported type string" in real.stderr
+    options = options_from_text(path.read_text(), filename=str(path), env=CASE_ENV, pedantic=True)
+    assert options.server_tags == ["a", "b"]
 
 
 def test_both_report_every_unknown_field_with_its_line(tmp_path: Path) -> None:
