@@ -13,6 +13,7 @@ import click
 COMMANDS: dict[str, str] = {
     "run": "appliance.cli.run:run",
     "check-config": "appliance.cli.check_config:check_config",
+    "status": "appliance.cli.status:status",
     "bench": "appliance.cli.bench:bench",
 }
 

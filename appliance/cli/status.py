@@ -1,0 +1,152 @@
+"""`appliance status`: the health of the local server, from its supervisor's control socket.
+
+Exit codes: 0 healthy, 1 degraded (a worker starting, restarting, late or in lame duck mode),
+2 down (no worker serves, the supervisor is stopping, or it cannot be reached within
+limits.STATUS_CLIENT_TIMEOUT_S). The supervisor answers on its own, so this works while workers
+are wedged. Which socket: `--socket PATH`, else the rule of appliance/supervisor/control.py for
+`--port` or the port of `-c FILE` (default 4222).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from appliance import limits
+from appliance.errors import BrokenError, ConfigError
+from appliance.supervisor.control import JsonObject, find_socket_path, request
+
+EXIT_DOWN = 2
+EXIT_CODES = {"ok": 0, "degraded": 1, "down": 2}
+DEFAULT_PORT = 4222
+
+
+@click.command()
+@click.option("-c", "--config", "config_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="The server's config file (its client port names the control socket).")
+@click.option("-p", "--port", type=int, help="The server's client port (default 4222).")
+@click.option("--socket", "socket_path", type=click.Path(path_type=Path), help="The control socket itself.")
+@click.option("--json", "as_json", is_flag=True, help="Print the supervisor's answer as JSON.")
+@click.option("--timeout", "timeout_s", type=float, default=limits.STATUS_CLIENT_TIMEOUT_S, show_default=True,
+              help="Seconds to wait for the supervisor.")
+def status(config_file: Path | None, port: int | None, socket_path: Path | None, as_json: bool,
+           timeout_s: float) -> None:
+    """Show the health of the local server; exit 0 healthy, 1 degraded, 2 down."""
+    try:
+        path = socket_path or find_socket_path(_port(config_file, port))
+    except ConfigError as exc:
+        for problem in exc.problems:
+            click.echo(f"appliance: {problem}", err=True)
+        sys.exit(EXIT_DOWN)
+    except OSError as exc:
+        click.echo(f"appliance: {exc}", err=True)
+        sys.exit(EXIT_DOWN)
+    try:
+        answer = request(path, {"request": "status"}, timeout_s=timeout_s)
+    except BrokenError as exc:
+        _print_down(str(exc), as_json=as_json, path=path)
+        sys.exit(EXIT_DOWN)
+    if "error" in answer:
+        _print_down(f"supervisor at {path} refused: {answer['error']}", as_json=as_json, path=path)
+        sys.exit(EXIT_DOWN)
+    click.echo(json.dumps(answer, indent=2) if as_json else render(answer))
+    sys.exit(EXIT_CODES.get(str(answer.get("health")), EXIT_DOWN))
+
+
+def _port(config_file: Path | None, port: int | None) -> int:
+    if port is not None:
+        return port
+    if config_file is None:
+        return DEFAULT_PORT
+    from appliance.config.load import load_config
+
+    configured = load_config(str(config_file)).port
+    if configured <= 0:
+        raise ConfigError([f"{config_file}: the server uses a random client port; pass --socket"])
+    return configured
+
+
+def _print_down(reason: str, *, as_json: bool, path: Path) -> None:
+    if as_json:
+        click.echo(json.dumps({"health": "down", "reasons": [reason], "control_socket": str(path)}, indent=2))
+    else:
+        click.echo(f"Health: DOWN\n  - {reason}")
+
+
+def render(answer: JsonObject) -> str:
+    """The human view of a status answer (see appliance/supervisor/report.py for its shape)."""
+    supervisor = _dict(answer.get("supervisor"))
+    lines = [
+        f"Server:     {answer.get('server_name')}",
+        f"ID:         {answer.get('server_id')}",
+        f"Version:    {answer.get('version')} (appliance {answer.get('appliance_version')})",
+        f"Clients:    {answer.get('client_url')}" + (f"   Monitoring: {answer['http_url']}"
+                                                      if answer.get("http_url") else ""),
+        f"Uptime:     {_duration(_float(answer.get('uptime_s')))} (since {answer.get('start')})",
+        f"Supervisor: pid {supervisor.get('pid')}, {supervisor.get('state')}, "
+        f"cpu {_float(supervisor.get('cpu_percent')):.1f}%, rss {_size(_int(supervisor.get('rss_bytes')))}, "
+        f"restarts {supervisor.get('restarts_in_window')}/{supervisor.get('restart_budget')} "
+        f"in {_float(supervisor.get('restart_window_s')):g}s",
+        "",
+        _table([_dict(worker) for worker in _list(answer.get("workers"))]),
+        "",
+        f"Health: {str(answer.get('health')).upper()}",
+    ]
+    lines += [f"  - {reason}" for reason in _list(answer.get("reasons"))]
+    return "\n".join(lines)
+
+
+_COLUMNS = ("#", "PID", "STATE", "CORE", "NODE", "CPU%", "RSS", "CONNS", "MSGS IN", "MSGS OUT", "HEARTBEAT",
+            "RING", "RESTARTS")
+
+
+def _table(workers: list[JsonObject]) -> str:
+    rows = [_COLUMNS]
+    for worker in workers:
+        age = worker.get("heartbeat_age_s")
+        rows.append((
+            str(worker.get("index")), str(worker.get("pid") or "-"), str(worker.get("state")),
+            str(worker.get("core")), str(worker.get("numa_node")), f"{_float(worker.get('cpu_percent')):.1f}",
+            _size(_int(worker.get("rss_bytes"))), str(worker.get("connections")), str(worker.get("msgs_in")),
+            str(worker.get("msgs_out")), "-" if age is None else f"{_float(age):.2f}s ago",
+            f"{_float(worker.get('ring_fill')) * 100:.0f}%", str(worker.get("restarts")),
+        ))
+    widths = [max(len(row[column]) for row in rows) for column in range(len(_COLUMNS))]
+    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows)
+
+
+def _duration(seconds: float) -> str:
+    whole = int(seconds)
+    days, rest = divmod(whole, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    text = f"{hours}h{minutes:02d}m{secs:02d}s" if hours or days else f"{minutes}m{secs:02d}s"
+    return f"{days}d{text}" if days else text
+
+
+def _size(size_bytes: int) -> str:
+    value = float(size_bytes)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def _dict(value: object) -> JsonObject:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: object) -> list[object]:
+    return value if isinstance(value, list) else []
+
+
+def _float(value: object) -> float:
+    return float(value) if isinstance(value, (int, float)) else 0.0
+
+
+def _int(value: object) -> int:
+    return int(value) if isinstance(value, (int, float)) else 0

@@ -1,0 +1,86 @@
+"""The listening sockets, opened once by the supervisor and inherited by every worker.
+
+Port -1 means "any free port" (nats-server's RANDOM_PORT); the log line names the real one, as
+nats-server's does, because scripts read the port from it. The kernel spreads new connections
+over the workers that accept on the shared socket.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from dataclasses import dataclass
+
+from appliance.config.options import ServerOptions
+from appliance.errors import StartupError
+
+logger = logging.getLogger(__name__)
+
+RANDOM_PORT = -1
+
+
+@dataclass(slots=True)
+class Listeners:
+    client: socket.socket
+    http: socket.socket | None
+
+    @property
+    def client_port(self) -> int:
+        return int(self.client.getsockname()[1])
+
+    @property
+    def http_port(self) -> int | None:
+        return None if self.http is None else int(self.http.getsockname()[1])
+
+    def close(self) -> None:
+        self.client.close()
+        if self.http is not None:
+            self.http.close()
+
+
+def join_host_port(host: str, port: int) -> str:
+    """Go's net.JoinHostPort: IPv6 literals in brackets."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def open_listener(host: str, port: int) -> socket.socket:
+    """A bound, listening TCP socket (SO_REUSEADDR); port -1 or 0 picks a free one."""
+    bind_port = 0 if port == RANDOM_PORT else port
+    assert 0 <= bind_port <= 65535
+    try:
+        infos = socket.getaddrinfo(host or None, bind_port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family = infos[0][0]
+        address = infos[0][4]
+        listener = socket.socket(family, socket.SOCK_STREAM)
+    except OSError as exc:
+        raise StartupError(_listen_error(host, bind_port, exc)) from exc
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(address)
+        listener.listen(socket.SOMAXCONN)
+    except OSError as exc:
+        listener.close()
+        raise StartupError(_listen_error(host, bind_port, exc)) from exc
+    return listener
+
+
+def open_listeners(options: ServerOptions) -> Listeners:
+    """Monitoring first, then clients: the order (and wording) of nats-server's start-up log."""
+    http = None
+    if options.http_port != 0:
+        http = open_listener(options.http_host, options.http_port)
+        logger.info("Starting http monitor on %s", join_host_port(options.http_host, int(http.getsockname()[1])))
+    try:
+        client = open_listener(options.host, options.port)
+    except StartupError:
+        if http is not None:
+            http.close()
+        raise
+    logger.info("Listening for client connections on %s", join_host_port(options.host, int(client.getsockname()[1])))
+    return Listeners(client=client, http=http)
+
+
+def _listen_error(host: str, port: int, exc: OSError) -> str:
+    where = join_host_port(host, port)
+    reason = exc.strerror or str(exc)
+    return f'Error listening on port: {where}, "listen tcp {where}: bind: {reason.lower()}"'

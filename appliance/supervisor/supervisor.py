@@ -1,0 +1,504 @@
+"""The supervisor: one per host, no client traffic, small and always alive (DESIGN.md §2).
+
+Theory of operation:
+- Start: logging, the nats-server start-up banner, listening sockets (opened once, inherited by
+  every worker), the status table in shared memory, the control socket, then one worker process
+  per placement (core, NUMA node).
+- Loop: signal handlers only record the signal and wake the selector; the loop then acts on
+  recorded signals, worker exits (pidfd), ready bytes (ready pipe), control-socket requests and
+  timers (restarts due, heartbeat checks, psutil samples, systemd watchdog).
+- A worker that dies is restarted after an exponential backoff; a restart beyond the budget stops
+  the supervisor with exit code 1 (systemd restarts the service). A worker that stops
+  heartbeating for `heartbeat_dead_s` is killed and restarted.
+- SIGTERM/SIGINT: stop workers in order (highest index first, worker 0 — monitoring, meta group —
+  last) with one grace period shared by all, then SIGKILL; exit 0. SIGUSR2: forwarded to every
+  worker (lame duck mode); workers that then exit are not restarted, and the supervisor exits 0
+  when the last one has.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import selectors
+import signal
+import subprocess
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Callable
+
+import psutil
+
+from appliance import NATS_VERSION, __version__, limits
+from appliance.config.options import ServerOptions
+from appliance.errors import StartupError
+from appliance.log import setup_logging
+from appliance.supervisor import topology
+from appliance.supervisor.control import ControlServer, JsonObject, server_socket_path
+from appliance.supervisor.health import Health, assess_health
+from appliance.supervisor.identity import generate_server_id
+from appliance.supervisor.notify import Notifier
+from appliance.supervisor.report import ProcessSample, status_report, worker_entry
+from appliance.supervisor.restart import RestartPolicy, RestartTracker, failures_after_exit, restart_delay_s
+from appliance.supervisor.sockets import Listeners, join_host_port, open_listeners
+from appliance.supervisor.spawn import SpawnedWorker, spawn_worker
+from appliance.supervisor.status_table import StatusTable, WorkerState
+from appliance.worker.process import WorkerBootstrap
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_WORKER_TARGET = "appliance.worker.main:serve_worker"
+EXIT_OK = 0
+EXIT_FAILURE = 1
+HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR2, signal.SIGHUP)
+# Go's names for signals, as nats-server prints them in `Trapped "..." signal`
+GO_SIGNAL_NAMES = {signal.SIGTERM: "terminated", signal.SIGINT: "interrupt",
+                   signal.SIGUSR2: "user defined signal 2", signal.SIGHUP: "hangup"}
+PENDING_SIGNALS_MAX = 64
+EventHandler = Callable[[int], None]
+
+
+@dataclass(slots=True)
+class WorkerSlot:
+    placement: topology.Placement
+    worker: SpawnedWorker | None = None
+    state: WorkerState = WorkerState.EMPTY
+    restarts: int = 0
+    failures: int = 0  # consecutive, for the backoff
+    started_mono_s: float = 0.0
+    restart_at_mono_s: float = 0.0
+    sampler: psutil.Process | None = None
+    sample: ProcessSample = ProcessSample()
+
+    @property
+    def index(self) -> int:
+        return self.placement.worker_index
+
+
+def run_supervisor(
+    options: ServerOptions,
+    *,
+    worker_target: str = DEFAULT_WORKER_TARGET,
+    restart_policy: RestartPolicy | None = None,
+    sysfs_node_root: Path = topology.SYSFS_NODE_ROOT,
+) -> int:
+    """Run the server (supervisor + workers) until stopped; returns the process exit code."""
+    setup_logging(debug=options.debug, trace=options.trace, logtime=options.logtime, log_file=options.log_file)
+    supervisor = Supervisor(options, worker_target=worker_target, policy=restart_policy or RestartPolicy(),
+                            sysfs_node_root=sysfs_node_root)
+    return supervisor.run()
+
+
+class Supervisor:
+    def __init__(
+        self,
+        options: ServerOptions,
+        *,
+        worker_target: str,
+        policy: RestartPolicy,
+        sysfs_node_root: Path,
+        notifier: Notifier | None = None,
+    ) -> None:
+        self.options = options
+        self.worker_target = worker_target
+        self.policy = policy
+        self.sysfs_node_root = sysfs_node_root
+        self.notifier = notifier or Notifier()
+        self.server_id = generate_server_id()
+        self.server_name = options.server_name or self.server_id
+        self.start_wall_s = time.time()
+        self.exit_code = EXIT_OK
+        self.stopping = False
+        self.lame_duck = False
+        self.announced_ready = False
+        self.slots: list[WorkerSlot] = []
+        self.tracker = RestartTracker(policy)
+        self.selector = selectors.DefaultSelector()
+        self.pending_signals: deque[int] = deque(maxlen=PENDING_SIGNALS_MAX)
+        self.listeners: Listeners | None = None
+        self.table: StatusTable | None = None
+        self.control: ControlServer | None = None
+        self.own_process = psutil.Process()
+        self.own_sample = ProcessSample()
+        self.next_sample_mono_s = 0.0
+        self.next_watchdog_mono_s = 0.0
+        self._wake_read, self._wake_write = os.pipe()
+
+    # --- the main loop --------------------------------------------------------------------------
+
+    def run(self) -> int:
+        self._install_signal_handlers()
+        try:
+            self._start()
+        except (StartupError, OSError) as exc:
+            logger.critical("%s", exc)
+            self.exit_code = EXIT_FAILURE
+            self.stopping = True
+        while not self._finished():
+            self._handle_pending_signals()
+            self._wait_for_events()
+            self._reap_dead_workers()
+            self._start_due_workers()
+            self._watch_heartbeats()
+            self._maybe_announce_ready()
+            if self.control is not None:
+                self.control.expire()
+        self._stop_workers()
+        self._teardown()
+        return self.exit_code
+
+    def _finished(self) -> bool:
+        if self.stopping:
+            return True
+        if self.lame_duck and all(slot.worker is None for slot in self.slots):
+            logger.info("All workers left lame duck mode")
+            return True
+        return False
+
+    # --- start and stop -------------------------------------------------------------------------
+
+    def _start(self) -> None:
+        self._log_banner()
+        usable = topology.usable_cpus()
+        count = topology.worker_count(self.options.appliance.workers, usable)
+        if count > limits.STATUS_ROWS_MAX:
+            raise StartupError(f"appliance.workers: {count} is more than {limits.STATUS_ROWS_MAX}")
+        nodes = topology.read_topology(self.sysfs_node_root, all_cpus=usable)
+        placements = topology.place_workers(count, topology=nodes, usable=usable)
+        self.listeners = open_listeners(self.options)
+        self._write_pid_file()
+        self.table = StatusTable.create(count)
+        self.control = ControlServer(server_socket_path(self.listeners.client_port), self._answer)
+        self.control.register(self.selector)
+        on_wake: EventHandler = lambda mask: self._drain_wake_pipe()
+        self.selector.register(self._wake_read, selectors.EVENT_READ, on_wake)
+        cores = [p.core for p in placements]
+        node_ids = sorted({p.numa_node for p in placements})
+        logger.info("Supervisor pid %d: %d worker(s) on cores %s, NUMA node(s) %s; control socket %s",
+                    os.getpid(), count, cores, node_ids, self.control.path)
+        now = time.monotonic()
+        self.slots = [WorkerSlot(placement=p) for p in placements]
+        for slot in self.slots:
+            self._spawn(slot, now)
+
+    def _log_banner(self) -> None:
+        logger.info("Starting nats-server")
+        logger.info("  Version:  %s", NATS_VERSION)
+        logger.info("  Git:      [appliance %s]", __version__)
+        logger.info("  Name:     %s", self.server_name)
+        logger.info("  ID:       %s", self.server_id)
+
+    def _stop_workers(self) -> None:
+        """SIGTERM in order (worker 0 last), one shared grace period, then SIGKILL."""
+        live = [slot for slot in reversed(self.slots) if slot.worker is not None]
+        if not live:
+            return
+        self.notifier.stopping("stopping workers")
+        deadline = time.monotonic() + self.policy.stop_grace_s
+        for slot in live:
+            assert slot.worker is not None
+            self._set_state(slot, WorkerState.STOPPING)
+            _signal(slot.worker.pid, signal.SIGTERM)
+            _signal(slot.worker.pid, signal.SIGCONT)  # a stopped (SIGSTOP) worker must see it
+            try:
+                slot.worker.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass  # killed below
+        for slot in live:
+            assert slot.worker is not None
+            if slot.worker.process.poll() is None:
+                logger.warning("Worker %d (pid %d) did not stop in %gs, killing it", slot.index,
+                               slot.worker.pid, self.policy.stop_grace_s)
+                _signal(slot.worker.pid, signal.SIGKILL)
+            slot.worker.process.wait()
+            self._forget_process(slot, WorkerState.STOPPED)
+
+    def _teardown(self) -> None:
+        if self.control is not None:
+            self.control.close()
+        if self.table is not None:
+            self.table.close()
+        if self.listeners is not None:
+            self.listeners.close()
+        self.selector.close()
+        os.close(self._wake_read)
+        os.close(self._wake_write)
+        signal.set_wakeup_fd(-1)
+        self._remove_pid_file()
+        self.notifier.close()
+        logger.info("Server Exiting..")
+
+    def _write_pid_file(self) -> None:
+        if self.options.pid_file:
+            Path(self.options.pid_file).write_text(str(os.getpid()))
+
+    def _remove_pid_file(self) -> None:
+        if self.options.pid_file:
+            try:
+                Path(self.options.pid_file).unlink()
+            except FileNotFoundError:
+                pass
+
+    # --- signals --------------------------------------------------------------------------------
+
+    def _install_signal_handlers(self) -> None:
+        os.set_blocking(self._wake_read, False)
+        os.set_blocking(self._wake_write, False)
+        signal.set_wakeup_fd(self._wake_write, warn_on_full_buffer=False)
+        for signum in HANDLED_SIGNALS:
+            signal.signal(signum, self._record_signal)
+
+    def _record_signal(self, signum: int, frame: FrameType | None) -> None:
+        self.pending_signals.append(signum)
+
+    def _drain_wake_pipe(self) -> None:
+        try:
+            while os.read(self._wake_read, 4096):
+                pass
+        except BlockingIOError:
+            pass
+
+    def _handle_pending_signals(self) -> None:
+        while self.pending_signals:
+            signum = self.pending_signals.popleft()
+            logger.info('Trapped "%s" signal', GO_SIGNAL_NAMES.get(signal.Signals(signum), str(signum)))
+            if signum in (signal.SIGTERM, signal.SIGINT):
+                logger.info("Initiating Shutdown...")
+                self.stopping = True
+            elif signum == signal.SIGUSR2:
+                self._enter_lame_duck()
+            elif signum == signal.SIGHUP:
+                logger.warning("Configuration reload is not supported; restart the service to apply changes")
+
+    def _enter_lame_duck(self) -> None:
+        if self.lame_duck:
+            return
+        self.lame_duck = True
+        self.notifier.status("lame duck mode")
+        for slot in self.slots:
+            if slot.worker is not None:
+                _signal(slot.worker.pid, signal.SIGUSR2)
+                self._set_state(slot, WorkerState.LAME_DUCK)
+            elif slot.state == WorkerState.BACKOFF:
+                self._set_state(slot, WorkerState.STOPPED)
+
+    # --- workers --------------------------------------------------------------------------------
+
+    def _spawn(self, slot: WorkerSlot, now_mono_s: float) -> None:
+        assert self.listeners is not None and self.table is not None
+        placement = slot.placement
+        bootstrap = WorkerBootstrap(
+            options=self.options, target=self.worker_target, worker_index=slot.index,
+            worker_count=len(self.slots), server_id=self.server_id, start_wall_s=self.start_wall_s,
+            supervisor_pid=os.getpid(), client_fd=self.listeners.client.fileno(), ready_fd=-1,
+            http_fd=self.listeners.http.fileno() if self.listeners.http is not None and slot.index == 0 else None,
+            status_fd=self.table.fd, core=placement.core, numa_node=placement.numa_node,
+            extra={"store_dir": topology.store_dir_for_node(self.options.appliance.numa_store_dirs,
+                                                            placement.numa_node, self.options.jetstream.store_dir)},
+        )
+        try:
+            worker = spawn_worker(bootstrap)
+        except StartupError as exc:
+            logger.error("%s", exc)
+            self._on_failure(slot, now_mono_s, uptime_s=0.0)
+            return
+        slot.worker = worker
+        slot.started_mono_s = now_mono_s
+        slot.sampler = _sampler(worker.pid)
+        slot.sample = ProcessSample()
+        self.table.reset_row(slot.index, pid=worker.pid, core=placement.core, numa_node=placement.numa_node,
+                             restarts=slot.restarts, now_mono_s=now_mono_s)
+        slot.state = WorkerState.STARTING
+        on_ready: EventHandler = lambda mask: self._read_ready(slot)
+        self.selector.register(worker.ready_fd, selectors.EVENT_READ, on_ready)
+        if worker.pidfd is not None:
+            on_exit: EventHandler = lambda mask: None  # wakes the loop; _reap_dead_workers does the work
+            self.selector.register(worker.pidfd, selectors.EVENT_READ, on_exit)
+
+    def _read_ready(self, slot: WorkerSlot) -> None:
+        assert slot.worker is not None
+        try:
+            data = os.read(slot.worker.ready_fd, 64)
+        except BlockingIOError:
+            return
+        if not data:  # the worker is exiting; stop watching until it is reaped
+            self.selector.unregister(slot.worker.ready_fd)
+            return
+        if slot.state == WorkerState.STARTING:
+            self._set_state(slot, WorkerState.READY)
+            if self.announced_ready:
+                logger.info("Worker %d (pid %d) is serving again", slot.index, slot.worker.pid)
+
+    def _reap_dead_workers(self) -> None:
+        now = time.monotonic()
+        for slot in self.slots:
+            if slot.worker is None:
+                continue
+            code = slot.worker.process.poll()
+            if code is None:
+                continue
+            pid = slot.worker.pid
+            uptime_s = now - slot.started_mono_s
+            self._forget_process(slot, WorkerState.STOPPED)
+            if self.lame_duck:
+                logger.info("Worker %d (pid %d) %s after lame duck mode", slot.index, pid, _describe_exit(code))
+                continue
+            logger.error("Worker %d (pid %d) %s", slot.index, pid, _describe_exit(code))
+            self._on_failure(slot, now, uptime_s=uptime_s)
+
+    def _on_failure(self, slot: WorkerSlot, now_mono_s: float, *, uptime_s: float) -> None:
+        slot.failures = failures_after_exit(self.policy, previous_failures=slot.failures, uptime_s=uptime_s)
+        if not self.tracker.maybe_spend(now_mono_s):
+            logger.critical("Worker restart budget exhausted (%d restarts in %gs): stopping the server",
+                            self.policy.budget_count, self.policy.budget_window_s)
+            self._set_state(slot, WorkerState.STOPPED)
+            self.exit_code = EXIT_FAILURE
+            self.stopping = True
+            return
+        delay_s = restart_delay_s(self.policy, slot.failures)
+        slot.restart_at_mono_s = now_mono_s + delay_s
+        self._set_state(slot, WorkerState.BACKOFF)
+        self.notifier.status(f"worker {slot.index} restarting")
+        logger.warning("Restarting worker %d in %.2fs (failure %d in a row)", slot.index, delay_s, slot.failures)
+
+    def _start_due_workers(self) -> None:
+        if self.stopping or self.lame_duck:
+            return
+        now = time.monotonic()
+        for slot in self.slots:
+            if slot.state == WorkerState.BACKOFF and now >= slot.restart_at_mono_s:
+                slot.restarts += 1
+                self._spawn(slot, now)
+
+    def _forget_process(self, slot: WorkerSlot, state: WorkerState) -> None:
+        assert slot.worker is not None
+        for fd in (slot.worker.ready_fd, slot.worker.pidfd):
+            if fd is not None and fd in self.selector.get_map():
+                self.selector.unregister(fd)
+        slot.worker.close_fds()
+        slot.worker = None
+        slot.sampler = None
+        self._set_state(slot, state)
+
+    def _set_state(self, slot: WorkerSlot, state: WorkerState) -> None:
+        slot.state = state
+        if self.table is not None:
+            self.table.set_state(slot.index, state)
+
+    # --- health, readiness, sampling ------------------------------------------------------------
+
+    def _watch_heartbeats(self) -> None:
+        """Kill wedged workers; feed the systemd watchdog only while every worker heartbeats."""
+        now = time.monotonic()
+        fresh = bool(self.slots)
+        for slot in self.slots:
+            if slot.worker is None or slot.state != WorkerState.READY:
+                fresh = False
+                continue
+            assert self.table is not None
+            age_s = now - self.table.snapshot(slot.index).heartbeat_mono_s
+            fresh = fresh and age_s <= self.policy.heartbeat_late_s
+            if age_s > self.policy.heartbeat_dead_s:
+                logger.error("Worker %d (pid %d) has not heartbeat for %.1fs: killing it", slot.index,
+                             slot.worker.pid, age_s)
+                _signal(slot.worker.pid, signal.SIGKILL)
+        interval_s = self.notifier.watchdog_interval_s
+        if fresh and interval_s is not None and now >= self.next_watchdog_mono_s:
+            self.notifier.watchdog()
+            self.next_watchdog_mono_s = now + interval_s
+        if now >= self.next_sample_mono_s:
+            self._sample_processes()
+            self.next_sample_mono_s = now + limits.WORKER_SAMPLE_INTERVAL_S
+
+    def _sample_processes(self) -> None:
+        self.own_sample = _sample(self.own_process)
+        for slot in self.slots:
+            if slot.sampler is not None:
+                slot.sample = _sample(slot.sampler)
+
+    def _maybe_announce_ready(self) -> None:
+        if self.announced_ready or not self.slots:
+            return
+        if all(slot.state == WorkerState.READY for slot in self.slots):
+            self.announced_ready = True
+            logger.info("Server is ready")
+            self.notifier.ready(f"{len(self.slots)} worker(s) serving")
+
+    def _wait_for_events(self) -> None:
+        now = time.monotonic()
+        timeout_s = limits.SUPERVISOR_TICK_S
+        for slot in self.slots:
+            if slot.state == WorkerState.BACKOFF:
+                timeout_s = min(timeout_s, max(0.0, slot.restart_at_mono_s - now))
+        for key, mask in self.selector.select(timeout_s):
+            handler: EventHandler = key.data
+            handler(mask)
+
+    # --- the control socket's answer --------------------------------------------------------------
+
+    def health(self) -> Health:
+        assert self.table is not None
+        return assess_health(self.table.snapshots(), now_mono_s=time.monotonic(),
+                             heartbeat_late_s=self.policy.heartbeat_late_s, stopping=self.stopping)
+
+    def _answer(self, message: JsonObject) -> JsonObject:
+        if message.get("request") != "status":
+            return {"error": f"unknown request {message.get('request')!r}"}
+        return self.status()
+
+    def status(self) -> JsonObject:
+        assert self.table is not None and self.listeners is not None and self.control is not None
+        now = time.monotonic()
+        workers = [worker_entry(self.table.snapshot(slot.index), slot.sample, now_mono_s=now)
+                   for slot in self.slots]
+        http_port = self.listeners.http_port
+        identity: JsonObject = {
+            "server_name": self.server_name, "server_id": self.server_id, "version": NATS_VERSION,
+            "appliance_version": __version__,
+            "client_url": join_host_port(self.options.host, self.listeners.client_port),
+            "http_url": None if http_port is None else join_host_port(self.options.http_host, http_port),
+            "control_socket": str(self.control.path),
+        }
+        state = "stopping" if self.stopping else "lame_duck" if self.lame_duck else "running"
+        supervisor: JsonObject = {
+            "pid": os.getpid(), "state": state, "cpu_percent": round(self.own_sample.cpu_percent, 1),
+            "rss_bytes": self.own_sample.rss_bytes, "restarts_in_window": self.tracker.restarts_in_window(now),
+            "restart_budget": self.policy.budget_count, "restart_window_s": self.policy.budget_window_s,
+        }
+        return status_report(identity=identity, health=self.health(), supervisor=supervisor, workers=workers,
+                             start_wall_s=self.start_wall_s, now_wall_s=time.time())
+
+
+def _signal(pid: int, signum: int) -> None:
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        pass
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+def _sampler(pid: int) -> psutil.Process | None:
+    try:
+        process = psutil.Process(pid)
+        process.cpu_percent(None)  # the first call starts the measurement
+        return process
+    except psutil.Error:
+        return None
+
+
+def _sample(process: psutil.Process) -> ProcessSample:
+    try:
+        return ProcessSample(cpu_percent=process.cpu_percent(None), rss_bytes=process.memory_info().rss)
+    except psutil.Error:
+        return ProcessSample()
