@@ -34,6 +34,7 @@ class FrameKind(enum.IntEnum):
     INTEREST_ADD = 4  # the sender has a subscription (subject, queue) in an account
     INTEREST_REMOVE = 5
     MESSAGE = 6  # a NATS message to deliver on the receiver's side
+    INTEREST_RESET = 7  # forget all interest the sender announced before; a full set follows
 
 
 def record_bytes(payload_bytes: int) -> int:

@@ -523,6 +523,14 @@ class ClientConnection(asyncio.Protocol):
             self._paused_reading = False
             self.transport.resume_reading()
 
+    def pause_for_backpressure(self) -> None:
+        """A link this connection's messages go to is full: stop reading until it drains."""
+        self._pause_reading()
+
+    def resume_after_backpressure(self) -> None:
+        if not self._authenticating:
+            self._resume_reading()
+
     def _release_stalled(self) -> None:
         stalled, self._stalled_producers = self._stalled_producers, {}
         for producer in stalled:

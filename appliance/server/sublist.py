@@ -165,6 +165,8 @@ class Sublist:
         plain: list[Subscription] = []
         queues: dict[bytes, list[Subscription]] = {}
         _collect(self._root, subject.split(b"."), 0, plain, queues)
+        if len(plain) > 1:
+            plain = _one_per_link(plain)
         result: Result = (tuple(plain), tuple(tuple(m) for m in queues.values())) if plain or queues else EMPTY
         if len(self._cache) >= self._cache_max:
             del self._cache[next(iter(self._cache))]
@@ -188,6 +190,19 @@ class Sublist:
             "max_fanout": max(fanouts, default=0),
             "avg_fanout": sum(fanouts) / len(fanouts) if fanouts else 0.0,
         }
+
+
+def _one_per_link(plain: list[Subscription]) -> list[Subscription]:
+    """A link (sibling worker, route) carries a message once for all its plain interest."""
+    seen: set[int] = set()
+    kept = []
+    for sub in plain:
+        if getattr(sub.conn, "is_link", False):
+            if id(sub.conn) in seen:
+                continue
+            seen.add(id(sub.conn))
+        kept.append(sub)
+    return kept
 
 
 def _add_node(node: _Node, plain: list[Subscription], queues: dict[bytes, list[Subscription]]) -> None:

@@ -1,0 +1,283 @@
+"""Sibling workers as seen by one worker's router: interest propagation and message forwarding.
+
+Theory of operation. Each sibling worker is a `LinkPeer`: to the router it is one more
+subscriber (its subscriptions stand for the sibling's interest, inserted in this worker's
+sublists) and `deliver()` turns a message into a MESSAGE frame on the link. The sublist lists a
+link at most once among the plain subscribers of a subject, so a message crosses a link once for
+all of the sibling's plain subscriptions; the frame says "plain" and the sibling delivers it to
+its local plain subscribers. A queue group picks among local members and the sibling's members
+(one remote entry per remote member, so the pick stays uniform); when a remote member wins, the
+frame names the queue and the sibling gives it to one of its local members of that group.
+Messages cross one link at most: what arrives from a sibling is delivered locally only.
+
+Interest: a worker tells every sibling about its subscriptions — plain ones reference-counted
+per (account, subject), so a sibling holds one entry per subject; queue ones one by one. On start
+a worker sends HELLO; a worker receiving HELLO forgets what it knew of that sibling and answers
+INTEREST_RESET followed by its whole interest, so the sibling replaces (never duplicates) what it
+held. That is how a restarted worker learns the mesh, and the mesh forgets the dead one.
+
+Backpressure: a full link is never a dropped frame. The frame waits in the peer's backlog and the
+connection whose message filled it stops reading until the link drains.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections import deque
+from typing import TYPE_CHECKING
+
+from appliance import limits
+from appliance.errors import ApplianceError, LimitExceeded
+from appliance.fabric.frames import Frame, FrameKind
+from appliance.fabric.link import Link, LinkLoop
+from appliance.server.accounts import Account
+from appliance.server.router import pick
+from appliance.server.sublist import Subscription
+
+if TYPE_CHECKING:
+    from appliance.server.client import ClientConnection
+    from appliance.server.server import Server
+
+logger = logging.getLogger(__name__)
+
+_MESSAGE = struct.Struct("<HHHHI")  # account, subject, reply, queue lengths; header length or NO_HEADER
+_INTEREST = struct.Struct("<HHH")  # account, subject, queue lengths
+NO_HEADER = 0xFFFFFFFF
+KIND_HELLO = int(FrameKind.HELLO)
+KIND_INTEREST_ADD = int(FrameKind.INTEREST_ADD)
+KIND_INTEREST_REMOVE = int(FrameKind.INTEREST_REMOVE)
+KIND_MESSAGE = int(FrameKind.MESSAGE)
+KIND_INTEREST_RESET = int(FrameKind.INTEREST_RESET)
+
+
+def encode_message(account: bytes, subject: bytes, reply: bytes | None, queue: bytes | None,
+                   header: bytes | None, data: bytes) -> bytes:
+    reply = reply or b""
+    queue = queue or b""
+    header_size = NO_HEADER if header is None else len(header)
+    return b"".join((_MESSAGE.pack(len(account), len(subject), len(reply), len(queue), header_size),
+                     account, subject, reply, queue, data))
+
+
+def decode_message(payload: bytes) -> tuple[bytes, bytes, bytes | None, bytes | None, bytes | None, bytes]:
+    """(account, subject, reply, queue, header, data); data includes the header block, as HMSG."""
+    a, s, r, q, h = _MESSAGE.unpack_from(payload, 0)
+    pos = _MESSAGE.size
+    account = payload[pos : pos + a]
+    pos += a
+    subject = payload[pos : pos + s]
+    pos += s
+    reply = payload[pos : pos + r] if r else None
+    pos += r
+    queue = payload[pos : pos + q] if q else None
+    pos += q
+    data = payload[pos:]
+    header = None if h == NO_HEADER else data[:h]
+    return account, subject, reply, queue, header, data
+
+
+def encode_interest(account: bytes, subject: bytes, queue: bytes | None) -> bytes:
+    queue = queue or b""
+    return _INTEREST.pack(len(account), len(subject), len(queue)) + account + subject + queue
+
+
+def decode_interest(payload: bytes) -> tuple[bytes, bytes, bytes | None]:
+    a, s, q = _INTEREST.unpack_from(payload, 0)
+    pos = _INTEREST.size
+    return payload[pos : pos + a], payload[pos + a : pos + a + s], payload[pos + a + s : pos + a + s + q] or None
+
+
+class LinkPeer:
+    """A sibling worker: a subscriber in this worker's sublists and the sink of frames to it."""
+
+    is_link = True
+
+    def __init__(self, fabric: LocalFabric, link: Link) -> None:
+        self.fabric = fabric
+        self.link = link
+        self.index = link.peer
+        self.cid = -(1 << 30) - link.peer  # shows in monitoring as an internal connection
+        self.closed = False
+        self.backlog: deque[tuple[int, bytes]] = deque()
+        self.backlog_bytes = 0
+        self.stalled: dict[ClientConnection, None] = {}
+        # the sibling's interest: (account, subject, queue) -> its subscriptions here
+        self.interest: dict[tuple[bytes, bytes, bytes | None], list[Subscription]] = {}
+        self.msgs_out = 0
+        self.msgs_in = 0
+        self._account_names: dict[str, bytes] = {}
+
+    def deliver(self, sub: Subscription, subject: bytes, reply: bytes | None, header: bytes | None,
+                data: bytes) -> None:
+        account = self._account_names.get(sub.account)
+        if account is None:
+            account = self._account_names[sub.account] = sub.account.encode()
+        self.msgs_out += 1
+        self.send(KIND_MESSAGE, encode_message(account, subject, reply, sub.queue, header, data))
+
+    def send(self, kind: int, payload: bytes) -> None:
+        if self.closed:
+            return
+        if not self.backlog and self.link.try_send(kind, payload):
+            return
+        if self.backlog_bytes + len(payload) > limits.LINK_BACKLOG_BYTES_MAX:
+            raise LimitExceeded(f"link to worker {self.index}: backlog over {limits.LINK_BACKLOG_BYTES_MAX} bytes")
+        self.backlog.append((kind, payload))
+        self.backlog_bytes += len(payload)
+        producer = self.fabric.server.producer
+        if producer is not None and len(self.stalled) < limits.STALLED_PRODUCERS_MAX:
+            self.stalled[producer] = None
+            producer.pause_for_backpressure()
+
+    def drain(self) -> None:
+        """The link has room again: send the backlog, then let stalled producers read again."""
+        backlog = self.backlog
+        while backlog:
+            kind, payload = backlog[0]
+            if not self.link.try_send(kind, payload):
+                return
+            backlog.popleft()
+            self.backlog_bytes -= len(payload)
+        stalled, self.stalled = self.stalled, {}
+        for producer in stalled:
+            producer.resume_after_backpressure()
+
+    def forget_interest(self) -> None:
+        for (account_name, _, _), subs in self.interest.items():
+            account = self.fabric.server.accounts.get(account_name.decode())
+            if account is not None:
+                for sub in subs:
+                    account.sublist.remove(sub)
+        self.interest.clear()
+
+
+class LocalFabric:
+    """This worker's links to its siblings; implements the fabric's LinkHandler."""
+
+    def __init__(self, server: Server, links: dict[int, Link]) -> None:
+        self.server = server
+        self.peers = {index: LinkPeer(self, link) for index, link in links.items()}
+        self._by_link = {id(peer.link): peer for peer in self.peers.values()}
+        self._plain_refs: dict[tuple[str, bytes], int] = {}
+        self._next_sid = 0
+
+    def start(self, loop: LinkLoop) -> None:
+        self.server.interest_listeners.append(self.on_local_interest)
+        for peer in self.peers.values():
+            peer.link.start(loop, self)
+            peer.send(KIND_HELLO, b"")
+
+    def close(self) -> None:
+        for peer in self.peers.values():
+            peer.closed = True
+            peer.link.close()
+
+    # --- local interest → siblings ---------------------------------------------------------------
+
+    def on_local_interest(self, account: Account, sub: Subscription, added: bool) -> None:
+        if getattr(sub.conn, "is_link", False):
+            return
+        if sub.queue is None:
+            key = (account.name, sub.subject)
+            refs = self._plain_refs.get(key, 0) + (1 if added else -1)
+            if refs > 0:
+                self._plain_refs[key] = refs
+            else:
+                self._plain_refs.pop(key, None)
+            if not (added and refs == 1) and not (not added and refs == 0):
+                return
+        kind = KIND_INTEREST_ADD if added else KIND_INTEREST_REMOVE
+        payload = encode_interest(account.name.encode(), sub.subject, sub.queue)
+        for peer in self.peers.values():
+            peer.send(kind, payload)
+
+    def _send_all_interest(self, peer: LinkPeer) -> None:
+        for account_name, subject in self._plain_refs:
+            peer.send(KIND_INTEREST_ADD, encode_interest(account_name.encode(), subject, None))
+        for account in self.server.accounts.all():
+            for sub in account.sublist.all_subscriptions():
+                if sub.queue is not None and not getattr(sub.conn, "is_link", False):
+                    peer.send(KIND_INTEREST_ADD, encode_interest(account.name.encode(), sub.subject, sub.queue))
+
+    # --- LinkHandler -----------------------------------------------------------------------------
+
+    def on_frames(self, link: Link, frames: list[Frame]) -> None:
+        peer = self._by_link[id(link)]
+        server = self.server
+        try:
+            for kind, payload in frames:
+                if kind == KIND_MESSAGE:
+                    peer.msgs_in += 1
+                    self._deliver_locally(*decode_message(payload))
+                elif kind == KIND_INTEREST_ADD:
+                    self._add_remote_interest(peer, *decode_interest(payload))
+                elif kind == KIND_INTEREST_REMOVE:
+                    self._remove_remote_interest(peer, *decode_interest(payload))
+                elif kind == KIND_HELLO:
+                    logger.debug("worker %d (re)started: forgetting its old interest", peer.index)
+                    peer.forget_interest()
+                    peer.send(KIND_INTEREST_RESET, b"")
+                    self._send_all_interest(peer)
+                elif kind == KIND_INTEREST_RESET:
+                    peer.forget_interest()
+        except (ApplianceError, struct.error, UnicodeDecodeError):
+            logger.exception("bad frame from worker %d", peer.index)
+        finally:
+            server.flush_dirty()
+
+    def on_writable(self, link: Link) -> None:
+        self._by_link[id(link)].drain()
+        self.server.flush_dirty()
+
+    def on_broken(self, link: Link, error: Exception) -> None:
+        peer = self._by_link[id(link)]
+        logger.warning("link to worker %d broke: %s", peer.index, error)
+        peer.forget_interest()
+
+    # --- frames from siblings --------------------------------------------------------------------
+
+    def _add_remote_interest(self, peer: LinkPeer, account_name: bytes, subject: bytes, queue: bytes | None) -> None:
+        account = self.server.accounts.get(account_name.decode())
+        if account is None:
+            return
+        key = (account_name, subject, queue)
+        subs = peer.interest.setdefault(key, [])
+        if queue is None and subs:
+            return
+        self._next_sid += 1
+        sub = Subscription(peer, subject, queue, b"L%d" % self._next_sid, account.name)
+        subs.append(sub)
+        account.sublist.insert(sub)
+
+    def _remove_remote_interest(self, peer: LinkPeer, account_name: bytes, subject: bytes,
+                                queue: bytes | None) -> None:
+        key = (account_name, subject, queue)
+        subs = peer.interest.get(key)
+        account = self.server.accounts.get(account_name.decode())
+        if not subs or account is None:
+            return
+        account.sublist.remove(subs.pop())
+        if not subs:
+            del peer.interest[key]
+
+    def _deliver_locally(self, account_name: bytes, subject: bytes, reply: bytes | None, queue: bytes | None,
+                         header: bytes | None, data: bytes) -> None:
+        account = self.server.accounts.get(account_name.decode())
+        if account is None:
+            return
+        plain, queues = account.sublist.match(subject)
+        if queue is None:
+            for sub in plain:
+                if not getattr(sub.conn, "is_link", False):
+                    sub.conn.deliver(sub, subject, reply, header, data)
+            return
+        for members in queues:
+            if members[0].queue != queue:
+                continue
+            local = tuple(m for m in members if not getattr(m.conn, "is_link", False))
+            if local:
+                chosen = pick(local, None, True, self.server.rng)
+                if chosen is not None:
+                    chosen.conn.deliver(chosen, subject, reply, header, data)
+            return

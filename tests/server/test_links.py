@@ -1,0 +1,160 @@
+"""Core NATS across workers: clients on different workers see one server (rings and socketpairs)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+
+import nats
+import pytest
+from nats.errors import NoRespondersError
+
+from appliance import native
+from appliance.server.links import decode_interest, decode_message, encode_interest, encode_message
+from appliance.testing.inproc_mesh import InProcessMesh
+
+TRANSPORTS = ["socketpair"] + (["ring"] if native.ENABLED else [])
+
+
+@pytest.fixture(params=TRANSPORTS)
+def mesh(request: pytest.FixtureRequest) -> Iterator[InProcessMesh]:
+    with InProcessMesh(2, transport=request.param) as running:
+        yield running
+
+
+def run(coro: object) -> None:
+    asyncio.run(asyncio.wait_for(coro, 30))  # type: ignore[arg-type]
+
+
+def wait_for_interest(mesh: InProcessMesh, worker: int, subject: str, count: int = 1) -> None:
+    """Poll until `worker` routes `subject` to at least `count` subscriptions (interest crossed the link)."""
+    server = mesh.servers[worker]
+    deadline = time.monotonic() + 10
+
+    def matches() -> int:
+        plain, queues = server.global_account().sublist.match(subject.encode())
+        return len(plain) + sum(len(g) for g in queues)
+
+    while mesh.call(matches) < count:
+        assert time.monotonic() < deadline, f"no interest in {subject} on worker {worker}"
+        time.sleep(0.01)
+
+
+def test_frame_codecs_round_trip() -> None:
+    assert decode_message(encode_message(b"$G", b"a.b", b"r", b"q", b"NATS/1.0\r\n\r\n",
+                                         b"NATS/1.0\r\n\r\nhi")) == (
+        b"$G", b"a.b", b"r", b"q", b"NATS/1.0\r\n\r\n", b"NATS/1.0\r\n\r\nhi")
+    assert decode_message(encode_message(b"A", b"s", None, None, None, b"")) == (b"A", b"s", None, None, None, b"")
+    assert decode_interest(encode_interest(b"A", b"x.>", None)) == (b"A", b"x.>", None)
+    assert decode_interest(encode_interest(b"A", b"x", b"g")) == (b"A", b"x", b"g")
+
+
+def test_pub_on_one_worker_sub_on_another(mesh: InProcessMesh) -> None:
+    async def scenario() -> None:
+        sub_nc = await nats.connect(mesh.url(1))
+        pub_nc = await nats.connect(mesh.url(0))
+        sub = await sub_nc.subscribe("cross.*")
+        await sub_nc.flush()
+        await asyncio.to_thread(wait_for_interest, mesh, 0, "cross.a")
+        for i in range(100):
+            await pub_nc.publish("cross.a", str(i).encode(), headers={"N": str(i)} if i % 2 else None)
+        got = [await sub.next_msg(timeout=5) for _ in range(100)]
+        assert [m.data for m in got] == [str(i).encode() for i in range(100)]
+        assert got[1].headers == {"N": "1"}
+        await sub_nc.close()
+        await pub_nc.close()
+    run(scenario())
+
+
+def test_queue_group_exactly_once_across_workers(mesh: InProcessMesh) -> None:
+    async def scenario() -> None:
+        a = await nats.connect(mesh.url(0))
+        b = await nats.connect(mesh.url(1))
+        got = {"a": 0, "b": 0}
+
+        async def on_a(_m: object) -> None:
+            got["a"] += 1
+
+        async def on_b(_m: object) -> None:
+            got["b"] += 1
+
+        await a.subscribe("jobs", queue="workers", cb=on_a)
+        await b.subscribe("jobs", queue="workers", cb=on_b)
+        await a.flush()
+        await b.flush()
+        await asyncio.to_thread(wait_for_interest, mesh, 0, "jobs", 2)
+        await asyncio.to_thread(wait_for_interest, mesh, 1, "jobs", 2)
+        for _ in range(300):
+            await a.publish("jobs", b"j")
+            await b.publish("jobs", b"j")
+        await a.flush()
+        await b.flush()
+        deadline = time.monotonic() + 10
+        while got["a"] + got["b"] < 600 and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.1)
+        assert got["a"] + got["b"] == 600
+        assert got["a"] > 0 and got["b"] > 0
+        await a.close()
+        await b.close()
+    run(scenario())
+
+
+def test_request_reply_and_no_responders_across_workers(mesh: InProcessMesh) -> None:
+    async def scenario() -> None:
+        service = await nats.connect(mesh.url(1))
+        client = await nats.connect(mesh.url(0))
+
+        async def echo(msg: object) -> None:
+            await msg.respond(b"pong")  # type: ignore[attr-defined]
+
+        await service.subscribe("svc.ping", cb=echo)
+        await service.flush()
+        await asyncio.to_thread(wait_for_interest, mesh, 0, "svc.ping")
+        assert (await client.request("svc.ping", b"", timeout=5)).data == b"pong"
+        with pytest.raises(NoRespondersError):
+            await client.request("svc.nobody", b"", timeout=5)
+        await service.close()
+        await client.close()
+    run(scenario())
+
+
+def test_unsubscribe_removes_remote_interest(mesh: InProcessMesh) -> None:
+    async def scenario() -> None:
+        nc = await nats.connect(mesh.url(1))
+        first = await nc.subscribe("gone")
+        second = await nc.subscribe("gone")
+        await nc.flush()
+        await asyncio.to_thread(wait_for_interest, mesh, 0, "gone")
+        plain_refs = mesh.call(lambda: len(mesh.servers[0].global_account().sublist.match(b"gone")[0]))
+        assert plain_refs == 1  # one entry for the sibling, however many subscriptions it has
+        await first.unsubscribe()
+        await second.unsubscribe()
+        await nc.flush()
+        deadline = time.monotonic() + 10
+        while mesh.call(lambda: mesh.servers[0].global_account().sublist.match(b"gone")[0]):
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.01)
+        await nc.close()
+    run(scenario())
+
+
+def test_full_link_is_backpressure_not_loss() -> None:
+    transport = "ring" if native.ENABLED else "socketpair"
+    with InProcessMesh(2, transport=transport, ring_bytes=64 * 1024) as mesh:
+        async def scenario() -> None:
+            sub_nc = await nats.connect(mesh.url(1), pending_size=64 * 1024 * 1024)
+            pub_nc = await nats.connect(mesh.url(0))
+            sub = await sub_nc.subscribe("flood", pending_msgs_limit=100_000)
+            await sub_nc.flush()
+            await asyncio.to_thread(wait_for_interest, mesh, 0, "flood")
+            payload = b"x" * 1000
+            for i in range(5000):
+                await pub_nc.publish("flood", payload + str(i).encode())
+            await pub_nc.flush()
+            seen = [await sub.next_msg(timeout=10) for _ in range(5000)]
+            assert [m.data[1000:] for m in seen] == [str(i).encode() for i in range(5000)]
+            await sub_nc.close()
+            await pub_nc.close()
+        run(scenario())
