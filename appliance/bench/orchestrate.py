@@ -112,8 +112,15 @@ def _measured(spec: ClientSpec) -> bool:
     return spec.role != "reply" or spec.msgs > 0
 
 
+def _context() -> Any:
+    """forkserver: children start from a clean, single-threaded server that has our modules loaded."""
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["appliance.bench.orchestrate"])
+    return ctx
+
+
 def _run_clients(plan: Plan, server_pid: int | None, view: ProgressView | None) -> Outcome:
-    ctx = mp.get_context("spawn")
+    ctx = _context()
     n = len(plan.clients)
     progress: SynchronizedArray[int] = ctx.Array("q", n, lock=False)  # type: ignore[assignment]
     go, stop = ctx.Event(), ctx.Event()

@@ -14,12 +14,13 @@ from appliance.bench import jsapi
 from appliance.bench.conn import Connection
 from appliance.bench.js import js_pub_async
 from appliance.bench.spec import Ack, ClientSpec, Role
-from appliance.limits import BENCH_CLIENTS_MAX
+from appliance.limits import BENCH_ASYNC_WINDOW_MAX, BENCH_CLIENTS_MAX, BENCH_FETCH_BATCH_MAX, PAYLOAD_BYTES_MAX
 
 Verb = Literal["pub", "sub", "pubsub", "request", "reply", "js-pub", "js-fetch", "js-push", "kv-put", "kv-get"]
 VERBS: tuple[Verb, ...] = ("pub", "sub", "pubsub", "request", "reply", "js-pub", "js-fetch", "js-push",
                            "kv-put", "kv-get")
 PREFILL_WINDOW = 256
+REPLICAS_MAX = 5  # nats-server: `maximum replicas is 5`
 JS_VERBS = frozenset({"js-pub", "js-fetch", "js-push", "kv-put", "kv-get"})
 
 
@@ -70,12 +71,29 @@ def _specs(req: BenchRequest, role: Role, count: int, *, each: int | None = None
 
 def make_plan(req: BenchRequest) -> Plan:
     """Validate the request and decide which clients run and what is set up first."""
-    if req.msgs <= 0 or req.size < 0:
-        raise ValueError("--msgs must be > 0 and --size >= 0")
+    _validate(req)
     clients = _clients(req)
     if not 0 < len(clients) <= BENCH_CLIENTS_MAX:
         raise ValueError(f"between 1 and {BENCH_CLIENTS_MAX} clients, not {len(clients)}")
     return Plan(req, tuple(clients), lambda conn: _setup(conn, req), lambda conn: _teardown(conn, req))
+
+
+def _validate(req: BenchRequest) -> None:
+    problems = []
+    if req.msgs <= 0:
+        problems.append("--msgs must be > 0")
+    if not 0 <= req.size <= PAYLOAD_BYTES_MAX:
+        problems.append(f"--size must be within 0..{PAYLOAD_BYTES_MAX}")
+    if min(req.pubs, req.subs, req.clients, req.keys) < 1 or req.repliers < 0:
+        problems.append("--pub, --sub, --clients and --keys must be >= 1, --repliers >= 0")
+    if not 0 <= req.window <= BENCH_ASYNC_WINDOW_MAX:
+        problems.append(f"--window must be within 0..{BENCH_ASYNC_WINDOW_MAX}")
+    if not 1 <= req.batch <= BENCH_FETCH_BATCH_MAX:
+        problems.append(f"--batch must be within 1..{BENCH_FETCH_BATCH_MAX}")
+    if not 1 <= req.replicas <= REPLICAS_MAX:
+        problems.append(f"--replicas must be within 1..{REPLICAS_MAX}")
+    if problems:
+        raise ValueError("; ".join(problems))
 
 
 def _clients(req: BenchRequest) -> list[ClientSpec]:

@@ -1,0 +1,88 @@
+"""What a person or a script reads: the progress bar, the summary table, JSON, the comparison table."""
+
+import io
+import json
+
+import numpy as np
+
+from appliance.bench.compare import SCENARIOS, Cell, failure_text
+from appliance.bench.orchestrate import Outcome
+from appliance.bench.plan import BenchRequest, make_plan
+from appliance.bench.progress import ProgressView, human_rate, render
+from appliance.bench.report import build_report
+from appliance.bench.servers import APPLIANCE, NATS_DEFAULT, NATS_SYNC_ALWAYS
+from appliance.bench.spec import ClientResult
+from appliance.bench.table import markdown
+
+INFO = {"cpu": "Test CPU", "cores": "2", "memory_gib": "8", "kernel": "6.1", "python": "3.11", "date": "today",
+        "nats_server": "nats-server: v2.15.1", "load_average": "0.1 0.1 0.1", "bench_scan": "C"}
+
+
+def test_progress_bar() -> None:
+    assert render(50, 100, 2.0, width=10) == "[#####.....]  50%  50/100  25 ops/s  2.0s"
+    assert render(0, 0, 0.0, width=4) == "[....]   0%  0/0  0 ops/s  0.0s"
+    assert render(200, 100, 1.0, width=4).startswith("[####] 100%")
+    assert (human_rate(2_500_000), human_rate(140_000), human_rate(999)) == ("2.50M", "140.00k", "999")
+
+
+def test_progress_view_draws_only_when_enabled() -> None:
+    out = io.StringIO()
+    ProgressView(stream=out, enabled=False).draw(1, 2, 1.0)
+    assert out.getvalue() == ""
+    view = ProgressView(stream=out, interval_s=1.0)
+    view.draw(1, 10, 0.0)
+    view.draw(2, 10, 0.5)  # too soon: not redrawn
+    view.finish(10, 1.0)
+    assert out.getvalue().count("\r") == 2 and out.getvalue().endswith("\n")
+
+
+def pubsub_report() -> object:
+    plan = make_plan(BenchRequest("pubsub", msgs=1000, size=100))
+    pub = ClientResult("pub", 0, msgs=1000, bytes=100_000, elapsed_s=0.5, cpu_s=0.1)
+    sub = ClientResult("sub", 0, msgs=1000, bytes=100_000, elapsed_s=1.0, cpu_s=0.2, errors=1, first_error="boom",
+                       latency_samples=np.array([10_000, 20_000], dtype=np.int64), latency_count=2,
+                       latency_max_ns=20_000)
+    return build_report(plan, Outcome([pub, sub], wall_s=1.0, server_cpu_s=0.5))
+
+
+def test_summary_table_has_clients_totals_latency_and_cpu() -> None:
+    report = pubsub_report()
+    text = report.table()  # type: ignore[attr-defined]
+    lines = text.splitlines()
+    assert lines[0].startswith("appliance bench pubsub")
+    assert any(line.startswith("pub #0") and "2,000" in line for line in lines)  # 1000 msgs in 0.5 s
+    assert any(line.startswith("sub total") and "10" in line and "20" in line for line in lines)
+    assert any(line.startswith("pub+sub total") and "2,000" in line for line in lines)
+    assert "clients 0.30 cores (15% of" in text and "server 0.50 cores" in text
+    assert "errors: 1, first: boom" in text
+
+
+def test_json_has_the_same_figures() -> None:
+    data = json.loads(json.dumps(pubsub_report().as_dict()))  # type: ignore[attr-defined]
+    assert data["verb"] == "pubsub" and data["errors"] == 1
+    totals = {t["client"]: t for t in data["totals"]}
+    assert totals["pub+sub total"]["msgs"] == 2000 and totals["pub+sub total"]["msgs_per_s"] == 2000.0
+    assert totals["sub total"]["latency"]["p50_us"] == 10.0
+    assert data["cpu"]["server_share"] == 0.5
+
+
+def test_comparison_table_shows_ratios_and_reasons() -> None:
+    scenarios = SCENARIOS[:2]
+    cells = {
+        "pub": {NATS_DEFAULT.name: Cell([2_000_000, 2_200_000, 2_100_000]),
+                NATS_SYNC_ALWAYS.name: Cell([2_000_000]),
+                APPLIANCE.name: Cell([1_050_000])},
+        "pubsub": {NATS_DEFAULT.name: Cell([900_000]), NATS_SYNC_ALWAYS.name: Cell([900_000]),
+                   APPLIANCE.name: Cell(failure=failure_text(APPLIANCE, TimeoutError("no PONG")))},
+    }
+    text = markdown(cells, scenarios, (NATS_DEFAULT, NATS_SYNC_ALWAYS, APPLIANCE), info=INFO, rounds=3, scale=1.0)
+    pub_row = next(line for line in text.splitlines() if line.startswith("| core pub 128 B"))
+    assert "| 2,100,000 | 2,000,000 | 1,050,000 | 0.50 | 0.53 | 2,500,000 | 0.84 |" in pub_row
+    pubsub_row = next(line for line in text.splitlines() if line.startswith("| core pub+sub"))
+    assert "cannot run yet: TimeoutError: no PONG" in pubsub_row
+    assert "Test CPU, 2 cores" in text and "Medians of 3 alternating rounds" in text
+
+
+def test_a_failing_nats_server_is_not_called_unfinished() -> None:
+    assert failure_text(NATS_DEFAULT, OSError("x")) == "failed: OSError: x"
+    assert failure_text(APPLIANCE, OSError("x")) == "cannot run yet: OSError: x"
