@@ -18,6 +18,7 @@ def test_frame_kinds_are_append_only_wire_values() -> None:
         "INTEREST_ADD": 4,
         "INTEREST_REMOVE": 5,
         "MESSAGE": 6,
+        "INTEREST_RESET": 7,
     }
 
 
