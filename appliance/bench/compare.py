@@ -24,8 +24,15 @@ from appliance.bench.chart import write_chart
 from appliance.bench.plan import BenchRequest
 from appliance.bench.report import BenchReport
 from appliance.bench.run import run_bench
-from appliance.bench.servers import APPLIANCE, NATS_DEFAULT, NATS_SYNC_ALWAYS, RunningServer, ServerKind, \
-    ServerStartFailed, start
+from appliance.bench.servers import (
+    APPLIANCE,
+    NATS_DEFAULT,
+    NATS_SYNC_ALWAYS,
+    RunningServer,
+    ServerKind,
+    ServerStartFailed,
+    start,
+)
 from appliance.bench.stats import median
 from appliance.bench.table import markdown
 

@@ -23,7 +23,12 @@ from appliance.bench.scan import (
     scan,
 )
 from appliance.errors import BrokenError, ClosedError, LimitExceeded
-from appliance.limits import BENCH_IDLE_TIMEOUT_S, BENCH_READ_BUFFER_BYTES, CONTROL_LINE_BYTES_MAX, PAYLOAD_BYTES_MAX
+from appliance.limits import (
+    BENCH_IDLE_TIMEOUT_S,
+    BENCH_READ_BUFFER_BYTES,
+    CONTROL_LINE_BYTES_MAX,
+    PAYLOAD_BYTES_MAX,
+)
 
 SPECIALS_MAX = 65_536  # status/error messages held for the caller between two reads
 ROOM_MIN_BYTES = PAYLOAD_BYTES_MAX + CONTROL_LINE_BYTES_MAX + 2

@@ -122,7 +122,7 @@ def _context() -> Any:
 def _run_clients(plan: Plan, server_pid: int | None, view: ProgressView | None) -> Outcome:
     ctx = _context()
     n = len(plan.clients)
-    progress: SynchronizedArray[int] = ctx.Array("q", n, lock=False)  # type: ignore[assignment]
+    progress: SynchronizedArray[int] = ctx.Array("q", n, lock=False)
     go, stop = ctx.Event(), ctx.Event()
     results = ctx.Queue(maxsize=2 * n + 1)
     procs = [ctx.Process(target=client_main, args=(spec, slot, progress, go, stop, results), daemon=True)

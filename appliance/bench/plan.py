@@ -14,7 +14,12 @@ from appliance.bench import jsapi
 from appliance.bench.conn import Connection
 from appliance.bench.js import js_pub_async
 from appliance.bench.spec import Ack, ClientSpec, Role
-from appliance.limits import BENCH_ASYNC_WINDOW_MAX, BENCH_CLIENTS_MAX, BENCH_FETCH_BATCH_MAX, PAYLOAD_BYTES_MAX
+from appliance.limits import (
+    BENCH_ASYNC_WINDOW_MAX,
+    BENCH_CLIENTS_MAX,
+    BENCH_FETCH_BATCH_MAX,
+    PAYLOAD_BYTES_MAX,
+)
 
 Verb = Literal["pub", "sub", "pubsub", "request", "reply", "js-pub", "js-fetch", "js-push", "kv-put", "kv-get"]
 VERBS: tuple[Verb, ...] = ("pub", "sub", "pubsub", "request", "reply", "js-pub", "js-fetch", "js-push",

@@ -30,10 +30,12 @@ class Row:
 
     def cells(self) -> list[str]:
         lat = self.latency
-        us = (lambda ns: f"{ns / 1e3:,.0f}") if lat is not None else (lambda ns: "-")
-        return [self.label, f"{self.rate.msgs:,}", f"{self.rate.msgs_per_s:,.0f}", f"{self.rate.mb_per_s:,.1f}",
-                us(lat.p50_ns if lat else 0), us(lat.p90_ns if lat else 0), us(lat.p99_ns if lat else 0),
-                us(lat.max_ns if lat else 0), str(self.errors)]
+        figures = [self.label, f"{self.rate.msgs:,}", f"{self.rate.msgs_per_s:,.0f}", f"{self.rate.mb_per_s:,.1f}"]
+        if lat is None:
+            latencies = ["-"] * 4
+        else:
+            latencies = [f"{ns / 1e3:,.0f}" for ns in (lat.p50_ns, lat.p90_ns, lat.p99_ns, lat.max_ns)]
+        return figures + latencies + [str(self.errors)]
 
 
 @dataclass(frozen=True, slots=True)

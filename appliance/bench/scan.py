@@ -10,7 +10,7 @@ from collections.abc import Callable
 from types import ModuleType
 
 from appliance.bench import _scan_py
-from appliance.bench._scan_py import (  # noqa: F401 - re-exported constants
+from appliance.bench._scan_py import (
     FLAG_OUT_ACK,
     FLAG_OUT_ECHO,
     FLAG_STOP_ERROR,
@@ -22,9 +22,14 @@ from appliance.bench._scan_py import (  # noqa: F401 - re-exported constants
     ScanResult,
 )
 
+__all__ = [
+    "FLAG_OUT_ACK", "FLAG_OUT_ECHO", "FLAG_STOP_ERROR", "FLAG_STOP_STATUS", "NATIVE",
+    "STOP_ERROR", "STOP_NEED_MORE", "STOP_OTHER", "STOP_STATUS", "ScanResult", "scan",
+]
+
 _loadgen: ModuleType | None
 try:
-    from appliance.bench import _loadgen  # type: ignore[attr-defined,no-redef]
+    from appliance.bench import _loadgen
 except ImportError:
     _loadgen = None
 

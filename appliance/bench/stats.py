@@ -79,8 +79,7 @@ class LatencyRecorder:
             self._samples[self._kept] = latency_ns
             self._kept += 1
         self.count += 1
-        if latency_ns > self.max_ns:
-            self.max_ns = latency_ns
+        self.max_ns = max(self.max_ns, latency_ns)
 
     def record_many(self, latencies_ns: Samples) -> None:
         """Record in order, as if record() were called for each."""

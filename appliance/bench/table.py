@@ -36,11 +36,11 @@ def markdown(cells: dict[str, dict[str, Cell]], scenarios: tuple[Scenario, ...],
     lines = [
         "## Benchmark: appliance vs nats-server 2.15.1",
         "",
-        f"Machine: {info['cpu']}, {info['cores']} cores, {info['memory_gib']} GiB, Linux {info['kernel']}, "
-        f"Python {info['python']}, {info['nats_server']}; load average at the end {info['load_average']}; "
-        f"{info['date']}. Load generator: `appliance bench` (scan: {info['bench_scan']}). "
-        f"Medians of {rounds} alternating rounds (A B C ...), message counts x{scale:g}. "
-        "msgs/s of the scenario's headline row; all servers on 127.0.0.1, sharing the machine with the clients.",
+        (f"Machine: {info['cpu']}, {info['cores']} cores, {info['memory_gib']} GiB, Linux {info['kernel']}, "
+         f"Python {info['python']}, {info['nats_server']}; load average at the end {info['load_average']}; "
+         f"{info['date']}. Load generator: `appliance bench` (scan: {info['bench_scan']}). "
+         f"Medians of {rounds} alternating rounds (A B C ...), message counts x{scale:g}. "
+         "msgs/s of the scenario's headline row; all servers on 127.0.0.1, sharing the machine with the clients."),
         "",
         "| scenario | " + " | ".join(f"{n} msgs/s" for n in names) + " | appliance / nats-server | "
         "appliance / nats-server sync=always | reference (C client) | nats-server / reference |",

@@ -6,6 +6,7 @@ import pytest
 
 from appliance.bench import servers
 
+
 @pytest.fixture(scope="module")
 def nats_server() -> Iterator[servers.RunningServer]:
     """A real nats-server 2.15.1 with JetStream, on a free 127.0.0.1 port, for this module."""

@@ -1,6 +1,8 @@
 """The hot-path frame scanner: the C loop and its Python twin agree, and counts never depend on
 how the bytes were split into reads."""
 
+import itertools
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -88,7 +90,7 @@ def drain(chunks: list[bytes], scan: object, flags: int) -> tuple[list[wire.Even
 
 def split_at(data: bytes, cuts: list[int]) -> list[bytes]:
     points = sorted({c % (len(data) + 1) for c in cuts} | {0, len(data)})
-    return [data[a:b] for a, b in zip(points, points[1:])]
+    return [data[a:b] for a, b in itertools.pairwise(points)]
 
 
 @pytest.mark.parametrize("scan", SCANNERS)
