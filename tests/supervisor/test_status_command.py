@@ -1,0 +1,148 @@
+"""`appliance status`: what it shows and how it exits (0 ok, 1 degraded, 2 down/unreachable)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+from click.testing import CliRunner
+
+from appliance.cli.main import main
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+Start = Callable[..., Any]  # the start_supervisor fixture of conftest.py; returns a RunningSupervisor
+WORKER_KEYS = {"index", "pid", "state", "core", "numa_node", "cpu_percent", "rss_bytes", "connections", "msgs_in",
+               "msgs_out", "bytes_in", "bytes_out", "heartbeat_age_s", "ring_fill", "restarts", "uptime_s"}
+TOP_KEYS = {"server_name", "server_id", "version", "appliance_version", "client_url", "http_url", "control_socket",
+            "start", "uptime_s", "health", "reasons", "supervisor", "workers"}
+
+
+def status(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, ["status", *args])
+    return result.exit_code, result.output
+
+
+def test_healthy_server_json_shape_and_exit_zero(start_supervisor: Start, fake_sysfs: Path) -> None:
+    supervisor = start_supervisor(workers=2, sysfs=fake_sysfs, server_name="n1-c1")
+    supervisor.wait_ready()
+    client = supervisor.client()
+    client.ask("one")
+    client.ask("two")
+    supervisor.wait_for(lambda: sum(w["msgs_in"] for w in supervisor.workers()) == 2, what="counters published")
+
+    code, output = status("--socket", str(supervisor.socket_path), "--json")
+
+    assert code == 0, output
+    answer = json.loads(output)
+    assert set(answer) == TOP_KEYS
+    assert answer["health"] == "ok" and answer["reasons"] == []
+    assert answer["server_name"] == "n1-c1"
+    assert answer["server_id"].startswith("N") and len(answer["server_id"]) == 56
+    assert answer["client_url"] == f"127.0.0.1:{supervisor.port}"
+    assert answer["supervisor"]["pid"] == supervisor.pid
+    assert answer["supervisor"]["rss_bytes"] > 0
+    assert [set(w) for w in answer["workers"]] == [WORKER_KEYS, WORKER_KEYS]
+    assert [w["numa_node"] for w in answer["workers"]] == [0, 1]
+    assert sum(w["connections"] for w in answer["workers"]) == 1
+    assert sum(w["msgs_out"] for w in answer["workers"]) == 2
+    assert all(w["heartbeat_age_s"] < 2.0 and w["rss_bytes"] > 0 for w in answer["workers"])
+
+
+def test_human_output_names_everything_and_port_finds_the_socket(
+    start_supervisor: Start, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    supervisor = start_supervisor(workers=2, server_name="n1-c1")
+    workers = supervisor.wait_ready()
+    monkeypatch.setenv("APPLIANCE_RUN_DIR", str(supervisor.run_dir))
+
+    code, output = status("--port", str(supervisor.port))
+
+    assert code == 0, output
+    assert "Server:     n1-c1" in output
+    assert f"Supervisor: pid {supervisor.pid}, running" in output
+    header = next(line for line in output.splitlines() if line.startswith("#"))
+    assert header.split() == ["#", "PID", "STATE", "CORE", "NODE", "CPU%", "RSS", "CONNS", "MSGS", "IN", "MSGS",
+                              "OUT", "HEARTBEAT", "RING", "RESTARTS"]
+    for worker in workers:
+        assert any(line.split()[:3] == [str(worker["index"]), str(worker["pid"]), "ready"]
+                   for line in output.splitlines())
+    assert output.rstrip().endswith("Health: OK")
+
+
+def test_a_wedged_worker_makes_status_degraded_and_is_then_replaced(start_supervisor: Start) -> None:
+    supervisor = start_supervisor(workers=2, policy={"heartbeat_late_s": 0.75, "heartbeat_dead_s": 4.0,
+                                                     "backoff_initial_s": 0.05})
+    wedged, _ = supervisor.wait_ready()
+    os.kill(wedged["pid"], signal.SIGSTOP)
+    try:
+        supervisor.wait_for(lambda: supervisor.workers()[0]["heartbeat_age_s"] > 1.0, what="heartbeat late")
+        # the real command line, in a process of its own, as a health check would run it
+        result = subprocess.run([sys.executable, "-m", "appliance", "status", "--socket", str(supervisor.socket_path)],
+                                capture_output=True, text=True, timeout=30)
+        assert result.returncode == 1, result.stdout + result.stderr
+        assert "Health: DEGRADED" in result.stdout
+        assert f"worker 0 (pid {wedged['pid']}) heartbeat late" in result.stdout
+    finally:
+        os.kill(wedged["pid"], signal.SIGCONT)
+    # nothing resumes a wedged worker's heartbeat in real life; here SIGCONT did, so wedge it again for good
+    os.kill(wedged["pid"], signal.SIGSTOP)
+    replaced = supervisor.wait_for(lambda: (w := supervisor.workers()[0])["restarts"] == 1 and w["state"] == "ready"
+                                   and w, what="wedged worker replaced")
+    assert replaced["pid"] != wedged["pid"]
+    assert f"Worker 0 (pid {wedged['pid']}) has not heartbeat for" in supervisor.log()
+    assert status("--socket", str(supervisor.socket_path))[0] == 0
+
+
+def test_restarting_worker_is_degraded_with_a_reason(start_supervisor: Start) -> None:
+    supervisor = start_supervisor(workers=2, policy={"backoff_initial_s": 5.0})
+    victim, _ = supervisor.wait_ready()
+    os.kill(victim["pid"], signal.SIGKILL)
+    supervisor.wait_for(lambda: supervisor.workers()[0]["state"] == "backoff", what="worker 0 in backoff")
+
+    code, output = status("--socket", str(supervisor.socket_path), "--json")
+
+    assert code == 1
+    answer = json.loads(output)
+    assert answer["health"] == "degraded"
+    assert answer["reasons"] == ["worker 0 restarting (restarts: 0)"]
+    assert answer["workers"][0]["pid"] == 0 and answer["workers"][0]["heartbeat_age_s"] is None
+    assert answer["supervisor"]["restarts_in_window"] == 1
+
+
+def test_no_supervisor_is_down_with_exit_two(tmp_path: Path) -> None:
+    code, output = status("--socket", str(tmp_path / "appliance-4222.sock"), "--json")
+    assert code == 2
+    answer = json.loads(output)
+    assert answer["health"] == "down"
+    assert "supervisor unreachable" in answer["reasons"][0]
+
+
+def test_a_killed_supervisor_is_down_with_exit_two(start_supervisor: Start) -> None:
+    supervisor = start_supervisor(workers=1)
+    supervisor.wait_ready()
+    supervisor.process.kill()
+    supervisor.wait_exit()
+    assert supervisor.socket_path.exists()  # stale: nobody could remove it
+    code, output = status("--socket", str(supervisor.socket_path))
+    assert code == 2
+    assert output.startswith("Health: DOWN")
+
+
+def test_a_wedged_supervisor_is_down_within_the_timeout(start_supervisor: Start) -> None:
+    supervisor = start_supervisor(workers=1)
+    supervisor.wait_ready()
+    supervisor.signal(signal.SIGSTOP)
+    try:  # returns at all only because the client's timeout bounds the wait
+        code, output = status("--socket", str(supervisor.socket_path), "--timeout", "0.5")
+    finally:
+        supervisor.signal(signal.SIGCONT)
+    assert code == 2, output
+    assert "supervisor unreachable" in output
+    supervisor.signal(signal.SIGTERM)
+    assert supervisor.wait_exit() == 0

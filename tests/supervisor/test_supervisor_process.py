@@ -1,0 +1,136 @@
+"""The supervisor as a process: start, serve, stop, restart, budget, signals, and no leftovers."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+from pathlib import Path
+from typing import Any, Callable
+
+import psutil
+import pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+Start = Callable[..., Any]  # the start_supervisor fixture of conftest.py; returns a RunningSupervisor
+
+
+def test_starts_logs_like_nats_server_serves_on_every_worker_and_stops_clean_on_sigterm(
+    start_supervisor: Start, fake_sysfs: Path
+) -> None:
+    supervisor = start_supervisor(workers=2, sysfs=fake_sysfs, http_port=-1, cpu_pinning=True, server_name="n1-c1")
+    workers = supervisor.wait_ready()
+    log = supervisor.log()
+    assert "Starting nats-server" in log
+    assert "  Name:     n1-c1" in log
+    assert f"Listening for client connections on 127.0.0.1:{supervisor.port}" in log
+    assert "Starting http monitor on 127.0.0.1:" in log
+    assert log.index("Listening for client connections") < log.index("Server is ready")
+    assert supervisor.pid_file.read_text() == str(supervisor.pid)
+    assert [(w["index"], w["core"], w["numa_node"]) for w in workers] == [(0, 0, 0), (1, 1, 1)]
+    for worker in workers:
+        assert psutil.Process(int(worker["pid"])).cpu_affinity() == [worker["core"]]
+        assert supervisor.client_on(int(worker["pid"])).ask("hello").endswith(": hello")
+
+    supervisor.signal(signal.SIGTERM)
+
+    assert supervisor.wait_exit() == 0
+    log = supervisor.log()
+    assert 'Trapped "terminated" signal' in log
+    assert "Server Exiting.." in log
+    assert all(supervisor.gone(int(w["pid"])) for w in workers)
+    assert not supervisor.socket_path.exists()
+    assert not supervisor.pid_file.exists()
+    assert supervisor.shm_names() == []
+
+
+def test_sigint_stops_with_exit_code_zero(start_supervisor: Start) -> None:
+    supervisor = start_supervisor(workers=1)
+    supervisor.wait_ready()
+    supervisor.signal(signal.SIGINT)
+    assert supervisor.wait_exit() == 0
+    assert 'Trapped "interrupt" signal' in supervisor.log()
+    assert supervisor.shm_names() == []
+
+
+def test_a_worker_killed_with_sigkill_is_restarted_while_the_other_keeps_serving(start_supervisor: Start) -> None:
+    supervisor = start_supervisor(workers=2, policy={"backoff_initial_s": 0.3})
+    victim, survivor = supervisor.wait_ready()
+    survivor_client = supervisor.client_on(int(survivor["pid"]))
+
+    os.kill(int(victim["pid"]), signal.SIGKILL)
+
+    supervisor.wait_log(f"Worker 0 (pid {victim['pid']}) was killed by SIGKILL")
+    assert survivor_client.ask("still there?").endswith(": still there?")  # during the backoff
+    restarted = supervisor.wait_for(lambda: (w := supervisor.workers()[0])["state"] == "ready" and w, what="worker 0 back")
+    assert restarted["restarts"] == 1
+    assert restarted["pid"] not in (victim["pid"], 0)
+    assert "Restarting worker 0 in 0.30s" in supervisor.log()
+    assert survivor_client.ask("and now?").endswith(": and now?")
+    assert supervisor.client_on(int(restarted["pid"])).ask("new").endswith(": new")
+    assert supervisor.workers()[1]["restarts"] == 0
+
+
+def test_over_the_restart_budget_the_supervisor_stops_and_exits_non_zero(start_supervisor: Start) -> None:
+    supervisor = start_supervisor(workers=2, env={"APPLIANCE_ECHO_EXIT_CODE": "7"},
+                                  policy={"backoff_initial_s": 0.05, "budget_count": 3, "budget_window_s": 60})
+    assert supervisor.wait_exit() == 1
+    log = supervisor.log()
+    assert "exited with code 7" in log
+    assert "Worker restart budget exhausted (3 restarts in 60s)" in log
+    assert log.count("Restarting worker") == 3
+    assert "Server is ready" not in log
+    assert supervisor.shm_names() == []
+
+
+def test_sigusr2_is_forwarded_for_lame_duck_mode_and_drained_workers_are_not_restarted(
+    start_supervisor: Start,
+) -> None:
+    supervisor = start_supervisor(workers=2)
+    workers = supervisor.wait_ready()
+
+    supervisor.signal(signal.SIGUSR2)
+
+    assert supervisor.wait_exit() == 0
+    log = supervisor.log()
+    assert 'Trapped "user defined signal 2" signal' in log
+    for worker in workers:
+        assert any(line.startswith(f"[{worker['pid']}]") and "Entering lame duck mode" in line
+                   for line in log.splitlines())
+    assert "Restarting worker" not in log
+    assert supervisor.shm_names() == []
+
+
+def test_supervisor_killed_with_sigkill_takes_its_workers_and_leaves_no_shared_memory(
+    start_supervisor: Start,
+) -> None:
+    supervisor = start_supervisor(workers=2)
+    workers = supervisor.wait_ready()
+    supervisor.process.kill()
+    supervisor.wait_exit()
+    for worker in workers:
+        supervisor.wait_for(lambda: supervisor.gone(int(worker["pid"])), what=f"worker {worker['pid']} gone")
+    assert supervisor.shm_names() == []
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", supervisor.port), timeout=2.0)
+
+
+def test_a_port_in_use_fails_like_nats_server(start_supervisor: Start) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        supervisor = start_supervisor(workers=1, port=port)
+        assert supervisor.wait_exit() == 1
+    assert f'[FTL] Error listening on port: 127.0.0.1:{port}, "listen tcp 127.0.0.1:{port}: bind: address already' \
+        in supervisor.log()
+    assert supervisor.shm_names() == []
+
+
+def test_a_worker_target_that_cannot_load_counts_against_the_budget(start_supervisor: Start) -> None:
+    supervisor = start_supervisor(workers=1, target="appliance.testing.echo_worker:no_such_function",
+                                  policy={"backoff_initial_s": 0.05, "budget_count": 1})
+    assert supervisor.wait_exit() == 1
+    log = supervisor.log()
+    assert "cannot load worker target 'appliance.testing.echo_worker:no_such_function'" in log
+    assert "exited with code 3" in log
