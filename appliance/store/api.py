@@ -80,14 +80,16 @@ MAX_MSG_SIZE_EXCEEDED = "message size exceeds maximum allowed"
 
 def file_msg_size(subject: str, headers: bytes, payload: bytes) -> int:
     """Bytes a message counts for in a file stream (nats-server fileStoreMsgSize)."""
+    subject_bytes = len(subject) if subject.isascii() else len(subject.encode())
     if headers:
-        return 22 + len(subject) + 4 + len(headers) + len(payload) + 8
-    return 22 + len(subject) + len(payload) + 8
+        return 22 + subject_bytes + 4 + len(headers) + len(payload) + 8
+    return 22 + subject_bytes + len(payload) + 8
 
 
 def memory_msg_size(subject: str, headers: bytes, payload: bytes) -> int:
     """Bytes a message counts for in a memory stream (nats-server memStoreMsgSize)."""
-    return len(subject) + len(headers) + len(payload) + 16
+    subject_bytes = len(subject) if subject.isascii() else len(subject.encode())
+    return subject_bytes + len(headers) + len(payload) + 16
 
 
 class StreamStore(Protocol):

@@ -28,7 +28,7 @@ import zstandard
 
 from appliance import limits as bounds
 from appliance.errors import CorruptData, LimitExceeded
-from appliance.store import api, records, segment, snapshot
+from appliance.store import api, records, segment, snapshot, speedups
 from appliance.store.fileops import FileOps, OsFileOps, write_atomic
 from appliance.store.index import StreamIndex
 from appliance.store.layout import (
@@ -244,9 +244,10 @@ class FileStreamStore:
         """Seal the full active segment and start a new one."""
         old = self._active
         raw = self._ops.read_all(old.path)
-        found, stop = records.decode_all(raw, segment.HEADER_BYTES)
+        frames, stop = speedups.scan_frames(raw, segment.HEADER_BYTES)
         assert stop == len(raw), "the active segment we wrote must parse"
-        keep = [r for r in found if r.kind != records.Kind.MSG or self._index.is_live(r.seq)]
+        dead = self._index.dead_in(old.first_seq, self._index.last_seq)
+        keep = [f for f in frames if f[2] != records.Kind.MSG or f[3] not in dead] if dead else frames
         zdict = self._maybe_train(keep, raw)
         data = segment.encode_sealed(
             old.first_seq, keep, raw, zdict=zdict, block_raw_bytes=self.config.block_raw_bytes
@@ -261,10 +262,10 @@ class FileStreamStore:
         self._unsynced = False
         self._start_active()
 
-    def _maybe_train(self, keep: list[records.Record], raw: bytes) -> zstandard.ZstdCompressionDict | None:
+    def _maybe_train(self, keep: list[records.Frame], raw: bytes) -> zstandard.ZstdCompressionDict | None:
         if not self.config.use_dictionary or self._zdict is not None:
             return self._zdict
-        samples = [raw[r.offset : r.end] for r in keep if r.kind == records.Kind.MSG]
+        samples = [raw[f[0] : f[1]] for f in keep if f[2] == records.Kind.MSG]
         samples = samples[: bounds.STORE_DICT_SAMPLES_MAX]
         if len(samples) < bounds.STORE_DICT_SAMPLES_MIN:
             return None
@@ -306,6 +307,8 @@ class FileStreamStore:
         lim = index.limits
         enforcing = lim.max_msgs > 0 or lim.max_bytes > 0 or lim.max_msgs_per_subject > 0
         checking = lim.discard == "new" or lim.max_msg_size >= 0
+        if not enforcing and not checking:
+            return self._append_unlimited(msgs)
         parts: list[bytes] = []
         seqs: list[int] = []
         removed: list[int] = []
@@ -341,6 +344,27 @@ class FileStreamStore:
         if removed:
             self._drop_dead_head()
         return seqs
+
+    def _append_unlimited(self, msgs: Sequence[api.MsgInput]) -> list[int]:
+        """append_batch when no limit can refuse or evict: one encode, one write, one index update."""
+        if not msgs:
+            return []
+        index = self._index
+        active = self._active
+        batch = msgs if isinstance(msgs, list) else list(msgs)
+        first = index.last_seq + 1
+        buffer, offsets, sizes, times = speedups.encode_msgs(batch, first, active.size)
+        self._ops.append(active.path, buffer)
+        last = first + len(batch) - 1
+        active.offsets.update(zip(range(first, last + 1), offsets))
+        index.add_many(first, [m[0] for m in batch], sizes, times)
+        active.live += len(batch)
+        active.size += len(buffer)
+        self._written_seq = last
+        self._unsynced = True
+        if active.size >= self.config.segment_bytes:
+            self._roll()
+        return list(range(first, last + 1))
 
     def store_msg(self, subject: str, headers: bytes, payload: bytes, timestamp_ns: int) -> int:
         (seq,) = self.store_batch([(subject, headers, payload, timestamp_ns)])
@@ -467,7 +491,7 @@ class FileStreamStore:
             seg.size = len(data)
             self._unsynced = False
             return
-        raw_records: list[records.Record] = []
+        frames: list[records.Frame] = []
         chunks: list[bytes] = []
         base = 0
         data = self._ops.read_all(seg.path)
@@ -475,14 +499,13 @@ class FileStreamStore:
         blocks, _ = segment.read_footer(data, seg.path)
         for info in blocks:
             raw = segment.decode_block(data, info, zdict=zdict, path=seg.path)
-            for r in records.decode_all(raw)[0]:
-                if not (r.kind == records.Kind.MSG and r.seq == seq):
-                    chunks.append(raw[r.offset : r.end])
-                    raw_records.append(records.Record(r.kind, r.seq, r.timestamp_ns, r.subject, r.headers,
-                                                      r.payload, base, base + r.end - r.offset))
-                    base += r.end - r.offset
+            for offset, end, kind, record_seq, ts in records.scan_frames(raw)[0]:
+                if not (kind == records.Kind.MSG and record_seq == seq):
+                    chunks.append(raw[offset:end])
+                    frames.append((base, base + end - offset, kind, record_seq, ts))
+                    base += end - offset
         new = segment.encode_sealed(
-            seg.first_seq, raw_records, b"".join(chunks), zdict=zdict, block_raw_bytes=self.config.block_raw_bytes
+            seg.first_seq, frames, b"".join(chunks), zdict=zdict, block_raw_bytes=self.config.block_raw_bytes
         )
         write_atomic(self._ops, seg.path, new)
         rebuilt = sealed_from(seg.path, seg.first_seq, seg.dict_id, segment.read_footer(new, seg.path)[0])
@@ -518,6 +541,7 @@ class FileStreamStore:
         return api.StoredMsg(seq, record.subject, record.headers, record.payload, record.timestamp_ns)
 
     def _block(self, seg: SealedSegment, k: int) -> tuple[bytes, dict[int, int]]:
+        """A decoded block and its seq -> offset map (filled on first random access)."""
         key = (seg.path, seg.blocks[k].offset)
         cached = self._blocks.get(key)
         if cached is not None:
@@ -527,16 +551,18 @@ class FileStreamStore:
         head = self._ops.read_at(seg.path, info.offset, segment.BLOCK_HEADER.size + info.comp_len)
         shifted = segment.BlockInfo(0, *_tail(info))
         raw = segment.decode_block(head, shifted, zdict=self._dict_for(seg.dict_id), path=seg.path)
-        positions = {r.seq: r.offset for r in records.decode_all(raw)[0] if r.kind == records.Kind.MSG}
-        self._blocks[key] = (raw, positions)
+        entry: tuple[bytes, dict[int, int]] = (raw, {})
+        self._blocks[key] = entry
         if len(self._blocks) > bounds.STORE_BLOCK_CACHE_ENTRIES:
             self._blocks.popitem(last=False)
-        return raw, positions
+        return entry
 
     def _load_sealed(self, seg: SealedSegment, seq: int) -> api.StoredMsg:
         k = seg.block_for(seq)
         assert k is not None, f"live seq {seq} has no block"
         raw, positions = self._block(seg, k)
+        if not positions:
+            positions.update((f[3], f[0]) for f in speedups.scan_frames(raw, 0)[0] if f[2] == records.Kind.MSG)
         record = records.decode_at(raw, positions[seq], check=False)
         return api.StoredMsg(seq, record.subject, record.headers, record.payload, record.timestamp_ns)
 

@@ -134,6 +134,60 @@ class StreamIndex:
             totals.first = seq
             totals.first_stale = False
 
+    def add_many(self, first_seq: int, names: list[str], sizes: list[int], times: list[int]) -> None:
+        """add() for consecutive sequences from first_seq (the batch fast path; no limits)."""
+        assert first_seq > self.last_seq, "sequences only move forward"
+        count = len(names)
+        if count == 0:
+            return
+        local: dict[str, int] = {}
+        sids = [local[n] if n in local else local.setdefault(n, self._intern(n)) for n in names]
+        done = 0
+        while done < count:
+            run = self._runs[-1] if self._runs else None
+            seq = first_seq + done
+            if run is None or run.end() != seq or len(run.subject_ids) >= limits.STORE_INDEX_RUN_MSGS:
+                run = _Run(seq)
+                self._runs.append(run)
+                self._bases.append(seq)
+            take = min(count - done, limits.STORE_INDEX_RUN_MSGS - len(run.subject_ids))
+            run.subject_ids.extend(sids[done : done + take])
+            run.sizes.extend(sizes[done : done + take])
+            run.times.extend(times[done : done + take])
+            run.live += take
+            done += take
+        if self.msgs == 0:
+            self.first_seq = first_seq
+        self.msgs += count
+        self.bytes += sum(sizes)
+        self.last_seq = first_seq + count - 1
+        self.last_ts_ns = times[-1]
+        if len(local) == 1:
+            self._count_subject(sids[0], first_seq, self.last_seq, count)
+            return
+        firsts: dict[int, int] = {}
+        lasts: dict[int, int] = {}
+        counts: dict[int, int] = {}
+        for offset, sid in enumerate(sids):
+            if sid not in firsts:
+                firsts[sid] = first_seq + offset
+                counts[sid] = 0
+            counts[sid] += 1
+            lasts[sid] = first_seq + offset
+        for sid, first in firsts.items():
+            self._count_subject(sid, first, lasts[sid], counts[sid])
+
+    def _count_subject(self, sid: int, first: int, last: int, count: int) -> None:
+        totals = self._totals.get(sid)
+        if totals is None:
+            totals = self._totals[sid] = _Totals(first)
+        if totals.count == 0:
+            totals.first = first
+            totals.first_stale = False
+        totals.count += count
+        totals.last = last
+        totals.last_stale = False
+
     def remove(self, seq: int) -> bool:
         found = self._locate(seq)
         if found is None:
@@ -242,6 +296,32 @@ class StreamIndex:
                 for i in range(offset, len(ids)):
                     if ids[i] in wanted:
                         yield run.base + i
+
+    def dead_in(self, first: int, last: int) -> set[int]:
+        """Sequences in [first, last] (at most last_seq) that are not live; usually few or none."""
+        last = min(last, self.last_seq)
+        dead = set(range(first, min(last + 1, self.first_seq)))
+        expected = max(first, self.first_seq)
+        k = max(bisect_right(self._bases, expected) - 1, 0)
+        for run in self._runs[k:]:
+            if run.base > last:
+                break
+            if run.base > expected:
+                dead.update(range(expected, run.base))
+            ids = run.subject_ids
+            lo = max(expected - run.base, 0)
+            hi = min(last - run.base + 1, len(ids))
+            while lo < hi:
+                try:
+                    lo = ids.index(DEAD, lo, hi)
+                except ValueError:
+                    break
+                dead.add(run.base + lo)
+                lo += 1
+            expected = max(expected, run.end())
+        if expected <= last:
+            dead.update(range(expected, last + 1))
+        return dead
 
     def next_live(self, start_seq: int, filter_subject: str = ">") -> int | None:
         if subjects.is_literal(filter_subject) and not subjects.matches_all(filter_subject):

@@ -123,6 +123,37 @@ def decode_all(buf: bytes | memoryview, start: int = 0) -> tuple[list[Record], i
     return found, offset
 
 
+# (offset, end, kind, seq, timestamp_ns) of one record inside a buffer
+Frame = tuple[int, int, int, int, int]
+
+
+def scan_frames(buf: bytes | memoryview, start: int = 0) -> tuple[list[Frame], int]:
+    """Every whole valid record from start as a Frame, without building Record objects.
+
+    The fast path for sealing and block indexing; checks each record's checksum and lengths.
+    Returns the frames and the offset where parsing stopped.
+    """
+    found: list[Frame] = []
+    unpack = RECORD_HEAD.unpack_from
+    crc32 = zlib.crc32
+    body_head = BODY_HEAD.size
+    offset = start
+    size = len(buf)
+    while offset + HEAD_BYTES <= size:
+        length, crc, kind, seq, ts, subject_len, headers_len, payload_len = unpack(buf, offset)
+        end = offset + 8 + length
+        if (
+            end > size
+            or body_head + subject_len + headers_len + payload_len != length
+            or kind not in _KINDS
+            or crc32(buf[offset + 8 : end], length) != crc
+        ):
+            break
+        found.append((offset, end, kind, seq, ts))
+        offset = end
+    return found, offset
+
+
 def resync(buf: bytes | memoryview, start: int) -> int | None:
     """The first offset after start where a valid record begins, or None (used after damage)."""
     for offset in range(start + 1, len(buf) - HEAD_BYTES + 1):

@@ -1,24 +1,21 @@
 """Sequential reads over a file store: each active file or sealed block is decoded once.
 
 This is the fast path behind `StreamStore.scan` (consumers replaying a stream, snapshots, the
-Spark reader). Liveness and the subject filter come from the store's index; matches of the
-filter are cached per subject.
+Spark reader). Liveness comes from the index as a per-block set of dead sequences (usually
+empty); matches of the subject filter are cached per subject.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from appliance.errors import CorruptData
-from appliance.store import api, records, subjects
-from appliance.store.layout import ActiveSegment
+from appliance.store import api, records, segment, speedups, subjects
+from appliance.store.layout import ActiveSegment, SealedSegment
 
 if TYPE_CHECKING:
     from appliance.store.filestore import FileStreamStore
-
-_HEAD = records.RECORD_HEAD
-_MSG = int(records.Kind.MSG)
 
 
 def scan_segments(store: FileStreamStore, start_seq: int, filter_subject: str) -> Iterator[api.StoredMsg]:
@@ -30,32 +27,49 @@ def scan_segments(store: FileStreamStore, start_seq: int, filter_subject: str) -
         if seg.live == 0:
             continue
         if isinstance(seg, ActiveSegment):
-            found: Iterator[api.StoredMsg] = _active_messages(store, seg, start)
-        else:
-            if seg.blocks and seg.blocks[-1].last_seq < start:
+            if not seg.offsets or index.last_seq < start:
                 continue
-            found = (
-                msg
+            batches = [(seg.first_seq, index.last_seq, _active_messages(store, seg, start))]
+        else:
+            batches = [
+                (info.first_seq, info.last_seq, _block_messages(store, seg, k, start))
                 for k, info in enumerate(seg.blocks)
                 if info.last_seq >= start
-                for msg in _messages(store.block(seg, k), start)
-            )
-        for msg in found:
-            if not index.is_live(msg.seq):
-                continue
-            if not everything:
-                hit = matched.get(msg.subject)
-                if hit is None:
-                    hit = matched[msg.subject] = subjects.subject_matches(filter_subject, msg.subject)
-                if not hit:
+            ]
+        for first, last, lazy in batches:
+            dead = index.dead_in(first, last)
+            for msg in lazy():
+                if dead and msg.seq in dead:
                     continue
-            yield msg
+                if not everything:
+                    hit = matched.get(msg.subject)
+                    if hit is None:
+                        hit = matched[msg.subject] = subjects.subject_matches(filter_subject, msg.subject)
+                    if not hit:
+                        continue
+                yield msg
 
 
-def _active_messages(store: FileStreamStore, seg: ActiveSegment, start: int) -> Iterator[api.StoredMsg]:
-    if not seg.offsets:
-        return
-    raw = store.ops.read_all(seg.path)
+def _block_messages(store: FileStreamStore, seg: SealedSegment, k: int, start: int) -> Callable[[], list[api.StoredMsg]]:
+    def load() -> list[api.StoredMsg]:
+        return speedups.block_msgs(store.block(seg, k), start, api.StoredMsg)  # type: ignore[return-value]
+
+    return load
+
+
+def _active_messages(store: FileStreamStore, seg: ActiveSegment, start: int) -> Callable[[], list[api.StoredMsg]]:
+    def load() -> list[api.StoredMsg]:
+        raw = store.ops.read_all(seg.path)
+        _frames, stop = speedups.scan_frames(raw, segment.HEADER_BYTES)
+        if stop == len(raw):
+            return speedups.block_msgs(raw[segment.HEADER_BYTES :], start, api.StoredMsg)  # type: ignore[return-value]
+        return list(_checked_messages(raw, seg, start))
+
+    return load
+
+
+def _checked_messages(raw: bytes, seg: ActiveSegment, start: int) -> Iterator[api.StoredMsg]:
+    """Record by record through the offsets map: the active file holds a damaged record."""
     for seq, offset in list(seg.offsets.items()):
         if seq < start:
             continue
@@ -64,19 +78,3 @@ def _active_messages(store: FileStreamStore, seg: ActiveSegment, start: int) -> 
         except records.BadRecord as exc:
             raise CorruptData(str(exc), path=seg.path, offset=offset) from exc
         yield api.StoredMsg(seq, record.subject, record.headers, record.payload, record.timestamp_ns)
-
-
-def _messages(raw: bytes, start: int) -> Iterator[api.StoredMsg]:
-    """Messages of a decoded sealed block (its checksum was verified when it was decoded)."""
-    offset = 0
-    end_of = len(raw)
-    unpack = _HEAD.unpack_from
-    while offset < end_of:
-        length, _crc, kind, seq, ts, subject_len, headers_len, _payload_len = unpack(raw, offset)
-        end = offset + 8 + length
-        if kind == _MSG and seq >= start:
-            s = offset + 35
-            h = s + subject_len
-            p = h + headers_len
-            yield api.StoredMsg(seq, raw[s:h].decode(), raw[h:p], raw[p:end], ts)
-        offset = end

@@ -112,31 +112,31 @@ def decode_header(data: bytes, path: str = "") -> FileHeader:
 # --- sealing ----------------------------------------------------------------------------------------
 
 
-def split_blocks(found: list[records.Record], block_raw_bytes: int) -> list[list[records.Record]]:
+def split_blocks(frames: list[records.Frame], block_raw_bytes: int) -> list[list[records.Frame]]:
     """Group records into blocks of at most block_raw_bytes raw bytes (a bigger record alone)."""
-    blocks: list[list[records.Record]] = []
-    current: list[records.Record] = []
+    blocks: list[list[records.Frame]] = []
+    current: list[records.Frame] = []
     current_bytes = 0
-    for record in found:
-        size = record.end - record.offset
+    for frame in frames:
+        size = frame[1] - frame[0]
         if current and current_bytes + size > block_raw_bytes:
             blocks.append(current)
             current, current_bytes = [], 0
-        current.append(record)
+        current.append(frame)
         current_bytes += size
     if current:
         blocks.append(current)
     return blocks
 
 
-def encode_block(group: list[records.Record], raw: bytes | memoryview, compressor: zstandard.ZstdCompressor) -> bytes:
-    data = b"".join(bytes(raw[r.offset : r.end]) for r in group)
+def encode_block(group: list[records.Frame], raw: bytes | memoryview, compressor: zstandard.ZstdCompressor) -> bytes:
+    data = b"".join([raw[offset:end] for offset, end, _kind, _seq, _ts in group])
     compressed = compressor.compress(data)
-    msgs = [r for r in group if r.kind == records.Kind.MSG]
-    first_seq = msgs[0].seq if msgs else 0
-    last_seq = msgs[-1].seq if msgs else 0
-    ts_min = min((r.timestamp_ns for r in msgs), default=0)
-    ts_max = max((r.timestamp_ns for r in msgs), default=0)
+    msgs = [f for f in group if f[2] == records.Kind.MSG]
+    first_seq = msgs[0][3] if msgs else 0
+    last_seq = msgs[-1][3] if msgs else 0
+    ts_min = min((f[4] for f in msgs), default=0)
+    ts_max = max((f[4] for f in msgs), default=0)
     head = BLOCK_HEADER.pack(
         BLOCK_MAGIC, first_seq, last_seq, ts_min, ts_max, len(msgs), len(data), len(compressed),
         zlib.crc32(compressed), 0,
@@ -146,20 +146,20 @@ def encode_block(group: list[records.Record], raw: bytes | memoryview, compresso
 
 def encode_sealed(
     first_seq: int,
-    found: list[records.Record],
+    frames: list[records.Frame],
     raw: bytes | memoryview,
     *,
     zdict: zstandard.ZstdCompressionDict | None,
     block_raw_bytes: int = limits.STORE_BLOCK_RAW_BYTES,
 ) -> bytes:
-    """A whole sealed segment holding `found` (records already chosen by the caller)."""
+    """A whole sealed segment holding the records `frames` point at in `raw` (chosen by the caller)."""
     compressor = zstandard.ZstdCompressor(
         level=limits.STORE_ZSTD_LEVEL, dict_data=zdict, write_content_size=True, write_dict_id=False
     )
     parts = [encode_sealed_header(first_seq, zdict.dict_id() if zdict is not None else 0)]
     offset = HEADER_BYTES
     index: list[bytes] = []
-    for group in split_blocks(found, block_raw_bytes):
+    for group in split_blocks(frames, block_raw_bytes):
         block = encode_block(group, raw, compressor)
         fields = BLOCK_HEADER.unpack_from(block)
         index.append(INDEX_ENTRY.pack(offset, fields[1], fields[2], fields[3], fields[4], fields[5], fields[7]))
@@ -292,7 +292,7 @@ def verify_sealed(data: bytes, *, zdict: zstandard.ZstdCompressionDict | None, p
         except CorruptData as exc:
             problems.append(exc)
             continue
-        _found, stop = records.decode_all(raw)
+        _frames, stop = records.scan_frames(raw)
         if stop != len(raw):
             problems.append(CorruptData("damaged record inside block", path=path, offset=info.offset))
     return problems

@@ -1,0 +1,104 @@
+"""Store hot paths: C (native/store.c) when appliance._native is in use, else the Python twins.
+
+native/store.c is linked into appliance._native as its own module `_store_native`; it is loaded
+from the same shared object here, once, at import. appliance.native decides whether native
+code is used at all (APPLIANCE_NO_NATIVE=1 forces the twins). tests/store/test_speedups.py
+checks that both give identical results.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import zlib
+from collections.abc import Callable
+from types import ModuleType
+from typing import TypeVar
+
+from appliance import native
+from appliance.store import records
+
+T = TypeVar("T")
+Encoded = tuple[bytes, list[int], list[int], list[int]]
+
+
+def encode_msgs_py(msgs: list[tuple[str, bytes, bytes, int]], first_seq: int, base_offset: int) -> Encoded:
+    """MSG records for first_seq, first_seq+1, ...: (buffer, offsets, nats-server sizes, times)."""
+    pack = records.BODY_HEAD.pack
+    frame = records.FRAME.pack
+    crc32 = zlib.crc32
+    parts: list[bytes] = []
+    offsets: list[int] = []
+    sizes: list[int] = []
+    times: list[int] = []
+    position = base_offset
+    seq = first_seq
+    for subject, headers, payload, timestamp_ns in msgs:
+        subject_bytes = subject.encode()
+        if len(subject_bytes) > 65535:
+            raise ValueError("subject longer than 65535 bytes")
+        body = b"".join(
+            (pack(1, seq, timestamp_ns, len(subject_bytes), len(headers), len(payload)), subject_bytes, headers, payload)
+        )
+        length = len(body)
+        parts.append(frame(length, crc32(body, length)))
+        parts.append(body)
+        offsets.append(position)
+        position += length + 8
+        sizes.append((30 if not headers else 34 + len(headers)) + len(subject_bytes) + len(payload))
+        times.append(timestamp_ns)
+        seq += 1
+    return b"".join(parts), offsets, sizes, times
+
+
+def block_msgs_py(raw: bytes, start_seq: int, factory: Callable[[int, str, bytes, bytes, int], T]) -> list[T]:
+    """Messages (seq >= start_seq) of a decoded, already verified block."""
+    found: list[T] = []
+    unpack = records.RECORD_HEAD.unpack_from
+    offset = 0
+    while offset < len(raw):
+        length, _crc, kind, seq, ts, subject_len, headers_len, payload_len = unpack(raw, offset)
+        end = offset + 8 + length
+        if records.BODY_HEAD.size + subject_len + headers_len + payload_len != length or end > len(raw):
+            raise ValueError(f"malformed record in block at {offset}")
+        if kind == records.Kind.MSG and seq >= start_seq:
+            s = offset + records.HEAD_BYTES
+            h = s + subject_len
+            p = h + headers_len
+            found.append(factory(seq, raw[s:h].decode(), raw[h:p], raw[p:end], ts))
+        offset = end
+    return found
+
+
+def _load_native() -> ModuleType | None:
+    if not native.ENABLED or native.speedups is None:
+        return None
+    path = getattr(native.speedups, "__file__", None)
+    if path is None:
+        return None
+    loader = importlib.machinery.ExtensionFileLoader("appliance._store_native", path)
+    spec = importlib.util.spec_from_loader(loader.name, loader)
+    if spec is None:
+        return None
+    try:
+        module = importlib.util.module_from_spec(spec)
+        loader.exec_module(module)
+    except ImportError:  # an older build without native/store.c
+        return None
+    return module
+
+
+_native = _load_native()
+ENABLED = _native is not None
+
+encode_msgs: Callable[[list[tuple[str, bytes, bytes, int]], int, int], Encoded]
+scan_frames: Callable[[bytes | memoryview, int], tuple[list[records.Frame], int]]
+block_msgs: Callable[..., list[object]]
+if _native is not None:
+    encode_msgs = _native.encode_msgs
+    scan_frames = _native.scan_frames
+    block_msgs = _native.block_msgs
+else:
+    encode_msgs = encode_msgs_py
+    scan_frames = records.scan_frames
+    block_msgs = block_msgs_py

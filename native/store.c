@@ -1,0 +1,333 @@
+/*
+ * Store hot paths (twins: appliance/store/records.py encode_msgs / scan_frames / block_msgs).
+ *
+ * The record format is appliance/store/records.py's: frame = body_len u32 | crc u32 | body,
+ * body = kind u8 | seq u64 | ts i64 | subject_len u16 | headers_len u32 | payload_len u32 |
+ * subject | headers | payload, all little-endian; crc is CRC-32 (zlib's) of the body seeded with
+ * body_len. A differential property test checks these functions against the Python twins.
+ *
+ * This file is linked into appliance._native but is its own module, `_store_native`
+ * (PyInit__store_native), loaded from the same shared object by appliance/store/speedups.py, so
+ * it needs no entry in another file's method table.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdint.h>
+#include <string.h>
+
+enum {
+    FRAME_BYTES = 8,
+    BODY_HEAD_BYTES = 27,
+    RECORD_HEAD_BYTES = FRAME_BYTES + BODY_HEAD_BYTES,
+    KIND_MSG = 1,
+    KIND_LAST = 3,
+    SUBJECT_BYTES_MAX = 65535,
+};
+_Static_assert(RECORD_HEAD_BYTES == 35, "record head is 35 bytes");
+
+static uint32_t crc_tables[8][256];
+
+static void crc_tables_init(void) {
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc_tables[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; i++) {
+        for (int t = 1; t < 8; t++) {
+            uint32_t prev = crc_tables[t - 1][i];
+            crc_tables[t][i] = (prev >> 8) ^ crc_tables[0][prev & 0xFF];
+        }
+    }
+}
+
+static uint32_t load_u32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t load_u64(const uint8_t *p) { return (uint64_t)load_u32(p) | (uint64_t)load_u32(p + 4) << 32; }
+
+static uint16_t load_u16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+
+static void store_u32(uint8_t *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void store_u64(uint8_t *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* zlib.crc32(data, seed) */
+static uint32_t crc32_seeded(uint32_t seed, const uint8_t *p, size_t n) {
+    uint32_t c = ~seed;
+    while (n >= 8) {
+        uint32_t one = load_u32(p) ^ c;
+        uint32_t two = load_u32(p + 4);
+        c = crc_tables[7][one & 0xFF] ^ crc_tables[6][(one >> 8) & 0xFF] ^ crc_tables[5][(one >> 16) & 0xFF] ^
+            crc_tables[4][one >> 24] ^ crc_tables[3][two & 0xFF] ^ crc_tables[2][(two >> 8) & 0xFF] ^
+            crc_tables[1][(two >> 16) & 0xFF] ^ crc_tables[0][two >> 24];
+        p += 8;
+        n -= 8;
+    }
+    while (n--) c = crc_tables[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
+    return ~c;
+}
+
+typedef struct {
+    const char *subject;
+    Py_ssize_t subject_len;
+    const char *headers;
+    Py_ssize_t headers_len;
+    const char *payload;
+    Py_ssize_t payload_len;
+    int64_t ts;
+} msg_view;
+
+/* Borrow the fields of one (subject: str, headers: bytes, payload: bytes, ts: int) tuple. */
+static int view_msg(PyObject *item, msg_view *view) {
+    if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 4) {
+        PyErr_SetString(PyExc_TypeError, "each message is a (subject, headers, payload, timestamp_ns) tuple");
+        return -1;
+    }
+    view->subject = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(item, 0), &view->subject_len);
+    if (view->subject == NULL) return -1;
+    if (view->subject_len > SUBJECT_BYTES_MAX) {
+        PyErr_SetString(PyExc_ValueError, "subject longer than 65535 bytes");
+        return -1;
+    }
+    PyObject *headers = PyTuple_GET_ITEM(item, 1);
+    PyObject *payload = PyTuple_GET_ITEM(item, 2);
+    if (!PyBytes_Check(headers) || !PyBytes_Check(payload)) {
+        PyErr_SetString(PyExc_TypeError, "headers and payload must be bytes");
+        return -1;
+    }
+    view->headers = PyBytes_AS_STRING(headers);
+    view->headers_len = PyBytes_GET_SIZE(headers);
+    view->payload = PyBytes_AS_STRING(payload);
+    view->payload_len = PyBytes_GET_SIZE(payload);
+    view->ts = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 3));
+    if (view->ts == -1 && PyErr_Occurred()) return -1;
+    return 0;
+}
+
+static Py_ssize_t body_bytes(const msg_view *v) {
+    return BODY_HEAD_BYTES + v->subject_len + v->headers_len + v->payload_len;
+}
+
+static void write_record(uint8_t *out, const msg_view *v, uint64_t seq) {
+    const uint32_t length = (uint32_t)body_bytes(v);
+    uint8_t *body = out + FRAME_BYTES;
+    body[0] = KIND_MSG;
+    store_u64(body + 1, seq);
+    store_u64(body + 9, (uint64_t)v->ts);
+    body[17] = (uint8_t)(v->subject_len & 0xFF);
+    body[18] = (uint8_t)(v->subject_len >> 8);
+    store_u32(body + 19, (uint32_t)v->headers_len);
+    store_u32(body + 23, (uint32_t)v->payload_len);
+    uint8_t *cursor = body + BODY_HEAD_BYTES;
+    memcpy(cursor, v->subject, (size_t)v->subject_len);
+    cursor += v->subject_len;
+    memcpy(cursor, v->headers, (size_t)v->headers_len);
+    cursor += v->headers_len;
+    memcpy(cursor, v->payload, (size_t)v->payload_len);
+    store_u32(out, length);
+    store_u32(out + 4, crc32_seeded(length, body, length));
+}
+
+/* nats-server fileStoreMsgSize */
+static long long file_msg_size(const msg_view *v) {
+    long long size = 22 + v->subject_len + v->payload_len + 8;
+    return v->headers_len ? size + 4 + v->headers_len : size;
+}
+
+/* encode_msgs(msgs: list, first_seq: int, base_offset: int) -> (bytes, offsets, sizes, times) */
+static PyObject *encode_msgs(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 3 || !PyList_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "encode_msgs(msgs: list, first_seq: int, base_offset: int)");
+        return NULL;
+    }
+    const unsigned long long first_seq = PyLong_AsUnsignedLongLong(args[1]);
+    const long long base_offset = PyLong_AsLongLong(args[2]);
+    if (PyErr_Occurred()) return NULL;
+    PyObject *msgs = args[0];
+    const Py_ssize_t count = PyList_GET_SIZE(msgs);
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        msg_view v;
+        if (view_msg(PyList_GET_ITEM(msgs, i), &v) < 0) return NULL;
+        total += FRAME_BYTES + body_bytes(&v);
+    }
+    PyObject *buffer = PyBytes_FromStringAndSize(NULL, total);
+    PyObject *offsets = PyList_New(count);
+    PyObject *sizes = PyList_New(count);
+    PyObject *times = PyList_New(count);
+    if (buffer == NULL || offsets == NULL || sizes == NULL || times == NULL) goto fail;
+    uint8_t *out = (uint8_t *)PyBytes_AS_STRING(buffer);
+    Py_ssize_t position = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        msg_view v;
+        if (view_msg(PyList_GET_ITEM(msgs, i), &v) < 0) goto fail;
+        write_record(out + position, &v, first_seq + (unsigned long long)i);
+        PyObject *offset = PyLong_FromLongLong(base_offset + position);
+        PyObject *size = PyLong_FromLongLong(file_msg_size(&v));
+        PyObject *ts = PyLong_FromLongLong(v.ts);
+        if (offset == NULL || size == NULL || ts == NULL) {
+            Py_XDECREF(offset);
+            Py_XDECREF(size);
+            Py_XDECREF(ts);
+            goto fail;
+        }
+        PyList_SET_ITEM(offsets, i, offset);
+        PyList_SET_ITEM(sizes, i, size);
+        PyList_SET_ITEM(times, i, ts);
+        position += FRAME_BYTES + body_bytes(&v);
+    }
+    assert(position == total);
+    return Py_BuildValue("(NNNN)", buffer, offsets, sizes, times);
+fail:
+    Py_XDECREF(buffer);
+    Py_XDECREF(offsets);
+    Py_XDECREF(sizes);
+    Py_XDECREF(times);
+    return NULL;
+}
+
+typedef struct {
+    uint32_t length;
+    uint32_t crc;
+    uint8_t kind;
+    uint64_t seq;
+    int64_t ts;
+    uint16_t subject_len;
+    uint32_t headers_len;
+    uint32_t payload_len;
+} record_head;
+
+static void read_head(const uint8_t *p, record_head *h) {
+    h->length = load_u32(p);
+    h->crc = load_u32(p + 4);
+    h->kind = p[8];
+    h->seq = load_u64(p + 9);
+    h->ts = (int64_t)load_u64(p + 17);
+    h->subject_len = load_u16(p + 25);
+    h->headers_len = load_u32(p + 27);
+    h->payload_len = load_u32(p + 31);
+}
+
+/* The record at offset is whole and consistent (lengths, kind; crc when check). */
+static int record_ok(const uint8_t *data, Py_ssize_t size, Py_ssize_t offset, const record_head *h, int check) {
+    const Py_ssize_t end = offset + FRAME_BYTES + (Py_ssize_t)h->length;
+    if (end > size) return 0;
+    if ((uint64_t)BODY_HEAD_BYTES + h->subject_len + h->headers_len + h->payload_len != h->length) return 0;
+    if (h->kind < KIND_MSG || h->kind > KIND_LAST) return 0;
+    if (check && crc32_seeded(h->length, data + offset + FRAME_BYTES, h->length) != h->crc) return 0;
+    return 1;
+}
+
+/* scan_frames(buf, start) -> ([(offset, end, kind, seq, ts), ...], stop) */
+static PyObject *scan_frames(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "scan_frames(buf, start)");
+        return NULL;
+    }
+    Py_ssize_t offset = PyLong_AsSsize_t(args[1]);
+    if (offset == -1 && PyErr_Occurred()) return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    const uint8_t *data = view.buf;
+    const Py_ssize_t size = view.len;
+    PyObject *found = PyList_New(0);
+    if (found == NULL) goto fail;
+    while (offset >= 0 && offset + RECORD_HEAD_BYTES <= size) {
+        record_head h;
+        read_head(data + offset, &h);
+        if (!record_ok(data, size, offset, &h, 1)) break;
+        const Py_ssize_t end = offset + FRAME_BYTES + (Py_ssize_t)h.length;
+        PyObject *frame = Py_BuildValue("(nnBKL)", offset, end, h.kind, (unsigned long long)h.seq, (long long)h.ts);
+        if (frame == NULL || PyList_Append(found, frame) < 0) {
+            Py_XDECREF(frame);
+            goto fail;
+        }
+        Py_DECREF(frame);
+        offset = end;
+    }
+    PyBuffer_Release(&view);
+    return Py_BuildValue("(Nn)", found, offset);
+fail:
+    Py_XDECREF(found);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
+/* block_msgs(raw: bytes, start_seq: int, factory) -> [factory(seq, subject, headers, payload, ts), ...] */
+static PyObject *block_msgs(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 3 || !PyBytes_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "block_msgs(raw: bytes, start_seq: int, factory)");
+        return NULL;
+    }
+    const unsigned long long start_seq = PyLong_AsUnsignedLongLong(args[1]);
+    if (PyErr_Occurred()) return NULL;
+    PyObject *factory = args[2];
+    const uint8_t *data = (const uint8_t *)PyBytes_AS_STRING(args[0]);
+    const Py_ssize_t size = PyBytes_GET_SIZE(args[0]);
+    PyObject *found = PyList_New(0);
+    if (found == NULL) return NULL;
+    Py_ssize_t offset = 0;
+    while (offset < size) {
+        record_head h;
+        if (offset + RECORD_HEAD_BYTES > size) goto malformed;
+        read_head(data + offset, &h);
+        if (!record_ok(data, size, offset, &h, 0)) goto malformed;
+        const Py_ssize_t end = offset + FRAME_BYTES + (Py_ssize_t)h.length;
+        if (h.kind == KIND_MSG && h.seq >= start_seq) {
+            const char *subject = (const char *)data + offset + RECORD_HEAD_BYTES;
+            PyObject *fields[5];
+            fields[0] = PyLong_FromUnsignedLongLong(h.seq);
+            fields[1] = PyUnicode_DecodeUTF8(subject, h.subject_len, NULL);
+            fields[2] = PyBytes_FromStringAndSize(subject + h.subject_len, h.headers_len);
+            fields[3] = PyBytes_FromStringAndSize(subject + h.subject_len + h.headers_len, h.payload_len);
+            fields[4] = PyLong_FromLongLong(h.ts);
+            PyObject *msg = NULL;
+            if (fields[0] && fields[1] && fields[2] && fields[3] && fields[4]) {
+                msg = PyObject_Vectorcall(factory, fields, 5, NULL);
+            }
+            for (int i = 0; i < 5; i++) Py_XDECREF(fields[i]);
+            if (msg == NULL || PyList_Append(found, msg) < 0) {
+                Py_XDECREF(msg);
+                Py_DECREF(found);
+                return NULL;
+            }
+            Py_DECREF(msg);
+        }
+        offset = end;
+    }
+    return found;
+malformed:
+    Py_DECREF(found);
+    PyErr_Format(PyExc_ValueError, "malformed record in block at %zd", offset);
+    return NULL;
+}
+
+static PyMethodDef store_methods[] = {
+    {"encode_msgs", (PyCFunction)(void (*)(void))encode_msgs, METH_FASTCALL,
+     "Encode MSG records for consecutive sequences: (buffer, offsets, sizes, times)."},
+    {"scan_frames", (PyCFunction)(void (*)(void))scan_frames, METH_FASTCALL,
+     "Whole valid records from start: ([(offset, end, kind, seq, ts)], stop)."},
+    {"block_msgs", (PyCFunction)(void (*)(void))block_msgs, METH_FASTCALL,
+     "Messages of a verified block with seq >= start_seq, built by factory."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef store_module = {
+    PyModuleDef_HEAD_INIT, "appliance._store_native", "Store hot paths (see native/store.c).", -1,
+    store_methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__store_native(void) {
+    crc_tables_init();
+    return PyModule_Create(&store_module);
+}
