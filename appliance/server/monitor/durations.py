@@ -20,7 +20,7 @@ NS_PER_US = 1_000
 NS_PER_MS = 1_000_000
 NS_PER_S = 1_000_000_000
 
-_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+_EPOCH = datetime.datetime(1970, 1, 1)  # naive UTC: isoformat() then has no offset to strip
 
 
 def wall_ns(seconds: float) -> int:
@@ -84,8 +84,7 @@ def uptime(ns: int) -> str:
 def rfc3339_nano(ns: int) -> str:
     """Go `t.UTC().Format(time.RFC3339Nano)` for a time given as nanoseconds since the Unix epoch."""
     seconds, nanos = divmod(ns, NS_PER_S)
-    moment = _EPOCH + datetime.timedelta(seconds=seconds)
-    text = moment.strftime("%Y-%m-%dT%H:%M:%S")
+    text = (_EPOCH + datetime.timedelta(seconds=seconds)).isoformat()
     if nanos:
         text += "." + f"{nanos:09d}".rstrip("0")
     return text + "Z"

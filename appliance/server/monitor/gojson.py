@@ -11,28 +11,32 @@ Keys keep insertion order: callers build dicts in nats-server's struct field ord
 from __future__ import annotations
 
 import math
+import re
 from decimal import Decimal
+from json.encoder import encode_basestring  # the C speedup of the json module
 
 JsonValue = dict[str, "JsonValue"] | list["JsonValue"] | str | int | float | bool | None
 
-_SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f"}
-_HEX_ESCAPED = frozenset("<>&\u2028\u2029")
+_HTML_ESCAPES = str.maketrans({c: f"\\u{ord(c):04x}" for c in "<>&\u2028\u2029"})
+_HTML_CHARACTERS = re.compile("[<>&\u2028\u2029]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _plain_string(text: str) -> str:
+    """A JSON string with Go's escapes except the HTML ones (applied once to the whole document)."""
+    if not text.isascii() and _SURROGATE.search(text):
+        text = _SURROGATE.sub("\ufffd", text)  # a lone surrogate is invalid UTF-8: Go writes U+FFFD
+    return encode_basestring(text)
+
+
+def _html_escaped(document: str) -> str:
+    """Go's HTML escapes; `<`, `>`, `&`, U+2028 and U+2029 can only occur inside JSON strings."""
+    return document.translate(_HTML_ESCAPES) if _HTML_CHARACTERS.search(document) else document
 
 
 def go_string(text: str) -> str:
-    out = ['"']
-    for char in text:
-        short = _SHORT_ESCAPES.get(char)
-        if short is not None:
-            out.append(short)
-        elif char < " " or char in _HEX_ESCAPED:
-            out.append(f"\\u{ord(char):04x}")
-        elif 0xD800 <= ord(char) <= 0xDFFF:
-            out.append("\\ufffd")  # a lone surrogate is invalid UTF-8: Go writes the replacement char
-        else:
-            out.append(char)
-    out.append('"')
-    return "".join(out)
+    """A JSON string as Go writes it (the C encoder of the json module does the common escapes)."""
+    return _html_escaped(_plain_string(text))
 
 
 def go_float(value: float) -> str:
@@ -51,55 +55,60 @@ def go_float(value: float) -> str:
     return text.removesuffix(".0") if "." in text and text.rstrip("0").endswith(".") else text
 
 
-def _encode(value: JsonValue, out: list[str], indent: str | None, depth: int) -> None:
+def _scalar(value: JsonValue) -> str | None:
+    """The text of a scalar (HTML escapes still to do), or None for a container."""
+    kind = type(value)
+    if kind is str:
+        return _plain_string(value)  # type: ignore[arg-type]
+    if kind is int:
+        return str(value)
     if value is None:
-        out.append("null")
-    elif value is True:
-        out.append("true")
-    elif value is False:
-        out.append("false")
-    elif isinstance(value, int):
-        out.append(str(value))
-    elif isinstance(value, float):
-        out.append(go_float(value))
-    elif isinstance(value, str):
-        out.append(go_string(value))
-    elif isinstance(value, list):
-        _encode_items(value, out, indent, depth, "[]")
-    else:
-        _encode_items(value, out, indent, depth, "{}")
+        return "null"
+    if kind is bool:
+        return "true" if value else "false"
+    if kind is float:
+        return go_float(value)  # type: ignore[arg-type]
+    return None
 
 
-def _encode_items(
-    container: list[JsonValue] | dict[str, JsonValue],
-    out: list[str],
-    indent: str | None,
-    depth: int,
-    brackets: str,
-) -> None:
-    if not container:
-        out.append(brackets)
+def _encode(value: JsonValue, out: list[str], newline: str | None) -> None:
+    """Append the JSON of `value`; `newline` is "\\n" plus the current indentation, None when compact."""
+    text = _scalar(value)
+    if text is not None:
+        out.append(text)
         return
-    inner = "" if indent is None else "\n" + indent * (depth + 1)
-    closing = "" if indent is None else "\n" + indent * depth
-    separator = ":" if indent is None else ": "
-    out.append(brackets[0])
-    items: list[tuple[str | None, JsonValue]]
-    if isinstance(container, dict):
-        items = list(container.items())
-    else:
-        items = [(None, item) for item in container]
-    for position, (key, item) in enumerate(items):
-        if position:
-            out.append(",")
-        out.append(inner)
+    assert isinstance(value, (dict, list)), f"not JSON: {type(value).__name__}"
+    if not value:
+        out.append("{}" if isinstance(value, dict) else "[]")
+        return
+    inner = None if newline is None else newline + "  "
+    separator = "," if inner is None else "," + inner
+    colon = ":" if inner is None else ": "
+    append = out.append
+    append("{" if isinstance(value, dict) else "[")
+    if inner is not None:
+        append(inner)
+    first = True
+    for key, item in value.items() if isinstance(value, dict) else ((None, item) for item in value):
+        if first:
+            first = False
+        else:
+            append(separator)
         if key is not None:
-            out.append(go_string(key) + separator)
-        _encode(item, out, indent, depth + 1)
-    out.append(closing + brackets[1])
+            append(encode_basestring(key) if key.isascii() else _plain_string(key))
+            append(colon)
+        if isinstance(item, str):  # the common leaves inline: this loop is the whole cost of a large page
+            append(encode_basestring(item) if item.isascii() else _plain_string(item))
+        elif type(item) is int:
+            append(str(item))
+        else:
+            _encode(item, out, inner)
+    if newline is not None:
+        append(newline)
+    append("}" if isinstance(value, dict) else "]")
 
 
 def dumps(value: JsonValue, *, indented: bool = True) -> bytes:
     out: list[str] = []
-    _encode(value, out, "  " if indented else None, 0)
-    return "".join(out).encode()
+    _encode(value, out, "\n" if indented else None)
+    return _html_escaped("".join(out)).encode()

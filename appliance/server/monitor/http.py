@@ -93,7 +93,9 @@ class MonitorServer:
     def __init__(self, app: MonitorApp, listener: socket.socket) -> None:
         self.app = app
         self.listener = listener
-        self._writers: set[asyncio.StreamWriter] = set()  # open connections; beyond HTTP_CONNECTIONS_MAX only while their 503 is written
+        # open connections and their handler tasks; beyond HTTP_CONNECTIONS_MAX only while a 503 is written
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._handlers: set[asyncio.Task[None]] = set()
         self._server: asyncio.Server | None = None
 
     @property
@@ -118,9 +120,14 @@ class MonitorServer:
             self._server.close()
             for writer in list(self._writers):
                 writer.close()
+            if self._handlers:  # each ends at its next read or write of the closed transport
+                await asyncio.wait(list(self._handlers), timeout=limits.HTTP_IDLE_TIMEOUT_S)
             await self._server.wait_closed()
 
     async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        handler = asyncio.current_task()
+        assert handler is not None
+        self._handlers.add(handler)
         self._writers.add(writer)
         try:
             if self.open_connections > limits.HTTP_CONNECTIONS_MAX:
@@ -132,6 +139,7 @@ class MonitorServer:
             pass  # the client went away or fell silent: nothing to answer
         finally:
             self._writers.discard(writer)
+            self._handlers.discard(handler)
             writer.close()
             with contextlib.suppress(ConnectionError):
                 await writer.wait_closed()

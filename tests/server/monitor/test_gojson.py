@@ -86,3 +86,8 @@ def test_any_value_round_trips_through_a_standard_json_parser(value: JsonValue) 
     expected = as_floats(json.loads(json.dumps(value)))
     assert as_floats(json.loads(dumps(value))) == expected
     assert as_floats(json.loads(dumps(value, indented=False))) == expected
+
+
+def test_a_lone_surrogate_becomes_the_replacement_character_like_invalid_utf8_in_go() -> None:
+    assert go_string("a\ud800b") == '"a\ufffdb"'
+    assert dumps("\udfff") == '"\ufffd"'.encode()
