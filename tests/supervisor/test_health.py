@@ -1,0 +1,61 @@
+"""Overall health from the workers' rows: ok, degraded (with reasons), down."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from appliance.supervisor.health import assess_health
+from appliance.supervisor.status_table import RowSnapshot, WorkerState
+
+NOW = 1000.0
+READY = RowSnapshot(index=0, pid=100, core=0, numa_node=0, state=WorkerState.READY, restarts=0,
+                    started_mono_s=900.0, heartbeat_mono_s=NOW - 0.2, heartbeats=10, connections=1, msgs_in=0,
+                    msgs_out=0, bytes_in=0, bytes_out=0, ring_fill=0.0)
+
+
+def row(index: int, **changes: object) -> RowSnapshot:
+    return dataclasses.replace(READY, index=index, pid=100 + index, **changes)  # type: ignore[arg-type]
+
+
+def health(*rows: RowSnapshot, stopping: bool = False) -> tuple[str, list[str], int]:
+    result = assess_health(list(rows), now_mono_s=NOW, heartbeat_late_s=2.0, stopping=stopping)
+    return result.level, result.reasons, result.exit_code
+
+
+def test_all_ready_and_fresh_is_ok() -> None:
+    assert health(row(0), row(1)) == ("ok", [], 0)
+
+
+def test_a_late_worker_is_degraded() -> None:
+    level, reasons, code = health(row(0), row(1, heartbeat_mono_s=NOW - 5.0))
+    assert (level, code) == ("degraded", 1)
+    assert reasons == ["worker 1 (pid 101) heartbeat late: 5.0s ago"]
+
+
+def test_a_restarting_worker_is_degraded() -> None:
+    assert health(row(0), row(1, state=WorkerState.BACKOFF, restarts=2)) == (
+        "degraded", ["worker 1 restarting (restarts: 2)"], 1)
+
+
+def test_a_starting_worker_is_degraded() -> None:
+    assert health(row(0), row(1, state=WorkerState.STARTING))[0] == "degraded"
+
+
+def test_lame_duck_is_degraded_but_serving() -> None:
+    level, reasons, _ = health(row(0, state=WorkerState.LAME_DUCK))
+    assert level == "degraded"
+    assert reasons == ["worker 0 (pid 100) in lame duck mode"]
+
+
+def test_no_serving_worker_is_down() -> None:
+    level, reasons, code = health(row(0, heartbeat_mono_s=NOW - 9.0), row(1, state=WorkerState.BACKOFF))
+    assert (level, code) == ("down", 2)
+    assert reasons[0] == "no worker is serving clients"
+
+
+def test_no_workers_is_down() -> None:
+    assert health()[0] == "down"
+
+
+def test_a_stopping_supervisor_is_down() -> None:
+    assert health(row(0), stopping=True) == ("down", ["supervisor is stopping"], 2)
