@@ -38,6 +38,7 @@ from appliance.bench.table import markdown
 
 RESULTS_DIR = Path("bench-results")
 TARGETS: tuple[ServerKind, ...] = (NATS_DEFAULT, NATS_SYNC_ALWAYS, APPLIANCE)
+ServerKey = tuple[str, int]  # (server kind name, nodes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +48,7 @@ class Scenario:
     request: BenchRequest
     headline: str  # the report row compared across servers
     reference_msgs_per_s: float | None = None  # nats-server 2.15.1 with a C client on this machine
+    nodes: int = 1  # 3: every server kind runs as a three-node cluster
 
 
 SCENARIOS: tuple[Scenario, ...] = (
@@ -65,6 +67,12 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("js-push", "JS R1 push, ack none", BenchRequest("js-push", msgs=200_000, ack="none"), "js-push total"),
     Scenario("kv-put", "KV put 128 B (sync)", BenchRequest("kv-put", msgs=10_000), "kv-put total"),
     Scenario("kv-get", "KV get 128 B (direct get)", BenchRequest("kv-get", msgs=20_000), "kv-get total"),
+    Scenario("r3-js-pub-async", "3-node cluster: JS R3 async pub 128 B, window 256",
+             BenchRequest("js-pub", msgs=100_000, window=256, replicas=3), "js-pub total", nodes=3),
+    Scenario("r3-js-pub-sync", "3-node cluster: JS R3 sync pub 128 B",
+             BenchRequest("js-pub", msgs=5_000, window=0, replicas=3), "js-pub total", nodes=3),
+    Scenario("r3-js-fetch-explicit", "3-node cluster: JS R3 fetch batch 500, ack explicit",
+             BenchRequest("js-fetch", msgs=100_000, batch=500, ack="explicit", replicas=3), "js-fetch total", nodes=3),
 )
 
 
@@ -116,17 +124,13 @@ def run_all(scenarios: tuple[Scenario, ...], targets: tuple[ServerKind, ...], *,
             log: object = print) -> dict[str, dict[str, Cell]]:
     assert callable(log)
     cells = {s.key: {t.name: Cell() for t in targets} for s in scenarios}
-    servers: dict[str, RunningServer] = {}
-    down: dict[str, str] = {}
+    servers: dict[ServerKey, RunningServer] = {}
+    down: dict[ServerKey, str] = {}
     try:
-        for kind in targets:
-            try:
-                servers[kind.name] = start(kind)
-            except ServerStartFailed as exc:
-                down[kind.name] = failure_text(kind, exc)
-                log(f"{kind.name}: {down[kind.name]}")
         for scenario in scenarios:
             request = scaled(scenario.request, scale)
+            for kind in targets:
+                _ensure_started(kind, scenario.nodes, servers, down, log)
             for round_number in range(rounds):
                 for kind in targets:
                     _one(cells[scenario.key][kind.name], scenario, request, kind, servers, down, round_number, log)
@@ -136,21 +140,37 @@ def run_all(scenarios: tuple[Scenario, ...], targets: tuple[ServerKind, ...], *,
     return cells
 
 
-def _one(cell: Cell, scenario: Scenario, request: BenchRequest, kind: ServerKind,
-         servers: dict[str, RunningServer], down: dict[str, str], round_number: int, log: object) -> None:
+def _ensure_started(kind: ServerKind, nodes: int, servers: dict[ServerKey, RunningServer],
+                    down: dict[ServerKey, str], log: object) -> None:
+    """Start each kind and size of server once, when a scenario first needs it."""
     assert callable(log)
-    if kind.name in down:
-        cell.failure = down[kind.name]
+    key = (kind.name, nodes)
+    if key in servers or key in down:
+        return
+    try:
+        servers[key] = start(kind, nodes=nodes)
+    except ServerStartFailed as exc:
+        where = "" if nodes == 1 else f" ({nodes}-node cluster)"
+        down[key] = failure_text(kind, exc)
+        log(f"{kind.name}{where}: {down[key]}")
+
+
+def _one(cell: Cell, scenario: Scenario, request: BenchRequest, kind: ServerKind,
+         servers: dict[ServerKey, RunningServer], down: dict[ServerKey, str], round_number: int, log: object) -> None:
+    assert callable(log)
+    key = (kind.name, scenario.nodes)
+    if key in down:
+        cell.failure = down[key]
         return
     if cell.failure:
         return  # it failed in an earlier round: do not hammer it again
-    server = servers[kind.name]
-    if server.proc.poll() is not None:
-        down[kind.name] = failure_text(kind, RuntimeError(f"server exited: {server.reason()}"))
-        cell.failure = down[kind.name]
+    server = servers[key]
+    if server.dead_node() is not None:
+        down[key] = failure_text(kind, RuntimeError(f"server exited: {server.reason()}"))
+        cell.failure = down[key]
         return
     try:
-        report = run_bench(replace(request, url=server.url), server_pid=server.pid)
+        report = run_bench(replace(request, url=server.url), server_pids=server.pids)
         record(cell, report, scenario.headline)
         log(f"round {round_number + 1} {scenario.key:18} {kind.name:24} {cell.msgs_per_s[-1]:>12,.0f} msgs/s")
     except Exception as exc:  # noqa: BLE001 - any failure is a result to show, with its reason

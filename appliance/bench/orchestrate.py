@@ -80,17 +80,23 @@ def client_main(spec: ClientSpec, slot: int, progress: Any, go: Any, stop: Any, 
         results.put(("error", slot, f"{spec.role} #{spec.index}: {type(exc).__name__}: {exc}"))
 
 
-def server_cpu_s(pid: int | None) -> float | None:
-    if pid is None:
+def server_cpu_s(pids: tuple[int, ...]) -> float | None:
+    """CPU seconds used so far by the server processes (all nodes, and their workers); None if unknown."""
+    if not pids:
         return None
+    total = 0.0
     try:
-        times = psutil.Process(pid).cpu_times()
+        for pid in pids:
+            process = psutil.Process(pid)
+            for each in [process, *process.children(recursive=True)]:
+                times = each.cpu_times()
+                total += times.user + times.system
     except psutil.Error:
         return None
-    return float(times.user + times.system + times.children_user + times.children_system)
+    return total
 
 
-def run_plan(plan: Plan, *, server_pid: int | None = None, view: ProgressView | None = None) -> Outcome:
+def run_plan(plan: Plan, *, server_pids: tuple[int, ...] = (), view: ProgressView | None = None) -> Outcome:
     endpoint = Endpoint.parse(plan.request.url)
     conn = Connection(endpoint, name="bench-setup")
     try:
@@ -98,7 +104,7 @@ def run_plan(plan: Plan, *, server_pid: int | None = None, view: ProgressView | 
     finally:
         conn.close()
     try:
-        return _run_clients(plan, server_pid, view)
+        return _run_clients(plan, server_pids, view)
     finally:
         conn = Connection(endpoint, name="bench-teardown")
         try:
@@ -119,7 +125,7 @@ def _context() -> Any:
     return ctx
 
 
-def _run_clients(plan: Plan, server_pid: int | None, view: ProgressView | None) -> Outcome:
+def _run_clients(plan: Plan, server_pids: tuple[int, ...], view: ProgressView | None) -> Outcome:
     ctx = _context()
     n = len(plan.clients)
     progress: SynchronizedArray[int] = ctx.Array("q", n, lock=False)
@@ -131,11 +137,11 @@ def _run_clients(plan: Plan, server_pid: int | None, view: ProgressView | None) 
         for proc in procs:
             proc.start()
         _wait_ready(procs, results)
-        cpu_before = server_cpu_s(server_pid)
+        cpu_before = server_cpu_s(server_pids)
         start = time.perf_counter()
         go.set()
         done, wall_s = _collect(plan, procs, results, progress, stop, view, start)
-        cpu_after = server_cpu_s(server_pid)
+        cpu_after = server_cpu_s(server_pids)
     finally:
         stop.set()
         _reap(procs)

@@ -8,6 +8,7 @@ from appliance.bench.progress import ProgressView
 from appliance.bench.report import BenchReport, build_report
 
 
-def run_bench(request: BenchRequest, *, server_pid: int | None = None, view: ProgressView | None = None) -> BenchReport:
+def run_bench(request: BenchRequest, *, server_pids: tuple[int, ...] = (),
+              view: ProgressView | None = None) -> BenchReport:
     plan = make_plan(request)
-    return build_report(plan, run_plan(plan, server_pid=server_pid, view=view))
+    return build_report(plan, run_plan(plan, server_pids=server_pids, view=view))

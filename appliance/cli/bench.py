@@ -30,7 +30,8 @@ def _common(func: F) -> F:
         click.option("--size", default=128, show_default=True, help="payload bytes"),
         click.option("--json", "as_json", is_flag=True, help="print the result as JSON"),
         click.option("--no-progress", is_flag=True, help="no progress bar"),
-        click.option("--server-pid", type=int, default=None, help="also report this local server's CPU"),
+        click.option("--server-pid", "server_pids", type=int, multiple=True,
+                     help="also report the CPU of this local server process (repeat for cluster nodes)"),
     ]
     for option in reversed(options):
         func = option(func)
@@ -50,11 +51,11 @@ def _js(func: F) -> F:
     return func
 
 
-def _go(verb: Verb, as_json: bool, no_progress: bool, server_pid: int | None, **fields: Any) -> None:
+def _go(verb: Verb, as_json: bool, no_progress: bool, server_pids: tuple[int, ...], **fields: Any) -> None:
     request = BenchRequest(verb=verb, **fields)
     view = ProgressView(enabled=not no_progress and sys.stderr.isatty())
     try:
-        report = run_bench(request, server_pid=server_pid, view=view)
+        report = run_bench(request, server_pids=server_pids, view=view)
     except (ApplianceError, OSError, ValueError, TimeoutError) as exc:
         raise click.ClickException(f"{type(exc).__name__}: {exc}") from exc
     click.echo(json.dumps(report.as_dict(), indent=2) if as_json else report.table())

@@ -23,7 +23,7 @@ def counts(report: object) -> dict[str, int]:
 
 def test_core_publish_and_subscribe(nats_server: servers.RunningServer) -> None:
     report = run_bench(BenchRequest("pubsub", url=nats_server.url, msgs=3000, size=64, pubs=2, subs=2),
-                       server_pid=nats_server.pid)
+                       server_pids=(nats_server.pid,))
     assert report.errors == 0
     assert counts(report) == {"pub total": 3000, "sub total": 6000, "pub+sub total": 9000}
     assert [row.rate.msgs for row in report.clients] == [1500, 1500, 3000, 3000]
