@@ -262,6 +262,21 @@ fail:
     return NULL;
 }
 
+/* factory(*fields); a tuple subclass (a NamedTuple) is filled directly, without its Python __new__. */
+static PyObject *build(PyObject *factory, PyObject *const *fields) {
+    if (!PyType_Check(factory) || !PyType_IsSubtype((PyTypeObject *)factory, &PyTuple_Type)) {
+        return PyObject_Vectorcall(factory, fields, 5, NULL);
+    }
+    PyObject *values = PyTuple_Pack(5, fields[0], fields[1], fields[2], fields[3], fields[4]);
+    if (values == NULL) return NULL;
+    PyObject *args = PyTuple_Pack(1, values);
+    Py_DECREF(values);
+    if (args == NULL) return NULL;
+    PyObject *msg = PyTuple_Type.tp_new((PyTypeObject *)factory, args, NULL);
+    Py_DECREF(args);
+    return msg;
+}
+
 /* block_msgs(raw: bytes, start_seq: int, factory) -> [factory(seq, subject, headers, payload, ts), ...] */
 static PyObject *block_msgs(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
@@ -293,7 +308,7 @@ static PyObject *block_msgs(PyObject *module, PyObject *const *args, Py_ssize_t 
             fields[4] = PyLong_FromLongLong(h.ts);
             PyObject *msg = NULL;
             if (fields[0] && fields[1] && fields[2] && fields[3] && fields[4]) {
-                msg = PyObject_Vectorcall(factory, fields, 5, NULL);
+                msg = build(factory, fields);
             }
             for (int i = 0; i < 5; i++) Py_XDECREF(fields[i]);
             if (msg == NULL || PyList_Append(found, msg) < 0) {

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Literal, NamedTuple, Protocol
 
 from appliance.errors import LimitExceeded
 
@@ -36,8 +36,9 @@ class StoreLimits:
         assert self.max_age_ns >= 0
 
 
-@dataclass(frozen=True, slots=True)
-class StoredMsg:
+class StoredMsg(NamedTuple):
+    """One stored message. A named tuple: the sequential-read path builds millions of them."""
+
     seq: int
     subject: str
     headers: bytes
