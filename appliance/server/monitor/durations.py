@@ -66,7 +66,7 @@ def go_duration(ns: int) -> str:
 
 def uptime(ns: int) -> str:
     """nats-server `myUptime`: whole seconds, then minutes, hours, days (d) and 365-day years (y)."""
-    seconds = int(ns / NS_PER_S)  # Go truncates toward zero
+    seconds = ns // NS_PER_S if ns >= 0 else -(-ns // NS_PER_S)  # Go truncates toward zero
     minutes, hours = seconds // 60, seconds // 3600
     days = hours // 24
     years = days // 365

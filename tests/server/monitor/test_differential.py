@@ -52,6 +52,7 @@ PAGES = [
     ("/healthz", ""),
     ("/healthz", "js-enabled-only=true"),
 ]
+INDEX = ("/", "")
 ERROR_PAGES = [
     ("/connz", "subs=x"),
     ("/connz", "offset=x"),
@@ -127,7 +128,7 @@ def real_pages(real_server: tuple[int, int]) -> dict[tuple[str, str], tuple[int,
             await client.subscribe("bar", queue="q1")
             await client.publish("bar", b"hi")
             await client.flush()
-            for path, query in PAGES + ERROR_PAGES:
+            for path, query in [*PAGES, *ERROR_PAGES, INDEX]:
                 pages[(path, query)] = await asyncio.to_thread(fetch, http_port, path, query)
         finally:
             await client.close()
@@ -206,6 +207,19 @@ def test_same_error_answers_as_nats_server(
     ours = fake_app(real_server).respond(path, query)
     assert (ours.status, ours.body) == (status, body)
     assert dict(ours.headers)["Content-Type"] == headers["Content-Type"]
+
+
+@pytest.mark.integration
+def test_index_is_an_html_page_like_nats_server(
+    real_server: tuple[int, int], real_pages: dict[tuple[str, str], Any]
+) -> None:
+    status, headers, body = real_pages[INDEX]
+    ours = fake_app(real_server).respond(*INDEX)
+    assert ours.status == status == 200
+    assert dict(ours.headers)["Content-Type"] == headers["Content-Type"]
+    for link in (b"./varz", b"./connz", b"./subsz", b"./healthz"):
+        assert link in body
+        assert link in ours.body
 
 
 @pytest.mark.integration

@@ -54,6 +54,7 @@ def test_go_duration_prints_what_go_prints(ns: int, text: str) -> None:
         (25 * HOUR + 5 * S, "1d1h0m5s"),
         (366 * 24 * HOUR + 61 * S, "1y1d0h1m1s"),
         (-5 * S, "-5s"),
+        (24_637_499_999_999_999, "285d3h44m59s"),  # truncates in integers: float division would round up
     ],
 )
 def test_uptime_is_nats_server_my_uptime(ns: int, text: str) -> None:
