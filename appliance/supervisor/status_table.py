@@ -25,7 +25,7 @@ from enum import IntEnum
 
 import numpy as np
 import numpy.typing as npt
-import posix_ipc
+import posix_ipc  # type: ignore[import-not-found]
 
 from appliance import limits
 from appliance.clock import Clock, SystemClock
@@ -58,7 +58,8 @@ ROW_DTYPE = np.dtype({"names": [name for name, _ in _FIELDS], "formats": [fmt fo
 HEADER_DTYPE = np.dtype([("magic", "<u8"), ("rows", "<u8")])
 assert ROW_DTYPE.itemsize == ROW_BYTES
 assert HEADER_DTYPE.itemsize <= HEADER_BYTES
-assert all(ROW_DTYPE.fields[name][1] % 8 == 0 for name, fmt in _FIELDS if fmt.endswith("8"))
+assert ROW_DTYPE.fields is not None
+assert all(ROW_DTYPE.fields[name][1] % 8 == 0 for name, fmt in _FIELDS if fmt.endswith("8")), "aligned words"
 
 RowArray = npt.NDArray[np.void]
 

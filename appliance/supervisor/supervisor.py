@@ -30,7 +30,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Callable
 
-import psutil
+import psutil  # type: ignore[import-untyped]
 
 from appliance import NATS_VERSION, __version__, limits
 from appliance.config.options import ServerOptions

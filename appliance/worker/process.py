@@ -25,7 +25,7 @@ import signal
 import socket
 import sys
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable
+from typing import Callable, Coroutine
 
 from appliance import limits
 from appliance.config.options import ServerOptions
@@ -36,8 +36,9 @@ from appliance.worker.context import WorkerContext
 
 logger = logging.getLogger(__name__)
 
-Target = Callable[[WorkerContext], Awaitable[int]]
+Target = Callable[[WorkerContext], Coroutine[object, object, int]]
 PR_SET_PDEATHSIG = 1
+EXIT_CRASH = 1  # the target raised
 EXIT_STARTUP_FAILURE = 3  # uvicorn's STARTUP_FAILURE: the supervisor restarts it like any death
 
 
@@ -153,7 +154,7 @@ def run_target(target: Target, ctx: WorkerContext) -> int:
     except ImportError:
         pass
     with asyncio.Runner(loop_factory=loop_factory) as runner:
-        code = runner.run(target(ctx))
+        code: int = runner.run(target(ctx))
     assert isinstance(code, int), f"worker target returned {code!r}, not an exit code"
     return code
 
@@ -176,4 +177,8 @@ def main(argv: list[str]) -> int:
     ctx = build_context(bootstrap)
     logger.debug("worker %d serving (pid %d, core %s, NUMA node %d)", bootstrap.worker_index, os.getpid(),
                  bootstrap.core, bootstrap.numa_node)
-    return run_target(target, ctx)
+    try:
+        return run_target(target, ctx)
+    except Exception:  # a bug or an unhandled operating error: crash loudly; the supervisor restarts us
+        logger.exception("worker %d crashed", bootstrap.worker_index)
+        return EXIT_CRASH

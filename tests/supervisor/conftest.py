@@ -12,9 +12,9 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, TypeVar
+from typing import Any, Callable, Iterator, TypeVar
 
-import psutil
+import psutil  # type: ignore[import-untyped]
 import pytest
 
 from appliance.supervisor.control import request
@@ -92,7 +92,11 @@ class RunningSupervisor:
         return self.log_path.read_text(errors="replace")
 
     def wait_log(self, text: str, *, timeout_s: float = DEADLINE_S) -> str:
-        return wait_for(lambda: text in self.log() and self.log(), what=f"log line {text!r}", timeout_s=timeout_s)
+        def logged() -> str | None:
+            log = self.log()
+            return log if text in log else None
+
+        return wait_for(logged, what=f"log line {text!r}", timeout_s=timeout_s)
 
     @property
     def port(self) -> int:
@@ -104,20 +108,25 @@ class RunningSupervisor:
     def socket_path(self) -> Path:
         return self.run_dir / f"appliance-{self.port}.sock"
 
-    def status(self) -> dict[str, object]:
-        answer = request(self.socket_path, {"request": "status"}, timeout_s=5.0)
-        for worker in answer["workers"]:  # type: ignore[union-attr]
+    def status(self) -> Any:
+        """The supervisor's status answer (JSON: see appliance/supervisor/report.py)."""
+        answer: Any = request(self.socket_path, {"request": "status"}, timeout_s=5.0)
+        for worker in answer["workers"]:
             if worker["pid"]:
                 self.seen_worker_pids.add(worker["pid"])
         return answer
 
-    def workers(self) -> list[dict[str, object]]:
-        return self.status()["workers"]  # type: ignore[return-value]
+    def workers(self) -> Any:
+        return self.status()["workers"]
 
-    def wait_ready(self) -> list[dict[str, object]]:
+    def wait_ready(self) -> Any:
         self.wait_log("Server is ready")
-        return wait_for(lambda: (w := self.workers()) and all(x["state"] == "ready" for x in w) and w,
-                        what="all workers ready")
+
+        def all_ready() -> Any:
+            workers = self.workers()
+            return workers if all(worker["state"] == "ready" for worker in workers) else None
+
+        return wait_for(all_ready, what="all workers ready")
 
     def client(self) -> EchoClient:
         client = EchoClient(self.port)
@@ -141,7 +150,7 @@ class RunningSupervisor:
     @staticmethod
     def gone(pid: int) -> bool:
         try:
-            return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+            return bool(psutil.Process(pid).status() == psutil.STATUS_ZOMBIE)
         except psutil.NoSuchProcess:
             return True
 
@@ -184,7 +193,9 @@ def start_supervisor(tmp_path: Path) -> Iterator[Callable[..., RunningSupervisor
 
     def start(*, workers: int = 2, target: str = ECHO_TARGET, policy: dict[str, float] | None = None,
               env: dict[str, str] | None = None, sysfs: Path | None = None, port: int = -1,
-              http_port: int = 0, cpu_pinning: bool = False, server_name: str = "") -> RunningSupervisor:
+              http_port: int = 0, cpu_pinning: bool = False, server_name: str = "",
+              command: list[str] | None = None) -> RunningSupervisor:
+        """A supervisor through the test launcher (run_supervisor with these options), or `command`."""
         index = len(started)
         run_dir = tmp_path / f"run{index}"
         run_dir.mkdir()
@@ -198,7 +209,8 @@ def start_supervisor(tmp_path: Path) -> Iterator[Callable[..., RunningSupervisor
         environment = {**os.environ, "APPLIANCE_RUN_DIR": str(run_dir), **(env or {})}
         environment.pop("NOTIFY_SOCKET", None)
         with log_path.open("wb") as log:
-            process = subprocess.Popen([sys.executable, str(launcher), json.dumps(spec)], stdout=log, stderr=log,
+            argv = command or [sys.executable, str(launcher), json.dumps(spec)]
+            process = subprocess.Popen(argv, stdout=log, stderr=log,
                                        stdin=subprocess.DEVNULL, env=environment)
         running = RunningSupervisor(process=process, log_path=log_path, run_dir=run_dir, pid_file=pid_file)
         started.append(running)

@@ -8,7 +8,7 @@ import socket
 from pathlib import Path
 from typing import Any, Callable
 
-import psutil
+import psutil  # type: ignore[import-untyped]
 import pytest
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]

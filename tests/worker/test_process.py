@@ -9,7 +9,7 @@ import socket
 import time
 from collections.abc import Iterator
 
-import psutil
+import psutil  # type: ignore[import-untyped]
 import pytest
 
 from appliance.config.options import ServerOptions
