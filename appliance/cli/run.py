@@ -25,6 +25,8 @@ def options_for(argv: list[str]) -> tuple[ServerOptions, bool]:
     options = resolve_run_options(args)
     if args.config_file is None and args.host is None:
         options.host = EMBEDDED_DEFAULT_HOST
+    if args.config_file is None:
+        options.http_host = options.host
     if options.appliance.workers > WORKERS_SUPPORTED_MAX:
         raise ConfigError([f"appliance.workers: {options.appliance.workers} workers are not supported yet "
                            f"(at most {WORKERS_SUPPORTED_MAX} until the shared-memory fabric lands)"])
