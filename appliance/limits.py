@@ -127,3 +127,19 @@ STATUS_CLIENT_TIMEOUT_S = 2.0  # `appliance status` gives up (exit 2) after this
 assert RESTART_BACKOFF_INITIAL_S <= RESTART_BACKOFF_MAX_S
 assert WORKER_HEARTBEAT_LATE_S < WORKER_HEARTBEAT_DEAD_S
 assert SUPERVISOR_TICK_S <= WORKER_HEARTBEAT_LATE_S / 2, "the supervisor notices a late worker in time"
+
+# --- JetStream (appliance/jetstream) -----------------------------------------------------------------
+JS_PUBLISH_BATCH_MAX = 1024  # publishes proposed as one stream RAFT entry (one loop turn's worth)
+JS_DEDUPE_IDS_MAX = 1_000_000  # Nats-Msg-Id entries remembered per stream within duplicate_window
+JS_EXPIRY_GRANULARITY_S = 0.01  # shortest max_age expiry timer
+JS_DELIVER_BATCH_MAX = 256  # messages a consumer delivers per loop turn before yielding
+JS_REDELIVER_QUEUE_MAX = 65536  # stream sequences waiting for redelivery per consumer
+JS_FLOW_CONTROL_MSGS = 1024  # a push consumer with flow_control asks for a response this often
+JS_CONSUMER_SYNC_INTERVAL_S = 1.0  # delivered state (not acks) reaches disk at least this often
+JS_API_PAGE_STREAMS_NAMES = 1024  # nats-server JSApiNamesLimit
+JS_API_PAGE_STREAMS_LIST = 256  # nats-server JSApiListLimit
+JS_STREAM_INFO_SUBJECTS_MAX = 100_000  # subjects_filter page of STREAM.INFO
+JS_DIRECT_BATCH_MAX = 1024  # messages one DIRECT.GET batch may return
+
+assert JS_DELIVER_BATCH_MAX <= JS_REDELIVER_QUEUE_MAX
+JS_FSYNC_THREADS = 4  # executor threads running group-commit fsyncs for all streams of a worker

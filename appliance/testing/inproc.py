@@ -15,14 +15,19 @@ from typing import TypeVar
 
 from appliance.config.options import ServerOptions
 from appliance.server.server import Server
+from appliance.jetstream.service import start_jetstream
 
 START_TIMEOUT_S = 10.0
 T = TypeVar("T")
 
 
 class InProcessServer:
-    def __init__(self, options: ServerOptions | None = None, *, server_id: str = "NTESTSERVER") -> None:
+    def __init__(self, options: ServerOptions | None = None, *, server_id: str = "NTESTSERVER",
+                 jetstream_dir: str | None = None) -> None:
         self.options = options or ServerOptions()
+        if jetstream_dir is not None:  # JetStream in this (temporary) store directory
+            self.options.jetstream.enabled = True
+            self.options.jetstream.store_dir = jetstream_dir
         self.options.host = "127.0.0.1"
         self.server_id = server_id
         self.server: Server | None = None
@@ -59,8 +64,11 @@ class InProcessServer:
             self._stop = asyncio.Event()
             self.server = Server(self.options, server_id=self.server_id, start_wall_s=0.0)
             await self.server.start(listener)
+            jetstream = start_jetstream(self.server) if self.options.jetstream.enabled else None
             self._started.set()
             await self._stop.wait()
+            if jetstream is not None:
+                jetstream.stop()
             await self.server.shutdown()
             await asyncio.sleep(0)
 

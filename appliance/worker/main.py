@@ -10,6 +10,7 @@ import asyncio
 import logging
 import signal
 
+from appliance.jetstream.service import start_jetstream
 from appliance.server.monitor.http import MonitorServer
 from appliance.server.monitor_view import start_monitoring
 from appliance.server.server import Server
@@ -39,6 +40,7 @@ async def serve_worker(ctx: WorkerContext) -> int:
     loop.add_signal_handler(signal.SIGUSR2, on_lame_duck)
     ctx.client_listener.setblocking(False)
     await server.start(ctx.client_listener, cid_base=ctx.worker_index * CID_STRIDE)
+    jetstream = start_jetstream(server) if ctx.options.jetstream.enabled and ctx.worker_index == 0 else None
     monitor = None
     if ctx.http_listener is not None:
         monitor = await _start_monitor(server, ctx)
@@ -50,6 +52,8 @@ async def serve_worker(ctx: WorkerContext) -> int:
         heartbeat.cancel()
         for task in lame_duck:
             task.cancel()
+        if jetstream is not None:
+            jetstream.stop()
         await server.shutdown()
         if monitor is not None:
             await monitor.close()

@@ -1,0 +1,448 @@
+"""StreamConfig and ConsumerConfig: decoding, nats-server's defaults and checks, and the echo.
+
+`parse_stream_config` / `parse_consumer_config` take a checked JSON object (decode.py) and return
+a config with nats-server's defaults applied, or raise JsApiError with nats-server's code and
+text. `to_json()` renders the config with nats-server's field order and omitempty rules.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from appliance.jetstream import errors
+from appliance.jetstream.decode import JsonObject, Kind
+from appliance.jetstream.subjects import is_valid_name, is_valid_subject, subjects_overlap
+from appliance.jetstream.wire import parse_rfc3339, rfc3339
+
+NS = 1_000_000_000
+DEFAULT_DUPLICATE_WINDOW_NS = 120 * NS
+MIN_WINDOW_NS = 100_000_000  # 100ms: max_age, duplicate_window, idle_heartbeat floors
+DEFAULT_ACK_WAIT_NS = 30 * NS
+DEFAULT_MAX_ACK_PENDING = 1000
+DEFAULT_MAX_WAITING = 512
+DEFAULT_INACTIVE_THRESHOLD_NS = 5 * NS
+NAME_LENGTH_MAX = 255
+DESCRIPTION_BYTES_MAX = 4096
+REQUEST_LEVEL_KEY = "_nats.req.level"
+
+STREAM_FIELDS: dict[str, Kind] = {
+    "name": "str", "description": "str", "subjects": "strs", "retention": ("limits", "interest", "workqueue"),
+    "max_consumers": "int", "max_msgs": "int", "max_bytes": "int", "max_age": "int",
+    "max_msgs_per_subject": "int", "max_msg_size": "int", "discard": ("old", "new"),
+    "storage": ("file", "memory"), "num_replicas": "int", "no_ack": "bool", "template_owner": "str",
+    "duplicate_window": "int", "placement": "object", "mirror": "object", "sources": "any",
+    "compression": ("none", "s2"), "first_seq": "uint", "subject_transform": "object", "republish": "object",
+    "allow_direct": "bool", "mirror_direct": "bool", "discard_new_per_subject": "bool", "sealed": "bool",
+    "deny_delete": "bool", "deny_purge": "bool", "allow_rollup_hdrs": "bool", "consumer_limits": "object",
+    "allow_msg_ttl": "bool", "subject_delete_marker_ttl": "int", "metadata": "strmap",
+    "allow_msg_counter": "bool", "allow_atomic": "bool", "allow_msg_schedules": "bool", "allow_batched": "bool",
+    "persist_mode": "any",
+}
+
+CONSUMER_FIELDS: dict[str, Kind] = {
+    "durable_name": "str", "name": "str", "description": "str",
+    "deliver_policy": ("all", "last", "new", "by_start_sequence", "by_start_time", "last_per_subject"),
+    "opt_start_seq": "uint", "opt_start_time": "time", "ack_policy": ("none", "all", "explicit"),
+    "ack_wait": "int", "max_deliver": "int", "backoff": "ints", "filter_subject": "str",
+    "filter_subjects": "strs", "replay_policy": ("instant", "original"), "rate_limit_bps": "uint",
+    "sample_freq": "str", "max_waiting": "int", "max_ack_pending": "int", "flow_control": "bool",
+    "headers_only": "bool", "max_batch": "int", "max_expires": "int", "max_bytes": "int",
+    "deliver_subject": "str", "deliver_group": "str", "idle_heartbeat": "int", "inactive_threshold": "int",
+    "num_replicas": "int", "mem_storage": "bool", "direct": "bool", "metadata": "strmap",
+    "pause_until": "time", "priority_groups": "strs", "priority_policy": "str", "priority_timeout": "int",
+}
+
+
+def _get(obj: JsonObject, key: str, default: object) -> object:
+    value = obj.get(key)
+    return default if value is None else value
+
+
+@dataclass(slots=True)
+class StreamConfig:
+    name: str
+    subjects: list[str] = field(default_factory=list)
+    description: str = ""
+    retention: str = "limits"
+    max_consumers: int = -1
+    max_msgs: int = -1
+    max_bytes: int = -1
+    max_age: int = 0
+    max_msgs_per_subject: int = -1
+    max_msg_size: int = -1
+    discard: str = "old"
+    storage: str = "file"
+    num_replicas: int = 1
+    no_ack: bool = False
+    duplicate_window: int = 0
+    placement: dict[str, object] | None = None
+    compression: str = "none"
+    first_seq: int = 0
+    allow_direct: bool = False
+    mirror_direct: bool = False
+    discard_new_per_subject: bool = False
+    sealed: bool = False
+    deny_delete: bool = False
+    deny_purge: bool = False
+    allow_rollup_hdrs: bool = False
+    consumer_limits: dict[str, object] = field(default_factory=dict)
+    allow_msg_ttl: bool = False
+    subject_delete_marker_ttl: int = 0
+    metadata: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self, *, dynamic_metadata: bool = True) -> dict[str, object]:
+        out: dict[str, object] = {"name": self.name}
+        if self.description:
+            out["description"] = self.description
+        out.update(subjects=list(self.subjects), retention=self.retention, max_consumers=self.max_consumers,
+                   max_msgs=self.max_msgs, max_bytes=self.max_bytes, max_age=self.max_age,
+                   max_msgs_per_subject=self.max_msgs_per_subject, max_msg_size=self.max_msg_size,
+                   discard=self.discard, storage=self.storage, num_replicas=self.num_replicas)
+        if self.no_ack:
+            out["no_ack"] = True
+        out["duplicate_window"] = self.duplicate_window
+        if self.placement:
+            out["placement"] = self.placement
+        out["compression"] = self.compression
+        if self.first_seq:
+            out["first_seq"] = self.first_seq
+        out.update(allow_direct=self.allow_direct, mirror_direct=self.mirror_direct)
+        if self.discard_new_per_subject:
+            out["discard_new_per_subject"] = True
+        out.update(sealed=self.sealed, deny_delete=self.deny_delete, deny_purge=self.deny_purge,
+                   allow_rollup_hdrs=self.allow_rollup_hdrs, consumer_limits=dict(self.consumer_limits),
+                   allow_msg_ttl=self.allow_msg_ttl)
+        if self.subject_delete_marker_ttl:
+            out["subject_delete_marker_ttl"] = self.subject_delete_marker_ttl
+        metadata = with_dynamic_metadata(self.metadata) if dynamic_metadata else dict(self.metadata)
+        if metadata:
+            out["metadata"] = dict(sorted(metadata.items()))
+        return out
+
+    def storage_record(self) -> dict[str, object]:
+        return self.to_json(dynamic_metadata=False)
+
+    def comparable(self) -> dict[str, object]:
+        """The config without server-stamped metadata: what "the same configuration" means."""
+        out = self.storage_record()
+        metadata = {k: v for k, v in self.metadata.items() if not k.startswith("_nats.")}
+        out["metadata"] = metadata
+        return out
+
+
+def with_dynamic_metadata(metadata: dict[str, str]) -> dict[str, str]:
+    from appliance import NATS_VERSION  # the version nats-server would stamp
+    result = dict(metadata)
+    result.setdefault(REQUEST_LEVEL_KEY, "0")
+    result["_nats.level"] = "5"
+    result["_nats.ver"] = NATS_VERSION
+    return result
+
+
+def _bad_config(text: str) -> errors.JsApiError:
+    return errors.STREAM_INVALID_CONFIG.format(err=text)
+
+
+def parse_stream_config(obj: JsonObject, *, request_level: str = "0") -> StreamConfig:
+    """A StreamConfig with nats-server's defaults applied and its checks passed."""
+    name = str(_get(obj, "name", ""))
+    if not name:
+        raise _bad_config("stream name is required")
+    if len(name) > NAME_LENGTH_MAX:
+        raise _bad_config(f"stream name is too long, maximum allowed is {NAME_LENGTH_MAX}")
+    if "/" in name or "\\" in name:
+        raise errors.STREAM_NAME_CONTAINS_PATH_SEPARATORS.error()
+    if not is_valid_name(name):
+        raise _bad_config("stream name is required and can not contain '.', '*', '>'")
+    if obj.get("mirror") or obj.get("sources"):
+        raise _bad_config("stream mirrors and sources are not supported by this server")
+    config = StreamConfig(name=name)
+    for key in ("description", "retention", "max_consumers", "max_msgs", "max_bytes", "max_age",
+                "max_msgs_per_subject", "max_msg_size", "discard", "storage", "num_replicas", "no_ack",
+                "duplicate_window", "compression", "first_seq", "allow_direct", "mirror_direct",
+                "discard_new_per_subject", "sealed", "deny_delete", "deny_purge", "allow_rollup_hdrs",
+                "allow_msg_ttl", "subject_delete_marker_ttl"):
+        if key in obj:
+            setattr(config, key, obj[key])
+    if len(config.description) > DESCRIPTION_BYTES_MAX:
+        raise _bad_config(f"stream description is too long, maximum allowed is {DESCRIPTION_BYTES_MAX}")
+    subjects = obj.get("subjects")
+    config.subjects = list(subjects) if isinstance(subjects, list) and subjects else [name]
+    placement = obj.get("placement")
+    config.placement = dict(placement) if isinstance(placement, dict) and placement else None
+    limits_obj = obj.get("consumer_limits")
+    config.consumer_limits = {k: v for k, v in (limits_obj or {}).items() if v} if isinstance(limits_obj, dict) else {}
+    metadata = obj.get("metadata")
+    config.metadata = {k: v for k, v in (metadata or {}).items() if not k.startswith("_nats.")} \
+        if isinstance(metadata, dict) else {}
+    config.metadata[REQUEST_LEVEL_KEY] = request_level
+    _apply_stream_defaults(config)
+    _check_stream(config)
+    return config
+
+
+def _apply_stream_defaults(config: StreamConfig) -> None:
+    for key in ("max_consumers", "max_msgs", "max_bytes", "max_msgs_per_subject", "max_msg_size"):
+        if getattr(config, key) == 0:
+            setattr(config, key, -1)
+    if config.num_replicas == 0:
+        config.num_replicas = 1
+    if config.duplicate_window == 0:
+        config.duplicate_window = DEFAULT_DUPLICATE_WINDOW_NS
+        if 0 < config.max_age < DEFAULT_DUPLICATE_WINDOW_NS:
+            config.duplicate_window = config.max_age
+
+
+def _check_stream(config: StreamConfig) -> None:
+    if config.num_replicas < 0:
+        raise errors.REPLICAS_COUNT_CANNOT_BE_NEGATIVE.error()
+    if config.num_replicas > 5:
+        raise _bad_config("maximum replicas is 5")
+    if config.num_replicas > 1:
+        raise errors.REPLICAS_NOT_SUPPORTED.error()
+    if config.max_age < 0:
+        raise _bad_config("max age needs to be >= 100ms")
+    if 0 < config.max_age < MIN_WINDOW_NS:
+        raise _bad_config("max age needs to be >= 100ms")
+    if config.duplicate_window < 0 or config.duplicate_window < MIN_WINDOW_NS:
+        raise _bad_config("duplicates window needs to be >= 100ms")
+    if config.max_age and config.duplicate_window > config.max_age:
+        raise _bad_config("duplicates window can not be larger then max age")
+    if config.deny_purge and config.allow_rollup_hdrs:
+        raise _bad_config("roll-ups require the purge permission")
+    if config.discard_new_per_subject and (config.discard != "new" or config.max_msgs_per_subject <= 0):
+        if config.discard != "new":
+            raise _bad_config("discard new per subject requires discard new policy to be set")
+        raise _bad_config("discard new per subject requires max msgs per subject > 0")
+    if config.max_msg_size > 1 << 31:
+        raise _bad_config("max message size exceeds the maximum allowed")
+    seen: list[str] = []
+    for subject in config.subjects:
+        if not is_valid_subject(subject):
+            raise _bad_config(f"invalid subject {subject!r}".replace("'", '"'))
+        if subject == ">" and not config.no_ack:
+            raise _bad_config("capturing all subjects requires no-ack to be true")
+        for earlier in seen:
+            if subjects_overlap(earlier, subject):
+                raise _bad_config("subjects overlap")
+        seen.append(subject)
+
+
+def stream_config_from_record(record: dict[str, object]) -> StreamConfig:
+    """A stored (already validated) config back into its dataclass."""
+    names = {f.name for f in dataclasses.fields(StreamConfig)}
+    values = {k: v for k, v in record.items() if k in names}
+    config = StreamConfig(**values)  # type: ignore[arg-type]
+    return config
+
+
+# --- consumers -------------------------------------------------------------------------------------
+
+CONSUMER_ECHO_ORDER = (
+    "durable_name", "name", "description", "deliver_policy", "opt_start_seq", "opt_start_time", "ack_policy",
+    "ack_wait", "max_deliver", "backoff", "filter_subject", "filter_subjects", "replay_policy", "rate_limit_bps",
+    "sample_freq", "max_waiting", "max_ack_pending", "flow_control", "headers_only", "max_batch", "max_expires",
+    "max_bytes", "deliver_subject", "deliver_group", "idle_heartbeat", "inactive_threshold", "num_replicas",
+    "mem_storage", "direct", "metadata", "pause_until",
+)
+ALWAYS_ECHOED = ("deliver_policy", "ack_policy", "replay_policy", "num_replicas")
+
+
+@dataclass(slots=True)
+class ConsumerConfig:
+    durable_name: str = ""
+    name: str = ""
+    description: str = ""
+    deliver_policy: str = "all"
+    opt_start_seq: int = 0
+    opt_start_time: str = ""
+    ack_policy: str = "none"
+    ack_wait: int = 0
+    max_deliver: int = 0
+    backoff: list[int] = field(default_factory=list)
+    filter_subject: str = ""
+    filter_subjects: list[str] = field(default_factory=list)
+    replay_policy: str = "instant"
+    rate_limit_bps: int = 0
+    sample_freq: str = ""
+    max_waiting: int = 0
+    max_ack_pending: int = 0
+    flow_control: bool = False
+    headers_only: bool = False
+    max_batch: int = 0
+    max_expires: int = 0
+    max_bytes: int = 0
+    deliver_subject: str = ""
+    deliver_group: str = ""
+    idle_heartbeat: int = 0
+    inactive_threshold: int = 0
+    num_replicas: int = 0
+    mem_storage: bool = False
+    direct: bool = False
+    metadata: dict[str, str] = field(default_factory=dict)
+    pause_until: str = ""
+
+    @property
+    def is_push(self) -> bool:
+        return bool(self.deliver_subject)
+
+    @property
+    def filters(self) -> list[str]:
+        if self.filter_subjects:
+            return list(self.filter_subjects)
+        return [self.filter_subject] if self.filter_subject else []
+
+    def to_json(self, *, dynamic_metadata: bool = True) -> dict[str, object]:
+        out: dict[str, object] = {}
+        for key in CONSUMER_ECHO_ORDER:
+            value = getattr(self, key)
+            if key == "metadata":
+                value = with_dynamic_metadata(value) if dynamic_metadata else dict(value)
+                value = dict(sorted(value.items()))
+            if value or key in ALWAYS_ECHOED:
+                out[key] = list(value) if isinstance(value, list) else value
+        return out
+
+    def comparable(self) -> dict[str, object]:
+        out = self.to_json(dynamic_metadata=False)
+        out["metadata"] = {k: v for k, v in self.metadata.items() if not k.startswith("_nats.")}
+        return out
+
+
+def _invalid_policy(text: str) -> errors.JsApiError:
+    return errors.CONSUMER_INVALID_POLICY.format(err=text)
+
+
+def parse_consumer_config(obj: JsonObject, *, stream: StreamConfig, ephemeral: bool,
+                          request_level: str = "0") -> ConsumerConfig:
+    """A ConsumerConfig with nats-server's defaults (setConsumerConfigRecoveryDefaults) and checks."""
+    config = ConsumerConfig()
+    for key, value in obj.items():
+        if key in ("priority_groups", "priority_policy", "priority_timeout"):
+            continue
+        setattr(config, key, list(value) if isinstance(value, list) else value)
+    config.metadata = {k: v for k, v in config.metadata.items() if not k.startswith("_nats.")}
+    config.metadata[REQUEST_LEVEL_KEY] = request_level
+    if config.opt_start_time:
+        try:
+            parse_rfc3339(config.opt_start_time)
+        except ValueError:
+            raise errors.INVALID_JSON.format(err=f'parsing time "{config.opt_start_time}" as RFC3339') from None
+    _check_consumer(config, stream)
+    _apply_consumer_defaults(config, stream, ephemeral=ephemeral)
+    return config
+
+
+def _apply_consumer_defaults(config: ConsumerConfig, stream: StreamConfig, *, ephemeral: bool) -> None:
+    limits = stream.consumer_limits
+    if config.max_deliver == 0:
+        config.max_deliver = -1
+    if config.ack_policy != "none":
+        if config.backoff:
+            config.ack_wait = config.backoff[0]
+        if config.ack_wait == 0:
+            config.ack_wait = DEFAULT_ACK_WAIT_NS
+        if config.max_ack_pending == 0:
+            limit = limits.get("max_ack_pending")
+            config.max_ack_pending = int(limit) if isinstance(limit, int) and limit > 0 else DEFAULT_MAX_ACK_PENDING
+    if not config.is_push and config.max_waiting == 0:
+        config.max_waiting = DEFAULT_MAX_WAITING
+    if ephemeral and config.inactive_threshold == 0:
+        limit = limits.get("inactive_threshold")
+        config.inactive_threshold = int(limit) if isinstance(limit, int) and limit > 0 \
+            else DEFAULT_INACTIVE_THRESHOLD_NS
+    if config.opt_start_time:
+        config.opt_start_time = rfc3339(parse_rfc3339(config.opt_start_time))
+
+
+def _check_consumer(config: ConsumerConfig, stream: StreamConfig) -> None:
+    if config.durable_name and config.name and config.durable_name != config.name:
+        raise errors.CONSUMER_CREATE_DURABLE_AND_NAME_MISMATCH.error()
+    for name in (config.durable_name, config.name):
+        if name and ("/" in name or "\\" in name):
+            raise errors.CONSUMER_NAME_CONTAINS_PATH_SEPARATORS.error()
+        if name and not is_valid_name(name):
+            raise errors.CONSUMER_BAD_DURABLE_NAME.error()
+        if len(name) > NAME_LENGTH_MAX:
+            raise errors.CONSUMER_NAME_TOO_LONG.format(max=NAME_LENGTH_MAX)
+    if len(config.description) > DESCRIPTION_BYTES_MAX:
+        raise errors.CONSUMER_DESCRIPTION_TOO_LONG.format(max=DESCRIPTION_BYTES_MAX)
+    if config.num_replicas < 0:
+        raise errors.REPLICAS_COUNT_CANNOT_BE_NEGATIVE.error()
+    if config.num_replicas > 1:
+        raise errors.REPLICAS_NOT_SUPPORTED.error()
+    _check_delivery(config)
+    _check_filters(config, stream)
+    if config.backoff and config.max_deliver > 0 and config.max_deliver <= len(config.backoff):
+        raise errors.CONSUMER_MAX_DELIVER_BACKOFF.error()
+    if config.ack_policy == "none" and config.max_ack_pending > 0:
+        raise errors.CONSUMER_MAX_PENDING_ACK_POLICY_REQUIRED.error()
+    if stream.retention == "workqueue":
+        if config.ack_policy != "explicit":
+            raise errors.CONSUMER_PULL_REQUIRES_ACK.error() if not config.is_push \
+                else errors.CONSUMER_WQ_REQUIRES_EXPLICIT_ACK.error()
+        if config.deliver_policy != "all":
+            raise errors.CONSUMER_WQ_CONSUMER_NOT_DELIVER_ALL.error()
+
+
+def _check_delivery(config: ConsumerConfig) -> None:
+    if config.is_push:
+        if config.max_waiting:
+            raise errors.CONSUMER_PUSH_MAX_WAITING.error()
+        if not is_valid_subject(config.deliver_subject):
+            raise errors.CONSUMER_INVALID_DELIVER_SUBJECT.error()
+        if "*" in config.deliver_subject.split(".") or ">" in config.deliver_subject.split("."):
+            raise errors.CONSUMER_DELIVER_TO_WILDCARDS.error()
+        if config.flow_control and not config.idle_heartbeat:
+            raise errors.CONSUMER_WITH_FLOW_CONTROL_NEEDS_HEARTBEATS.error()
+    else:
+        if config.idle_heartbeat:
+            raise errors.CONSUMER_HB_REQUIRES_PUSH.error()
+        if config.flow_control:
+            raise errors.CONSUMER_FC_REQUIRES_PUSH.error()
+        if config.max_waiting < 0:
+            raise errors.INVALID_JSON.format(err="consumer max waiting needs to be positive")
+        if config.max_batch < 0:
+            raise errors.CONSUMER_MAX_REQUEST_BATCH_NEGATIVE.error()
+        if 0 < config.max_expires < 1_000_000:
+            raise errors.CONSUMER_MAX_REQUEST_EXPIRES_TOO_SMALL.error()
+    if 0 < config.idle_heartbeat < MIN_WINDOW_NS:
+        raise errors.CONSUMER_SMALL_HEARTBEAT.error()
+    policy = config.deliver_policy
+    if policy == "by_start_sequence" and config.opt_start_seq == 0:
+        raise _invalid_policy("consumer delivery policy is deliver by start sequence, but optional start "
+                              "sequence is not set")
+    if policy == "by_start_time" and not config.opt_start_time:
+        raise _invalid_policy("consumer delivery policy is deliver by start time, but optional start time is "
+                              "not set")
+    if policy != "by_start_sequence" and config.opt_start_seq:
+        raise _invalid_policy(f"consumer delivery policy is deliver {_policy_words(policy)}, but optional start "
+                              "sequence is also set")
+    if policy != "by_start_time" and config.opt_start_time:
+        raise _invalid_policy(f"consumer delivery policy is deliver {_policy_words(policy)}, but optional start "
+                              "time is also set")
+
+
+def _policy_words(policy: str) -> str:
+    return {"all": "all", "last": "last", "new": "new", "last_per_subject": "last per subject",
+            "by_start_sequence": "by start sequence", "by_start_time": "by start time"}[policy]
+
+
+def _check_filters(config: ConsumerConfig, stream: StreamConfig) -> None:
+    if config.filter_subject and config.filter_subjects:
+        raise errors.CONSUMER_DUPLICATE_FILTER_SUBJECTS.error()
+    filters = config.filters
+    for index, subject in enumerate(filters):
+        if not subject:
+            raise errors.CONSUMER_EMPTY_FILTER.error()
+        if not is_valid_subject(subject):
+            raise errors.CONSUMER_INVALID_POLICY.format(err=f"invalid filter subject {subject!r}")
+        for other in filters[index + 1:]:
+            if subjects_overlap(subject, other):
+                raise errors.CONSUMER_OVERLAPPING_SUBJECT_FILTERS.error()
+
+
+def consumer_config_from_record(record: dict[str, object]) -> ConsumerConfig:
+    names = {f.name for f in dataclasses.fields(ConsumerConfig)}
+    return ConsumerConfig(**{k: v for k, v in record.items() if k in names})  # type: ignore[arg-type]

@@ -1,0 +1,66 @@
+"""The RAFT groups JetStream runs on: the meta group and one group per stream and per consumer.
+
+On one server every group has one voter (this server's peer id), so it elects itself at once and
+commits an entry as soon as it is persisted. The group is the same RaftGroup a cluster will use
+(appliance/cluster/group.py); `replicas: 3` later adds voters and a transport, not a rewrite.
+
+Storage per group kind:
+  - meta and consumers: DurableStorage (the durable RAFT log under <store>/_raft/<group>): the log
+    is their persistence, replayed on restart and compacted into snapshots.
+  - streams: MemoryStorage. A stream's state machine is its StreamStore, which is durable itself
+    (group commit); nats-server keeps no RAFT log for R1 streams either, and writing every message
+    twice would halve throughput.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+from collections.abc import Callable, Sequence
+
+from appliance.clock import Clock
+from appliance.cluster.group import RaftGroup, StateMachine
+from appliance.cluster.raft_storage import DurableStorage
+from appliance.raft.storage import LogStorage, MemoryStorage
+from appliance.raft.types import ConfState, Message, RaftConfig
+from appliance.store.raftlog import OsLogFiles
+
+ELECTION_READIES_MAX = 8  # a single voter leads after pre-vote, vote, and the first append
+
+
+class NoTransport:
+    """A single-voter group sends nothing; anything it would send is a bug."""
+
+    def send(self, messages: Sequence[Message]) -> None:
+        assert not messages, "a single-voter group has no peers to send to"
+
+
+def group_name(kind: str, *parts: str) -> str:
+    """A stable, file-name-safe group id (nats-server style: kind + short hash of the names)."""
+    digest = hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:10]
+    return f"{kind}-{digest}"
+
+
+def durable_storage(root: str, name: str, peer: str) -> DurableStorage:
+    files = OsLogFiles(os.path.join(root, name))
+    return DurableStorage(files, "log", bootstrap=ConfState((peer,)))
+
+
+def memory_storage(peer: str) -> MemoryStorage:
+    return MemoryStorage(ConfState((peer,)))
+
+
+def start_group(*, name: str, peer: str, storage: LogStorage, machine: StateMachine, clock: Clock,
+                rng: random.Random, events: Callable[[str], None] | None = None) -> RaftGroup:
+    """Create the group, replay what its storage holds, and make this peer its leader."""
+    group = RaftGroup(group_id=name, config=RaftConfig(id=peer), storage=storage, transport=NoTransport(),
+                      state_machine=machine, clock=clock, rng=rng, events=events)
+    group.core.campaign()
+    for _ in range(ELECTION_READIES_MAX):
+        if not group.process_ready() and group.is_leader():
+            break
+    assert group.is_leader(), f"single-voter group {name} did not elect itself"
+    while group.process_ready():
+        pass
+    return group

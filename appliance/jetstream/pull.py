@@ -1,0 +1,81 @@
+"""Pull requests (ADR-13): parsing `$JS.API.CONSUMER.MSG.NEXT` bodies and the 4xx status texts."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from appliance.jetstream.config import ConsumerConfig
+from appliance.jetstream.host import Timer
+from appliance.jetstream.wire import go_duration
+
+
+@dataclass(slots=True)
+class PullRequest:
+    reply: str
+    batch: int
+    max_bytes: int = 0
+    expires_at_ns: int = 0  # 0: never
+    no_wait: bool = False
+    heartbeat_ns: int = 0
+    delivered: int = 0
+    bytes_sent: int = 0
+    timer: Timer | None = None
+    heartbeat_timer: Timer | None = None
+
+    @property
+    def remaining(self) -> int:
+        return self.batch - self.delivered
+
+    @property
+    def bytes_left(self) -> int:
+        return self.max_bytes - self.bytes_sent if self.max_bytes else 0
+
+    def cancel_timers(self) -> None:
+        for timer in (self.timer, self.heartbeat_timer):
+            if timer is not None:
+                timer.cancel()
+        self.timer = self.heartbeat_timer = None
+
+
+class BadPull(Exception):
+    """A pull request nats-server answers with a status (code, description) and no messages."""
+
+    def __init__(self, code: int, description: str) -> None:
+        super().__init__(description)
+        self.code = code
+        self.description = description
+
+
+def parse_pull(body: bytes, reply: str, config: ConsumerConfig, now_ns: int) -> PullRequest:
+    text = body.strip()
+    batch, expires, no_wait, max_bytes, heartbeat = 1, 0, False, 0, 0
+    if text.startswith(b"{"):
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise BadPull(400, f"Bad Request - {exc.msg}") from None
+        if not isinstance(obj, dict):
+            raise BadPull(400, "Bad Request")
+        batch = int(obj.get("batch") or 0)
+        expires = int(obj.get("expires") or 0)
+        no_wait = bool(obj.get("no_wait"))
+        max_bytes = int(obj.get("max_bytes") or 0)
+        heartbeat = int(obj.get("idle_heartbeat") or 0)
+        if batch <= 0:
+            batch = 1
+    elif text:
+        try:
+            batch = max(int(text), 1)
+        except ValueError:
+            batch = 1
+    if config.max_batch and batch > config.max_batch:
+        raise BadPull(409, f"Exceeded MaxRequestBatch of {config.max_batch}")
+    if config.max_expires and expires > config.max_expires:
+        raise BadPull(409, f"Exceeded MaxRequestExpires of {go_duration(config.max_expires)}")
+    if config.max_bytes and max_bytes > config.max_bytes:
+        raise BadPull(409, f"Exceeded MaxRequestMaxBytes of {config.max_bytes}")
+    if heartbeat and (not expires or heartbeat * 2 > expires):
+        raise BadPull(400, "Bad Request - heartbeat value too large")
+    return PullRequest(reply=reply, batch=batch, max_bytes=max_bytes,
+                       expires_at_ns=now_ns + expires if expires else 0, no_wait=no_wait, heartbeat_ns=heartbeat)

@@ -1,0 +1,344 @@
+"""JetStream on one server: wires the meta group, streams and consumers to the core Server.
+
+Everything runs on the worker's event loop. Each JetStream-enabled account gets an
+AccountJetStream with its own InternalClient: API subjects, stream subjects, `$JS.ACK.>`,
+`$JS.FC.>`, per-consumer `MSG.NEXT` and per-stream DIRECT.GET subscriptions. The meta group's
+applied operations create, update and remove the live streams and consumers; on start the meta
+log replays first, then every asset is opened from disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import os
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+
+from appliance import limits
+from appliance.clock import Clock, SystemClock
+from appliance.config.options import ServerOptions
+from appliance.jetstream import api
+from appliance.jetstream.config import (
+    ConsumerConfig,
+    StreamConfig,
+    consumer_config_from_record,
+    stream_config_from_record,
+)
+from appliance.jetstream.consumer import Consumer
+from appliance.jetstream.groups import durable_storage, group_name, memory_storage
+from appliance.jetstream.host import Timer
+from appliance.jetstream.meta import MetaGroup
+from appliance.jetstream.stream import Stream, store_limits
+from appliance.jetstream.subjects import subject_matches
+from appliance.raft.storage import LogStorage
+from appliance.server.accounts import Account
+from appliance.server.internal import InternalClient
+from appliance.server.router import pick
+from appliance.server.server import Server
+from appliance.server.sublist import Subscription
+from appliance.store import api as store_api
+from appliance.store.filestore import FileStoreConfig, FileStreamStore
+from appliance.store.layout import SyncJob
+from appliance.store.memory import MemoryStreamStore
+
+logger = logging.getLogger(__name__)
+
+
+def store_root(options: ServerOptions) -> str:
+    base = options.jetstream.store_dir or os.path.join(tempfile.gettempdir(), "appliance")
+    return os.path.join(base, "jetstream")
+
+
+class AccountJetStream:
+    """One account's JetStream: its streams, consumers and the Host they run on."""
+
+    def __init__(self, service: JetStreamService, account: Account) -> None:
+        self.service = service
+        self.account = account
+        self.server = service.server
+        self.client = InternalClient(service.server, account, f"JetStream {account.name}")
+        self.streams: dict[str, Stream] = {}
+        self._stream_subs: dict[str, list[Subscription]] = {}
+        self._consumer_subs: dict[tuple[str, str], Subscription] = {}
+        # Host protocol
+        self.server_name = service.server.server_name
+        self.domain = service.options.jetstream.domain
+        self.sync_always = service.options.jetstream.sync_always
+        self.sync_interval_s = service.options.jetstream.sync_interval_s
+        self.clock: Clock = service.clock
+        self.rng = service.rng
+        self.api_total = 0
+        self.api_errors = 0
+
+    # --- Host ---------------------------------------------------------------------------------------
+
+    def now_ns(self) -> int:
+        return time.time_ns()
+
+    def send(self, subject: str, payload: bytes, *, reply: str = "", header: bytes | None = None) -> None:
+        self.client.publish(subject.encode(), payload, reply=reply.encode() if reply else None, header=header)
+
+    def deliver(self, match: str, subject: str, reply: str, header: bytes | None, payload: bytes) -> int:
+        sublist = self.account.sublist
+        key = match.encode()
+        result = sublist.cache.get(key)
+        if result is None:
+            result = sublist.match(key)
+        plain, queues = result
+        subject_b = subject.encode()
+        reply_b = reply.encode() if reply else None
+        data = header + payload if header is not None else payload
+        count = 0
+        for sub in plain:
+            sub.conn.deliver(sub, subject_b, reply_b, header, data)
+            count += 1
+        for members in queues:
+            chosen = pick(members, None, True, self.server.rng)
+            if chosen is not None:
+                chosen.conn.deliver(chosen, subject_b, reply_b, header, data)
+                count += 1
+        self.server.schedule_flush()
+        return count
+
+    def has_interest(self, subject: str, queue: str = "") -> bool:
+        sublist = self.account.sublist
+        key = subject.encode()
+        result = sublist.cache.get(key)
+        if result is None:
+            result = sublist.match(key)
+        plain, queues = result
+        if queue:
+            wanted = queue.encode()
+            return any(members and members[0].queue == wanted for members in queues)
+        return bool(plain) or bool(queues)
+
+    def call_soon(self, fn: Callable[[], None]) -> None:
+        self.service.loop.call_soon(fn)
+
+    def call_later(self, delay_s: float, fn: Callable[[], None]) -> Timer:
+        return self.service.loop.call_later(delay_s, fn)
+
+    def run_sync_job(self, job: SyncJob, done: Callable[[], None]) -> None:
+        future = self.service.loop.run_in_executor(self.service.executor, job.run)
+        future.add_done_callback(lambda _f: done())
+
+    # --- streams -----------------------------------------------------------------------------------
+
+    def stream_dir(self, name: str) -> str:
+        return os.path.join(self.service.root, self.account.name, "streams", name)
+
+    def open_stream(self, config: StreamConfig, created_ns: int) -> Stream:
+        if config.storage == "memory":
+            store: store_api.StreamStore = MemoryStreamStore(store_limits(config))
+        else:
+            directory = os.path.join(self.stream_dir(config.name), "msgs")
+            os.makedirs(directory, exist_ok=True)
+            store = FileStreamStore(FileStoreConfig(directory=directory, limits=store_limits(config),
+                                                    sync_always=False))
+        stream = Stream(config=config, created_ns=created_ns, store=store, host=self,
+                        peer=self.service.peer, group_id=group_name("S", self.account.name, config.name))
+        self.streams[config.name] = stream
+        self._subscribe_stream(stream)
+        return stream
+
+    def _subscribe_stream(self, stream: Stream) -> None:
+        for sub in self._stream_subs.pop(stream.config.name, []):
+            self.client.unsubscribe(sub)
+        subs: list[Subscription] = []
+
+        def on_msg(subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
+            payload = data[len(header):] if header is not None else data
+            stream.on_publish(subject.decode(), reply.decode() if reply else "", header or b"", payload)
+
+        for subject in stream.config.subjects:
+            subs.append(self.client.subscribe(subject.encode(), on_msg))
+        if stream.config.allow_direct:
+            name = stream.config.name
+
+            def on_direct(subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
+                payload = data[len(header):] if header is not None else data
+                api.direct_get(self, name, subject.decode(), reply.decode() if reply else "", payload)
+
+            subs.append(self.client.subscribe(f"$JS.API.DIRECT.GET.{name}".encode(), on_direct, queue=b"_sys_"))
+            subs.append(self.client.subscribe(f"$JS.API.DIRECT.GET.{name}.>".encode(), on_direct, queue=b"_sys_"))
+        self._stream_subs[stream.config.name] = subs
+
+    def update_stream(self, config: StreamConfig) -> None:
+        stream = self.streams[config.name]
+        old_subjects = stream.config.subjects
+        old_direct = stream.config.allow_direct
+        stream.update_config(config)
+        if old_subjects != config.subjects or old_direct != config.allow_direct:
+            self._subscribe_stream(stream)
+
+    def close_stream(self, name: str, *, remove: bool) -> None:
+        stream = self.streams.pop(name, None)
+        for sub in self._stream_subs.pop(name, []):
+            self.client.unsubscribe(sub)
+        if stream is None:
+            return
+        for consumer_name in list(stream.consumers):
+            self.close_consumer(name, consumer_name, remove=False, deleted=remove)
+        stream.close()
+        if remove:
+            shutil.rmtree(self.stream_dir(name), ignore_errors=True)
+
+    # --- consumers -----------------------------------------------------------------------------------
+
+    def consumer_storage(self, stream: Stream, name: str) -> LogStorage:
+        if stream.config.storage == "memory" or stream.config.name not in self.streams:
+            return memory_storage(self.service.peer)
+        root = os.path.join(self.stream_dir(stream.config.name), "consumers")
+        return durable_storage(root, name, self.service.peer)
+
+    def open_consumer(self, stream: Stream, config: ConsumerConfig, created_ns: int, *, fresh: bool) -> Consumer:
+        storage = self.consumer_storage(stream, config.name)
+        consumer = Consumer(stream=stream, config=config, created_ns=created_ns, host=self, peer=self.service.peer,
+                            group_id=group_name("C", self.account.name, stream.config.name, config.name),
+                            storage=storage, on_inactive=self._on_inactive, fresh=fresh)
+        stream.consumers[config.name] = consumer
+        subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream.config.name}.{config.name}".encode()
+
+        def on_next(_subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
+            payload = data[len(header):] if header is not None else data
+            consumer.on_pull(reply.decode() if reply else "", payload)
+
+        self._consumer_subs[(stream.config.name, config.name)] = self.client.subscribe(subject, on_next)
+        return consumer
+
+    def close_consumer(self, stream_name: str, name: str, *, remove: bool, deleted: bool = True) -> None:
+        sub = self._consumer_subs.pop((stream_name, name), None)
+        if sub is not None:
+            self.client.unsubscribe(sub)
+        stream = self.streams.get(stream_name)
+        if stream is None:
+            return
+        consumer = stream.consumers.pop(name, None)
+        if consumer is None:
+            return
+        consumer.stop(deleted=deleted)
+        if remove:
+            shutil.rmtree(os.path.join(self.stream_dir(stream_name), "consumers", name), ignore_errors=True)
+            if stream.config.retention == "interest":
+                stream.on_consumer_removed()
+
+    def _on_inactive(self, consumer: Consumer) -> None:
+        op = {"op": "consumer_del", "acc": self.account.name, "stream": consumer.stream.config.name,
+              "consumer": consumer.name}
+        self.service.meta.propose(op, lambda _ok: None)
+
+    # --- meta changes -----------------------------------------------------------------------------------
+
+    def apply_meta(self, op: dict[str, object]) -> None:
+        kind = op["op"]
+        if kind == "stream_put":
+            record = op["config"]
+            assert isinstance(record, dict)
+            config = stream_config_from_record(record)
+            if config.name in self.streams:
+                self.update_stream(config)
+            else:
+                self.open_stream(config, int(str(op["created"])))
+        elif kind == "stream_del":
+            self.close_stream(str(op["stream"]), remove=True)
+        elif kind == "consumer_put":
+            record = op["config"]
+            assert isinstance(record, dict)
+            config = consumer_config_from_record(record)
+            stream = self.streams.get(str(op["stream"]))
+            if stream is None:
+                return
+            existing = stream.consumers.get(config.name)
+            if existing is not None:
+                existing.update_config(config)
+            else:
+                self.open_consumer(stream, config, int(str(op["created"])), fresh=True)
+        elif kind == "consumer_del":
+            self.close_consumer(str(op["stream"]), str(op["consumer"]), remove=True)
+
+    def on_interest(self, sub: Subscription) -> None:
+        subject = sub.subject.decode()
+        for stream in self.streams.values():
+            for consumer in stream.consumers.values():
+                deliver = consumer.config.deliver_subject
+                if deliver and subject_matches(subject, deliver):
+                    consumer.on_interest()
+
+    def close(self) -> None:
+        for name in list(self.streams):
+            self.close_stream(name, remove=False)
+        self.client.close()
+
+
+class JetStreamService:
+    def __init__(self, server: Server, *, clock: Clock | None = None, rng: random.Random | None = None) -> None:
+        self.server = server
+        self.options = server.options
+        self.clock: Clock = clock or SystemClock()
+        self.rng = rng or random.Random()
+        self.root = store_root(self.options)
+        self.peer = server.server_name
+        self.loop = asyncio.get_running_loop()
+        self.executor = concurrent.futures.ThreadPoolExecutor(max_workers=limits.JS_FSYNC_THREADS,
+                                                              thread_name_prefix="js-fsync")
+        self.accounts: dict[str, AccountJetStream] = {}
+        os.makedirs(self.root, exist_ok=True)
+        self.meta = MetaGroup(root=os.path.join(self.root, "_raft"), peer=self.peer, clock=self.clock, rng=self.rng)
+        self.started_ns = time.time_ns()
+
+    def start(self) -> None:
+        for account in self.server.accounts.all():
+            if account.jetstream:
+                self.accounts[account.name] = AccountJetStream(self, account)
+        self._materialise()
+        self.meta.on_change = self._on_meta_change
+        for ajs in self.accounts.values():
+            api.subscribe_api(ajs)
+        self.server.interest_listeners.append(self._on_interest_change)
+
+    def _materialise(self) -> None:
+        for account_name, streams in self.meta.state.accounts.items():
+            ajs = self.accounts.get(account_name)
+            if ajs is None:
+                continue
+            for record in streams.values():
+                config_record = record["config"]
+                assert isinstance(config_record, dict)
+                stream = ajs.open_stream(stream_config_from_record(config_record), int(str(record["created"])))
+                consumers = record["consumers"]
+                assert isinstance(consumers, dict)
+                for consumer_record in consumers.values():
+                    ajs.open_consumer(stream, consumer_config_from_record(consumer_record["config"]),
+                                      int(str(consumer_record["created"])), fresh=False)
+
+    def _on_meta_change(self, op: dict[str, object]) -> None:
+        ajs = self.accounts.get(str(op["acc"]))
+        if ajs is not None:
+            ajs.apply_meta(op)
+
+    def _on_interest_change(self, account: Account, sub: Subscription, added: bool) -> None:
+        if not added:
+            return
+        ajs = self.accounts.get(account.name)
+        if ajs is not None and not isinstance(sub.conn, InternalClient):
+            ajs.on_interest(sub)
+
+    def stop(self) -> None:
+        if self._on_interest_change in self.server.interest_listeners:
+            self.server.interest_listeners.remove(self._on_interest_change)
+        for ajs in self.accounts.values():
+            ajs.close()
+        self.executor.shutdown(wait=True)
+
+
+def start_jetstream(server: Server) -> JetStreamService:
+    """Start JetStream on a started server (call on its loop); stop() it before the server shuts down."""
+    service = JetStreamService(server)
+    service.start()
+    logger.info("Starting JetStream, store directory %s", service.root)
+    return service

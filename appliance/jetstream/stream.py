@@ -1,0 +1,495 @@
+"""A stream: a single-voter RAFT group whose state machine applies messages into a StreamStore.
+
+Theory of operation. Publishes that arrive during one loop turn are collected (`on_publish`) and
+proposed as one MSGS entry; the group commits it at once (one voter) and `apply` runs every
+nats-server publish check in order (expected stream, TTL, expected last subject sequence,
+expected last sequence, Nats-Msg-Id dedupe, expected last msg id, rollup, limits), stores what
+passes and records one outcome per message. A PubAck leaves only when its message is durable:
+with `sync_always` (the default) the store's group commit runs one fsync off the loop for every
+write that arrived meanwhile; with a sync interval, PubAcks leave at once and a timer syncs.
+The dedupe window and the last msg id are rebuilt from the store on restart.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections import OrderedDict, deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from appliance import limits
+from appliance.errors import LimitExceeded, NotLeader, ProposalDropped
+from appliance.jetstream import errors, ops
+from appliance.jetstream.config import StreamConfig
+from appliance.jetstream.groups import memory_storage, start_group
+from appliance.jetstream.host import Host, Timer
+from appliance.jetstream.storeview import last_seq, subject_of
+from appliance.jetstream.subjects import subject_matches
+from appliance.jetstream.wire import go_json, header_value, parse_go_duration
+from appliance.raft.types import Entry, EntryType
+from appliance.store import api
+from appliance.store.filestore import FileStreamStore
+
+if TYPE_CHECKING:
+    from appliance.jetstream.consumer import Consumer
+
+logger = logging.getLogger(__name__)
+
+HDR_MSG_ID = b"Nats-Msg-Id"
+HDR_EXPECTED_STREAM = b"Nats-Expected-Stream"
+HDR_EXPECTED_LAST_SEQ = b"Nats-Expected-Last-Sequence"
+HDR_EXPECTED_LAST_SUBJECT_SEQ = b"Nats-Expected-Last-Subject-Sequence"
+HDR_EXPECTED_LAST_SUBJECT_SEQ_SUBJECT = b"Nats-Expected-Last-Subject-Sequence-Subject"
+HDR_EXPECTED_LAST_MSG_ID = b"Nats-Expected-Last-Msg-Id"
+HDR_ROLLUP = b"Nats-Rollup"
+HDR_TTL = b"Nats-TTL"
+HEADER_BYTES_MAX = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    seq: int = 0
+    duplicate: bool = False
+    error: errors.JsApiError | None = None
+
+
+Reply = str  # "" when the publisher asked for no ack
+
+
+def store_limits(config: StreamConfig) -> api.StoreLimits:
+    return api.StoreLimits(max_msgs=config.max_msgs, max_bytes=config.max_bytes, max_age_ns=config.max_age,
+                           max_msgs_per_subject=config.max_msgs_per_subject, max_msg_size=config.max_msg_size,
+                           discard="new" if config.discard == "new" else "old",
+                           discard_new_per_subject=config.discard_new_per_subject)
+
+
+class Stream:
+    def __init__(self, *, config: StreamConfig, created_ns: int, store: api.StreamStore, host: Host,
+                 peer: str, group_id: str) -> None:
+        self.config = config
+        self.created_ns = created_ns
+        self.store = store
+        self.host = host
+        self.consumers: dict[str, Consumer] = {}
+        self.deleted = False
+        self._file = store if isinstance(store, FileStreamStore) else None
+        self._dedupe: OrderedDict[str, tuple[int, int]] = OrderedDict()
+        self._last_msg_id = ""
+        self._inbox: list[tuple[ops.InMsg, Reply]] = []
+        self._results: dict[int, object] = {}
+        self._acks: deque[tuple[int, Reply, bytes]] = deque()
+        self._syncing = False
+        self._expiry_timer: Timer | None = None
+        self._interval_timer: Timer | None = None
+        self._rebuild_dedupe()
+        self.group = start_group(name=group_id, peer=peer, storage=memory_storage(peer), machine=self,
+                                 clock=host.clock, rng=random.Random(host.rng.random()))
+        self._arm_expiry()
+        if self._file is not None and not host.sync_always:
+            self._arm_interval_sync()
+
+    # --- the RAFT state machine ------------------------------------------------------------------
+
+    def apply(self, entries: Sequence[Entry]) -> None:
+        for entry in entries:
+            if entry.type != EntryType.NORMAL or not entry.data:
+                continue
+            kind = entry.data[0]
+            if kind == ops.KIND_MSGS:
+                self._results[entry.index] = self._apply_msgs(ops.decode_msgs(entry.data))
+            else:
+                kind, body = ops.decode_op(entry.data)
+                self._results[entry.index] = self._apply_op(kind, body)
+
+    def snapshot(self) -> bytes:
+        return b""  # the state is the store itself, durable on its own
+
+    def restore(self, data: bytes) -> None:
+        assert data == b"", "a single-voter stream never installs a snapshot"
+
+    # --- publishing --------------------------------------------------------------------------------
+
+    def on_publish(self, subject: str, reply: Reply, header: bytes, payload: bytes) -> None:
+        if self.deleted:
+            return
+        if len(self._inbox) >= limits.JS_PUBLISH_BATCH_MAX:
+            self._flush_inbox()
+        if not self._inbox:
+            self.host.call_soon(self._flush_inbox)
+        self._inbox.append((ops.InMsg(subject, header, payload, self.host.now_ns()), reply))
+
+    def _flush_inbox(self) -> None:
+        if not self._inbox:
+            return
+        batch, self._inbox = self._inbox, []
+        replies = [reply for _, reply in batch]
+        data = ops.encode_msgs([msg for msg, _ in batch])
+
+        def on_done(ok: bool, index: int) -> None:
+            result = self._results.pop(index, None)
+            if not ok or not isinstance(result, list):
+                return
+            self._answer(replies, result)
+
+        try:
+            self.group.propose(data, on_done)
+        except (NotLeader, ProposalDropped, LimitExceeded) as exc:
+            logger.warning("stream %s dropped %d publishes: %s", self.config.name, len(batch), exc)
+            return
+        self.group.process_ready()
+        self._maybe_sync()
+
+    def _answer(self, replies: list[Reply], outcomes: list[Outcome]) -> None:
+        durable_wait = self._file is not None and self.host.sync_always
+        for reply, outcome in zip(replies, outcomes, strict=True):
+            if not reply or self.config.no_ack:
+                continue
+            body = self._puback(outcome)
+            if outcome.error is None and durable_wait:
+                self._acks.append((outcome.seq, reply, body))
+            else:
+                self.host.send(reply, body)
+
+    def _puback(self, outcome: Outcome) -> bytes:
+        name = self.config.name
+        domain = self.host.domain
+        if outcome.error is not None:
+            return go_json({"error": outcome.error.as_json(), "stream": name, "seq": 0})
+        if domain:
+            head = go_json({"stream": name, "domain": domain, "seq": outcome.seq})
+        else:
+            head = go_json({"stream": name, "seq": outcome.seq})
+        if outcome.duplicate:
+            return head[:-1] + b',"duplicate": true}'
+        return head
+
+    # --- durability (group commit) -----------------------------------------------------------------
+
+    def _maybe_sync(self) -> None:
+        if self._syncing or not self._acks or self._file is None:
+            return
+        job = self._file.begin_sync()
+        if job is None:
+            self._release_acks(self._file.durable_seq)
+            return
+        self._syncing = True
+        store = self._file
+
+        def done() -> None:
+            self._syncing = False
+            self._release_acks(store.finish_sync(job))
+            self._maybe_sync()
+
+        self.host.run_sync_job(job, done)
+
+    def _release_acks(self, durable_seq: int) -> None:
+        acks = self._acks
+        while acks and acks[0][0] <= durable_seq:
+            _, reply, body = acks.popleft()
+            self.host.send(reply, body)
+
+    def _arm_interval_sync(self) -> None:
+        def tick() -> None:
+            if self.deleted or self._file is None:
+                return
+            if not self._syncing:
+                job = self._file.begin_sync()
+                if job is not None:
+                    self._syncing = True
+                    store = self._file
+
+                    def done() -> None:
+                        self._syncing = False
+                        store.finish_sync(job)
+
+                    self.host.run_sync_job(job, done)
+            self._interval_timer = self.host.call_later(self.host.sync_interval_s, tick)
+
+        self._interval_timer = self.host.call_later(self.host.sync_interval_s, tick)
+
+    # --- apply: messages ---------------------------------------------------------------------------
+
+    def _apply_msgs(self, msgs: list[ops.InMsg]) -> list[Outcome]:
+        outcomes: list[Outcome] = []
+        run: list[ops.InMsg] = []
+        for msg in msgs:
+            if msg.header or self.config.sealed or self.config.retention != "limits":
+                if run:
+                    outcomes.extend(self._store_run(run))
+                    run = []
+                outcomes.append(self._apply_one(msg))
+            else:
+                run.append(msg)
+        if run:
+            outcomes.extend(self._store_run(run))
+        return outcomes
+
+    def _store_run(self, run: list[ops.InMsg]) -> list[Outcome]:
+        """Store header-less messages in as few store calls as possible."""
+        outcomes: list[Outcome] = []
+        start = 0
+        while start < len(run):
+            chunk = run[start:start + limits.STORE_BATCH_MSGS_MAX]
+            before = last_seq(self.store)
+            try:
+                seqs = self._append([(m.subject, b"", m.payload, m.ts_ns) for m in chunk])
+            except api.StoreLimitError as exc:
+                stored = last_seq(self.store) - before
+                seqs = list(range(before + 1, before + 1 + stored))
+                outcomes.extend(Outcome(seq) for seq in seqs)
+                outcomes.append(Outcome(error=_store_error(exc.reason)))
+                self._stored(chunk[:stored], seqs)
+                start += stored + 1
+                continue
+            outcomes.extend(Outcome(seq) for seq in seqs)
+            self._stored(chunk, seqs)
+            start += len(chunk)
+        return outcomes
+
+    def _append(self, msgs: list[api.MsgInput]) -> list[int]:
+        if self._file is not None:
+            return self._file.append_batch(msgs)
+        return self.store.store_batch(msgs)
+
+    def _stored(self, msgs: Sequence[ops.InMsg], seqs: Sequence[int]) -> None:
+        for consumer in list(self.consumers.values()):
+            consumer.on_stored(seqs, [m.subject for m in msgs])
+        if self.config.max_age and self._expiry_timer is None:
+            self._arm_expiry()
+
+    def _apply_one(self, msg: ops.InMsg) -> Outcome:
+        try:
+            return self._check_and_store(msg)
+        except errors.JsApiError as exc:
+            return Outcome(error=exc)
+
+    def _check_and_store(self, msg: ops.InMsg) -> Outcome:
+        config = self.config
+        header = msg.header
+        if config.sealed:
+            raise errors.STREAM_SEALED.error()
+        if header:
+            self._check_expectations(msg)
+            msg_id = _text(header_value(header, HDR_MSG_ID))
+            if msg_id:
+                self._expire_dedupe(msg.ts_ns)
+                seen = self._dedupe.get(msg_id)
+                if seen is not None:
+                    return Outcome(seen[0], duplicate=True)
+            expected_id = header_value(header, HDR_EXPECTED_LAST_MSG_ID)
+            if expected_id is not None and expected_id.decode() != self._last_msg_id:
+                raise errors.STREAM_WRONG_LAST_MSG_ID.format(id=self._last_msg_id)
+            rollup = _text(header_value(header, HDR_ROLLUP))
+            if rollup:
+                if not config.allow_rollup_hdrs:
+                    raise errors.STREAM_ROLLUP_FAILED.format(err="rollup not permitted")
+                if rollup not in ("sub", "all"):
+                    raise errors.STREAM_ROLLUP_FAILED.format(err=f'rollup value invalid: "{rollup}"')
+            if len(header) > HEADER_BYTES_MAX:
+                raise errors.STREAM_HEADER_EXCEEDS_MAXIMUM.error()
+        else:
+            msg_id = rollup = ""
+        if 0 <= config.max_msg_size < len(header) + len(msg.payload):
+            raise errors.STREAM_MESSAGE_EXCEEDS_MAXIMUM.error()
+        try:
+            (seq,) = self._append([(msg.subject, header, msg.payload, msg.ts_ns)])
+        except api.StoreLimitError as exc:
+            raise _store_error(exc.reason) from None
+        if msg_id:
+            self._dedupe[msg_id] = (seq, msg.ts_ns)
+            while len(self._dedupe) > limits.JS_DEDUPE_IDS_MAX:
+                self._dedupe.popitem(last=False)
+        self._last_msg_id = msg_id
+        if rollup == "sub":
+            self.store.purge(msg.subject, keep=1)
+        elif rollup == "all":
+            self.store.purge("", keep=1)
+        if rollup:
+            self._removed()
+        self._stored([msg], [seq])
+        self._apply_retention_on_store(seq, msg.subject)
+        return Outcome(seq)
+
+    def _check_expectations(self, msg: ops.InMsg) -> None:
+        header = msg.header
+        expected_stream = header_value(header, HDR_EXPECTED_STREAM)
+        if expected_stream is not None and expected_stream.decode() != self.config.name:
+            raise errors.STREAM_NOT_MATCH.error()
+        if header_value(header, HDR_TTL) is not None and not self.config.allow_msg_ttl:
+            raise errors.MESSAGE_TTL_DISABLED.error()
+        subject_seq = header_value(header, HDR_EXPECTED_LAST_SUBJECT_SEQ)
+        if subject_seq is not None:
+            subject = _text(header_value(header, HDR_EXPECTED_LAST_SUBJECT_SEQ_SUBJECT)) or msg.subject
+            last = self.store.load_last(subject)
+            actual = last.seq if last is not None else 0
+            if _int(subject_seq) != actual:
+                raise errors.STREAM_WRONG_LAST_SEQUENCE.format(seq=actual)
+        expected_seq = header_value(header, HDR_EXPECTED_LAST_SEQ)
+        if expected_seq is not None:
+            actual = last_seq(self.store)
+            if _int(expected_seq) != actual:
+                raise errors.STREAM_WRONG_LAST_SEQUENCE.format(seq=actual)
+
+    def _apply_retention_on_store(self, seq: int, subject: str) -> None:
+        if self.config.retention == "interest" and not any(
+                c.wants(subject) for c in self.consumers.values()):
+            self.store.delete(seq)
+            self._removed()
+
+    # --- dedupe ------------------------------------------------------------------------------------
+
+    def _expire_dedupe(self, now_ns: int) -> None:
+        cutoff = now_ns - self.config.duplicate_window
+        dedupe = self._dedupe
+        while dedupe:
+            first = next(iter(dedupe.values()))
+            if first[1] >= cutoff:
+                break
+            dedupe.popitem(last=False)
+
+    def _rebuild_dedupe(self) -> None:
+        """Msg ids stored within the duplicate window, and the last msg id, read back from the store."""
+        state = self.store.state()
+        if state.msgs == 0:
+            return
+        cutoff = self.host.now_ns() - self.config.duplicate_window
+        found: list[tuple[str, int, int]] = []
+        seq = state.last_seq
+        while seq >= state.first_seq and len(found) < limits.JS_DEDUPE_IDS_MAX:
+            msg = self.store.load(seq)
+            seq -= 1
+            if msg is None:
+                continue
+            if msg.seq == state.last_seq:
+                self._last_msg_id = _text(header_value(msg.headers, HDR_MSG_ID)) if msg.headers else ""
+            if msg.timestamp_ns < cutoff:
+                break
+            msg_id = _text(header_value(msg.headers, HDR_MSG_ID)) if msg.headers else ""
+            if msg_id:
+                found.append((msg_id, msg.seq, msg.timestamp_ns))
+        for msg_id, found_seq, ts_ns in reversed(found):
+            self._dedupe[msg_id] = (found_seq, ts_ns)
+
+    # --- apply: other operations -------------------------------------------------------------------
+
+    def _apply_op(self, kind: int, body: dict[str, object]) -> object:
+        if kind == ops.KIND_DELETE:
+            seq = int(str(body["seq"]))
+            removed = self.store.delete(seq, erase=bool(body.get("erase")))
+            if removed:
+                self._removed()
+            return removed
+        if kind == ops.KIND_PURGE:
+            purged = self.store.purge(str(body.get("filter", "")), keep=int(str(body.get("keep", 0))),
+                                      up_to_seq=int(str(body.get("seq", 0))))
+            self._removed()
+            return purged
+        raise AssertionError(f"unknown stream op {kind}")
+
+    def propose_op(self, kind: int, body: dict[str, object], done: Callable[[object], None]) -> None:
+        """Run DELETE/PURGE through the log; done(result) once applied and durable."""
+        def on_done(ok: bool, index: int) -> None:
+            result = self._results.pop(index, None)
+            if ok:
+                self.store.sync()
+                done(result)
+
+        self.group.propose(ops.encode_op(kind, body), on_done)
+        self.group.process_ready()
+
+    def _removed(self) -> None:
+        for consumer in list(self.consumers.values()):
+            consumer.on_removed()
+
+    # --- limits over time ---------------------------------------------------------------------------
+
+    def _arm_expiry(self) -> None:
+        if self.deleted or not self.config.max_age:
+            return
+        next_ns = self.store.next_expiry_ns()
+        if next_ns is None:
+            self._expiry_timer = None
+            return
+        delay_s = max((next_ns - self.host.now_ns()) / 1e9, limits.JS_EXPIRY_GRANULARITY_S)
+        self._expiry_timer = self.host.call_later(delay_s, self._expire)
+
+    def _expire(self) -> None:
+        self._expiry_timer = None
+        if self.deleted:
+            return
+        if self.store.expire(self.host.now_ns()):
+            self._removed()
+        self._arm_expiry()
+
+    def update_config(self, config: StreamConfig) -> None:
+        self.config = config
+        self.store.set_limits(store_limits(config))
+        self._removed()
+        if self._expiry_timer is not None:
+            self._expiry_timer.cancel()
+            self._expiry_timer = None
+        self._arm_expiry()
+
+    def remove_acked(self, seq: int) -> None:
+        """Retention: drop a message every interested consumer has acknowledged."""
+        retention = self.config.retention
+        if retention == "limits":
+            return
+        subject = subject_of(self.store, seq)
+        if subject is None:
+            return
+        interested = [c for c in self.consumers.values() if c.wants(subject)]
+        if retention == "workqueue" or all(c.has_acked(seq) for c in interested):
+            if self.store.delete(seq):
+                for consumer in list(self.consumers.values()):
+                    consumer.on_removed()
+
+    def on_consumer_removed(self) -> None:
+        """Interest retention: messages no remaining consumer is interested in are dropped."""
+        from appliance.jetstream.storeview import live_seqs
+        doomed = []
+        for seq in list(live_seqs(self.store, 1)):
+            subject = subject_of(self.store, seq)
+            if subject is None:
+                continue
+            interested = [c for c in self.consumers.values() if c.wants(subject)]
+            if all(c.has_acked(seq) for c in interested):
+                doomed.append(seq)
+        for seq in doomed:
+            self.store.delete(seq)
+        if doomed:
+            self._removed()
+
+    def close(self) -> None:
+        self.deleted = True
+        for timer in (self._expiry_timer, self._interval_timer):
+            if timer is not None:
+                timer.cancel()
+        if self._file is not None:
+            self._file.sync()
+        self.store.close()
+
+    def matches(self, subject: str) -> bool:
+        return any(subject_matches(own, subject) for own in self.config.subjects)
+
+
+def _store_error(reason: str) -> errors.JsApiError:
+    if reason == api.MAX_MSG_SIZE_EXCEEDED:
+        return errors.STREAM_MESSAGE_EXCEEDS_MAXIMUM.error()
+    return errors.STREAM_STORE_FAILED.format(err=reason)
+
+
+def _text(value: bytes | None) -> str:
+    return value.decode(errors="replace") if value else ""
+
+
+def _int(value: bytes) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        return -1
+
+
+__all__ = ["Outcome", "Stream", "store_limits", "parse_go_duration"]
