@@ -40,16 +40,19 @@ class Endpoint:
     port: int
     user: str | None = None
     password: str | None = None
+    token: str | None = None
 
     @classmethod
     def parse(cls, url: str) -> Endpoint:
-        """nats://[user:pass@]host[:port]; the first of a comma-separated list."""
+        """nats://[user:pass@ | token@]host[:port]; the first of a comma-separated list."""
         first = url.split(",")[0].strip()
         if "://" not in first:
             first = "nats://" + first
         parts = urlsplit(first)
         if parts.hostname is None:
             raise ValueError(f"no host in url {url!r}")
+        if parts.username is not None and parts.password is None:
+            return cls(parts.hostname, parts.port or 4222, token=parts.username)
         return cls(parts.hostname, parts.port or 4222, parts.username, parts.password)
 
 
@@ -69,6 +72,7 @@ class Connection:
         self._next_sid = 1
         self._request_id = 0
         self.sock = socket.create_connection((endpoint.host, endpoint.port), timeout=timeout_s)
+        self._timeout_now_s = timeout_s
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._handshake(name)
 
@@ -78,7 +82,7 @@ class Connection:
             raise BrokenError(f"expected INFO first, got {event!r}")
         self.info = event.fields
         ep = self.endpoint
-        self.send(wire.connect_line(name=name, user=ep.user, password=ep.password) + wire.PING)
+        self.send(wire.connect_line(name=name, user=ep.user, password=ep.password, token=ep.token) + wire.PING)
         self.flush_wait(self.pongs + 1)
 
     # --- bytes in --------------------------------------------------------------------------------
@@ -90,7 +94,7 @@ class Connection:
             pending = self.end - self.start
             self.buf[0:pending] = self.buf[self.start : self.end]
             self.start, self.end = 0, pending
-        self.sock.settimeout(self.timeout_s if timeout_s is None else timeout_s)
+        self._set_timeout(self.timeout_s if timeout_s is None else timeout_s)
         try:
             with memoryview(self.buf) as view:
                 received = self.sock.recv_into(view[self.end :])
@@ -176,8 +180,14 @@ class Connection:
             self.handle(event)
 
     # --- bytes out -------------------------------------------------------------------------------
+    def _set_timeout(self, timeout_s: float) -> None:
+        """settimeout costs a syscall; hot loops call this with the same value again and again."""
+        if timeout_s != self._timeout_now_s:
+            self.sock.settimeout(timeout_s)
+            self._timeout_now_s = timeout_s
+
     def send(self, data: bytes | bytearray | memoryview) -> None:
-        self.sock.settimeout(self.timeout_s)
+        self._set_timeout(self.timeout_s)
         try:
             self.sock.sendall(data)
         except TimeoutError as exc:

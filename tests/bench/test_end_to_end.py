@@ -115,3 +115,16 @@ def test_cli_reports_an_unreachable_server() -> None:
     out = CliRunner().invoke(bench, ["pub", "--url", f"nats://127.0.0.1:{servers.free_port()}", "--msgs", "10"])
     assert out.exit_code == 1
     assert "ConnectionRefusedError" in out.output
+
+
+@pytest.mark.slow
+def test_replicated_stream_on_a_three_node_cluster() -> None:
+    cluster = servers.start(servers.NATS_DEFAULT, nodes=3)
+    try:
+        report = run_bench(BenchRequest("js-pub", url=cluster.url, msgs=300, window=32, replicas=3, stream="r3",
+                                        subject="js.r3"), server_pids=cluster.pids)
+        assert report.errors == 0
+        assert counts(report) == {"js-pub total": 300}
+        assert report.server_cpu_s is not None and len(cluster.pids) == 3
+    finally:
+        cluster.stop()

@@ -79,3 +79,12 @@ def test_connect_line_is_what_real_clients_send() -> None:
     assert options["verbose"] is False and options["pedantic"] is False
     assert options["headers"] is True and options["no_responders"] is True and options["protocol"] == 1
     assert (options["user"], options["pass"], options["name"]) == ("u", "p", "bench")
+
+
+def test_server_urls() -> None:
+    from appliance.bench.conn import Endpoint
+
+    assert Endpoint.parse("nats://127.0.0.1:4333") == Endpoint("127.0.0.1", 4333)
+    assert Endpoint.parse("localhost") == Endpoint("localhost", 4222)
+    assert Endpoint.parse("nats://u:p@h:1,nats://other:2") == Endpoint("h", 1, "u", "p")
+    assert Endpoint.parse("nats://s3cret@h:1") == Endpoint("h", 1, token="s3cret")
