@@ -327,7 +327,31 @@ malformed:
     return NULL;
 }
 
+/* find_msg(raw: bytes, seq: int) -> offset of the MSG record with that seq in a verified block, or -1 */
+static PyObject *find_msg(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 2 || !PyBytes_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "find_msg(raw: bytes, seq: int)");
+        return NULL;
+    }
+    const unsigned long long seq = PyLong_AsUnsignedLongLong(args[1]);
+    if (PyErr_Occurred()) return NULL;
+    const uint8_t *data = (const uint8_t *)PyBytes_AS_STRING(args[0]);
+    const Py_ssize_t size = PyBytes_GET_SIZE(args[0]);
+    Py_ssize_t offset = 0;
+    while (offset + RECORD_HEAD_BYTES <= size) {
+        record_head h;
+        read_head(data + offset, &h);
+        if (!record_ok(data, size, offset, &h, 0)) break;
+        if (h.kind == KIND_MSG && h.seq == seq) return PyLong_FromSsize_t(offset);
+        offset += FRAME_BYTES + (Py_ssize_t)h.length;
+    }
+    return PyLong_FromLong(-1);
+}
+
 static PyMethodDef store_methods[] = {
+    {"find_msg", (PyCFunction)(void (*)(void))find_msg, METH_FASTCALL,
+     "Offset of the MSG record with seq in a verified block, or -1."},
     {"encode_msgs", (PyCFunction)(void (*)(void))encode_msgs, METH_FASTCALL,
      "Encode MSG records for consecutive sequences: (buffer, offsets, sizes, times)."},
     {"scan_frames", (PyCFunction)(void (*)(void))scan_frames, METH_FASTCALL,

@@ -67,7 +67,7 @@ class FileStreamStore:
         self._segments: list[Segment] = []
         self._names: list[int] = []
         self._zdict: zstandard.ZstdCompressionDict | None = None
-        self._blocks: OrderedDict[tuple[str, int], tuple[bytes, dict[int, int]]] = OrderedDict()
+        self._blocks: OrderedDict[tuple[str, int], bytes] = OrderedDict()
         self._written_seq = 0
         self._durable_seq = 0
         self._unsynced = False
@@ -540,8 +540,8 @@ class FileStreamStore:
             raise CorruptData(f"record at offset is not seq {seq}", path=seg.path, offset=offset)
         return api.StoredMsg(seq, record.subject, record.headers, record.payload, record.timestamp_ns)
 
-    def _block(self, seg: SealedSegment, k: int) -> tuple[bytes, dict[int, int]]:
-        """A decoded block and its seq -> offset map (filled on first random access)."""
+    def _block(self, seg: SealedSegment, k: int) -> bytes:
+        """A decoded (verified) block, through a small LRU cache."""
         key = (seg.path, seg.blocks[k].offset)
         cached = self._blocks.get(key)
         if cached is not None:
@@ -551,19 +551,19 @@ class FileStreamStore:
         head = self._ops.read_at(seg.path, info.offset, segment.BLOCK_HEADER.size + info.comp_len)
         shifted = segment.BlockInfo(0, *_tail(info))
         raw = segment.decode_block(head, shifted, zdict=self._dict_for(seg.dict_id), path=seg.path)
-        entry: tuple[bytes, dict[int, int]] = (raw, {})
-        self._blocks[key] = entry
+        self._blocks[key] = raw
         if len(self._blocks) > bounds.STORE_BLOCK_CACHE_ENTRIES:
             self._blocks.popitem(last=False)
-        return entry
+        return raw
 
     def _load_sealed(self, seg: SealedSegment, seq: int) -> api.StoredMsg:
         k = seg.block_for(seq)
         assert k is not None, f"live seq {seq} has no block"
-        raw, positions = self._block(seg, k)
-        if not positions:
-            positions.update((f[3], f[0]) for f in speedups.scan_frames(raw, 0)[0] if f[2] == records.Kind.MSG)
-        record = records.decode_at(raw, positions[seq], check=False)
+        raw = self._block(seg, k)
+        offset = speedups.find_msg(raw, seq)
+        if offset < 0:
+            raise CorruptData(f"live seq {seq} missing from its block", path=seg.path, offset=seg.blocks[k].offset)
+        record = records.decode_at(raw, offset, check=False)
         return api.StoredMsg(seq, record.subject, record.headers, record.payload, record.timestamp_ns)
 
     def load_next(self, filter_subject: str, start_seq: int) -> api.StoredMsg | None:
@@ -630,7 +630,7 @@ class FileStreamStore:
         return list(self._segments)
 
     def block(self, seg: SealedSegment, k: int) -> bytes:
-        return self._block(seg, k)[0]
+        return self._block(seg, k)
 
     def close(self) -> None:
         if self._unsynced or self._dir_dirty:

@@ -70,6 +70,18 @@ def block_msgs_py(raw: bytes, start_seq: int, factory: Callable[[int, str, bytes
     return found
 
 
+def find_msg_py(raw: bytes, seq: int) -> int:
+    """Offset of the MSG record with this seq in a verified block, or -1."""
+    unpack = records.RECORD_HEAD.unpack_from
+    offset = 0
+    while offset + records.HEAD_BYTES <= len(raw):
+        length, _crc, kind, record_seq, _ts, _sl, _hl, _pl = unpack(raw, offset)
+        if kind == records.Kind.MSG and record_seq == seq:
+            return offset
+        offset += 8 + length
+    return -1
+
+
 def _load_native() -> ModuleType | None:
     if not native.ENABLED or native.speedups is None:
         return None
@@ -94,7 +106,9 @@ ENABLED = _native is not None
 encode_msgs: Callable[[list[tuple[str, bytes, bytes, int]], int, int], Encoded]
 scan_frames: Callable[[bytes | memoryview, int], tuple[list[records.Frame], int]]
 block_msgs: Callable[..., list[object]]
+find_msg: Callable[[bytes, int], int]
 if _native is not None:
+    find_msg = _native.find_msg
     encode_msgs = _native.encode_msgs
     scan_frames = _native.scan_frames
     block_msgs = _native.block_msgs
@@ -102,3 +116,4 @@ else:
     encode_msgs = encode_msgs_py
     scan_frames = records.scan_frames
     block_msgs = block_msgs_py
+    find_msg = find_msg_py
