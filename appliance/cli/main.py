@@ -11,6 +11,7 @@ import click
 
 # command name -> "module:attribute" of a click.Command
 COMMANDS: dict[str, str] = {
+    "store": "appliance.cli.store:store",
     "run": "appliance.cli.run:run",
     "check-config": "appliance.cli.check_config:check_config",
     "status": "appliance.cli.status:status",
