@@ -93,6 +93,14 @@ def is_space(ch: str) -> bool:
     return ch in "\t\n\v\f\r \x85\xa0" or (ord(ch) > 0xFF and ch.isspace())
 
 
+def _decode_raw_bytes(text: str) -> str:
+    """Text whose surrogate escapes are raw bytes from `\\xHH`: decoded as UTF-8, invalid -> U+FFFD."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    except UnicodeError:
+        return text
+
+
 def _show(ch: str) -> str:
     return "\\n" if ch == "\n" else ("EOF" if ch == EOF else ch)
 
@@ -109,6 +117,7 @@ class Lexer:
         self.start_line = 1
         self.start_column = 1
         self.parts: list[str] = []  # decoded pieces of a string with escapes
+        self.raw_bytes = False  # a \xHH escape >= 0x80 is in `parts`
         self.string_state: State = self.unquoted_string
         self.stack: list[State] = []
         self.tokens: list[Token] = []
@@ -162,6 +171,7 @@ class Lexer:
         self.start_line = self.line
         self.start_column = self.pos - self.line_start + 1
         self.parts = []
+        self.raw_bytes = False
 
     def ignore_quote(self) -> None:
         """Skips an opening quote; the token's column stays at the quote, where users look."""
@@ -176,6 +186,8 @@ class Lexer:
         end = min(self.pos, len(self.text))
         if text is None:
             text = "".join(self.parts) + self.text[self.start:end]
+            if self.raw_bytes:
+                text = _decode_raw_bytes(text)
         self.tokens.append(Token(kind, text, self.start_line, self.start_column))
         self.ignore()
 
@@ -659,19 +671,19 @@ class Lexer:
         )
 
     def hex_escape(self) -> State | None:
+        """`\\xHH` is one raw byte, as in nats-server: `"\\xc3\\xa9"` is "é" (UTF-8 decoded at emit)."""
         digits = ""
         for _ in range(2):
             ch = self.next()
             if ch == EOF or ch in _NEWLINE:
                 raise self.error("Expected two hexadecimal digits after '\\x', but hit end of line")
             digits += ch
-        try:
-            value = int(digits, 16) if all(c in "0123456789abcdefABCDEF" for c in digits) else -1
-        except ValueError:
-            value = -1
-        if value < 0:
+        if not all(c in "0123456789abcdefABCDEF" for c in digits):
             raise self.error(f"Expected two hexadecimal digits after '\\x', but got '{digits}'")
-        self.parts.append(chr(value))
+        byte = int(digits, 16)
+        # bytes >= 0x80 ride as surrogate escapes until the token is complete
+        self.parts.append(chr(byte) if byte < 0x80 else chr(0xDC00 + byte))
+        self.raw_bytes = self.raw_bytes or byte >= 0x80
         self.start = self.pos
         return self.string_state
 

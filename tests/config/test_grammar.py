@@ -82,6 +82,12 @@ def test_double_quoted_strings_take_the_six_escapes() -> None:
     assert tree(r'a: "t\tn\nr\rq\"b\\x\x41"') == {"a": 't\tn\nr\rq"b\\xA'}
 
 
+def test_hex_escapes_are_raw_bytes_decoded_as_utf8() -> None:
+    assert tree(r'a: "\xc3\xa9t\xc3\xa9"') == {"a": "été"}
+    assert tree(r'a: "bad\xff"') == {"a": "bad\ufffd"}
+    assert "Expected two hexadecimal digits" in problem(r'a: "\xZZ"')
+
+
 def test_any_other_escape_is_a_parse_error() -> None:
     assert "Invalid escape character 'q'" in problem(r'a: "\q"')
 
