@@ -61,8 +61,12 @@ def setup_sub(conn: Connection, spec: ClientSpec) -> None:
 
 
 def receive_count(conn: Connection, spec: ClientSpec, progress: Progress, result: ClientResult,
-                  flags: int = 0, out: bytearray | None = None) -> float:
-    """Count data messages until spec.msgs arrived or the server went idle; returns time of the last."""
+                  flags: int = 0, out: bytearray | None = None,
+                  after_batch: Callable[[], None] | None = None) -> float:
+    """Count data messages until spec.msgs arrived or the server went idle; returns time of the last.
+
+    Replies the scan wrote to `out` are sent after every read; `after_batch` runs after every read
+    that brought messages."""
     start = last = time.perf_counter()
     while result.msgs < spec.msgs:
         if not conn.fill():
@@ -76,6 +80,8 @@ def receive_count(conn: Connection, spec: ClientSpec, progress: Progress, result
             result.msgs += msgs
             last = time.perf_counter()
             progress(result.msgs)
+            if after_batch is not None:
+                after_batch()
         conn.specials.clear()
     result.bytes = result.msgs * spec.size
     return last - start

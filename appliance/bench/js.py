@@ -152,9 +152,13 @@ def run_js_push(conn: Connection, spec: ClientSpec, progress: Progress) -> Clien
     conn.subscribe(conn.inbox_prefix + b"-push")
     flags = FLAG_STOP_STATUS | (FLAG_OUT_ACK if spec.ack == "explicit" else 0)
     acks = bytearray()
-    result.elapsed_s = receive_count(conn, spec, progress, result, flags, acks)
-    if spec.ack == "all" and conn.last_reply is not None:
-        conn.send(wire.pub(conn.last_reply, b""))
+
+    def ack_all() -> None:
+        if conn.last_reply is not None:  # acks every message up to the newest one
+            conn.send(wire.pub(conn.last_reply, b""))
+
+    result.elapsed_s = receive_count(conn, spec, progress, result, flags, acks,
+                                     ack_all if spec.ack == "all" else None)
     conn.flush()
     return result
 

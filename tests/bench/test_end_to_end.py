@@ -128,3 +128,11 @@ def test_replicated_stream_on_a_three_node_cluster() -> None:
         assert report.server_cpu_s is not None and len(cluster.pids) == 3
     finally:
         cluster.stop()
+
+
+def test_jetstream_push_with_ack_all_acks_as_it_goes(nats_server: servers.RunningServer) -> None:
+    # more messages than max_ack_pending: acking only at the end would stall the consumer
+    report = run_bench(BenchRequest("js-push", url=nats_server.url, msgs=25_000, size=8, ack="all",
+                                    storage="memory", stream="pushall", subject="js.pushall"))
+    assert report.errors == 0
+    assert counts(report) == {"js-push total": 25_000}
