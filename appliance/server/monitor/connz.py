@@ -18,7 +18,7 @@ from .durations import go_duration, rfc3339_nano, uptime, wall_ns
 from .endpoint import Endpoint, RequestContext, Response, json_response
 from .gojson import JsonValue
 from .params import BadRequest
-from .view import ConnectionInfo, ConnState, SubscriptionInfo
+from .view import ConnectionInfo, ConnState, ServerView, SubscriptionInfo
 
 GLOBAL_ACCOUNT = "$G"
 CONNECTIONS_LIMIT_DEFAULT = 1024  # nats-server DefaultConnListSize
@@ -165,9 +165,8 @@ def _rtt_ns(rtt_s: float) -> int:
     return rtt_ns
 
 
-def select(ctx: RequestContext, options: ConnzOptions) -> tuple[list[ConnectionInfo], int]:
+def select(view: ServerView, options: ConnzOptions) -> tuple[list[ConnectionInfo], int]:
     """The connections to show before sorting and paging, and nats-server's `total`."""
-    view = ctx.view
     in_scope = [
         c for c in view.connections(options.state) if not options.account or c.account == options.account
     ]
@@ -188,8 +187,9 @@ def ordered(conns: list[ConnectionInfo], sort: str, now_ns: int) -> list[Connect
     return sorted(by_cid, key=lambda c: key(c, now_ns), reverse=descending)
 
 
-def connz_json(ctx: RequestContext, options: ConnzOptions) -> dict[str, JsonValue]:
-    view = ctx.view
+def connz_json(view: ServerView, options: ConnzOptions) -> dict[str, JsonValue]:
+    """The /connz document for decoded options; raises BadRequest as nats-server's Connz() errors."""
+    validate(options)
     now_ns = wall_ns(view.now_wall_s())
     limit = 1 if options.cid else options.limit
     out: dict[str, JsonValue] = {
@@ -204,7 +204,7 @@ def connz_json(ctx: RequestContext, options: ConnzOptions) -> dict[str, JsonValu
     if options.account and not view.has_account(options.account):
         out["server_id"] = ""  # nats-server returns before filling in its id
         return out
-    conns, total = select(ctx, options)
+    conns, total = select(view, options)
     page = ordered(conns, options.sort, now_ns)[options.offset : options.offset + limit]
     out["total"] = total
     out["num_connections"] = len(page)
@@ -215,8 +215,7 @@ def connz_json(ctx: RequestContext, options: ConnzOptions) -> dict[str, JsonValu
 def handle(ctx: RequestContext) -> Response:
     options = decode(ctx)
     ctx.count()  # nats-server counts /connz only once its parameters decode
-    validate(options)
-    return json_response(connz_json(ctx, options))
+    return json_response(connz_json(ctx.view, options))
 
 
 ENDPOINT = Endpoint(paths=("/connz",), handle=handle, title="Connections")

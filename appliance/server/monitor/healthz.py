@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from .endpoint import Endpoint, RequestContext, Response, json_response
 from .gojson import JsonValue
-from .view import JetStreamView, StreamHealth
+from .view import JetStreamView, ServerView, StreamHealth
 
 UNAVAILABLE = "unavailable"
 JS_NOT_ENABLED = "JetStream not enabled (10076)"  # NewJSNotEnabledError().Error()
@@ -87,7 +87,8 @@ class Health:
         if final:
             raise Done
 
-    def response(self) -> Response:
+    def result(self) -> tuple[int, dict[str, JsonValue]]:
+        """The HTTP status code and the body (nats-server leaves `status_code` out of HTTP bodies)."""
         if self.details:
             self.status = "error" if self.errors else "ok"
         code = self.code or (503 if self.error or self.errors else 200)
@@ -96,7 +97,7 @@ class Health:
             body["error"] = self.error
         if self.errors:
             body["errors"] = list[JsonValue](self.errors)
-        return json_response(body, status=code, indented=False)
+        return code, body
 
 
 def decode(ctx: RequestContext) -> HealthzOptions:
@@ -163,12 +164,12 @@ def check_assets(
             )  # fmt: skip
 
 
-def check(ctx: RequestContext, health: Health, options: HealthzOptions) -> None:
+def check(view: ServerView, health: Health, options: HealthzOptions) -> None:
     check_request(health, options)
-    ready_error = ctx.view.ready_error()
+    ready_error = view.ready_error()
     if ready_error is not None:
         health.problem("CONNECTION", ready_error, status="error", code=500)
-    js = ctx.view.jetstream()
+    js = view.jetstream()
     if options.js_server_only or js is None:
         return
     if not js.enabled:
@@ -182,15 +183,19 @@ def check(ctx: RequestContext, health: Health, options: HealthzOptions) -> None:
     check_assets(health, check_found(health, js, options), options, clustered=js.clustered)
 
 
-def handle(ctx: RequestContext) -> Response:
-    ctx.count()  # nats-server counts /healthz before decoding its parameters
-    options = decode(ctx)
+def healthz_json(view: ServerView, options: HealthzOptions) -> tuple[int, dict[str, JsonValue]]:
     health = Health(details=options.details)
     try:
-        check(ctx, health, options)
+        check(view, health, options)
     except Done:
         pass
-    return health.response()
+    return health.result()
+
+
+def handle(ctx: RequestContext) -> Response:
+    ctx.count()  # nats-server counts /healthz before decoding its parameters
+    code, body = healthz_json(ctx.view, decode(ctx))
+    return json_response(body, status=code, indented=False)
 
 
 ENDPOINT = Endpoint(paths=("/healthz",), handle=handle, title="Health Probe")

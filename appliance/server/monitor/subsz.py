@@ -8,12 +8,13 @@ counts add up, max_fanout is the maximum, cache_hit_rate and avg_fanout are reco
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from .durations import rfc3339_nano, wall_ns
 from .endpoint import Endpoint, RequestContext, Response, json_response
 from .gojson import JsonValue
 from .params import BadRequest
-from .view import SublistStats, SubscriptionInfo
+from .view import ServerView, SublistStats, SubscriptionInfo
 
 SUBSCRIPTIONS_LIMIT_DEFAULT = 1024  # nats-server DefaultSubListSize
 
@@ -71,27 +72,49 @@ def detail_json(sub: SubscriptionInfo) -> dict[str, JsonValue]:
     return out
 
 
-def handle(ctx: RequestContext) -> Response:
-    ctx.count()  # nats-server counts /subsz before decoding its parameters
-    query, view = ctx.query, ctx.view
+@dataclass(frozen=True, slots=True)
+class SubszOptions:
+    subscriptions: bool = False
+    offset: int = 0
+    limit: int = SUBSCRIPTIONS_LIMIT_DEFAULT
+    account: str = ""
+    test: str = ""
+
+
+def decode(ctx: RequestContext) -> SubszOptions:
+    query = ctx.query
     listed = query.boolean("subs")
-    offset = max(query.integer("offset"), 0)
+    offset = query.integer("offset")
     limit = query.integer("limit")
-    limit = limit if limit > 0 else SUBSCRIPTIONS_LIMIT_DEFAULT
-    test = query.get("test")
+    return SubszOptions(
+        subscriptions=listed,
+        offset=max(offset, 0),
+        limit=limit if limit > 0 else SUBSCRIPTIONS_LIMIT_DEFAULT,
+        account=query.get("acc"),
+        test=query.get("test"),
+    )
+
+
+def subsz_json(view: ServerView, options: SubszOptions) -> dict[str, JsonValue]:
+    test = options.test
     if test and not is_valid_literal_subject(test):
         raise BadRequest(f"invalid test subject, must be valid publish subject: {test}")
-    account = query.get("acc") or None
+    account = options.account or None
     out: dict[str, JsonValue] = {"server_id": view.server_id, "now": rfc3339_nano(wall_ns(view.now_wall_s()))}
     out.update(summed(view.sublist_stats(account)))
-    out.update({"total": 0, "offset": offset, "limit": limit})
-    if listed:
+    out.update({"total": 0, "offset": options.offset, "limit": options.limit})
+    if options.subscriptions:
         subs = [s for s in view.subscriptions(account) if not test or subject_matches(test, s.subject)]
         out["total"] = len(subs)
-        page = subs[offset : offset + limit]
+        page = subs[options.offset : options.offset + options.limit]
         if page:
             out["subscriptions_list"] = [detail_json(s) for s in page]
-    return json_response(out)
+    return out
+
+
+def handle(ctx: RequestContext) -> Response:
+    ctx.count()  # nats-server counts /subsz before decoding its parameters
+    return json_response(subsz_json(ctx.view, decode(ctx)))
 
 
 ENDPOINT = Endpoint(paths=("/subsz", "/subscriptionsz"), handle=handle, title="Subscriptions")
