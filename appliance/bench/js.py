@@ -115,7 +115,8 @@ def run_js_fetch(conn: Connection, spec: ClientSpec, progress: Progress) -> Clie
 
 
 def _fetch_one(conn: Connection, want: int, flags: int, acks: bytearray, result: ClientResult) -> int:
-    """Messages received for one pull request, or -1 when the server went idle."""
+    """Messages received for one pull request; -1 when the server went idle or refused the pull
+    (409, 503 no responders, ...): asking again would not help."""
     got = 0
     while got < want:
         if not conn.fill():
@@ -126,15 +127,15 @@ def _fetch_one(conn: Connection, want: int, flags: int, acks: bytearray, result:
         if acks:
             conn.send(acks)
             acks.clear()
-        ended = False
-        for msg in conn.specials:
-            if msg.status != STATUS_HEARTBEAT:
-                ended = True  # 404/408/409: this request is over, ask again for the rest
-                if msg.status not in (404, 408):
-                    _note_error(result, f"status {msg.status} {msg.description}")
+        statuses = [msg.status for msg in conn.specials if msg.status != STATUS_HEARTBEAT]
+        refused = [msg for msg in conn.specials if msg.status not in (STATUS_HEARTBEAT, 404, 408)]
         conn.specials.clear()
-        if ended:
-            break
+        for msg in refused:
+            _note_error(result, f"status {msg.status} {msg.description}".strip())
+        if refused:
+            return -1
+        if statuses:
+            break  # 404/408: this request is over; the caller asks again for the rest
     return got
 
 

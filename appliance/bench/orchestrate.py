@@ -57,7 +57,7 @@ class Outcome:
 def client_main(spec: ClientSpec, slot: int, progress: Any, go: Any, stop: Any, results: Any) -> None:
     """Entry point of a client process (spawned: arguments are pickled)."""
     try:
-        conn = Connection(Endpoint.parse(spec.url), name=f"bench-{spec.role}-{spec.index}")
+        conn = Connection(Endpoint.parse(spec.url), name=f"bench-{spec.role}-{spec.index}", timeout_s=spec.timeout_s)
         setup = SETUPS.get(spec.role)
         if setup is not None:
             setup(conn, spec)

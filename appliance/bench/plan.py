@@ -18,6 +18,7 @@ from appliance.limits import (
     BENCH_ASYNC_WINDOW_MAX,
     BENCH_CLIENTS_MAX,
     BENCH_FETCH_BATCH_MAX,
+    BENCH_IDLE_TIMEOUT_S,
     PAYLOAD_BYTES_MAX,
 )
 
@@ -50,6 +51,7 @@ class BenchRequest:
     bucket: str = "benchkv"
     keys: int = 1000
     keep: bool = False  # leave streams in place after the run
+    timeout_s: float = BENCH_IDLE_TIMEOUT_S  # a client without progress for this long gives up
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +71,7 @@ def split(total: int, parts: int) -> list[int]:
 def _specs(req: BenchRequest, role: Role, count: int, *, each: int | None = None, **extra: object) -> list[ClientSpec]:
     base = ClientSpec(url=req.url, role=role, index=0, msgs=0, size=req.size, subject=req.subject,
                       stream=req.stream, consumer=req.consumer, window=req.window, batch=req.batch,
-                      ack=req.ack, bucket=req.bucket, keys=req.keys)
+                      ack=req.ack, bucket=req.bucket, keys=req.keys, timeout_s=req.timeout_s)
     shares = [each] * count if each is not None else split(req.msgs, count)
     return [replace(base, index=i, msgs=shares[i], **extra) for i in range(count)]  # type: ignore[arg-type]
 
@@ -95,6 +97,8 @@ def _validate(req: BenchRequest) -> None:
         problems.append(f"--window must be within 0..{BENCH_ASYNC_WINDOW_MAX}")
     if not 1 <= req.batch <= BENCH_FETCH_BATCH_MAX:
         problems.append(f"--batch must be within 1..{BENCH_FETCH_BATCH_MAX}")
+    if req.timeout_s <= 0:
+        problems.append("--timeout must be > 0")
     if not 1 <= req.replicas <= REPLICAS_MAX:
         problems.append(f"--replicas must be within 1..{REPLICAS_MAX}")
     if problems:

@@ -11,6 +11,7 @@ from typing import Literal
 import numpy as np
 
 from appliance.bench.stats import Rate, Samples
+from appliance.limits import BENCH_IDLE_TIMEOUT_S
 
 Role = Literal["pub", "sub", "request", "reply", "js-pub", "js-fetch", "js-push", "kv-put", "kv-get"]
 Ack = Literal["none", "all", "explicit"]
@@ -31,6 +32,7 @@ class ClientSpec:
     ack: Ack = "none"
     bucket: str = ""
     keys: int = 1
+    timeout_s: float = BENCH_IDLE_TIMEOUT_S  # no progress for this long: the client gives up
 
 
 @dataclass(slots=True)

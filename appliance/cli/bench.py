@@ -30,6 +30,8 @@ def _common(func: F) -> F:
         click.option("--size", default=128, show_default=True, help="payload bytes"),
         click.option("--json", "as_json", is_flag=True, help="print the result as JSON"),
         click.option("--no-progress", is_flag=True, help="no progress bar"),
+        click.option("--timeout", "timeout_s", default=10.0, show_default=True,
+                     help="seconds without progress before a client gives up"),
         click.option("--server-pid", "server_pids", type=int, multiple=True,
                      help="also report the CPU of this local server process (repeat for cluster nodes)"),
     ]

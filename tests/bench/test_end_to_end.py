@@ -5,7 +5,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from appliance.bench import servers
+from appliance.bench import js, servers
 from appliance.bench.conn import Connection, Endpoint
 from appliance.bench.plan import BenchRequest
 from appliance.bench.run import run_bench
@@ -136,3 +136,21 @@ def test_jetstream_push_with_ack_all_acks_as_it_goes(nats_server: servers.Runnin
                                     storage="memory", stream="pushall", subject="js.pushall"))
     assert report.errors == 0
     assert counts(report) == {"js-push total": 25_000}
+
+
+def test_a_subscriber_without_publisher_gives_up_and_says_so(nats_server: servers.RunningServer) -> None:
+    report = run_bench(BenchRequest("sub", url=nats_server.url, msgs=10, subject="nobody.publishes", timeout_s=0.3))
+    assert report.errors == 1
+    assert report.first_error == "idle for 0s after 0 of 10 messages"
+
+
+def test_fetching_from_a_missing_consumer_stops_with_the_reason(nats_server: servers.RunningServer) -> None:
+    conn = Connection(Endpoint.parse(nats_server.url), name="test")
+    try:
+        spec = ClientSpec(url=nats_server.url, role="js-fetch", index=0, msgs=10, size=1, subject="x",
+                          stream="nostream", consumer="noconsumer", batch=5)
+        result = js.run_js_fetch(conn, spec, lambda _done: None)
+        assert (result.msgs, result.errors) == (0, 1)
+        assert result.first_error == "status 503"
+    finally:
+        conn.close()
