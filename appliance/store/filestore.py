@@ -405,6 +405,8 @@ class FileStreamStore:
 
     def _persist_removal(self, removed: list[int], *, first: int = 0) -> None:
         """Append the removal record, update segment counts, drop dead head segments."""
+        if not removed and not first:
+            return
         record = records.encode_first(first) if first else records.encode_delete(records.to_ranges(removed))
         active = self._active
         self._ops.append(active.path, record)
@@ -456,6 +458,8 @@ class FileStreamStore:
         return len(plan)
 
     def compact(self, seq: int) -> int:
+        if seq <= 0:
+            return self.purge()  # nats-server: Compact(0) purges everything
         removed = self._index.skip_to(seq)
         self._persist_removal(removed, first=seq)
         return len(removed)

@@ -68,6 +68,8 @@ class MemoryStreamStore:
         return len(plan)
 
     def compact(self, seq: int) -> int:
+        if seq <= 0:
+            return self.purge()  # nats-server: Compact(0) purges everything
         removed = self._index.skip_to(seq)
         for gone in removed:
             del self._msgs[gone]

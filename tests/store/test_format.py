@@ -44,12 +44,12 @@ def test_golden_file_headers() -> None:
     assert sealed[28:] == zlib.crc32(sealed[:28]).to_bytes(4, "little")
 
 
-def sealed_bytes(count: int = 12, block_raw_bytes: int = 200) -> tuple[bytes, list[records.Record]]:
+def sealed_bytes(count: int = 12, block_raw_bytes: int = 200) -> tuple[bytes, list[records.Frame]]:
     raw = b"".join(records.encode_msg(10 + i, b"s.%d" % (i % 2), b"", b"v%02d" % i * 4, 1000 + 10 * i) for i in range(count))
     raw += records.encode_delete([(11, 11)])
-    found, stop = records.decode_all(raw)
+    frames, stop = records.scan_frames(raw)
     assert stop == len(raw)
-    return segment.encode_sealed(10, found, raw, zdict=None, block_raw_bytes=block_raw_bytes), found
+    return segment.encode_sealed(10, frames, raw, zdict=None, block_raw_bytes=block_raw_bytes), frames
 
 
 def test_golden_sealed_layout_blocks_footer_and_trailer() -> None:
@@ -78,7 +78,7 @@ def test_golden_sealed_layout_blocks_footer_and_trailer() -> None:
         assert (first, last, msgs) == ((inside[0].seq, inside[-1].seq, len(inside)) if inside else (0, 0, 0))
         assert (ts_min, ts_max) == ((min(r.timestamp_ns for r in inside), max(r.timestamp_ns for r in inside)) if inside else (0, 0))
         raw_again += raw
-    assert [r.seq for r in records.decode_all(raw_again)[0]] == [r.seq for r in found]
+    assert [r.seq for r in records.decode_all(raw_again)[0]] == [f[3] for f in found]
     assert blocks[-1].offset + 56 + blocks[-1].comp_len == index_offset
 
 
@@ -127,8 +127,8 @@ def test_every_flipped_bit_of_a_sealed_segment_is_detected_and_never_served() ->
 )
 def test_sealed_segments_round_trip(msgs: list[tuple[str, bytes, bytes, int]], block_raw_bytes: int) -> None:
     raw = b"".join(records.encode_msg(i + 1, s.encode(), h, p, t) for i, (s, h, p, t) in enumerate(msgs))
-    found, _ = records.decode_all(raw)
-    data = segment.encode_sealed(1, found, raw, zdict=None, block_raw_bytes=block_raw_bytes)
+    frames, _ = records.scan_frames(raw)
+    data = segment.encode_sealed(1, frames, raw, zdict=None, block_raw_bytes=block_raw_bytes)
     assert segment.verify_sealed(data, zdict=None) == []
     blocks, _ = segment.read_footer(data)
     decoded = [r for info in blocks for r in records.decode_all(segment.decode_block(data, info, zdict=None))[0]]
