@@ -14,6 +14,7 @@ COMMANDS: dict[str, str] = {
     "store": "appliance.cli.store:store",
     "run": "appliance.cli.run:run",
     "check-config": "appliance.cli.check_config:check_config",
+    "sim": "appliance.cli.sim:sim",
     "status": "appliance.cli.status:status",
     "bench": "appliance.cli.bench:bench",
 }

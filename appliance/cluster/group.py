@@ -1,0 +1,211 @@
+"""RaftGroup: drives one RaftCore. The only code that writes the Ready order:
+
+    persist (fsync when the Ready says must_sync) -> send -> apply -> advance
+
+I/O sits behind four small seams, so the same driver runs in a worker's asyncio loop and in the
+simulator: a LogStorage (memory or DurableStorage), a Transport (`send(messages)`), a StateMachine
+(`apply(entries)`, `snapshot()`, `restore(data)`) and a Clock (ticks are derived from it).
+
+Proposals are queued (bounded: RAFT_PROPOSALS_PENDING_MAX) and enter the core as one batch at the
+start of the next Ready, so every proposal that arrived while a Ready was being persisted shares
+one append and one fsync (group commit). When the queue or the leader's uncommitted log is full,
+propose() raises LimitExceeded: that is the backpressure callers must honour.
+A proposal is acknowledged (`on_done(True, index)`) only once its entry is applied here with the
+term it was proposed in; it fails (`on_done(False, index)`) if another entry took its index.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from appliance import limits
+from appliance.clock import Clock
+from appliance.errors import LimitExceeded, NotLeader, ProposalDropped
+from appliance.raft.core import RaftCore
+from appliance.raft.storage import LogStorage
+from appliance.raft.types import Entry, Message, RaftConfig, Ready, Role, Snapshot, SnapshotMeta
+
+OnDone = Callable[[bool, int], None]  # (acknowledged, index); index 0 if none was assigned
+TICKS_PER_CALL_MAX = 100  # a stalled loop catches up at most this many ticks at once
+
+
+class Transport(Protocol):
+    def send(self, messages: Sequence[Message]) -> None:
+        """Queue messages for their peers; never blocks. A lost message is the core's problem."""
+        ...
+
+
+class StateMachine(Protocol):
+    def apply(self, entries: Sequence[Entry]) -> None:
+        """Apply committed entries in index order (includes no-op and membership entries)."""
+        ...
+
+    def snapshot(self) -> bytes: ...
+
+    def restore(self, data: bytes) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PeerInfo:
+    """A follower as the leader sees it: nats' "Replica: n2, current, seen 0.07s ago"."""
+
+    peer: str
+    current: bool
+    seen_ago_s: float
+    match: int
+
+
+@dataclass(slots=True)
+class _Proposal:
+    term: int
+    on_done: OnDone
+
+
+class RaftGroup:
+    def __init__(self, *, group_id: str, config: RaftConfig, storage: LogStorage, transport: Transport,
+                 state_machine: StateMachine, clock: Clock, rng: random.Random,
+                 tick_s: float = limits.RAFT_TICK_S, snapshot_entries: int = limits.RAFT_SNAPSHOT_ENTRIES,
+                 proposals_pending_max: int = limits.RAFT_PROPOSALS_PENDING_MAX,
+                 events: Callable[[str], None] | None = None) -> None:
+        assert tick_s > 0
+        assert snapshot_entries >= 1
+        self.group_id = group_id
+        self.storage = storage
+        self.transport = transport
+        self.state_machine = state_machine
+        self.clock = clock
+        self.tick_s = tick_s
+        self.snapshot_entries = snapshot_entries
+        self.proposals_pending_max = proposals_pending_max
+        self.bugs = config.bugs
+        snapshot = storage.snapshot()
+        if not snapshot.is_empty():
+            state_machine.restore(snapshot.data)
+        self.core = RaftCore(config, storage, rng, events=events)
+        self._pending: list[tuple[bytes, OnDone | None]] = []
+        self._waiting: dict[int, _Proposal] = {}
+        self._unsynced = False
+        self._next_tick_at = clock.monotonic() + tick_s
+
+    # --- inputs ------------------------------------------------------------------------------------
+    def propose(self, data: bytes, on_done: OnDone | None = None) -> None:
+        """Queue `data` for the next Ready. Raises NotLeader, ProposalDropped or LimitExceeded (full)."""
+        core = self.core
+        if core.role != Role.LEADER:
+            raise NotLeader(f"{core.id} is not the leader of {self.group_id}", leader_hint=core.lead or None)
+        if len(self._pending) >= self.proposals_pending_max:
+            raise LimitExceeded(f"{self.group_id}: {len(self._pending)} proposals pending")
+        uncommitted = core.log.last_index() - core.log.committed + len(self._pending)
+        if uncommitted >= core.config.uncommitted_entries_max:
+            raise LimitExceeded(f"{self.group_id}: {uncommitted} entries not committed yet")
+        self._pending.append((data, on_done))
+
+    def step(self, message: Message) -> None:
+        self.core.step(message)
+
+    def tick(self) -> int:
+        """Tick the core for every tick_s of clock time that passed; returns the ticks done."""
+        now = self.clock.monotonic()
+        ticks = 0
+        while now >= self._next_tick_at and ticks < TICKS_PER_CALL_MAX:
+            self.core.tick()
+            self._next_tick_at += self.tick_s
+            ticks += 1
+        if now >= self._next_tick_at:
+            self._next_tick_at = now + self.tick_s  # far behind: skip rather than storm
+        return ticks
+
+    # --- the Ready loop ------------------------------------------------------------------------------
+    def process_ready(self) -> bool:
+        """Run one Ready through persist -> send -> apply -> advance; False if there was nothing."""
+        self._flush_proposals()
+        if not self.core.has_ready():
+            return False
+        if self._unsynced:
+            self.storage.sync()  # planted bug ack_before_persist: the fsync comes one Ready late
+            self._unsynced = False
+        ready = self.core.ready()
+        self._persist(ready)
+        self.transport.send(ready.messages)
+        stale_snapshot = self._stale_snapshot_for_bug(ready)
+        self._apply(ready)
+        self.core.advance(ready)
+        self._maybe_compact(stale_snapshot)
+        return True
+
+    def _persist(self, ready: Ready) -> None:
+        if ready.snapshot is not None:
+            self.storage.apply_snapshot(ready.snapshot)
+        if ready.entries or ready.hard_state is not None:
+            sync = ready.must_sync
+            if sync and self.bugs.ack_before_persist:
+                sync, self._unsynced = False, True
+            self.storage.save(ready.hard_state, ready.entries, sync=sync)
+
+    def _apply(self, ready: Ready) -> None:
+        if ready.snapshot is not None:
+            self.state_machine.restore(ready.snapshot.data)
+            self._fail_waiting_through(ready.snapshot.meta.index)
+        if not ready.committed:
+            return
+        self.state_machine.apply(ready.committed)
+        for entry in ready.committed:
+            proposal = self._waiting.pop(entry.index, None)
+            if proposal is not None:
+                proposal.on_done(proposal.term == entry.term, entry.index)
+
+    def _flush_proposals(self) -> None:
+        if not self._pending:
+            return
+        batch, self._pending = self._pending, []
+        try:
+            indexes = self.core.propose_many([data for data, _ in batch])
+        except (NotLeader, ProposalDropped, LimitExceeded):
+            for _, on_done in batch:
+                if on_done is not None:
+                    on_done(False, 0)
+            return
+        for index, (_, on_done) in zip(indexes, batch, strict=True):
+            if on_done is not None:
+                self._waiting[index] = _Proposal(self.core.term, on_done)
+
+    def _fail_waiting_through(self, index: int) -> None:
+        for waiting_index in [i for i in self._waiting if i <= index]:
+            self._waiting.pop(waiting_index).on_done(False, waiting_index)
+
+    # --- snapshots -----------------------------------------------------------------------------------
+    def _snapshot_due(self, applied: int) -> bool:
+        return applied - self.storage.snapshot().meta.index >= self.snapshot_entries
+
+    def _stale_snapshot_for_bug(self, ready: Ready) -> bytes | None:
+        if self.bugs.snapshot_drops_entry and ready.committed and self._snapshot_due(ready.committed[-1].index):
+            return self.state_machine.snapshot()  # taken before this batch is applied: the bug
+        return None
+
+    def _maybe_compact(self, stale_snapshot: bytes | None) -> None:
+        applied = self.core.log.applied
+        if not self._snapshot_due(applied):
+            return
+        data = stale_snapshot if stale_snapshot is not None else self.state_machine.snapshot()
+        meta = SnapshotMeta(applied, self.storage.term(applied), self.core.conf_state())
+        self.storage.compact(Snapshot(meta, data))
+
+    # --- monitoring ----------------------------------------------------------------------------------
+    def is_leader(self) -> bool:
+        return self.core.role == Role.LEADER
+
+    def leader(self) -> str:
+        return self.core.lead
+
+    def peers(self) -> list[PeerInfo]:
+        """Followers as seen by this leader (empty on followers)."""
+        status = self.core.status()
+        election_ticks = self.core.config.election_ticks
+        return [
+            PeerInfo(peer.peer, peer.match >= status.commit and peer.ticks_since_contact < election_ticks,
+                     peer.ticks_since_contact * self.tick_s, peer.match)
+            for peer in status.peers
+        ]
