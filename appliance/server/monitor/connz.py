@@ -6,7 +6,9 @@ uptime, stop, reason, rtt), auth, subs (1 or detail), offset, limit (default 102
 every other order is descending. Ties keep cid order.
 
 Quirks kept on purpose because clients may rely on them: `total` counts the connections in scope
-before the user filter; an unknown `acc` answers with an empty `server_id` and `"connections": null`.
+before the user filter; an unknown `acc` answers with an empty `server_id` and `"connections": null`;
+closed connections list subscription details with their account, and with auth=1 have no `name_tag`
+when they were in $G (nats-server snapshots closed connections differently from open ones).
 """
 
 from __future__ import annotations
@@ -95,8 +97,13 @@ def validate(options: ConnzOptions) -> None:
             raise BadRequest(f"sort by {name} only valid on closed connections")
 
 
-def sub_detail_json(sub: SubscriptionInfo) -> dict[str, JsonValue]:
-    out: dict[str, JsonValue] = {"subject": sub.subject}
+def sub_detail_json(sub: SubscriptionInfo, *, with_account: bool = False) -> dict[str, JsonValue]:
+    """A SubDetail; a closed connection's keep their account (nats-server snapshots them at close)."""
+    out: dict[str, JsonValue] = {}
+    if with_account:
+        out["account"] = sub.account
+        out["account_tag"] = sub.account
+    out["subject"] = sub.subject
     if sub.queue:
         out["qgroup"] = sub.queue
     out["sid"] = sub.sid
@@ -148,12 +155,15 @@ def connection_json(conn: ConnectionInfo, options: ConnzOptions, now_ns: int) ->
             out["authorized_user"] = conn.authorized_user
         if conn.account != GLOBAL_ACCOUNT:
             out["account"] = conn.account
+    closed = conn.stop_wall_s is not None
     if conn.subscriptions and options.subs_detail:
-        out["subscriptions_list_detail"] = [sub_detail_json(s) for s in conn.subscriptions]
+        out["subscriptions_list_detail"] = [
+            sub_detail_json(s, with_account=closed) for s in conn.subscriptions
+        ]
     elif conn.subscriptions and options.subs:
         out["subscriptions_list"] = [s.subject for s in conn.subscriptions]
-    if options.auth:
-        out["name_tag"] = conn.account
+    if options.auth and not (closed and conn.account == GLOBAL_ACCOUNT):
+        out["name_tag"] = conn.account  # nats-server names no tag for a closed connection of $G
     return out
 
 

@@ -239,3 +239,25 @@ def test_rtt_outside_the_microsecond_band_is_not_truncated(
     first, second = monitor.get("/connz").json["connections"]
     assert first["rtt"] == "1.2345ms"
     assert second["rtt"] == "0s"
+
+
+def test_closed_connections_are_snapshots_like_nats_server_keeps_them(
+    monitor: MonitorProbe, view: FakeServerView
+) -> None:
+    holder(view, cid=5)
+    view.connect(6, account="A", authorized_user="alice")
+    view.close(5)
+    view.close(6)
+    detail = monitor.get("/connz", "state=closed&subs=detail").json["connections"][0]
+    assert detail["subscriptions_list_detail"][1] == {
+        "account": "$G",
+        "account_tag": "$G",
+        "subject": "bar",
+        "qgroup": "q1",
+        "sid": "2",
+        "msgs": 1,
+        "cid": 5,
+    }
+    in_global, in_a = monitor.get("/connz", "state=closed&auth=1").json["connections"]
+    assert "name_tag" not in in_global
+    assert (in_a["account"], in_a["name_tag"], in_a["authorized_user"]) == ("A", "A", "alice")

@@ -56,6 +56,12 @@ PAGES = [
     ("/healthz", "js-enabled-only=true"),
 ]
 INDEX = ("/", "")
+# fetched after the client closed
+CLOSED_PAGES = [
+    ("/connz", "state=closed&limit=9"),
+    ("/connz", "state=closed&subs=1"),
+    ("/connz", "state=any&auth=1"),
+]
 ERROR_PAGES = [
     ("/connz", "subs=x"),
     ("/connz", "offset=x"),
@@ -118,6 +124,12 @@ def pages_while_holding(client_port: int, http_port: int) -> Pages:
                 pages[(path, query)] = await asyncio.to_thread(fetch, http_port, path, query)
         finally:
             await client.close()
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while json.loads((await asyncio.to_thread(fetch, http_port, *CLOSED_PAGES[0]))[2])["total"] == 0:
+            assert time.monotonic() < deadline, "the closed connection never showed in /connz?state=closed"
+            await asyncio.sleep(0.02)  # the server notices the close asynchronously; bounded above
+        for path, query in CLOSED_PAGES:
+            pages[(path, query)] = await asyncio.to_thread(fetch, http_port, path, query)
 
     asyncio.run(hold_and_fetch())
     return pages
@@ -169,7 +181,7 @@ def appliance_pages(tmp_path_factory: pytest.TempPathFactory) -> Pages:
         return pages_while_holding(client_port, http_port)
 
 
-def fake_app(real_server: tuple[int, int]) -> MonitorApp:
+def fake_app(real_server: tuple[int, int], *, closed: bool = False) -> MonitorApp:
     client_port, http_port = real_server
     view = FakeServerView(
         clock=ManualClock(wall_start_s=time.time()), client_port=client_port, http_port=http_port
@@ -187,6 +199,8 @@ def fake_app(real_server: tuple[int, int]) -> MonitorApp:
         ),
     )  # fmt: skip
     view.clock.advance(1.25)
+    if closed:
+        view.close(5, reason="Client Closed")
     return MonitorApp(view)
 
 
@@ -275,8 +289,21 @@ def test_same_connection_values_as_nats_server(real_server: tuple[int, int], rea
     }
 
 
+@pytest.mark.integration
+@pytest.mark.parametrize(("path", "query"), CLOSED_PAGES)
+def test_closed_connections_have_nats_server_shapes(
+    real_server: tuple[int, int], real_pages: Pages, path: str, query: str
+) -> None:
+    real = json.loads(real_pages[(path, query)][2])
+    ours = json.loads(fake_app(real_server, closed=True).respond(path, query).body)
+    assert shape(ours) == shape(real)
+    assert ours["connections"][0]["reason"] == real["connections"][0]["reason"] == "Client Closed"
+
+
 # keys the product leaves out today where nats-server has a value (omitempty): reported, not hidden
 PRODUCT_GAPS = {"/varz": {"git_commit"}}
+# a closed connection in the product has forgotten its subscriptions (the server clears them at close)
+PRODUCT_CLOSED_GAPS = frozenset({"subscriptions_list"})
 
 
 @pytest.mark.integration
@@ -302,3 +329,20 @@ def test_the_product_errors_like_nats_server(
     our_status, our_headers, our_body = appliance_pages[(path, query)]
     assert (our_status, our_body) == (status, body)
     assert our_headers["Content-Type"] == headers["Content-Type"]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(("path", "query"), CLOSED_PAGES)
+def test_the_product_shows_closed_connections_like_nats_server(
+    real_pages: Pages, appliance_pages: Pages, path: str, query: str
+) -> None:
+    real = json.loads(real_pages[(path, query)][2])
+    ours = json.loads(appliance_pages[(path, query)][2])
+    assert shape(strip(ours, PRODUCT_CLOSED_GAPS)) == shape(strip(real, PRODUCT_CLOSED_GAPS))
+    assert ours["connections"][0]["reason"] == real["connections"][0]["reason"]
+
+
+def strip(connz: dict[str, Any], keys: frozenset[str]) -> dict[str, Any]:
+    """A /connz page without some per-connection keys."""
+    connections = [{k: v for k, v in c.items() if k not in keys} for c in connz["connections"]]
+    return connz | {"connections": connections}
