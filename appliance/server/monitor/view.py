@@ -284,7 +284,11 @@ class ServerView(Protocol):
     def now_wall_s(self) -> float: ...
 
     def ready_error(self) -> str | None:
-        """None once the server serves clients; else why not, as nats-server words it."""
+        """None once the server serves clients; else why not, as nats-server words it.
+
+        nats-server's text names the listeners not yet up: "failed to be ready for connections after
+        1ms: server" ("server" is the client listener; "route" the cluster listener).
+        """
         ...
 
     def counters(self) -> ServerCounters: ...

@@ -1,7 +1,10 @@
 """Routing, headers, 404s, the index page and the per-endpoint request counters."""
 
-from appliance.server.monitor import ENDPOINTS
-from appliance.testing.fake_view import MonitorProbe
+import json
+
+from appliance.server.monitor import ENDPOINTS, MonitorApp
+from appliance.server.monitor.endpoint import Endpoint, RequestContext, Response, json_response
+from appliance.testing.fake_view import FakeServerView, MonitorProbe
 
 
 def test_json_pages_carry_go_headers_and_two_space_indentation(monitor: MonitorProbe) -> None:
@@ -65,3 +68,22 @@ def test_bad_request_is_plain_text_without_cors(monitor: MonitorProbe) -> None:
         page.text
         == """Error decoding boolean for 'auth': strconv.ParseBool: parsing "maybe": invalid syntax"""
     )
+
+
+def test_an_endpoint_is_one_module_added_to_the_table(view: FakeServerView) -> None:
+    """How /routez, /jsz, /raftz will plug in: an Endpoint value, appended to ENDPOINTS."""
+
+    def routez(ctx: RequestContext) -> Response:
+        ctx.count()
+        return json_response({"server_id": ctx.view.server_id, "num_routes": 0, "routes": []})
+
+    endpoint = Endpoint(paths=("/routez",), handle=routez, title="Routes")
+    app = MonitorApp(view, endpoints=(*ENDPOINTS, endpoint))
+    page = app.respond("/routez", "")
+    assert (page.status, json.loads(page.body)["num_routes"]) == (200, 0)
+    assert b'href="./routez"' in app.respond("/", "").body
+    assert json.loads(app.respond("/varz", "").body)["http_req_stats"] == {"/": 1, "/routez": 1, "/varz": 1}
+
+
+def test_the_date_header_comes_from_the_view_clock(view: FakeServerView) -> None:
+    assert MonitorApp(view).date_header() == "Sat, 21 Nov 2026 23:53:41 GMT"
