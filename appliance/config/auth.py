@@ -16,7 +16,6 @@ from __future__ import annotations
 from appliance.config.convert import (
     BadValue,
     Problems,
-    as_bool,
     as_int,
     as_list,
     as_map,

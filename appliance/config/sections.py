@@ -25,7 +25,6 @@ from appliance.config.convert import (
     as_size,
     as_str,
     as_str_list,
-    type_name,
 )
 from appliance.config.options import ServerOptions
 from appliance.config.parser import Entry, Position
