@@ -26,7 +26,7 @@ def payload_of(size: int) -> bytes:
     return bytes(0x61 + i % 26 for i in range(size))
 
 
-def _note_error(result: ClientResult, text: str) -> None:
+def note_error(result: ClientResult, text: str) -> None:
     result.errors += 1
     if not result.first_error:
         result.first_error = text
@@ -70,7 +70,7 @@ def receive_count(conn: Connection, spec: ClientSpec, progress: Progress, result
     start = last = time.perf_counter()
     while result.msgs < spec.msgs:
         if not conn.fill():
-            _note_error(result, f"idle for {conn.timeout_s:.0f}s after {result.msgs} of {spec.msgs} messages")
+            note_error(result, f"idle for {conn.timeout_s:.0f}s after {result.msgs} of {spec.msgs} messages")
             break
         msgs, _ = conn.pump(flags, out)
         if out:
@@ -102,10 +102,10 @@ def wait_one_reply(conn: Connection, result: ClientResult) -> bool:
         if conn.specials:
             msg = conn.specials.pop(0)
             reason = f"status {msg.status} {msg.description}" if msg.status else msg.payload[:200].decode()
-            _note_error(result, reason)
+            note_error(result, reason)
             return False
         if not conn.fill():
-            _note_error(result, f"no reply within {conn.timeout_s:.0f}s")
+            note_error(result, f"no reply within {conn.timeout_s:.0f}s")
             return False
 
 

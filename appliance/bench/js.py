@@ -15,7 +15,7 @@ import numpy as np
 
 from appliance.bench import jsapi, wire
 from appliance.bench.conn import Connection
-from appliance.bench.core import Progress, _note_error, keep_latencies, payload_of, receive_count
+from appliance.bench.core import Progress, keep_latencies, note_error, payload_of, receive_count
 from appliance.bench.scan import FLAG_OUT_ACK, FLAG_STOP_ERROR, FLAG_STOP_STATUS
 from appliance.bench.spec import ClientResult, ClientSpec
 from appliance.bench.stats import LatencyRecorder
@@ -60,12 +60,12 @@ def js_pub_async(conn: Connection, spec: ClientSpec, progress: Progress) -> Clie
     send(window)
     while acked < spec.msgs:
         if not conn.fill():
-            _note_error(result, f"no ack within {conn.timeout_s:.0f}s after {acked} of {spec.msgs}")
+            note_error(result, f"no ack within {conn.timeout_s:.0f}s after {acked} of {spec.msgs}")
             break
         good, _ = conn.pump(FLAG_STOP_ERROR | FLAG_STOP_STATUS)
         failed = len(conn.specials)
         for msg in conn.specials:
-            _note_error(result, f"status {msg.status}" if msg.status else msg.payload[:200].decode())
+            note_error(result, f"status {msg.status}" if msg.status else msg.payload[:200].decode())
         conn.specials.clear()
         arrived = good + failed
         if arrived == 0:
@@ -120,7 +120,7 @@ def _fetch_one(conn: Connection, want: int, flags: int, acks: bytearray, result:
     got = 0
     while got < want:
         if not conn.fill():
-            _note_error(result, f"pull request idle for {conn.timeout_s:.0f}s")
+            note_error(result, f"pull request idle for {conn.timeout_s:.0f}s")
             return -1
         msgs, _ = conn.pump(flags, acks)
         got += msgs
@@ -131,7 +131,7 @@ def _fetch_one(conn: Connection, want: int, flags: int, acks: bytearray, result:
         refused = [msg for msg in conn.specials if msg.status not in (STATUS_HEARTBEAT, 404, 408)]
         conn.specials.clear()
         for msg in refused:
-            _note_error(result, f"status {msg.status} {msg.description}".strip())
+            note_error(result, f"status {msg.status} {msg.description}".strip())
         if refused:
             return -1
         if statuses:

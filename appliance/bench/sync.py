@@ -13,7 +13,7 @@ import numpy as np
 
 from appliance.bench import wire
 from appliance.bench.conn import Connection
-from appliance.bench.core import Progress, _note_error, keep_latencies, payload_of, wait_one_reply
+from appliance.bench.core import Progress, keep_latencies, note_error, payload_of, wait_one_reply
 from appliance.bench.scan import NATIVE, STOP_ERROR, STOP_NEED_MORE, STOP_STATUS, _loadgen
 from appliance.bench.spec import ClientResult, ClientSpec
 from appliance.bench.stats import LatencyRecorder
@@ -83,7 +83,7 @@ def _native_loop(conn: Connection, count: int, frames: FrameSource, result: Clie
         if stop == STOP_NEED_MORE:
             continue
         if stop == STOP_TIMEOUT:
-            _note_error(result, f"no reply within {conn.timeout_s:.0f}s")
+            note_error(result, f"no reply within {conn.timeout_s:.0f}s")
             return
         if stop == STOP_CLOSED:
             raise ClosedError("server closed the connection")
@@ -97,7 +97,7 @@ def _native_loop(conn: Connection, count: int, frames: FrameSource, result: Clie
         finished += 1
         if stop in (STOP_STATUS, STOP_ERROR):
             reason = f"status {event.status} {event.description}" if event.status else event.payload[:200].decode()
-            _note_error(result, reason)
+            note_error(result, reason)
         else:  # a data reply only the full parser understood (e.g. a lower-case `msg`)
             recorder.record(time.monotonic_ns() - sent_ns)
             result.msgs += 1

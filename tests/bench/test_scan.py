@@ -58,7 +58,7 @@ streams = st.lists(server_ops(), max_size=12).map(b"".join)
 
 
 @pytest.mark.skipif(_loadgen is None, reason="appliance.bench._loadgen is not built")
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(data=st.one_of(streams, st.binary(max_size=200)), flags=flag_sets, cut=st.integers(min_value=0),
        start=st.integers(min_value=0))
 def test_c_and_python_scan_return_the_same(data: bytes, flags: int, cut: int, start: int) -> None:
@@ -94,14 +94,14 @@ def split_at(data: bytes, cuts: list[int]) -> list[bytes]:
 
 
 @pytest.mark.parametrize("scan", SCANNERS)
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(data=streams, cuts=st.lists(st.integers(min_value=0), max_size=10), flags=flag_sets)
 def test_counts_do_not_depend_on_how_bytes_arrive(scan: object, data: bytes, cuts: list[int], flags: int) -> None:
     assert drain(split_at(data, cuts), scan, flags) == drain([data], scan, flags)
 
 
 @pytest.mark.parametrize("scan", SCANNERS)
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(data=streams, flags=flag_sets)
 def test_scanned_plus_parsed_is_what_the_full_parser_sees(scan: object, data: bytes, flags: int) -> None:
     events, msgs, size, _ = drain([data], scan, flags)
@@ -117,7 +117,7 @@ def test_scanned_plus_parsed_is_what_the_full_parser_sees(scan: object, data: by
     assert size == body_bytes(list(all_msgs)) - body_bytes(events)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(data=streams, cuts=st.lists(st.integers(min_value=0), max_size=10))
 def test_reader_events_do_not_depend_on_how_bytes_arrive(data: bytes, cuts: list[int]) -> None:
     whole, pieces = wire.Reader(), wire.Reader()

@@ -4,7 +4,7 @@ import statistics
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from appliance.bench.stats import (
@@ -30,11 +30,13 @@ def naive_percentile(values: list[int], q: float) -> int:
     raise AssertionError("unreachable")
 
 
+@settings(max_examples=50, deadline=None)
 @given(values=latencies, q=quantiles)
 def test_percentile_matches_the_naive_definition(values: list[int], q: float) -> None:
     assert percentile(np.sort(np.array(values, dtype=np.int64)), q) == naive_percentile(values, q)
 
 
+@settings(max_examples=50, deadline=None)
 @given(values=latencies, q=quantiles)
 def test_a_percentile_is_always_a_measured_value(values: list[int], q: float) -> None:
     assert percentile(sorted(values), q) in values
@@ -46,6 +48,7 @@ def test_percentile_ranks_of_a_hundred_samples() -> None:
     assert percentile([7], 50) == 7
 
 
+@settings(max_examples=50, deadline=None)
 @given(values=latencies)
 def test_summary_orders_its_percentiles(values: list[int]) -> None:
     summary = summarize(np.array(values, dtype=np.int64))
@@ -88,6 +91,7 @@ def test_recorder_never_grows_past_its_capacity() -> None:
     assert recorder.count == 100
 
 
+@settings(max_examples=50, deadline=None)
 @given(chunks=st.lists(st.lists(st.integers(min_value=0, max_value=10**9), max_size=40), max_size=12),
        expected=st.integers(min_value=1, max_value=400), capacity=st.integers(min_value=1, max_value=64))
 def test_record_many_is_the_same_as_recording_one_by_one(chunks: list[list[int]], expected: int,
@@ -119,6 +123,7 @@ def test_rates_and_their_aggregate() -> None:
     assert (total.msgs, total.bytes, total.elapsed_s) == (400, 40, 2.0)
 
 
+@settings(max_examples=50, deadline=None)
 @given(values=st.lists(st.floats(min_value=-1e9, max_value=1e9, allow_nan=False), min_size=1, max_size=50))
 def test_median_matches_the_standard_library(values: list[float]) -> None:
     assert median(values) == pytest.approx(statistics.median(values))
