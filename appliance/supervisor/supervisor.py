@@ -142,8 +142,8 @@ class Supervisor:
             self._wait_for_events()
             self._reap_dead_workers()
             self._start_due_workers()
+            self._maybe_announce_ready()  # before the watchdog: systemd hears READY=1 first
             self._watch_heartbeats()
-            self._maybe_announce_ready()
             if self.control is not None:
                 self.control.expire()
         self._stop_workers()

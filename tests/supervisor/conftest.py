@@ -206,8 +206,8 @@ def start_supervisor(tmp_path: Path) -> Iterator[Callable[..., RunningSupervisor
                 "cpu_pinning": cpu_pinning, "server_name": server_name}
         launcher = tmp_path / "launch.py"
         launcher.write_text(LAUNCHER)
-        environment = {**os.environ, "APPLIANCE_RUN_DIR": str(run_dir), **(env or {})}
-        environment.pop("NOTIFY_SOCKET", None)
+        inherited = {key: value for key, value in os.environ.items() if not key.startswith(("NOTIFY_", "WATCHDOG_"))}
+        environment = {**inherited, "APPLIANCE_RUN_DIR": str(run_dir), **(env or {})}
         with log_path.open("wb") as log:
             argv = command or [sys.executable, str(launcher), json.dumps(spec)]
             process = subprocess.Popen(argv, stdout=log, stderr=log,

@@ -146,3 +146,24 @@ def test_a_wedged_supervisor_is_down_within_the_timeout(start_supervisor: Start)
     assert "supervisor unreachable" in output
     supervisor.signal(signal.SIGTERM)
     assert supervisor.wait_exit() == 0
+
+
+def test_config_file_port_names_the_socket(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("APPLIANCE_RUN_DIR", str(tmp_path))
+    config = tmp_path / "server.conf"
+    config.write_text("server_name: n1-c1\nport: 14222\n")
+    code, output = status("-c", str(config), "--json")
+    assert code == 2
+    assert json.loads(output)["control_socket"] == str(tmp_path / "appliance-14222.sock")
+
+
+def test_config_file_with_a_random_port_cannot_name_a_socket(tmp_path: Path) -> None:
+    config = tmp_path / "server.conf"
+    config.write_text("port: -1\n")
+    result = CliRunner().invoke(main, ["status", "-c", str(config)])
+    assert result.exit_code == 2
+    assert "random client port; pass --socket" in result.output
+
+
+def test_a_missing_config_file_is_down(tmp_path: Path) -> None:
+    assert status("-c", str(tmp_path / "missing.conf"))[0] == 2

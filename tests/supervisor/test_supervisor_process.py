@@ -134,3 +134,33 @@ def test_a_worker_target_that_cannot_load_counts_against_the_budget(start_superv
     log = supervisor.log()
     assert "cannot load worker target 'appliance.testing.echo_worker:no_such_function'" in log
     assert "exited with code 3" in log
+
+
+def test_systemd_hears_ready_once_all_workers_serve_the_watchdog_and_stopping(
+    start_supervisor: Start, tmp_path: Path
+) -> None:
+    path = tmp_path / "notify.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as systemd:
+        systemd.bind(str(path))
+        systemd.settimeout(20.0)
+        supervisor = start_supervisor(workers=2, env={"NOTIFY_SOCKET": str(path), "WATCHDOG_USEC": "1000000"})
+        messages = [systemd.recv(4096).decode() for _ in range(3)]
+        supervisor.signal(signal.SIGTERM)
+        while not (message := systemd.recv(4096).decode()).startswith("STOPPING=1"):
+            messages.append(message)
+        assert supervisor.wait_exit() == 0
+    ready = [m for m in messages if m.startswith("READY=1")]
+    assert ready == ["READY=1\nSTATUS=2 worker(s) serving"]
+    assert "WATCHDOG=1" in messages
+    assert messages.index(ready[0]) <= messages.index("WATCHDOG=1")  # no watchdog before every worker serves
+    assert "Server is ready" in supervisor.log()
+
+
+def test_sigterm_also_stops_a_wedged_worker(start_supervisor: Start) -> None:
+    supervisor = start_supervisor(workers=2)
+    wedged, other = supervisor.wait_ready()
+    os.kill(wedged["pid"], signal.SIGSTOP)
+    supervisor.signal(signal.SIGTERM)
+    assert supervisor.wait_exit() == 0
+    assert supervisor.gone(wedged["pid"]) and supervisor.gone(other["pid"])
+    assert "did not stop" not in supervisor.log()  # SIGCONT after SIGTERM let it stop gracefully
