@@ -36,14 +36,23 @@ class Problems:
 
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    dropped: int = 0  # problems beyond CONFIG_PROBLEMS_MAX, counted but not kept
 
     def error(self, position: Position | None, text: str) -> None:
-        if len(self.errors) < limits.CONFIG_PROBLEMS_MAX:
-            self.errors.append(f"{position}: {text}" if position is not None else text)
+        self._add(self.errors, f"{position}: {text}" if position is not None else text)
 
     def warn(self, position: Position, name: str, text: str) -> None:
-        if len(self.warnings) < limits.CONFIG_PROBLEMS_MAX:
-            self.warnings.append(f'{position}: invalid use of field "{name}": {text}')
+        self._add(self.warnings, f'{position}: invalid use of field "{name}": {text}')
+
+    def note(self, position: Position, text: str) -> None:
+        """A warning in nats-server's plain form (no "invalid use of field")."""
+        self._add(self.warnings, f"{position}: {text}")
+
+    def _add(self, into: list[str], problem: str) -> None:
+        if len(into) < limits.CONFIG_PROBLEMS_MAX:
+            into.append(problem)
+        else:
+            self.dropped += 1
 
     def bad(self, error: BadValue) -> None:
         self.error(error.position, error.message)

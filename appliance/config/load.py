@@ -258,6 +258,8 @@ def options_from_tree(tree: ConfigMap, *, filename: str, pedantic: bool = False,
     if validate:
         problems.errors.extend(_located(state.options, cross_field_problems(state.options)))
     errors = (problems.warnings if pedantic else []) + problems.errors
+    if errors and problems.dropped:
+        errors.append(f"{filename}: {problems.dropped} more problems not shown")
     if errors:
         raise ConfigError(errors)
     state.options.config_warnings = list(problems.warnings)

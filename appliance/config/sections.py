@@ -156,9 +156,7 @@ def _cluster_key(item: Entry, state: LoadState) -> None:
     elif key == "ping_interval":
         cluster.ping_interval_s = as_duration(key, value, state.problems)
         if cluster.ping_interval_s > ROUTE_PING_INTERVAL_MAX_S:
-            state.problems.warnings.append(
-                f"{value.position}: Cluster 'ping_interval' will reset to 30s which is the max for routes"
-            )
+            state.problems.note(value.position, "Cluster 'ping_interval' will reset to 30s which is the max for routes")
             cluster.ping_interval_s = ROUTE_PING_INTERVAL_MAX_S
     elif key == "ping_max":
         cluster.ping_max = as_int(key, value)

@@ -435,6 +435,12 @@ def test_every_problem_of_a_file_is_reported_not_just_the_first() -> None:
     assert all(p.startswith("t.conf:") for p in found)
 
 
+def test_the_problem_list_is_bounded_and_says_how_many_were_left_out() -> None:
+    found = problems("".join(f"unknown_{i}: 1\n" for i in range(limits.CONFIG_PROBLEMS_MAX + 25)))
+    assert len(found) == limits.CONFIG_PROBLEMS_MAX + 1
+    assert found[-1] == "t.conf: 25 more problems not shown"
+
+
 def test_an_empty_file_is_a_warning_and_a_pedantic_error() -> None:
     assert load("").config_warnings == ["t.conf: config has no values or is empty"]
     assert problems("# only a comment\n", pedantic=True) == ["t.conf: config has no values or is empty"]
