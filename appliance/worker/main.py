@@ -11,6 +11,8 @@ import logging
 import signal
 
 from appliance.jetstream.service import start_jetstream
+from appliance.fabric.mesh import WorkerMeshSpec, attach_mesh
+from appliance.server.links import LocalFabric
 from appliance.server.monitor.http import MonitorServer
 from appliance.server.monitor_view import start_monitoring
 from appliance.server.server import Server
@@ -40,6 +42,7 @@ async def serve_worker(ctx: WorkerContext) -> int:
     loop.add_signal_handler(signal.SIGUSR2, on_lame_duck)
     ctx.client_listener.setblocking(False)
     await server.start(ctx.client_listener, cid_base=ctx.worker_index * CID_STRIDE)
+    fabric = _start_fabric(server, ctx, loop)
     jetstream = start_jetstream(server) if ctx.options.jetstream.enabled and ctx.worker_index == 0 else None
     monitor = None
     if ctx.http_listener is not None:
@@ -55,6 +58,8 @@ async def serve_worker(ctx: WorkerContext) -> int:
         if jetstream is not None:
             jetstream.stop()
         await server.shutdown()
+        if fabric is not None:
+            fabric.close()
         if monitor is not None:
             await monitor.close()
         # give transports a turn to write what close() flushed
@@ -66,6 +71,21 @@ async def _start_monitor(server: Server, ctx: WorkerContext) -> MonitorServer:
     assert ctx.http_listener is not None
     ctx.http_listener.setblocking(False)
     return await start_monitoring(server, ctx.http_listener)
+
+
+def _start_fabric(server: Server, ctx: WorkerContext, loop: asyncio.AbstractEventLoop) -> LocalFabric | None:
+    """Join the sibling workers over the links the supervisor created (none with one worker)."""
+    spec = ctx.extra.get("mesh_spec")
+    if spec is None:
+        return None
+    if isinstance(spec, str):
+        spec = WorkerMeshSpec.from_json(spec)
+    assert isinstance(spec, WorkerMeshSpec)
+    mesh = attach_mesh(spec)
+    fabric = LocalFabric(server, mesh.links)
+    fabric.start(loop)
+    logger.debug("worker %d joined %d sibling(s) over %s links", ctx.worker_index, len(mesh.links), spec.transport)
+    return fabric
 
 
 async def _heartbeat(server: Server, ctx: WorkerContext) -> None:
