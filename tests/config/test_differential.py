@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from appliance.config import options_from_text
+from appliance.config import options_from_text, parse_run_args, resolve_run_options
 from appliance.errors import ConfigError
 
 pytestmark = pytest.mark.integration  # runs the real nats-server binary (127.0.0.1, free ports)
@@ -311,20 +311,56 @@ def read_varz(http_port: int, process: subprocess.Popen[bytes]) -> dict[str, obj
     raise AssertionError("nats-server did not serve /varz in time")
 
 
+def varz_of_running_server(server: Path, directory: Path, args: list[str], http_port: int) -> dict[str, object]:
+    """Starts `nats-server ARGS` in `directory`, reads /varz once, stops it (by its pid)."""
+    process = subprocess.Popen([str(server), *args], cwd=directory, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        return read_varz(http_port, process)
+    finally:
+        process.kill()
+        process.wait(timeout=RUN_TIMEOUT_S)
+
+
+NANOSECONDS = 1_000_000_000
+
+
 def test_accepted_values_match_what_a_running_nats_server_reports(nats_server_path: Path, tmp_path: Path) -> None:
     client_port, http_port = free_port(), free_port()
     text = TORTURE.replace("port = 4999", f"port = {client_port}").replace("8999", str(http_port))
     path = write_case(tmp_path, "torture", text)
-    process = subprocess.Popen([str(nats_server_path), "-c", path.name], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        varz = read_varz(http_port, process)
-    finally:
-        process.kill()
-        process.wait(timeout=RUN_TIMEOUT_S)
+    varz = varz_of_running_server(nats_server_path, tmp_path, ["-c", path.name], http_port)
     ours = options_from_text(text, filename=str(path), env={}, pedantic=True)
-    nanoseconds = 1_000_000_000
     assert (varz["host"], varz["port"], varz["http_port"]) == (ours.host, ours.port, ours.http_port)
     assert (varz["max_payload"], varz["tags"]) == (ours.max_payload, ours.server_tags)
-    assert varz["ping_interval"] == ours.ping_interval_s * nanoseconds
-    assert varz["write_deadline"] == ours.write_deadline_s * nanoseconds
+    assert varz["ping_interval"] == ours.ping_interval_s * NANOSECONDS
+    assert varz["write_deadline"] == ours.write_deadline_s * NANOSECONDS
     assert (ours.max_payload, ours.server_tags, ours.ping_interval_s, ours.write_deadline_s) == (524288, ["az:1", "ssd"], 30.0, 5.0)
+
+
+def test_flags_override_the_file_exactly_as_nats_server_does(nats_server_path: Path, tmp_path: Path) -> None:
+    """The duration and size traps, and flags winning over the file, against a running nats-server."""
+    http_port, file_port, flag_port, cluster_port = free_port(), free_port(), free_port(), free_port()
+    store = tmp_path / "js"
+    text = (
+        f"port: {file_port}\nhttp: 127.0.0.1:{http_port}\nserver_name: from-file\nwrite_deadline: 2m\n"
+        f'jetstream {{ store_dir: "{store}", max_mem: 1G, max_file: "1G" }}\n'
+    )
+    path = write_case(tmp_path, "flags", text)
+    argv = [
+        "-c", path.name, "-p", str(flag_port), "-n", "from-flags", "--cluster", f"nats://127.0.0.1:{cluster_port}",
+        "--cluster_name", "CN", "--routes", "nats://127.0.0.1:1", "-DV",
+    ]
+    varz = varz_of_running_server(nats_server_path, tmp_path, argv, http_port)
+    ours = resolve_run_options(parse_run_args(argv), read_file=lambda name: (tmp_path / name).read_text(), env={})
+    assert (varz["port"], varz["server_name"]) == (ours.port, ours.server_name) == (flag_port, "from-flags")
+    assert varz["write_deadline"] == ours.write_deadline_s * NANOSECONDS == 2_000_000 * NANOSECONDS
+    cluster = varz["cluster"]
+    assert isinstance(cluster, dict)
+    assert (cluster["name"], cluster["addr"], cluster["cluster_port"]) == (ours.cluster.name, ours.cluster.host, ours.cluster.port)
+    assert cluster["urls"] == [route.removeprefix("nats://") for route in ours.cluster.routes]
+    jetstream = varz["jetstream"]
+    assert isinstance(jetstream, dict)
+    config = jetstream["config"]
+    assert (config["max_memory"], config["max_storage"]) == (ours.jetstream.max_memory, ours.jetstream.max_storage)
+    assert (config["max_memory"], config["max_storage"]) == (10**9, 2**30)
+    assert config["store_dir"] == ours.jetstream.store_dir + "/jetstream"
