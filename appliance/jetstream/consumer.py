@@ -85,6 +85,7 @@ class Consumer:
         self._pending_count: int | None = None
         self._drain_scheduled = False
         self._redeliver_timer: Timer | None = None
+        self._redeliver_due_ns = 0
         self._inactive_timer: Timer | None = None
         self._heartbeat_timer: Timer | None = None
         self._sync_timer: Timer | None = None
@@ -105,6 +106,7 @@ class Consumer:
             self._start_position()
         self._arm_redelivery()
         self._arm_timers()
+        self._kick()
 
     # --- RAFT state machine --------------------------------------------------------------------------
 
@@ -232,6 +234,8 @@ class Consumer:
             return msg, self.state.redelivered.get(sseq, 1) + 1
         while self._initial:
             msg = store.load(self._initial.popleft())
+            if self._pending_count:
+                self._pending_count -= 1
             if msg is not None:
                 return msg, 1
         msg = self._load_next(self.next_sseq)
@@ -562,9 +566,14 @@ class Consumer:
         self._kick()
 
     def _arm_redelivery(self) -> None:
-        if self._redeliver_timer is not None or not self._deadlines or self.deleted:
+        if not self._deadlines or self.deleted:
             return
         due = min(self._deadlines.values())
+        if self._redeliver_timer is not None:
+            if self._redeliver_due_ns <= due:
+                return
+            self._redeliver_timer.cancel()
+        self._redeliver_due_ns = due
         delay_s = max((due - self.host.now_ns()) / NS, 0.001)
         self._redeliver_timer = self.host.call_later(delay_s, self._redeliver_due)
 
