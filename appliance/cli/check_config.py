@@ -19,7 +19,7 @@ EXIT_INVALID = 1
 
 
 @click.command("check-config")
-@click.argument("file", type=click.Path(dir_okay=False, path_type=str))
+@click.argument("file", type=click.Path(path_type=str))
 def check_config(file: str) -> None:
     """Test the configuration FILE and exit (like `nats-server -t -c FILE`)."""
     try:

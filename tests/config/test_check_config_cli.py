@@ -43,6 +43,11 @@ def test_a_missing_file_is_a_problem_not_a_traceback(tmp_path: Path) -> None:
     assert code == 1 and "error opening config file" in err
 
 
+def test_a_directory_is_a_problem_too(tmp_path: Path) -> None:
+    code, _, err = run_check(tmp_path)
+    assert code == 1 and err.startswith(f"appliance: {tmp_path}: error opening config file")
+
+
 def test_the_example_configs_are_all_there() -> None:
     names = sorted(str(path.relative_to(REPO / "config")) for path in EXAMPLES)
     assert names == [
