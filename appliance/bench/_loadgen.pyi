@@ -18,3 +18,6 @@ def sync_requests(
     timeout_ms: int,
     /,
 ) -> tuple[int, int, int, int, int, int]: ...
+def serve_replies(
+    fd: int, rx: bytearray, start: int, end: int, out: bytearray, flags: int, max_msgs: int, timeout_ms: int, /
+) -> tuple[int, int, int, int]: ...

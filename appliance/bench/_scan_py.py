@@ -14,6 +14,8 @@ STOP_NEED_MORE = 0
 STOP_OTHER = 1
 STOP_STATUS = 2
 STOP_ERROR = 3
+STOP_TIMEOUT = 4  # the C loops only: nothing arrived in time
+STOP_CLOSED = 5  # the C loops only: the server closed the connection
 
 FLAG_STOP_STATUS = 1
 FLAG_STOP_ERROR = 2

@@ -12,9 +12,20 @@ from collections.abc import Callable
 
 from appliance.bench import wire
 from appliance.bench.conn import Connection
-from appliance.bench.scan import FLAG_OUT_ECHO, FLAG_STOP_ERROR, FLAG_STOP_STATUS
+from appliance.bench.scan import (
+    FLAG_OUT_ECHO,
+    FLAG_STOP_ERROR,
+    FLAG_STOP_STATUS,
+    NATIVE,
+    STOP_CLOSED,
+    STOP_ERROR,
+    STOP_OTHER,
+    STOP_STATUS,
+    _loadgen,
+)
 from appliance.bench.spec import ClientResult, ClientSpec
 from appliance.bench.stats import LatencyRecorder
+from appliance.errors import ClosedError
 from appliance.limits import BENCH_WRITE_BATCH_BYTES
 
 Progress = Callable[[int], None]
@@ -114,25 +125,49 @@ def setup_reply(conn: Connection, spec: ClientSpec) -> None:
     conn.flush()
 
 
-def run_reply(conn: Connection, spec: ClientSpec, progress: Progress, stopped: Callable[[], bool]) -> ClientResult:
+def run_reply(conn: Connection, spec: ClientSpec, progress: Progress, stopped: Callable[[], bool], *,
+              native: bool = NATIVE) -> ClientResult:
     """Echo every request until `stopped()` (the requesters are done) or spec.msgs were served (if > 0)."""
     result = ClientResult(spec.role, spec.index)
     out = bytearray()
     start = last = time.perf_counter()
     while not stopped() and (spec.msgs == 0 or result.msgs < spec.msgs):
-        if not conn.fill(REPLY_POLL_S):
-            continue
-        msgs, _ = conn.pump(FLAG_OUT_ECHO, out)
-        if out:
-            conn.send(out)
-            out.clear()
-        if msgs:
-            result.msgs += msgs
+        limit = spec.msgs - result.msgs if spec.msgs else -1
+        served = _serve_native(conn, out, limit) if native and _loadgen is not None else _serve_python(conn, out)
+        if served:
+            result.msgs += served
             last = time.perf_counter()
             progress(result.msgs)
     result.elapsed_s = last - start
     result.bytes = result.msgs * spec.size
     return result
+
+
+def _serve_python(conn: Connection, out: bytearray) -> int:
+    if not conn.fill(REPLY_POLL_S):
+        return 0
+    msgs, _ = conn.pump(FLAG_OUT_ECHO, out)
+    if out:
+        conn.send(out)
+        out.clear()
+    return msgs
+
+
+def _serve_native(conn: Connection, out: bytearray, limit: int) -> int:
+    """Answer requests in C until idle for REPLY_POLL_S, `limit` served, or a non-message is next."""
+    assert _loadgen is not None
+    answer: tuple[int, int, int, int] = _loadgen.serve_replies(
+        conn.sock.fileno(), conn.buf, conn.start, conn.end, out, FLAG_OUT_ECHO, limit, int(REPLY_POLL_S * 1000))
+    served, conn.start, conn.end, stop = answer
+    if stop == STOP_CLOSED:
+        raise ClosedError("server closed the connection")
+    if stop in (STOP_OTHER, STOP_STATUS, STOP_ERROR):
+        more, _ = conn.pump(FLAG_OUT_ECHO, out)  # a PING or the like: the full parser takes it
+        if out:
+            conn.send(out)
+            out.clear()
+        served += more
+    return served
 
 
 def keep_latencies(result: ClientResult, recorder: LatencyRecorder) -> None:

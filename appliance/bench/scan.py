@@ -15,16 +15,19 @@ from appliance.bench._scan_py import (
     FLAG_OUT_ECHO,
     FLAG_STOP_ERROR,
     FLAG_STOP_STATUS,
+    STOP_CLOSED,
     STOP_ERROR,
     STOP_NEED_MORE,
     STOP_OTHER,
     STOP_STATUS,
+    STOP_TIMEOUT,
     ScanResult,
 )
 
 __all__ = [
     "FLAG_OUT_ACK", "FLAG_OUT_ECHO", "FLAG_STOP_ERROR", "FLAG_STOP_STATUS", "NATIVE",
-    "STOP_ERROR", "STOP_NEED_MORE", "STOP_OTHER", "STOP_STATUS", "ScanResult", "scan",
+    "STOP_CLOSED", "STOP_ERROR", "STOP_NEED_MORE", "STOP_OTHER", "STOP_STATUS", "STOP_TIMEOUT", "ScanResult",
+    "scan",
 ]
 
 _loadgen: ModuleType | None

@@ -14,14 +14,20 @@ import numpy as np
 from appliance.bench import wire
 from appliance.bench.conn import Connection
 from appliance.bench.core import Progress, keep_latencies, note_error, payload_of, wait_one_reply
-from appliance.bench.scan import NATIVE, STOP_ERROR, STOP_NEED_MORE, STOP_STATUS, _loadgen
+from appliance.bench.scan import (
+    NATIVE,
+    STOP_CLOSED,
+    STOP_ERROR,
+    STOP_NEED_MORE,
+    STOP_STATUS,
+    STOP_TIMEOUT,
+    _loadgen,
+)
 from appliance.bench.spec import ClientResult, ClientSpec
 from appliance.bench.stats import LatencyRecorder
 from appliance.errors import ClosedError
 
 CHUNK_OPS = 1024  # requests per C call: progress and signals are looked at between chunks
-STOP_TIMEOUT = 4
-STOP_CLOSED = 5
 
 
 FrameSource = bytes | Callable[[int], bytes]

@@ -313,12 +313,59 @@ done:
     return result;
 }
 
+/* serve_replies(fd, rx, start, end, out, flags, max_msgs, timeout_ms)
+ * reads requests into rx and answers each one with a reply subject (flags: FLAG_OUT_ECHO or
+ * FLAG_OUT_ACK) until max_msgs were seen (-1: no limit), nothing arrived for timeout_ms
+ * (STOP_TIMEOUT: the caller looks at its stop signal and calls again), or anything but a plain
+ * message is next (Python handles it). Returns (msgs, start, end, stop). */
+static PyObject *serve_replies(PyObject *self, PyObject *args) {
+    (void)self;
+    int fd, flags, timeout_ms;
+    Py_buffer rx;
+    Py_ssize_t start, end;
+    PyObject *out;
+    long long max_msgs;
+    if (!PyArg_ParseTuple(args, "iw*nnOiLi", &fd, &rx, &start, &end, &out, &flags, &max_msgs, &timeout_ms))
+        return NULL;
+    PyObject *result = NULL;
+    if (start < 0 || end < start || end > rx.len || rx.len < 2 * (CONTROL_LINE_BYTES_MAX + 2) ||
+        !PyByteArray_Check(out)) {
+        PyErr_SetString(PyExc_ValueError, "serve_replies: bad buffer bounds or out is not a bytearray");
+        goto done;
+    }
+    scan_counts_t counts = {0, 0, -1, -1};
+    int stop = STOP_NEED_MORE;
+    for (;;) {
+        stop = scan_frames(rx.buf, &start, end, flags, out, max_msgs, &counts);
+        if (stop < 0) goto done;
+        Py_ssize_t pending = PyByteArray_GET_SIZE(out);
+        if (pending > 0) {
+            int sent = send_all(fd, PyByteArray_AS_STRING(out), pending, timeout_ms);
+            if (PyByteArray_Resize(out, 0) < 0) goto done;
+            if (sent != 0) { stop = sent; break; }
+        }
+        if (stop != STOP_NEED_MORE || counts.msgs == max_msgs) break;
+        stop = receive_some(fd, rx.buf, rx.len, &start, &end, timeout_ms);
+        if (stop != 0) break;
+    }
+    if (stop < 0) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        goto done;
+    }
+    result = Py_BuildValue("(Lnni)", counts.msgs, start, end, stop);
+done:
+    PyBuffer_Release(&rx);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
      "scan(buf, start, end, flags, out) -> (pos, msgs, payload_bytes, stop, last_reply_start, last_reply_end)"},
     {"sync_requests", sync_requests, METH_VARARGS,
      "sync_requests(fd, frame, count, rx, start, end, latencies, awaiting, sent_ns, timeout_ms)"
      " -> (done, start, end, stop, awaiting, sent_ns)"},
+    {"serve_replies", serve_replies, METH_VARARGS,
+     "serve_replies(fd, rx, start, end, out, flags, max_msgs, timeout_ms) -> (msgs, start, end, stop)"},
     {NULL, NULL, 0, NULL},
 };
 

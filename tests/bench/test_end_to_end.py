@@ -5,7 +5,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from appliance.bench import js, servers
+from appliance.bench import core, js, servers
 from appliance.bench.conn import Connection, Endpoint
 from appliance.bench.plan import BenchRequest
 from appliance.bench.run import run_bench
@@ -154,3 +154,25 @@ def test_fetching_from_a_missing_consumer_stops_with_the_reason(nats_server: ser
         assert result.first_error == "status 503"
     finally:
         conn.close()
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_responders_echo_until_their_budget_is_served(nats_server: servers.RunningServer, native: bool) -> None:
+    replier = Connection(Endpoint.parse(nats_server.url), name="replier")
+    requester = Connection(Endpoint.parse(nats_server.url), name="requester")
+    try:
+        replier.subscribe(b"svc.echo", queue=b"bench")
+        replier.flush()
+        requester.ensure_inbox()
+        for i in range(20):
+            requester.send(pub(b"svc.echo", b"n%d" % i, requester.inbox_prefix + b".%d" % i))
+        requester.send(b"PING\r\n")
+        replier.send(b"PING\r\n")  # the PONG arrives mid-stream: the responder hands it to the full parser
+        spec = ClientSpec(url=nats_server.url, role="reply", index=0, msgs=20, size=2, subject="svc.echo")
+        result = core.run_reply(replier, spec, lambda _done: None, lambda: False, native=native)
+        assert result.msgs == 20
+        replies = sorted(requester.next_msg(5.0).payload for _ in range(20))
+        assert replies == sorted(b"n%d" % i for i in range(20))
+    finally:
+        replier.close()
+        requester.close()
