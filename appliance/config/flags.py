@@ -310,9 +310,11 @@ def resolve_run_options(
     *,
     env: Mapping[str, str] | None = None,
     read_file: ReadFile = read_text_file,
+    defaults: ServerOptions | None = None,
 ) -> ServerOptions:
-    """Options for `appliance run`: the `-c` file (if any), then the flags, then the checks."""
-    options = ServerOptions()
+    """Options for `appliance run`: the `-c` file (else `defaults`, else nats-server's defaults),
+    then the flags, then the cross-field checks; raises ConfigError listing every problem."""
+    options = copy.deepcopy(defaults) if defaults is not None else ServerOptions()
     if args.config_file is not None:
         options = load_config(args.config_file, env=env, read_file=read_file, validate=False)
     options = apply_flags(options, args)

@@ -6,7 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from appliance.config import RunArgs, apply_flags, options_from_text, parse_run_args, resolve_run_options
+from appliance.config import (
+    RunArgs,
+    apply_flags,
+    embedded_default_options,
+    options_from_text,
+    parse_run_args,
+    resolve_run_options,
+    user_data_dir,
+)
 from appliance.config.options import ServerOptions
 from appliance.errors import ConfigError
 
@@ -202,3 +210,26 @@ def test_flags_that_break_the_options_are_reported() -> None:
         resolve_run_options(parse_run_args(["-js", "--cluster", "nats://127.0.0.1:6222", "-p", "70000"]), env={})
     assert "<command line>: port 70000 out of range (-1 for random, 1..65535)" in caught.value.problems
     assert "<command line>: jetstream cluster requires `server_name` to be set" in caught.value.problems
+
+
+# --- no config file: the embedded default (DESIGN §1) -----------------------------------------
+def test_the_embedded_default_is_a_local_single_node_jetstream_server() -> None:
+    defaults = embedded_default_options(data_dir="/home/u/.local/share/appliance")
+    options = resolve_run_options(parse_run_args([]), env={}, defaults=defaults)
+    assert (options.host, options.port, options.cluster.port) == ("127.0.0.1", 4222, 0)
+    assert options.jetstream.enabled and options.jetstream.store_dir == "/home/u/.local/share/appliance"
+    assert resolve_run_options(parse_run_args(["-p", "5000", "-js=false"]), env={}, defaults=defaults).port == 5000
+    assert defaults.port == 4222  # defaults are copied, never changed
+
+
+def test_a_config_file_replaces_the_embedded_default(tmp_path: Path) -> None:
+    path = tmp_path / "plain.conf"
+    path.write_text("port: 4333\n")
+    options = resolve_run_options(parse_run_args(["-c", str(path)]), env={}, defaults=embedded_default_options(data_dir="/d"))
+    assert (options.host, options.port, options.jetstream.enabled) == ("0.0.0.0", 4333, False)
+
+
+def test_the_user_data_dir_follows_xdg() -> None:
+    assert user_data_dir({"XDG_DATA_HOME": "/xdg", "HOME": "/home/u"}) == "/xdg/appliance"
+    assert user_data_dir({"HOME": "/home/u"}) == "/home/u/.local/share/appliance"
+    assert user_data_dir({"XDG_DATA_HOME": "relative", "HOME": "/home/u"}) == "/home/u/.local/share/appliance"
