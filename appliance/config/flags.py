@@ -311,12 +311,14 @@ def resolve_run_options(
     env: Mapping[str, str] | None = None,
     read_file: ReadFile = read_text_file,
     defaults: ServerOptions | None = None,
+    pedantic: bool = False,
 ) -> ServerOptions:
     """Options for `appliance run`: the `-c` file (else `defaults`, else nats-server's defaults),
-    then the flags, then the cross-field checks; raises ConfigError listing every problem."""
+    then the flags, then the cross-field checks; raises ConfigError listing every problem.
+    `pedantic=True` makes config warnings problems, as `nats-server -t` does (use it for `-t`)."""
     options = copy.deepcopy(defaults) if defaults is not None else ServerOptions()
     if args.config_file is not None:
-        options = load_config(args.config_file, env=env, read_file=read_file, validate=False)
+        options = load_config(args.config_file, env=env, read_file=read_file, validate=False, pedantic=pedantic)
     options = apply_flags(options, args)
     validate_options(options)
     return options

@@ -199,6 +199,14 @@ def test_flags_can_fix_what_the_file_lacks(tmp_path: Path) -> None:
     assert options.server_name == "n1" and options.config_file == str(path)
 
 
+def test_pedantic_resolution_treats_warnings_as_problems_like_dash_t(tmp_path: Path) -> None:
+    path = tmp_path / "w.conf"
+    path.write_text("write_deadline: 2m\n")
+    assert resolve_run_options(parse_run_args(["-c", str(path)]), env={}).write_deadline_s == 2_000_000
+    with pytest.raises(ConfigError, match="should be converted to a duration"):
+        resolve_run_options(parse_run_args(["-t", "-c", str(path)]), env={}, pedantic=True)
+
+
 def test_flags_alone_build_a_clustered_jetstream_server() -> None:
     argv = ["-js", "-n", "n1", "--cluster_name", "C1", "--cluster", "nats://127.0.0.1:-1", "--routes", "nats://127.0.0.1:6223"]
     options = resolve_run_options(parse_run_args(argv), env={})
