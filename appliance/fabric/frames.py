@@ -35,6 +35,8 @@ class FrameKind(enum.IntEnum):
     INTEREST_REMOVE = 5
     MESSAGE = 6  # a NATS message to deliver on the receiver's side
     INTEREST_RESET = 7  # forget all interest the sender announced before; a full set follows
+    MONITOR_REQUEST = 8  # JSON {"id": n}: send your monitoring snapshot
+    MONITOR_REPLY = 9  # JSON {"id": n, "snapshot": {...}}
 
 
 def record_bytes(payload_bytes: int) -> int:

@@ -22,9 +22,12 @@ connection whose message filled it stops reading until the link drains.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
 import struct
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from appliance import limits
@@ -49,6 +52,8 @@ KIND_INTEREST_ADD = int(FrameKind.INTEREST_ADD)
 KIND_INTEREST_REMOVE = int(FrameKind.INTEREST_REMOVE)
 KIND_MESSAGE = int(FrameKind.MESSAGE)
 KIND_INTEREST_RESET = int(FrameKind.INTEREST_RESET)
+KIND_MONITOR_REQUEST = int(FrameKind.MONITOR_REQUEST)
+KIND_MONITOR_REPLY = int(FrameKind.MONITOR_REPLY)
 
 
 def encode_message(account: bytes, subject: bytes, reply: bytes | None, queue: bytes | None,
@@ -161,6 +166,10 @@ class LocalFabric:
         self._by_link = {id(peer.link): peer for peer in self.peers.values()}
         self._plain_refs: dict[tuple[str, bytes], int] = {}
         self._next_sid = 0
+        # monitoring across workers: this worker's snapshot, and replies awaited from siblings
+        self.snapshot_provider: Callable[[int], dict[str, object]] | None = None
+        self._next_request = 0
+        self._awaiting: dict[int, tuple[asyncio.Future[list[dict[str, object]]], dict[int, dict[str, object]]]] = {}
 
     def start(self, loop: LinkLoop) -> None:
         self.server.interest_listeners.append(self.on_local_interest)
@@ -221,6 +230,10 @@ class LocalFabric:
                     self._send_all_interest(peer)
                 elif kind == KIND_INTEREST_RESET:
                     peer.forget_interest()
+                elif kind == KIND_MONITOR_REQUEST:
+                    self._answer_monitor_request(peer, payload)
+                elif kind == KIND_MONITOR_REPLY:
+                    self._take_monitor_reply(peer, payload)
         except (ApplianceError, struct.error, UnicodeDecodeError):
             logger.exception("bad frame from worker %d", peer.index)
         finally:
@@ -234,6 +247,49 @@ class LocalFabric:
         peer = self._by_link[id(link)]
         logger.warning("link to worker %d broke: %s", peer.index, error)
         peer.forget_interest()
+
+    # --- monitoring across workers ----------------------------------------------------------------
+
+    async def gather_snapshots(self, timeout_s: float = limits.MONITOR_GATHER_TIMEOUT_S) -> list[dict[str, object]]:
+        """Every sibling's monitoring snapshot (those that answer within the timeout)."""
+        if not self.peers:
+            return []
+        self._next_request += 1
+        request_id = self._next_request
+        future: asyncio.Future[list[dict[str, object]]] = asyncio.get_running_loop().create_future()
+        replies: dict[int, dict[str, object]] = {}
+        self._awaiting[request_id] = (future, replies)
+        payload = json.dumps({"id": request_id}).encode()
+        for peer in self.peers.values():
+            peer.send(KIND_MONITOR_REQUEST, payload)
+        try:
+            return await asyncio.wait_for(future, timeout_s)
+        except TimeoutError:
+            logger.warning("monitoring: %d of %d sibling workers did not answer in %ss",
+                           len(self.peers) - len(replies), len(self.peers), timeout_s)
+            return list(replies.values())
+        finally:
+            self._awaiting.pop(request_id, None)
+
+    def _answer_monitor_request(self, peer: LinkPeer, payload: bytes) -> None:
+        request_id = json.loads(payload)["id"]
+        snapshot = self.snapshot_provider(peer.link.frame_bytes_max) if self.snapshot_provider else {}
+        peer.send(KIND_MONITOR_REPLY, json.dumps({"id": request_id, "snapshot": snapshot}).encode())
+
+    def _take_monitor_reply(self, peer: LinkPeer, payload: bytes) -> None:
+        reply = json.loads(payload)
+        waiting = self._awaiting.get(reply["id"])
+        if waiting is None:
+            return
+        future, replies = waiting
+        replies[peer.index] = reply["snapshot"]
+        if len(replies) == len(self.peers) and not future.done():
+            future.set_result(list(replies.values()))
+
+    def remote_interest_count(self, account: str) -> int:
+        """Entries in this worker's sublists that stand for siblings' interest (not subscriptions here)."""
+        return sum(len(subs) for peer in self.peers.values() for (acc, _, _), subs in peer.interest.items()
+                   if acc.decode() == account)
 
     # --- frames from siblings --------------------------------------------------------------------
 

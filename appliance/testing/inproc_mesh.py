@@ -17,6 +17,7 @@ from appliance import limits
 from appliance.config.options import ServerOptions
 from appliance.fabric.mesh import Transport, WorkerMesh, attach_mesh, create_mesh
 from appliance.server.links import LocalFabric
+from appliance.server.monitor_view import provide_snapshots
 from appliance.server.server import Server
 
 START_TIMEOUT_S = 10.0
@@ -74,8 +75,9 @@ class InProcessMesh:
                 fabric = LocalFabric(server, self._meshes[index].links)
                 self.servers.append(server)
                 self.fabrics.append(fabric)
-            for fabric in self.fabrics:
+            for server, fabric in zip(self.servers, self.fabrics):
                 fabric.start(self._loop)
+                provide_snapshots(server, fabric)
             self._started.set()
             await self._stop.wait()
             for server in self.servers:

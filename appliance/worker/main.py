@@ -14,7 +14,7 @@ from appliance.jetstream.service import start_jetstream
 from appliance.fabric.mesh import WorkerMeshSpec, attach_mesh
 from appliance.server.links import LocalFabric
 from appliance.server.monitor.http import MonitorServer
-from appliance.server.monitor_view import start_monitoring
+from appliance.server.monitor_view import provide_snapshots, start_monitoring
 from appliance.server.server import Server
 from appliance.worker.context import WorkerContext
 
@@ -46,7 +46,7 @@ async def serve_worker(ctx: WorkerContext) -> int:
     jetstream = start_jetstream(server) if ctx.options.jetstream.enabled and ctx.worker_index == 0 else None
     monitor = None
     if ctx.http_listener is not None:
-        monitor = await _start_monitor(server, ctx)
+        monitor = await _start_monitor(server, ctx, fabric)
     heartbeat = loop.create_task(_heartbeat(server, ctx))
     ctx.on_ready()
     try:
@@ -67,10 +67,10 @@ async def serve_worker(ctx: WorkerContext) -> int:
     return 0
 
 
-async def _start_monitor(server: Server, ctx: WorkerContext) -> MonitorServer:
+async def _start_monitor(server: Server, ctx: WorkerContext, fabric: LocalFabric | None) -> MonitorServer:
     assert ctx.http_listener is not None
     ctx.http_listener.setblocking(False)
-    return await start_monitoring(server, ctx.http_listener)
+    return await start_monitoring(server, ctx.http_listener, fabric)
 
 
 def _start_fabric(server: Server, ctx: WorkerContext, loop: asyncio.AbstractEventLoop) -> LocalFabric | None:
@@ -84,6 +84,7 @@ def _start_fabric(server: Server, ctx: WorkerContext, loop: asyncio.AbstractEven
     mesh = attach_mesh(spec)
     fabric = LocalFabric(server, mesh.links)
     fabric.start(loop)
+    provide_snapshots(server, fabric)
     logger.debug("worker %d joined %d sibling(s) over %s links", ctx.worker_index, len(mesh.links), spec.transport)
     return fabric
 

@@ -19,6 +19,8 @@ def test_frame_kinds_are_append_only_wire_values() -> None:
         "INTEREST_REMOVE": 5,
         "MESSAGE": 6,
         "INTEREST_RESET": 7,
+        "MONITOR_REQUEST": 8,
+        "MONITOR_REPLY": 9,
     }
 
 

@@ -158,3 +158,41 @@ def test_full_link_is_backpressure_not_loss() -> None:
             await sub_nc.close()
             await pub_nc.close()
         run(scenario())
+
+
+def test_monitoring_covers_every_worker(mesh: InProcessMesh) -> None:
+    """/varz, /connz and /subsz answered by worker 0 count the clients of worker 1 too."""
+    from appliance.server.monitor.app import MonitorApp
+    from appliance.server.monitor_view import ServerMonitorView
+
+    async def scenario() -> None:
+        first = await nats.connect(mesh.url(0), name="on-0")
+        second = await nats.connect(mesh.url(1), name="on-1")
+        await second.subscribe("only.on.one")
+        await first.subscribe("only.on.zero")
+        await first.flush()
+        await second.flush()
+        await asyncio.to_thread(wait_for_interest, mesh, 0, "only.on.one")
+        listener = __import__("socket").socket()
+        try:
+            async def ask(path: str, query: str) -> dict[str, object]:
+                view = ServerMonitorView(mesh.servers[0], listener, mesh.fabrics[0])
+                await view.refresh()
+                import json
+                return json.loads(MonitorApp(view).respond(path, query).body)
+
+            def on_loop(path: str, query: str) -> dict[str, object]:
+                assert mesh._loop is not None
+                return asyncio.run_coroutine_threadsafe(ask(path, query), mesh._loop).result(10)
+
+            varz = await asyncio.to_thread(on_loop, "/varz", "")
+            assert varz["connections"] == 2 and varz["subscriptions"] == 2
+            connz = await asyncio.to_thread(on_loop, "/connz", "subs=1")
+            assert sorted(c["name"] for c in connz["connections"]) == ["on-0", "on-1"]
+            subsz = await asyncio.to_thread(on_loop, "/subsz", "")
+            assert subsz["num_subscriptions"] == 2
+        finally:
+            listener.close()
+        await first.close()
+        await second.close()
+    run(scenario())

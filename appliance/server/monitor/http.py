@@ -159,6 +159,9 @@ class MonitorServer:
         except HttpError as problem:
             await self._answer(writer, problem.response, keep_alive=False)
             return False
+        refresh = getattr(self.app.view, "refresh", None)  # a multi-worker view gathers its siblings first
+        if refresh is not None:
+            await refresh()
         response = self.app.respond(request.path, request.query)
         await self._answer(
             writer, response, keep_alive=request.keep_alive, head_only=request.method == "HEAD"
