@@ -508,23 +508,23 @@ class Consumer:
             self._ack_reply(reply)
             return
         if kind == b"+NXT":
-            self._ack(sseq, reply="")
+            self._ack(sseq, _cseq(tokens, offset), reply="")
             rest = body[4:].strip()
             if reply:
                 self.on_pull(reply, rest)
             return
-        self._ack(sseq, reply=reply)  # empty, +ACK, +OK, +TERM
+        self._ack(sseq, _cseq(tokens, offset), reply=reply)  # empty, +ACK, +OK, +TERM
 
     def _ack_reply(self, reply: str) -> None:
         if reply:
             self.host.send(reply, b"")
 
-    def _ack(self, sseq: int, *, reply: str) -> None:
+    def _ack(self, sseq: int, cseq: int, *, reply: str) -> None:
         if self.config.ack_policy == "none":
             self._ack_reply(reply)
             return
         now = self.host.now_ns()
-        data = ops.op_acked_all(sseq, now) if self.config.ack_policy == "all" else ops.op_acked([sseq], now)
+        data = ops.op_acked_all(sseq, cseq, now) if self.config.ack_policy == "all" else ops.op_acked([sseq], now)
 
         def done() -> None:
             self._ack_reply(reply)
@@ -627,3 +627,10 @@ class Consumer:
             if timer is not None:
                 timer.cancel()
         self._sync.flush()
+
+
+def _cseq(tokens: list[str], offset: int) -> int:
+    try:
+        return int(tokens[offset + 2])
+    except (ValueError, IndexError):
+        return 0

@@ -5,7 +5,7 @@ replays to the same state. Operations are absolute, not deltas:
 
   {"d": [[sseq, cseq, dc, ts_ns], ...]}   delivered (dc > 1 is a redelivery)
   {"a": [sseq, ...], "t": ts_ns}          explicit acks (also +TERM and max-deliver give-ups)
-  {"all": sseq, "t": ts_ns}               ack-all up to sseq
+  {"all": sseq, "c": cseq, "t": ts_ns}   ack-all up to sseq (delivered as cseq)
   {"start": sseq}                         the first delivery starts at sseq (deliver policies)
 """
 
@@ -36,7 +36,7 @@ class ConsumerState:
         if "a" in op:
             return self._acked([int(s) for s in op["a"]], int(op.get("t", 0)))
         if "all" in op:
-            return self._acked_all(int(op["all"]), int(op.get("t", 0)))
+            return self._acked_all(int(op["all"]), int(op.get("c", 0)), int(op.get("t", 0)))
         if "start" in op:
             start = int(op["start"]) - 1
             if self.delivered_sseq < start:
@@ -57,37 +57,39 @@ class ConsumerState:
             self.pending[sseq] = (cseq, ts_ns)
             if dc > 1:
                 self.redelivered[sseq] = dc
-        self._advance_floor()
 
     def _acked(self, seqs: list[int], ts_ns: int) -> list[int]:
+        """Explicit acks, moving the floors as nats-server's processAckMsg does."""
         done = []
         for sseq in seqs:
-            if self.pending.pop(sseq, None) is not None:
-                self.redelivered.pop(sseq, None)
-                done.append(sseq)
-        if done:
+            entry = self.pending.pop(sseq, None)
+            if entry is None:
+                continue
+            self.redelivered.pop(sseq, None)
+            done.append(sseq)
             self.floor_ns = ts_ns
-            self._advance_floor()
+            cseq = entry[0]
+            if not self.pending:
+                self.floor_cseq, self.floor_sseq = self.delivered_cseq, self.delivered_sseq
+            elif cseq == self.floor_cseq + 1:
+                self.floor_cseq, self.floor_sseq = cseq, sseq
+                later = [s for s in self.pending if s > sseq]
+                if later:
+                    following = min(later)
+                    self.floor_cseq, self.floor_sseq = self.pending[following][0] - 1, following - 1
         return done
 
-    def _acked_all(self, upto: int, ts_ns: int) -> list[int]:
+    def _acked_all(self, upto: int, cseq: int, ts_ns: int) -> list[int]:
+        if cseq <= self.floor_cseq:
+            return []
         done = sorted(s for s in self.pending if s <= upto)
         for sseq in done:
             del self.pending[sseq]
             self.redelivered.pop(sseq, None)
-        if upto > self.floor_sseq:
-            self.floor_ns = ts_ns
-        self._advance_floor()
-        return done
-
-    def _advance_floor(self) -> None:
+        self.floor_cseq, self.floor_sseq, self.floor_ns = cseq, upto, ts_ns
         if not self.pending:
             self.floor_cseq, self.floor_sseq = self.delivered_cseq, self.delivered_sseq
-            return
-        lowest = min(self.pending)
-        cseq, _ = self.pending[lowest]
-        self.floor_sseq = max(self.floor_sseq, lowest - 1)
-        self.floor_cseq = max(self.floor_cseq, cseq - 1)
+        return done
 
     def has_acked(self, sseq: int) -> bool:
         return sseq <= self.floor_sseq or (sseq <= self.delivered_sseq and sseq not in self.pending)
@@ -118,8 +120,8 @@ def op_acked(seqs: list[int], ts_ns: int) -> bytes:
     return json.dumps({"a": seqs, "t": ts_ns}, separators=(",", ":")).encode()
 
 
-def op_acked_all(upto: int, ts_ns: int) -> bytes:
-    return json.dumps({"all": upto, "t": ts_ns}, separators=(",", ":")).encode()
+def op_acked_all(upto: int, cseq: int, ts_ns: int) -> bytes:
+    return json.dumps({"all": upto, "c": cseq, "t": ts_ns}, separators=(",", ":")).encode()
 
 
 def op_start(sseq: int) -> bytes:
