@@ -43,14 +43,16 @@ _CONNECTION_TYPES = frozenset({"STANDARD", "WEBSOCKET", "LEAFNODE", "LEAFNODE_WS
 
 
 def _valid_subject(subject: str) -> bool:
-    if subject == "" or any(c in subject for c in " \t\r\n"):
+    """nats-server's IsValidSubject: non-empty tokens, no whitespace, nothing after a `>` token."""
+    if subject == "":
         return False
-    tokens = subject.split(".")
-    for index, token in enumerate(tokens):
-        if token == "" or (len(token) > 1 and (">" in token and token != ">")):
+    after_full_wildcard = False
+    for token in subject.split("."):
+        if token == "" or after_full_wildcard:
             return False
-        if token == ">" and index != len(tokens) - 1:
+        if any(c in token for c in "\t\n\f\r "):
             return False
+        after_full_wildcard = token == ">"
     return True
 
 

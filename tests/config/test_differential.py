@@ -143,6 +143,8 @@ ACCEPTED = {
     "crlf_line_ends": "port: 4222\r\nserver_name: n1\r\n",
     "tabs": "port\t4222\ncluster {\n\tname\t=\tC1\n}\n",
     "map_semicolons": "cluster { name: C1; port: 6222; }\n",
+    "subject_token_with_gt": 'authorization { users: [ { user: u, permissions: { publish: "a>.b*" } } ] }\n',
+    "queue_subscription_permission": 'authorization { users: [ { user: u, permissions: { subscribe: "a.* q" } } ] }\n',
 }
 REJECTED = {
     "unknown": "foo_bar: 1\n",
@@ -180,6 +182,8 @@ REJECTED = {
     "unclosed_map": "cluster { name: C1\n",
     "bad_subject": 'authorization { users: [ { user: u, permissions: { publish: "a..b" } } ] }\n',
     "users_not_array": "authorization { users: {user: a} }\n",
+    "subject_after_full_wildcard": 'authorization { users: [ { user: u, permissions: { publish: "a.>.b" } } ] }\n',
+    "queue_in_publish_permission": 'authorization { users: [ { user: u, permissions: { publish: "a.* q" } } ] }\n',
     "account_not_map": "accounts { A: 1 }\n",
     "hash_glued_to_number": "port: 4222#c\n",
     "ip_with_extra_colon": "listen: 127.0.0.1:4222:5\n",

@@ -305,6 +305,19 @@ def test_authorization_conflicts() -> None:
     assert "token and a users array" in problems("authorization { token: t, users: [] }")[0]
 
 
+@pytest.mark.parametrize(
+    ("subject", "valid"),
+    [("foo.>", True), ("a.*.c", True), (">", True), ("a>", True), ("a..b", False), (".a", False), ("a.", False),
+     ("a.>.b", False), ("a\tb", False), ("", False)],
+)
+def test_permission_subjects_are_checked_like_nats_server(subject: str, valid: bool) -> None:
+    text = f'authorization {{ users: [{{user: u, permissions: {{publish: "{subject}"}}}}] }}'.replace("\t", "\\t")
+    if valid:
+        load(text)
+    else:
+        assert "is not a valid subject" in problems(text)[0]
+
+
 def test_bad_permission_shapes() -> None:
     assert 'subject "a..b" is not a valid subject' in problems("authorization { users: [{user: u, permissions: {publish: \"a..b\"}}] }")[0]
     assert "only 'allow' or 'deny'" in problems("authorization { users: [{user: u, permissions: {publish: {permit: x}}}] }")[0]
