@@ -13,6 +13,7 @@ reason ("cannot run yet: ..."), never left out.
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -84,6 +85,7 @@ class Cell:
     p50_us: list[float] = field(default_factory=list)
     client_cores: list[float] = field(default_factory=list)
     server_cores: list[float] = field(default_factory=list)
+    load_average: list[float] = field(default_factory=list)  # 1-minute load when each round ended
     failure: str = ""
 
     def median_rate(self) -> float | None:
@@ -113,6 +115,7 @@ def record(cell: Cell, report: BenchReport, label: str) -> None:
     cell.client_cores.append(report.client_cpu_s / wall)
     if report.server_cpu_s is not None:
         cell.server_cores.append(report.server_cpu_s / wall)
+    cell.load_average.append(os.getloadavg()[0])
 
 
 def failure_text(kind: ServerKind, exc: BaseException) -> str:

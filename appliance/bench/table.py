@@ -56,8 +56,9 @@ def markdown(cells: dict[str, dict[str, Cell]], scenarios: tuple[Scenario, ...],
                      f"{ratio_text(row.get(APPLIANCE.name), nats)} | "
                      f"{ratio_text(row.get(APPLIANCE.name), row.get(NATS_SYNC_ALWAYS.name))} | "
                      f"{_num(reference, ',.0f')} | {vs_reference} |")
-    lines += ["", "Latency p50 (µs) and CPU (cores busy, of " + info["cores"] + ") — medians:", "",
-              "| scenario | " + " | ".join(f"{n} p50 µs / client CPU / server CPU" for n in names) + " |",
+    lines += ["", "Latency p50 (µs), CPU (cores busy, of " + info["cores"] + ") and the machine's 1-minute load "
+              "average (other work shares these cores) — medians:", "",
+              "| scenario | " + " | ".join(f"{n} p50 µs / client CPU / server CPU / load" for n in names) + " |",
               "|---|" + "---:|" * len(names)]
     for s in scenarios:
         parts = []
@@ -67,6 +68,6 @@ def markdown(cells: dict[str, dict[str, Cell]], scenarios: tuple[Scenario, ...],
                 parts.append("–")
                 continue
             parts.append(f"{_num(c.median_of(c.p50_us), ',.0f')} / {_num(c.median_of(c.client_cores), '.2f')} / "
-                         f"{_num(c.median_of(c.server_cores), '.2f')}")
+                         f"{_num(c.median_of(c.server_cores), '.2f')} / {_num(c.median_of(c.load_average), '.1f')}")
         lines.append(f"| {s.title} | " + " | ".join(parts) + " |")
     return "\n".join(lines) + "\n"
