@@ -94,6 +94,7 @@ class Connection:
             pending = self.end - self.start
             self.buf[0:pending] = self.buf[self.start : self.end]
             self.start, self.end = 0, pending
+        assert self.end < len(self.buf), "the caller consumes what it reads: a frame is at most 1 MiB"
         self._set_timeout(self.timeout_s if timeout_s is None else timeout_s)
         try:
             with memoryview(self.buf) as view:
