@@ -129,24 +129,20 @@ static PyObject *native_ring_check(PyObject *module, PyObject *const *args, Py_s
     return PyLong_FromUnsignedLongLong(capacity);
 }
 
-static ring_push_result push_one(void *memory, uint32_t kind, PyObject *payload_object, int *error) {
+/* Appends one payload object at *head (unpublished): 1 written, 0 full, -1 with an exception. */
+static int append_one(void *memory, uint64_t *head, uint32_t kind, PyObject *payload_object) {
     Py_buffer payload;
-    *error = 0;
-    if (PyObject_GetBuffer(payload_object, &payload, PyBUF_SIMPLE) < 0) {
-        *error = 1;
-        return RING_FULL;
-    }
+    if (PyObject_GetBuffer(payload_object, &payload, PyBUF_SIMPLE) < 0) return -1;
     const ring_header *h = (const ring_header *)memory;
     if (kind == RING_KIND_WRAP || (uint64_t)payload.len > h->frame_bytes_max) {
         PyBuffer_Release(&payload);
         PyErr_SetString(PyExc_ValueError, kind == RING_KIND_WRAP ? "frame kind 0 is reserved"
                                                                  : "frame larger than the ring's maximum");
-        *error = 1;
-        return RING_FULL;
+        return -1;
     }
-    const ring_push_result result = ring_try_push(memory, kind, payload.buf, (uint32_t)payload.len);
+    const int written = ring_append(memory, head, kind, payload.buf, (uint32_t)payload.len);
     PyBuffer_Release(&payload);
-    return result;
+    return written;
 }
 
 /* ring_push(buffer, offset, kind, payload) -> 0 full | 1 pushed | 2 pushed, ring the doorbell */
@@ -157,15 +153,17 @@ static PyObject *native_ring_push(PyObject *module, PyObject *const *args, Py_ss
     if (u32_from(args[2], &kind, "frame kind") < 0) return NULL;
     ring_view view;
     if (ring_view_acquire(&view, args[0], args[1], 1) < 0) return NULL;
-    int error;
-    const ring_push_result result = push_one(view.memory, kind, args[3], &error);
+    uint64_t head = ring_producer_head(view.memory);
+    const int written = append_one(view.memory, &head, kind, args[3]);
+    const ring_push_result result = written == 1 ? ring_publish(view.memory, head) : RING_FULL;
     ring_view_release(&view);
-    if (error) return NULL;
+    if (written < 0) return NULL;
     return PyLong_FromLong((long)result);
 }
 
-/* ring_push_many(buffer, offset, frames, start) -> (next, wake): pushes frames[start:] (a list of
- * (kind, payload) tuples) until one does not fit; `next` is the index of the first not pushed. */
+/* ring_push_many(buffer, offset, frames, start) -> (next, wake): appends frames[start:] (a list of
+ * (kind, payload) tuples) until one does not fit, publishes them at once; `next` is the index of
+ * the first not sent. On an exception nothing is published. */
 static PyObject *native_ring_push_many(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
     if (arguments_exactly(nargs, 4, "ring_push_many") < 0) return NULL;
@@ -181,29 +179,28 @@ static PyObject *native_ring_push_many(PyObject *module, PyObject *const *args, 
     }
     ring_view view;
     if (ring_view_acquire(&view, args[0], args[1], 1) < 0) return NULL;
-    int wake = 0;
+    const uint64_t first = ring_producer_head(view.memory);
+    uint64_t head = first;
+    int failed = 0;
     for (; index < PyList_GET_SIZE(args[2]); index++) {
         PyObject *frame = PyList_GET_ITEM(args[2], index);
         if (!PyTuple_Check(frame) || PyTuple_GET_SIZE(frame) != 2) {
-            ring_view_release(&view);
             PyErr_SetString(PyExc_TypeError, "frames must be a list of (kind, payload) tuples");
-            return NULL;
+            failed = 1;
+            break;
         }
         uint32_t kind;
-        int error;
         if (u32_from(PyTuple_GET_ITEM(frame, 0), &kind, "frame kind") < 0) {
-            ring_view_release(&view);
-            return NULL;
+            failed = 1;
+            break;
         }
-        const ring_push_result result = push_one(view.memory, kind, PyTuple_GET_ITEM(frame, 1), &error);
-        if (error) {
-            ring_view_release(&view);
-            return NULL;
-        }
-        if (result == RING_FULL) break;
-        if (result == RING_PUSHED_WAKE) wake = 1;
+        const int written = append_one(view.memory, &head, kind, PyTuple_GET_ITEM(frame, 1));
+        if (written < 0) failed = 1;
+        if (written != 1) break;
     }
+    const int wake = (!failed && head != first) ? ring_publish(view.memory, head) == RING_PUSHED_WAKE : 0;
     ring_view_release(&view);
+    if (failed) return NULL;
     return Py_BuildValue("(nO)", index, wake ? Py_True : Py_False);
 }
 

@@ -79,22 +79,26 @@ ring_status ring_check(const void *memory, uint64_t region_bytes) {
     return RING_OK;
 }
 
-ring_push_result ring_try_push(void *memory, uint32_t kind, const uint8_t *payload, uint32_t length) {
+uint64_t ring_producer_head(const void *memory) {
+    return atomic_load_explicit(&const_header_of(memory)->head, memory_order_relaxed);
+}
+
+int ring_append(void *memory, uint64_t *head, uint32_t kind, const uint8_t *payload, uint32_t length) {
     ring_header *h = header_of(memory);
+    RING_ASSERT(head != NULL);
     RING_ASSERT(kind != RING_KIND_WRAP);
     RING_ASSERT(length <= h->frame_bytes_max);
     RING_ASSERT(payload != NULL || length == 0u);
     const uint64_t capacity = h->capacity;
-    const uint64_t head = atomic_load_explicit(&h->head, memory_order_relaxed);
     const uint64_t record = record_bytes(length);
-    const uint64_t skip = skip_bytes(capacity, head, record);
+    const uint64_t skip = skip_bytes(capacity, *head, record);
     const uint64_t need = skip + record;
-    if (head + need - h->producer_tail_cache > capacity) {
+    if (*head + need - h->producer_tail_cache > capacity) {
         h->producer_tail_cache = atomic_load_explicit(&h->tail, memory_order_acquire);
-        if (head + need - h->producer_tail_cache > capacity) return RING_FULL;
+        if (*head + need - h->producer_tail_cache > capacity) return 0;
     }
     uint8_t *data = data_of(memory);
-    uint64_t offset = head & (capacity - 1u);
+    uint64_t offset = *head & (capacity - 1u);
     if (skip != 0u) {
         write_record_header(data + offset, 0u, RING_KIND_WRAP);
         offset = 0u;
@@ -104,11 +108,24 @@ ring_push_result ring_try_push(void *memory, uint32_t kind, const uint8_t *paylo
     if (length != 0u) memcpy(data + offset + RING_RECORD_HEADER_BYTES, payload, length);
     const uint64_t padding = record - RING_RECORD_HEADER_BYTES - length;
     memset(data + offset + RING_RECORD_HEADER_BYTES + length, 0, (size_t)padding);
-    atomic_store_explicit(&h->head, head + need, memory_order_release);
+    *head += need;
+    return 1;
+}
+
+ring_push_result ring_publish(void *memory, uint64_t head) {
+    ring_header *h = header_of(memory);
+    RING_ASSERT(head - atomic_load_explicit(&h->head, memory_order_relaxed) <= h->capacity);
+    atomic_store_explicit(&h->head, head, memory_order_release);
     atomic_thread_fence(memory_order_seq_cst);
     if (atomic_load_explicit(&h->reader_sleeping, memory_order_relaxed) == 0u) return RING_PUSHED;
     if (atomic_exchange_explicit(&h->reader_sleeping, 0u, memory_order_acq_rel) == 0u) return RING_PUSHED;
     return RING_PUSHED_WAKE;
+}
+
+ring_push_result ring_try_push(void *memory, uint32_t kind, const uint8_t *payload, uint32_t length) {
+    uint64_t head = ring_producer_head(memory);
+    if (!ring_append(memory, &head, kind, payload, length)) return RING_FULL;
+    return ring_publish(memory, head);
 }
 
 uint64_t ring_consumer_cursor(const void *memory) {

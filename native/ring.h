@@ -105,8 +105,20 @@ void ring_init(void *memory, uint64_t region_bytes, uint64_t capacity);
 /* Validates the header of an existing ring in a region of `region_bytes`. */
 ring_status ring_check(const void *memory, uint64_t region_bytes);
 
-/* Producer: appends one record or returns RING_FULL; never blocks, never partially writes. */
+/* Producer: appends one record and publishes it, or returns RING_FULL; never blocks, never
+ * partially writes. Equivalent to ring_append at ring_producer_head, then ring_publish. */
 ring_push_result ring_try_push(void *memory, uint32_t kind, const uint8_t *payload, uint32_t length);
+
+/* Producer: the head where the next record goes (its own counter; no ordering needed). */
+uint64_t ring_producer_head(const void *memory);
+
+/* Producer: writes one record at `*head` and advances it, without publishing: returns 1, or 0
+ * when it does not fit. A batch is written with several appends, then one ring_publish. */
+int ring_append(void *memory, uint64_t *head, uint32_t kind, const uint8_t *payload, uint32_t length);
+
+/* Producer: makes every record before `head` visible to the consumer (release), then reports
+ * whether the consumer was sleeping (RING_PUSHED_WAKE: ring its doorbell). */
+ring_push_result ring_publish(void *memory, uint64_t head);
 
 /* Consumer: the next record at `*cursor` (advanced past it), or 0 when the ring is empty up to
  * the `head` loaded at `*head_seen` (refreshed with an acquire load once consumed). Returns 1 with

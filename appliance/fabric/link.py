@@ -12,8 +12,9 @@ deterministic tests) keeps the same contract:
   nothing) in one bounded batch. Driven by a loop, `start(loop, handler)` registers the link's fds
   with the loop; the handler then gets `on_frames(link, batch)` with batches bounded by
   LINK_BATCH_FRAMES_MAX and LINK_BATCH_BYTES_MAX (one turn per batch, so a busy link cannot starve
-  the loop), `on_writable(link)` once after a `try_send` returned False and a frame of that size
-  fits again, and `on_broken(link, error)` when the peer went away (socketpair: its end closed).
+  the loop), `on_writable(link)` once after a `try_send` returned False, when a frame of the
+  maximum size fits again (a paused producer resumes with room for a quarter of the link, not
+  one frame at a time), and `on_broken(link, error)` when the peer went away (socketpair: its end closed).
 - `flush()` moves buffered bytes toward the peer without blocking (a started link does it by
   itself at the end of the loop turn); it returns True when nothing stays buffered.
 - `close()` unregisters from the loop; later calls to try_send raise ClosedError.

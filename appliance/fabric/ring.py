@@ -27,7 +27,9 @@ from appliance.fabric.frames import KIND_MAX, KIND_RESERVED, Frame, frame_bytes_
 from appliance.fabric.link import LinkHandler, LinkLoop, Payload
 
 _native = native.speedups
+_push = _native.ring_push if _native is not None else None
 PUSH_FULL = 0
+PUSH_DONE = 1
 PUSH_WAKE = 2
 
 
@@ -72,6 +74,7 @@ class RingLink:
         self._drain_scheduled = False
         self._blocked_bytes: int | None = None  # payload size of the refused frame we wait for
         self._writable_scheduled = False
+        self._bell_due = False  # a doorbell ring for the peer is scheduled for the end of the turn
         self._closed = False
 
     @property
@@ -83,18 +86,19 @@ class RingLink:
         return self._frame_bytes_max
 
     def try_send(self, kind: int, payload: Payload) -> bool:
+        # The hot path: C refuses kind 0 (ValueError) and kinds beyond u32 (OverflowError).
         if self._closed:
             raise ClosedError(f"link to worker {self._peer} is closed")
-        assert KIND_RESERVED < kind <= KIND_MAX, "kind 0 is the transport's own"
         if len(payload) > self._frame_bytes_max:
             raise LimitExceeded(f"frame of {len(payload)} bytes > {self._frame_bytes_max} (FRAME_BYTES_MAX)")
-        result = _native.ring_push(self._memory, self._out, kind, payload)
-        if result == PUSH_FULL:
-            self._wait_for_space(len(payload))
-            return False
+        result = _push(self._memory, self._out, kind, payload)
+        if result == PUSH_DONE:
+            return True
         if result == PUSH_WAKE:
-            ring_doorbell(self._out_bell)
-        return True
+            self._ring_peer()
+            return True
+        self._wait_for_space()
+        return False
 
     def try_send_many(self, frames: list[Frame], start: int = 0) -> int:
         """Sends frames[start:] until one does not fit; returns the index of the first not sent."""
@@ -106,9 +110,9 @@ class RingLink:
                 raise LimitExceeded(f"frame of {len(payload)} bytes > {self._frame_bytes_max}")
         index, wake = _native.ring_push_many(self._memory, self._out, frames, start)
         if wake:
-            ring_doorbell(self._out_bell)
+            self._ring_peer()
         if index < len(frames):
-            self._wait_for_space(len(frames[index][1]))
+            self._wait_for_space()
         return int(index)
 
     def receive(self, frames_max: int = limits.LINK_BATCH_FRAMES_MAX) -> list[Frame]:
@@ -123,7 +127,7 @@ class RingLink:
         except RuntimeError as error:
             raise CorruptData(f"ring from worker {self._peer}: {error}") from error
         if wake_writer:
-            ring_doorbell(self._out_bell)
+            self._ring_peer()
         return frames
 
     def flush(self) -> bool:
@@ -144,7 +148,7 @@ class RingLink:
         loop.add_reader(self._in_bell, self._on_doorbell)
         self._schedule_drain()  # frames may be waiting, and the sleep flag is not set yet
         if self._blocked_bytes is not None:
-            self._wait_for_space(self._blocked_bytes)
+            self._wait_for_space()
 
     def close(self) -> None:
         if self._closed:
@@ -186,9 +190,24 @@ class RingLink:
         if len(frames) == limits.LINK_BATCH_FRAMES_MAX or not _native.ring_reader_sleep(self._memory, self._in):
             self._schedule_drain()
 
-    def _wait_for_space(self, payload_bytes: int) -> None:
-        self._blocked_bytes = payload_bytes
-        if self._loop is not None and not self._writer_still_waits(payload_bytes):
+    def _ring_peer(self) -> None:
+        """Rings the peer's doorbell once at the end of this loop turn (at once when not started):
+        a turn that sends many frames to a sleeping peer costs one eventfd write."""
+        if self._loop is None:
+            ring_doorbell(self._out_bell)
+        elif not self._bell_due:
+            self._bell_due = True
+            self._loop.call_soon(self._ring_peer_now)
+
+    def _ring_peer_now(self) -> None:
+        self._bell_due = False
+        if not self._closed:  # once closed, the fd may belong to someone else
+            ring_doorbell(self._out_bell)
+
+    def _wait_for_space(self) -> None:
+        # Resume only when a largest frame fits: a quarter of the ring, not one frame at a time.
+        self._blocked_bytes = self._frame_bytes_max
+        if self._loop is not None and not self._writer_still_waits(self._blocked_bytes):
             self._schedule_writable()
 
     def _writer_still_waits(self, payload_bytes: int) -> bool:

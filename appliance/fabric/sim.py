@@ -56,7 +56,7 @@ class SimLink:
         if length > self._frame_bytes_max:
             raise LimitExceeded(f"frame of {length} bytes > {self._frame_bytes_max} (FRAME_BYTES_MAX)")
         if not self._outgoing.space.fits(length):
-            self._blocked_bytes = length
+            self._blocked_bytes = self._frame_bytes_max  # resume with room for the largest frame
             return False
         self._outgoing.space.push(length)
         self._outgoing.frames.append((kind, bytes(payload)))

@@ -86,7 +86,7 @@ class SocketpairLink:
             self._read_socket()  # newer credits may be waiting
             self._check_usable()
             if not self._tx_space.fits(length):
-                self._blocked_bytes = length
+                self._blocked_bytes = self._frame_bytes_max  # resume with room for the largest frame
                 return False
         self._tx_space.push(length)
         self._tx_pending += RECORD_HEADER.pack(length, kind)
