@@ -1,0 +1,44 @@
+"""How the harness starts each server: nats-server config files, appliance's nats-server flags."""
+
+from pathlib import Path
+
+import pytest
+
+from appliance.bench import servers
+from appliance.bench.servers import APPLIANCE, NATS_DEFAULT, NATS_SYNC_ALWAYS, NodeLayout, command_for
+
+
+def test_a_single_nats_server_with_jetstream(tmp_path: Path) -> None:
+    cmd = command_for(NATS_DEFAULT, NodeLayout(0, (4222,), (), tmp_path / "s"), workdir=tmp_path)
+    assert cmd[1:] == ["-c", str(tmp_path / "n1.conf")]
+    conf = (tmp_path / "n1.conf").read_text()
+    assert 'listen: "127.0.0.1:4222"' in conf and f'store_dir: "{tmp_path / "s"}"' in conf
+    assert "sync_interval" not in conf and "cluster" not in conf
+
+
+def test_nats_server_durable_like_appliance_syncs_always(tmp_path: Path) -> None:
+    command_for(NATS_SYNC_ALWAYS, NodeLayout(0, (4222,), (), tmp_path / "s"), workdir=tmp_path)
+    assert "  sync_interval: always\n" in (tmp_path / "n1.conf").read_text()
+
+
+def test_a_cluster_node_routes_to_the_others(tmp_path: Path) -> None:
+    layout = NodeLayout(1, (1001, 1002, 1003), (2001, 2002, 2003), tmp_path / "s2")
+    command_for(NATS_DEFAULT, layout, workdir=tmp_path)
+    conf = (tmp_path / "n2.conf").read_text()
+    assert "server_name: n2" in conf and 'listen: "127.0.0.1:2002"' in conf
+    assert 'routes: ["nats-route://127.0.0.1:2001", "nats-route://127.0.0.1:2003"]' in conf
+
+
+def test_appliance_gets_the_flags_of_nats_server(tmp_path: Path) -> None:
+    if servers.appliance_binary() is None:
+        pytest.skip("the appliance console script is not installed")
+    single = command_for(APPLIANCE, NodeLayout(0, (4222,), (), tmp_path / "s"), workdir=tmp_path)
+    assert single[1:] == ["run", "-a", "127.0.0.1", "-p", "4222", "-js", "-sd", str(tmp_path / "s")]
+    node = command_for(APPLIANCE, NodeLayout(2, (1, 2, 3), (11, 12, 13), tmp_path / "s"), workdir=tmp_path)
+    assert node[-8:] == ["-n", "n3", "--cluster", "nats://127.0.0.1:13", "--cluster_name", servers.CLUSTER_NAME,
+                         "--routes", "nats-route://127.0.0.1:11,nats-route://127.0.0.1:12"]
+
+
+def test_free_ports_are_bindable() -> None:
+    port = servers.free_port()
+    assert 1024 <= port <= 65535
