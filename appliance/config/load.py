@@ -289,6 +289,9 @@ def cross_field_problems(options: ServerOptions) -> list[tuple[str, str]]:
             found.append(("cluster", "jetstream cluster requires `cluster.name` to be set"))
         if not options.cluster.routes:
             found.append(("cluster", "JetStream cluster requires configured routes or solicited leafnode for the system account"))
+    if options.system_account != "$SYS" and options.system_account not in options.accounts:
+        anchor = "system" if "system" in options.config_anchors else "system_account"
+        found.append((anchor, "error resolving system account: account missing"))
     found.extend(_no_auth_user_problems(options))
     return found
 

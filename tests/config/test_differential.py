@@ -209,6 +209,7 @@ STARTUP_REJECTED = {
     "js_cluster_without_routes": "server_name: n1\njetstream { store_dir: $STORE }\ncluster { listen: 127.0.0.1:-1, name: C1 }\n",
     "no_auth_user_without_users": "no_auth_user: b\n",
     "grace_over_duration": 'lame_duck_duration: "30s"\nlame_duck_grace_period: "40s"\n',
+    "undefined_system_account": "accounts { A {} }\nsystem_account: NOPE\n",
 }
 UNSUPPORTED_BY_APPLIANCE = {
     "syslog": "syslog: false\n",

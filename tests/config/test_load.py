@@ -391,6 +391,8 @@ def test_system_account_alias_and_type() -> None:
     assert load("accounts { S {} }\nsystem: S").system_account == "S"
     assert load("no_system_account: true").no_system_account is True
     assert "system account name must be a string" in problems("system_account: 1")[0]
+    assert problems("accounts { A {} }\nsystem: NOPE") == ["t.conf:2:1: error resolving system account: account missing"]
+    assert load('system_account: "$SYS"').system_account == "$SYS"
 
 
 def test_the_seeds_sys_account_with_a_bcrypt_password() -> None:
