@@ -14,7 +14,7 @@ from __future__ import annotations
 import email.utils
 from collections.abc import Mapping
 
-from . import connz, healthz, index, subsz, varz
+from . import connz, healthz, index, subsz, system, varz
 from .endpoint import NOT_FOUND, Endpoint, HttpStats, RequestContext, Response, text_response
 from .params import BadRequest, Query
 from .view import ServerView
@@ -46,6 +46,10 @@ class MonitorApp:
             return endpoint.handle(context)
         except BadRequest as problem:
             return text_response(400, str(problem))
+
+    def system_reply(self, name: str, body: bytes, *, seq: int) -> bytes | None:
+        """The reply to a `$SYS.REQ.SERVER...<name>` request (see system.py); None: not for this server."""
+        return system.system_reply(self.view, self.stats, name, body, seq=seq)
 
     def date_header(self) -> str:
         return email.utils.formatdate(self.view.now_wall_s(), usegmt=True)

@@ -35,9 +35,10 @@ class ConnzOptions:
     offset: int = 0
     limit: int = CONNECTIONS_LIMIT_DEFAULT
     cid: int = 0
-    state: ConnState = "open"
+    state: ConnState | None = "open"  # None: a state nats-server does not know, which matches nothing
     user: str = ""
     account: str = ""
+    filter_subject: str = ""  # only connections with a subscription that could share a message with it
 
 
 SortKey = Callable[[ConnectionInfo, int], float]
@@ -95,6 +96,19 @@ def validate(options: ConnzOptions) -> None:
     for name in CLOSED_ONLY_SORTS:
         if options.sort == name and options.state != "closed":
             raise BadRequest(f"sort by {name} only valid on closed connections")
+    if options.filter_subject not in ("", ">") and not options.account:
+        raise BadRequest("filter by subject only valid with account filtering")
+
+
+def subjects_collide(first: str, second: str) -> bool:
+    """Could one message match both subjects (either may hold wildcards)? nats-server SubjectsCollide."""
+    left, right = first.split("."), second.split(".")
+    for a, b in zip(left, right, strict=False):
+        if a == ">" or b == ">":
+            return True
+        if a != b and a != "*" and b != "*":
+            return False
+    return len(left) == len(right)
 
 
 def sub_detail_json(sub: SubscriptionInfo, *, with_account: bool = False) -> dict[str, JsonValue]:
@@ -177,6 +191,8 @@ def _rtt_ns(rtt_s: float) -> int:
 
 def select(view: ServerView, options: ConnzOptions) -> tuple[list[ConnectionInfo], int]:
     """The connections to show before sorting and paging, and nats-server's `total`."""
+    if options.state is None:
+        return [], 0
     in_scope = [
         c for c in view.connections(options.state) if not options.account or c.account == options.account
     ]
@@ -186,6 +202,13 @@ def select(view: ServerView, options: ConnzOptions) -> tuple[list[ConnectionInfo
         in_scope = [c for c in found if c.stop_wall_s is None] or found[:1]
     if options.user:
         in_scope = [c for c in in_scope if c.authorized_user == options.user]
+    if options.filter_subject not in ("", ">"):
+        wanted = options.filter_subject
+        in_scope = [
+            c
+            for c in in_scope
+            if c.stop_wall_s is not None or any(subjects_collide(wanted, s.subject) for s in c.subscriptions)
+        ]
     return in_scope, total
 
 

@@ -346,3 +346,98 @@ def strip(connz: dict[str, Any], keys: frozenset[str]) -> dict[str, Any]:
     """A /connz page without some per-connection keys."""
     connections = [{k: v for k, v in c.items() if k not in keys} for c in connz["connections"]]
     return connz | {"connections": connections}
+
+
+# --- the same endpoints as system-account requests ------------------------------------------------
+
+SYSTEM_REQUESTS = [
+    ("VARZ", b""),
+    ("CONNZ", b'{"subscriptions":true,"acc":"APP","auth":true}'),
+    ("CONNZ", b'{"subscriptions_detail":true,"acc":"APP"}'),
+    ("CONNZ", b'{"LIMIT":1,"acc":"APP"}'),
+    ("CONNZ", b'{"state":7}'),
+    ("CONNZ", b'{"sort":"bogus"}'),
+    ("CONNZ", b'{"filter_subject":"foo"}'),
+    ("CONNZ", b'{"auth":"x"}'),
+    ("CONNZ", b'{"limit":1.5}'),
+    ("CONNZ", b'{"cid":-1}'),
+    ("CONNZ", b"[]"),
+    ("SUBSZ", b'{"subscriptions":true,"account":"APP","test":"foo.x"}'),
+    ("SUBSZ", b'{"offset":"1"}'),
+    ("HEALTHZ", b""),
+    ("HEALTHZ", b'{"stream":"S"}'),
+    ("HEALTHZ", b'{"details":1}'),
+]
+SYSTEM_CONFIG = """
+server_name: S1
+accounts {
+  $SYS { users = [ {user: sys, password: sys} ] }
+  APP { users = [ {user: a, password: a} ] }
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def real_system_replies(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, bytes], Any]:
+    """nats-server's replies to every request in SYSTEM_REQUESTS, while an APP client holds two subs."""
+    import nats
+
+    client_port, http_port = free_port(), free_port()
+    folder = tmp_path_factory.mktemp("nats-sys")
+    config = folder / "sys.conf"
+    config.write_text(f"listen: 127.0.0.1:{client_port}\nhttp: 127.0.0.1:{http_port}\n{SYSTEM_CONFIG}")
+    replies: dict[tuple[str, bytes], Any] = {}
+
+    async def ask_all() -> None:
+        system = await nats.connect(f"nats://sys:sys@127.0.0.1:{client_port}")
+        holder = await nats.connect(f"nats://a:a@127.0.0.1:{client_port}", name="holder")
+        try:
+            await holder.subscribe("foo.>")
+            await holder.subscribe("bar", queue="q1")
+            await holder.flush()
+            for name, body in SYSTEM_REQUESTS:
+                answer = await system.request(f"$SYS.REQ.SERVER.PING.{name}", body, timeout=10)
+                replies[(name, body)] = json.loads(answer.data)
+        finally:
+            await holder.close()
+            await system.close()
+
+    with running([str(NATS_SERVER), "-c", str(config)], http_port, folder / "server.log"):
+        asyncio.run(ask_all())
+    return replies
+
+
+def fake_system_app() -> MonitorApp:
+    view = FakeServerView(clock=ManualClock(wall_start_s=time.time()), server_name="S1", auth_required=True)
+    view.git_commit = "8efc0a8"
+    view.account_names.append("APP")
+    subs = (SubscriptionInfo("foo.>", "1", 7, "APP"), SubscriptionInfo("bar", "2", 7, "APP", queue="q1"))
+    view.connect(7, name="holder", lang="python3", version="2.16.0", account="APP", authorized_user="a",
+                 subscriptions=subs)  # fmt: skip
+    view.connect(6, lang="python3", version="2.16.0", account="$SYS", authorized_user="sys")
+    app = MonitorApp(view)
+    app.respond("/healthz", "js-server-only=true")  # as the start-up probe did on the real server
+    return app
+
+
+def without_feature_flags(reply: dict[str, Any]) -> dict[str, Any]:
+    """Go feature flags (our server has none) are out of scope, in the envelope and in /varz."""
+    out = dict(reply)
+    out["server"] = {k: v for k, v in reply["server"].items() if k != "feature_flags"}
+    if isinstance(reply.get("data"), dict):
+        out["data"] = {k: v for k, v in reply["data"].items() if k not in OUT_OF_SCOPE["/varz"]}
+    return out
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(("name", "body"), SYSTEM_REQUESTS)
+def test_system_requests_answer_like_nats_server(
+    real_system_replies: dict[tuple[str, bytes], Any], name: str, body: bytes
+) -> None:
+    real = without_feature_flags(real_system_replies[(name, body)])
+    raw = fake_system_app().system_reply(name, body, seq=1)
+    assert raw is not None
+    ours = without_feature_flags(json.loads(raw))
+    assert shape(ours) == shape(real)
+    assert list(ours) == list(real), "envelope key order"
+    assert ours.get("error") == real.get("error")
