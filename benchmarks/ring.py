@@ -31,7 +31,7 @@ from multiprocessing.connection import Connection
 from appliance import limits, native
 from appliance.fabric.frames import Frame, FrameKind
 from appliance.fabric.link import Link
-from appliance.fabric.mesh import RingMesh, WorkerMeshSpec, attach_mesh, create_mesh, ring_offset
+from appliance.fabric.mesh import RingMesh, Transport, WorkerMeshSpec, attach_mesh, create_mesh, ring_offset
 from appliance.fabric.ring import RingLink, ring_doorbell
 
 MODES = ["ring-raw", "ring-link", "ring-link-batch", "socketpair-link"]
@@ -178,7 +178,7 @@ def run_once(mode: str, frames: int, size: int) -> tuple[float, float]:
     """(frames/s seen by the consumer from first frame to last, frames per CPU second of the
     busier process). The second is what the two processes could do with a core each: on a shared
     machine the first also measures the other tenants."""
-    transport = "socketpair" if mode.startswith("socketpair") else "ring"
+    transport: Transport = "socketpair" if mode.startswith("socketpair") else "ring"
     mesh: RingMesh = create_mesh(2, transport=transport, ring_bytes=RING_BYTES)
     context = multiprocessing.get_context("fork")
     try:
@@ -187,6 +187,7 @@ def run_once(mode: str, frames: int, size: int) -> tuple[float, float]:
         for index, role in ((1, "consumer"), (0, "producer")):
             receiver, sender = context.Pipe(duplex=False)
             target: Callable[..., None]
+            args: tuple[object, ...]
             if mode == "ring-raw":
                 target, args = raw_role, (mesh.spec_for(index), role, frames, size, sender)
             else:

@@ -29,7 +29,7 @@ import struct
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
-import posix_ipc
+import posix_ipc  # type: ignore[import-not-found,import-untyped,unused-ignore]
 
 from appliance import limits, native
 from appliance.errors import CorruptData
@@ -205,7 +205,7 @@ def create_mesh(
 
 
 def _create_rings(mesh: RingMesh) -> None:
-    assert native.speedups is not None, "rings need appliance._native"
+    assert native.ENABLED and native.speedups is not None, "rings need appliance._native"
     n = mesh.worker_count
     size = segment_bytes(n, mesh.ring_bytes)
     name = f"/appliance-{os.getpid()}-{secrets.token_hex(6)}"

@@ -20,14 +20,16 @@ from __future__ import annotations
 
 import mmap
 import os
+from types import ModuleType
 
 from appliance import limits, native
 from appliance.errors import ClosedError, CorruptData, LimitExceeded
 from appliance.fabric.frames import KIND_MAX, KIND_RESERVED, Frame, frame_bytes_max
 from appliance.fabric.link import LinkHandler, LinkLoop, Payload
 
-_native = native.speedups
-_push = _native.ring_push if _native is not None else None
+# A stand-in without attributes keeps this module importable (and typed) when native is off.
+_native: ModuleType = native.speedups or ModuleType("appliance._native (not built)")
+_push = getattr(_native, "ring_push", None)
 PUSH_FULL = 0
 PUSH_DONE = 1
 PUSH_WAKE = 2
@@ -57,7 +59,7 @@ class RingLink:
         out_bell_fd: int,
         in_bell_fd: int,
     ) -> None:
-        assert native.ENABLED and _native is not None, "RingLink needs appliance._native"
+        assert native.ENABLED and _push is not None, "RingLink needs appliance._native"
         assert out_offset != in_offset
         self._memory = memory
         self._peer = peer
@@ -91,7 +93,7 @@ class RingLink:
             raise ClosedError(f"link to worker {self._peer} is closed")
         if len(payload) > self._frame_bytes_max:
             raise LimitExceeded(f"frame of {len(payload)} bytes > {self._frame_bytes_max} (FRAME_BYTES_MAX)")
-        result = _push(self._memory, self._out, kind, payload)
+        result = _push(self._memory, self._out, kind, payload)  # type: ignore[misc]
         if result == PUSH_DONE:
             return True
         if result == PUSH_WAKE:

@@ -18,7 +18,7 @@ from appliance.fabric.link import LinkHandler, Payload, Scheduler
 
 
 class _Direction:
-    __slots__ = ("space", "frames")
+    __slots__ = ("frames", "space")
 
     def __init__(self, capacity: int) -> None:
         self.space = RingSpace(capacity)

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from appliance import limits, native
 from appliance.errors import BrokenError, ClosedError, LimitExceeded
 from appliance.fabric.frames import Frame, FrameKind
-from appliance.fabric.link import Link
+from appliance.fabric.link import Link, Payload
 from appliance.fabric.mesh import attach_mesh, create_mesh
 from appliance.fabric.sim import SimLink, sim_link_pair
 from appliance.testing.ring_model import RingModel
@@ -65,7 +65,7 @@ def pair(transport: str) -> Iterator[LinkPair]:
     made.close()
 
 
-def send(pair: LinkPair, kind: int, payload: bytes) -> bool:
+def send(pair: LinkPair, kind: int, payload: Payload) -> bool:
     pair.b.flush()
     return pair.a.try_send(kind, payload)
 

@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -133,7 +133,7 @@ class Gatherer:
         self.frames: list[Frame] = []
         self.expected = expected
         self.done: asyncio.Future[None] = loop.create_future()
-        self.resume = lambda: None
+        self.resume: Callable[[], None] = lambda: None
 
     def on_frames(self, link: Link, frames: list[Frame]) -> None:
         self.frames.extend(frames)

@@ -1,0 +1,118 @@
+"""What only the shared-memory RingLink has: batched sends, fill levels, coalesced doorbells."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from appliance import native
+from appliance.errors import CorruptData, LimitExceeded
+from appliance.fabric.frames import Frame, FrameKind
+from appliance.fabric.link import Link
+from appliance.fabric.mesh import WorkerMesh, attach_mesh, create_mesh, ring_offset
+from appliance.fabric.ring import RingLink
+
+pytestmark = pytest.mark.skipif(not native.ENABLED, reason="appliance._native not in use")
+DEADLINE_S = 20.0
+
+
+@pytest.fixture
+def workers() -> Iterator[tuple[WorkerMesh, WorkerMesh]]:
+    mesh = create_mesh(2, transport="ring", ring_bytes=4096)
+    pair = (attach_mesh(mesh.spec_for_local(0)), attach_mesh(mesh.spec_for_local(1)))
+    yield pair
+    for worker in pair:
+        worker.close()
+    mesh.close()
+
+
+def ring_links(workers: tuple[WorkerMesh, WorkerMesh]) -> tuple[RingLink, RingLink]:
+    a, b = workers[0].links[1], workers[1].links[0]
+    assert isinstance(a, RingLink) and isinstance(b, RingLink)
+    return a, b
+
+
+def doorbell_count(fd: int) -> int:
+    try:
+        return os.eventfd_read(fd)
+    except BlockingIOError:
+        return 0
+
+
+def test_try_send_many_sends_a_prefix_and_says_where_it_stopped(workers: tuple[WorkerMesh, WorkerMesh]) -> None:
+    a, b = ring_links(workers)
+    frames: list[Frame] = [(FrameKind.MESSAGE, bytes([i]) * 100) for i in range(50)]
+    stopped = a.try_send_many(frames)
+    assert stopped == 4096 // 112
+    assert a.fill() == (stopped * 112, 0)
+    assert b.fill() == (0, stopped * 112)
+    assert b.receive() == frames[:stopped]
+    assert a.try_send_many(frames, stopped) == len(frames)
+    assert b.receive() == frames[stopped:]
+    with pytest.raises(LimitExceeded):
+        a.try_send_many([(FrameKind.MESSAGE, bytes(a.frame_bytes_max + 1))])
+
+
+def test_a_sleeping_reader_gets_one_doorbell_per_turn_however_many_frames(
+    workers: tuple[WorkerMesh, WorkerMesh],
+) -> None:
+    a, b = ring_links(workers)
+    spec = workers[1].spec
+    bell_of_b = spec.peers[0].in_bell_fd
+    loop = asyncio.new_event_loop()
+
+    class Idle:
+        def on_frames(self, link: Link, frames: list[Frame]) -> None: ...
+        def on_writable(self, link: Link) -> None: ...
+        def on_broken(self, link: Link, error: Exception) -> None: ...
+
+    try:
+        a.start(loop, Idle())
+        assert native.speedups is not None
+        memory = workers[1]._memory
+        assert memory is not None
+        assert native.speedups.ring_reader_sleep(memory, ring_offset(0, 1, worker_count=2, ring_bytes=4096))
+        for i in range(10):
+            assert a.try_send(FrameKind.PING, bytes([i]))
+        assert doorbell_count(bell_of_b) == 0, "rung at the end of the turn, not per frame"
+        loop.run_until_complete(asyncio.sleep(0))
+        assert doorbell_count(bell_of_b) == 1
+        assert len(b.receive()) == 10
+    finally:
+        a.close()
+        loop.close()
+
+
+def test_a_scribbled_ring_breaks_the_link_instead_of_delivering_garbage(
+    workers: tuple[WorkerMesh, WorkerMesh],
+) -> None:
+    a, b = ring_links(workers)
+    assert a.try_send(FrameKind.PING, b"fine")
+    memory = workers[1]._memory
+    assert memory is not None
+    data = ring_offset(0, 1, worker_count=2, ring_bytes=4096) + 256
+    memory[data : data + 4] = (4096).to_bytes(4, "little")  # a length no record can have
+    with pytest.raises(CorruptData):
+        b.receive()
+    loop = asyncio.new_event_loop()
+    broken: list[Exception] = []
+
+    class Watcher:
+        def on_frames(self, link: Link, frames: list[Frame]) -> None:
+            raise AssertionError("nothing valid to deliver")
+
+        def on_writable(self, link: Link) -> None: ...
+
+        def on_broken(self, link: Link, error: Exception) -> None:
+            broken.append(error)
+
+    try:
+        b.start(loop, Watcher())
+        loop.run_until_complete(asyncio.wait_for(asyncio.sleep(0), DEADLINE_S))
+        assert len(broken) == 1 and isinstance(broken[0], CorruptData)
+    finally:
+        b.close()
+        loop.close()
