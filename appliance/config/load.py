@@ -13,7 +13,6 @@ the command-line flags (which can fix them, e.g. `-n NAME`) and validates the re
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Mapping
 
 from appliance import limits
@@ -221,8 +220,9 @@ HANDLERS: dict[str, Handler] = {
 
 
 def _system_account(tree: ConfigMap, state: LoadState) -> None:
+    """Read before the other keys, as nats-server does: other sections may depend on it."""
     for entry in tree.values():
-        if entry.key in ("system_account", "system"):
+        if entry.key.lower() in ("system_account", "system"):
             if not isinstance(entry.value.data, str):
                 state.problems.error(entry.key_position, "system account name must be a string")
             else:
@@ -350,6 +350,3 @@ def load_config(
         read_file(path), filename=path, env=env, read_file=read_file, pedantic=pedantic, validate=validate
     )
 
-
-def copy_options(options: ServerOptions) -> ServerOptions:
-    return copy.deepcopy(options)

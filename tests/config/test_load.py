@@ -389,6 +389,7 @@ def test_no_auth_user_must_exist() -> None:
 
 def test_system_account_alias_and_type() -> None:
     assert load("accounts { S {} }\nsystem: S").system_account == "S"
+    assert load("accounts { S {} }\nSYSTEM_ACCOUNT: S").system_account == "S"
     assert load("no_system_account: true").no_system_account is True
     assert "system account name must be a string" in problems("system_account: 1")[0]
     assert problems("accounts { A {} }\nsystem: NOPE") == ["t.conf:2:1: error resolving system account: account missing"]
