@@ -56,6 +56,7 @@ class FileStoreConfig:
     segment_bytes: int = bounds.STORE_SEGMENT_BYTES
     block_raw_bytes: int = bounds.STORE_BLOCK_RAW_BYTES
     use_dictionary: bool = False
+    zstd_level: int = bounds.STORE_ZSTD_LEVEL  # sealing runs inline: higher levels slow appends
 
 
 class FileStreamStore:
@@ -250,7 +251,8 @@ class FileStreamStore:
         keep = [f for f in frames if f[2] != records.Kind.MSG or f[3] not in dead] if dead else frames
         zdict = self._maybe_train(keep, raw)
         data = segment.encode_sealed(
-            old.first_seq, keep, raw, zdict=zdict, block_raw_bytes=self.config.block_raw_bytes
+            old.first_seq, keep, raw, zdict=zdict, block_raw_bytes=self.config.block_raw_bytes,
+            level=self.config.zstd_level,
         )
         write_atomic(self._ops, old.path, data)
         blocks, _ = segment.read_footer(data, old.path)
@@ -509,7 +511,8 @@ class FileStreamStore:
                     frames.append((base, base + end - offset, kind, record_seq, ts))
                     base += end - offset
         new = segment.encode_sealed(
-            seg.first_seq, frames, b"".join(chunks), zdict=zdict, block_raw_bytes=self.config.block_raw_bytes
+            seg.first_seq, frames, b"".join(chunks), zdict=zdict, block_raw_bytes=self.config.block_raw_bytes,
+            level=self.config.zstd_level,
         )
         write_atomic(self._ops, seg.path, new)
         rebuilt = sealed_from(seg.path, seg.first_seq, seg.dict_id, segment.read_footer(new, seg.path)[0])

@@ -151,11 +151,10 @@ def encode_sealed(
     *,
     zdict: zstandard.ZstdCompressionDict | None,
     block_raw_bytes: int = limits.STORE_BLOCK_RAW_BYTES,
+    level: int = limits.STORE_ZSTD_LEVEL,
 ) -> bytes:
     """A whole sealed segment holding the records `frames` point at in `raw` (chosen by the caller)."""
-    compressor = zstandard.ZstdCompressor(
-        level=limits.STORE_ZSTD_LEVEL, dict_data=zdict, write_content_size=True, write_dict_id=False
-    )
+    compressor = zstandard.ZstdCompressor(level=level, dict_data=zdict, write_content_size=True, write_dict_id=False)
     parts = [encode_sealed_header(first_seq, zdict.dict_id() if zdict is not None else 0)]
     offset = HEADER_BYTES
     index: list[bytes] = []
