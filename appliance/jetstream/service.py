@@ -54,6 +54,31 @@ def store_root(options: ServerOptions) -> str:
     return os.path.join(base, "jetstream")
 
 
+PEER_FILE = "peer"
+
+
+def stable_peer_id(root: str, server_name: str) -> str:
+    """This server's RAFT peer id: chosen at the first start and kept in the store, so a restart
+    under a new (random) server id still owns the groups it persisted."""
+    directory = os.path.join(root, "_raft")
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, PEER_FILE)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            peer = handle.read().strip()
+        if peer:
+            return peer
+    except FileNotFoundError:
+        pass
+    temporary = path + ".tmp"
+    with open(temporary, "w", encoding="utf-8") as handle:
+        handle.write(server_name)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+    return server_name
+
+
 class AccountJetStream:
     """One account's JetStream: its streams, consumers and the Host they run on."""
 
@@ -282,12 +307,11 @@ class JetStreamService:
         self.clock: Clock = clock or SystemClock()
         self.rng = rng or random.Random()
         self.root = store_root(self.options)
-        self.peer = server.server_name
+        self.peer = stable_peer_id(self.root, server.server_name)
         self.loop = asyncio.get_running_loop()
         self.executor = concurrent.futures.ThreadPoolExecutor(max_workers=limits.JS_FSYNC_THREADS,
                                                               thread_name_prefix="js-fsync")
         self.accounts: dict[str, AccountJetStream] = {}
-        os.makedirs(self.root, exist_ok=True)
         self.meta = MetaGroup(root=os.path.join(self.root, "_raft"), peer=self.peer, clock=self.clock, rng=self.rng)
         self.started_ns = time.time_ns()
 

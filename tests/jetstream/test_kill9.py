@@ -1,0 +1,88 @@
+"""kill -9 of the worker process that runs JetStream under a real `appliance run -js`: the
+supervisor restarts it and acknowledged publishes and AckSync'd acks are all there."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import nats
+import nats.errors
+import psutil
+import pytest
+from nats.js.api import AckPolicy, ConsumerConfig
+
+from appliance.testing.process import ApplianceProcess, free_port
+
+pytestmark = pytest.mark.integration
+
+MESSAGES = 200
+
+
+def _start(store: Path, port: int, log_dir: Path) -> ApplianceProcess:
+    return ApplianceProcess(["-js", "-sd", str(store), "-a", "127.0.0.1", "-p", str(port)], log_dir=log_dir)
+
+
+def test_acknowledged_state_survives_sigkill(tmp_path: Path) -> None:
+    store, port = tmp_path / "store", free_port()
+
+    async def before() -> None:
+        nc = await nats.connect(f"nats://127.0.0.1:{port}", allow_reconnect=False)
+        js = nc.jetstream(timeout=5)
+        await js.add_stream(name="K", subjects=["k.>"])
+        acks = await asyncio.gather(*(js.publish(f"k.{i % 7}", str(i).encode(), headers={"Nats-Msg-Id": str(i)})
+                                      for i in range(MESSAGES)))
+        assert sorted(a.seq for a in acks) == list(range(1, MESSAGES + 1))
+        await js.add_consumer("K", ConsumerConfig(durable_name="C", ack_policy=AckPolicy.EXPLICIT))
+        sub = await js.pull_subscribe_bind("C", "K")
+        for msg in await sub.fetch(10, timeout=5):
+            await msg.ack_sync()
+        await nc.close()
+
+    async def after() -> None:
+        nc = await nats.connect(f"nats://127.0.0.1:{port}", allow_reconnect=False)
+        js = nc.jetstream(timeout=5)
+        state = (await js.stream_info("K")).state
+        assert (state.messages, state.last_seq) == (MESSAGES, MESSAGES)
+        dup = await js.publish("k.1", b"again", headers={"Nats-Msg-Id": "5"})
+        assert dup.duplicate and dup.seq == 6
+        info = await js.consumer_info("K", "C")
+        assert info.ack_floor.stream_seq == 10 and info.num_ack_pending == 0
+        sub = await js.pull_subscribe_bind("C", "K")
+        assert (await sub.fetch(1, timeout=5))[0].metadata.sequence.stream == 11
+        await nc.close()
+
+    with _start(store, port, tmp_path) as app:
+        asyncio.run(asyncio.wait_for(before(), 30))
+        assert app.process is not None
+        (worker,) = psutil.Process(app.process.pid).children()
+        os.kill(worker.pid, signal.SIGKILL)
+        _wait_for_new_worker(app.process.pid, worker.pid)
+        asyncio.run(asyncio.wait_for(_retrying(after), 60))
+
+
+def _wait_for_new_worker(supervisor_pid: int, dead_pid: int) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        children = psutil.Process(supervisor_pid).children()
+        if children and all(child.pid != dead_pid for child in children):
+            return
+        time.sleep(0.05)
+    raise AssertionError("the supervisor did not restart the killed worker")
+
+
+async def _retrying(scenario: Callable[[], Awaitable[None]]) -> None:
+    """Run the scenario once the restarted worker accepts connections (poll with a deadline)."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            await scenario()
+            return
+        except (OSError, nats.errors.NoServersError, nats.errors.TimeoutError, nats.errors.NoRespondersError):
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.1)
