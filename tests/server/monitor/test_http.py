@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 import pytest
+import uvloop
 
 from appliance import limits
 from appliance.server.monitor import MonitorApp, MonitorServer
@@ -56,15 +57,26 @@ async def closed_by_peer(reader: asyncio.StreamReader) -> bool:
     return rest == b""
 
 
-def run(scenario: Callable[[MonitorServer], Awaitable[None]]) -> None:
-    async def main() -> None:
-        async with serving() as server:
-            await scenario(server)
-
-    asyncio.run(main())
+Scenario = Callable[[MonitorServer], Awaitable[None]]
+Runner = Callable[[Scenario], None]
 
 
-def test_keep_alive_serves_several_requests_on_one_connection() -> None:
+@pytest.fixture(params=["asyncio", "uvloop"])
+def run(request: pytest.FixtureRequest) -> Runner:
+    """Runs a scenario against a fresh server, on the stdlib loop and on uvloop (what workers use)."""
+    loop_runner = uvloop.run if request.param == "uvloop" else asyncio.run
+
+    def runner(scenario: Scenario) -> None:
+        async def main() -> None:
+            async with serving() as server:
+                await scenario(server)
+
+        loop_runner(main())
+
+    return runner
+
+
+def test_keep_alive_serves_several_requests_on_one_connection(run: Runner) -> None:
     async def scenario(server: MonitorServer) -> None:
         reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
         writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /varz?x=1 HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -85,7 +97,7 @@ def test_keep_alive_serves_several_requests_on_one_connection() -> None:
     run(scenario)
 
 
-def test_head_gets_headers_only_and_http10_closes() -> None:
+def test_head_gets_headers_only_and_http10_closes(run: Runner) -> None:
     async def scenario(server: MonitorServer) -> None:
         reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
         writer.write(b"HEAD /healthz HTTP/1.0\r\n\r\n")
@@ -97,7 +109,7 @@ def test_head_gets_headers_only_and_http10_closes() -> None:
     run(scenario)
 
 
-def test_any_method_and_a_body_are_accepted_like_nats_server() -> None:
+def test_any_method_and_a_body_are_accepted_like_nats_server(run: Runner) -> None:
     async def scenario(server: MonitorServer) -> None:
         reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
         writer.write(b"POST /healthz HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello")
@@ -121,7 +133,9 @@ def test_any_method_and_a_body_are_accepted_like_nats_server() -> None:
         (b"GET /varz HTTP/1.1\r\nX-Big: " + b"a" * limits.HTTP_REQUEST_BYTES_MAX + b"\r\n\r\n", 431),
     ],
 )
-def test_malformed_or_oversized_requests_are_answered_then_closed(request_bytes: bytes, status: int) -> None:
+def test_malformed_or_oversized_requests_are_answered_then_closed(
+    request_bytes: bytes, status: int, run: Runner
+) -> None:
     async def scenario(server: MonitorServer) -> None:
         reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
         writer.write(request_bytes)
@@ -133,7 +147,7 @@ def test_malformed_or_oversized_requests_are_answered_then_closed(request_bytes:
     run(scenario)
 
 
-def test_connections_beyond_the_limit_get_503(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_connections_beyond_the_limit_get_503(monkeypatch: pytest.MonkeyPatch, run: Runner) -> None:
     monkeypatch.setattr(limits, "HTTP_CONNECTIONS_MAX", 1)
 
     async def scenario(server: MonitorServer) -> None:
@@ -149,7 +163,9 @@ def test_connections_beyond_the_limit_get_503(monkeypatch: pytest.MonkeyPatch) -
     run(scenario)
 
 
-def test_a_silent_connection_is_closed_after_the_idle_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_silent_connection_is_closed_after_the_idle_timeout(
+    monkeypatch: pytest.MonkeyPatch, run: Runner
+) -> None:
     monkeypatch.setattr(limits, "HTTP_IDLE_TIMEOUT_S", 0.2)
 
     async def scenario(server: MonitorServer) -> None:
