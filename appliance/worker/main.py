@@ -48,6 +48,9 @@ async def serve_worker(ctx: WorkerContext) -> int:
     if ctx.http_listener is not None:
         monitor = await _start_monitor(server, ctx, fabric)
     heartbeat = loop.create_task(_heartbeat(server, ctx))
+    if ctx.worker_index == 0 and (ctx.options.cluster.enabled or ctx.options.cluster.routes):
+        logger.warning("cluster %r is configured, but routes to other servers are not implemented in this "
+                       "build yet: serving as a standalone server", ctx.options.cluster.name)
     ctx.on_ready()
     try:
         await stop.wait()
