@@ -157,8 +157,10 @@ def _mappings(entry: Entry, state: LoadState) -> None:
 
 
 def _server_tags(entry: Entry, state: LoadState) -> None:
-    for tag in as_str_list(entry.key, entry.value):
-        if tag not in state.options.server_tags:
+    """Trimmed, lower-cased and de-duplicated, as nats-server stores them (/varz shows these)."""
+    for raw in as_str_list(entry.key, entry.value):
+        tag = raw.strip().lower()
+        if tag and tag not in state.options.server_tags:
             state.options.server_tags.append(tag)
 
 

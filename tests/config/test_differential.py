@@ -348,6 +348,7 @@ def test_flags_override_the_file_exactly_as_nats_server_does(nats_server_path: P
     store = tmp_path / "js"
     text = (
         f"port: {file_port}\nhttp: 127.0.0.1:{http_port}\nserver_name: from-file\nwrite_deadline: 2m\n"
+        'server_tags: ["AZ:1", " Ssd ", "az:1"]\n'
         f'jetstream {{ store_dir: "{store}", max_mem: 1G, max_file: "1G" }}\n'
     )
     path = write_case(tmp_path, "flags", text)
@@ -359,6 +360,7 @@ def test_flags_override_the_file_exactly_as_nats_server_does(nats_server_path: P
     ours = resolve_run_options(parse_run_args(argv), read_file=lambda name: (tmp_path / name).read_text(), env={})
     assert (varz["port"], varz["server_name"]) == (ours.port, ours.server_name) == (flag_port, "from-flags")
     assert varz["write_deadline"] == ours.write_deadline_s * NANOSECONDS == 2_000_000 * NANOSECONDS
+    assert varz["tags"] == ours.server_tags == ["az:1", "ssd"]
     cluster = varz["cluster"]
     assert isinstance(cluster, dict)
     assert (cluster["name"], cluster["addr"], cluster["cluster_port"]) == (ours.cluster.name, ours.cluster.host, ours.cluster.port)

@@ -101,6 +101,7 @@ def test_booleans_logging_and_tags() -> None:
     assert (options.debug, options.trace, options.logtime) == (True, True, False)
     assert options.server_tags == ["az:1", "ssd"]
     assert load("server_tags: single").server_tags == ["single"]
+    assert load('server_tags: ["AZ:1", " Ssd ", "az:1"]').server_tags == ["az:1", "ssd"]
     assert load("trace_verbose: true").trace is True
 
 
