@@ -11,6 +11,8 @@ Theory of operation (one asyncio loop, one thread per worker):
 - Writing: `try_send` is one C call. When the ring is full it returns False; a started link
   announces the wait (`ring_writer_wait`) and calls `on_writable` once the consumer freed enough
   (the consumer rings our doorbell), or at once on the next turn if space appeared meanwhile.
+- Restarts: `start` rings the peer once, because a dead incarnation may have cleared the peer's
+  sleep or wait flag without living to ring its doorbell.
 - The mapping and the fds belong to the attachment (mesh.py); a RingLink only borrows them.
 
 Requires appliance._native: without it there is no RingLink (use socketpair.py).
@@ -149,6 +151,9 @@ class RingLink:
         self._handler = handler
         loop.add_reader(self._in_bell, self._on_doorbell)
         self._schedule_drain()  # frames may be waiting, and the sleep flag is not set yet
+        # A previous incarnation of this worker may have died between clearing a flag and
+        # ringing: wake the peer once so it re-checks both rings instead of sleeping forever.
+        self._ring_peer()
         if self._blocked_bytes is not None:
             self._wait_for_space()
 

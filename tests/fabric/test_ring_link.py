@@ -71,6 +71,8 @@ def test_a_sleeping_reader_gets_one_doorbell_per_turn_however_many_frames(
 
     try:
         a.start(loop, Idle())
+        loop.run_until_complete(asyncio.sleep(0))
+        assert doorbell_count(bell_of_b) == 1, "a starting link wakes its peer once"
         assert native.speedups is not None
         memory = workers[1]._memory
         assert memory is not None
@@ -114,5 +116,40 @@ def test_a_scribbled_ring_breaks_the_link_instead_of_delivering_garbage(
         loop.run_until_complete(asyncio.wait_for(asyncio.sleep(0), DEADLINE_S))
         assert len(broken) == 1 and isinstance(broken[0], CorruptData)
     finally:
+        b.close()
+        loop.close()
+
+
+def test_a_restarted_producer_wakes_a_reader_its_dead_incarnation_left_sleeping(
+    workers: tuple[WorkerMesh, WorkerMesh],
+) -> None:
+    """Worker 0 cleared worker 1's sleep flag while publishing, then died before ringing."""
+    a, b = ring_links(workers)
+    memory = workers[1]._memory
+    assert memory is not None and native.speedups is not None
+    offset = ring_offset(0, 1, worker_count=2, ring_bytes=4096)
+    assert native.speedups.ring_reader_sleep(memory, offset)
+    assert native.speedups.ring_push(memory, offset, FrameKind.PING, b"orphan") == 2  # the ring never came
+    loop = asyncio.new_event_loop()
+    got: list[Frame] = []
+    done: asyncio.Future[None] = loop.create_future()
+
+    class Reader:
+        def on_frames(self, link: Link, frames: list[Frame]) -> None:
+            got.extend(frames)
+            if not done.done():
+                done.set_result(None)
+
+        def on_writable(self, link: Link) -> None: ...
+        def on_broken(self, link: Link, error: Exception) -> None: ...
+
+    try:
+        # worker 1 sleeps: only its doorbell brings it back (and then it drains)
+        loop.add_reader(workers[1].spec.peers[0].in_bell_fd, lambda: b.start(loop, Reader()))
+        a.start(loop, Reader())  # the restarted worker 0
+        loop.run_until_complete(asyncio.wait_for(done, DEADLINE_S))
+        assert got == [(FrameKind.PING, b"orphan")]
+    finally:
+        a.close()
         b.close()
         loop.close()
