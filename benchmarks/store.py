@@ -22,14 +22,14 @@ import tempfile
 import time
 from collections.abc import Callable
 
-import lz4.frame
+import lz4.frame  # type: ignore[import-untyped]
 import zstandard
 
 from appliance import limits
 from appliance.store import records, segment, speedups
 from appliance.store.commit import GroupCommitter
 from appliance.store.filestore import FileStoreConfig, FileStreamStore
-from appliance.store.layout import SealedSegment
+from appliance.store.layout import SealedSegment, SyncJob
 
 T0 = 1_700_000_000_000_000_000
 
@@ -90,7 +90,7 @@ def append_sync_always(directory: str, payload_bytes: int, seconds: float, batch
     committer = GroupCommitter(store, sync_always=True)
     make = batches(payload_bytes, batch_msgs)
     durable = 0
-    in_flight: tuple[concurrent.futures.Future[None], object] | None = None
+    in_flight: tuple[concurrent.futures.Future[None], SyncJob] | None = None
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         start = time.perf_counter()
         n = 0
@@ -99,7 +99,7 @@ def append_sync_always(directory: str, payload_bytes: int, seconds: float, batch
             n += batch_msgs
             if in_flight is not None and in_flight[0].done():
                 in_flight[0].result()
-                durable += sum(len(t.seqs) for t in committer.complete(in_flight[1]))  # type: ignore[arg-type]
+                durable += sum(len(t.seqs) for t in committer.complete(in_flight[1]))
                 in_flight = None
             if in_flight is None:
                 job = committer.next_job(0.0)
@@ -107,7 +107,7 @@ def append_sync_always(directory: str, payload_bytes: int, seconds: float, batch
                     in_flight = (pool.submit(job.run), job)
         while in_flight is not None:
             in_flight[0].result()
-            durable += sum(len(t.seqs) for t in committer.complete(in_flight[1]))  # type: ignore[arg-type]
+            durable += sum(len(t.seqs) for t in committer.complete(in_flight[1]))
             job = committer.next_job(0.0)
             in_flight = (pool.submit(job.run), job) if job is not None else None
         elapsed = time.perf_counter() - start
@@ -302,8 +302,8 @@ def main() -> None:
             for level in (limits.STORE_ZSTD_LEVEL, 19):
                 plain, lz4_ratio = compression_ratios(fresh(), payloads, use_dictionary=False, level=level)
                 with_dict, _ = compression_ratios(fresh(), payloads, use_dictionary=True, level=level)
-                best = max(plain, with_dict)
-                print(f"| {name} | {level} | {plain:.2f} | {with_dict:.2f} | {lz4_ratio:.2f} | {best / lz4_ratio:.2f} |")
+                top = max(plain, with_dict)
+                print(f"| {name} | {level} | {plain:.2f} | {with_dict:.2f} | {lz4_ratio:.2f} | {top / lz4_ratio:.2f} |")
         print("\nRatios count everything on disk for zstd (headers, block headers, footer, record framing,"
               " dictionary) and only the lz4 frames for lz4, over the same raw record blocks.")
     finally:

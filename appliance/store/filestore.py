@@ -267,7 +267,7 @@ class FileStreamStore:
     def _maybe_train(self, keep: list[records.Frame], raw: bytes) -> zstandard.ZstdCompressionDict | None:
         if not self.config.use_dictionary or self._zdict is not None:
             return self._zdict
-        samples = [raw[f[0] : f[1]] for f in keep if f[2] == records.Kind.MSG]
+        samples: list[bytes | bytearray | memoryview] = [raw[f[0] : f[1]] for f in keep if f[2] == records.Kind.MSG]
         samples = samples[: bounds.STORE_DICT_SAMPLES_MAX]
         if len(samples) < bounds.STORE_DICT_SAMPLES_MIN:
             return None
