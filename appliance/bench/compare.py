@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -40,6 +41,7 @@ from appliance.bench.table import markdown
 RESULTS_DIR = Path("bench-results")
 TARGETS: tuple[ServerKind, ...] = (NATS_DEFAULT, NATS_SYNC_ALWAYS, APPLIANCE)
 ServerKey = tuple[str, int]  # (server kind name, nodes)
+Log = Callable[[str], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,8 +126,7 @@ def failure_text(kind: ServerKind, exc: BaseException) -> str:
 
 
 def run_all(scenarios: tuple[Scenario, ...], targets: tuple[ServerKind, ...], *, rounds: int, scale: float,
-            log: object = print) -> dict[str, dict[str, Cell]]:
-    assert callable(log)
+            log: Log = print) -> dict[str, dict[str, Cell]]:
     cells = {s.key: {t.name: Cell() for t in targets} for s in scenarios}
     servers: dict[ServerKey, RunningServer] = {}
     down: dict[ServerKey, str] = {}
@@ -144,9 +145,8 @@ def run_all(scenarios: tuple[Scenario, ...], targets: tuple[ServerKind, ...], *,
 
 
 def _ensure_started(kind: ServerKind, nodes: int, servers: dict[ServerKey, RunningServer],
-                    down: dict[ServerKey, str], log: object) -> None:
+                    down: dict[ServerKey, str], log: Log) -> None:
     """Start each kind and size of server once, when a scenario first needs it."""
-    assert callable(log)
     key = (kind.name, nodes)
     if key in servers or key in down:
         return
@@ -159,8 +159,7 @@ def _ensure_started(kind: ServerKind, nodes: int, servers: dict[ServerKey, Runni
 
 
 def _one(cell: Cell, scenario: Scenario, request: BenchRequest, kind: ServerKind,
-         servers: dict[ServerKey, RunningServer], down: dict[ServerKey, str], round_number: int, log: object) -> None:
-    assert callable(log)
+         servers: dict[ServerKey, RunningServer], down: dict[ServerKey, str], round_number: int, log: Log) -> None:
     key = (kind.name, scenario.nodes)
     if key in down:
         cell.failure = down[key]
