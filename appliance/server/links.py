@@ -286,6 +286,16 @@ class LocalFabric:
         if len(replies) == len(self.peers) and not future.done():
             future.set_result(list(replies.values()))
 
+    def ring_fill(self) -> float:
+        """The fullest outbound link of this worker, 0.0 to 1.0 (for the supervisor's status table)."""
+        fullest = 0.0
+        for peer in self.peers.values():
+            fill = getattr(peer.link, "fill", None)
+            capacity = getattr(peer.link, "capacity", 0)
+            if fill is not None and capacity:
+                fullest = max(fullest, min(fill()[0] / capacity, 1.0))
+        return fullest
+
     def remote_interest_count(self, account: str) -> int:
         """Entries in this worker's sublists that stand for siblings' interest (not subscriptions here)."""
         return sum(len(subs) for peer in self.peers.values() for (acc, _, _), subs in peer.interest.items()

@@ -22,6 +22,8 @@ class StatusRow(Protocol):
         self, *, connections: int, msgs_in: int, msgs_out: int, bytes_in: int, bytes_out: int
     ) -> None: ...
 
+    def set_ring_fill(self, fraction: float) -> None: ...
+
 
 @dataclass(slots=True)
 class WorkerContext:

@@ -47,7 +47,7 @@ async def serve_worker(ctx: WorkerContext) -> int:
     monitor = None
     if ctx.http_listener is not None:
         monitor = await _start_monitor(server, ctx, fabric)
-    heartbeat = loop.create_task(_heartbeat(server, ctx))
+    heartbeat = loop.create_task(_heartbeat(server, ctx, fabric))
     if ctx.worker_index == 0 and (ctx.options.cluster.enabled or ctx.options.cluster.routes):
         logger.warning("cluster %r is configured, but routes to other servers are not implemented in this "
                        "build yet: serving as a standalone server", ctx.options.cluster.name)
@@ -92,7 +92,7 @@ def _start_fabric(server: Server, ctx: WorkerContext, loop: asyncio.AbstractEven
     return fabric
 
 
-async def _heartbeat(server: Server, ctx: WorkerContext) -> None:
+async def _heartbeat(server: Server, ctx: WorkerContext, fabric: LocalFabric | None) -> None:
     status = ctx.status
     while True:
         if status is not None:
@@ -100,4 +100,6 @@ async def _heartbeat(server: Server, ctx: WorkerContext) -> None:
             status.heartbeat()
             status.set_counters(connections=len(server.clients), msgs_in=in_msgs, msgs_out=out_msgs,
                                 bytes_in=in_bytes, bytes_out=out_bytes)
+            if fabric is not None:
+                status.set_ring_fill(fabric.ring_fill())
         await asyncio.sleep(HEARTBEAT_INTERVAL_S)
