@@ -371,3 +371,26 @@ def test_flags_override_the_file_exactly_as_nats_server_does(nats_server_path: P
     assert (config["max_memory"], config["max_storage"]) == (ours.jetstream.max_memory, ours.jetstream.max_storage)
     assert (config["max_memory"], config["max_storage"]) == (10**9, 2**30)
     assert config["store_dir"] == ours.jetstream.store_dir + "/jetstream"
+
+
+def test_limits_auth_and_cluster_values_match_a_running_nats_server(nats_server_path: Path, tmp_path: Path) -> None:
+    http_port, cluster_port = free_port(), free_port()
+    text = (
+        f"listen: 127.0.0.1:-1\nhttp_port: {http_port}\nmax_connections: 77\nmax_control_line: 8KB\n"
+        'max_payload: 512KB\nmax_pending: 32MB\nping_interval: "45s"\nping_max: 5\n'
+        "authorization { timeout: 3.5 }\n"
+        "accounts { OPS { users: [ {user: ops, password: o} ] } }\nsystem_account: OPS\n"
+        f"cluster {{ name: CX, listen: 127.0.0.1:{cluster_port}, pool_size: 5,\n"
+        "  authorization { user: r, password: s, timeout: 1.5 } }\n"
+    )
+    path = write_case(tmp_path, "limits", text)
+    varz = varz_of_running_server(nats_server_path, tmp_path, ["-c", path.name], http_port)
+    ours = options_from_text(text, filename=str(path), env={}, pedantic=True)
+    assert (varz["max_connections"], varz["max_control_line"]) == (ours.max_connections, ours.max_control_line) == (77, 8192)
+    assert (varz["max_payload"], varz["max_pending"]) == (ours.max_payload, ours.max_pending) == (524288, 32 * 1024**2)
+    assert (varz["ping_interval"], varz["ping_max"]) == (ours.ping_interval_s * NANOSECONDS, ours.ping_max)
+    assert (varz["auth_timeout"], varz["system_account"]) == (ours.authorization.timeout_s, ours.system_account) == (3.5, "OPS")
+    cluster = varz["cluster"]
+    assert isinstance(cluster, dict)
+    assert (cluster["name"], cluster["cluster_port"], cluster["pool_size"]) == (ours.cluster.name, ours.cluster.port, ours.cluster.pool_size)
+    assert cluster["auth_timeout"] == ours.cluster.auth_timeout_s == 1.5
