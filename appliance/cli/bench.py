@@ -42,7 +42,8 @@ def _common(func: F) -> F:
 
 def _js(func: F) -> F:
     options = [
-        click.option("--clients", default=1, show_default=True, help="client processes"),
+        click.option("--clients", "--pub", "--sub", "clients", default=1, show_default=True,
+                     help="client processes (--pub/--sub: the same, in nats bench's words)"),
         click.option("--stream", default="benchstream", show_default=True),
         click.option("--replicas", default=1, show_default=True),
         click.option("--storage", type=click.Choice(["file", "memory"]), default="file", show_default=True),

@@ -176,3 +176,11 @@ def test_responders_echo_until_their_budget_is_served(nats_server: servers.Runni
     finally:
         replier.close()
         requester.close()
+
+
+def test_js_publishers_can_be_counted_with_pub(nats_server: servers.RunningServer) -> None:
+    out = CliRunner().invoke(bench, ["js", "pub", "js.multi", "--url", nats_server.url, "--msgs", "400", "--pub", "2",
+                                     "--window", "8", "--storage", "memory", "--stream", "multi", "--json"])
+    assert out.exit_code == 0, out.output
+    result = json.loads(out.output)
+    assert [c["msgs"] for c in result["clients"]] == [200, 200]
