@@ -88,7 +88,8 @@ class RaftGroup:
         self._pending: list[tuple[bytes, OnDone | None]] = []
         self._waiting: dict[int, _Proposal] = {}
         self._unsynced = False
-        self._next_tick_at = clock.monotonic() + tick_s
+        self._origin_s = clock.monotonic()
+        self._ticks_done = 0
 
     # --- inputs ------------------------------------------------------------------------------------
     def propose(self, data: bytes, on_done: OnDone | None = None) -> None:
@@ -107,16 +108,13 @@ class RaftGroup:
         self.core.step(message)
 
     def tick(self) -> int:
-        """Tick the core for every tick_s of clock time that passed; returns the ticks done."""
-        now = self.clock.monotonic()
-        ticks = 0
-        while now >= self._next_tick_at and ticks < TICKS_PER_CALL_MAX:
+        """Tick the core once for every tick_s of clock time that passed; returns the ticks done."""
+        due = int((self.clock.monotonic() - self._origin_s) / self.tick_s + 1e-9)
+        ticks = min(due - self._ticks_done, TICKS_PER_CALL_MAX)
+        for _ in range(ticks):
             self.core.tick()
-            self._next_tick_at += self.tick_s
-            ticks += 1
-        if now >= self._next_tick_at:
-            self._next_tick_at = now + self.tick_s  # far behind: skip rather than storm
-        return ticks
+        self._ticks_done = due  # far behind: the ticks beyond the cap are skipped, not stormed
+        return max(ticks, 0)
 
     # --- the Ready loop ------------------------------------------------------------------------------
     def process_ready(self) -> bool:

@@ -37,11 +37,17 @@ class Checkers:
         self.history = {group: GroupHistory() for group in groups}
         self.checks = 0
 
-    def on_leader(self, group: str, term: int, node: str) -> None:
+    def on_leader(self, group: str, term: int, node: str) -> bool:
+        """Record a leader; True the first time this (group, term) is seen to have one."""
         self.checks += 1
-        known = self.history[group].leaders.setdefault(term, node)
+        leaders = self.history[group].leaders
+        known = leaders.get(term)
+        if known is None:
+            leaders[term] = node
+            return True
         if known != node:
             raise Violation(f"election safety: {group} has two leaders in term {term}: {known} and {node}")
+        return False
 
     def on_persist(self, node: str, group: str, entry: Entry, prev_term: int) -> None:
         self.checks += 1

@@ -26,7 +26,7 @@ class SimNetwork:
         self.rng = rng
         self.faults = faults
         self.queue_max = queue_max
-        self.queue: list[tuple[int, int, str, Message]] = []
+        self.queue: list[tuple[int, int, str, Message, int]] = []  # (due, seq, group, message, sent)
         self.blocked: set[tuple[str, str]] = set()
         self.clogged: dict[tuple[str, str], tuple[int, int]] = {}  # link -> (until tick, delay ticks)
         self.sequence = 0
@@ -50,17 +50,24 @@ class SimNetwork:
             if clog is not None and now < clog[0]:
                 delay += clog[1]
             self.sequence += 1
-            heapq.heappush(self.queue, (now + delay, self.sequence, group, message))
+            heapq.heappush(self.queue, (now + delay, self.sequence, group, message, now))
 
     def due(self, now: int) -> list[tuple[str, Message]]:
         ready: list[tuple[str, Message]] = []
         while self.queue and self.queue[0][0] <= now:
-            _, _, group, message = heapq.heappop(self.queue)
+            _, _, group, message, _ = heapq.heappop(self.queue)
             if (message.sender, message.to) in self.blocked:
                 self.dropped += 1
                 continue
             ready.append((group, message))
         return ready
+
+    def lose_unflushed(self, sender: str, *, sent_since: int) -> None:
+        """A crashed process takes its not-yet-flushed sends with it: drop what it sent lately."""
+        kept = [item for item in self.queue if not (item[3].sender == sender and item[4] >= sent_since)]
+        self.dropped += len(self.queue) - len(kept)
+        self.queue = kept
+        heapq.heapify(self.queue)
 
     def partition(self, side: set[str], nodes: list[str]) -> None:
         """Cut every link between `side` and the rest."""

@@ -25,6 +25,7 @@ class FaultProfile:
     reboot_rate: float = 0.0  # per tick: one node crashes and restarts at once (a process restart)
     powerloss_rate: float = 0.0  # per tick: every node crashes at once
     leader_kill_rate: float = 0.0  # per tick: a current leader crashes (Jepsen's "kill the leader")
+    fresh_leader_kill: float = 0.0  # per election: the new leader crashes before its first entry spreads
     clog_rate: float = 0.0  # per tick: one directed link starts delaying everything by 10..40 ticks
     torn: bool = False  # a crash keeps a random prefix of the unsynced bytes
     transfer_rate: float = 0.0  # per tick: some leader hands over leadership
@@ -36,7 +37,7 @@ class FaultProfile:
     def describe(self) -> str:
         return (f"drop={self.drop} dup={self.duplicate} delay<={self.delay_ticks_max} "
                 f"partition={self.partition_rate} crash={self.crash_rate} reboot={self.reboot_rate} "
-                f"powerloss={self.powerloss_rate} leader-kill={self.leader_kill_rate} clog={self.clog_rate} torn={self.torn} transfer={self.transfer_rate} "
+                f"powerloss={self.powerloss_rate} leader-kill={self.leader_kill_rate}/{self.fresh_leader_kill} clog={self.clog_rate} torn={self.torn} transfer={self.transfer_rate} "
                 f"propose={self.propose_rate} append_bytes={self.append_bytes_max} "
                 f"pre_vote={self.pre_vote} check_quorum={self.check_quorum}")
 
@@ -59,6 +60,7 @@ def draw_profile(rng: random.Random, enabled: frozenset[str]) -> FaultProfile:
         reboot_rate=pick("reboot", (0.0, 0.005, 0.02, 0.05)),
         powerloss_rate=pick("powerloss", (0.0, 0.002, 0.01)),
         leader_kill_rate=pick("leader-kill", (0.0, 0.01, 0.03, 0.08)),
+        fresh_leader_kill=pick("leader-kill", (0.0, 0.1, 0.3)),
         clog_rate=pick("clog", (0.0, 0.01, 0.05)),
         torn="torn" in enabled and rng.random() < 0.7,
         transfer_rate=pick("transfer", (0.0, 0.005, 0.02)),

@@ -67,6 +67,7 @@ class SimResult:
     commits: int = 0
     acked: int = 0
     proposals: int = 0
+    accepted: int = 0  # proposals a leader took (the others were refused: not leader, backpressure)
     leaders: int = 0
     crashes: int = 0
     partitions: int = 0
@@ -80,7 +81,7 @@ class SimResult:
         verdict = "ok" if self.ok else f"FAILED at tick {self.failed_tick}: {self.failure}"
         return (f"seed {self.seed}: {verdict}\n"
                 f"  ticks {self.ticks} (+{self.liveness_ticks} liveness), commits {self.commits}, "
-                f"acked {self.acked}/{self.proposals} proposals, leaders {self.leaders}, crashes {self.crashes}, "
+                f"acked {self.acked}/{self.accepted}/{self.proposals} (acked/accepted/proposed), leaders {self.leaders}, crashes {self.crashes}, "
                 f"partitions {self.partitions}, messages {self.messages} ({self.dropped} dropped), "
                 f"checks {self.checks}\n  faults: {self.profile}\n  replay: {self.command}")
 
@@ -104,6 +105,7 @@ class Simulator:
         self.result = SimResult(options.seed, ok=True, command=options.command(), profile=self.profile.describe())
         self.nodes = {name: SimNode(name, SimDisk()) for name in self.node_ids}
         self.node_list = list(self.nodes.values())
+        self.fresh_leaders: list[SimNode] = []
         self.sequence = 0
         for node in self.nodes.values():
             self._start(node, bootstrap=True)
@@ -199,8 +201,8 @@ class Simulator:
         for node in self._live():
             for group_id, group in node.groups.items():
                 core = group.core
-                if core.role == Role.LEADER:
-                    self.checkers.on_leader(group_id, core.term, node.name)
+                if core.role == Role.LEADER and self.checkers.on_leader(group_id, core.term, node.name):
+                    self.fresh_leaders.append(node)
                 self.checkers.on_applied_index(node.name, group_id, state_index=node.machines[group_id].index,
                                                raft_applied=core.log.applied)
 
@@ -219,6 +221,10 @@ class Simulator:
             victim = rng.choice(self._live())
             self._crash(victim)
             self._start(victim, bootstrap=False)
+        fresh, self.fresh_leaders = self.fresh_leaders, []
+        for node in fresh:
+            if node.alive and p.fresh_leader_kill and rng.random() < p.fresh_leader_kill:
+                self._crash(node)
         if p.leader_kill_rate and rng.random() < p.leader_kill_rate:
             leaders = [node for node in self._live() if any(g.is_leader() for g in node.groups.values())]
             if leaders:
@@ -245,6 +251,7 @@ class Simulator:
 
     def _crash(self, node: SimNode) -> None:
         node.crash(self.fault_rng, torn=self.profile.torn)
+        self.network.lose_unflushed(node.name, sent_since=self.now - 1)
         self.result.crashes += 1
 
     def _transfer_some_leader(self, rng: random.Random) -> None:
@@ -291,6 +298,7 @@ class Simulator:
             node.groups[group_id].propose(data, on_done)
         except ApplianceError:
             return False
+        self.result.accepted += 1
         return True
 
     # --- liveness ------------------------------------------------------------------------------------
@@ -310,8 +318,8 @@ class Simulator:
 
     def _propose_probes(self, probes: dict[str, int]) -> None:
         for group_id in self.group_ids:
-            if group_id in probes and probes[group_id] > 0:
-                continue
+            if group_id in probes:
+                continue  # pending (0) or acknowledged (its index)
             leaders = [node for node in self._live() if node.groups[group_id].is_leader()]
             if len(leaders) != 1:
                 continue

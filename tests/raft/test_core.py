@@ -1,0 +1,144 @@
+"""RaftCore behaviours that read best as small scenarios (the transcripts cover the paper's)."""
+
+import random
+
+import pytest
+
+from appliance.errors import LimitExceeded, NotLeader, ProposalDropped
+from appliance.raft.core import RaftCore
+from appliance.raft.progress import ProgressState
+from appliance.raft.storage import MemoryStorage
+from appliance.raft.types import (
+    ConfChange, ConfChangeOp, ConfState, Message, MessageType, RaftConfig, Role,
+)
+
+VOTERS = ("1", "2", "3")
+
+
+class Cluster:
+    """Three cores wired by hand: deliver everything until quiet."""
+
+    def __init__(self, **config: int | bool) -> None:
+        self.stores = {i: MemoryStorage(ConfState(VOTERS)) for i in VOTERS}
+        self.cores = {i: RaftCore(RaftConfig(id=i, **config), self.stores[i], random.Random(int(i)))  # type: ignore[arg-type]
+                      for i in VOTERS}
+        self.cut: set[str] = set()
+
+    def stabilize(self, rounds: int = 100) -> list[Message]:
+        sent: list[Message] = []
+        for _ in range(rounds):
+            inbox: list[Message] = []
+            for node_id, core in self.cores.items():
+                if core.has_ready():
+                    ready = core.ready()
+                    self.stores[node_id].save(ready.hard_state, ready.entries, sync=ready.must_sync)
+                    inbox.extend(ready.messages)
+                    core.advance(ready)
+            if not inbox:
+                return sent
+            for message in inbox:
+                sent.append(message)
+                if message.to in self.cores and message.to not in self.cut and message.sender not in self.cut:
+                    self.cores[message.to].step(message)
+        raise AssertionError("did not stabilize")
+
+    def elect(self, node_id: str = "1") -> RaftCore:
+        self.cores[node_id].campaign()
+        self.stabilize()
+        assert self.cores[node_id].role == Role.LEADER
+        return self.cores[node_id]
+
+
+def test_a_follower_refuses_proposals_and_names_the_leader() -> None:
+    cluster = Cluster()
+    cluster.elect("1")
+    with pytest.raises(NotLeader) as raised:
+        cluster.cores["2"].propose(b"x")
+    assert raised.value.leader_hint == "1"
+
+
+def test_the_leader_refuses_proposals_beyond_the_uncommitted_limit() -> None:
+    cluster = Cluster(uncommitted_entries_max=3)
+    leader = cluster.elect()
+    cluster.cut = {"2", "3"}
+    leader.propose_many([b"a", b"b", b"c"])
+    with pytest.raises(LimitExceeded):
+        leader.propose(b"d")
+
+
+def test_only_one_membership_change_is_pending_at_a_time() -> None:
+    cluster = Cluster()
+    leader = cluster.elect()
+    leader.propose_conf_change(ConfChange(ConfChangeOp.ADD, "4"))
+    with pytest.raises(ProposalDropped):
+        leader.propose_conf_change(ConfChange(ConfChangeOp.REMOVE, "3"))
+    cluster.stabilize()
+    assert leader.voters == ("1", "2", "3", "4")
+    leader.propose_conf_change(ConfChange(ConfChangeOp.REMOVE, "4"))
+
+
+def test_in_flight_appends_per_follower_are_bounded_by_the_window() -> None:
+    cluster = Cluster(inflight_msgs_max=2, append_bytes_max=1)
+    leader = cluster.elect()
+    cluster.cut = {"2", "3"}
+    leader.propose_many([b"a", b"b", b"c", b"d", b"e"])
+    ready = leader.ready()
+    leader.advance(ready)
+    to_two = [m for m in ready.messages if m.to == "2" and m.type == MessageType.APPEND]
+    assert len(to_two) == 2
+    assert leader.progress["2"].state == ProgressState.REPLICATE
+    assert leader.progress["2"].inflights.full()
+
+
+def test_proposals_between_two_readies_go_out_as_one_append() -> None:
+    cluster = Cluster()
+    leader = cluster.elect()
+    leader.propose(b"a")
+    leader.propose(b"b")
+    ready = leader.ready()
+    leader.advance(ready)
+    appends = [m for m in ready.messages if m.to == "2"]
+    assert len(appends) == 1
+    assert [e.data for e in appends[0].entries] == [b"a", b"b"]
+
+
+def test_a_partitioned_leader_steps_down_after_an_election_timeout() -> None:
+    cluster = Cluster(check_quorum=True)
+    leader = cluster.elect()
+    cluster.cut = {"1"}
+    for _ in range(2 * leader.config.election_ticks):
+        leader.tick()
+    assert leader.role == Role.FOLLOWER
+
+
+def test_transfer_to_the_most_up_to_date_peer_hands_over_leadership() -> None:
+    cluster = Cluster(pre_vote=True, check_quorum=True)
+    leader = cluster.elect()
+    leader.propose(b"x")
+    cluster.stabilize()
+    target = leader.transfer_leadership()
+    assert target == "2"
+    with pytest.raises(ProposalDropped):
+        leader.propose(b"during")
+    cluster.stabilize()
+    assert cluster.cores["2"].role == Role.LEADER
+    assert leader.role == Role.FOLLOWER
+
+
+def test_a_removed_leader_steps_down_and_the_rest_elect_a_new_one() -> None:
+    cluster = Cluster()
+    leader = cluster.elect()
+    leader.propose_conf_change(ConfChange(ConfChangeOp.REMOVE, "1"))
+    cluster.stabilize()
+    assert leader.role == Role.FOLLOWER
+    assert [c.role for c in (cluster.cores["2"], cluster.cores["3"])].count(Role.LEADER) == 1
+
+
+def test_status_reports_follower_progress_and_contact() -> None:
+    cluster = Cluster()
+    leader = cluster.elect()
+    leader.tick()
+    status = leader.status()
+    assert [p.peer for p in status.peers] == ["2", "3"]
+    assert all(p.match == status.last_index for p in status.peers)
+    assert all(p.ticks_since_contact == 1 for p in status.peers)
