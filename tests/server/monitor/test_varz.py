@@ -132,7 +132,6 @@ def test_jetstream_block_matches_a_captured_single_server(
             "max_storage": 62983170048,
             "store_dir": "/data/js1/jetstream",
             "sync_interval": 120000000000,
-            "compress_ok": True,
             "strict": True,
         },
         "stats": {
