@@ -394,3 +394,20 @@ def test_limits_auth_and_cluster_values_match_a_running_nats_server(nats_server_
     assert isinstance(cluster, dict)
     assert (cluster["name"], cluster["cluster_port"], cluster["pool_size"]) == (ours.cluster.name, ours.cluster.port, ours.cluster.pool_size)
     assert cluster["auth_timeout"] == ours.cluster.auth_timeout_s == 1.5
+
+
+FLAG_ERRORS = [
+    ["-x"], ["-p", "abc"], ["-p"], ["-js=maybe"], ["run"], ["--routes", "nats://a:1"], ["---p"],
+    ["--cluster", "nats://u@h:1"], ["-m", "1", "--bogus=1"],
+]
+
+
+@pytest.mark.parametrize("argv", FLAG_ERRORS, ids=" ".join)
+def test_bad_command_lines_get_nats_servers_message(nats_server: RunServer, tmp_path: Path, argv: list[str]) -> None:
+    """Same first line as nats-server. (nats-server then prints its usage and, for flag-syntax
+    errors, exits 0 — its usage function exits 0; `appliance run` exits 1 on every error.)"""
+    real = nats_server(argv, {}, tmp_path)
+    first_line = real.stderr.strip().splitlines()[0].removeprefix("nats-server: ")
+    with pytest.raises(ConfigError) as caught:
+        resolve_run_options(parse_run_args(argv), env={})
+    assert caught.value.problems == [first_line]
