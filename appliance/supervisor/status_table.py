@@ -6,7 +6,8 @@ Theory of operation:
   inherited file descriptor and map it themselves.
 - Each row has two writers with disjoint fields. The supervisor writes the identity and life
   cycle (pid, core, numa_node, state, restarts, started_mono_s). The worker writes its heartbeat
-  and counters through `StatusRowWriter` (the StatusRow of appliance/worker/context.py).
+  and counters through `StatusRowWriter` (status_row.py: the StatusRow of
+  appliance/worker/context.py, plain struct writes so workers need no numpy).
 - Counters are published under a sequence lock (`seq` odd while the worker writes) so a reader
   sees all counters of one update or retries; each field is an aligned 8-byte word. The table is
   for display and health, never for correctness: a reader that gives up after
@@ -20,6 +21,7 @@ from __future__ import annotations
 import mmap
 import os
 import secrets
+import struct
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -29,37 +31,31 @@ import posix_ipc  # type: ignore[import-not-found]
 
 from appliance import limits
 from appliance.clock import Clock, SystemClock
+from appliance.supervisor.status_row import (
+    FIELD_FORMATS,
+    HEADER_BYTES,
+    HEADER_FORMAT,
+    MAGIC,
+    OFFSETS,
+    ROW_BYTES,
+    StatusRowWriter,
+    map_table,
+    table_bytes,
+)
 
-ROW_BYTES = 128
-HEADER_BYTES = 64
-MAGIC = 0x41505354_41545553  # "APSTATUS"
 SNAPSHOT_RETRIES_MAX = 100
 SHM_NAME_PREFIX = "/appliance-status-"
+_NUMPY_FORMATS = {"Q": "<u8", "q": "<i8", "i": "<i4", "I": "<u4", "d": "<f8"}
 
-_FIELDS: list[tuple[str, str]] = [
-    ("seq", "<u8"),
-    ("pid", "<i8"),
-    ("core", "<i4"),
-    ("numa_node", "<i4"),
-    ("state", "<u4"),
-    ("restarts", "<u4"),
-    ("started_mono_s", "<f8"),
-    ("heartbeat_mono_s", "<f8"),
-    ("heartbeats", "<u8"),
-    ("connections", "<i8"),
-    ("msgs_in", "<u8"),
-    ("msgs_out", "<u8"),
-    ("bytes_in", "<u8"),
-    ("bytes_out", "<u8"),
-    ("ring_fill", "<f8"),
-]
-ROW_DTYPE = np.dtype({"names": [name for name, _ in _FIELDS], "formats": [fmt for _, fmt in _FIELDS],
-                      "itemsize": ROW_BYTES})
+ROW_DTYPE = np.dtype({
+    "names": [name for name, _ in FIELD_FORMATS],
+    "formats": [_NUMPY_FORMATS[fmt] for _, fmt in FIELD_FORMATS],
+    "offsets": [OFFSETS[name] for name, _ in FIELD_FORMATS],
+    "itemsize": ROW_BYTES,
+})
 HEADER_DTYPE = np.dtype([("magic", "<u8"), ("rows", "<u8")])
 assert ROW_DTYPE.itemsize == ROW_BYTES
-assert HEADER_DTYPE.itemsize <= HEADER_BYTES
-assert ROW_DTYPE.fields is not None
-assert all(ROW_DTYPE.fields[name][1] % 8 == 0 for name, fmt in _FIELDS if fmt.endswith("8")), "aligned words"
+assert HEADER_DTYPE.itemsize == struct.calcsize(HEADER_FORMAT) <= HEADER_BYTES
 
 RowArray = npt.NDArray[np.void]
 
@@ -95,10 +91,6 @@ class RowSnapshot:
     ring_fill: float
 
 
-def table_bytes(rows: int) -> int:
-    return HEADER_BYTES + rows * ROW_BYTES
-
-
 class StatusTable:
     """The mapped table; create() in the supervisor, attach() in a worker."""
 
@@ -126,22 +118,16 @@ class StatusTable:
 
     @classmethod
     def attach(cls, fd: int) -> StatusTable:
-        """Map a table from an inherited descriptor; its size tells the row count."""
-        size = os.fstat(fd).st_size
-        rows = (size - HEADER_BYTES) // ROW_BYTES
-        assert rows >= 1 and table_bytes(rows) == size, f"status table of {size} bytes"
-        buffer = mmap.mmap(fd, size)
-        table = cls(fd, buffer, rows)
-        assert int(table.header["magic"]) == MAGIC, "not a status table"
-        assert int(table.header["rows"]) == rows
-        return table
+        """Map a table from an inherited descriptor (ValueError when it is not one)."""
+        buffer = map_table(fd)
+        return cls(fd, buffer, (len(buffer) - HEADER_BYTES) // ROW_BYTES)
 
     @property
     def row_count(self) -> int:
         return len(self.rows)
 
     def writer(self, index: int, *, clock: Clock | None = None) -> StatusRowWriter:
-        return StatusRowWriter(self.rows, index, clock=clock or SystemClock())
+        return StatusRowWriter(self._buffer, index, clock=clock or SystemClock())
 
     def reset_row(self, index: int, *, pid: int, core: int, numa_node: int, restarts: int, now_mono_s: float) -> None:
         """Supervisor: a new process takes slot `index` (the old one is gone; counters restart)."""
@@ -180,38 +166,6 @@ class StatusTable:
         del self.header
         self._buffer.close()
         os.close(self.fd)
-
-
-class StatusRowWriter:
-    """A worker's side of its row; implements appliance.worker.context.StatusRow."""
-
-    def __init__(self, rows: RowArray, index: int, *, clock: Clock) -> None:
-        assert 0 <= index < len(rows)
-        self._row = rows[index]
-        self._clock = clock
-
-    def heartbeat(self) -> None:
-        self._row["heartbeat_mono_s"] = self._clock.monotonic()
-        self._row["heartbeats"] = int(self._row["heartbeats"]) + 1
-
-    def set_counters(
-        self, *, connections: int, msgs_in: int, msgs_out: int, bytes_in: int, bytes_out: int
-    ) -> None:
-        row = self._row
-        seq = int(row["seq"])
-        assert seq % 2 == 0, "one writer per row"
-        row["seq"] = seq + 1
-        row["connections"] = connections
-        row["msgs_in"] = msgs_in
-        row["msgs_out"] = msgs_out
-        row["bytes_in"] = bytes_in
-        row["bytes_out"] = bytes_out
-        row["seq"] = seq + 2
-
-    def set_ring_fill(self, fraction: float) -> None:
-        """The fullest outbound ring of this worker, 0.0 (empty) to 1.0 (full)."""
-        assert 0.0 <= fraction <= 1.0
-        self._row["ring_fill"] = fraction
 
 
 def _snapshot_of(index: int, row: np.void) -> RowSnapshot:

@@ -138,8 +138,10 @@ class Supervisor:
             self.exit_code = EXIT_FAILURE
             self.stopping = True
         while not self._finished():
-            self._handle_pending_signals()
             self._wait_for_events()
+            self._handle_pending_signals()  # before reaping: a stop signal explains worker exits
+            if self.stopping:
+                break
             self._reap_dead_workers()
             self._start_due_workers()
             self._maybe_announce_ready()  # before the watchdog: systemd hears READY=1 first
@@ -154,7 +156,7 @@ class Supervisor:
         if self.stopping:
             return True
         if self.lame_duck and all(slot.worker is None for slot in self.slots):
-            logger.info("All workers left lame duck mode")
+            logger.info("Initiating Shutdown...")  # nats-server's line when lame duck mode ends
             return True
         return False
 

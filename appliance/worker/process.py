@@ -31,7 +31,7 @@ from appliance import limits
 from appliance.config.options import ServerOptions
 from appliance.errors import StartupError
 from appliance.log import setup_logging
-from appliance.supervisor.status_table import StatusTable
+from appliance.supervisor.status_row import attach_writer
 from appliance.worker.context import WorkerContext
 
 logger = logging.getLogger(__name__)
@@ -105,7 +105,7 @@ def build_context(bootstrap: WorkerBootstrap) -> WorkerContext:
     http = None if bootstrap.http_fd is None else socket.socket(fileno=bootstrap.http_fd)
     status = None
     if bootstrap.status_fd is not None:
-        status = StatusTable.attach(bootstrap.status_fd).writer(bootstrap.worker_index)
+        status = attach_writer(bootstrap.status_fd, bootstrap.worker_index)
     ready_fd = bootstrap.ready_fd
     told: list[bool] = []
 

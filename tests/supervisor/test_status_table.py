@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
 
 from appliance.clock import ManualClock
-from appliance.supervisor.status_table import ROW_BYTES, ROW_DTYPE, StatusTable, WorkerState
+from appliance.supervisor.status_row import OFFSETS, ROW_BYTES, attach_writer
+from appliance.supervisor.status_table import ROW_DTYPE, StatusTable, WorkerState
 
 
 @pytest.fixture
@@ -66,11 +69,31 @@ def test_the_supervisor_writes_states(table: StatusTable) -> None:
     assert [row.state for row in table.snapshots()] == [WorkerState.BACKOFF, WorkerState.EMPTY, WorkerState.EMPTY]
 
 
-def test_attach_refuses_what_is_not_a_table(tmp_path: object) -> None:
+def test_attach_refuses_what_is_not_a_table() -> None:
     read, write = os.pipe()
     os.close(write)
     try:
-        with pytest.raises((AssertionError, ValueError, OSError)):
+        with pytest.raises(ValueError):
             StatusTable.attach(read)
     finally:
         os.close(read)
+
+
+def test_a_worker_writes_its_row_through_the_fd_alone(table: StatusTable) -> None:
+    writer = attach_writer(os.dup(table.fd), 2, clock=ManualClock(start_s=7.0))
+    writer.heartbeat()
+    writer.heartbeat()
+    writer.set_counters(connections=1, msgs_in=2, msgs_out=3, bytes_in=4, bytes_out=5)
+    row = table.snapshot(2)
+    assert (row.heartbeat_mono_s, row.heartbeats, row.msgs_out, row.bytes_out) == (7.0, 2, 3, 5)
+
+
+def test_the_numpy_view_and_the_struct_layout_agree() -> None:
+    assert ROW_DTYPE.fields is not None
+    assert {name: ROW_DTYPE.fields[name][1] for name in ROW_DTYPE.names or ()} == OFFSETS
+
+
+def test_workers_do_not_import_numpy() -> None:
+    probe = "import sys, appliance.worker.process; print('numpy' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    assert result.stdout.strip() == "False"

@@ -1,0 +1,119 @@
+"""The status table's byte layout and a worker's writer of its own row, without numpy.
+
+Workers import this (not status_table.py) so that starting or restarting a worker does not pay
+for numpy; the supervisor reads the same bytes as a numpy structured array built from FIELDS.
+See status_table.py for the theory of operation (two writers per row, sequence lock, clock).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+
+from appliance.clock import Clock, SystemClock
+
+ROW_BYTES = 128  # two cache lines: workers never write the same line
+HEADER_BYTES = 64
+MAGIC = 0x41505354_41545553  # "APSTATUS"
+HEADER_FORMAT = "<QQ"  # magic, rows
+
+# (name, struct format) in row order; offsets follow, packed, every 8-byte field 8-aligned
+FIELD_FORMATS: list[tuple[str, str]] = [
+    ("seq", "Q"),
+    ("pid", "q"),
+    ("core", "i"),
+    ("numa_node", "i"),
+    ("state", "I"),
+    ("restarts", "I"),
+    ("started_mono_s", "d"),
+    ("heartbeat_mono_s", "d"),
+    ("heartbeats", "Q"),
+    ("connections", "q"),
+    ("msgs_in", "Q"),
+    ("msgs_out", "Q"),
+    ("bytes_in", "Q"),
+    ("bytes_out", "Q"),
+    ("ring_fill", "d"),
+]
+
+
+def _offsets() -> dict[str, int]:
+    offsets: dict[str, int] = {}
+    offset = 0
+    for name, fmt in FIELD_FORMATS:
+        size = struct.calcsize("<" + fmt)
+        assert offset % size == 0, f"{name} is not aligned"
+        offsets[name] = offset
+        offset += size
+    assert offset <= ROW_BYTES
+    return offsets
+
+
+OFFSETS = _offsets()
+COUNTERS_FORMAT = "<qQQQQ"  # connections, msgs_in, msgs_out, bytes_in, bytes_out: contiguous
+assert [OFFSETS[n] for n in ("connections", "msgs_in", "msgs_out", "bytes_in", "bytes_out")] == \
+    list(range(OFFSETS["connections"], OFFSETS["connections"] + 40, 8))
+_U64 = struct.Struct("<Q")
+_F64 = struct.Struct("<d")
+_COUNTERS = struct.Struct(COUNTERS_FORMAT)
+
+
+def table_bytes(rows: int) -> int:
+    return HEADER_BYTES + rows * ROW_BYTES
+
+
+def rows_in(size: int) -> int:
+    """Rows of a table of `size` bytes; ValueError when the size fits no table."""
+    rows = (size - HEADER_BYTES) // ROW_BYTES
+    if rows < 1 or table_bytes(rows) != size:
+        raise ValueError(f"a status table cannot be {size} bytes")
+    return rows
+
+
+class StatusRowWriter:
+    """A worker's side of its row; implements appliance.worker.context.StatusRow."""
+
+    def __init__(self, buffer: mmap.mmap, index: int, *, clock: Clock) -> None:
+        assert 0 <= index < rows_in(len(buffer))
+        self._buffer = buffer
+        self._base = HEADER_BYTES + index * ROW_BYTES
+        self._clock = clock
+
+    def heartbeat(self) -> None:
+        _F64.pack_into(self._buffer, self._base + OFFSETS["heartbeat_mono_s"], self._clock.monotonic())
+        count_at = self._base + OFFSETS["heartbeats"]
+        _U64.pack_into(self._buffer, count_at, _U64.unpack_from(self._buffer, count_at)[0] + 1)
+
+    def set_counters(
+        self, *, connections: int, msgs_in: int, msgs_out: int, bytes_in: int, bytes_out: int
+    ) -> None:
+        seq_at = self._base + OFFSETS["seq"]
+        seq = _U64.unpack_from(self._buffer, seq_at)[0]
+        assert seq % 2 == 0, "one writer per row"
+        _U64.pack_into(self._buffer, seq_at, seq + 1)
+        _COUNTERS.pack_into(self._buffer, self._base + OFFSETS["connections"], connections, msgs_in, msgs_out,
+                            bytes_in, bytes_out)
+        _U64.pack_into(self._buffer, seq_at, seq + 2)
+
+    def set_ring_fill(self, fraction: float) -> None:
+        """The fullest outbound ring of this worker, 0.0 (empty) to 1.0 (full)."""
+        assert 0.0 <= fraction <= 1.0
+        _F64.pack_into(self._buffer, self._base + OFFSETS["ring_fill"], fraction)
+
+
+def map_table(fd: int) -> mmap.mmap:
+    """Map a status table from an inherited descriptor, checking that it is one."""
+    size = os.fstat(fd).st_size
+    rows = rows_in(size)
+    buffer = mmap.mmap(fd, size)
+    magic, header_rows = struct.unpack_from(HEADER_FORMAT, buffer, 0)
+    if magic != MAGIC or header_rows != rows:
+        buffer.close()
+        raise ValueError("not a status table")
+    return buffer
+
+
+def attach_writer(fd: int, index: int, *, clock: Clock | None = None) -> StatusRowWriter:
+    """What a worker does with the fd the supervisor passed: map it, write row `index`."""
+    return StatusRowWriter(map_table(fd), index, clock=clock or SystemClock())
