@@ -327,6 +327,59 @@ malformed:
     return NULL;
 }
 
+/* replay_frames(buf, start, check) -> ([(offset, end, kind, seq, ts, subject, size), ...], stop)
+ * Recovery's view of each whole valid record: the subject (MSG only, else None) and the
+ * nats-server accounted size (fileStoreMsgSize) so the index is rebuilt without the payloads. */
+static PyObject *replay_frames(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "replay_frames(buf, start, check)");
+        return NULL;
+    }
+    Py_ssize_t offset = PyLong_AsSsize_t(args[1]);
+    if (offset == -1 && PyErr_Occurred()) return NULL;
+    const int check = PyObject_IsTrue(args[2]);
+    if (check < 0) return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    const uint8_t *data = view.buf;
+    const Py_ssize_t size = view.len;
+    PyObject *found = PyList_New(0);
+    if (found == NULL) goto fail;
+    while (offset >= 0 && offset + RECORD_HEAD_BYTES <= size) {
+        record_head h;
+        read_head(data + offset, &h);
+        if (!record_ok(data, size, offset, &h, check)) break;
+        const Py_ssize_t end = offset + FRAME_BYTES + (Py_ssize_t)h.length;
+        PyObject *subject = Py_None;
+        long long accounted = 0;
+        if (h.kind == KIND_MSG) {
+            subject = PyUnicode_DecodeUTF8((const char *)data + offset + RECORD_HEAD_BYTES, h.subject_len, NULL);
+            if (subject == NULL) {
+                PyErr_Clear();
+                break; /* not a valid record: the caller treats it like a damaged one */
+            }
+            accounted = 22LL + h.subject_len + h.payload_len + 8 + (h.headers_len ? 4LL + h.headers_len : 0);
+        } else {
+            Py_INCREF(subject);
+        }
+        PyObject *frame = Py_BuildValue("(nnBKLNL)", offset, end, h.kind, (unsigned long long)h.seq,
+                                        (long long)h.ts, subject, accounted);
+        if (frame == NULL || PyList_Append(found, frame) < 0) {
+            Py_XDECREF(frame);
+            goto fail;
+        }
+        Py_DECREF(frame);
+        offset = end;
+    }
+    PyBuffer_Release(&view);
+    return Py_BuildValue("(Nn)", found, offset);
+fail:
+    Py_XDECREF(found);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
 /* find_msg(raw: bytes, seq: int) -> offset of the MSG record with that seq in a verified block, or -1 */
 static PyObject *find_msg(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
@@ -350,6 +403,8 @@ static PyObject *find_msg(PyObject *module, PyObject *const *args, Py_ssize_t na
 }
 
 static PyMethodDef store_methods[] = {
+    {"replay_frames", (PyCFunction)(void (*)(void))replay_frames, METH_FASTCALL,
+     "Whole valid records from start with subject and accounted size: (frames, stop)."},
     {"find_msg", (PyCFunction)(void (*)(void))find_msg, METH_FASTCALL,
      "Offset of the MSG record with seq in a verified block, or -1."},
     {"encode_msgs", (PyCFunction)(void (*)(void))encode_msgs, METH_FASTCALL,

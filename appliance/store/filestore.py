@@ -129,21 +129,20 @@ class FileStreamStore:
         self._add_segment(seg)
         offset = segment.HEADER_BYTES
         while offset < len(data):
-            try:
-                record = records.decode_at(data, offset)
-            except records.BadRecord as exc:
-                resume = records.resync(data, offset)
-                if resume is None and is_last:
-                    self._truncate_torn(seg, offset, len(data) - offset)
-                    break
-                next_seq = records.decode_at(data, resume).seq if resume is not None else 0
-                self._corrupt(path, offset, self._index.last_seq + 1, max(next_seq - 1, 0), str(exc))
-                if resume is None:
-                    break
-                offset = resume
-                continue
-            self._replay(record, seg)
-            offset = record.end
+            frames, stop = speedups.replay_frames(data, offset, True)
+            self._replay(frames, data, seg)
+            if stop >= len(data):
+                break
+            detail = _bad_record_detail(data, stop)
+            resume = records.resync(data, stop)
+            if resume is None and is_last:
+                self._truncate_torn(seg, stop, len(data) - stop)
+                break
+            next_seq = records.decode_at(data, resume).seq if resume is not None else 0
+            self._corrupt(path, stop, self._index.last_seq + 1, max(next_seq - 1, 0), detail)
+            if resume is None:
+                break
+            offset = resume
 
     def _truncate_torn(self, seg: ActiveSegment, offset: int, torn: int) -> None:
         logger.warning("store: truncating torn tail of %s at %d (%d bytes)", seg.path, offset, torn)
@@ -171,7 +170,7 @@ class FileStreamStore:
                 if header.dict_id and zdict is None:
                     raise CorruptData("segment needs a missing dictionary", path=path, offset=info.offset)
                 raw = segment.decode_block(data, info, zdict=zdict, path=path)
-                found, stop = records.decode_all(raw)
+                frames, stop = speedups.replay_frames(raw, 0, False)
                 if stop != len(raw):
                     raise CorruptData("damaged record inside block", path=path, offset=info.offset)
             except CorruptData as exc:
@@ -179,28 +178,52 @@ class FileStreamStore:
                 self._index.advance_last(info.last_seq)
                 continue
             good.append(info)
-            for record in found:
-                self._replay(record, seg)
+            self._replay(frames, raw, seg)
         complete = sealed_from(path, header.first_seq, header.dict_id, good)
         seg.blocks, seg.block_firsts = complete.blocks, complete.block_firsts
 
-    def _replay(self, record: records.Record, seg: Segment) -> None:
+    def _replay(self, frames: list[speedups.Replayed], raw: bytes, seg: Segment) -> None:
+        """Apply recovered records in order; runs of consecutive messages go to the index at once."""
         index = self._index
-        if record.kind == records.Kind.MSG:
-            if record.seq <= index.last_seq:
-                logger.warning("store: ignoring out-of-order record seq %d in %s", record.seq, seg.path)
-                return
-            size = api.file_msg_size(record.subject, record.headers, record.payload)
-            index.add(record.seq, record.subject, size, record.timestamp_ns)
-            seg.live += 1
-            if isinstance(seg, ActiveSegment):
-                seg.offsets[record.seq] = record.offset
-        elif record.kind == records.Kind.DELETE:
-            for first, last in record.ranges():
-                self._forget(self._live_in(first, last))
-            index.advance_last(record.seq)
-        else:
-            self._forget(index.skip_to(record.seq))
+        offsets = seg.offsets if isinstance(seg, ActiveSegment) else None
+        names: list[str] = []
+        sizes: list[int] = []
+        times: list[int] = []
+        run_first = 0
+
+        def flush() -> None:
+            if names:
+                index.add_many(run_first, names.copy(), sizes.copy(), times.copy())
+                seg.live += len(names)
+                names.clear()
+                sizes.clear()
+                times.clear()
+
+        for offset, _end, kind, seq, ts, subject, size in frames:
+            if kind == records.Kind.MSG:
+                assert subject is not None
+                if names and seq != run_first + len(names):
+                    flush()
+                if not names:
+                    if seq <= index.last_seq:
+                        logger.warning("store: ignoring out-of-order record seq %d in %s", seq, seg.path)
+                        continue
+                    run_first = seq
+                names.append(subject)
+                sizes.append(size)
+                times.append(ts)
+                if offsets is not None:
+                    offsets[seq] = offset
+                continue
+            flush()
+            record = records.decode_at(raw, offset, check=False)
+            if kind == records.Kind.DELETE:
+                for first, last in record.ranges():
+                    self._forget(self._live_in(first, last))
+                index.advance_last(record.seq)
+            else:
+                self._forget(index.skip_to(record.seq))
+        flush()
 
     def _corrupt(self, path: str, offset: int, first_seq: int, last_seq: int, detail: str) -> None:
         detail = detail.removeprefix(f"{path}:{offset}: ")
@@ -647,3 +670,11 @@ class FileStreamStore:
 
 def _tail(info: segment.BlockInfo) -> tuple[int, int, int, int, int, int]:
     return (info.first_seq, info.last_seq, info.ts_min, info.ts_max, info.msg_count, info.comp_len)
+
+
+def _bad_record_detail(data: bytes, offset: int) -> str:
+    try:
+        records.decode_at(data, offset)
+    except records.BadRecord as exc:
+        return str(exc)
+    return f"unreadable record at {offset}"

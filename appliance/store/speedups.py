@@ -70,6 +70,40 @@ def block_msgs_py(raw: bytes, start_seq: int, factory: Callable[[int, str, bytes
     return found
 
 
+# (offset, end, kind, seq, timestamp_ns, subject or None, nats-server accounted size)
+Replayed = tuple[int, int, int, int, int, "str | None", int]
+
+
+def replay_frames_py(buf: bytes | memoryview, start: int, check: bool) -> tuple[list[Replayed], int]:
+    """Whole valid records from start with their subject (MSG only) and accounted size."""
+    found: list[Replayed] = []
+    unpack = records.RECORD_HEAD.unpack_from
+    body_head = records.BODY_HEAD.size
+    offset = start
+    size = len(buf)
+    while offset + records.HEAD_BYTES <= size:
+        length, crc, kind, seq, ts, subject_len, headers_len, payload_len = unpack(buf, offset)
+        end = offset + 8 + length
+        if (
+            end > size
+            or body_head + subject_len + headers_len + payload_len != length
+            or kind not in (1, 2, 3)
+            or (check and zlib.crc32(buf[offset + 8 : end], length) != crc)
+        ):
+            break
+        subject: str | None = None
+        accounted = 0
+        if kind == records.Kind.MSG:
+            try:
+                subject = bytes(buf[offset + records.HEAD_BYTES : offset + records.HEAD_BYTES + subject_len]).decode()
+            except UnicodeDecodeError:
+                break
+            accounted = 30 + subject_len + payload_len + (4 + headers_len if headers_len else 0)
+        found.append((offset, end, kind, seq, ts, subject, accounted))
+        offset = end
+    return found, offset
+
+
 def find_msg_py(raw: bytes, seq: int) -> int:
     """Offset of the MSG record with this seq in a verified block, or -1."""
     unpack = records.RECORD_HEAD.unpack_from
@@ -107,7 +141,9 @@ encode_msgs: Callable[[list[tuple[str, bytes, bytes, int]], int, int], Encoded]
 scan_frames: Callable[[bytes | memoryview, int], tuple[list[records.Frame], int]]
 block_msgs: Callable[..., list[object]]
 find_msg: Callable[[bytes, int], int]
+replay_frames: Callable[[bytes | memoryview, int, bool], tuple[list[Replayed], int]]
 if _native is not None:
+    replay_frames = _native.replay_frames
     find_msg = _native.find_msg
     encode_msgs = _native.encode_msgs
     scan_frames = _native.scan_frames
@@ -117,3 +153,4 @@ else:
     scan_frames = records.scan_frames
     block_msgs = block_msgs_py
     find_msg = find_msg_py
+    replay_frames = replay_frames_py

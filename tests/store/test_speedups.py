@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from appliance import native
 from appliance.store import records, speedups
-from appliance.store.api import StoredMsg
+from appliance.store.api import StoredMsg, file_msg_size
 
 msgs_strategy = st.lists(
     st.tuples(st.text(max_size=20), st.binary(max_size=40), st.binary(max_size=200), st.integers(-(2**63), 2**63 - 1)),
@@ -41,6 +41,10 @@ def test_scan_frames_and_block_msgs_match_the_twins(
     buffer, _, _, _ = speedups.encode_msgs_py(msgs, 1, 0)
     damaged = buffer[:cut] + garbage
     assert speedups.scan_frames(damaged, 0) == records.scan_frames(damaged, 0)
+    for check in (True, False):
+        assert speedups.replay_frames(damaged, 0, check) == speedups.replay_frames_py(damaged, 0, check)
+    replayed, _ = speedups.replay_frames(buffer, 0, True)
+    assert [r[6] for r in replayed] == [file_msg_size(s, h, p) for s, h, p, _ in msgs]
     for start in (1, 3, 10**6):
         assert speedups.block_msgs(buffer, start, StoredMsg) == speedups.block_msgs_py(buffer, start, StoredMsg)
     for seq in (1, len(msgs), len(msgs) + 1):
