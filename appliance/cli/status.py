@@ -86,10 +86,10 @@ def render(answer: JsonObject) -> str:
         f"Clients:    {answer.get('client_url')}" + (f"   Monitoring: {answer['http_url']}"
                                                       if answer.get("http_url") else ""),
         f"Uptime:     {_duration(_float(answer.get('uptime_s')))} (since {answer.get('start')})",
-        f"Supervisor: pid {supervisor.get('pid')}, {supervisor.get('state')}, "
-        f"cpu {_float(supervisor.get('cpu_percent')):.1f}%, rss {_size(_int(supervisor.get('rss_bytes')))}, "
-        f"restarts {supervisor.get('restarts_in_window')}/{supervisor.get('restart_budget')} "
-        f"in {_float(supervisor.get('restart_window_s')):g}s",
+        (f"Supervisor: pid {supervisor.get('pid')}, {supervisor.get('state')}, "
+         f"cpu {_float(supervisor.get('cpu_percent')):.1f}%, rss {_size(_int(supervisor.get('rss_bytes')))}, "
+         f"restarts {supervisor.get('restarts_in_window')}/{supervisor.get('restart_budget')} "
+         f"in {_float(supervisor.get('restart_window_s')):g}s"),
         "",
         _table([_dict(worker) for worker in _list(answer.get("workers"))]),
         "",

@@ -24,9 +24,9 @@ import socket
 import stat
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from appliance import limits
 from appliance.errors import BrokenError, LimitExceeded

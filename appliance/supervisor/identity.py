@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import os
-from typing import Callable
+from collections.abc import Callable
 
 SERVER_PREFIX_BYTE = 13 << 3  # nkeys PrefixByteServer: encodes to a leading "N"
 KEY_BYTES = 32

@@ -25,10 +25,10 @@ import signal
 import subprocess
 import time
 from collections import deque
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Callable
 
 import psutil  # type: ignore[import-untyped]
 
@@ -71,7 +71,7 @@ class WorkerSlot:
     started_mono_s: float = 0.0
     restart_at_mono_s: float = 0.0
     sampler: psutil.Process | None = None
-    sample: ProcessSample = ProcessSample()
+    sample: ProcessSample = field(default_factory=ProcessSample)
 
     @property
     def index(self) -> int:

@@ -24,8 +24,8 @@ import pickle
 import signal
 import socket
 import sys
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Callable, Coroutine
 
 from appliance import limits
 from appliance.config.options import ServerOptions

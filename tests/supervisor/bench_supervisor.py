@@ -20,8 +20,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 import psutil  # type: ignore[import-untyped]
 
@@ -97,14 +99,15 @@ def bench(rounds: int) -> dict[str, list[float]]:
             began = time.monotonic()
             os.kill(worker["pid"], signal.SIGKILL)
 
-            def serving_again() -> bool:
-                now = request(socket_path, {"request": "status"})["workers"][0]  # type: ignore[index]
-                return bool(now["state"] == "ready" and now["pid"] != worker["pid"])
-
-            wait_for(serving_again)
+            wait_for(partial(serving_again, socket_path, int(worker["pid"])))
             results["worker restart s"].append(time.monotonic() - began)
             stop(process)
     return results
+
+
+def serving_again(socket_path: Path, old_pid: int) -> bool:
+    now = request(socket_path, {"request": "status"})["workers"][0]  # type: ignore[index]
+    return bool(now["state"] == "ready" and now["pid"] != old_pid)
 
 
 def main() -> None:

@@ -6,7 +6,8 @@ import asyncio
 import os
 import signal
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import nats
 import pytest

@@ -6,8 +6,9 @@ import json
 import os
 import signal
 import socket
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import psutil  # type: ignore[import-untyped]
 import pytest
@@ -108,8 +109,8 @@ def test_supervisor_killed_with_sigkill_takes_its_workers_and_leaves_no_shared_m
     workers = supervisor.wait_ready()
     supervisor.process.kill()
     supervisor.wait_exit()
-    for worker in workers:
-        supervisor.wait_for(lambda: supervisor.gone(int(worker["pid"])), what=f"worker {worker['pid']} gone")
+    pids = [int(worker["pid"]) for worker in workers]
+    supervisor.wait_for(lambda: all(supervisor.gone(pid) for pid in pids), what=f"workers {pids} gone")
     assert supervisor.shm_names() == []
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", supervisor.port), timeout=2.0)

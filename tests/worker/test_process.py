@@ -16,7 +16,13 @@ from appliance.config.options import ServerOptions
 from appliance.errors import StartupError
 from appliance.supervisor.spawn import SpawnedWorker, spawn_worker
 from appliance.supervisor.status_table import StatusTable
-from appliance.worker.process import WorkerBootstrap, build_context, encode_bootstrap, load_target, read_bootstrap
+from appliance.worker.process import (
+    WorkerBootstrap,
+    build_context,
+    encode_bootstrap,
+    load_target,
+    read_bootstrap,
+)
 
 ECHO_TARGET = "appliance.testing.echo_worker:serve_echo"
 DEADLINE_S = 20.0
@@ -39,10 +45,11 @@ def table() -> Iterator[StatusTable]:
 def bootstrap_for(listener: socket.socket, table: StatusTable, **changes: object) -> WorkerBootstrap:
     options = ServerOptions(host="127.0.0.1", server_name="w-test")
     options.appliance.cpu_pinning = True
-    fields: dict[str, object] = dict(options=options, target=ECHO_TARGET, worker_index=1, worker_count=2,
-                                     server_id="NTEST", start_wall_s=123.0, supervisor_pid=os.getpid(),
-                                     client_fd=listener.fileno(), ready_fd=-1, status_fd=table.fd,
-                                     core=sorted(os.sched_getaffinity(0))[-1], numa_node=0)
+    fields: dict[str, object] = {
+        "options": options, "target": ECHO_TARGET, "worker_index": 1, "worker_count": 2, "server_id": "NTEST",
+        "start_wall_s": 123.0, "supervisor_pid": os.getpid(), "client_fd": listener.fileno(), "ready_fd": -1,
+        "status_fd": table.fd, "core": max(os.sched_getaffinity(0)), "numa_node": 0,
+    }
     fields.update(changes)
     return WorkerBootstrap(**fields)  # type: ignore[arg-type]
 
