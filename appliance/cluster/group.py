@@ -102,7 +102,16 @@ class RaftGroup:
         uncommitted = core.log.last_index() - core.log.committed + len(self._pending)
         if uncommitted >= core.config.uncommitted_entries_max:
             raise LimitExceeded(f"{self.group_id}: {uncommitted} entries not committed yet")
+        if not self._quorum_has_window():
+            raise LimitExceeded(f"{self.group_id}: the in-flight window to a quorum of followers is full")
         self._pending.append((data, on_done))
+
+    def _quorum_has_window(self) -> bool:
+        """Can a new entry reach a quorum now, or are too many followers' in-flight windows full?"""
+        core = self.core
+        open_voters = sum(1 for peer in core.voters
+                          if peer == core.id or (peer in core.progress and not core.progress[peer].inflights.full()))
+        return open_voters >= len(core.voters) // 2 + 1
 
     def step(self, message: Message) -> None:
         self.core.step(message)
@@ -132,7 +141,20 @@ class RaftGroup:
         self._apply(ready)
         self.core.advance(ready)
         self._maybe_compact(stale_snapshot)
+        if self._waiting and not self.is_leader():
+            self._fail_lost_proposals()
         return True
+
+    def _fail_lost_proposals(self) -> None:
+        """Fail proposals whose entry can no longer commit: overwritten, or cut off a deposed leader's log."""
+        log = self.core.log
+        for index in list(self._waiting):
+            term = log.term(index)
+            proposal = self._waiting[index]
+            gone = term is None and index > log.last_index() and self.core.term != proposal.term
+            if gone or (term is not None and term != proposal.term):
+                del self._waiting[index]
+                proposal.on_done(False, index)
 
     def _persist(self, ready: Ready) -> None:
         if ready.snapshot is not None:

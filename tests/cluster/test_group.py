@@ -235,3 +235,14 @@ def test_the_leader_reports_replicas_current_and_seen_ago() -> None:
     assert peers["b"].current
     assert not peers["c"].current
     assert peers["c"].seen_ago_s == pytest.approx(0.3)
+
+
+def test_proposals_push_back_when_the_in_flight_window_to_a_quorum_is_full() -> None:
+    trio = Trio()
+    leader = trio.elect()
+    trio.down = {"b", "c"}
+    for round_number in range(leader.core.config.inflight_msgs_max):
+        leader.propose(f"r{round_number}".encode())
+        trio.run()
+    with pytest.raises(LimitExceeded, match="in-flight window"):
+        leader.propose(b"one too many")

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from appliance.clock import ManualClock
 from appliance.cluster.group import RaftGroup
 from appliance.cluster.raft_storage import DurableStorage
+from appliance.raft.codec import decode_message, encode_message
 from appliance.raft.types import ConfState, Entry, HardState, Message, RaftConfig
 from appliance.testing.sim.checkers import Checkers
 from appliance.testing.sim.disk import SimDisk
@@ -47,7 +48,8 @@ class SimTransport:
 
     def send(self, messages: Sequence[Message]) -> None:
         for message in messages:
-            self.network.send(self.now(), self.group_id, message)
+            wire = decode_message(encode_message(message))  # every message takes the real wire format
+            self.network.send(self.now(), self.group_id, wire)
 
 
 class SimNode:

@@ -1,0 +1,104 @@
+"""Wire encoding of RAFT messages (little endian, versioned). Pure; decode errors are CorruptData.
+
+    [u8 version=1][u8 type][u8 flags][u64 term][u64 log_term][u64 index][u64 commit][u64 reject_hint]
+    [str sender][str to][bytes context][u32 n] n x ([u64 term][u64 index][u8 type][bytes data])
+    flags bit 0: reject; bit 1: a snapshot follows:
+    [u64 index][u64 term][u16 n] n x [str voter] [bytes data]
+str = [u16 len][utf-8]; bytes = [u32 len][raw].
+"""
+
+from __future__ import annotations
+
+import struct
+
+from appliance.errors import CorruptData
+from appliance.raft.types import (
+    ConfState, Entry, EntryType, Message, MessageType, Snapshot, SnapshotMeta,
+)
+
+VERSION = 1
+HEADER = struct.Struct("<BBBQQQQQ")
+ENTRY = struct.Struct("<QQB")
+SNAPSHOT = struct.Struct("<QQH")
+U16 = struct.Struct("<H")
+U32 = struct.Struct("<I")
+FLAG_REJECT = 1
+FLAG_SNAPSHOT = 2
+
+
+def _text(value: str) -> bytes:
+    raw = value.encode()
+    return U16.pack(len(raw)) + raw
+
+
+def _blob(value: bytes) -> bytes:
+    return U32.pack(len(value)) + value
+
+
+def encode_message(m: Message) -> bytes:
+    flags = (FLAG_REJECT if m.reject else 0) | (FLAG_SNAPSHOT if m.snapshot is not None else 0)
+    parts = [HEADER.pack(VERSION, m.type, flags, m.term, m.log_term, m.index, m.commit, m.reject_hint),
+             _text(m.sender), _text(m.to), _blob(m.context), U32.pack(len(m.entries))]
+    for entry in m.entries:
+        parts.append(ENTRY.pack(entry.term, entry.index, entry.type))
+        parts.append(_blob(entry.data))
+    if m.snapshot is not None:
+        meta = m.snapshot.meta
+        parts.append(SNAPSHOT.pack(meta.index, meta.term, len(meta.conf.voters)))
+        parts.extend(_text(voter) for voter in meta.conf.voters)
+        parts.append(_blob(m.snapshot.data))
+    return b"".join(parts)
+
+
+class _Reader:
+    def __init__(self, data: bytes) -> None:
+        self.view = memoryview(data)
+        self.offset = 0
+
+    def unpack(self, layout: struct.Struct) -> tuple[int, ...]:
+        values = layout.unpack_from(self.view, self.offset)
+        self.offset += layout.size
+        return values
+
+    def take(self, size: int) -> bytes:
+        if self.offset + size > len(self.view):
+            raise CorruptData("raft message truncated")
+        raw = bytes(self.view[self.offset : self.offset + size])
+        self.offset += size
+        return raw
+
+    def text(self) -> str:
+        return self.take(self.unpack(U16)[0]).decode()
+
+    def blob(self) -> bytes:
+        return self.take(self.unpack(U32)[0])
+
+
+def decode_message(data: bytes) -> Message:
+    try:
+        return _decode(_Reader(data), len(data))
+    except (struct.error, UnicodeDecodeError, ValueError) as error:
+        raise CorruptData(f"bad raft message: {error}") from error
+
+
+def _decode(reader: _Reader, size: int) -> Message:
+    version, kind, flags, term, log_term, index, commit, reject_hint = reader.unpack(HEADER)
+    if version != VERSION:
+        raise CorruptData(f"raft message version {version} (expected {VERSION})")
+    sender, to, context = reader.text(), reader.text(), reader.blob()
+    entries = []
+    for _ in range(reader.unpack(U32)[0]):
+        entry_term, entry_index, entry_type = reader.unpack(ENTRY)
+        entries.append(Entry(entry_term, entry_index, EntryType(entry_type), reader.blob()))
+    snapshot = None
+    if flags & FLAG_SNAPSHOT:
+        snap_index, snap_term, voter_count = reader.unpack(SNAPSHOT)
+        voters = tuple(reader.text() for _ in range(voter_count))
+        if list(voters) != sorted(set(voters)):
+            raise CorruptData("snapshot voters are not sorted and unique")
+        snapshot = Snapshot(SnapshotMeta(snap_index, snap_term, ConfState(voters)), reader.blob())
+    if reader.offset != size:
+        raise CorruptData(f"{size - reader.offset} trailing bytes after a raft message")
+    return Message(MessageType(kind), sender, to, term=term, log_term=log_term, index=index,
+                   entries=tuple(entries), commit=commit, reject=bool(flags & FLAG_REJECT),
+                   reject_hint=reject_hint, snapshot=snapshot, context=context)
