@@ -95,14 +95,20 @@ static PyObject *native_ring_region_bytes(PyObject *module, PyObject *capacity_o
     return PyLong_FromUnsignedLongLong(ring_region_bytes(capacity));
 }
 
-/* ring_init(buffer, offset, capacity) -> None */
+/* ring_init(buffer, offset, capacity, frame_bytes_max) -> None */
 static PyObject *native_ring_init(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (arguments_exactly(nargs, 3, "ring_init") < 0) return NULL;
+    if (arguments_exactly(nargs, 4, "ring_init") < 0) return NULL;
     const unsigned long long capacity = PyLong_AsUnsignedLongLong(args[2]);
     if (capacity == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
     if (capacity < RING_CAPACITY_MIN || capacity > RING_CAPACITY_MAX || (capacity & (capacity - 1u))) {
         PyErr_SetString(PyExc_ValueError, "ring capacity must be a power of two in [64, 2**31]");
+        return NULL;
+    }
+    const unsigned long long frame_bytes_max = PyLong_AsUnsignedLongLong(args[3]);
+    if (frame_bytes_max == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+    if (frame_bytes_max < 1u || frame_bytes_max > ring_frame_bytes_max(capacity)) {
+        PyErr_SetString(PyExc_ValueError, "frame_bytes_max must be in [1, capacity / 4]");
         return NULL;
     }
     ring_view view;
@@ -113,20 +119,21 @@ static PyObject *native_ring_init(PyObject *module, PyObject *const *args, Py_ss
         PyErr_SetString(PyExc_ValueError, "buffer too small for the ring");
         return NULL;
     }
-    ring_init(view.memory, available, capacity);
+    ring_init(view.memory, available, capacity, frame_bytes_max);
     ring_view_release(&view);
     Py_RETURN_NONE;
 }
 
-/* ring_check(buffer, offset) -> capacity; raises ValueError when no valid ring is there. */
+/* ring_check(buffer, offset) -> (capacity, frame_bytes_max); ValueError when no valid ring is there. */
 static PyObject *native_ring_check(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
     if (arguments_exactly(nargs, 2, "ring_check") < 0) return NULL;
     ring_view view;
     if (ring_view_acquire(&view, args[0], args[1], 1) < 0) return NULL;
     const uint64_t capacity = ((const ring_header *)view.memory)->capacity;
+    const uint64_t frame_bytes_max = ((const ring_header *)view.memory)->frame_bytes_max;
     ring_view_release(&view);
-    return PyLong_FromUnsignedLongLong(capacity);
+    return Py_BuildValue("(KK)", (unsigned long long)capacity, (unsigned long long)frame_bytes_max);
 }
 
 /* Appends one payload object at *head (unpublished): 1 written, 0 full, -1 with an exception. */

@@ -43,12 +43,14 @@ uint64_t ring_region_bytes(uint64_t capacity) { return RING_HEADER_BYTES + capac
 
 uint64_t ring_frame_bytes_max(uint64_t capacity) { return capacity / 4u; }
 
-void ring_init(void *memory, uint64_t region_bytes, uint64_t capacity) {
+void ring_init(void *memory, uint64_t region_bytes, uint64_t capacity, uint64_t frame_bytes_max) {
     RING_ASSERT(memory != NULL);
     RING_ASSERT(is_power_of_two(capacity));
     RING_ASSERT(capacity >= RING_CAPACITY_MIN);
     RING_ASSERT(capacity <= RING_CAPACITY_MAX);
     RING_ASSERT(region_bytes >= ring_region_bytes(capacity));
+    RING_ASSERT(frame_bytes_max >= 1u);
+    RING_ASSERT(frame_bytes_max <= ring_frame_bytes_max(capacity));
     /* Only the header: the data region needs no initialisation (records carry their own length),
      * and leaving it untouched keeps the pages of a fresh shared-memory ring unallocated. */
     memset(memory, 0, RING_HEADER_BYTES);
@@ -57,7 +59,7 @@ void ring_init(void *memory, uint64_t region_bytes, uint64_t capacity) {
     h->version = RING_VERSION;
     h->header_bytes = RING_HEADER_BYTES;
     h->capacity = capacity;
-    h->frame_bytes_max = ring_frame_bytes_max(capacity);
+    h->frame_bytes_max = frame_bytes_max;
     h->producer_tail_cache = 0u;
     atomic_store_explicit(&h->head, 0u, memory_order_relaxed);
     atomic_store_explicit(&h->tail, 0u, memory_order_relaxed);
@@ -74,7 +76,7 @@ ring_status ring_check(const void *memory, uint64_t region_bytes) {
     if (h->version != RING_VERSION || h->header_bytes != RING_HEADER_BYTES) return RING_ERROR_VERSION;
     if (!is_power_of_two(h->capacity) || h->capacity < RING_CAPACITY_MIN) return RING_ERROR_CAPACITY;
     if (h->capacity > RING_CAPACITY_MAX) return RING_ERROR_CAPACITY;
-    if (h->frame_bytes_max != ring_frame_bytes_max(h->capacity)) return RING_ERROR_CAPACITY;
+    if (h->frame_bytes_max == 0u || h->frame_bytes_max > ring_frame_bytes_max(h->capacity)) return RING_ERROR_CAPACITY;
     if (region_bytes < ring_region_bytes(h->capacity)) return RING_ERROR_SIZE;
     return RING_OK;
 }

@@ -96,11 +96,13 @@ typedef enum {
 /* Bytes a region needs for a ring of `capacity` data bytes. */
 uint64_t ring_region_bytes(uint64_t capacity);
 
-/* Largest payload of one record in a ring of `capacity`: capacity / 4. */
+/* Largest payload a ring of `capacity` may allow: capacity / 4, so that any record fits an
+ * empty ring even after a wrap. */
 uint64_t ring_frame_bytes_max(uint64_t capacity);
 
-/* Writes a fresh header (empty ring) into `memory`; capacity a power of two. */
-void ring_init(void *memory, uint64_t region_bytes, uint64_t capacity);
+/* Writes a fresh header (empty ring) into `memory`; capacity a power of two, records of at most
+ * `frame_bytes_max` payload bytes (1 .. ring_frame_bytes_max(capacity)). */
+void ring_init(void *memory, uint64_t region_bytes, uint64_t capacity, uint64_t frame_bytes_max);
 
 /* Validates the header of an existing ring in a region of `region_bytes`. */
 ring_status ring_check(const void *memory, uint64_t region_bytes);

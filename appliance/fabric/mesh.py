@@ -33,7 +33,7 @@ import posix_ipc  # type: ignore[import-not-found,import-untyped,unused-ignore]
 
 from appliance import limits, native
 from appliance.errors import CorruptData
-from appliance.fabric.frames import check_capacity
+from appliance.fabric.frames import check_capacity, frame_bytes_max
 from appliance.fabric.link import Link
 from appliance.fabric.ring import RingLink
 from appliance.fabric.socketpair import SocketpairLink
@@ -221,7 +221,7 @@ def _create_rings(mesh: RingMesh) -> None:
         for dst in range(n):
             if src != dst:
                 offset = ring_offset(src, dst, worker_count=n, ring_bytes=mesh.ring_bytes)
-                native.speedups.ring_init(memory, offset, mesh.ring_bytes)
+                native.speedups.ring_init(memory, offset, mesh.ring_bytes, frame_bytes_max(mesh.ring_bytes))
                 mesh._bells[(src, dst)] = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
 
 

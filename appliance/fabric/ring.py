@@ -33,6 +33,7 @@ from appliance.fabric.link import LinkHandler, LinkLoop, Payload
 _native: ModuleType = native.speedups or ModuleType("appliance._native (not built)")
 _push = getattr(_native, "ring_push", None)
 PUSH_FULL = 0
+CLOSED_MEMORY = bytearray(0)  # what a closed link pushes into: the C call refuses it
 PUSH_DONE = 1
 PUSH_WAKE = 2
 
@@ -64,15 +65,17 @@ class RingLink:
         assert native.ENABLED and _push is not None, "RingLink needs appliance._native"
         assert out_offset != in_offset
         self._memory = memory
+        self._push_memory: mmap.mmap | bytearray = memory  # swapped for CLOSED_MEMORY by close()
         self._peer = peer
         self._out = out_offset
         self._in = in_offset
         self._out_bell = out_bell_fd
         self._in_bell = in_bell_fd
-        capacity = _native.ring_check(memory, out_offset)
-        assert _native.ring_check(memory, in_offset) == capacity, "both directions share a capacity"
+        capacity, frame_max = _native.ring_check(memory, out_offset)
+        assert _native.ring_check(memory, in_offset) == (capacity, frame_max), "both directions alike"
+        assert frame_max == frame_bytes_max(capacity), "rings are made by mesh.create_mesh"
         self.capacity: int = capacity
-        self._frame_bytes_max = frame_bytes_max(capacity)
+        self._frame_bytes_max: int = frame_max
         self._loop: LinkLoop | None = None
         self._handler: LinkHandler | None = None
         self._drain_scheduled = False
@@ -90,12 +93,12 @@ class RingLink:
         return self._frame_bytes_max
 
     def try_send(self, kind: int, payload: Payload) -> bool:
-        # The hot path: C refuses kind 0 (ValueError) and kinds beyond u32 (OverflowError).
-        if self._closed:
-            raise ClosedError(f"link to worker {self._peer} is closed")
-        if len(payload) > self._frame_bytes_max:
-            raise LimitExceeded(f"frame of {len(payload)} bytes > {self._frame_bytes_max} (FRAME_BYTES_MAX)")
-        result = _push(self._memory, self._out, kind, payload)  # type: ignore[misc]
+        # The hot path is one C call: it refuses (ValueError) a frame above the ring's
+        # frame_bytes_max, kind 0, and any call once closed (the memory is swapped out then).
+        try:
+            result = _push(self._push_memory, self._out, kind, payload)  # type: ignore[misc]
+        except ValueError as error:
+            raise self._refusal(kind, payload) from error
         if result == PUSH_DONE:
             return True
         if result == PUSH_WAKE:
@@ -103,6 +106,14 @@ class RingLink:
             return True
         self._wait_for_space()
         return False
+
+    def _refusal(self, kind: int, payload: Payload) -> Exception:
+        if self._closed:
+            return ClosedError(f"link to worker {self._peer} is closed")
+        if len(payload) > self._frame_bytes_max:
+            return LimitExceeded(f"frame of {len(payload)} bytes > {self._frame_bytes_max} (FRAME_BYTES_MAX)")
+        assert kind != KIND_RESERVED, "kind 0 is the transport's own"
+        return ValueError(f"frame kind {kind} refused by the ring")
 
     def try_send_many(self, frames: list[Frame], start: int = 0) -> int:
         """Sends frames[start:] until one does not fit; returns the index of the first not sent."""
@@ -161,6 +172,7 @@ class RingLink:
         if self._closed:
             return
         self._closed = True
+        self._push_memory = CLOSED_MEMORY
         if self._loop is not None:
             self._loop.remove_reader(self._in_bell)
 

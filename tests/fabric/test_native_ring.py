@@ -17,7 +17,7 @@ HEADER_BYTES = 256
 def fresh_ring(capacity: int, *, offset: int = 0) -> bytearray:
     assert speedups is not None
     memory = bytearray(offset + speedups.ring_region_bytes(capacity))
-    speedups.ring_init(memory, offset, capacity)
+    speedups.ring_init(memory, offset, capacity, capacity // 4)
     return memory
 
 
@@ -163,7 +163,7 @@ def test_push_many_stops_at_the_first_frame_that_does_not_fit() -> None:
 def test_rings_sit_at_any_aligned_offset_and_are_validated() -> None:
     assert speedups is not None
     memory = fresh_ring(128, offset=64)
-    assert speedups.ring_check(memory, 64) == 128
+    assert speedups.ring_check(memory, 64) == (128, 32)
     with pytest.raises(ValueError, match="magic"):
         speedups.ring_check(memory, 0)
     with pytest.raises(ValueError, match="aligned"):
@@ -173,7 +173,9 @@ def test_rings_sit_at_any_aligned_offset_and_are_validated() -> None:
     with pytest.raises(ValueError, match="too small"):
         speedups.ring_check(memory[: 64 + 256 + 64], 64)
     with pytest.raises(ValueError, match="power of two"):
-        speedups.ring_init(bytearray(1024), 0, 100)
+        speedups.ring_init(bytearray(1024), 0, 100, 25)
+    with pytest.raises(ValueError, match="frame_bytes_max"):
+        speedups.ring_init(bytearray(1024), 0, 256, 65)
     with pytest.raises(BufferError):
         speedups.ring_check(b"read-only bytes are refused" * 20, 0)
 
