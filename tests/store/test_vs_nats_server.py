@@ -78,6 +78,18 @@ SCENARIOS: dict[str, tuple[StoreLimits, list[Op]]] = {
         [pub("k"), pub("k"), pub("j")],
     ),
     "max-msg-size": (StoreLimits(max_msg_size=10), [pub("a", b"12345"), pub("a", b"x" * 11)]),
+    "purge-subject-below-seq": (
+        StoreLimits(),
+        [pub(f"s.{i % 2}", b"p%d" % i) for i in range(10)] + [Op("purge", subject="s.0", seq=7), pub("s.1")],
+    ),
+    "purge-all-then-publish": (
+        StoreLimits(),
+        [pub("a"), pub("b", b"", {"K": "v"}), Op("purge"), pub("c")],
+    ),
+    "purge-below-seq-without-subject": (
+        StoreLimits(),
+        [pub(f"t.{i % 4}") for i in range(9)] + [Op("delete", seq=8), Op("purge", seq=5)],
+    ),
     "delete-and-purge-keep": (
         StoreLimits(),
         [pub(f"s.{i % 3}", b"p%d" % i) for i in range(12)]
@@ -102,7 +114,7 @@ def run_ours(tmp_path: Path, limits: StoreLimits, ops: list[Op], storage: str) -
         elif op.kind == "delete":
             store.delete(op.seq)
         else:
-            store.purge(op.subject, keep=op.keep)
+            store.purge(op.subject, keep=op.keep, up_to_seq=op.seq)
     state = store.state()
     store.close()
     return (state.msgs, state.bytes, state.first_seq, state.last_seq, state.num_subjects, state.num_deleted), errors
@@ -134,7 +146,7 @@ async def run_theirs(port: int, limits: StoreLimits, ops: list[Op], storage: str
             elif op.kind == "delete":
                 await js.delete_msg("S", op.seq)
             else:
-                await js.purge_stream("S", subject=op.subject, keep=op.keep)
+                await js.purge_stream("S", subject=op.subject or None, keep=op.keep or None, seq=op.seq or None)
         info = json.loads((await nc.request("$JS.API.STREAM.INFO.S", b"", timeout=5)).data)
         state = info["state"]
         return (
