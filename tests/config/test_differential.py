@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import socket
 import subprocess
@@ -238,10 +239,32 @@ def appliance_accepts(path: Path, env: dict[str, str], *, validate: bool) -> tup
     return True, []
 
 
-@pytest.mark.parametrize(("name", "text", "accepted"), [(n, t, True) for n, t in ACCEPTED.items()] + [(n, t, False) for n, t in REJECTED.items()])
-def test_appliance_and_nats_server_t_agree(nats_server: RunServer, tmp_path: Path, name: str, text: str, accepted: bool) -> None:
-    path = write_case(tmp_path, name, text)
-    real = nats_server(["-t", "-c", path.name], CASE_ENV, tmp_path)
+VERDICT_CASES = {**ACCEPTED, **REJECTED}
+PARALLEL_RUNS_MAX = 8  # concurrent `nats-server -t` processes while judging the case table
+
+
+@pytest.fixture(scope="module")
+def t_verdicts(
+    nats_server: RunServer, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, tuple[Path, subprocess.CompletedProcess[str]]]:
+    """`nats-server -t` on every case of the table, run concurrently once for the module."""
+    root = tmp_path_factory.mktemp("t_verdicts")
+
+    def judge(name: str) -> tuple[str, tuple[Path, subprocess.CompletedProcess[str]]]:
+        directory = root / name
+        directory.mkdir()
+        path = write_case(directory, name, VERDICT_CASES[name])
+        return name, (path, nats_server(["-t", "-c", path.name], CASE_ENV, directory))
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=PARALLEL_RUNS_MAX) as pool:
+        return dict(pool.map(judge, VERDICT_CASES))
+
+
+@pytest.mark.parametrize(("name", "accepted"), [(n, True) for n in ACCEPTED] + [(n, False) for n in REJECTED])
+def test_appliance_and_nats_server_t_agree(
+    t_verdicts: dict[str, tuple[Path, subprocess.CompletedProcess[str]]], name: str, accepted: bool
+) -> None:
+    path, real = t_verdicts[name]
     assert (real.returncode == 0) is accepted, f"nats-server -t disagrees with the case table: {real.stderr}"
     ours, problems = appliance_accepts(path, CASE_ENV, validate=False)
     assert ours is accepted, f"nats-server said: {real.stderr.strip()}\nappliance said: {problems}"

@@ -10,6 +10,7 @@ and then reports an unknown field — both reject the file.
 
 from __future__ import annotations
 
+import concurrent.futures
 import random
 import subprocess
 from collections.abc import Callable
@@ -25,8 +26,9 @@ pytestmark = pytest.mark.integration
 # the `nats_server` fixture of conftest.py: run nats-server ARGS with exactly ENV in a directory
 RunServer = Callable[[list[str], dict[str, str], Path], "subprocess.CompletedProcess[str]"]
 
-SEEDS = [1, 2, 3]
-TEXTS_PER_SEED = 30
+SEEDS = [1, 2, 3, 4]
+TEXTS_PER_SEED = 40
+PARALLEL_RUNS_MAX = 8  # concurrent `nats-server -t` processes
 ATOMS = [
     "1", "42", "-7", "2m", "1k", "1kb", "1MiB", "1.5", "0.0.0.0:4222", "127.0.0.1", "30s", "true", "No", "abc",
     "a.b", "$X", "$2a$11$x", "'sq'", '"dq"', '"e\\tx"', "2021-01-01T00:00:00Z", "2021-01", "x\\ty", "1,", "-",
@@ -72,18 +74,24 @@ class Generator:
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_random_texts_get_the_same_syntax_verdict(nats_server: RunServer, tmp_path: Path, seed: int) -> None:
-    (tmp_path / "inc.conf").write_text("inc_key: 1\n")
     generator = Generator(seed)
+    texts = [generator.text() for _ in range(TEXTS_PER_SEED)]
     env = {"X": "5"}
+
+    def judge(index: int) -> subprocess.CompletedProcess[str]:
+        directory = tmp_path / str(index)
+        directory.mkdir()
+        (directory / "inc.conf").write_text("inc_key: 1\n")
+        (directory / "c.conf").write_text(texts[index])
+        return nats_server(["-t", "-c", "c.conf"], env, directory)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=PARALLEL_RUNS_MAX) as pool:
+        verdicts = list(pool.map(judge, range(len(texts))))
     disagreements = []
-    for index in range(TEXTS_PER_SEED):
-        text = generator.text()
-        path = tmp_path / "c.conf"
-        path.write_text(text)
-        real = nats_server(["-t", "-c", path.name], env, tmp_path)
+    for index, (text, real) in enumerate(zip(texts, verdicts, strict=True)):
         go_parses = not any(verdict in real.stderr for verdict in SYNTAX_VERDICTS)
         try:
-            parse_text(text, filename=str(path), env=env)
+            parse_text(text, filename=str(tmp_path / str(index) / "c.conf"), env=env)
             ours, why = True, ""
         except ConfigError as error:
             ours, why = False, error.problems[0]

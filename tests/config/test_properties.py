@@ -44,13 +44,13 @@ def parse_plain(text: str) -> dict[str, object]:
     return {key: to_plain(entry.value) for key, entry in tree.items()}
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(MAPPINGS)
 def test_written_configs_parse_back_to_the_same_data(mapping: dict[str, object]) -> None:
     assert parse_plain(dumps(mapping)) == mapping
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(MAPPINGS)
 def test_the_optional_top_level_braces_change_nothing(mapping: dict[str, object]) -> None:
     assert parse_plain("{\n" + dumps(mapping) + "}\n") == mapping
@@ -60,7 +60,7 @@ def refuse_includes(path: str) -> str:
     raise ConfigError([f"{path}: includes are not available in this test"])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(SOURCES)
 def test_any_text_parses_or_raises_config_error_only(text: str) -> None:
     try:
@@ -69,7 +69,7 @@ def test_any_text_parses_or_raises_config_error_only(text: str) -> None:
         assert error.problems and all(p.startswith("f.conf") for p in error.problems)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(SOURCES)
 def test_any_text_loads_or_raises_config_error_only(text: str) -> None:
     try:
@@ -78,7 +78,7 @@ def test_any_text_loads_or_raises_config_error_only(text: str) -> None:
         assert error.problems
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(MAPPINGS, st.sampled_from(["port", "cluster", "jetstream", "authorization", "accounts", "appliance", "max_payload"]))
 def test_known_keys_with_arbitrary_values_load_or_raise_config_error_only(mapping: dict[str, object], key: str) -> None:
     values = list(mapping.values()) or [1]
