@@ -4,11 +4,13 @@ Theory of operation. The format is context sensitive (a `{` opens a map after a 
 of an unquoted string inside a value; `2m` is an integer but `2ms` a string), so the lexer is a
 state machine with an explicit stack of "where to go after this value" states, the shape of
 nats-server's `conf/lex.go`. Each state is a method that consumes characters and returns the next
-state; `_return()` pops the stack. The quirks users rely on are kept on purpose:
+state; `pop()` returns to the state that pushed. Runs of characters that cannot change the state
+(key characters, string bodies, comments, digits) are consumed with one regex step. The quirks
+users rely on are kept on purpose, checked against nats-server in tests/config/test_differential*:
 
 * separators `=`, `:` or plain whitespace; a top-level `{ ... }` wrapper is optional;
 * unquoted strings end at whitespace, newline, `,` `;` `]` `}` (and a `'`); `true/yes/on` etc.
-  are booleans, `$NAME` a variable reference;
+  are booleans, `$NAME` a variable reference; a backslash escape works in them too;
 * a token starting with a digit is an integer (`2m` = 2,000,000 via size suffixes), a float, a
   Zulu datetime, an IP-ish string (`127.0.0.1:4222`) or, once a non-number rune appears, a
   string (`30s`) — but `]` does not end a number, so `[1]` is an error exactly as in nats-server;
