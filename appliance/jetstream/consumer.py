@@ -86,6 +86,8 @@ class Consumer:
         self._drain_scheduled = False
         self._redeliver_timer: Timer | None = None
         self._redeliver_due_ns = 0
+        self._ack_batch: list[tuple[int, int]] = []
+        self._ack_replies: list[str] = []
         self._inactive_timer: Timer | None = None
         self._heartbeat_timer: Timer | None = None
         self._sync_timer: Timer | None = None
@@ -520,17 +522,34 @@ class Consumer:
             self.host.send(reply, b"")
 
     def _ack(self, sseq: int, cseq: int, *, reply: str) -> None:
+        """Queue an ack; every ack of one loop turn becomes one ACK operation (one log append)."""
         if self.config.ack_policy == "none":
             self._ack_reply(reply)
             return
+        if not self._ack_batch:
+            self.host.call_soon(self._flush_acks)
+        self._ack_batch.append((sseq, cseq))
+        if reply:
+            self._ack_replies.append(reply)
+
+    def _flush_acks(self) -> None:
+        batch, replies = self._ack_batch, self._ack_replies
+        self._ack_batch, self._ack_replies = [], []
+        if not batch or self.deleted:
+            return
         now = self.host.now_ns()
-        data = ops.op_acked_all(sseq, cseq, now) if self.config.ack_policy == "all" else ops.op_acked([sseq], now)
+        if self.config.ack_policy == "all":
+            sseq, cseq = max(batch)
+            data = ops.op_acked_all(sseq, cseq, now)
+        else:
+            data = ops.op_acked([sseq for sseq, _ in batch], now)
 
         def done() -> None:
-            self._ack_reply(reply)
+            for reply in replies:
+                self._ack_reply(reply)
             self._kick()
 
-        self._propose(data, durable=bool(reply), done=done)
+        self._propose(data, durable=bool(replies), done=done)
 
     def _nak(self, sseq: int, rest: bytes) -> None:
         if sseq not in self.state.pending:

@@ -73,9 +73,8 @@ class ConsumerState:
                 self.floor_cseq, self.floor_sseq = self.delivered_cseq, self.delivered_sseq
             elif cseq == self.floor_cseq + 1:
                 self.floor_cseq, self.floor_sseq = cseq, sseq
-                later = [s for s in self.pending if s > sseq]
-                if later:
-                    following = min(later)
+                following = _lowest_above(self.pending, sseq)
+                if following:
                     self.floor_cseq, self.floor_sseq = self.pending[following][0] - 1, following - 1
         return done
 
@@ -110,6 +109,18 @@ class ConsumerState:
         self.floor_cseq, self.floor_sseq, self.floor_ns = snap["fc"], snap["fs"], snap["ft"]
         self.pending = {s: (c, t) for s, c, t in snap["p"]}
         self.redelivered = {s: n for s, n in snap["r"]}
+
+
+def _lowest_above(pending: dict[int, tuple[int, int]], sseq: int) -> int:
+    """The lowest pending stream sequence above sseq (0 if none). Pending is kept in delivery
+    order, which is stream order except for redeliveries, so the scan usually stops at once."""
+    best = 0
+    for candidate in pending:
+        if candidate > sseq and (best == 0 or candidate < best):
+            best = candidate
+            if candidate == sseq + 1:
+                break
+    return best
 
 
 def op_delivered(items: list[tuple[int, int, int, int]]) -> bytes:
