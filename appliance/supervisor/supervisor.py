@@ -2,8 +2,9 @@
 
 Theory of operation:
 - Start: logging, the nats-server start-up banner, listening sockets (opened once, inherited by
-  every worker), the status table in shared memory, the control socket, then one worker process
-  per placement (core, NUMA node).
+  every worker), the status table and (with more than one worker) the fabric mesh of rings in
+  shared memory (appliance/fabric/mesh.py; both unlinked at creation, passed as fds), the control
+  socket, then one worker process per placement (core, NUMA node).
 - Loop: signal handlers only record the signal and wake the selector; the loop then acts on
   recorded signals, worker exits (pidfd), ready bytes (ready pipe), control-socket requests and
   timers (restarts due, heartbeat checks, psutil samples, systemd watchdog).
@@ -35,6 +36,7 @@ import psutil  # type: ignore[import-untyped]
 from appliance import NATS_VERSION, __version__, limits
 from appliance.config.options import ServerOptions
 from appliance.errors import StartupError
+from appliance.fabric.mesh import RingMesh, create_mesh
 from appliance.log import setup_logging
 from appliance.supervisor import topology
 from appliance.supervisor.control import ControlServer, JsonObject, server_socket_path
@@ -121,6 +123,7 @@ class Supervisor:
         self.listeners: Listeners | None = None
         self.table: StatusTable | None = None
         self.control: ControlServer | None = None
+        self.mesh: RingMesh | None = None  # the local links between workers (none with one worker)
         self.own_process = psutil.Process()
         self.own_sample = ProcessSample()
         self.next_sample_mono_s = 0.0
@@ -173,6 +176,8 @@ class Supervisor:
         self.listeners = open_listeners(self.options)
         self._write_pid_file()
         self.table = StatusTable.create(count)
+        if count > 1:
+            self.mesh = create_mesh(count, ring_bytes=self.options.appliance.ring_bytes)
         self.control = ControlServer(server_socket_path(self.listeners.client_port), self._answer)
         self.control.register(self.selector)
         on_wake: EventHandler = lambda mask: self._drain_wake_pipe()
@@ -181,6 +186,8 @@ class Supervisor:
         node_ids = sorted({p.numa_node for p in placements})
         logger.info("Supervisor pid %d: %d worker(s) on cores %s, NUMA node(s) %s; control socket %s",
                     os.getpid(), count, cores, node_ids, self.control.path)
+        if self.mesh is not None:
+            logger.debug("Workers linked by %s (%d bytes per ring)", self.mesh.transport, self.mesh.ring_bytes)
         now = time.monotonic()
         self.slots = [WorkerSlot(placement=p) for p in placements]
         for slot in self.slots:
@@ -223,6 +230,8 @@ class Supervisor:
             self.control.close()
         if self.table is not None:
             self.table.close()
+        if self.mesh is not None:
+            self.mesh.close()
         if self.listeners is not None:
             self.listeners.close()
         self.selector.close()
@@ -292,14 +301,22 @@ class Supervisor:
     def _spawn(self, slot: WorkerSlot, now_mono_s: float) -> None:
         assert self.listeners is not None and self.table is not None
         placement = slot.placement
+        extra: dict[str, object] = {
+            "store_dir": topology.store_dir_for_node(self.options.appliance.numa_store_dirs, placement.numa_node,
+                                                     self.options.jetstream.store_dir),
+        }
+        extra_fds: tuple[int, ...] = ()
+        if self.mesh is not None:
+            mesh_spec = self.mesh.spec_for(slot.index)  # the same fds again for a restarted worker
+            extra["mesh_spec"] = mesh_spec.to_json()
+            extra_fds = tuple(mesh_spec.fds())
         bootstrap = WorkerBootstrap(
             options=self.options, target=self.worker_target, worker_index=slot.index,
             worker_count=len(self.slots), server_id=self.server_id, start_wall_s=self.start_wall_s,
             supervisor_pid=os.getpid(), client_fd=self.listeners.client.fileno(), ready_fd=-1,
             http_fd=self.listeners.http.fileno() if self.listeners.http is not None and slot.index == 0 else None,
-            status_fd=self.table.fd, core=placement.core, numa_node=placement.numa_node,
-            extra={"store_dir": topology.store_dir_for_node(self.options.appliance.numa_store_dirs,
-                                                            placement.numa_node, self.options.jetstream.store_dir)},
+            status_fd=self.table.fd, core=placement.core, numa_node=placement.numa_node, extra=extra,
+            extra_fds=extra_fds,
         )
         try:
             worker = spawn_worker(bootstrap)

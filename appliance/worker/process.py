@@ -57,12 +57,13 @@ class WorkerBootstrap:
     status_fd: int | None = None
     core: int | None = None  # pin here when options.appliance.cpu_pinning
     numa_node: int = 0
-    extra: dict[str, object] = field(default_factory=dict)
+    extra: dict[str, object] = field(default_factory=dict)  # becomes WorkerContext.extra (e.g. mesh_spec)
+    extra_fds: tuple[int, ...] = ()  # further fds the extras name (the fabric mesh's shm, eventfds, sockets)
 
     def inherited_fds(self) -> tuple[int, ...]:
         fds = [self.client_fd, self.ready_fd]
         fds += [fd for fd in (self.http_fd, self.status_fd) if fd is not None]
-        return tuple(fds)
+        return (*fds, *self.extra_fds)
 
 
 def encode_bootstrap(bootstrap: WorkerBootstrap) -> bytes:

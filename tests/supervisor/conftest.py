@@ -54,7 +54,9 @@ def wait_for(predicate: Callable[[], T | None], *, what: str, timeout_s: float =
 
 
 def shm_names_of(pid: int) -> list[str]:
-    return [name for name in os.listdir("/dev/shm") if name.startswith(f"appliance-status-{pid}-")]
+    """Names the supervisor `pid` could have left: its status table and its fabric mesh of rings."""
+    prefixes = (f"appliance-status-{pid}-", f"appliance-{pid}-")
+    return [name for name in os.listdir("/dev/shm") if name.startswith(prefixes)]
 
 
 class EchoClient:

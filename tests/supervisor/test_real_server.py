@@ -12,6 +12,7 @@ from typing import Any
 import nats
 import pytest
 from click.testing import CliRunner
+from nats.aio.client import Client as NATS
 
 from appliance.cli.main import main
 
@@ -50,4 +51,43 @@ def test_appliance_run_serves_nats_clients_restarts_a_killed_worker_and_stops_on
     supervisor.signal(signal.SIGTERM)
     assert supervisor.wait_exit() == 0
     assert "Server Exiting.." in supervisor.log()
+    assert supervisor.shm_names() == []
+
+
+async def connect_to_worker(port: int, worker_index: int, *, attempts_max: int = 100) -> NATS:
+    """A client the kernel handed to this worker (client ids of worker k start at k << 40)."""
+    for _ in range(attempts_max):
+        client = await nats.connect(f"nats://127.0.0.1:{port}", connect_timeout=5, allow_reconnect=False)
+        if client.client_id is not None and client.client_id >> 40 == worker_index:
+            return client
+        await client.close()
+    raise AssertionError(f"no connection landed on worker {worker_index}")
+
+
+async def across_workers(port: int) -> bytes:
+    subscriber = await connect_to_worker(port, 0)
+    publisher = await connect_to_worker(port, 1)
+    try:
+        subscription = await subscriber.subscribe("across.workers")
+        await subscriber.flush()
+        deadline = asyncio.get_running_loop().time() + 20
+        while True:  # interest reaches the sibling worker over the fabric asynchronously
+            await publisher.publish("across.workers", b"over the ring")
+            await publisher.flush()
+            try:
+                message = await subscription.next_msg(timeout=0.2)
+                return bytes(message.data)
+            except nats.errors.TimeoutError:
+                assert asyncio.get_running_loop().time() < deadline, "no message crossed the workers"
+    finally:
+        await publisher.close()
+        await subscriber.close()
+
+
+def test_two_real_workers_share_the_port_and_messages_cross_between_them(start_supervisor: Start) -> None:
+    supervisor = start_supervisor(workers=2, target="appliance.worker.main:serve_worker")
+    supervisor.wait_ready()
+    assert asyncio.run(across_workers(supervisor.port)) == b"over the ring"
+    supervisor.signal(signal.SIGTERM)
+    assert supervisor.wait_exit() == 0
     assert supervisor.shm_names() == []
