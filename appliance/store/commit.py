@@ -84,6 +84,15 @@ class GroupCommitter:
         self._in_flight = job
         return job
 
+    def fail(self, job: SyncJob, error: OSError) -> list[Ticket]:
+        """The fsync failed: the store is broken; returns every waiting ticket (never durable here)."""
+        assert job is self._in_flight, "fail() the job next_job() returned"
+        self._in_flight = None
+        self._store.fail_sync(job, error)
+        failed = list(self._waiting)
+        self._waiting.clear()
+        return failed
+
     def complete(self, job: SyncJob) -> list[Ticket]:
         """Record a finished fsync; returns the tickets it made durable, in submission order."""
         assert job is self._in_flight, "complete() the job next_job() returned"

@@ -17,17 +17,19 @@ served (loading one raises CorruptData).
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from bisect import bisect_right
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Concatenate, ParamSpec, TypeVar
 
 import zstandard
 
 from appliance import limits as bounds
-from appliance.errors import CorruptData, LimitExceeded
+from appliance.errors import BrokenError, CorruptData, LimitExceeded
 from appliance.store import api, records, segment, snapshot, speedups
 from appliance.store.fileops import FileOps, OsFileOps, write_atomic
 from appliance.store.index import StreamIndex
@@ -46,6 +48,31 @@ from appliance.store.memory import state_of
 from appliance.store.scan import scan_segments
 
 logger = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _fails_closed(method: Callable[Concatenate[FileStreamStore, P], R]) -> Callable[Concatenate[FileStreamStore, P], R]:
+    """An OSError while mutating leaves the store broken: later calls raise BrokenError.
+
+    After a failed write or fsync the kernel may have dropped the dirty pages, so nothing after
+    it can be called durable (the fsyncgate lesson). The owner reopens the store, which recovers
+    what really is on disk.
+    """
+
+    @functools.wraps(method)
+    def guarded(self: FileStreamStore, *args: P.args, **kwargs: P.kwargs) -> R:
+        if self._broken is not None:
+            raise BrokenError(f"{self._dir}: store is broken; reopen it to recover") from self._broken
+        try:
+            return method(self, *args, **kwargs)
+        except OSError as exc:
+            self._broken = exc
+            logger.error("store: %s broken by %s", self._dir, exc)
+            raise BrokenError(f"{self._dir}: {exc}") from exc
+
+    return guarded
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +100,7 @@ class FileStreamStore:
         self._durable_seq = 0
         self._unsynced = False
         self._dir_dirty = False
+        self._broken: OSError | None = None
         self.recovery = RecoveryReport()
         self._recover()
 
@@ -322,6 +350,7 @@ class FileStreamStore:
     def msg_size(self, subject: str, headers: bytes, payload: bytes) -> int:
         return api.file_msg_size(subject, headers, payload)
 
+    @_fails_closed
     def append_batch(self, msgs: Sequence[api.MsgInput]) -> list[int]:
         """Write messages to the OS without fsync; returns their sequences (see begin_sync)."""
         if len(msgs) > bounds.STORE_BATCH_MSGS_MAX:
@@ -395,6 +424,7 @@ class FileStreamStore:
         (seq,) = self.store_batch([(subject, headers, payload, timestamp_ns)])
         return seq
 
+    @_fails_closed
     def store_batch(self, msgs: Sequence[api.MsgInput]) -> list[int]:
         try:
             return self.append_batch(msgs)
@@ -402,6 +432,7 @@ class FileStreamStore:
             if self.config.sync_always:
                 self.sync()
 
+    @_fails_closed
     def begin_sync(self) -> SyncJob | None:
         """The fsync that will make everything appended so far durable, or None if nothing is pending."""
         if not self._unsynced and not self._dir_dirty:
@@ -413,10 +444,20 @@ class FileStreamStore:
         self._unsynced = self._dir_dirty = False
         return SyncJob(self._written_seq, actions)
 
+    def fail_sync(self, job: SyncJob, error: OSError) -> None:
+        """The job's fsync failed: nothing unsynced may ever be called durable; the store is broken."""
+        self._broken = error
+        logger.error("store: fsync of %s failed (%s); the store is broken until reopened", self._dir, error)
+
+    @property
+    def broken(self) -> bool:
+        return self._broken is not None
+
     def finish_sync(self, job: SyncJob) -> int:
         self._durable_seq = max(self._durable_seq, job.seq)
         return self._durable_seq
 
+    @_fails_closed
     def sync(self) -> int:
         job = self.begin_sync()
         if job is not None:
@@ -460,6 +501,7 @@ class FileStreamStore:
             self._index.remove(seq)
         return found
 
+    @_fails_closed
     def delete(self, seq: int, *, erase: bool = False) -> bool:
         if not self._index.remove(seq):
             return False
@@ -469,6 +511,7 @@ class FileStreamStore:
             self._rewrite_without(seg, seq)
         return True
 
+    @_fails_closed
     def purge(self, subject: str = "", *, keep: int = 0, up_to_seq: int = 0) -> int:
         index = self._index
         if not subject and not keep and not up_to_seq:
@@ -482,6 +525,7 @@ class FileStreamStore:
             self._persist_removal(plan)
         return len(plan)
 
+    @_fails_closed
     def compact(self, seq: int) -> int:
         if seq <= 0:
             return self.purge()  # nats-server: Compact(0) purges everything
@@ -489,6 +533,7 @@ class FileStreamStore:
         self._persist_removal(removed, first=seq)
         return len(removed)
 
+    @_fails_closed
     def expire(self, now_ns: int) -> int:
         removed = self._index.expire(now_ns)
         if removed:
@@ -498,6 +543,7 @@ class FileStreamStore:
     def next_expiry_ns(self) -> int | None:
         return self._index.next_expiry_ns()
 
+    @_fails_closed
     def set_limits(self, store_limits: api.StoreLimits) -> None:
         self._index.limits = store_limits
         removed = self._index.enforce()
@@ -663,9 +709,11 @@ class FileStreamStore:
         return self._block(seg, k)
 
     def close(self) -> None:
-        if self._unsynced or self._dir_dirty:
-            self.sync()
-        self._ops.close()
+        try:
+            if (self._unsynced or self._dir_dirty) and self._broken is None:
+                self.sync()
+        finally:
+            self._ops.close()
 
 
 def _tail(info: segment.BlockInfo) -> tuple[int, int, int, int, int, int]:

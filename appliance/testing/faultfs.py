@@ -5,7 +5,9 @@ see now) and *durable* bytes (what survives); `fsync` copies volatile to durable
 entries are the same: created, renamed and removed names survive only after `fsync_dir`.
 
 Every mutating call (create, append, fsync, fsync_dir, rename, remove, truncate) is a numbered
-*crash point*. With `crash_at=k`, call number k raises SimulatedCrash instead of happening; then
+*crash point*. With `fail_fsync_at=k`, call number k, if it is a file fsync, fails with EIO and
+makes nothing durable, and drops the unsynced bytes as Linux drops the dirty pages it failed to
+write back (the process lives on; see FileStreamStore's fail-closed rule). With `crash_at=k`, call number k raises SimulatedCrash instead of happening; then
 `after_crash(mode)` returns the file system a restarted process would find:
 
 - "lose":  only durable bytes and names survive;
@@ -16,6 +18,7 @@ Every mutating call (create, append, fsync, fsync_dir, rename, remove, truncate)
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,8 +38,9 @@ class _Inode:
 
 
 class FaultFS:
-    def __init__(self, *, crash_at: int | None = None) -> None:
+    def __init__(self, *, crash_at: int | None = None, fail_fsync_at: int | None = None) -> None:
         self.crash_at = crash_at
+        self.fail_fsync_at = fail_fsync_at  # this call, if an fsync, raises EIO and syncs nothing
         self.calls = 0  # crash points passed so far
         self.crashed = False
         self._names: dict[str, _Inode] = {}
@@ -107,7 +111,11 @@ class FaultFS:
         inode = self._inode(path)
 
         def run() -> None:
+            failing = self.calls == self.fail_fsync_at
             self._point()
+            if failing:
+                inode.data = bytearray(inode.durable)  # Linux drops the dirty pages it failed to write
+                raise OSError(errno.EIO, "injected fsync failure")
             inode.durable = bytes(inode.data)
 
         return run
