@@ -58,13 +58,25 @@ def check_capacity(capacity: int) -> None:
 class RingSpace:
     """Byte counters of one direction of a link; the producer pushes, the consumer pops."""
 
-    __slots__ = ("capacity", "head", "tail")
+    __slots__ = ("_mask", "capacity", "head", "tail")
 
     def __init__(self, capacity: int) -> None:
         check_capacity(capacity)
         self.capacity = capacity
+        self._mask = capacity - 1
         self.head = 0
         self.tail = 0
+
+    def try_push(self, payload_bytes: int) -> bool:
+        """fits + push in one step (the fallbacks' hot path): False when the record does not fit."""
+        record = RECORD_HEADER_BYTES + ((payload_bytes + 7) & ~7)
+        head = self.head
+        left = self.capacity - (head & self._mask)
+        need = left + record if left < record else record
+        if head + need - self.tail > self.capacity:
+            return False
+        self.head = head + need
+        return True
 
     def _skip(self, position: int, record: int) -> int:
         left = self.capacity - (position & (self.capacity - 1))
@@ -88,8 +100,10 @@ class RingSpace:
 
     def pop(self, payload_bytes: int) -> None:
         """Frees the oldest record, which has `payload_bytes` of payload."""
-        record = record_bytes(payload_bytes)
-        self.tail += self._skip(self.tail, record) + record
+        record = RECORD_HEADER_BYTES + ((payload_bytes + 7) & ~7)
+        tail = self.tail
+        left = self.capacity - (tail & self._mask)
+        self.tail = tail + (left + record if left < record else record)
         assert self.tail <= self.head
 
     @property

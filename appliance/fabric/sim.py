@@ -55,10 +55,9 @@ class SimLink:
         length = len(payload)
         if length > self._frame_bytes_max:
             raise LimitExceeded(f"frame of {length} bytes > {self._frame_bytes_max} (FRAME_BYTES_MAX)")
-        if not self._outgoing.space.fits(length):
+        if not self._outgoing.space.try_push(length):
             self._blocked_bytes = self._frame_bytes_max  # resume with room for the largest frame
             return False
-        self._outgoing.space.push(length)
         self._outgoing.frames.append((kind, bytes(payload)))
         if self._other is not None:
             self._other._schedule_drain()

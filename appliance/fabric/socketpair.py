@@ -32,7 +32,6 @@ from appliance.fabric.frames import (
     Frame,
     RingSpace,
     frame_bytes_max,
-    record_bytes,
 )
 from appliance.fabric.link import LinkHandler, LinkLoop, Payload
 
@@ -82,16 +81,17 @@ class SocketpairLink:
         length = len(payload)
         if length > self._frame_bytes_max:
             raise LimitExceeded(f"frame of {length} bytes > {self._frame_bytes_max} (FRAME_BYTES_MAX)")
-        if not self._tx_space.fits(length):
+        if not self._tx_space.try_push(length):
             self._read_socket()  # newer credits may be waiting
             self._check_usable()
-            if not self._tx_space.fits(length):
+            if not self._tx_space.try_push(length):
                 self._blocked_bytes = self._frame_bytes_max  # resume with room for the largest frame
                 return False
-        self._tx_space.push(length)
-        self._tx_pending += RECORD_HEADER.pack(length, kind)
-        self._tx_pending += payload
-        self._tx_pending += PADDING[: record_bytes(length) - RECORD_HEADER_BYTES - length]
+        pending = self._tx_pending
+        pending += RECORD_HEADER.pack(length, kind)
+        pending += payload
+        if length & 7:
+            pending += PADDING[: 8 - (length & 7)]
         self._schedule_flush()
         return True
 
@@ -187,10 +187,10 @@ class SocketpairLink:
             if kind == KIND_RESERVED and length != CREDIT.size:
                 self._set_broken(None, detail="bad credit record")
                 break
-            if length > self._frame_bytes_max or (kind != KIND_RESERVED and not self._rx_space.fits(length)):
-                self._set_broken(None, detail="peer exceeded its credit")
+            if length > self._frame_bytes_max:
+                self._set_broken(None, detail="frame larger than the link's maximum")
                 break
-            record = record_bytes(length)
+            record = RECORD_HEADER_BYTES + ((length + 7) & ~7)
             if len(buffer) - position < record:
                 break
             start = position + RECORD_HEADER_BYTES
@@ -201,8 +201,11 @@ class SocketpairLink:
                     break
                 self._tx_space.tail = tail
             else:
-                self._rx_space.push(length)
-                self._rx_frames.append((kind, bytes(buffer[start : start + length])))
+                if not self._rx_space.try_push(length):
+                    self._set_broken(None, detail="peer exceeded its credit")
+                    break
+                with memoryview(buffer) as view:
+                    self._rx_frames.append((kind, bytes(view[start : start + length])))
             position += record
         del buffer[:position]
 

@@ -34,7 +34,7 @@ pop_op = st.tuples(st.just("pop"), st.integers(1, 8), st.integers(1, 2048))
 schedules = st.lists(st.one_of(push_op, push_op, pop_op), max_size=120)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(capacity_log2=st.integers(6, 12), schedule=schedules)
 def test_c_ring_and_model_agree_on_every_schedule(capacity_log2: int, schedule: list[tuple[str, int, int]]) -> None:
     assert speedups is not None
