@@ -29,9 +29,11 @@ def status(*args: str) -> tuple[int, str]:
     return result.exit_code, result.output
 
 
-def test_healthy_server_json_shape_and_exit_zero(start_supervisor: Start, fake_sysfs: Path) -> None:
+def test_healthy_server_json_and_human_output_exit_zero(
+    start_supervisor: Start, fake_sysfs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     supervisor = start_supervisor(workers=2, sysfs=fake_sysfs, server_name="n1-c1")
-    supervisor.wait_ready()
+    workers = supervisor.wait_ready()
     client = supervisor.client()
     client.ask("one")
     client.ask("two")
@@ -54,15 +56,8 @@ def test_healthy_server_json_shape_and_exit_zero(start_supervisor: Start, fake_s
     assert sum(w["msgs_out"] for w in answer["workers"]) == 2
     assert all(w["heartbeat_age_s"] < 2.0 and w["rss_bytes"] > 0 for w in answer["workers"])
 
-
-def test_human_output_names_everything_and_port_finds_the_socket(
-    start_supervisor: Start, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    supervisor = start_supervisor(workers=2, server_name="n1-c1")
-    workers = supervisor.wait_ready()
     monkeypatch.setenv("APPLIANCE_RUN_DIR", str(supervisor.run_dir))
-
-    code, output = status("--port", str(supervisor.port))
+    code, output = status("--port", str(supervisor.port))  # the path rule finds the socket from the port
 
     assert code == 0, output
     assert "Server:     n1-c1" in output
@@ -71,12 +66,12 @@ def test_human_output_names_everything_and_port_finds_the_socket(
     assert header.split() == ["#", "PID", "STATE", "CORE", "NODE", "CPU%", "RSS", "CONNS", "MSGS", "IN", "MSGS",
                               "OUT", "HEARTBEAT", "RING", "RESTARTS"]
     for worker in workers:
-        assert any(line.split()[:3] == [str(worker["index"]), str(worker["pid"]), "ready"]
-                   for line in output.splitlines())
+        assert any(line.split()[:5] == [str(worker["index"]), str(worker["pid"]), "ready", str(worker["core"]),
+                                        str(worker["numa_node"])] for line in output.splitlines())
     assert output.rstrip().endswith("Health: OK")
 
 
-def test_a_wedged_worker_makes_status_degraded_and_is_then_replaced(start_supervisor: Start) -> None:
+def test_a_wedged_worker_is_degraded_then_replaced_and_a_wedged_supervisor_is_down(start_supervisor: Start) -> None:
     supervisor = start_supervisor(workers=2, policy={"heartbeat_late_s": 0.75, "heartbeat_dead_s": 4.0,
                                                      "backoff_initial_s": 0.05})
     wedged, _ = supervisor.wait_ready()
@@ -99,19 +94,7 @@ def test_a_wedged_worker_makes_status_degraded_and_is_then_replaced(start_superv
     assert f"Worker 0 (pid {wedged['pid']}) has not heartbeat for" in supervisor.log()
     assert status("--socket", str(supervisor.socket_path))[0] == 0
 
-
-def test_no_supervisor_is_down_with_exit_two(tmp_path: Path) -> None:
-    code, output = status("--socket", str(tmp_path / "appliance-4222.sock"), "--json")
-    assert code == 2
-    answer = json.loads(output)
-    assert answer["health"] == "down"
-    assert "supervisor unreachable" in answer["reasons"][0]
-
-
-def test_a_wedged_supervisor_is_down_within_the_timeout(start_supervisor: Start) -> None:
-    supervisor = start_supervisor(workers=1)
-    supervisor.wait_ready()
-    supervisor.signal(signal.SIGSTOP)
+    supervisor.signal(signal.SIGSTOP)  # now the supervisor itself is wedged
     try:  # returns at all only because the client's timeout bounds the wait
         code, output = status("--socket", str(supervisor.socket_path), "--timeout", "0.5")
     finally:
@@ -120,6 +103,14 @@ def test_a_wedged_supervisor_is_down_within_the_timeout(start_supervisor: Start)
     assert "supervisor unreachable" in output
     supervisor.signal(signal.SIGTERM)
     assert supervisor.wait_exit() == 0
+
+
+def test_no_supervisor_is_down_with_exit_two(tmp_path: Path) -> None:
+    code, output = status("--socket", str(tmp_path / "appliance-4222.sock"), "--json")
+    assert code == 2
+    answer = json.loads(output)
+    assert answer["health"] == "down"
+    assert "supervisor unreachable" in answer["reasons"][0]
 
 
 def test_config_file_port_names_the_socket(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
