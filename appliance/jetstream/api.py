@@ -55,13 +55,15 @@ class Request:
         self.reply = reply
         self.header = header
         self.body = body
+        self.counted = True  # nats-server leaves successful MSG.GETs out of its API total
 
     def respond(self, kind: str, fields: dict[str, object], *, error: errors.JsApiError | None = None,
-                after_error: dict[str, object] | None = None) -> None:
+                after_error: dict[str, object] | None = None, count_error: bool = True) -> None:
         out: dict[str, object] = {"type": TYPE_PREFIX + kind}
         if error is not None:
             out["error"] = error.as_json()
-            self.ajs.api_errors += 1
+            if count_error:
+                self.ajs.api_errors += 1
             out.update(after_error or {})
         else:
             out.update(fields)
@@ -117,7 +119,6 @@ def dispatch(ajs: AccountJetStream, subject: str, reply: str, header: bytes, bod
     handler = _route(tokens)
     if handler is None:
         return
-    ajs.api_total += 1
     request = Request(ajs, tokens, reply, header, body)
     level = request.request_level()
     if level.isdigit() and int(level) > API_LEVEL:
@@ -128,6 +129,9 @@ def dispatch(ajs: AccountJetStream, subject: str, reply: str, header: bytes, bod
         handler(request)
     except errors.JsApiError as exc:
         request.respond(_kind_for(tokens), {}, error=exc, after_error=_error_extras(tokens))
+    finally:
+        if request.counted:
+            ajs.api_total += 1  # nats-server counts a request once it is answered
 
 
 def _error_extras(tokens: list[str]) -> dict[str, object]:
@@ -266,13 +270,13 @@ def stream_create(request: Request) -> None:
     if existing is not None:
         if existing.config.comparable() != config.comparable():
             raise errors.STREAM_NAME_EXISTS.error()
-        request.respond("stream_create_response", {**stream_info(existing), "did_create": True})
+        request.respond("stream_create_response", {**stream_info(existing, cluster=False), "did_create": True})
         return
     _check_overlap(request, config)
     _propose(request, {"op": "stream_put", "acc": ajs.account.name, "config": config.storage_record(),
                        "created": ajs.now_ns()})
     stream = ajs.streams[config.name]
-    request.respond("stream_create_response", {**stream_info(stream), "did_create": True})
+    request.respond("stream_create_response", {**stream_info(stream, cluster=False), "did_create": True})
 
 
 def stream_update(request: Request) -> None:
@@ -295,7 +299,7 @@ def stream_update(request: Request) -> None:
     _check_overlap(request, config)
     _propose(request, {"op": "stream_put", "acc": ajs.account.name, "config": config.storage_record(),
                        "created": stream.created_ns})
-    request.respond("stream_update_response", stream_info(ajs.streams[config.name]))
+    request.respond("stream_update_response", stream_info(ajs.streams[config.name], cluster=False))
 
 
 INFO_FIELDS: dict[str, object] = {"deleted_details": "bool", "subjects_filter": "str", "offset": "int"}
@@ -315,7 +319,7 @@ def stream_info_handler(request: Request) -> None:
 
 
 def stream_info(stream: Stream, *, deleted_details: bool = False, subjects_filter: str = "",
-                offset: int = 0, dynamic_metadata: bool = True) -> dict[str, object]:
+                offset: int = 0, dynamic_metadata: bool = True, cluster: bool = True) -> dict[str, object]:
     state = stream.store.state(with_deleted=deleted_details)
     out: dict[str, object] = {"messages": state.msgs, "bytes": state.bytes, "first_seq": state.first_seq,
                               "first_ts": rfc3339(state.first_ts_ns), "last_seq": state.last_seq,
@@ -339,9 +343,10 @@ def stream_info(stream: Stream, *, deleted_details: bool = False, subjects_filte
     info: dict[str, object] = {
         "config": stream.config.to_json(dynamic_metadata=dynamic_metadata),
         "created": rfc3339(stream.created_ns), "state": out,
-        "cluster": {"leader": stream.host.server_name},
-        "ts": rfc3339(stream.host.now_ns()),
     }
+    if cluster:
+        info["cluster"] = {"leader": stream.host.server_name}
+    info["ts"] = rfc3339(stream.host.now_ns())
     if subjects_filter:
         info["_total"] = total
     return info
@@ -397,7 +402,7 @@ def stream_list(request: Request) -> None:
     streams = _streams_for(request, obj)
     offset = max(int(str(obj.get("offset", 0))), 0)
     page = limits.JS_API_PAGE_STREAMS_LIST
-    infos = [stream_info(s, dynamic_metadata=False) for s in streams[offset:offset + page]]
+    infos = [stream_info(s, dynamic_metadata=False, cluster=False) for s in streams[offset:offset + page]]
     request.respond("stream_list_response", {"total": len(streams), "offset": offset, "limit": page,
                                              "streams": infos})
 
@@ -419,6 +424,7 @@ def msg_get(request: Request) -> None:
     if msg.payload:
         message["data"] = base64.b64encode(msg.payload).decode()
     message["time"] = rfc3339(msg.timestamp_ns)
+    request.counted = False
     request.respond("stream_msg_get_response", {"message": message})
 
 
@@ -449,7 +455,8 @@ def msg_delete(request: Request) -> None:
         if removed:
             request.respond("stream_msg_delete_response", {"success": True})
         else:
-            request.respond("stream_msg_delete_response", {}, error=errors.SEQUENCE_NOT_FOUND.format(seq=seq))
+            request.respond("stream_msg_delete_response", {}, error=errors.SEQUENCE_NOT_FOUND.format(seq=seq),
+                            count_error=False)
 
     stream.propose_op(ops.KIND_DELETE, {"seq": seq, "erase": not obj.get("no_erase")}, done)
 
@@ -597,13 +604,13 @@ def consumer_create(request: Request) -> None:
         if durable != subject_name:
             raise errors.CONSUMER_DURABLE_NAME_NOT_MATCH_SUBJECT.error()
     elif subject_name:
-        if (durable and durable != subject_name) or (name and name != subject_name):
-            raise errors.CONSUMER_DURABLE_NAME_NOT_MATCH_SUBJECT.error()
         if subject_filter:
             if config_obj.get("filter_subjects"):
                 raise errors.CONSUMER_MULTIPLE_FILTERS_NOT_ALLOWED.error()
             if config_obj.get("filter_subject") != subject_filter:
                 raise errors.CONSUMER_CREATE_FILTER_SUBJECT_MISMATCH.error()
+        if (durable and durable != subject_name) or (name and name != subject_name):
+            raise errors.CONSUMER_DURABLE_NAME_NOT_MATCH_SUBJECT.error()
     elif durable:
         raise errors.CONSUMER_EPHEMERAL_WITH_DURABLE.error()
     if subject_name:
