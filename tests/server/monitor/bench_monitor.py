@@ -3,6 +3,7 @@
 Not a test (pytest does not collect it). Run from the repository root:
 
     .venv/bin/python tests/server/monitor/bench_monitor.py [--connections 100] [--subs 10] [--requests 300]
+    .venv/bin/python tests/server/monitor/bench_monitor.py --in-process   # render cost only, no HTTP
 
 Both servers hold the same scene: `--connections` client connections with `--subs` subscriptions
 each. nats-server gets real nats-py clients; appliance serves its endpoints from a FakeServerView in
@@ -20,7 +21,12 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from appliance.testing.fake_view import FakeServerView
 
 PAGES = ["/varz", "/connz", "/connz?subs=1", "/subsz?subs=1", "/healthz"]
 ROUNDS = 3
@@ -33,8 +39,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def serve_appliance(http_port: int, connections: int, subs: int) -> None:
-    from appliance.server.monitor import MonitorApp, MonitorServer
+def scene(http_port: int, connections: int, subs: int) -> FakeServerView:
     from appliance.server.monitor.view import SublistStats, SubscriptionInfo
     from appliance.testing.fake_view import FakeServerView
 
@@ -49,6 +54,32 @@ def serve_appliance(http_port: int, connections: int, subs: int) -> None:
         )
     # fixed sublist counters, so the fake view does not recount subscriptions on every request
     view.stats_by_account = {"$G": SublistStats(num_subscriptions=connections * subs), "$SYS": SublistStats()}
+    return view
+
+
+def render_only(connections: int, subs: int, requests: int) -> None:
+    """Milliseconds to render each page (best of ROUNDS), without sockets: the cost on the worker loop."""
+    from appliance.server.monitor import MonitorApp
+
+    app = MonitorApp(scene(0, connections, subs))
+    print(f"{connections} connections x {subs} subscriptions, render only, best of {ROUNDS} x {requests}")
+    for page in PAGES:
+        path, _, query = page.partition("?")
+        best = min(_timed(lambda: app.respond(path, query), requests) for _ in range(ROUNDS))
+        print(f"{page:<16}{best * 1000:>10.3f} ms")
+
+
+def _timed(action: Callable[[], object], count: int) -> float:
+    started = time.perf_counter()
+    for _ in range(count):
+        action()
+    return (time.perf_counter() - started) / count
+
+
+def serve_appliance(http_port: int, connections: int, subs: int) -> None:
+    from appliance.server.monitor import MonitorApp, MonitorServer
+
+    view = scene(http_port, connections, subs)
     listener = socket.create_server(("127.0.0.1", http_port))
 
     async def main() -> None:
@@ -161,7 +192,11 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--hold", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--in-process", action="store_true", help="render cost only, no HTTP, no nats-server")
     args = parser.parse_args()
+    if args.in_process:
+        render_only(args.connections, args.subs, args.requests)
+        return
     if args.serve:
         serve_appliance(args.serve, args.connections, args.subs)
         return
