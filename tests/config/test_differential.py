@@ -294,6 +294,27 @@ def test_keys_nats_server_accepts_are_reported_as_unsupported_not_unknown(nats_s
     assert len(problems) == 1 and "not supported by appliance" in problems[0]
 
 
+STRICTER_THAN_NATS_SERVER_T = {
+    "accounts_scalar": ("accounts: 30s\n", 'field "accounts": expected a map, got string "30s"'),
+    "listen_port_range": ("listen: 70000\n", 'field "listen": port 70000 out of range'),
+    "http_unquoted_size": ("http: 2m\n", 'field "http": port 2000000 out of range'),
+    "negative_max_payload": ("max_payload: -1\n", "max_payload value can not be negative"),
+}
+
+
+@pytest.mark.parametrize(("name", "case"), list(STRICTER_THAN_NATS_SERVER_T.items()))
+def test_where_appliance_is_deliberately_stricter_than_nats_server_t(
+    nats_server: RunServer, tmp_path: Path, name: str, case: tuple[str, str]
+) -> None:
+    """nats-server -t passes these (it ignores a scalar `accounts`, and finds bad ports only when
+    binding); appliance reports them while checking the file."""
+    text, expected = case
+    path = write_case(tmp_path, name, text)
+    assert nats_server(["-t", "-c", path.name], CASE_ENV, tmp_path).returncode == 0
+    ours, problems = appliance_accepts(path, CASE_ENV, validate=False)
+    assert not ours and len(problems) == 1 and expected in problems[0], problems
+
+
 def test_the_appliance_block_is_ours_alone(nats_server: RunServer, tmp_path: Path) -> None:
     path = write_case(tmp_path, "appliance", "appliance { workers: 2, ring_bytes: 1MiB }\n")
     real = nats_server(["-t", "-c", path.name], CASE_ENV, tmp_path)
