@@ -164,3 +164,84 @@ PyObject *appliance_scan_pubs(PyObject *self, PyObject *const *args, Py_ssize_t 
     }
     return PyLong_FromSsize_t(pos);
 }
+
+enum { DIGITS_MAX = 20 };
+
+/* Decimal digits of a non-negative value into buf (no terminator); returns how many. */
+static Py_ssize_t put_decimal(char *buf, Py_ssize_t value) {
+    char reversed[DIGITS_MAX];
+    Py_ssize_t count = 0;
+    do {
+        reversed[count++] = (char)('0' + value % 10);
+        value /= 10;
+    } while (value > 0 && count < DIGITS_MAX);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        buf[i] = reversed[count - 1 - i];
+    }
+    return count;
+}
+
+PyObject *appliance_append_msg(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 6 || !PyByteArray_Check(args[0]) || !PyBytes_Check(args[1]) || !PyBytes_Check(args[2]) ||
+        (args[3] != Py_None && !PyBytes_Check(args[3])) || !PyBytes_Check(args[5])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "append_msg(out: bytearray, subject: bytes, tail: bytes, reply: bytes | None, "
+                        "header_size: int, data: bytes)");
+        return NULL;
+    }
+    Py_ssize_t header_size = PyLong_AsSsize_t(args[4]);
+    if (header_size == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    PyObject *out = args[0];
+    Py_ssize_t subject_len = PyBytes_GET_SIZE(args[1]);
+    Py_ssize_t tail_len = PyBytes_GET_SIZE(args[2]);
+    Py_ssize_t reply_len = args[3] == Py_None ? 0 : PyBytes_GET_SIZE(args[3]);
+    Py_ssize_t data_len = PyBytes_GET_SIZE(args[5]);
+    if (header_size > data_len) {
+        PyErr_SetString(PyExc_ValueError, "append_msg: header larger than the message");
+        return NULL;
+    }
+    Py_ssize_t old = PyByteArray_GET_SIZE(out);
+    /* "HMSG " + subject + tail + reply + " " + 2 numbers with a space + CRLF + data + CRLF */
+    Py_ssize_t room = 5 + subject_len + tail_len + reply_len + 1 + 2 * DIGITS_MAX + 1 + 2 + data_len + 2;
+    if (PyByteArray_Resize(out, old + room) < 0) {
+        return NULL;
+    }
+    char *p = PyByteArray_AS_STRING(out) + old;
+    char *start = p;
+    if (header_size >= 0) {
+        memcpy(p, "HMSG ", 5);
+        p += 5;
+    } else {
+        memcpy(p, "MSG ", 4);
+        p += 4;
+    }
+    memcpy(p, PyBytes_AS_STRING(args[1]), (size_t)subject_len);
+    p += subject_len;
+    memcpy(p, PyBytes_AS_STRING(args[2]), (size_t)tail_len);
+    p += tail_len;
+    if (reply_len > 0) {
+        memcpy(p, PyBytes_AS_STRING(args[3]), (size_t)reply_len);
+        p += reply_len;
+        *p++ = ' ';
+    }
+    if (header_size >= 0) {
+        p += put_decimal(p, header_size);
+        *p++ = ' ';
+    }
+    p += put_decimal(p, data_len);
+    *p++ = '\r';
+    *p++ = '\n';
+    memcpy(p, PyBytes_AS_STRING(args[5]), (size_t)data_len);
+    p += data_len;
+    *p++ = '\r';
+    *p++ = '\n';
+    Py_ssize_t used = p - start;
+    assert(used <= room);
+    if (PyByteArray_Resize(out, old + used) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}

@@ -34,3 +34,17 @@ def hmsg(subject: bytes, sid: bytes, reply: bytes | None, header_size: int, data
 def no_responders_headers(subject: bytes) -> bytes:
     """The header block of a no-responders status message (32 + len(subject) bytes)."""
     return b"NATS/1.0 503\r\nNats-Subject: " + subject + b"\r\n\r\n"
+
+
+def append_msg(out: bytearray, subject: bytes, tail: bytes, reply: bytes | None, header_size: int,
+               data: bytes) -> None:
+    """Append one MSG (header_size < 0) or HMSG to `out`. `tail` is b" <sid> " (twin of the native one)."""
+    if header_size < 0:
+        if reply:
+            out += b"MSG %s%s%s %d\r\n%s\r\n" % (subject, tail, reply, len(data), data)
+        else:
+            out += b"MSG %s%s%d\r\n%s\r\n" % (subject, tail, len(data), data)
+    elif reply:
+        out += b"HMSG %s%s%s %d %d\r\n%s\r\n" % (subject, tail, reply, header_size, len(data), data)
+    else:
+        out += b"HMSG %s%s%d %d\r\n%s\r\n" % (subject, tail, header_size, len(data), data)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from appliance import limits
 from appliance.errors import ProtocolError
+from appliance import native
 from appliance.protocol import wire
 from appliance.protocol.client_parser import (
     OP_CONNECT,
@@ -41,6 +42,8 @@ if TYPE_CHECKING:
     from appliance.server.server import Server
 
 logger = logging.getLogger(__name__)
+
+append_msg = native.speedups.append_msg if native.ENABLED else wire.append_msg
 
 ERR_AUTH_VIOLATION = "Authorization Violation"
 ERR_AUTH_TIMEOUT = "Authentication Timeout"
@@ -419,34 +422,10 @@ class ClientConnection(asyncio.Protocol):
                 return
             if reply is not None:
                 perms.note_reply(reply, self.server.clock.monotonic())
-        out = self._out
-        if header is None:
-            if reply is None:
-                out += b"MSG %s%s%d\r\n%s\r\n" % (subject, sub.msg_tail, len(data), data)
-            else:
-                out += b"MSG %s%s%s %d\r\n%s\r\n" % (subject, sub.msg_tail, reply, len(data), data)
-            self.out_msgs += 1
-            self.out_bytes += len(data)
-            if not self._dirty:
-                self._dirty = True
-                self.server.dirty.append(self)
-            sub.delivered += 1
-            if sub.max_msgs and sub.delivered >= sub.max_msgs:
-                self.remove_subscription(sub)
-            return
-        elif self.headers:
-            if reply is None:
-                out += b"HMSG %s%s%d %d\r\n" % (subject, sub.msg_tail, len(header), len(data))
-            else:
-                out += b"HMSG %s%s%s %d %d\r\n" % (subject, sub.msg_tail, reply, len(header), len(data))
-        else:
-            data = data[len(header):]
-            if reply is None:
-                out += b"MSG %s%s%d\r\n" % (subject, sub.msg_tail, len(data))
-            else:
-                out += b"MSG %s%s%s %d\r\n" % (subject, sub.msg_tail, reply, len(data))
-        out += data
-        out += b"\r\n"
+        if header is not None and not self.headers:
+            data = data[len(header):]  # a client without headers gets the payload alone, as MSG
+            header = None
+        append_msg(self._out, subject, sub.msg_tail, reply, -1 if header is None else len(header), data)
         self.out_msgs += 1
         self.out_bytes += len(data)
         if not self._dirty:

@@ -176,3 +176,19 @@ NATS_SERVER_ANSWERS = [
 def test_errors_as_nats_server(data: bytes, expected: str | None) -> None:
     _, error = parse_all([data])
     assert error == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(subject=subjects, sid=st.binary(min_size=1, max_size=6).filter(lambda b: b" " not in b),
+       reply=st.one_of(st.none(), subjects), header_size=st.integers(min_value=-1, max_value=8), data=payloads)
+def test_native_and_python_msg_writers_agree(subject: bytes, sid: bytes, reply: bytes | None, header_size: int,
+                                             data: bytes) -> None:
+    from appliance.protocol import wire
+    if not native.ENABLED:
+        pytest.skip("native module disabled (APPLIANCE_NO_NATIVE=1)")
+    header_size = min(header_size, len(data))
+    tail = b" " + sid + b" "
+    out_c, out_py = bytearray(b"prefix"), bytearray(b"prefix")
+    native.speedups.append_msg(out_c, subject, tail, reply, header_size, data)
+    wire.append_msg(out_py, subject, tail, reply, header_size, data)
+    assert out_c == out_py
