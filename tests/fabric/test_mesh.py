@@ -152,7 +152,10 @@ def echo_round(link: Link, *, count: int, salt: int) -> list[Frame]:
     """Sends `count` PINGs through `link` (pausing when full), returns the echoes received."""
     loop = asyncio.new_event_loop()
     gatherer = Gatherer(loop, count)
-    frames = [(FrameKind.PING, salt.to_bytes(2, "big") + bytes([i % 256]) * (i % 300)) for i in range(count)]
+    def size(i: int) -> int:  # mostly small, every 97th frame as large as the link allows
+        return link.frame_bytes_max - 2 if i % 97 == 0 else i % 300
+
+    frames = [(FrameKind.PING, salt.to_bytes(2, "big") + bytes([i % 256]) * size(i)) for i in range(count)]
     frames.append((FrameKind.HELLO, b"stop"))
     position = 0
 
