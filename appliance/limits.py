@@ -102,6 +102,7 @@ STORE_DICT_SAMPLES_MIN = 64  # records needed before a dictionary is trained
 STORE_DICT_SAMPLES_MAX = 4096  # records sampled to train one
 STORE_SUBJECT_BYTES_MAX = 65535  # subject length is a u16 in a record
 STORE_COMMIT_WAITERS_MAX = 65536  # writes waiting on one group-commit fsync
+STORE_UNSEALED_SEGMENTS_MAX = 4  # closed segments awaiting background sealing before it goes inline
 
 assert STORE_BLOCK_RAW_BYTES <= STORE_SEGMENT_BYTES
 assert PAYLOAD_BYTES_MAX < STORE_RECORD_BYTES_MAX < 2**32, "record length is a u32 on disk"

@@ -39,6 +39,7 @@ from appliance.store.layout import (
     CorruptRegion,
     RecoveryReport,
     SealedSegment,
+    SealJob,
     Segment,
     SyncJob,
     sealed_from,
@@ -83,6 +84,7 @@ class FileStoreConfig:
     segment_bytes: int = bounds.STORE_SEGMENT_BYTES
     block_raw_bytes: int = bounds.STORE_BLOCK_RAW_BYTES
     use_dictionary: bool = False
+    seal_inline: bool = True  # False: the owner runs begin_seal()/SealJob.run()/finish_seal()
     zstd_level: int = bounds.STORE_ZSTD_LEVEL  # sealing runs inline: higher levels slow appends
 
 
@@ -101,6 +103,7 @@ class FileStreamStore:
         self._unsynced = False
         self._dir_dirty = False
         self._broken: OSError | None = None
+        self._unsealable: set[str] = set()
         self.recovery = RecoveryReport()
         self._recover()
 
@@ -130,6 +133,8 @@ class FileStreamStore:
         self._written_seq = self._durable_seq = self._index.last_seq
         if self._unsynced or self._dir_dirty:
             self.sync()
+        if self.config.seal_inline:
+            self._seal_all_now()
         for region in self.recovery.corrupt:
             logger.error("store: corrupt data not served: %s:%d: %s", region.path, region.offset, region.detail)
 
@@ -293,27 +298,71 @@ class FileStreamStore:
         self._unsynced = True
 
     def _roll(self) -> None:
-        """Seal the full active segment and start a new one."""
+        """Close the full active segment (fsync: it never changes again) and start a new one.
+
+        The closed segment is sealed now (seal_inline) or by the owner through begin_seal() /
+        SealJob.run() / finish_seal(), e.g. on an executor thread; until then it is read as is.
+        """
         old = self._active
-        raw = self._ops.read_all(old.path)
-        frames, stop = speedups.scan_frames(raw, segment.HEADER_BYTES)
-        assert stop == len(raw), "the active segment we wrote must parse"
-        dead = self._index.dead_in(old.first_seq, self._index.last_seq)
-        keep = [f for f in frames if f[2] != records.Kind.MSG or f[3] not in dead] if dead else frames
-        zdict = self._maybe_train(keep, raw)
-        data = segment.encode_sealed(
-            old.first_seq, keep, raw, zdict=zdict, block_raw_bytes=self.config.block_raw_bytes,
-            level=self.config.zstd_level,
-        )
-        write_atomic(self._ops, old.path, data)
-        blocks, _ = segment.read_footer(data, old.path)
-        sealed = sealed_from(old.path, old.first_seq, zdict.dict_id() if zdict else 0, blocks)
-        sealed.live = old.live
-        sealed.file_bytes = len(data)
-        self._segments[-1] = sealed
+        self._ops.fsync(old.path)
         self._durable_seq = self._written_seq
         self._unsynced = False
         self._start_active()
+        if self.config.seal_inline or self._unsealed_count() > bounds.STORE_UNSEALED_SEGMENTS_MAX:
+            self._seal_all_now()
+
+    def _seal_all_now(self) -> None:
+        while (job := self.begin_seal()) is not None:
+            job.run()
+            self.finish_seal(job)
+
+    def _unsealed_count(self) -> int:
+        return sum(1 for seg in self._segments[:-1] if isinstance(seg, ActiveSegment))
+
+    @_fails_closed
+    def begin_seal(self) -> SealJob | None:
+        """The compression of the oldest closed, unsealed segment, or None."""
+        for k, seg in enumerate(self._segments[:-1]):
+            if not isinstance(seg, ActiveSegment) or seg.path in self._unsealable:
+                continue
+            raw = self._ops.read_all(seg.path)
+            frames, stop = speedups.scan_frames(raw, segment.HEADER_BYTES)
+            if stop == len(raw):
+                return self._seal_job(k, seg, raw, frames)
+            # Damaged (reported at recovery): keep it as it is, never rewrite around the damage.
+            self._unsealable.add(seg.path)
+        return None
+
+    def _seal_job(self, k: int, seg: ActiveSegment, raw: bytes, frames: list[records.Frame]) -> SealJob:
+        dead = self._index.dead_in(seg.first_seq, self._names[k + 1] - 1)
+        keep = [f for f in frames if f[2] != records.Kind.MSG or f[3] not in dead] if dead else frames
+        zdict = self._maybe_train(keep, raw)
+        first_seq, block_raw_bytes, level = seg.first_seq, self.config.block_raw_bytes, self.config.zstd_level
+
+        def encode() -> bytes:
+            return segment.encode_sealed(
+                first_seq, keep, raw, zdict=zdict, block_raw_bytes=block_raw_bytes, level=level
+            )
+
+        return SealJob(seg.path, seg.first_seq, seg.generation, encode, zdict.dict_id() if zdict else 0)
+
+    @_fails_closed
+    def finish_seal(self, job: SealJob) -> bool:
+        """Install a finished seal (atomic replace); False if the segment changed or went meanwhile."""
+        assert job.result is not None, "run() the job first"
+        k = bisect_right(self._names, job.first_seq) - 1
+        if k < 0 or k == len(self._segments) - 1:
+            return False
+        seg = self._segments[k]
+        if not isinstance(seg, ActiveSegment) or seg.path != job.path or seg.generation != job.generation:
+            return False
+        write_atomic(self._ops, seg.path, job.result)
+        blocks, _ = segment.read_footer(job.result, seg.path)
+        sealed = sealed_from(seg.path, seg.first_seq, job.dict_id, blocks)
+        sealed.live = seg.live
+        sealed.file_bytes = len(job.result)
+        self._segments[k] = sealed
+        return True
 
     def _maybe_train(self, keep: list[records.Frame], raw: bytes) -> zstandard.ZstdCompressionDict | None:
         if not self.config.use_dictionary or self._zdict is not None:
@@ -559,12 +608,14 @@ class FileStreamStore:
             kept = [r for r in found if not (r.kind == records.Kind.MSG and r.seq == seq)]
             data = segment.encode_active_header(seg.first_seq) + b"".join(raw[r.offset : r.end] for r in kept)
             write_atomic(self._ops, seg.path, data)
+            seg.generation += 1
             seg.offsets.clear()
             for record in records.decode_all(data, segment.HEADER_BYTES)[0]:
                 if record.kind == records.Kind.MSG:
                     seg.offsets[record.seq] = record.offset
             seg.size = len(data)
-            self._unsynced = False
+            if seg is self._segments[-1]:
+                self._unsynced = False
             return
         frames: list[records.Frame] = []
         chunks: list[bytes] = []

@@ -24,6 +24,7 @@ class ActiveSegment:
     size: int
     offsets: dict[int, int] = field(default_factory=dict)  # seq -> record offset in the file
     live: int = 0
+    generation: int = 0  # bumped when the file is rewritten (erase): a seal job of it is stale
 
 
 @dataclass(slots=True)
@@ -88,3 +89,18 @@ class SyncJob:
     def run(self) -> None:
         for action in self.actions:
             action()
+
+
+@dataclass(slots=True)
+class SealJob:
+    """Compress one full segment: run() is pure CPU (zstd releases the GIL), any thread."""
+
+    path: str
+    first_seq: int
+    generation: int
+    encode: Callable[[], bytes]
+    dict_id: int
+    result: bytes | None = None
+
+    def run(self) -> None:
+        self.result = self.encode()

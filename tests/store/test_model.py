@@ -27,6 +27,7 @@ op = st.one_of(
     st.tuples(st.just("compact"), st.integers(0, 90)),
     st.tuples(st.just("expire"), st.integers(0, 200)),
     st.tuples(st.just("reopen")),
+    st.tuples(st.just("seal")),
 )
 limits = st.builds(
     StoreLimits,
@@ -74,10 +75,14 @@ def view(store: StreamStore) -> tuple[object, ...]:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(op, max_size=40), limits)
-def test_file_store_behaves_like_the_memory_model(tmp_path: Path, steps: list[tuple[object, ...]], lim: StoreLimits) -> None:
+@given(st.lists(op, max_size=40), limits, st.booleans())
+def test_file_store_behaves_like_the_memory_model(
+    tmp_path: Path, steps: list[tuple[object, ...]], lim: StoreLimits, seal_inline: bool
+) -> None:
     fs = FaultFS()
-    config = FileStoreConfig(str(tmp_path / f"m{next(counter)}"), limits=lim, segment_bytes=600, block_raw_bytes=200)
+    config = FileStoreConfig(
+        str(tmp_path / f"m{next(counter)}"), limits=lim, segment_bytes=600, block_raw_bytes=200, seal_inline=seal_inline
+    )
     model = MemoryStreamStore(lim)
     store = FileStreamStore(config, ops=fs)
     model_clock, store_clock = [0], [0]
@@ -85,6 +90,12 @@ def test_file_store_behaves_like_the_memory_model(tmp_path: Path, steps: list[tu
         if step[0] == "reopen":
             store.close()
             store = FileStreamStore(config, ops=fs)
+            continue
+        if step[0] == "seal":
+            job = store.begin_seal()
+            if job is not None:
+                job.run()
+                assert store.finish_seal(job)
             continue
         assert apply(store, step, store_clock) == apply(model, step, model_clock), step
         assert view(store) == view(model), step
