@@ -37,6 +37,7 @@ class FrameKind(enum.IntEnum):
     INTEREST_RESET = 7  # forget all interest the sender announced before; a full set follows
     MONITOR_REQUEST = 8  # JSON {"id": n}: send your monitoring snapshot
     MONITOR_REPLY = 9  # JSON {"id": n, "snapshot": {...}}
+    INTEREST_ACK = 10  # u64: the sender applied our interest changes up to this sequence number
 
 
 def record_bytes(payload_bytes: int) -> int:

@@ -33,9 +33,9 @@ from appliance.fabric.link import LinkHandler, LinkLoop, Payload
 _native: ModuleType = native.speedups or ModuleType("appliance._native (not built)")
 _push = getattr(_native, "ring_push", None)
 PUSH_FULL = 0
-CLOSED_MEMORY = bytearray(0)  # what a closed link pushes into: the C call refuses it
 PUSH_DONE = 1
 PUSH_WAKE = 2
+CLOSED_MEMORY = bytearray(0)  # what a closed link pushes into: the C call refuses it
 
 
 def ring_doorbell(fd: int) -> None:
@@ -113,17 +113,17 @@ class RingLink:
         if len(payload) > self._frame_bytes_max:
             return LimitExceeded(f"frame of {len(payload)} bytes > {self._frame_bytes_max} (FRAME_BYTES_MAX)")
         assert kind != KIND_RESERVED, "kind 0 is the transport's own"
-        return ValueError(f"frame kind {kind} refused by the ring")
+        return ValueError(f"frame (kind {kind}, {len(payload)} bytes) refused by the ring")
 
     def try_send_many(self, frames: list[Frame], start: int = 0) -> int:
-        """Sends frames[start:] until one does not fit; returns the index of the first not sent."""
-        if self._closed:
-            raise ClosedError(f"link to worker {self._peer} is closed")
-        for kind, payload in frames[start:]:
-            assert KIND_RESERVED < kind <= KIND_MAX, "kind 0 is the transport's own"
-            if len(payload) > self._frame_bytes_max:
-                raise LimitExceeded(f"frame of {len(payload)} bytes > {self._frame_bytes_max}")
-        index, wake = _native.ring_push_many(self._memory, self._out, frames, start)
+        """Sends frames[start:] until one does not fit, published at once (one C call, one
+        doorbell); returns the index of the first frame not sent. A refused frame (too large,
+        kind 0) raises as in try_send, and then nothing of the batch was sent."""
+        try:
+            index, wake = _native.ring_push_many(self._push_memory, self._out, frames, start)
+        except ValueError as error:
+            bad = [frame for frame in frames[start:] if len(frame[1]) > self._frame_bytes_max or not frame[0]]
+            raise self._refusal(*(bad[0] if bad else (KIND_MAX, b""))) from error
         if wake:
             self._ring_peer()
         if index < len(frames):

@@ -21,6 +21,7 @@ def test_frame_kinds_are_append_only_wire_values() -> None:
         "INTEREST_RESET": 7,
         "MONITOR_REQUEST": 8,
         "MONITOR_REPLY": 9,
+        "INTEREST_ACK": 10,
     }
 
 

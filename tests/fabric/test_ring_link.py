@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from appliance import native
-from appliance.errors import CorruptData, LimitExceeded
+from appliance.errors import ClosedError, CorruptData, LimitExceeded
 from appliance.fabric.frames import Frame, FrameKind
 from appliance.fabric.link import Link
 from appliance.fabric.mesh import WorkerMesh, attach_mesh, create_mesh, ring_offset
@@ -53,7 +53,13 @@ def test_try_send_many_sends_a_prefix_and_says_where_it_stopped(workers: tuple[W
     assert a.try_send_many(frames, stopped) == len(frames)
     assert b.receive() == frames[stopped:]
     with pytest.raises(LimitExceeded):
-        a.try_send_many([(FrameKind.MESSAGE, bytes(a.frame_bytes_max + 1))])
+        a.try_send_many([(FrameKind.PING, b"not sent either"), (FrameKind.MESSAGE, bytes(a.frame_bytes_max + 1))])
+    assert a.fill() == (0, 0), "a refused batch sends nothing"
+    with pytest.raises(AssertionError, match="kind 0"):
+        a.try_send_many([(0, b"")])
+    a.close()
+    with pytest.raises(ClosedError):
+        a.try_send_many(frames)
 
 
 def test_a_sleeping_reader_gets_one_doorbell_per_turn_however_many_frames(
