@@ -2,7 +2,7 @@
 
 Parameters: sort (cid, start, subs, pending, msgs_to, msgs_from, bytes_to, bytes_from, last, idle,
 uptime, stop, reason, rtt), auth, subs (1 or detail), offset, limit (default 1024), cid, state
-(open, closed, any), acc, user. Only cid/start and uptime sort ascending; reason sorts by text;
+(open, closed, any), acc, user, mqtt_client. Only cid/start and uptime sort ascending; reason sorts by text;
 every other order is descending. Ties keep cid order.
 
 Quirks kept on purpose because clients may rely on them: `total` counts the connections in scope
@@ -39,6 +39,7 @@ class ConnzOptions:
     user: str = ""
     account: str = ""
     filter_subject: str = ""  # only connections with a subscription that could share a message with it
+    mqtt_client: str = ""  # only the MQTT connection with this client id (we serve no MQTT: none match)
 
 
 SortKey = Callable[[ConnectionInfo, int], float]
@@ -87,6 +88,7 @@ def decode(ctx: RequestContext) -> ConnzOptions:
         state=state,
         user=query.get("user"),
         account=query.get("acc"),
+        mqtt_client=query.get("mqtt_client"),
     )
 
 
@@ -202,6 +204,8 @@ def select(view: ServerView, options: ConnzOptions) -> tuple[list[ConnectionInfo
         in_scope = [c for c in found if c.stop_wall_s is None] or found[:1]
     if options.user:
         in_scope = [c for c in in_scope if c.authorized_user == options.user]
+    if options.mqtt_client:
+        in_scope = []  # no connection here has an MQTT client id
     if options.filter_subject not in ("", ">"):
         wanted = options.filter_subject
         in_scope = [

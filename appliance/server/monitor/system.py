@@ -240,6 +240,7 @@ def connz_options(options: Mapping[str, object]) -> ConnzOptions:
         user=_text(options, "user"),
         account=_text(options, "acc"),
         filter_subject=_text(options, "filter_subject"),
+        mqtt_client=_text(options, "mqtt_client"),
     )
 
 

@@ -261,3 +261,9 @@ def test_closed_connections_are_snapshots_like_nats_server_keeps_them(
     in_global, in_a = monitor.get("/connz", "state=closed&auth=1").json["connections"]
     assert "name_tag" not in in_global
     assert (in_a["account"], in_a["name_tag"], in_a["authorized_user"]) == ("A", "A", "alice")
+
+
+def test_an_mqtt_client_filter_matches_nothing_here(monitor: MonitorProbe, view: FakeServerView) -> None:
+    view.connect(1)
+    page = monitor.get("/connz", "mqtt_client=sensor-1").json
+    assert (page["connections"], page["total"]) == ([], 1)

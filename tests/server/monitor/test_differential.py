@@ -56,6 +56,7 @@ PAGES = [
     ("/connz", "subs=detail&auth=1"),
     ("/connz", "state=closed"),
     ("/connz", "acc=nope"),
+    ("/connz", "mqtt_client=sensor-1"),
     ("/subsz", ""),
     ("/subsz", "subs=1"),
     ("/subsz", "subs=1&test=bar"),

@@ -1,0 +1,61 @@
+"""`/jsz`: JetStream totals, config and (with accounts/streams/consumers) per-account detail.
+
+The detail comes from the JetStream layer through the view's optional `jetstream_details`
+(the server layer cannot import JetStream); without JetStream the answer has nats-server's zeros.
+"""
+
+from __future__ import annotations
+
+from .durations import rfc3339_nano, wall_ns
+from .endpoint import Endpoint, RequestContext, Response, json_response
+from .gojson import JsonValue
+from .jsinfo import config_json, meta_json, stats_json
+from .view import JetStreamStats
+
+
+def jsz_json(ctx: RequestContext) -> dict[str, JsonValue]:
+    view = ctx.view
+    query = ctx.query
+    js = view.jetstream()
+    out: dict[str, JsonValue] = {}
+    stats = js.stats if js is not None and js.enabled else JetStreamStats()
+    out.update(stats_json(stats))
+    out["server_id"] = view.server_id
+    out["now"] = rfc3339_nano(wall_ns(view.now_wall_s()))
+    details_of = getattr(view, "jetstream_details", None)
+    if js is None or not js.enabled or details_of is None:
+        out.update(streams=0, consumers=0, messages=0, bytes=0, total=0)
+        return out
+    out["config"] = config_json(js)
+    out["limits"] = dict(js.limits)
+    totals, details = details_of(
+        account=query.get("acc"),
+        streams=query.boolean("streams"),
+        consumers=query.boolean("consumers"),
+        config=query.boolean("config"),
+    )
+    out.update(
+        streams=totals["streams"],
+        consumers=totals["consumers"],
+        messages=totals["messages"],
+        bytes=totals["bytes"],
+    )
+    if js.meta is not None:
+        out["meta_cluster"] = meta_json(js.meta)
+    if (
+        query.boolean("accounts")
+        or query.boolean("streams")
+        or query.boolean("consumers")
+        or query.get("acc")
+    ):
+        out["account_details"] = details
+    out["total"] = len(details)
+    return out
+
+
+def handle(ctx: RequestContext) -> Response:
+    ctx.count()
+    return json_response(jsz_json(ctx))
+
+
+ENDPOINT = Endpoint(paths=("/jsz",), handle=handle, title="JetStream")
