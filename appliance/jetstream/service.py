@@ -324,6 +324,8 @@ class JetStreamService:
         for ajs in self.accounts.values():
             api.subscribe_api(ajs)
         self.server.interest_listeners.append(self._on_interest_change)
+        from appliance.jetstream.monitor import JetStreamMonitor
+        self.server.jetstream_monitor = JetStreamMonitor(self)  # type: ignore[attr-defined]
 
     def _materialise(self) -> None:
         for account_name, streams in self.meta.state.accounts.items():
@@ -353,6 +355,7 @@ class JetStreamService:
             ajs.on_interest(sub)
 
     def stop(self) -> None:
+        self.server.jetstream_monitor = None  # type: ignore[attr-defined]
         if self._on_interest_change in self.server.interest_listeners:
             self.server.interest_listeners.remove(self._on_interest_change)
         for ajs in self.accounts.values():

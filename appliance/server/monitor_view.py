@@ -328,7 +328,18 @@ class ServerMonitorView:
         return found
 
     def jetstream(self) -> JetStreamView | None:
-        return None
+        # JetStream (a higher layer) registers its monitor on the server when it starts
+        monitor = getattr(self._server, "jetstream_monitor", None)
+        return monitor.view() if monitor is not None else None
+
+    def jetstream_details(self, *, account: str, streams: bool, consumers: bool, config: bool
+                          ) -> tuple[dict[str, int], list[dict[str, object]]]:
+        """/jsz totals and `account_details` (empty without JetStream)."""
+        monitor = getattr(self._server, "jetstream_monitor", None)
+        if monitor is None:
+            return {"streams": 0, "consumers": 0, "messages": 0, "bytes": 0}, []
+        details = monitor.details(account=account, streams=streams, consumers=consumers, config=config)
+        return monitor.totals(), details
 
 
 def provide_snapshots(server: Server, fabric: LocalFabric) -> None:

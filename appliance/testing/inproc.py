@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import TypeVar
 
@@ -86,6 +86,11 @@ class InProcessServer:
             return fn(*args)
 
         return asyncio.run_coroutine_threadsafe(on_loop(), self._loop).result(START_TIMEOUT_S)
+
+    def call_async(self, fn: Callable[[], Awaitable[T]]) -> T:
+        """Await fn() on the server's loop thread; wait for its result."""
+        assert self._loop is not None
+        return asyncio.run_coroutine_threadsafe(fn(), self._loop).result(START_TIMEOUT_S)  # type: ignore[arg-type]
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:

@@ -1,0 +1,103 @@
+"""JetStream as the monitoring endpoints see it: the JetStreamView of /varz and /healthz, and the
+per-account detail of /jsz (streams, consumers, configs) rendered as nats-server does."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+import psutil
+
+from appliance.jetstream.api import API_LEVEL, stream_info
+from appliance.server.monitor.view import ConsumerHealth, JetStreamStats, JetStreamView, StreamHealth
+
+if TYPE_CHECKING:
+    from appliance.jetstream.service import JetStreamService
+
+MEMORY_SHARE = 0.75  # nats-server's default max_memory: 75% of RAM
+STORAGE_SHARE = 0.75  # and max_storage: 75% of the store's free disk
+DEFAULT_LIMITS = {"default_max_consumers": 1000}
+
+
+class JetStreamMonitor:
+    def __init__(self, service: JetStreamService) -> None:
+        self.service = service
+        options = service.options.jetstream
+        self.max_memory = options.max_memory if options.max_memory >= 0 else \
+            int(psutil.virtual_memory().total * MEMORY_SHARE)
+        self.max_storage = options.max_storage if options.max_storage >= 0 else \
+            int(psutil.disk_usage(service.root if os.path.isdir(service.root) else "/").free * STORAGE_SHARE)
+
+    def totals(self) -> dict[str, int]:
+        memory = storage = streams = consumers = messages = size = 0
+        for ajs in self.service.accounts.values():
+            for stream in ajs.streams.values():
+                state = stream.store.state()
+                streams += 1
+                consumers += len(stream.consumers)
+                messages += state.msgs
+                size += state.bytes
+                if stream.config.storage == "memory":
+                    memory += state.bytes
+                else:
+                    storage += state.bytes
+        return {"memory": memory, "storage": storage, "streams": streams, "consumers": consumers,
+                "messages": messages, "bytes": size}
+
+    def view(self) -> JetStreamView:
+        options = self.service.options.jetstream
+        totals = self.totals()
+        accounts = [name for name, ajs in self.service.accounts.items() if ajs.streams]
+        stats = JetStreamStats(
+            memory=totals["memory"], storage=totals["storage"], accounts=len(self.service.accounts),
+            api_level=API_LEVEL, api_total=sum(a.api_total for a in self.service.accounts.values()),
+            api_errors=sum(a.api_errors for a in self.service.accounts.values()))
+        streams = tuple(
+            StreamHealth(account=name, name=stream.config.name,
+                         consumers=tuple(ConsumerHealth(c) for c in stream.consumers))
+            for name, ajs in self.service.accounts.items() for stream in ajs.streams.values())
+        return JetStreamView(enabled=True, clustered=False, max_memory=self.max_memory,
+                             max_storage=self.max_storage, store_dir=self.service.root,
+                             sync_interval_s=options.sync_interval_s, sync_always=options.sync_always,
+                             domain=options.domain, unique_tag=options.unique_tag, strict=options.strict,
+                             stats=stats, limits=dict(DEFAULT_LIMITS), accounts=tuple(accounts), streams=streams)
+
+    def details(self, *, account: str, streams: bool, consumers: bool, config: bool) -> list[dict[str, object]]:
+        """/jsz `account_details`: one entry per JetStream account (or only `account`)."""
+        out: list[dict[str, object]] = []
+        for name, ajs in sorted(self.service.accounts.items()):
+            if account and name != account:
+                continue
+            memory = storage = 0
+            stream_detail: list[dict[str, object]] = []
+            for stream in sorted(ajs.streams.values(), key=lambda s: s.config.name):
+                info = stream_info(stream, dynamic_metadata=False)
+                if stream.config.storage == "memory":
+                    memory += stream.store.state().bytes
+                else:
+                    storage += stream.store.state().bytes
+                detail: dict[str, object] = {"name": stream.config.name, "created": info["created"],
+                                             "cluster": info["cluster"]}
+                if config:
+                    detail["config"] = info["config"]
+                detail["state"] = info["state"]
+                if consumers and stream.consumers:
+                    detail["consumer_detail"] = [_consumer_detail(c.info_json(), c.config.metadata)
+                                                 for _, c in sorted(stream.consumers.items())]
+                stream_detail.append(detail)
+            entry: dict[str, object] = {
+                "name": name, "id": name, "memory": memory, "storage": storage, "reserved_memory": 0,
+                "reserved_storage": 0, "accounts": 0, "ha_assets": 0,
+                "api": {"level": 0, "total": ajs.api_total, "errors": ajs.api_errors},
+            }
+            if streams or consumers:
+                entry["stream_detail"] = stream_detail
+            out.append(entry)
+        return out
+
+
+def _consumer_detail(info: dict[str, object], metadata: dict[str, str]) -> dict[str, object]:
+    config = info.get("config")
+    if isinstance(config, dict):
+        config["metadata"] = dict(sorted(metadata.items()))
+    return info
