@@ -17,7 +17,6 @@ served (loading one raises CorruptData).
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 from bisect import bisect_right
@@ -62,17 +61,18 @@ def _fails_closed(method: Callable[Concatenate[FileStreamStore, P], R]) -> Calla
     what really is on disk.
     """
 
-    @functools.wraps(method)
-    def guarded(self: FileStreamStore, *args: P.args, **kwargs: P.kwargs) -> R:
-        if self._broken is not None:
-            raise BrokenError(f"{self._dir}: store is broken; reopen it to recover") from self._broken
+    def guarded(store: FileStreamStore, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        if store._broken is not None:
+            raise BrokenError(f"{store._dir}: store is broken; reopen it to recover") from store._broken
         try:
-            return method(self, *args, **kwargs)
+            return method(store, *args, **kwargs)
         except OSError as exc:
-            self._broken = exc
-            logger.error("store: %s broken by %s", self._dir, exc)
-            raise BrokenError(f"{self._dir}: {exc}") from exc
+            store._broken = exc
+            logger.error("store: %s broken by %s", store._dir, exc)
+            raise BrokenError(f"{store._dir}: {exc}") from exc
 
+    guarded.__name__ = method.__name__
+    guarded.__doc__ = method.__doc__
     return guarded
 
 
