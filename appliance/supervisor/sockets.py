@@ -11,6 +11,7 @@ import logging
 import socket
 from dataclasses import dataclass
 
+from appliance import limits
 from appliance.config.options import ServerOptions
 from appliance.errors import StartupError
 
@@ -43,7 +44,7 @@ def join_host_port(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def open_listener(host: str, port: int) -> socket.socket:
+def open_listener(host: str, port: int, *, backlog: int = limits.ACCEPT_BACKLOG) -> socket.socket:
     """A bound, listening TCP socket (SO_REUSEADDR); port -1 or 0 picks a free one."""
     bind_port = 0 if port == RANDOM_PORT else port
     assert 0 <= bind_port <= 65535
@@ -57,7 +58,7 @@ def open_listener(host: str, port: int) -> socket.socket:
     try:
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind(address)
-        listener.listen(socket.SOMAXCONN)
+        listener.listen(backlog)
     except OSError as exc:
         listener.close()
         raise StartupError(_listen_error(host, bind_port, exc)) from exc
