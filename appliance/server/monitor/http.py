@@ -20,6 +20,7 @@ from http import HTTPStatus
 from urllib.parse import unquote, urlsplit
 
 from appliance import limits
+from appliance.errors import ApplianceError
 
 from .app import MonitorApp
 from .endpoint import Response, text_response
@@ -36,8 +37,8 @@ class Request:
     body_bytes: int
 
 
-class HttpError(Exception):
-    """The request cannot be served; answer `response` and close."""
+class HttpError(ApplianceError):
+    """The client sent a request we cannot serve; answer `response` and close."""
 
     def __init__(self, response: Response) -> None:
         super().__init__(response.status)
