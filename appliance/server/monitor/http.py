@@ -35,6 +35,14 @@ class Request:
     query: str
     keep_alive: bool
     body_bytes: int
+    http10: bool = False
+
+    @property
+    def connection_header(self) -> str | None:
+        """What the answer's Connection header says: HTTP/1.0 needs keep-alive said out loud."""
+        if not self.keep_alive:
+            return "close"
+        return "keep-alive" if self.http10 else None
 
 
 class HttpError(ApplianceError):
@@ -73,17 +81,18 @@ def parse_head(head: bytes) -> Request:
     connection = headers.get("connection", "").lower()
     keep_alive = connection != "close" if version == "HTTP/1.1" else connection == "keep-alive"
     url = urlsplit(target)
-    return Request(method.upper(), unquote(url.path) or "/", url.query, keep_alive, body_bytes)
+    path = unquote(url.path) or "/"
+    return Request(method.upper(), path, url.query, keep_alive, body_bytes, http10=version == "HTTP/1.0")
 
 
-def render(response: Response, *, date: str, keep_alive: bool, head_only: bool) -> bytes:
+def render(response: Response, *, date: str, connection: str | None, head_only: bool) -> bytes:
     status = HTTPStatus(response.status)
     lines = [f"HTTP/1.1 {status.value} {status.phrase}"]
     lines.extend(f"{name}: {value}" for name, value in response.headers)
     lines.append(f"Date: {date}")
     lines.append(f"Content-Length: {len(response.body)}")
-    if not keep_alive:
-        lines.append("Connection: close")
+    if connection is not None:
+        lines.append(f"Connection: {connection}")
     head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
     return head if head_only else head + response.body
 
@@ -132,7 +141,9 @@ class MonitorServer:
         self._writers.add(writer)
         try:
             if self.open_connections > limits.HTTP_CONNECTIONS_MAX:
-                await self._answer(writer, _error(HTTPStatus.SERVICE_UNAVAILABLE).response, keep_alive=False)
+                await self._answer(
+                    writer, _error(HTTPStatus.SERVICE_UNAVAILABLE).response, connection="close"
+                )
                 return
             while await self._serve_request(reader, writer):
                 pass
@@ -154,25 +165,30 @@ class MonitorServer:
                 await asyncio.wait_for(reader.readexactly(request.body_bytes), limits.HTTP_IDLE_TIMEOUT_S)
         except asyncio.LimitOverrunError:
             await self._answer(
-                writer, _error(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE).response, keep_alive=False
+                writer, _error(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE).response, connection="close"
             )
             return False
         except HttpError as problem:
-            await self._answer(writer, problem.response, keep_alive=False)
+            await self._answer(writer, problem.response, connection="close")
             return False
         refresh = getattr(self.app.view, "refresh", None)  # a multi-worker view gathers its siblings first
         if refresh is not None:
             await refresh()
         response = self.app.respond(request.path, request.query)
         await self._answer(
-            writer, response, keep_alive=request.keep_alive, head_only=request.method == "HEAD"
+            writer, response, connection=request.connection_header, head_only=request.method == "HEAD"
         )
         return request.keep_alive
 
     async def _answer(
-        self, writer: asyncio.StreamWriter, response: Response, *, keep_alive: bool, head_only: bool = False
+        self,
+        writer: asyncio.StreamWriter,
+        response: Response,
+        *,
+        connection: str | None,
+        head_only: bool = False,
     ) -> None:
         writer.write(
-            render(response, date=self.app.date_header(), keep_alive=keep_alive, head_only=head_only)
+            render(response, date=self.app.date_header(), connection=connection, head_only=head_only)
         )
         await asyncio.wait_for(writer.drain(), limits.HTTP_IDLE_TIMEOUT_S)

@@ -211,3 +211,16 @@ def test_close_ends_kept_alive_connections() -> None:
         writer.close()
 
     asyncio.run(main())
+
+
+def test_http10_keep_alive_is_said_out_loud(run: Runner) -> None:
+    async def scenario(server: MonitorServer) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(b"GET /healthz HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+        status, headers, _ = await read_response(reader)
+        assert (status, headers["connection"]) == (200, "keep-alive")
+        writer.write(b"GET /healthz HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+        assert (await read_response(reader))[0] == 200  # the connection stayed open
+        writer.close()
+
+    run(scenario)
