@@ -29,6 +29,8 @@ STALLED_PRODUCERS_MAX = 1024  # producers one slow subscriber may hold paused at
 ACCEPT_BACKLOG = 1024  # listen() backlog of the client port
 LINK_BACKLOG_BYTES_MAX = 64 * 1024 * 1024  # frames waiting for room on one link to a sibling worker
 MONITOR_GATHER_TIMEOUT_S = 2.0  # how long /connz and /varz wait for sibling workers' snapshots
+INTEREST_SYNC_TIMEOUT_S = 1.0  # a PONG waits at most this long for sibling workers to apply interest
+INTEREST_SYNC_WAITERS_MAX = 65_536  # PONGs waiting for an interest sync at once
 CLOSED_CONNECTIONS_MAX = 10_000  # kept for /connz?state=closed (nats-server max_closed_clients)
 HTTP_BODY_BYTES_MAX = 64 * 1024  # a monitoring request body (read and ignored, as nats-server does)
 HTTP_CONNECTIONS_MAX = 128  # open monitoring connections; more are answered 503 and closed

@@ -95,7 +95,7 @@ class ClientConnection(asyncio.Protocol):
         self._out = bytearray()
         self._dirty = False
         self._paused_reading = False
-        self._authenticating = False  # a bcrypt check runs off the loop; events wait in _held
+        self._holding = False  # a bcrypt check or an interest sync is pending; events wait in _held
         self._held: list[Event] = []
         self._stalled_producers: dict[ClientConnection, None] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
@@ -139,12 +139,12 @@ class ClientConnection(asyncio.Protocol):
         server = self.server
         server.producer = self
         try:
-            if self._authenticating:
+            if self._holding:
                 self._held.extend(events)
             else:
                 self._handle(events, 0)
             if error is not None and not self.closed:
-                if self._authenticating:
+                if self._holding:
                     self._held.append(("error", error))
                 else:
                     self._protocol_error(error)
@@ -233,7 +233,7 @@ class ClientConnection(asyncio.Protocol):
                     self._publish(event[1], event[2], event[3], event[4])
                 else:
                     self._handle_control(event)
-                    if self._authenticating:
+                    if self._holding:
                         self._held = list(events[i:])
                         return
                     fast = self._fast_publish()
@@ -245,6 +245,29 @@ class ClientConnection(asyncio.Protocol):
         finally:
             self.in_msgs += msgs
             self.in_bytes += size
+
+    def _pong(self) -> None:
+        self.write(wire.PONG)
+        self.pongs_seen += 1
+        if self.pongs_seen == 1 and self.protocol >= 1 and self.connected:
+            self.write(self.server.connect_info_bytes(self))
+
+    def _pong_after_sync(self) -> None:
+        if self.closed:
+            return
+        held, self._held = self._held, []
+        self._holding = False
+        self.server.producer = self
+        try:
+            self._pong()
+            self._resume_reading()
+            self._handle(held, 0)
+        except Exception:
+            logger.exception("cid:%d - error after an interest sync; closing the connection", self.cid)
+            self.close("Internal Error")
+        finally:
+            self.server.producer = None
+            self.server.flush_dirty()
 
     def _fast_publish(self) -> bool:
         return (self.connected or not self.server.auth.required) and not self.verbose and not self.pedantic \
@@ -260,10 +283,14 @@ class ClientConnection(asyncio.Protocol):
         elif not self.connected and self.server.auth.required:
             self._auth_violation()
         elif op == OP_PING:
-            self.write(wire.PONG)
-            self.pongs_seen += 1
-            if self.pongs_seen == 1 and self.protocol >= 1 and self.connected:
-                self.write(self.server.connect_info_bytes(self))
+            gate = self.server.interest_gate
+            if gate is not None and not gate.interest_synced():
+                # PONG promises the client that its subscriptions are in place: on every worker
+                self._holding = True
+                self._pause_reading()
+                gate.wait_interest_synced(self._pong_after_sync)
+            else:
+                self._pong()
         elif op == OP_PONG:
             self._pings_out = 0
             if self._ping_sent_s:
@@ -303,7 +330,7 @@ class ClientConnection(asyncio.Protocol):
             self._bind(outcome.user, outcome.account)
             return True
         if isinstance(outcome, auth.NeedsBcrypt):
-            self._authenticating = True
+            self._holding = True
             self._pause_reading()
             task = self.server.loop.run_in_executor(None, auth.bcrypt_matches, outcome.given, outcome.hashed)
             task.add_done_callback(lambda done: self._bcrypt_done(done, outcome))
@@ -316,7 +343,7 @@ class ClientConnection(asyncio.Protocol):
         if self.closed:
             return
         held, self._held = self._held, []
-        self._authenticating = False
+        self._holding = False
         ok = not done.cancelled() and done.exception() is None and done.result()
         self.server.producer = self
         try:
@@ -507,13 +534,13 @@ class ClientConnection(asyncio.Protocol):
         self._pause_reading()
 
     def resume_after_backpressure(self) -> None:
-        if not self._authenticating:
+        if not self._holding:
             self._resume_reading()
 
     def _release_stalled(self) -> None:
         stalled, self._stalled_producers = self._stalled_producers, {}
         for producer in stalled:
-            if not producer._authenticating:
+            if not producer._holding:
                 producer._resume_reading()
 
     # --- timers and closing ----------------------------------------------------------------------

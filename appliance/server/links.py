@@ -54,6 +54,8 @@ KIND_MESSAGE = int(FrameKind.MESSAGE)
 KIND_INTEREST_RESET = int(FrameKind.INTEREST_RESET)
 KIND_MONITOR_REQUEST = int(FrameKind.MONITOR_REQUEST)
 KIND_MONITOR_REPLY = int(FrameKind.MONITOR_REPLY)
+KIND_INTEREST_ACK = int(FrameKind.INTEREST_ACK)
+_SEQ = struct.Struct("<Q")  # interest frames start with the sender's interest sequence number
 
 
 def encode_message(account: bytes, subject: bytes, reply: bytes | None, queue: bytes | None,
@@ -111,6 +113,8 @@ class LinkPeer:
         self.interest: dict[tuple[bytes, bytes, bytes | None], list[Subscription]] = {}
         self.msgs_out = 0
         self.msgs_in = 0
+        self.acked_seq = 0  # our interest changes this sibling has applied
+        self.seen_seq = 0  # the sibling's interest changes we have applied
         self._account_names: dict[str, bytes] = {}
 
     def deliver(self, sub: Subscription, subject: bytes, reply: bytes | None, header: bytes | None,
@@ -166,6 +170,8 @@ class LocalFabric:
         self._by_link = {id(peer.link): peer for peer in self.peers.values()}
         self._plain_refs: dict[tuple[str, bytes], int] = {}
         self._next_sid = 0
+        self.interest_seq = 0  # interest changes sent to siblings so far
+        self._sync_waiters: list[tuple[int, Callable[[], None], asyncio.TimerHandle]] = []
         # monitoring across workers: this worker's snapshot, and replies awaited from siblings
         self.snapshot_provider: Callable[[int], dict[str, object]] | None = None
         self._next_request = 0
@@ -173,6 +179,7 @@ class LocalFabric:
 
     def start(self, loop: LinkLoop) -> None:
         self.server.interest_listeners.append(self.on_local_interest)
+        self.server.interest_gate = self
         for peer in self.peers.values():
             peer.link.start(loop, self)
             peer.send(KIND_HELLO, b"")
@@ -197,37 +204,92 @@ class LocalFabric:
             if not (added and refs == 1) and not (not added and refs == 0):
                 return
         kind = KIND_INTEREST_ADD if added else KIND_INTEREST_REMOVE
-        payload = encode_interest(account.name.encode(), sub.subject, sub.queue)
+        payload = self._sequenced(encode_interest(account.name.encode(), sub.subject, sub.queue))
         for peer in self.peers.values():
             peer.send(kind, payload)
 
+    def _sequenced(self, interest: bytes) -> bytes:
+        self.interest_seq += 1
+        return _SEQ.pack(self.interest_seq) + interest
+
     def _send_all_interest(self, peer: LinkPeer) -> None:
         for account_name, subject in self._plain_refs:
-            peer.send(KIND_INTEREST_ADD, encode_interest(account_name.encode(), subject, None))
+            peer.send(KIND_INTEREST_ADD, self._sequenced(encode_interest(account_name.encode(), subject, None)))
         for account in self.server.accounts.all():
             for sub in account.sublist.all_subscriptions():
                 if sub.queue is not None and not getattr(sub.conn, "is_link", False):
-                    peer.send(KIND_INTEREST_ADD, encode_interest(account.name.encode(), sub.subject, sub.queue))
+                    peer.send(KIND_INTEREST_ADD,
+                              self._sequenced(encode_interest(account.name.encode(), sub.subject, sub.queue)))
+
+    # --- the interest gate: PONG after every sibling applied our interest -------------------------
+
+    def interest_synced(self) -> bool:
+        target = self.interest_seq
+        return all(peer.acked_seq >= target for peer in self.peers.values() if not peer.closed)
+
+    def wait_interest_synced(self, callback: Callable[[], None]) -> None:
+        if self.interest_synced():
+            callback()
+            return
+        if len(self._sync_waiters) >= limits.INTEREST_SYNC_WAITERS_MAX:
+            logger.warning("interest sync: too many waiters; answering without waiting")
+            callback()
+            return
+        target = self.interest_seq
+        entry: list[tuple[int, Callable[[], None], asyncio.TimerHandle]] = []
+        timer = asyncio.get_running_loop().call_later(limits.INTEREST_SYNC_TIMEOUT_S, self._sync_timed_out, entry)
+        waiter = (target, callback, timer)
+        entry.append(waiter)
+        self._sync_waiters.append(waiter)
+
+    def _sync_timed_out(self, entry: list[tuple[int, Callable[[], None], asyncio.TimerHandle]]) -> None:
+        waiter = entry[0]
+        if waiter in self._sync_waiters:
+            self._sync_waiters.remove(waiter)
+            logger.warning("interest sync: a sibling worker did not acknowledge within %ss",
+                           limits.INTEREST_SYNC_TIMEOUT_S)
+            waiter[1]()
+
+    def _release_synced(self) -> None:
+        if not self._sync_waiters:
+            return
+        floor = min((p.acked_seq for p in self.peers.values() if not p.closed), default=self.interest_seq)
+        ready = [w for w in self._sync_waiters if w[0] <= floor]
+        if not ready:
+            return
+        self._sync_waiters = [w for w in self._sync_waiters if w[0] > floor]
+        for _, callback, timer in ready:
+            timer.cancel()
+            callback()
 
     # --- LinkHandler -----------------------------------------------------------------------------
 
     def on_frames(self, link: Link, frames: list[Frame]) -> None:
         peer = self._by_link[id(link)]
         server = self.server
+        seen_before = peer.seen_seq
         try:
             for kind, payload in frames:
                 if kind == KIND_MESSAGE:
                     peer.msgs_in += 1
                     self._deliver_locally(*decode_message(payload))
                 elif kind == KIND_INTEREST_ADD:
-                    self._add_remote_interest(peer, *decode_interest(payload))
+                    peer.seen_seq = _SEQ.unpack_from(payload, 0)[0]
+                    self._add_remote_interest(peer, *decode_interest(payload[_SEQ.size:]))
                 elif kind == KIND_INTEREST_REMOVE:
-                    self._remove_remote_interest(peer, *decode_interest(payload))
+                    peer.seen_seq = _SEQ.unpack_from(payload, 0)[0]
+                    self._remove_remote_interest(peer, *decode_interest(payload[_SEQ.size:]))
+                elif kind == KIND_INTEREST_ACK:
+                    peer.acked_seq = max(peer.acked_seq, _SEQ.unpack_from(payload, 0)[0])
+                    self._release_synced()
                 elif kind == KIND_HELLO:
                     logger.debug("worker %d (re)started: forgetting its old interest", peer.index)
                     peer.forget_interest()
+                    peer.seen_seq = 0
+                    peer.acked_seq = self.interest_seq  # the new incarnation gets everything again below
                     peer.send(KIND_INTEREST_RESET, b"")
                     self._send_all_interest(peer)
+                    self._release_synced()
                 elif kind == KIND_INTEREST_RESET:
                     peer.forget_interest()
                 elif kind == KIND_MONITOR_REQUEST:
@@ -237,6 +299,8 @@ class LocalFabric:
         except (ApplianceError, struct.error, UnicodeDecodeError):
             logger.exception("bad frame from worker %d", peer.index)
         finally:
+            if peer.seen_seq != seen_before:
+                peer.send(KIND_INTEREST_ACK, _SEQ.pack(peer.seen_seq))
             server.flush_dirty()
 
     def on_writable(self, link: Link) -> None:
@@ -247,6 +311,8 @@ class LocalFabric:
         peer = self._by_link[id(link)]
         logger.warning("link to worker %d broke: %s", peer.index, error)
         peer.forget_interest()
+        peer.closed = True
+        self._release_synced()
 
     # --- monitoring across workers ----------------------------------------------------------------
 

@@ -12,7 +12,7 @@ import logging
 import random
 import socket
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from appliance import NATS_PROTO, NATS_VERSION, limits
 from appliance.clock import Clock, SystemClock
@@ -23,10 +23,17 @@ from appliance.server.auth import Authenticator
 from appliance.server.client import ClientConnection
 from appliance.server.sublist import Subscription
 
-if TYPE_CHECKING:
-    from collections.abc import Callable
+from collections.abc import Callable
 
 logger = logging.getLogger(__name__)
+
+
+class InterestGate(Protocol):
+    """Whether every sibling worker has applied the interest changes made here (PONG waits for it)."""
+
+    def interest_synced(self) -> bool: ...
+
+    def wait_interest_synced(self, callback: Callable[[], None]) -> None: ...
 
 JETSTREAM_API_LEVEL = 5
 
@@ -53,6 +60,7 @@ class Server:
         self.lame_duck = False
         self.ready = False
         self.interest_listeners: list[Callable[[Account, Subscription, bool], None]] = []
+        self.interest_gate: InterestGate | None = None  # sibling workers, when there are any
         # totals of closed connections, so /varz counters never go backwards
         self._retired = [0, 0, 0, 0]
         self._next_cid = 0

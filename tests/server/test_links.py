@@ -196,3 +196,26 @@ def test_monitoring_covers_every_worker(mesh: InProcessMesh) -> None:
         await first.close()
         await second.close()
     run(scenario())
+
+
+def test_pong_means_every_worker_knows_the_subscription(mesh: InProcessMesh) -> None:
+    """SUB + PING on worker 1, then at once PUB on worker 0: delivered, as on a single server."""
+    from appliance.testing.rawclient import RawClient
+
+    subscriber = RawClient(mesh.ports[1])
+    publisher = RawClient(mesh.ports[0])
+    try:
+        subscriber.send(b'CONNECT {"verbose":false}\r\nPING\r\n')
+        subscriber.read_until(b"PONG\r\n")
+        publisher.send(b'CONNECT {"verbose":false}\r\nPING\r\n')
+        publisher.read_until(b"PONG\r\n")
+        for i in range(50):
+            subscriber.send(b"SUB race.%d %d\r\nPING\r\n" % (i, i))
+            subscriber.read_until(b"PONG\r\n")
+            publisher.send(b"PUB race.%d 2\r\nok\r\n" % i)
+            assert subscriber.read_until(b"ok\r\n") == b"MSG race.%d %d 2\r\nok\r\n" % (i, i)
+            subscriber.send(b"UNSUB %d\r\nPING\r\n" % i)
+            subscriber.read_until(b"PONG\r\n")
+    finally:
+        subscriber.close()
+        publisher.close()
