@@ -257,3 +257,39 @@ def test_a_worker_killed_mid_stream_leaves_a_consistent_ring(reap: list[subproce
     finally:
         worker0.close()
         mesh.close()
+
+
+def test_a_tiny_ring_between_two_spinning_processes_keeps_every_byte_in_order(
+    reap: list[subprocess.Popen[bytes]],
+) -> None:
+    """Memory ordering under real concurrency: a 4 KiB ring wraps every few frames."""
+    if not native.ENABLED:
+        pytest.skip("appliance._native not in use")
+    mesh = create_mesh(2, transport="ring", ring_bytes=4096)
+    worker0 = attach_mesh(mesh.spec_for_local(0))
+    count = 20_000
+    producer = (
+        "import sys\n"
+        "from appliance.fabric.mesh import WorkerMeshSpec, attach_mesh\n"
+        "link = attach_mesh(WorkerMeshSpec.from_json(sys.argv[1])).links[0]\n"
+        f"for i in range({count}):\n"
+        "    payload = (i * 2654435761 % 2**32).to_bytes(4, 'big') * (i % 256)\n"
+        "    while not link.try_send(1 + i % 7, payload):\n"
+        "        pass\n"
+    )
+    try:
+        spec = mesh.spec_for(1)
+        child = subprocess.Popen([sys.executable, "-c", producer, spec.to_json()], pass_fds=spec.fds())
+        reap.append(child)
+        link = worker0.links[1]
+        received: list[Frame] = []
+        deadline = time.monotonic() + DEADLINE_S
+        while len(received) < count and time.monotonic() < deadline:
+            received.extend(link.receive())
+        assert child.wait(timeout=DEADLINE_S) == 0
+        assert len(received) == count
+        for i, frame in enumerate(received):
+            assert frame == (1 + i % 7, (i * 2654435761 % 2**32).to_bytes(4, "big") * (i % 256))
+    finally:
+        worker0.close()
+        mesh.close()
