@@ -16,21 +16,16 @@ from appliance.config.options import ServerOptions
 from appliance.errors import ConfigError
 
 EMBEDDED_DEFAULT_HOST = "127.0.0.1"
-WORKERS_SUPPORTED_MAX = 1  # one worker until the ring fabric is wired into the router (issue 4)
 
 
 def options_for(argv: list[str]) -> tuple[ServerOptions, bool]:
     """Options for these flags; second item: only test the config (`-t`). Raises ConfigError."""
     args = parse_run_args(argv)
-    options = resolve_run_options(args)
+    options = resolve_run_options(args, pedantic=args.check_config)
     if args.config_file is None and args.host is None:
         options.host = EMBEDDED_DEFAULT_HOST
     if args.config_file is None:
         options.http_host = options.host
-    if options.appliance.workers > WORKERS_SUPPORTED_MAX:
-        raise ConfigError([f"appliance.workers: {options.appliance.workers} workers are not supported yet "
-                           f"(at most {WORKERS_SUPPORTED_MAX} until the shared-memory fabric lands)"])
-    options.appliance.workers = 1
     return options, args.check_config
 
 
@@ -54,6 +49,8 @@ def run(argv: tuple[str, ...]) -> None:
         options, test_only = options_for(flags)
     except ConfigError as exc:
         _fail(exc)
+    for warning in options.config_warnings:
+        click.echo(f"appliance: warning: {warning}", err=True)
     if test_only:
         click.echo(f"appliance: configuration file {options.config_file} test is successful")
         sys.exit(0)

@@ -64,6 +64,7 @@ class Server:
         # totals of closed connections, so /varz counters never go backwards
         self._retired = [0, 0, 0, 0]
         self._next_cid = 0
+        self._cid_step = 1
         self._next_internal_cid = 0  # internal clients count down from -1
         self._flush_scheduled = False
         self._listener: asyncio.base_events.Server | None = None
@@ -72,9 +73,12 @@ class Server:
 
     # --- lifecycle -------------------------------------------------------------------------------
 
-    async def start(self, listener: socket.socket, *, cid_base: int = 0) -> None:
+    async def start(self, listener: socket.socket, *, cid_base: int = 0, cid_step: int = 1) -> None:
+        """Serve on `listener`; client ids are cid_base + cid_step, + 2*cid_step, ... (unique per host)."""
+        assert cid_step >= 1
         self.loop = asyncio.get_running_loop()
         self._next_cid = cid_base
+        self._cid_step = cid_step
         host, port = listener.getsockname()[:2]
         self._listen_host, self._listen_port = str(host), int(port)
         self._listener = await self.loop.create_server(self._new_connection, sock=listener,
@@ -82,7 +86,7 @@ class Server:
         self.ready = True
 
     def _new_connection(self) -> ClientConnection:
-        self._next_cid += 1
+        self._next_cid += self._cid_step
         return ClientConnection(self, self._next_cid)
 
     async def stop_accepting(self) -> None:

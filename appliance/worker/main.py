@@ -21,7 +21,6 @@ from appliance.worker.context import WorkerContext
 logger = logging.getLogger(__name__)
 
 HEARTBEAT_INTERVAL_S = 0.25
-CID_STRIDE = 1 << 40  # client ids of worker k start at k * CID_STRIDE: unique per host
 
 
 async def serve_worker(ctx: WorkerContext) -> int:
@@ -41,7 +40,9 @@ async def serve_worker(ctx: WorkerContext) -> int:
     loop.add_signal_handler(signal.SIGINT, stop.set)
     loop.add_signal_handler(signal.SIGUSR2, on_lame_duck)
     ctx.client_listener.setblocking(False)
-    await server.start(ctx.client_listener, cid_base=ctx.worker_index * CID_STRIDE)
+    # worker k of n hands out client ids k+1, k+1+n, k+1+2n, ...: small and unique on the host
+    await server.start(ctx.client_listener, cid_base=ctx.worker_index + 1 - ctx.worker_count,
+                       cid_step=ctx.worker_count)
     fabric = _start_fabric(server, ctx, loop)
     jetstream = start_jetstream(server) if ctx.options.jetstream.enabled and ctx.worker_index == 0 else None
     monitor = None
