@@ -1,6 +1,7 @@
 """Benchmark the RAFT simulator: seeds per second and simulated commits per CPU-second.
 
     .venv/bin/python benchmarks/raft_sim.py [--seeds 20] [--ticks 1500] [--repeat 3]
+    .venv/bin/python benchmarks/raft_sim.py --bugs [--budget 1000] [--ticks 500]   # planted-bug table
 
 Three workloads: the default faulty swarm (what `make test` and soaks run), a calm cluster with
 no faults (the upper bound of commits/CPU-s through core + driver + durable log + checkers), and
@@ -18,7 +19,8 @@ import time
 from appliance.raft.core import RaftCore
 from appliance.raft.storage import MemoryStorage
 from appliance.raft.types import ConfState, RaftConfig
-from appliance.testing.sim.simulator import SimOptions, run_seed
+from appliance.raft.types import BUG_NAMES
+from appliance.testing.sim.simulator import SimOptions, bugs_from_names, run_seed
 
 
 def swarm(seeds: int, ticks: int) -> tuple[float, float]:
@@ -61,12 +63,31 @@ def bare_core(entries: int, batch: int) -> float:
     return entries / (time.process_time() - cpu)
 
 
+def bug_table(budget: int, ticks: int) -> None:
+    """For each planted bug: the first seed (0, 1, 2, ...) whose run fails, i.e. seeds needed."""
+    print(f"planted bug -> seeds needed (first failing seed + 1, {ticks} ticks per seed, budget {budget})")
+    for name in BUG_NAMES:
+        cpu = time.process_time()
+        for seed in range(budget):
+            result = run_seed(SimOptions(seed=seed, ticks=ticks, bugs=bugs_from_names([name])))
+            if not result.ok:
+                print(f"  {name:26} {seed + 1:5} seeds  {time.process_time() - cpu:6.1f} CPU-s  {result.failure[:90]}")
+                break
+        else:
+            print(f"  {name:26} not caught in {budget} seeds ({time.process_time() - cpu:.1f} CPU-s)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--ticks", type=int, default=1500)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--bugs", action="store_true", help="print the planted-bug table instead")
+    parser.add_argument("--budget", type=int, default=1000)
     args = parser.parse_args()
+    if args.bugs:
+        bug_table(args.budget, args.ticks)
+        return
     runs = [swarm(args.seeds, args.ticks) for _ in range(args.repeat)]
     print(f"swarm ({args.seeds} seeds x {args.ticks} ticks, 3 nodes x 2 groups): "
           f"{statistics.median(r[0] for r in runs):.2f} seeds/s, "

@@ -7,6 +7,7 @@
 - state machine safety: every node applies the same entry and reaches the same state digest at
   each index; a restored snapshot and the applied index agree;
 - acknowledged writes: an acknowledged proposal is the entry every node applies at its index;
+- leader completeness: a newly elected leader holds the highest entry known committed so far;
 - committed entries are durable on a quorum: after every step, the highest index any node
   believes committed is held (in its log, or covered by its snapshot) by a majority of nodes,
   counting stopped nodes by what their disks will give back. Every other guarantee rests on this.
@@ -30,6 +31,7 @@ class GroupHistory:
     applied: dict[int, tuple[int, bytes]] = field(default_factory=dict)  # index -> (term, data)
     states: dict[int, bytes] = field(default_factory=dict)  # index -> state digest
     acked: dict[int, bytes] = field(default_factory=dict)  # index -> data
+    committed: tuple[int, int] = (0, 0)  # highest (index, term) any node has called committed
 
 
 class Checkers:
@@ -94,6 +96,17 @@ class Checkers:
         if len(holders) < voters // 2 + 1:
             raise Violation(f"committed entry not on a quorum: {group} {term}/{index} is held only by "
                             f"{','.join(holders) or 'nobody'} of {voters} voters")
+
+    def on_committed(self, group: str, *, index: int, term: int) -> None:
+        history = self.history[group]
+        if index > history.committed[0]:
+            history.committed = (index, term)
+
+    def on_new_leader(self, group: str, node: str, *, holds_committed: bool) -> None:
+        self.checks += 1
+        if not holds_committed:
+            index, term = self.history[group].committed
+            raise Violation(f"leader completeness: {node} leads {group} without committed entry {term}/{index}")
 
     def acked_count(self) -> int:
         return sum(len(history.acked) for history in self.history.values())

@@ -26,6 +26,7 @@ class FaultProfile:
     powerloss_rate: float = 0.0  # per tick: every node crashes at once
     leader_kill_rate: float = 0.0  # per tick: a current leader crashes (Jepsen's "kill the leader")
     fresh_leader_kill: float = 0.0  # per election: the new leader crashes before its first entry spreads
+    commit_kill: float = 0.0  # per commit advance on a leader: it crashes right after (FoundationDB's "buggify")
     clog_rate: float = 0.0  # per tick: one directed link starts delaying everything by 10..40 ticks
     torn: bool = False  # a crash keeps a random prefix of the unsynced bytes
     transfer_rate: float = 0.0  # per tick: some leader hands over leadership
@@ -37,7 +38,7 @@ class FaultProfile:
     def describe(self) -> str:
         return (f"drop={self.drop} dup={self.duplicate} delay<={self.delay_ticks_max} "
                 f"partition={self.partition_rate} crash={self.crash_rate} reboot={self.reboot_rate} "
-                f"powerloss={self.powerloss_rate} leader-kill={self.leader_kill_rate}/{self.fresh_leader_kill} clog={self.clog_rate} torn={self.torn} transfer={self.transfer_rate} "
+                f"powerloss={self.powerloss_rate} leader-kill={self.leader_kill_rate}/{self.fresh_leader_kill}/{self.commit_kill} clog={self.clog_rate} torn={self.torn} transfer={self.transfer_rate} "
                 f"propose={self.propose_rate} append_bytes={self.append_bytes_max} "
                 f"pre_vote={self.pre_vote} check_quorum={self.check_quorum}")
 
@@ -61,11 +62,12 @@ def draw_profile(rng: random.Random, enabled: frozenset[str]) -> FaultProfile:
         powerloss_rate=pick("powerloss", (0.0, 0.002, 0.01)),
         leader_kill_rate=pick("leader-kill", (0.0, 0.01, 0.03, 0.08)),
         fresh_leader_kill=pick("leader-kill", (0.0, 0.1, 0.3)),
+        commit_kill=pick("leader-kill", (0.0, 0.02, 0.1)),
         clog_rate=pick("clog", (0.0, 0.01, 0.05)),
         torn="torn" in enabled and rng.random() < 0.7,
         transfer_rate=pick("transfer", (0.0, 0.005, 0.02)),
         propose_rate=rng.choice((0.2, 0.5, 1.0)),
-        append_bytes_max=rng.choice((40, 512, 8192)),
+        append_bytes_max=rng.choice((40, 40, 512, 8192)),  # 40: one entry per append, as with big messages
         pre_vote=rng.random() < 0.7,
         check_quorum=rng.random() < 0.7,
     )

@@ -105,7 +105,9 @@ class Simulator:
         self.result = SimResult(options.seed, ok=True, command=options.command(), profile=self.profile.describe())
         self.nodes = {name: SimNode(name, SimDisk()) for name in self.node_ids}
         self.node_list = list(self.nodes.values())
-        self.fresh_leaders: list[SimNode] = []
+        self.fresh_leaders: list[SimNode] = []  # elected in the last step
+        self.committing_leaders: list[SimNode] = []  # advanced their commit index in the last step
+        self.commit_seen: dict[tuple[str, str], int] = {}
         self.sequence = 0
         for node in self.nodes.values():
             self._start(node, bootstrap=True)
@@ -189,6 +191,7 @@ class Simulator:
         if best is None or best[0] == 0:
             return
         index, term = best
+        self.checkers.on_committed(group_id, index=index, term=term)
         holders = [node.name for node in self.nodes.values() if node.holds(group_id, index=index, term=term)]
         self.checkers.on_quorum_holds(group_id, index=index, term=term, holders=holders, voters=len(self.node_ids))
 
@@ -203,8 +206,15 @@ class Simulator:
                 core = group.core
                 if core.role == Role.LEADER and self.checkers.on_leader(group_id, core.term, node.name):
                     self.fresh_leaders.append(node)
+                    index, term = self.checkers.history[group_id].committed
+                    holds = index == 0 or node.holds(group_id, index=index, term=term)
+                    self.checkers.on_new_leader(group_id, node.name, holds_committed=holds)
                 self.checkers.on_applied_index(node.name, group_id, state_index=node.machines[group_id].index,
                                                raft_applied=core.log.applied)
+                key = (node.name, group_id)
+                if core.role == Role.LEADER and core.log.committed > self.commit_seen.get(key, 0):
+                    self.committing_leaders.append(node)
+                self.commit_seen[key] = core.log.committed
 
     # --- faults --------------------------------------------------------------------------------------
     def _inject_faults(self) -> None:
@@ -224,6 +234,10 @@ class Simulator:
         fresh, self.fresh_leaders = self.fresh_leaders, []
         for node in fresh:
             if node.alive and p.fresh_leader_kill and rng.random() < p.fresh_leader_kill:
+                self._crash(node)
+        committing, self.committing_leaders = self.committing_leaders, []
+        for node in committing:
+            if node.alive and p.commit_kill and rng.random() < p.commit_kill:
                 self._crash(node)
         if p.leader_kill_rate and rng.random() < p.leader_kill_rate:
             leaders = [node for node in self._live() if any(g.is_leader() for g in node.groups.values())]
