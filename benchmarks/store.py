@@ -291,7 +291,8 @@ def main() -> None:
 
     try:
         print(f"native store speedups: {speedups.ENABLED}; zstd level {limits.STORE_ZSTD_LEVEL}, "
-              f"block {limits.STORE_BLOCK_RAW_BYTES // 1024} KiB, segment {limits.STORE_SEGMENT_BYTES >> 20} MiB\n")
+              f"block {limits.STORE_BLOCK_RAW_BYTES // 1024} KiB, segment {limits.STORE_SEGMENT_BYTES >> 20} MiB; "
+              f"{os.cpu_count()} CPUs, load average at start {os.getloadavg()[0]:.1f}\n")
         fsyncs = [disk_fdatasync_rate(root, args.seconds) for _ in range(args.repeat)]
         seq_mb = [disk_sequential_mb_s(root) for _ in range(args.repeat)]
         print("| disk limit | best | median |\n|---|---|---|")
