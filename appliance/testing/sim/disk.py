@@ -51,6 +51,12 @@ class SimDisk:
         self.files[name] = SimFile(bytearray(data), bytearray())
         self.bytes_written += len(data)
 
+    def copy(self) -> SimDisk:
+        """An independent copy of the durable content (to inspect without touching this disk)."""
+        twin = SimDisk()
+        twin.files = {name: SimFile(bytearray(f.durable), bytearray(f.pending)) for name, f in self.files.items()}
+        return twin
+
     def crash(self, rng: random.Random, *, torn: bool) -> int:
         """Lose unsynced writes (keeping a torn prefix when `torn`); returns the bytes lost."""
         lost = 0

@@ -95,8 +95,8 @@ class SimNode:
         self.groups = {}
         self.machines = {}
         self.disk.crash(rng, torn=torn)
-        self.durable_views = {name.removesuffix(".raftlog"): DurableStorage(self.disk, name)
-                              for name in self.disk.files}
+        image = self.disk.copy()  # recovering a view must not repair the real disk before the restart does
+        self.durable_views = {name.removesuffix(".raftlog"): DurableStorage(image, name) for name in image.files}
 
     def holds(self, group_id: str, *, index: int, term: int) -> bool:
         """Does this node's log (durable view while stopped) contain entry (index, term)?"""

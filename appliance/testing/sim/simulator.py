@@ -13,6 +13,7 @@ Theory of operation
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import traceback
 from dataclasses import dataclass, field
@@ -158,6 +159,42 @@ class Simulator:
         r.messages = self.network.sent
         r.dropped = self.network.dropped
         r.checks = self.checkers.checks
+
+    # --- scripting (scenario tests drive the same harness by hand) -----------------------------------
+    def run_ticks(self, ticks: int, *, workload: bool = False) -> None:
+        """Step `ticks` times with the profile's faults off; checkers still run after every step."""
+        for _ in range(ticks):
+            self._step(safety=False)
+            if workload:
+                self._propose_workload()
+
+    def leader(self, group_id: str) -> SimNode | None:
+        leaders = [node for node in self._live() if node.groups[group_id].is_leader()]
+        return leaders[0] if len(leaders) == 1 else None
+
+    def propose(self, node_name: str, group_id: str) -> bool:
+        return self._propose(self.nodes[node_name], group_id)
+
+    def crash(self, node_name: str) -> None:
+        self._crash(self.nodes[node_name])
+
+    def restart(self, node_name: str) -> None:
+        self._start(self.nodes[node_name], bootstrap=False)
+
+    def isolate(self, node_name: str) -> None:
+        self.network.partition({node_name}, self.node_ids)
+
+    def heal(self) -> None:
+        self.network.heal()
+
+    def settle(self, ticks_max: int = 600) -> None:
+        """Heal everything and run the liveness phase (raises Violation if it does not converge)."""
+        saved, self.options = self.options, dataclasses.replace(self.options, liveness_ticks=ticks_max)
+        try:
+            self._heal_all()
+            self._run_liveness()
+        finally:
+            self.options = saved
 
     # --- one step ------------------------------------------------------------------------------------
     def _step(self, *, safety: bool) -> None:
