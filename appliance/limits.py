@@ -147,3 +147,12 @@ JS_DIRECT_BATCH_MAX = 1024  # messages one DIRECT.GET batch may return
 
 assert JS_DELIVER_BATCH_MAX <= JS_REDELIVER_QUEUE_MAX
 JS_FSYNC_THREADS = 4  # executor threads running group-commit fsyncs for all streams of a worker
+
+# --- admin CLI verbs (appliance/cli: stream, consumer, pub/sub/req, server) ---------------------
+CLI_REQUEST_TIMEOUT_S = 5.0  # natscli's default --timeout for one API request
+CLI_LIST_PAGES_MAX = 1024  # pages one `ls` follows (offset paging) before it stops and says so
+CLI_SUB_PENDING_MSGS_MAX = 65_536  # messages `sub`/`consumer next` hold before nats-py reports slow consumer
+CLI_PUB_COUNT_MAX = 10_000_000  # `pub --count` upper bound
+CLI_STEPDOWN_POLLS_MAX = 10  # `cluster step-down`: info polls (every CLI_STEPDOWN_POLL_S) awaiting a new leader
+CLI_STEPDOWN_POLL_S = 0.5
+CLI_GATHER_QUIET_S = 0.5  # `server ls`: stop gathering answers after this long without a new one

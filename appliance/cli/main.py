@@ -17,6 +17,12 @@ COMMANDS: dict[str, str] = {
     "sim": "appliance.cli.sim:sim",
     "status": "appliance.cli.status:status",
     "bench": "appliance.cli.bench:bench",
+    "stream": "appliance.cli.stream:stream",
+    "consumer": "appliance.cli.consumer:consumer",
+    "pub": "appliance.cli.core_verbs:pub",
+    "sub": "appliance.cli.core_verbs:sub",
+    "req": "appliance.cli.core_verbs:req",
+    "server": "appliance.cli.server_verbs:server",
 }
 
 
