@@ -17,7 +17,7 @@ import json
 import logging
 import random
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from appliance import limits
@@ -87,6 +87,8 @@ class Consumer:
         self._redeliver_timer: Timer | None = None
         self._redeliver_due_ns = 0
         self._ack_batch: list[tuple[int, int]] = []
+        self._cursor: Iterator[StoredMsg] | None = None
+        self._cursor_next = 0
         self._ack_replies: list[str] = []
         self._inactive_timer: Timer | None = None
         self._heartbeat_timer: Timer | None = None
@@ -200,6 +202,7 @@ class Consumer:
 
     def on_removed(self) -> None:
         self._pending_count = None
+        self._cursor = None
         self._kick()
 
     def num_pending(self) -> int:
@@ -249,11 +252,26 @@ class Consumer:
         return msg, 1
 
     def _load_next(self, start: int) -> StoredMsg | None:
+        """The next matching message at or after start, read through a sequential scan cursor
+        (one decode per block instead of one random read per message)."""
         store = self.stream.store
         filters = self._filters
-        if len(filters) <= 1:
-            return store.load_next(filters[0] if filters else ">", start)
-        found = [m for m in (store.load_next(f, start) for f in filters) if m is not None]
+        if len(filters) > 1:
+            found = [m for m in (store.load_next(f, start) for f in filters) if m is not None]
+            return min(found, key=lambda m: m.seq) if found else None
+        cursor = self._cursor
+        if cursor is None or self._cursor_next != start:
+            cursor = iter(store.scan(start, filters[0] if filters else ">"))
+        for msg in cursor:
+            if msg.seq >= start:
+                self._cursor, self._cursor_next = cursor, msg.seq + 1
+                return msg
+        self._cursor = None
+        return None
+
+    def _peek_next(self, start: int) -> StoredMsg | None:
+        filters = self._filters
+        found = [m for m in (self.stream.store.load_next(f, start) for f in filters or [">"]) if m is not None]
         return min(found, key=lambda m: m.seq) if found else None
 
     def _drain(self) -> None:
@@ -343,7 +361,7 @@ class Consumer:
         """replay_policy original: hold the next message until its original gap has passed."""
         if not self._replay_prev_ts:
             return False
-        upcoming = self._load_next(self.next_sseq)
+        upcoming = self._peek_next(self.next_sseq)
         if upcoming is None:
             return False
         gap = upcoming.timestamp_ns - self._replay_prev_ts

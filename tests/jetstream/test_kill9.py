@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import socket
 import time
 from pathlib import Path
 
 import nats
-import psutil
 import pytest
 from nats.js.api import AckPolicy, ConsumerConfig
 
@@ -58,21 +58,28 @@ def test_acknowledged_state_survives_sigkill(tmp_path: Path) -> None:
     with _start(store, port, tmp_path) as app:
         asyncio.run(asyncio.wait_for(before(), 30))
         assert app.process is not None
-        (worker,) = psutil.Process(app.process.pid).children()
-        os.kill(worker.pid, signal.SIGKILL)
-        _wait_for_new_worker(app.process.pid, worker.pid)
+        worker = _jetstream_worker(app.log())
+        os.kill(worker, signal.SIGKILL)
+        _wait_for_restart(app)
         _wait_until_serving(port)
         asyncio.run(asyncio.wait_for(after(), 30))
 
 
-def _wait_for_new_worker(supervisor_pid: int, dead_pid: int) -> None:
+def _jetstream_worker(log: str) -> int:
+    """The pid of the worker that runs JetStream (it logs "[pid] ... Starting JetStream")."""
+    found = re.search(r"\[(\d+)\] [^\n]* Starting JetStream", log)
+    assert found is not None, log
+    return int(found.group(1))
+
+
+def _wait_for_restart(app: ApplianceProcess) -> None:
+    """Poll (deadline) until the supervisor's new worker has started JetStream again."""
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        children = psutil.Process(supervisor_pid).children()
-        if children and all(child.pid != dead_pid for child in children):
+        if app.log().count("Starting JetStream") >= 2:
             return
         time.sleep(0.05)
-    raise AssertionError("the supervisor did not restart the killed worker")
+    raise AssertionError(f"the killed JetStream worker was not restarted:\n{app.log()}")
 
 
 def _wait_until_serving(port: int) -> None:
