@@ -23,10 +23,9 @@ import time
 from collections.abc import Callable
 
 import lz4.frame  # type: ignore[import-untyped]
-import zstandard
 
 from appliance import limits
-from appliance.store import records, segment, speedups
+from appliance.store import segment, speedups
 from appliance.store.commit import GroupCommitter
 from appliance.store.filestore import FileStoreConfig, FileStreamStore
 from appliance.store.layout import SealedSegment, SealJob, SyncJob

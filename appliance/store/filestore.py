@@ -35,16 +35,17 @@ from appliance.store.index import StreamIndex
 from appliance.store.layout import (
     DICT_NAME,
     ActiveSegment,
-    CorruptRegion,
     RecoveryReport,
     SealedSegment,
     SealJob,
     Segment,
     SyncJob,
+    dict_for,
     sealed_from,
     segment_path,
 )
 from appliance.store.memory import state_of
+from appliance.store.recovery import Recovery
 from appliance.store.scan import scan_segments
 
 logger = logging.getLogger(__name__)
@@ -110,21 +111,9 @@ class FileStreamStore:
     # --- recovery ---------------------------------------------------------------------------------
 
     def _recover(self) -> None:
-        ops = self._ops
-        ops.make_dirs(self._dir)
-        names = ops.list_dir(self._dir)
-        for name in names:
-            if name.endswith(".tmp"):
-                ops.remove(os.path.join(self._dir, name))
-                self.recovery.tmp_files_removed += 1
-        if self.recovery.tmp_files_removed:
-            ops.fsync_dir(self._dir)
-        if DICT_NAME in names:
-            self._zdict = zstandard.ZstdCompressionDict(ops.read_all(os.path.join(self._dir, DICT_NAME)))
-        seg_names = sorted(n for n in names if n.endswith(".seg"))
-        for i, name in enumerate(seg_names):
-            self._recover_segment(os.path.join(self._dir, name), is_last=i == len(seg_names) - 1)
-        self.recovery.segments = len(self._segments)
+        recovered = Recovery(self._ops, self._dir, self._index).run()
+        self._segments, self._names = recovered.segments, recovered.names
+        self._zdict, self.recovery = recovered.zdict, recovered.report
         removed = self._index.enforce()
         if not self._segments or not isinstance(self._segments[-1], ActiveSegment):
             self._start_active()
@@ -138,136 +127,8 @@ class FileStreamStore:
         for region in self.recovery.corrupt:
             logger.error("store: corrupt data not served: %s:%d: %s", region.path, region.offset, region.detail)
 
-    def _recover_segment(self, path: str, *, is_last: bool) -> None:
-        data = self._ops.read_all(path)
-        try:
-            header = segment.decode_header(data, path)
-        except CorruptData as exc:
-            if is_last and len(data) < segment.HEADER_BYTES:
-                logger.warning("store: removing torn new segment %s (%d bytes)", path, len(data))
-                self._ops.remove(path)
-                self._ops.fsync_dir(self._dir)
-                self.recovery.torn_bytes += len(data)
-                self.recovery.torn_segments.append(path)
-                return
-            self._corrupt(path, 0, 0, 0, str(exc))
-            return
-        if header.sealed:
-            self._recover_sealed(path, data, header)
-        else:
-            self._recover_active(path, data, header.first_seq, is_last=is_last)
-
-    def _recover_active(self, path: str, data: bytes, first_seq: int, *, is_last: bool) -> None:
-        seg = ActiveSegment(path, first_seq, len(data))
-        self._add_segment(seg)
-        offset = segment.HEADER_BYTES
-        while offset < len(data):
-            frames, stop = speedups.replay_frames(data, offset, True)
-            self._replay(frames, data, seg)
-            if stop >= len(data):
-                break
-            detail = _bad_record_detail(data, stop)
-            resume = records.resync(data, stop)
-            if resume is None and is_last:
-                self._truncate_torn(seg, stop, len(data) - stop)
-                break
-            next_seq = records.decode_at(data, resume).seq if resume is not None else 0
-            self._corrupt(path, stop, self._index.last_seq + 1, max(next_seq - 1, 0), detail)
-            if resume is None:
-                break
-            offset = resume
-
-    def _truncate_torn(self, seg: ActiveSegment, offset: int, torn: int) -> None:
-        logger.warning("store: truncating torn tail of %s at %d (%d bytes)", seg.path, offset, torn)
-        self._ops.truncate(seg.path, offset)
-        self._ops.fsync(seg.path)
-        seg.size = offset
-        self.recovery.torn_bytes += torn
-        self.recovery.torn_segments.append(seg.path)
-
-    def _recover_sealed(self, path: str, data: bytes, header: segment.FileHeader) -> None:
-        try:
-            blocks, _ = segment.read_footer(data, path)
-        except CorruptData as exc:
-            self._corrupt(path, exc.offset, 0, 0, str(exc))
-            blocks, problems = segment.walk_blocks(data, path, segment.trailer_index_offset(data) or -1)
-            for problem in problems:
-                self._corrupt(path, problem.offset, 0, 0, str(problem))
-        zdict = self._dict_for(header.dict_id)
-        good: list[segment.BlockInfo] = []
-        seg = sealed_from(path, header.first_seq, header.dict_id, [])
-        seg.file_bytes = len(data)
-        self._add_segment(seg)
-        for info in blocks:
-            try:
-                if header.dict_id and zdict is None:
-                    raise CorruptData("segment needs a missing dictionary", path=path, offset=info.offset)
-                raw = segment.decode_block(data, info, zdict=zdict, path=path)
-                frames, stop = speedups.replay_frames(raw, 0, False)
-                if stop != len(raw):
-                    raise CorruptData("damaged record inside block", path=path, offset=info.offset)
-            except CorruptData as exc:
-                self._corrupt(path, info.offset, info.first_seq, info.last_seq, str(exc))
-                self._index.advance_last(info.last_seq)
-                continue
-            good.append(info)
-            self._replay(frames, raw, seg)
-        complete = sealed_from(path, header.first_seq, header.dict_id, good)
-        seg.blocks, seg.block_firsts = complete.blocks, complete.block_firsts
-
-    def _replay(self, frames: list[speedups.Replayed], raw: bytes, seg: Segment) -> None:
-        """Apply recovered records in order; runs of consecutive messages go to the index at once."""
-        index = self._index
-        offsets = seg.offsets if isinstance(seg, ActiveSegment) else None
-        names: list[str] = []
-        sizes: list[int] = []
-        times: list[int] = []
-        run_first = 0
-
-        def flush() -> None:
-            if names:
-                index.add_many(run_first, names.copy(), sizes.copy(), times.copy())
-                seg.live += len(names)
-                names.clear()
-                sizes.clear()
-                times.clear()
-
-        for offset, _end, kind, seq, ts, subject, size in frames:
-            if kind == records.Kind.MSG:
-                assert subject is not None
-                if names and seq != run_first + len(names):
-                    flush()
-                if not names:
-                    if seq <= index.last_seq:
-                        logger.warning("store: ignoring out-of-order record seq %d in %s", seq, seg.path)
-                        continue
-                    run_first = seq
-                names.append(subject)
-                sizes.append(size)
-                times.append(ts)
-                if offsets is not None:
-                    offsets[seq] = offset
-                continue
-            flush()
-            record = records.decode_at(raw, offset, check=False)
-            if kind == records.Kind.DELETE:
-                for first, last in record.ranges():
-                    self._forget(self._live_in(first, last))
-                index.advance_last(record.seq)
-            else:
-                self._forget(index.skip_to(record.seq))
-        flush()
-
-    def _corrupt(self, path: str, offset: int, first_seq: int, last_seq: int, detail: str) -> None:
-        detail = detail.removeprefix(f"{path}:{offset}: ")
-        self.recovery.corrupt.append(CorruptRegion(path, offset, first_seq, last_seq, detail))
-
     def _dict_for(self, dict_id: int) -> zstandard.ZstdCompressionDict | None:
-        if not dict_id:
-            return None
-        if self._zdict is None or self._zdict.dict_id() != dict_id:
-            return None
-        return self._zdict
+        return dict_for(self._zdict, dict_id)
 
     # --- segments ---------------------------------------------------------------------------------
 
@@ -536,20 +397,6 @@ class FileStreamStore:
         for seq in removed:
             self._segment_of(seq).live -= 1
 
-    def _forget(self, removed: list[int]) -> None:
-        """Removals found during replay: only segment counts change."""
-        self._count_removed(removed)
-
-    def _live_in(self, first: int, last: int) -> list[int]:
-        found: list[int] = []
-        for seq in self._index.live_seqs(first):
-            if seq > last:
-                break
-            found.append(seq)
-        for seq in found:
-            self._index.remove(seq)
-        return found
-
     @_fails_closed
     def delete(self, seq: int, *, erase: bool = False) -> bool:
         if not self._index.remove(seq):
@@ -769,11 +616,3 @@ class FileStreamStore:
 
 def _tail(info: segment.BlockInfo) -> tuple[int, int, int, int, int, int]:
     return (info.first_seq, info.last_seq, info.ts_min, info.ts_max, info.msg_count, info.comp_len)
-
-
-def _bad_record_detail(data: bytes, offset: int) -> str:
-    try:
-        records.decode_at(data, offset)
-    except records.BadRecord as exc:
-        return str(exc)
-    return f"unreadable record at {offset}"

@@ -2,7 +2,8 @@
 
 A stream directory holds `<first_seq:020d>.seg` files (zero padding: lexical order is numeric
 order), `stream.zdict` when a dictionary was trained, and transient `*.tmp` files that recovery
-deletes. Segment k holds the sequences in [name_k, name_{k+1}); only the last is active.
+deletes. Segment k holds the sequences in [name_k, name_{k+1}); only the last is appended to.
+Earlier segments are sealed, or closed (fsynced, uncompressed) until their seal job lands.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import os
 from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+import zstandard
 
 from appliance.store import segment
 
@@ -50,6 +53,13 @@ Segment = ActiveSegment | SealedSegment
 def sealed_from(path: str, first_seq: int, dict_id: int, blocks: list[segment.BlockInfo]) -> SealedSegment:
     with_msgs = [b for b in blocks if b.msg_count]
     return SealedSegment(path, first_seq, dict_id, with_msgs, [b.first_seq for b in with_msgs])
+
+
+def dict_for(zdict: zstandard.ZstdCompressionDict | None, dict_id: int) -> zstandard.ZstdCompressionDict | None:
+    """The stream's dictionary if it is the one dict_id names (0: no dictionary needed)."""
+    if not dict_id or zdict is None or zdict.dict_id() != dict_id:
+        return None
+    return zdict
 
 
 def segment_path(directory: str, first_seq: int) -> str:
