@@ -156,3 +156,5 @@ CLI_PUB_COUNT_MAX = 10_000_000  # `pub --count` upper bound
 CLI_STEPDOWN_POLLS_MAX = 10  # `cluster step-down`: info polls (every CLI_STEPDOWN_POLL_S) awaiting a new leader
 CLI_STEPDOWN_POLL_S = 0.5
 CLI_GATHER_QUIET_S = 0.5  # `server ls`: stop gathering answers after this long without a new one
+JS_PUSH_INTEREST_POLL_MIN_S = 0.02  # a push consumer without interest looks again after this ...
+JS_PUSH_INTEREST_POLL_MAX_S = 1.0  # ... doubling up to this (interest from sibling workers)

@@ -89,6 +89,8 @@ class Consumer:
         self._ack_batch: list[tuple[int, int]] = []
         self._cursor: Iterator[StoredMsg] | None = None
         self._cursor_next = 0
+        self._interest_timer: Timer | None = None
+        self._interest_poll_s = limits.JS_PUSH_INTEREST_POLL_MIN_S
         self._ack_replies: list[str] = []
         self._inactive_timer: Timer | None = None
         self._heartbeat_timer: Timer | None = None
@@ -224,7 +226,24 @@ class Consumer:
         config = self.config
         if self._fc_reply:
             return False
-        return self.host.has_interest(config.deliver_subject, config.deliver_group)
+        if self.host.has_interest(config.deliver_subject, config.deliver_group):
+            self._interest_poll_s = limits.JS_PUSH_INTEREST_POLL_MIN_S
+            return True
+        self._poll_interest()
+        return False
+
+    def _poll_interest(self) -> None:
+        """Interest can arrive from a sibling worker without a local event: look again later."""
+        if self._interest_timer is not None or self.deleted:
+            return
+        delay = self._interest_poll_s
+        self._interest_poll_s = min(delay * 2, limits.JS_PUSH_INTEREST_POLL_MAX_S)
+
+        def again() -> None:
+            self._interest_timer = None
+            self._kick()
+
+        self._interest_timer = self.host.call_later(delay, again)
 
     def _next_message(self) -> tuple[StoredMsg, int] | None:
         """The next (message, delivery count): due redeliveries first, then new messages."""
@@ -660,7 +679,8 @@ class Consumer:
             else:
                 request.cancel_timers()
         self.waiting.clear()
-        for timer in (self._redeliver_timer, self._inactive_timer, self._heartbeat_timer, self._sync_timer):
+        for timer in (self._redeliver_timer, self._inactive_timer, self._heartbeat_timer, self._sync_timer,
+                      self._interest_timer):
             if timer is not None:
                 timer.cancel()
         self._sync.flush()

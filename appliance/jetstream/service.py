@@ -33,6 +33,7 @@ from appliance.jetstream.consumer import Consumer
 from appliance.jetstream.groups import durable_storage, group_name, memory_storage
 from appliance.jetstream.host import Timer
 from appliance.jetstream.meta import MetaGroup
+from appliance.jetstream.relay import DeliveryRelay, relay_message
 from appliance.jetstream.stream import Stream, store_limits
 from appliance.jetstream.subjects import subject_matches
 from appliance.raft.storage import LogStorage
@@ -120,13 +121,20 @@ class AccountJetStream:
         data = header + payload if header is not None else payload
         count = 0
         for sub in plain:
-            sub.conn.deliver(sub, subject_b, reply_b, header, data)
+            if getattr(sub.conn, "is_link", False):
+                relay_message(sub, key, subject_b, reply_b, header, data)
+            else:
+                sub.conn.deliver(sub, subject_b, reply_b, header, data)
             count += 1
         for members in queues:
             chosen = pick(members, None, True, self.server.rng)
-            if chosen is not None:
+            if chosen is None:
+                continue
+            if getattr(chosen.conn, "is_link", False):
+                relay_message(chosen, key, subject_b, reply_b, header, data)
+            else:
                 chosen.conn.deliver(chosen, subject_b, reply_b, header, data)
-                count += 1
+            count += 1
         self.server.schedule_flush()
         return count
 
@@ -369,3 +377,8 @@ def start_jetstream(server: Server) -> JetStreamService:
     service.start()
     logger.info("Starting JetStream, store directory %s", service.root)
     return service
+
+
+def start_relay(server: Server) -> DeliveryRelay:
+    """On a worker that does not run JetStream itself: relay deliveries from the one that does."""
+    return DeliveryRelay(server)

@@ -10,7 +10,7 @@ import asyncio
 import logging
 import signal
 
-from appliance.jetstream.service import start_jetstream
+from appliance.jetstream.service import start_jetstream, start_relay
 from appliance.fabric.mesh import WorkerMeshSpec, attach_mesh
 from appliance.server.links import LocalFabric
 from appliance.server.monitor.http import MonitorServer
@@ -45,6 +45,7 @@ async def serve_worker(ctx: WorkerContext) -> int:
                        cid_step=ctx.worker_count)
     fabric = _start_fabric(server, ctx, loop)
     jetstream = start_jetstream(server) if ctx.options.jetstream.enabled and ctx.worker_index == 0 else None
+    relay = start_relay(server) if ctx.options.jetstream.enabled and ctx.worker_index != 0 else None
     monitor = None
     if ctx.http_listener is not None:
         monitor = await _start_monitor(server, ctx, fabric)
@@ -61,6 +62,8 @@ async def serve_worker(ctx: WorkerContext) -> int:
             task.cancel()
         if jetstream is not None:
             jetstream.stop()
+        if relay is not None:
+            relay.close()
         await server.shutdown()
         if fabric is not None:
             fabric.close()
