@@ -51,12 +51,8 @@ def _offsets() -> dict[str, int]:
 
 
 OFFSETS = _offsets()
-COUNTERS_FORMAT = "<qQQQQ"  # connections, msgs_in, msgs_out, bytes_in, bytes_out: contiguous
-assert [OFFSETS[n] for n in ("connections", "msgs_in", "msgs_out", "bytes_in", "bytes_out")] == \
-    list(range(OFFSETS["connections"], OFFSETS["connections"] + 40, 8))
-_U64 = struct.Struct("<Q")
-_F64 = struct.Struct("<d")
-_COUNTERS = struct.Struct(COUNTERS_FORMAT)
+COUNTER_NAMES = ("connections", "msgs_in", "msgs_out", "bytes_in", "bytes_out")
+assert all(OFFSETS[name] % 8 == 0 for name, fmt in FIELD_FORMATS if fmt in "qQd"), "8-byte fields are aligned"
 
 
 def table_bytes(rows: int) -> int:
@@ -72,34 +68,49 @@ def rows_in(size: int) -> int:
 
 
 class StatusRowWriter:
-    """A worker's side of its row; implements appliance.worker.context.StatusRow."""
+    """A worker's side of its row; implements appliance.worker.context.StatusRow.
+
+    Every field is written by one aligned 8-byte store through a typed memoryview (never
+    struct.pack_into, which zero-fills its target before writing: a reader could see 0 there).
+    """
 
     def __init__(self, buffer: mmap.mmap, index: int, *, clock: Clock) -> None:
         assert 0 <= index < rows_in(len(buffer))
-        self._buffer = buffer
-        self._base = HEADER_BYTES + index * ROW_BYTES
+        base = HEADER_BYTES + index * ROW_BYTES
+        self._whole = memoryview(buffer)
+        self._row = self._whole[base:base + ROW_BYTES]
+        self._u64 = self._row.cast("Q")  # indexes are byte offsets // 8
+        self._i64 = self._row.cast("q")
+        self._f64 = self._row.cast("d")
         self._clock = clock
 
     def heartbeat(self) -> None:
-        _F64.pack_into(self._buffer, self._base + OFFSETS["heartbeat_mono_s"], self._clock.monotonic())
-        count_at = self._base + OFFSETS["heartbeats"]
-        _U64.pack_into(self._buffer, count_at, _U64.unpack_from(self._buffer, count_at)[0] + 1)
+        self._f64[OFFSETS["heartbeat_mono_s"] // 8] = self._clock.monotonic()
+        self._u64[OFFSETS["heartbeats"] // 8] += 1
 
     def set_counters(
         self, *, connections: int, msgs_in: int, msgs_out: int, bytes_in: int, bytes_out: int
     ) -> None:
-        seq_at = self._base + OFFSETS["seq"]
-        seq = _U64.unpack_from(self._buffer, seq_at)[0]
+        seq_at = OFFSETS["seq"] // 8
+        seq = self._u64[seq_at]
         assert seq % 2 == 0, "one writer per row"
-        _U64.pack_into(self._buffer, seq_at, seq + 1)
-        _COUNTERS.pack_into(self._buffer, self._base + OFFSETS["connections"], connections, msgs_in, msgs_out,
-                            bytes_in, bytes_out)
-        _U64.pack_into(self._buffer, seq_at, seq + 2)
+        self._u64[seq_at] = seq + 1
+        self._i64[OFFSETS["connections"] // 8] = connections
+        self._u64[OFFSETS["msgs_in"] // 8] = msgs_in
+        self._u64[OFFSETS["msgs_out"] // 8] = msgs_out
+        self._u64[OFFSETS["bytes_in"] // 8] = bytes_in
+        self._u64[OFFSETS["bytes_out"] // 8] = bytes_out
+        self._u64[seq_at] = seq + 2
 
     def set_ring_fill(self, fraction: float) -> None:
         """The fullest outbound ring of this worker, 0.0 (empty) to 1.0 (full)."""
         assert 0.0 <= fraction <= 1.0
-        _F64.pack_into(self._buffer, self._base + OFFSETS["ring_fill"], fraction)
+        self._f64[OFFSETS["ring_fill"] // 8] = fraction
+
+    def close(self) -> None:
+        """Release the views (the mapping can only be closed after this)."""
+        for view in (self._u64, self._i64, self._f64, self._row, self._whole):
+            view.release()
 
 
 def map_table(fd: int) -> mmap.mmap:

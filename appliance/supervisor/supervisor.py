@@ -24,7 +24,6 @@ import os
 import selectors
 import signal
 import subprocess
-import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ from types import FrameType
 import psutil  # type: ignore[import-untyped]
 
 from appliance import NATS_VERSION, __version__, limits
+from appliance.clock import Clock, SystemClock
 from appliance.config.options import ServerOptions
 from appliance.errors import StartupError
 from appliance.fabric.mesh import RingMesh, create_mesh
@@ -103,7 +103,9 @@ class Supervisor:
         policy: RestartPolicy,
         sysfs_node_root: Path,
         notifier: Notifier | None = None,
+        clock: Clock | None = None,
     ) -> None:
+        self.clock: Clock = clock or SystemClock()  # CLOCK_MONOTONIC: the workers' heartbeats use it too
         self.options = options
         self.worker_target = worker_target
         self.policy = policy
@@ -111,7 +113,7 @@ class Supervisor:
         self.notifier = notifier or Notifier()
         self.server_id = generate_server_id()
         self.server_name = options.server_name or self.server_id
-        self.start_wall_s = time.time()
+        self.start_wall_s = self.clock.wall()
         self.exit_code = EXIT_OK
         self.stopping = False
         self.lame_duck = False
@@ -188,7 +190,7 @@ class Supervisor:
                     os.getpid(), count, cores, node_ids, self.control.path)
         if self.mesh is not None:
             logger.debug("Workers linked by %s (%d bytes per ring)", self.mesh.transport, self.mesh.ring_bytes)
-        now = time.monotonic()
+        now = self.clock.monotonic()
         self.slots = [WorkerSlot(placement=p) for p in placements]
         for slot in self.slots:
             self._spawn(slot, now)
@@ -206,14 +208,14 @@ class Supervisor:
         if not live:
             return
         self.notifier.stopping("stopping workers")
-        deadline = time.monotonic() + self.policy.stop_grace_s
+        deadline = self.clock.monotonic() + self.policy.stop_grace_s
         for slot in live:
             assert slot.worker is not None
             self._set_state(slot, WorkerState.STOPPING)
             _signal(slot.worker.pid, signal.SIGTERM)
             _signal(slot.worker.pid, signal.SIGCONT)  # a stopped (SIGSTOP) worker must see it
             try:
-                slot.worker.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+                slot.worker.process.wait(timeout=max(0.0, deadline - self.clock.monotonic()))
             except subprocess.TimeoutExpired:
                 pass  # killed below
         for slot in live:
@@ -352,7 +354,7 @@ class Supervisor:
                 logger.info("Worker %d (pid %d) is serving again", slot.index, slot.worker.pid)
 
     def _reap_dead_workers(self) -> None:
-        now = time.monotonic()
+        now = self.clock.monotonic()
         for slot in self.slots:
             if slot.worker is None:
                 continue
@@ -386,7 +388,7 @@ class Supervisor:
     def _start_due_workers(self) -> None:
         if self.stopping or self.lame_duck:
             return
-        now = time.monotonic()
+        now = self.clock.monotonic()
         for slot in self.slots:
             if slot.state == WorkerState.BACKOFF and now >= slot.restart_at_mono_s:
                 slot.restarts += 1
@@ -411,7 +413,7 @@ class Supervisor:
 
     def _watch_heartbeats(self) -> None:
         """Kill wedged workers; feed the systemd watchdog only while every worker heartbeats."""
-        now = time.monotonic()
+        now = self.clock.monotonic()
         fresh = bool(self.slots)
         for slot in self.slots:
             if slot.worker is None or slot.state != WorkerState.READY:
@@ -447,7 +449,7 @@ class Supervisor:
             self.notifier.ready(f"{len(self.slots)} worker(s) serving")
 
     def _wait_for_events(self) -> None:
-        now = time.monotonic()
+        now = self.clock.monotonic()
         timeout_s = limits.SUPERVISOR_TICK_S
         for slot in self.slots:
             if slot.state == WorkerState.BACKOFF:
@@ -460,7 +462,7 @@ class Supervisor:
 
     def health(self) -> Health:
         assert self.table is not None
-        return assess_health(self.table.snapshots(), now_mono_s=time.monotonic(),
+        return assess_health(self.table.snapshots(), now_mono_s=self.clock.monotonic(),
                              heartbeat_late_s=self.policy.heartbeat_late_s, stopping=self.stopping)
 
     def _answer(self, message: JsonObject) -> JsonObject:
@@ -470,7 +472,7 @@ class Supervisor:
 
     def status(self) -> JsonObject:
         assert self.table is not None and self.listeners is not None and self.control is not None
-        now = time.monotonic()
+        now = self.clock.monotonic()
         workers = [worker_entry(self.table.snapshot(slot.index), slot.sample, now_mono_s=now)
                    for slot in self.slots]
         http_port = self.listeners.http_port
@@ -488,7 +490,7 @@ class Supervisor:
             "restart_budget": self.policy.budget_count, "restart_window_s": self.policy.budget_window_s,
         }
         return status_report(identity=identity, health=self.health(), supervisor=supervisor, workers=workers,
-                             start_wall_s=self.start_wall_s, now_wall_s=time.time())
+                             start_wall_s=self.start_wall_s, now_wall_s=self.clock.wall())
 
 
 def _signal(pid: int, signum: int) -> None:

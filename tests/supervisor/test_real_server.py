@@ -49,11 +49,12 @@ def test_appliance_run_serves_nats_clients_and_stops_on_sigterm(
     assert supervisor.shm_names() == []
 
 
-async def connect_to_worker(port: int, worker_index: int, *, attempts_max: int = 100) -> NATS:
-    """A client the kernel handed to this worker (client ids of worker k start at k << 40)."""
+async def connect_to_worker(port: int, worker_index: int, *, workers: int = 2, attempts_max: int = 100) -> NATS:
+    """A client the kernel handed to this worker (worker k hands out client ids k+1, k+1+n, ... for n
+    workers: appliance/worker/main.py)."""
     for _ in range(attempts_max):
         client = await nats.connect(f"nats://127.0.0.1:{port}", connect_timeout=5, allow_reconnect=False)
-        if client.client_id is not None and client.client_id >> 40 == worker_index:
+        if client.client_id is not None and (client.client_id - 1) % workers == worker_index:
             return client
         await client.close()
     raise AssertionError(f"no connection landed on worker {worker_index}")

@@ -97,3 +97,24 @@ def test_workers_do_not_import_numpy() -> None:
     probe = "import sys, appliance.worker.process; print('numpy' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
     assert result.stdout.strip() == "False"
+
+
+WRITER = """
+import sys
+from appliance.supervisor.status_row import attach_writer
+writer = attach_writer(int(sys.argv[1]), 0)
+for n in range(int(sys.argv[2])):
+    writer.set_counters(connections=n, msgs_in=n, msgs_out=n, bytes_in=n, bytes_out=n)
+"""
+
+
+def test_a_reader_never_sees_half_an_update_from_a_writer_process(table: StatusTable) -> None:
+    updates = 100_000
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(table.fd), str(updates)], pass_fds=(table.fd,))
+    try:
+        while writer.poll() is None:
+            row = table.snapshot(0)
+            assert row.connections == row.msgs_in == row.msgs_out == row.bytes_in == row.bytes_out, row
+    finally:
+        assert writer.wait(timeout=60) == 0
+    assert table.snapshot(0).msgs_in == updates - 1
