@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
-import ctypes.util
 import importlib
 import logging
 import os
@@ -129,11 +128,9 @@ def build_context(bootstrap: WorkerBootstrap) -> WorkerContext:
 
 def die_with_parent(supervisor_pid: int) -> None:
     """Ask the kernel for SIGTERM when the supervisor dies; exit now if it already has."""
-    libc_name = ctypes.util.find_library("c")
-    if libc_name is not None:
-        libc = ctypes.CDLL(libc_name, use_errno=True)
-        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
-            logger.warning("prctl(PR_SET_PDEATHSIG) failed: errno %d", ctypes.get_errno())
+    libc = ctypes.CDLL(None, use_errno=True)  # the process's own symbols: libc is loaded already
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+        logger.warning("prctl(PR_SET_PDEATHSIG) failed: errno %d", ctypes.get_errno())
     if os.getppid() != supervisor_pid:
         raise StartupError("the supervisor is gone")
 
