@@ -295,7 +295,7 @@ class FileStreamStore:
         finally:
             active.live += len(seqs)
             if removed:
-                parts.append(records.encode_delete(records.to_ranges(removed)))
+                parts.append(records.encode_delete(records.to_ranges(removed), index.last_ts_ns))
             if parts:
                 self._ops.append(active.path, b"".join(parts))
                 active.size = position + (len(parts[-1]) if removed else 0)
@@ -383,7 +383,11 @@ class FileStreamStore:
         """Append the removal record, update segment counts, drop dead head segments."""
         if not removed and not first:
             return
-        record = records.encode_first(first) if first else records.encode_delete(records.to_ranges(removed))
+        last_ts = self._index.last_ts_ns
+        if first:
+            record = records.encode_first(first, last_ts)
+        else:
+            record = records.encode_delete(records.to_ranges(removed), last_ts)
         active = self._active
         self._ops.append(active.path, record)
         active.size += len(record)
@@ -559,36 +563,58 @@ class FileStreamStore:
         return self._index.subject_counts(filter_subject)
 
     def snapshot(self) -> Iterator[bytes]:
-        return snapshot.encode(self._index.first_seq, self._index.last_seq, self.scan())
+        index = self._index
+        return snapshot.encode(index.first_seq, index.last_seq, index.last_ts_ns, self.scan())
 
     @classmethod
     def restore(cls, config: FileStoreConfig, chunks: Iterable[bytes], *, ops: FileOps | None = None) -> FileStreamStore:
-        first_seq, last_seq, msgs = snapshot.decode(chunks)
+        """A new store in an empty directory holding exactly a snapshot's stream (limits not applied)."""
+        first_seq, last_seq, last_ts_ns, msgs = snapshot.decode(chunks)
         store = cls(config, ops=ops)
         assert store._index.last_seq == 0, "restore into an empty directory"
         if first_seq > 1:
             store.compact(first_seq)
-        index, active = store._index, store._active
-        parts: list[bytes] = []
-        for msg in msgs:
-            record = records.encode_msg(msg.seq, msg.subject.encode(), msg.headers, msg.payload, msg.timestamp_ns)
-            index.add(msg.seq, msg.subject, api.file_msg_size(msg.subject, msg.headers, msg.payload), msg.timestamp_ns)
-            parts.append(record)
-        position = active.size
-        for part, msg in zip(parts, msgs):
-            active.offsets[msg.seq] = position
-            position += len(part)
-        active.live += len(msgs)
-        if last_seq > index.last_seq:
-            parts.append(records.encode_delete([(last_seq, last_seq)]))
-            index.advance_last(last_seq)
-        if parts:
-            store._ops.append(active.path, b"".join(parts))
-            active.size += sum(len(p) for p in parts)
-            store._written_seq = index.last_seq
+        step = bounds.STORE_BATCH_MSGS_MAX // 16
+        for start in range(0, len(msgs), step):
+            store._append_restored(msgs[start : start + step])
+        if last_seq > store._index.last_seq or last_ts_ns != store._index.last_ts_ns:
+            # keeps last_seq and the last timestamp across a reopen
+            record = records.encode_delete([(last_seq, last_seq)], last_ts_ns)
+            store._ops.append(store._active.path, record)
+            store._active.size += len(record)
+            store._index.advance_last(last_seq)
+            store._index.last_ts_ns = last_ts_ns
             store._unsynced = True
         store.sync()
         return store
+
+    def _append_restored(self, msgs: list[api.StoredMsg]) -> None:
+        """Messages with their own sequences (gaps allowed), as a snapshot holds them."""
+        parts: list[bytes] = []
+        position = self._active.size
+        for msg in msgs:
+            record = records.encode_msg(msg.seq, msg.subject.encode(), msg.headers, msg.payload, msg.timestamp_ns)
+            active = self._active
+            self._index.add(msg.seq, msg.subject, api.file_msg_size(msg.subject, msg.headers, msg.payload), msg.timestamp_ns)
+            active.offsets[msg.seq] = position
+            active.live += 1
+            parts.append(record)
+            position += len(record)
+            if position >= self.config.segment_bytes:
+                self._flush_restored(parts)
+                parts = []
+                self._roll()
+                position = self._active.size
+        self._flush_restored(parts)
+
+    def _flush_restored(self, parts: list[bytes]) -> None:
+        if not parts:
+            return
+        data = b"".join(parts)
+        self._ops.append(self._active.path, data)
+        self._active.size += len(data)
+        self._written_seq = self._index.last_seq
+        self._unsynced = True
 
     # --- introspection for scan.py and inspect ----------------------------------------------------
 

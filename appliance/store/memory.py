@@ -22,12 +22,13 @@ class MemoryStreamStore:
     @classmethod
     def restore(cls, chunks: Iterable[bytes], store_limits: api.StoreLimits | None = None) -> MemoryStreamStore:
         store = cls(store_limits)
-        first_seq, last_seq, msgs = snapshot.decode(chunks)
+        first_seq, last_seq, last_ts_ns, msgs = snapshot.decode(chunks)
         for msg in msgs:
             store._index.add(msg.seq, msg.subject, store.msg_size(msg.subject, msg.headers, msg.payload), msg.timestamp_ns)
             store._msgs[msg.seq] = (msg.subject, msg.headers, msg.payload, msg.timestamp_ns)
         store._index.skip_to(first_seq)
         store._index.advance_last(last_seq)
+        store._index.last_ts_ns = last_ts_ns
         return store
 
     def msg_size(self, subject: str, headers: bytes, payload: bytes) -> int:
@@ -118,7 +119,8 @@ class MemoryStreamStore:
         return self._index.subject_counts(filter_subject)
 
     def snapshot(self) -> Iterator[bytes]:
-        return snapshot.encode(self._index.first_seq, self._index.last_seq, self.scan())
+        index = self._index
+        return snapshot.encode(index.first_seq, index.last_seq, index.last_ts_ns, self.scan())
 
     def close(self) -> None:
         self._msgs.clear()

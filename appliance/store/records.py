@@ -7,6 +7,8 @@
 
 Kinds (append-only, on disk): MSG stores a message; DELETE removes sequences (payload is packed
 u64 pairs `first, last`, inclusive); FIRST removes everything below `seq` (purge all, compact).
+DELETE and FIRST carry in `ts` the stream's last timestamp when they were written, so the state
+survives even when the last message's own record is gone (sealing drops dead records).
 """
 
 from __future__ import annotations
@@ -59,15 +61,17 @@ def encode_msg(seq: int, subject: bytes, headers: bytes, payload: bytes, timesta
     return FRAME.pack(length, zlib.crc32(body, length)) + body
 
 
-def encode_delete(ranges: list[tuple[int, int]]) -> bytes:
+def encode_delete(ranges: list[tuple[int, int]], last_ts_ns: int = 0) -> bytes:
+    """Remove the inclusive ranges; ts carries the stream's last timestamp at that moment."""
     assert ranges
     payload = b"".join(RANGE.pack(first, last) for first, last in ranges)
-    body = BODY_HEAD.pack(Kind.DELETE, ranges[-1][1], 0, 0, 0, len(payload)) + payload
+    body = BODY_HEAD.pack(Kind.DELETE, ranges[-1][1], last_ts_ns, 0, 0, len(payload)) + payload
     return FRAME.pack(len(body), zlib.crc32(body, len(body))) + body
 
 
-def encode_first(seq: int) -> bytes:
-    body = BODY_HEAD.pack(Kind.FIRST, seq, 0, 0, 0, 0)
+def encode_first(seq: int, last_ts_ns: int = 0) -> bytes:
+    """Remove everything below seq; ts carries the stream's last timestamp at that moment."""
+    body = BODY_HEAD.pack(Kind.FIRST, seq, last_ts_ns, 0, 0, 0)
     return FRAME.pack(len(body), zlib.crc32(body, len(body))) + body
 
 

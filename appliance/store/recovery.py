@@ -179,6 +179,7 @@ class Recovery:
                 index.advance_last(record.seq)
             else:
                 self._count_removed(index.skip_to(record.seq))
+            index.last_ts_ns = record.timestamp_ns
         flush()
 
     def _corrupt(self, path: str, offset: int, first_seq: int, last_seq: int, detail: str) -> None:

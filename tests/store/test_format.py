@@ -26,9 +26,8 @@ def test_golden_record_layout() -> None:
         "03000000"  # payload length
     ) + b"a.b" + b"H" + b"xyz"
     assert record == struct.pack("<II", len(body), zlib.crc32(body, len(body))) + body
-    assert records.encode_first(9) == struct.pack("<II", 27, zlib.crc32(records.BODY_HEAD.pack(3, 9, 0, 0, 0, 0), 27)) + (
-        records.BODY_HEAD.pack(3, 9, 0, 0, 0, 0)
-    )
+    first_body = records.BODY_HEAD.pack(3, 9, 77, 0, 0, 0)  # FIRST, seq 9, stream last ts 77
+    assert records.encode_first(9, 77) == struct.pack("<II", 27, zlib.crc32(first_body, 27)) + first_body
     delete = records.decode_at(records.encode_delete([(2, 4), (9, 9)]), 0)
     assert (delete.kind, delete.seq, delete.ranges()) == (records.Kind.DELETE, 9, [(2, 4), (9, 9)])
 

@@ -121,3 +121,19 @@ def test_the_per_stream_dictionary_is_trained_used_and_required() -> None:
     without = small_store(fs)
     assert without.recovery.corrupt and all("dictionary" in r.detail for r in without.recovery.corrupt)
     assert isinstance(without.segments()[-1], ActiveSegment)
+
+
+def test_a_large_snapshot_restores_into_sealed_segments_and_reopens_the_same() -> None:
+    source = FileStreamStore(FileStoreConfig("/src"), ops=FaultFS())
+    for i in range(300):
+        source.store_msg(f"r.{i % 5}", b"", b"restored-%03d" % i, i)
+    source.purge("r.3")
+    source.delete(300)
+    fs = FaultFS()
+    config = FileStoreConfig(DIRECTORY, segment_bytes=1500)
+    restored = FileStreamStore.restore(config, source.snapshot(), ops=fs)
+    assert sum(isinstance(s, SealedSegment) for s in restored.segments()) >= 3
+    assert list(restored.scan()) == list(source.scan())
+    assert restored.state() == source.state()
+    restored.close()
+    assert FileStreamStore(config, ops=fs).state() == source.state()

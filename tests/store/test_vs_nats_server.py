@@ -121,9 +121,9 @@ def run_ours(tmp_path: Path, limits: StoreLimits, ops: list[Op], storage: str) -
 
 
 async def run_theirs(port: int, limits: StoreLimits, ops: list[Op], storage: str) -> tuple[tuple[int, ...], list[str]]:
-    nc = await nats.connect(f"nats://127.0.0.1:{port}", connect_timeout=5)
+    nc = await nats.connect(f"nats://127.0.0.1:{port}", connect_timeout=20)
     try:
-        js = nc.jetstream(timeout=5)
+        js = nc.jetstream(timeout=20)
         config = StreamConfig(
             name="S",
             subjects=sorted({op.subject for op in ops if op.kind == "pub"}),
@@ -147,7 +147,7 @@ async def run_theirs(port: int, limits: StoreLimits, ops: list[Op], storage: str
                 await js.delete_msg("S", op.seq)
             else:
                 await js.purge_stream("S", subject=op.subject or None, keep=op.keep or None, seq=op.seq or None)
-        info = json.loads((await nc.request("$JS.API.STREAM.INFO.S", b"", timeout=5)).data)
+        info = json.loads((await nc.request("$JS.API.STREAM.INFO.S", b"", timeout=20)).data)
         state = info["state"]
         return (
             state["messages"], state["bytes"], state["first_seq"], state["last_seq"],
@@ -192,9 +192,9 @@ def test_same_state_as_nats_server(nats_server: int, tmp_path: Path, name: str, 
         try:
             return await run_theirs(nats_server, limits, ops, storage)
         finally:
-            nc = await nats.connect(f"nats://127.0.0.1:{nats_server}")
+            nc = await nats.connect(f"nats://127.0.0.1:{nats_server}", connect_timeout=20)
             try:
-                await nc.jetstream().delete_stream("S")
+                await nc.jetstream(timeout=20).delete_stream("S")
             except APIError:
                 pass  # add_stream failed: its error is the one to see
             finally:
