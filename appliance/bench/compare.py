@@ -2,7 +2,8 @@
 
 Starts nats-server (defaults), nats-server with `jetstream { sync_interval: always }` (durable like
 appliance's default) and appliance (`appliance run -a 127.0.0.1 -p PORT -js -sd DIR`), each on a free
-127.0.0.1 port, then runs every scenario against each server in turn (A B C A B C ...) for
+127.0.0.1 port (and, for the R3 scenarios, a three-node cluster of each, started when first
+needed), then runs every scenario against each server in turn (A B C A B C ...) for
 --rounds rounds, and writes the medians with appliance/nats-server ratios as a markdown table
 plus a PNG bar chart to bench-results/. A server or scenario that cannot run is shown with its
 reason ("cannot run yet: ..."), never left out.
