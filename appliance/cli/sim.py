@@ -11,6 +11,8 @@ from appliance.raft.types import BUG_NAMES
 from appliance.testing.sim.profile import FAULT_NAMES
 from appliance.testing.sim.simulator import SimOptions, bugs_from_names, parse_faults, run_seed
 
+PROGRESS_EVERY_SEEDS = 100  # a soak reports progress on stderr this often
+
 
 def _seed_range(text: str) -> range:
     start, sep, stop = text.partition(":")
@@ -49,6 +51,10 @@ def sim(seed: int | None, seeds_text: str | None, ticks: int, nodes: int, groups
             click.echo(result.summary())
         if not result.ok:
             failures += 1
+        done = current - seeds.start + 1
+        if len(seeds) > 1 and done % PROGRESS_EVERY_SEEDS == 0:
+            click.echo(f"... {done} seeds done (up to {current}), {failures} failed, "
+                       f"{done / max(time.monotonic() - started_wall, 1e-9):.2f} seeds/s", err=True)
     cpu_s = max(time.process_time() - started_cpu, 1e-9)
     wall_s = max(time.monotonic() - started_wall, 1e-9)
     if len(seeds) > 1:

@@ -202,6 +202,8 @@ class Simulator:
         self.clock.advance(TICK_S)
         if safety:
             self._inject_faults()
+            for group_id in self.group_ids:
+                self._check_quorum_holds(group_id)  # what the crashes left on disk, before anyone acts on it
         for group_id, message in self.network.due(self.now):
             node = self.nodes[message.to]
             if node.alive:
