@@ -82,19 +82,23 @@ def _gather_connection(command: Callable[P, T]) -> Callable[..., T]:
 
 
 async def connect(conn: Connection) -> Client:
-    async def quiet(_: Exception) -> None:
-        return None
+    """One connection attempt round (each URL at most twice, no waiting between rounds)."""
+    errors: list[Exception] = []
+
+    async def remember(exc: Exception) -> None:
+        errors.append(exc)
 
     options: JsonDict = {"servers": [url.strip() for url in conn.url.split(",")],
                          "connect_timeout": conn.timeout_s, "allow_reconnect": False,
-                         "max_reconnect_attempts": 0, "error_cb": quiet}
+                         "max_reconnect_attempts": 1, "reconnect_time_wait": 0, "error_cb": remember}
     if conn.user is not None:
         options["user"] = conn.user
         options["password"] = conn.password or ""
     try:
-        return await nats.connect(**options)
+        return await asyncio.wait_for(nats.connect(**options), timeout=conn.timeout_s * 3)
     except (NatsError, OSError, asyncio.TimeoutError) as exc:
-        raise CommandError(f"could not connect to {conn.url}: {_nats_text(exc)}") from exc
+        cause = errors[-1] if errors else exc
+        raise CommandError(f"could not connect to {conn.url}: {_nats_text(cause)}") from exc
 
 
 def run(verb: Callable[[Client], Awaitable[None]], conn: Connection) -> None:
