@@ -67,7 +67,8 @@ def view(store: StreamStore) -> tuple[object, ...]:
     state = store.state(with_deleted=True)
     return (
         list(store.scan()),
-        state.msgs, state.first_seq, state.last_seq, state.first_ts_ns, state.num_subjects, state.deleted,
+        state.msgs, state.first_seq, state.last_seq, state.first_ts_ns, state.last_ts_ns, state.num_subjects,
+        state.deleted,
         store.subject_counts(),
         [store.load_last(s) for s in ["a.*", "b.>", ">"] + SUBJECTS],
         [store.load_next(f, 3) for f in ["a.*", "b.>", "b.1"]],
