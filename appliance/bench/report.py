@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import statistics
 from dataclasses import dataclass
 
 from appliance.bench.orchestrate import Outcome
@@ -80,10 +81,23 @@ class BenchReport:
                 lines.append("  ".join("-" * w for w in widths))
             lines.append("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in
                                    enumerate(zip(row, widths))))
+        lines.extend(self._spread_lines())
         lines.append(self._cpu_line())
         if self.first_error:
             lines.append(f"errors: {self.errors}, first: {self.first_error}")
         return "\n".join(lines)
+
+    def _spread_lines(self) -> list[str]:
+        """For roles with several clients: how even they were (nats bench prints the same)."""
+        lines = []
+        roles: dict[str, list[float]] = {}
+        for row in self.clients:
+            roles.setdefault(row.label.split(" #")[0], []).append(row.rate.msgs_per_s)
+        for role, rates in roles.items():
+            if len(rates) > 1:
+                lines.append(f"{role}: min {min(rates):,.0f} | avg {statistics.fmean(rates):,.0f} | "
+                             f"max {max(rates):,.0f} | stddev {statistics.pstdev(rates):,.0f} msgs/s per client")
+        return lines
 
     def _title(self) -> str:
         req = self.plan.request

@@ -184,3 +184,21 @@ def test_js_publishers_can_be_counted_with_pub(nats_server: servers.RunningServe
     assert out.exit_code == 0, out.output
     result = json.loads(out.output)
     assert [c["msgs"] for c in result["clients"]] == [200, 200]
+
+
+@pytest.mark.parametrize("argv", [
+    ["pubsub", "cli.pubsub", "--msgs", "500", "--pub", "1", "--sub", "2"],
+    ["request", "cli.req", "--msgs", "50", "--clients", "2", "--repliers", "2"],
+    ["js", "fetch", "cli.fetch", "--msgs", "300", "--batch", "50", "--ack", "all", "--storage", "memory",
+     "--stream", "clifetch"],
+    ["js", "push", "cli.push", "--msgs", "300", "--storage", "memory", "--stream", "clipush"],
+    ["kv", "put", "--msgs", "50", "--keys", "5", "--bucket", "cliput"],
+    ["kv", "get", "--msgs", "50", "--keys", "5", "--bucket", "cliget"],
+])
+def test_every_cli_verb_runs_cleanly(nats_server: servers.RunningServer, argv: list[str]) -> None:
+    out = CliRunner().invoke(bench, [*argv, "--url", nats_server.url, "--size", "16", "--json",
+                                     "--server-pid", str(nats_server.pid)])
+    assert out.exit_code == 0, out.output
+    result = json.loads(out.output)
+    assert result["errors"] == 0 and result["cpu"]["server_s"] is not None
+    assert all(row["msgs"] > 0 for row in result["totals"])

@@ -86,3 +86,11 @@ def test_comparison_table_shows_ratios_and_reasons() -> None:
 def test_a_failing_nats_server_is_not_called_unfinished() -> None:
     assert failure_text(NATS_DEFAULT, OSError("x")) == "failed: OSError: x"
     assert failure_text(APPLIANCE, OSError("x")) == "cannot run yet: OSError: x"
+
+
+def test_several_clients_of_a_role_get_a_spread_line() -> None:
+    plan = make_plan(BenchRequest("pub", msgs=300, pubs=3))
+    results = [ClientResult("pub", i, msgs=100, bytes=100, elapsed_s=t, cpu_s=0.0) for i, t in enumerate((1.0, 0.5, 0.25))]
+    text = build_report(plan, Outcome(results, wall_s=1.0, server_cpu_s=None)).table()
+    assert "pub: min 100 | avg 233 | max 400 | stddev 125 msgs/s per client" in text
+    assert "server" not in text.splitlines()[-1]  # no server pid given: only client CPU
