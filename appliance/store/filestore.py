@@ -4,15 +4,20 @@ Writes append records to the active segment (one write per batch); `sync()` fsyn
 directory when a segment was created), so with `sync_always` a store returns only after fsync.
 Group commit is explicit: `append_batch()` any number of times, then `begin_sync()` /
 `SyncJob.run()` (may run on an executor thread) / `finish_sync()` make everything appended so
-far durable with one fsync (see commit.py). A full active segment is sealed: rewritten as
-zstd blocks (segment.py) to a temporary file, fsynced, renamed over itself.
+far durable with one fsync (see commit.py). A full active segment is closed (fsynced; it
+never changes again) and a new one started; the closed one is sealed, inline or through
+`begin_seal()` / `SealJob.run()` (any thread) / `finish_seal()`: rewritten as zstd blocks
+(segment.py) to a temporary file, fsynced, renamed over itself.
 
 Removals (delete, purge, limits, expiry) append DELETE / FIRST records to the active segment.
 Only the oldest segment is ever removed (once it has no live message), so a removal record
-always outlives the messages it removes. Recovery replays every segment in order into a fresh
-`StreamIndex` (the per-subject index is rebuilt on open), truncates a torn tail of the last
-segment, and reports damaged records or blocks elsewhere as `CorruptRegion`s that are never
-served (loading one raises CorruptData).
+always outlives the messages it removes. Recovery (recovery.py) replays every segment in order
+into a fresh `StreamIndex`, truncates a torn tail of the last segment, and reports damaged
+records or blocks elsewhere as `CorruptRegion`s that are never served (loading one raises
+CorruptData).
+
+Fail closed: an OSError during a write or fsync breaks the store (BrokenError from then on);
+the owner reopens it, and recovery finds what is really on disk.
 """
 
 from __future__ import annotations
