@@ -3,6 +3,7 @@
 from click.testing import CliRunner
 
 from appliance.cli.main import main
+from appliance.testing.sim.planted import hunt
 
 
 def test_sim_replays_one_seed() -> None:
@@ -19,11 +20,13 @@ def test_sim_soaks_a_range_and_reports_rates() -> None:
     assert "simulated commits per CPU-second" in result.output
 
 
-def test_sim_with_a_planted_bug_fails_and_says_how_to_replay() -> None:
-    result = CliRunner().invoke(main, ["sim", "--seed", "0", "--ticks", "300", "--bug", "snapshot_drops_entry"])
+def test_sim_replays_a_failure_found_by_the_bug_hunt_exactly() -> None:
+    found = hunt("snapshot_drops_entry", seeds=15)
+    assert found is not None
+    args = found.command.split()[1:]  # "appliance sim --seed N ... --bug snapshot_drops_entry"
+    result = CliRunner().invoke(main, args)
     assert result.exit_code == 1
-    assert "FAILED" in result.output
-    assert "--bug snapshot_drops_entry" in result.output
+    assert f"seed {found.seed}: FAILED at tick {found.failed_tick}: {found.failure}" in result.output
 
 
 def test_sim_rejects_unknown_faults() -> None:
