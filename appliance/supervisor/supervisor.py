@@ -237,9 +237,9 @@ class Supervisor:
         if self.listeners is not None:
             self.listeners.close()
         self.selector.close()
+        signal.set_wakeup_fd(-1)  # before closing: the fd number could be reused at once
         os.close(self._wake_read)
         os.close(self._wake_write)
-        signal.set_wakeup_fd(-1)
         self._remove_pid_file()
         self.notifier.close()
         logger.info("Server Exiting..")
@@ -352,6 +352,8 @@ class Supervisor:
             self._set_state(slot, WorkerState.READY)
             if self.announced_ready:
                 logger.info("Worker %d (pid %d) is serving again", slot.index, slot.worker.pid)
+                serving = sum(1 for other in self.slots if other.state == WorkerState.READY)
+                self.notifier.status(f"{serving}/{len(self.slots)} worker(s) serving")
 
     def _reap_dead_workers(self) -> None:
         now = self.clock.monotonic()
