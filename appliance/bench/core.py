@@ -81,7 +81,7 @@ def receive_count(conn: Connection, spec: ClientSpec, progress: Progress, result
     start = last = time.perf_counter()
     while result.msgs < spec.msgs:
         if not conn.fill():
-            note_error(result, f"idle for {conn.timeout_s:.0f}s after {result.msgs} of {spec.msgs} messages")
+            note_error(result, f"idle for {conn.timeout_s:g}s after {result.msgs} of {spec.msgs} messages")
             break
         msgs, _ = conn.pump(flags, out)
         if out:
@@ -116,7 +116,7 @@ def wait_one_reply(conn: Connection, result: ClientResult) -> bool:
             note_error(result, reason)
             return False
         if not conn.fill():
-            note_error(result, f"no reply within {conn.timeout_s:.0f}s")
+            note_error(result, f"no reply within {conn.timeout_s:g}s")
             return False
 
 

@@ -60,7 +60,7 @@ def js_pub_async(conn: Connection, spec: ClientSpec, progress: Progress) -> Clie
     send(window)
     while acked < spec.msgs:
         if not conn.fill():
-            note_error(result, f"no ack within {conn.timeout_s:.0f}s after {acked} of {spec.msgs}")
+            note_error(result, f"no ack within {conn.timeout_s:g}s after {acked} of {spec.msgs}")
             break
         good, _ = conn.pump(FLAG_STOP_ERROR | FLAG_STOP_STATUS)
         failed = len(conn.specials)
@@ -120,7 +120,7 @@ def _fetch_one(conn: Connection, want: int, flags: int, acks: bytearray, result:
     got = 0
     while got < want:
         if not conn.fill():
-            note_error(result, f"pull request idle for {conn.timeout_s:.0f}s")
+            note_error(result, f"pull request idle for {conn.timeout_s:g}s")
             return -1
         msgs, _ = conn.pump(flags, acks)
         got += msgs

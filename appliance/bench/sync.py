@@ -89,7 +89,7 @@ def _native_loop(conn: Connection, count: int, frames: FrameSource, result: Clie
         if stop == STOP_NEED_MORE:
             continue
         if stop == STOP_TIMEOUT:
-            note_error(result, f"no reply within {conn.timeout_s:.0f}s")
+            note_error(result, f"no reply within {conn.timeout_s:g}s")
             return
         if stop == STOP_CLOSED:
             raise ClosedError("server closed the connection")

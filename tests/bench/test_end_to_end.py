@@ -141,7 +141,7 @@ def test_jetstream_push_with_ack_all_acks_as_it_goes(nats_server: servers.Runnin
 def test_a_subscriber_without_publisher_gives_up_and_says_so(nats_server: servers.RunningServer) -> None:
     report = run_bench(BenchRequest("sub", url=nats_server.url, msgs=10, subject="nobody.publishes", timeout_s=0.3))
     assert report.errors == 1
-    assert report.first_error == "idle for 0s after 0 of 10 messages"
+    assert report.first_error == "idle for 0.3s after 0 of 10 messages"
 
 
 def test_fetching_from_a_missing_consumer_stops_with_the_reason(nats_server: servers.RunningServer) -> None:
