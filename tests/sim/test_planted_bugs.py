@@ -8,7 +8,7 @@ import pytest
 from appliance.testing.sim.planted import HUNTS, hunt
 
 SEED_BUDGETS = {
-    "ack_before_persist": 15,
+    "ack_before_persist": 40,
     "vote_not_persisted": 80,
     "commit_previous_term": 40,
     "no_term_check_on_append": 40,

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 FAULT_NAMES = (
     "drop", "dup", "reorder", "clog", "partition", "crash", "reboot", "leader-kill", "powerloss", "torn", "transfer",
+    "reconfig",
 )
 
 
@@ -30,6 +31,7 @@ class FaultProfile:
     clog_rate: float = 0.0  # per tick: one directed link starts delaying everything by 10..40 ticks
     torn: bool = False  # a crash keeps a random prefix of the unsynced bytes
     transfer_rate: float = 0.0  # per tick: some leader hands over leadership
+    reconfig_rate: float = 0.0  # per tick: a leader removes a voter (maybe itself) or adds a removed one back
     propose_rate: float = 0.5  # per group per tick
     append_bytes_max: int = 512  # small appends split a backlog into many acknowledgements
     pre_vote: bool = True
@@ -38,7 +40,7 @@ class FaultProfile:
     def describe(self) -> str:
         return (f"drop={self.drop} dup={self.duplicate} delay<={self.delay_ticks_max} "
                 f"partition={self.partition_rate} crash={self.crash_rate} reboot={self.reboot_rate} "
-                f"powerloss={self.powerloss_rate} leader-kill={self.leader_kill_rate}/{self.fresh_leader_kill}/{self.commit_kill} clog={self.clog_rate} torn={self.torn} transfer={self.transfer_rate} "
+                f"powerloss={self.powerloss_rate} leader-kill={self.leader_kill_rate}/{self.fresh_leader_kill}/{self.commit_kill} clog={self.clog_rate} torn={self.torn} transfer={self.transfer_rate} reconfig={self.reconfig_rate} "
                 f"propose={self.propose_rate} append_bytes={self.append_bytes_max} "
                 f"pre_vote={self.pre_vote} check_quorum={self.check_quorum}")
 
@@ -70,4 +72,5 @@ def draw_profile(rng: random.Random, enabled: frozenset[str]) -> FaultProfile:
         append_bytes_max=rng.choice((40, 40, 512, 8192)),  # 40: one entry per append, as with big messages
         pre_vote=rng.random() < 0.7,
         check_quorum=rng.random() < 0.7,
+        reconfig_rate=pick("reconfig", (0.0, 0.005, 0.02)),  # drawn last: older seeds keep their mix
     )

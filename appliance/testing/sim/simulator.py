@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from appliance.clock import ManualClock
 from appliance.cluster.group import RaftGroup
 from appliance.errors import ApplianceError
-from appliance.raft.types import BUG_NAMES, Bugs, ConfState, RaftConfig, Role
+from appliance.raft.types import BUG_NAMES, Bugs, ConfChange, ConfChangeOp, ConfState, RaftConfig, Role
 from appliance.testing.sim.checkers import Checkers, Violation
 from appliance.testing.sim.disk import SimDisk
 from appliance.testing.sim.network import NetworkFaults, SimNetwork
@@ -292,6 +292,30 @@ class Simulator:
                 self._start(node, bootstrap=False)
         if p.transfer_rate and rng.random() < p.transfer_rate:
             self._transfer_some_leader(rng)
+        if p.reconfig_rate and len(self.node_ids) % 2 == 1 and rng.random() < p.reconfig_rate:
+            self._reconfigure_some_group(rng)
+
+    def _reconfigure_some_group(self, rng: random.Random) -> None:
+        """One server at a time: add back a removed voter, or remove one (maybe the leader itself).
+
+        Only with an odd node count and at most one voter missing, so a majority of the voters is
+        never smaller than a majority of all nodes (what the quorum checker counts).
+        """
+        leaders = [group for node in self._live() for group in node.groups.values() if group.is_leader()]
+        if not leaders:
+            return
+        core = rng.choice(leaders).core
+        missing = [name for name in self.node_ids if name not in core.voters]
+        if missing:
+            change = ConfChange(ConfChangeOp.ADD, rng.choice(missing))
+        elif len(core.voters) >= 3:
+            change = ConfChange(ConfChangeOp.REMOVE, rng.choice(core.voters))
+        else:
+            return
+        try:
+            core.propose_conf_change(change)
+        except ApplianceError:
+            return
 
     def _clog_some_node(self, rng: random.Random) -> None:
         """A node whose outgoing traffic stalls (a slow NIC, a paused VM): often a leader."""
@@ -360,6 +384,7 @@ class Simulator:
         probes: dict[str, int] = {}
         while self.now - start < self.options.liveness_ticks:
             self._step(safety=False)
+            self._restore_voters()
             self._propose_probes(probes)
             if all(self._converged(group_id, probes) for group_id in self.group_ids):
                 self.result.liveness_ticks = self.now - start
@@ -368,6 +393,20 @@ class Simulator:
         lagging = [g for g in self.group_ids if not self._converged(g, probes)]
         raise Violation(f"liveness: groups {lagging} did not converge within "
                         f"{self.options.liveness_ticks} ticks after healing")
+
+    def _restore_voters(self) -> None:
+        """After healing, every removed voter is added back (one change at a time)."""
+        for group_id in self.group_ids:
+            leader = self.leader(group_id)
+            if leader is None:
+                continue
+            core = leader.groups[group_id].core
+            missing = [name for name in self.node_ids if name not in core.voters]
+            if missing:
+                try:
+                    core.propose_conf_change(ConfChange(ConfChangeOp.ADD, missing[0]))
+                except ApplianceError:
+                    continue
 
     def _propose_probes(self, probes: dict[str, int]) -> None:
         for group_id in self.group_ids:
@@ -397,6 +436,8 @@ class Simulator:
         groups = [node.groups[group_id] for node in self.nodes.values()]
         leaders = [group for group in groups if group.is_leader()]
         if len(leaders) != 1:
+            return False
+        if leaders[0].core.voters != tuple(self.node_ids):
             return False
         last = leaders[0].core.log.last_index()
         if any(group.core.log.applied != last for group in groups):
