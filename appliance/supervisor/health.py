@@ -50,6 +50,9 @@ def assess_health(
             reasons.append(f"worker {row.index} restarting (restarts: {row.restarts})")
         elif row.state in (WorkerState.STOPPING, WorkerState.STOPPED):
             reasons.append(f"worker {row.index} {row.state.name.lower()}")
+        else:
+            assert row.state == WorkerState.EMPTY
+            reasons.append(f"worker {row.index} not started")
     if stopping:
         return Health("down", ["supervisor is stopping", *reasons])
     if not rows or serving == 0:

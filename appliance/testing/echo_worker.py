@@ -117,3 +117,8 @@ async def _heartbeat(status: _Status | None, counters: _Counters) -> None:
                                 msgs_out=counters.msgs_out, bytes_in=counters.bytes_in,
                                 bytes_out=counters.bytes_out)
         await asyncio.sleep(HEARTBEAT_INTERVAL_S)
+
+
+async def serve_crash(ctx: _Context) -> int:
+    """A target that fails before serving, as a bug would: the worker process must log and exit 1."""
+    raise RuntimeError(f"echo worker {ctx.worker_index} crashed on purpose")

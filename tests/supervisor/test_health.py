@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from appliance.supervisor.health import assess_health
 from appliance.supervisor.status_table import RowSnapshot, WorkerState
 
@@ -53,9 +56,31 @@ def test_no_serving_worker_is_down() -> None:
     assert reasons[0] == "no worker is serving clients"
 
 
+def test_a_slot_never_started_is_degraded() -> None:
+    assert health(row(0), row(1, state=WorkerState.EMPTY)) == ("degraded", ["worker 1 not started"], 1)
+
+
 def test_no_workers_is_down() -> None:
     assert health()[0] == "down"
 
 
 def test_a_stopping_supervisor_is_down() -> None:
     assert health(row(0), stopping=True) == ("down", ["supervisor is stopping"], 2)
+
+
+_STATES = st.sampled_from(list(WorkerState))
+_FRESH_READY = st.tuples(st.just(WorkerState.READY), st.floats(min_value=0.0, max_value=2.0))
+_ANY = st.tuples(_STATES, st.floats(min_value=0.0, max_value=10.0))
+_ROWS = st.lists(st.one_of(_FRESH_READY, _ANY), min_size=1, max_size=8)  # healthy rows are common
+
+
+@given(_ROWS)
+def test_health_levels_follow_from_the_rows(specs: list[tuple[WorkerState, float]]) -> None:
+    rows = [row(index, state=state, heartbeat_mono_s=NOW - age_s) for index, (state, age_s) in enumerate(specs)]
+    level, reasons, code = health(*rows)
+    serving = [s for s, age in specs if (s == WorkerState.READY and age <= 2.0) or s == WorkerState.LAME_DUCK]
+    all_fresh = all(s == WorkerState.READY and age <= 2.0 for s, age in specs)
+    assert code == {"ok": 0, "degraded": 1, "down": 2}[level]
+    assert (level == "ok") == all_fresh
+    assert (level == "down") == (not serving)
+    assert (reasons == []) == (level == "ok")

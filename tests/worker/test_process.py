@@ -157,3 +157,33 @@ def test_the_target_exit_code_is_the_process_exit_code(
     worker = spawn_worker(bootstrap_for(listener, table))
     assert worker.process.wait(timeout=DEADLINE_S) == 5
     worker.close_fds()
+
+
+@pytest.mark.integration
+def test_a_target_that_raises_is_logged_and_exits_one(listener: socket.socket, table: StatusTable) -> None:
+    read, write = os.pipe()
+    try:
+        bootstrap = bootstrap_for(listener, table, target="appliance.testing.echo_worker:serve_crash")
+        worker = spawn_worker_with_stderr(bootstrap, write)
+        os.close(write)
+        assert worker.process.wait(timeout=DEADLINE_S) == 1
+        with os.fdopen(read, "rb") as stderr:
+            log = stderr.read().decode()
+        read = -1
+    finally:
+        if read >= 0:
+            os.close(read)
+    assert "[ERR] worker 1 crashed" in log
+    assert "RuntimeError: echo worker 1 crashed on purpose" in log
+    worker.close_fds()
+
+
+def spawn_worker_with_stderr(bootstrap: WorkerBootstrap, stderr_fd: int) -> SpawnedWorker:
+    """spawn_worker with the child's stderr on `stderr_fd` (the worker logs there)."""
+    saved = os.dup(2)
+    os.dup2(stderr_fd, 2)
+    try:
+        return spawn_worker(bootstrap)
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
