@@ -3,7 +3,7 @@
 
     .venv/bin/python benchmarks/jetstream.py [--msgs N] [--sync-msgs N] [--repeat R]
 
-Each server runs as a real process on 127.0.0.1 with a fresh store; every figure is measured with
+Each server runs as a real process (appliance with `appliance { workers: N }` for each --workers N) on 127.0.0.1 with a fresh store; every figure is measured with
 `appliance bench js` (the same raw-protocol client for every server): R1 async publish (128 B,
 window 256), sync publish latency (p50/p99), and pull fetch (batch 500, ack explicit). Each row is
 run `--repeat` times and the median is reported with the ratio to nats-server. The machine is
@@ -63,8 +63,12 @@ def wait_port(port: int, process: subprocess.Popen[bytes]) -> None:
 def server(kind: str, workdir: Path) -> Iterator[tuple[str, int]]:
     port = free_port()
     store = workdir / f"{kind}-{port}"
-    if kind == "appliance":
-        argv = [PYTHON, "-m", "appliance", "run", "-js", "-sd", str(store), "-a", "127.0.0.1", "-p", str(port)]
+    if kind.startswith("appliance"):
+        config = workdir / f"{kind}-{port}.conf"
+        workers = kind.rsplit("-", 1)[-1]
+        config.write_text(f'listen: "127.0.0.1:{port}"\njetstream {{\n  store_dir: "{store}"\n}}\n'
+                          f"appliance {{\n  workers: {workers}\n}}\n")
+        argv = [PYTHON, "-m", "appliance", "run", "-c", str(config)]
     else:
         config = workdir / f"{kind}-{port}.conf"
         sync = "\n  sync_interval: always" if kind == "nats-server-always" else ""
@@ -120,11 +124,12 @@ def main() -> None:
     parser.add_argument("--fetch-msgs", type=int, default=50_000, help="messages fetched")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--dir", default=None, help="where stores live (default: a temp dir)")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="appliance worker counts to run")
     options = parser.parse_args()
     workdir = Path(options.dir or tempfile.mkdtemp(prefix="jsbench-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    results = {kind: measure(kind, options, workdir)
-               for kind in ("nats-server", "nats-server-always", "appliance")}
+    kinds = ["nats-server", "nats-server-always", *(f"appliance-workers-{n}" for n in options.workers)]
+    results = {kind: measure(kind, options, workdir) for kind in kinds}
     base = results["nats-server"]
     always = results["nats-server-always"]
     print(f"JetStream R1, 128 B, median of {options.repeat} (cpus: {os.cpu_count()})\n")

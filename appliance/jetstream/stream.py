@@ -81,6 +81,7 @@ class Stream:
         self._results: dict[int, object] = {}
         self._acks: deque[tuple[int, Reply, bytes]] = deque()
         self._syncing = False
+        self._ack_prefix: bytes | None = None  # b'{"stream":"NAME","seq":' (PubAck hot path)
         self._expiry_timer: Timer | None = None
         self._interval_timer: Timer | None = None
         self._rebuild_dedupe()
@@ -157,13 +158,13 @@ class Stream:
         domain = self.host.domain
         if outcome.error is not None:
             return go_json({"error": outcome.error.as_json(), "stream": name, "seq": 0})
-        if domain:
-            head = go_json({"stream": name, "domain": domain, "seq": outcome.seq})
-        else:
-            head = go_json({"stream": name, "seq": outcome.seq})
+        if self._ack_prefix is None:
+            fields = {"stream": name, "domain": domain} if domain else {"stream": name}
+            self._ack_prefix = go_json(fields)[:-1] + b',"seq":'
+        head = self._ack_prefix + str(outcome.seq).encode()
         if outcome.duplicate:
-            return head[:-1] + b',"duplicate": true}'
-        return head
+            return head + b',"duplicate": true}'  # Go's marshaller really writes that space
+        return head + b"}"
 
     # --- durability (group commit) -----------------------------------------------------------------
 
