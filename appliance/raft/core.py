@@ -111,6 +111,8 @@ class RaftCore:
         if change.op == ConfChangeOp.REMOVE and self.voters == (change.peer,):
             raise ProposalDropped("cannot remove the last voter")
         index = self.log.last_index() + 1
+        after = apply_to(ConfState(self.voters), change.op, change.peer).voters
+        change = ConfChange(change.op, change.peer, after)
         self._append_entries([Entry(self.term, index, EntryType.CONF_CHANGE, encode_conf_change(change))])
         self.pending_conf_index = index
         return index
@@ -130,9 +132,11 @@ class RaftCore:
         self.lead_transferee = target
         self.election_elapsed = 0
         self._note(f"{self.id} [term {self.term}] starts to transfer leadership to {target}")
-        if self.progress[target].match == self.log.last_index():
+        progress = self.progress[target]
+        if progress.match == self.log.last_index():
             self._send(Message(MT.TIMEOUT_NOW, self.id, target, term=self.term))
         else:
+            progress.become_probe()  # resend from its match now: earlier appends may be lost
             self._send_append(target)
         return target
 
@@ -617,7 +621,7 @@ class RaftCore:
 
     # --- membership ----------------------------------------------------------------------------
     def _apply_conf_change(self, change: ConfChange) -> None:
-        self.voters = apply_to(ConfState(self.voters), change).voters
+        self.voters = change.voters_after
         self._note(f"{self.id} applied {change.op.name} {change.peer}: voters {','.join(self.voters) or '-'}")
         if self.role != Role.LEADER:
             return

@@ -76,6 +76,7 @@ class ConfState:
 class ConfChange:
     op: ConfChangeOp
     peer: str
+    voters_after: tuple[str, ...] = ()  # filled in by the leader when it proposes the change
 
 
 @dataclass(frozen=True, slots=True)

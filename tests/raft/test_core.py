@@ -142,3 +142,25 @@ def test_status_reports_follower_progress_and_contact() -> None:
     assert [p.peer for p in status.peers] == ["2", "3"]
     assert all(p.match == status.last_index for p in status.peers)
     assert all(p.ticks_since_contact == 1 for p in status.peers)
+
+
+def test_a_joining_server_learns_the_whole_membership_from_the_change_that_adds_it() -> None:
+    cluster = Cluster()
+    leader = cluster.elect()
+    cluster.stores["4"] = MemoryStorage(ConfState())
+    cluster.cores["4"] = RaftCore(RaftConfig(id="4"), cluster.stores["4"], random.Random(4))
+    leader.propose_conf_change(ConfChange(ConfChangeOp.ADD, "4"))
+    cluster.stabilize()
+    assert cluster.cores["4"].voters == ("1", "2", "3", "4")
+    assert cluster.cores["4"].log.applied == leader.log.applied
+
+
+def test_conf_change_entries_round_trip_and_reject_garbage() -> None:
+    from appliance.errors import CorruptData
+    from appliance.raft.confchange import decode_conf_change, encode_conf_change
+
+    change = ConfChange(ConfChangeOp.REMOVE, "n2", ("n1", "n3"))
+    assert decode_conf_change(encode_conf_change(change)) == change
+    for garbage in (b"", b"\x09", encode_conf_change(change)[:-1], encode_conf_change(change) + b"x"):
+        with pytest.raises(CorruptData):
+            decode_conf_change(garbage)
