@@ -4,7 +4,7 @@ import random
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from appliance.errors import CorruptData
@@ -28,6 +28,7 @@ records = st.one_of(
 )
 
 
+@settings(deadline=None)  # the machine is shared: no per-example deadline
 @given(st.lists(records, max_size=8))
 def test_records_round_trip(pairs: list[tuple[object, bytes]]) -> None:
     data = b"".join(raw for _, raw in pairs)
@@ -36,6 +37,7 @@ def test_records_round_trip(pairs: list[tuple[object, bytes]]) -> None:
     assert valid == len(data)
 
 
+@settings(deadline=None)  # the machine is shared: no per-example deadline
 @given(st.lists(records, min_size=1, max_size=6), st.data())
 def test_any_torn_tail_recovers_to_a_prefix_of_the_records(pairs: list[tuple[object, bytes]], data: st.DataObject) -> None:
     whole = b"".join(raw for _, raw in pairs)

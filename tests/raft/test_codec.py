@@ -1,6 +1,6 @@
 """RAFT messages survive the wire: encode/decode round trips; garbage raises only CorruptData."""
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from appliance.errors import CorruptData
@@ -23,11 +23,13 @@ messages = st.builds(
     snapshot=st.none() | snapshots, context=st.sampled_from([b"", b"transfer"]))
 
 
+@settings(deadline=None)  # the machine is shared: no per-example deadline
 @given(messages)
 def test_messages_round_trip(message: Message) -> None:
     assert decode_message(encode_message(message)) == message
 
 
+@settings(deadline=None)  # the machine is shared: no per-example deadline
 @given(messages, st.data())
 def test_damaged_messages_raise_corrupt_data_only(message: Message, data: st.DataObject) -> None:
     raw = bytearray(encode_message(message))

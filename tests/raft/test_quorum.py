@@ -1,6 +1,6 @@
 """Quorum arithmetic against naive oracles (etcd's quick_test.go idea)."""
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from appliance.raft import quorum
@@ -29,11 +29,13 @@ def naive_vote(voters: list[str], votes: dict[str, bool]) -> quorum.VoteResult:
     return quorum.VoteResult.LOST
 
 
+@settings(deadline=None)  # the machine is shared: no per-example deadline
 @given(voters=voter_sets, acked=st.dictionaries(st.sampled_from(PEERS), st.integers(0, 50)))
 def test_committed_index_matches_the_naive_oracle(voters: list[str], acked: dict[str, int]) -> None:
     assert quorum.committed_index(voters, acked) == naive_committed(voters, acked)
 
 
+@settings(deadline=None)  # the machine is shared: no per-example deadline
 @given(voters=voter_sets, votes=st.dictionaries(st.sampled_from(PEERS), st.booleans()))
 def test_vote_result_matches_the_naive_oracle(voters: list[str], votes: dict[str, bool]) -> None:
     assert quorum.vote_result(voters, votes) == naive_vote(voters, votes)
