@@ -219,8 +219,10 @@ class Consumer:
 
     # --- delivery ---------------------------------------------------------------------------------------
 
-    def _has_room(self) -> bool:
-        return self.config.ack_policy == "none" or len(self.state.pending) < self.config.max_ack_pending
+    def _has_room(self, proposed: int) -> bool:
+        """Under max_ack_pending, counting deliveries of this turn not applied yet."""
+        return self.config.ack_policy == "none" or \
+            len(self.state.pending) + proposed < self.config.max_ack_pending
 
     def _push_ready(self) -> bool:
         config = self.config
@@ -298,6 +300,7 @@ class Consumer:
         if self.deleted:
             return
         delivered: list[tuple[int, int, int, int]] = []
+        new_count = 0
         push = self.config.is_push
         now = self.host.now_ns()
         while len(delivered) < limits.JS_DELIVER_BATCH_MAX:
@@ -309,14 +312,15 @@ class Consumer:
                 request = self._first_live_request(now)
                 if request is None:
                     break
-            if not self._has_room():
-                break
+            if not self._redeliver and not self._has_room(new_count):
+                break  # redeliveries are pending already: max_ack_pending only holds back new ones
             if self.config.replay_policy == "original" and self._replay_wait(now):
                 break
             found = self._next_message()
             if found is None:
                 break
             msg, dc = found
+            new_count += dc == 1
             if request is not None and not self._fits(request, msg):
                 if dc == 1:
                     self.next_sseq = min(self.next_sseq, msg.seq)
@@ -614,7 +618,8 @@ class Consumer:
     def _queue_redelivery(self, sseq: int) -> None:
         max_deliver = self.config.max_deliver
         if max_deliver > 0 and self.state.redelivered.get(sseq, 1) >= max_deliver:
-            self._propose(ops.op_acked([sseq], self.host.now_ns()), durable=False)
+            # delivered max_deliver times: given up on, which frees its max_ack_pending slot
+            self._propose(ops.op_acked([sseq], self.host.now_ns()), durable=False, done=self._kick)
             return
         if sseq not in self._redeliver and len(self._redeliver) < limits.JS_REDELIVER_QUEUE_MAX:
             self._redeliver.append(sseq)
