@@ -85,7 +85,7 @@ def batches(payload_bytes: int, batch_msgs: int) -> Callable[[int], list[tuple[s
 
 def append_sync_always(
     directory: str, payload_bytes: int, seconds: float, batch_msgs: int, *, background_seal: bool = False
-) -> tuple[float, float]:
+) -> tuple[float, float, float]:
     """Group commit: submit batches; one fsync in flight on a helper thread covers all that arrived.
 
     With background_seal, full segments are compressed on a second helper thread (SealJob).
@@ -98,6 +98,7 @@ def append_sync_always(
     sealing: tuple[concurrent.futures.Future[None], SealJob] | None = None
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
         start = time.perf_counter()
+        cpu_start = time.process_time()
         n = 0
         while time.perf_counter() - start < seconds:
             committer.submit(make(n))
@@ -127,17 +128,21 @@ def append_sync_always(
         if sealing is not None:
             sealing[0].result()
             store.finish_seal(sealing[1])
+        cpu = time.process_time() - cpu_start
     store.close()
     rate = durable / elapsed
-    return rate, rate * payload_bytes / 1e6
+    return rate, rate * payload_bytes / 1e6, cpu / durable * 1e6
 
 
-def append_sync_interval(directory: str, payload_bytes: int, seconds: float, batch_msgs: int) -> tuple[float, float]:
+def append_sync_interval(
+    directory: str, payload_bytes: int, seconds: float, batch_msgs: int
+) -> tuple[float, float, float]:
     """sync_interval 2m: writes complete when handed to the OS (nats-server's default)."""
     store = FileStreamStore(FileStoreConfig(directory, sync_always=False))
     committer = GroupCommitter(store, sync_always=False, sync_interval_s=120.0, now_s=time.monotonic())
     make = batches(payload_bytes, batch_msgs)
     start = time.perf_counter()
+    cpu_start = time.process_time()
     n = 0
     while time.perf_counter() - start < seconds:
         committer.submit(make(n))
@@ -147,8 +152,9 @@ def append_sync_interval(directory: str, payload_bytes: int, seconds: float, bat
             job.run()
             committer.complete(job)
     elapsed = time.perf_counter() - start
+    cpu = time.process_time() - cpu_start
     store.close()
-    return n / elapsed, n * payload_bytes / elapsed / 1e6
+    return n / elapsed, n * payload_bytes / elapsed / 1e6, cpu / n * 1e6
 
 
 # --- reads ----------------------------------------------------------------------------------------
@@ -162,28 +168,32 @@ def fill(directory: str, payload_bytes: int, count: int) -> None:
     store.close()
 
 
-def sequential_read(directory: str, payload_bytes: int) -> tuple[float, float]:
+def sequential_read(directory: str, payload_bytes: int) -> tuple[float, float, float]:
     store = FileStreamStore(FileStoreConfig(directory))
     start = time.perf_counter()
+    cpu_start = time.process_time()
     count = sum(1 for _ in store.scan())
     elapsed = time.perf_counter() - start
+    cpu = time.process_time() - cpu_start
     store.close()
-    return count / elapsed, count * payload_bytes / elapsed / 1e6
+    return count / elapsed, count * payload_bytes / elapsed / 1e6, cpu / count * 1e6
 
 
-def random_read(directory: str, payload_bytes: int, seconds: float) -> tuple[float, float]:
+def random_read(directory: str, payload_bytes: int, seconds: float) -> tuple[float, float, float]:
     store = FileStreamStore(FileStoreConfig(directory))
     rng = random.Random(7)
     last = store.state().last_seq
     count = 0
     start = time.perf_counter()
+    cpu_start = time.process_time()
     while time.perf_counter() - start < seconds:
         for _ in range(200):
             assert store.load(rng.randint(1, last)) is not None
         count += 200
     elapsed = time.perf_counter() - start
+    cpu = time.process_time() - cpu_start
     store.close()
-    return count / elapsed, count * payload_bytes / elapsed / 1e6
+    return count / elapsed, count * payload_bytes / elapsed / 1e6, cpu / count * 1e6
 
 
 # --- compression ----------------------------------------------------------------------------------
@@ -268,11 +278,25 @@ def compression_ratios(
 # --- driver ---------------------------------------------------------------------------------------
 
 
-def repeat(times: int, measure: Callable[[], tuple[float, float]]) -> tuple[tuple[float, float], tuple[float, float]]:
+Measured = tuple[float, float, float]  # msgs/s, MB/s, CPU µs per message (all threads)
+
+
+def repeat(times: int, measure: Callable[[], Measured]) -> tuple[Measured, Measured]:
     results = [measure() for _ in range(times)]
     best = max(results)
-    median = (statistics.median(r[0] for r in results), statistics.median(r[1] for r in results))
+    median = (
+        statistics.median(r[0] for r in results),
+        statistics.median(r[1] for r in results),
+        statistics.median(r[2] for r in results),
+    )
     return best, median
+
+
+def row(label: str, best: Measured, median: Measured) -> str:
+    return (
+        f"| {label} | {best[0]:,.0f} | {best[1]:,.1f} | {median[0]:,.0f} | {median[1]:,.1f} | {median[2]:.2f} "
+        f"| {1e6 / median[2]:,.0f} |"
+    )
 
 
 def main() -> None:
@@ -297,8 +321,9 @@ def main() -> None:
         print("| disk limit | best | median |\n|---|---|---|")
         print(f"| fdatasync of 4 KiB appends /s (serial) | {max(fsyncs):,.0f} | {statistics.median(fsyncs):,.0f} |")
         print(f"| sequential write MB/s (1 MiB writes + fdatasync) | {max(seq_mb):,.0f} | {statistics.median(seq_mb):,.0f} |")
-        print("\n| store | msgs/s best | MB/s best | msgs/s median | MB/s median |\n|---|---|---|---|---|")
-        modes: list[tuple[str, Callable[[str, int, float, int], tuple[float, float]]]] = [
+        print("\n| store | msgs/s best | MB/s best | msgs/s median | MB/s median | CPU µs/msg median "
+              "| msgs per CPU-second |\n|---|---|---|---|---|---|---|")
+        modes: list[tuple[str, Callable[[str, int, float, int], Measured]]] = [
             ("sync always (group commit)", append_sync_always),
             ("sync always (group commit, background seal)",
              lambda d, p, s, b: append_sync_always(d, p, s, b, background_seal=True)),
@@ -307,14 +332,14 @@ def main() -> None:
         for size in (128, 1024):
             for label, fn in modes:
                 best, median = repeat(args.repeat, lambda: fn(fresh(), size, args.seconds, 1000))
-                print(f"| append {size} B, {label} | {best[0]:,.0f} | {best[1]:,.1f} | {median[0]:,.0f} | {median[1]:,.1f} |")
+                print(row(f"append {size} B, {label}", best, median))
         for size, count in ((128, 2_000_000), (1024, 400_000)):
             directory = fresh()
             fill(directory, size, count)
             best, median = repeat(args.repeat, lambda: sequential_read(directory, size))
-            print(f"| sequential read {size} B ({count:,} msgs) | {best[0]:,.0f} | {best[1]:,.1f} | {median[0]:,.0f} | {median[1]:,.1f} |")
+            print(row(f"sequential read {size} B ({count:,} msgs)", best, median))
             best, median = repeat(args.repeat, lambda: random_read(directory, size, args.seconds))
-            print(f"| random read {size} B | {best[0]:,.0f} | {best[1]:,.1f} | {median[0]:,.0f} | {median[1]:,.1f} |")
+            print(row(f"random read {size} B", best, median))
         print("\n| data | zstd level | zstd ratio | zstd + dictionary ratio | lz4 ratio | zstd / lz4 |")
         print("|---|---|---|---|---|---|")
         for name, payloads in (
