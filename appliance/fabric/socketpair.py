@@ -4,12 +4,15 @@ Correct, slower, and full at exactly the same point as the shared-memory ring: i
 counted with the ring's arithmetic (`RingSpace`) and the consumer returns credits.
 
 Theory of operation:
-- The stream carries ring records `[len u32][kind u32][payload padded to 8]` both ways. Kind 0 is
-  a credit: its 8-byte payload is the consumer's cumulative `tail`, so the newest credit replaces
-  every older one.
+- The stream carries records `[len u32][kind u32][seq u32][check u32][payload padded to 8]` both
+  ways. Kind 0 is a credit: its 8-byte payload is the consumer's cumulative `tail`, so the newest
+  credit replaces every older one. `seq` counts the records of one direction and `check` is
+  crc32(payload) ^ len ^ kind ^ seq ^ WIRE_CHECK: a stream out of step (a peer that died
+  mid-record and was restarted on the same socket) is BrokenError, never a garbage frame.
 - The producer accepts a frame only when `RingSpace.fits` it under the last credit seen (reading
   the socket for newer credits first), so it never has more than `capacity` bytes in flight and
-  its outgoing buffer is bounded by `capacity` plus one credit.
+  its outgoing buffer is bounded by twice `capacity` (a wire header is 8 bytes longer than
+  a ring record's) plus one credit.
 - The consumer accounts arrivals in a second RingSpace: a peer that exceeds its credit broke the
   protocol (BrokenError), so the incoming buffer is bounded by `capacity` plus one read chunk.
 - Driven by a loop, writes are gathered and sent once per turn (`call_soon`), a socket that
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import zlib
 from collections import deque
 
 from appliance import limits
@@ -27,8 +31,6 @@ from appliance.errors import BrokenError, ClosedError, LimitExceeded
 from appliance.fabric.frames import (
     KIND_MAX,
     KIND_RESERVED,
-    RECORD_HEADER,
-    RECORD_HEADER_BYTES,
     Frame,
     RingSpace,
     frame_bytes_max,
@@ -36,8 +38,16 @@ from appliance.fabric.frames import (
 from appliance.fabric.link import LinkHandler, LinkLoop, Payload
 
 CREDIT = struct.Struct("<Q")
-CREDIT_RECORD = RECORD_HEADER.pack(CREDIT.size, KIND_RESERVED)
+WIRE_HEADER = struct.Struct("<IIII")  # len, kind, seq, check
+WIRE_HEADER_BYTES = WIRE_HEADER.size
+WIRE_CHECK = 0x53505041  # "APPS"
+SEQ_MASK = 0xFFFFFFFF
 PADDING = bytes(8)
+
+
+def wire_header(kind: int, seq: int, payload: Payload) -> bytes:
+    length = len(payload)
+    return WIRE_HEADER.pack(length, kind, seq, zlib.crc32(payload) ^ length ^ kind ^ seq ^ WIRE_CHECK)
 
 
 class SocketpairLink:
@@ -53,10 +63,13 @@ class SocketpairLink:
         self._frame_bytes_max = frame_bytes_max(capacity)
         self._tx_space = RingSpace(capacity)  # what we sent; its tail follows the peer's credits
         self._rx_space = RingSpace(capacity)  # what the peer sent; its tail is our credit
-        self._tx_pending = bytearray()  # bounded: capacity + one credit record
+        self._tx_pending = bytearray()  # bounded: 2 * capacity + one credit record
         self._credit_at: int | None = None  # offset of an unsent credit record in _tx_pending
         self._rx_buffer = bytearray()  # bounded: one partial record + one read chunk
         self._rx_frames: deque[Frame] = deque()  # bounded by _rx_space
+        self._tx_seq = 0  # seq of our next record
+        self._credit_seq = 0  # seq of the unsent credit record at _credit_at
+        self._rx_seq = 0  # seq the peer's next record must carry
         self._loop: LinkLoop | None = None
         self._handler: LinkHandler | None = None
         self._blocked_bytes: int | None = None
@@ -88,7 +101,8 @@ class SocketpairLink:
                 self._blocked_bytes = self._frame_bytes_max  # resume with room for the largest frame
                 return False
         pending = self._tx_pending
-        pending += RECORD_HEADER.pack(length, kind)
+        pending += wire_header(kind, self._tx_seq, payload)
+        self._tx_seq = (self._tx_seq + 1) & SEQ_MASK
         pending += payload
         if length & 7:
             pending += PADDING[: 8 - (length & 7)]
@@ -182,20 +196,28 @@ class SocketpairLink:
     def _parse_records(self) -> None:
         buffer = self._rx_buffer
         position = 0
-        while len(buffer) - position >= RECORD_HEADER_BYTES and self._broken is None:
-            length, kind = RECORD_HEADER.unpack_from(buffer, position)
+        while len(buffer) - position >= WIRE_HEADER_BYTES and self._broken is None:
+            length, kind, seq, check = WIRE_HEADER.unpack_from(buffer, position)
+            if seq != self._rx_seq:
+                self._set_broken(None, detail="stream out of step (did the peer restart?)")
+                break
             if kind == KIND_RESERVED and length != CREDIT.size:
                 self._set_broken(None, detail="bad credit record")
                 break
             if length > self._frame_bytes_max:
                 self._set_broken(None, detail="frame larger than the link's maximum")
                 break
-            record = RECORD_HEADER_BYTES + ((length + 7) & ~7)
+            record = WIRE_HEADER_BYTES + ((length + 7) & ~7)
             if len(buffer) - position < record:
                 break
-            start = position + RECORD_HEADER_BYTES
+            start = position + WIRE_HEADER_BYTES
+            with memoryview(buffer) as view:
+                payload = bytes(view[start : start + length])
+            if check != zlib.crc32(payload) ^ length ^ kind ^ seq ^ WIRE_CHECK:
+                self._set_broken(None, detail="record check failed (did the peer restart mid-record?)")
+                break
             if kind == KIND_RESERVED:
-                (tail,) = CREDIT.unpack_from(buffer, start)
+                (tail,) = CREDIT.unpack(payload)
                 if not self._tx_space.tail <= tail <= self._tx_space.head:
                     self._set_broken(None, detail="credit out of range")
                     break
@@ -204,8 +226,8 @@ class SocketpairLink:
                 if not self._rx_space.try_push(length):
                     self._set_broken(None, detail="peer exceeded its credit")
                     break
-                with memoryview(buffer) as view:
-                    self._rx_frames.append((kind, bytes(view[start : start + length])))
+                self._rx_frames.append((kind, payload))
+            self._rx_seq = (seq + 1) & SEQ_MASK
             position += record
         del buffer[:position]
 
@@ -213,11 +235,12 @@ class SocketpairLink:
         value = CREDIT.pack(self._rx_space.tail)
         if self._credit_at is None:
             self._credit_at = len(self._tx_pending)
-            self._tx_pending += CREDIT_RECORD
-            self._tx_pending += value
-        else:
-            start = self._credit_at + RECORD_HEADER_BYTES
-            self._tx_pending[start : start + CREDIT.size] = value
+            self._credit_seq = self._tx_seq
+            self._tx_seq = (self._tx_seq + 1) & SEQ_MASK
+            self._tx_pending += wire_header(KIND_RESERVED, self._credit_seq, value) + value
+        else:  # not sent yet: the newest credit replaces it in place, same seq
+            record = wire_header(KIND_RESERVED, self._credit_seq, value) + value
+            self._tx_pending[self._credit_at : self._credit_at + len(record)] = record
 
     def _set_broken(self, cause: OSError | None, *, detail: str = "peer closed the link") -> None:
         if self._broken is not None:

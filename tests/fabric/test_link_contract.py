@@ -8,6 +8,7 @@ buffered bytes and credits).
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -22,6 +23,7 @@ from appliance.fabric.frames import Frame, FrameKind
 from appliance.fabric.link import Link, Payload
 from appliance.fabric.mesh import attach_mesh, create_mesh
 from appliance.fabric.sim import SimLink, sim_link_pair
+from appliance.fabric.socketpair import SocketpairLink
 from appliance.testing.ring_model import RingModel
 
 TRANSPORTS = ["ring", "socketpair", "sim"]
@@ -369,3 +371,51 @@ def test_a_broken_sim_link_breaks_both_ends() -> None:
     with pytest.raises(BrokenError):
         b.receive()
     assert isinstance(b, SimLink)
+
+
+def socketpair_ends() -> tuple[socket.socket, socket.socket, Callable[[], None]]:
+    mesh = create_mesh(2, transport="socketpair", ring_bytes=4096)
+    spec0, spec1 = mesh.spec_for_local(0), mesh.spec_for_local(1)
+    end0 = socket.socket(fileno=spec0.peers[0].socket_fd)
+    end1 = socket.socket(fileno=spec1.peers[0].socket_fd)
+
+    def close() -> None:
+        end0.close()
+        end1.close()
+        mesh.close()
+
+    return end0, end1, close
+
+
+def test_a_peer_restarted_on_the_same_socketpair_breaks_the_link_instead_of_confusing_it() -> None:
+    end0, end1, close = socketpair_ends()
+    try:
+        survivor = SocketpairLink(end0, peer=1, capacity=4096)
+        first_life = SocketpairLink(end1, peer=0, capacity=4096)
+        assert first_life.try_send(FrameKind.PING, b"from the first life")
+        assert first_life.flush()
+        second_life = SocketpairLink(end1, peer=0, capacity=4096)  # same fd, fresh state
+        assert second_life.try_send(FrameKind.PING, b"from the second life")
+        assert second_life.flush()
+        assert survivor.receive() == [(FrameKind.PING, b"from the first life")]
+        with pytest.raises(BrokenError, match="out of step"):
+            survivor.receive()
+    finally:
+        close()
+
+
+def test_half_a_record_left_by_a_dead_peer_is_never_delivered_as_a_frame() -> None:
+    end0, end1, close = socketpair_ends()
+    try:
+        survivor = SocketpairLink(end0, peer=1, capacity=4096)
+        writer = SocketpairLink(end1, peer=0, capacity=4096)
+        assert writer.try_send(FrameKind.MESSAGE, bytes(range(200)))
+        whole = bytes(writer._tx_pending)
+        end1.sendall(whole[: len(whole) // 2])  # the process died in the middle of a send
+        restarted = SocketpairLink(end1, peer=0, capacity=4096)
+        assert restarted.try_send(FrameKind.MESSAGE, b"\x00" * 300)
+        assert restarted.flush()
+        with pytest.raises(BrokenError):
+            survivor.receive()
+    finally:
+        close()
