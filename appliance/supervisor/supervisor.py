@@ -175,6 +175,8 @@ class Supervisor:
             raise StartupError(f"appliance.workers: {count} is more than {limits.STATUS_ROWS_MAX}")
         nodes = topology.read_topology(self.sysfs_node_root, all_cpus=usable)
         placements = topology.place_workers(count, topology=nodes, usable=usable)
+        for node in sorted(set(self.options.appliance.numa_store_dirs) - set(nodes.nodes)):
+            logger.warning("appliance.numa_store_dirs names NUMA node %d, which this host does not have", node)
         self.listeners = open_listeners(self.options)
         self._write_pid_file()
         self.table = StatusTable.create(count)

@@ -36,6 +36,7 @@ options = ServerOptions(host="127.0.0.1", port=spec["port"], http_host="127.0.0.
                         pid_file=spec["pid_file"], server_name=spec["server_name"])
 options.appliance.workers = spec["workers"]
 options.appliance.cpu_pinning = spec["cpu_pinning"]
+options.appliance.numa_store_dirs = {int(node): path for node, path in spec["numa_store_dirs"].items()}
 sys.exit(run_supervisor(options, worker_target=spec["target"], restart_policy=RestartPolicy(**spec["policy"]),
                         sysfs_node_root=Path(spec["sysfs"])))
 '''
@@ -197,7 +198,7 @@ def start_supervisor(tmp_path: Path) -> Iterator[Callable[..., RunningSupervisor
     def start(*, workers: int = 2, target: str = ECHO_TARGET, policy: dict[str, float] | None = None,
               env: dict[str, str] | None = None, sysfs: Path | None = None, port: int = -1,
               http_port: int = 0, cpu_pinning: bool = False, server_name: str = "",
-              command: list[str] | None = None) -> RunningSupervisor:
+              command: list[str] | None = None, numa_store_dirs: dict[int, str] | None = None) -> RunningSupervisor:
         """A supervisor through the test launcher (run_supervisor with these options), or `command`."""
         index = len(started)
         run_dir = tmp_path / f"run{index}"
@@ -206,7 +207,7 @@ def start_supervisor(tmp_path: Path) -> Iterator[Callable[..., RunningSupervisor
         pid_file = tmp_path / f"supervisor{index}.pid"
         spec = {"workers": workers, "target": target, "policy": policy or {}, "port": port,
                 "http_port": http_port, "pid_file": str(pid_file), "sysfs": str(sysfs or tmp_path / "no-sysfs"),
-                "cpu_pinning": cpu_pinning, "server_name": server_name}
+                "cpu_pinning": cpu_pinning, "server_name": server_name, "numa_store_dirs": numa_store_dirs or {}}
         launcher = tmp_path / "launch.py"
         launcher.write_text(LAUNCHER)
         inherited = {key: value for key, value in os.environ.items() if not key.startswith(("NOTIFY_", "WATCHDOG_"))}

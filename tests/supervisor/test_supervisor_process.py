@@ -23,9 +23,11 @@ Start = Callable[..., Any]  # the start_supervisor fixture of conftest.py; retur
 def test_starts_logs_like_nats_server_serves_on_every_worker_and_stops_clean_on_sigterm(
     start_supervisor: Start, fake_sysfs: Path
 ) -> None:
-    supervisor = start_supervisor(workers=2, sysfs=fake_sysfs, http_port=-1, cpu_pinning=True, server_name="n1-c1")
+    supervisor = start_supervisor(workers=2, sysfs=fake_sysfs, http_port=-1, cpu_pinning=True, server_name="n1-c1",
+                                  numa_store_dirs={0: "/nvme0/js", 1: "/nvme1/js", 5: "/nvme5/js"})
     workers = supervisor.wait_ready()
     log = supervisor.log()
+    assert "appliance.numa_store_dirs names NUMA node 5, which this host does not have" in log
     assert "Starting nats-server" in log
     assert "  Name:     n1-c1" in log
     assert f"Listening for client connections on 127.0.0.1:{supervisor.port}" in log
