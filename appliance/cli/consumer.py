@@ -7,8 +7,7 @@ Never prompts: `rm` needs `-f`.
 
 from __future__ import annotations
 
-import asyncio
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import click
 from nats.aio.client import Client
@@ -29,7 +28,7 @@ EXPIRES_SHARE = 0.9  # a pull request expires a little before the client stops w
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def _echo_info(info: JsonDict, *, as_json: bool) -> None:
@@ -52,9 +51,14 @@ def consumer() -> None:
 @click.option("--deliver-group", default=None, help="Push: queue group that receives the messages.")
 @click.option("--ack", "ack_policy", type=click.Choice(["explicit", "all", "none"]), default=None)
 @click.option("--filter", "filters", multiple=True, help="Filter subject (repeat for several).")
-@click.option("--deliver-policy", type=click.Choice(["all", "last", "new", "last_per_subject", "by_start_sequence"]),
-              default=None)
-@click.option("--start-seq", type=click.IntRange(min=1), default=None, help="With --deliver-policy by_start_sequence.")
+@click.option(
+    "--deliver-policy",
+    type=click.Choice(["all", "last", "new", "last_per_subject", "by_start_sequence"]),
+    default=None,
+)
+@click.option(
+    "--start-seq", type=click.IntRange(min=1), default=None, help="With --deliver-policy by_start_sequence."
+)
 @click.option("--replay", type=click.Choice(["instant", "original"]), default=None)
 @click.option("--max-deliver", type=int, default=None, help="-1 for unlimited.")
 @click.option("--max-pending", type=int, default=None, help="Maximum outstanding acks.")
@@ -65,10 +69,14 @@ def consumer() -> None:
 @click.option("--inactive-threshold", default=None, help="Remove after this long without activity.")
 @click.option("--replicas", type=click.IntRange(0, 5), default=None, help="0 inherits the stream's.")
 @click.option("--description", default=None)
-@click.option("--defaults", "use_defaults", is_flag=True, help="Pull, explicit ack, deliver all for what is not given.")
+@click.option(
+    "--defaults", "use_defaults", is_flag=True, help="Pull, explicit ack, deliver all for what is not given."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the API's JSON answer.")
 @connection_options
-def add(stream: str, name: str, use_defaults: bool, as_json: bool, conn: Connection, **values: object) -> None:
+def add(
+    stream: str, name: str, use_defaults: bool, as_json: bool, conn: Connection, **values: object
+) -> None:
     """Create a consumer: `consumer add ORDERS NEW --pull --ack explicit --filter orders.new`."""
     try:
         flags = ConsumerFlags(**values)  # type: ignore[arg-type]
@@ -109,13 +117,17 @@ def ls(stream: str, names_only: bool, as_json: bool, conn: Connection) -> None:
 
     async def verb(client: Client) -> None:
         if names_only:
-            names, _ = await jsapi.paged(client, f"{API}.NAMES.{stream}", "consumers", timeout_s=conn.timeout_s)
+            names, _ = await jsapi.paged(
+                client, f"{API}.NAMES.{stream}", "consumers", timeout_s=conn.timeout_s
+            )
             if as_json:
                 jsapi.print_json(names)
             for consumer_name in [] if as_json else names:
                 click.echo(consumer_name)
             return
-        infos, missing = await jsapi.paged(client, f"{API}.LIST.{stream}", "consumers", timeout_s=conn.timeout_s)
+        infos, missing = await jsapi.paged(
+            client, f"{API}.LIST.{stream}", "consumers", timeout_s=conn.timeout_s
+        )
         if as_json:
             jsapi.print_json(infos)
         elif not infos and not missing:
@@ -147,7 +159,9 @@ def rm(stream: str, name: str, force: bool, conn: Connection) -> None:
 @consumer.command("next")
 @click.argument("stream")
 @click.argument("name")
-@click.option("--count", type=click.IntRange(1, limits.CLI_SUB_PENDING_MSGS_MAX), default=1, show_default=True)
+@click.option(
+    "--count", type=click.IntRange(1, limits.CLI_SUB_PENDING_MSGS_MAX), default=1, show_default=True
+)
 @click.option("--ack/--no-ack", default=True, show_default=True, help="Acknowledge each message.")
 @click.option("--raw", is_flag=True, help="Only the bodies.")
 @connection_options
@@ -169,12 +183,14 @@ def next_message(stream: str, name: str, count: int, ack: bool, raw: bool, conn:
 
 async def _pull_one(client: Client, stream: str, name: str, conn: Connection) -> Msg:
     inbox = client.new_inbox()
-    subscription = await client.subscribe(inbox, max_msgs=1, pending_msgs_limit=limits.CLI_SUB_PENDING_MSGS_MAX)
+    subscription = await client.subscribe(
+        inbox, max_msgs=1, pending_msgs_limit=limits.CLI_SUB_PENDING_MSGS_MAX
+    )
     request = {"batch": 1, "expires": int(conn.timeout_s * EXPIRES_SHARE * NS_PER_S)}
     await client.publish(f"{API}.MSG.NEXT.{stream}.{name}", jsapi.encode(request), reply=inbox)
     try:
         message = await subscription.next_msg(timeout=conn.timeout_s)
-    except (asyncio.TimeoutError, jsapi.NatsTimeout) as exc:
+    except (TimeoutError, jsapi.NatsTimeout) as exc:
         raise CommandError("no message received: nats: timeout") from exc
     finally:
         await subscription.unsubscribe()
@@ -200,5 +216,7 @@ def _echo_message(message: Msg, *, raw: bool) -> None:
     text = next_message_header(message.subject, message.reply, clock_text=datetime.now().strftime("%H:%M:%S"))
     text += "\n"
     if message.headers:
-        text += "\nHeaders:\n\n" + "\n".join(header_lines(dict(message.headers), indent="  ")) + "\n\nData:\n\n"
+        text += (
+            "\nHeaders:\n\n" + "\n".join(header_lines(dict(message.headers), indent="  ")) + "\n\nData:\n\n"
+        )
     click.echo(text + "\n" + message.data.decode("utf-8", errors="replace"))

@@ -42,14 +42,18 @@ def consumer_config(name: str, flags: ConsumerFlags, *, use_defaults: bool) -> J
         raise FlagError("--pull and --deliver are exclusive")
     push = flags.deliver_subject is not None
     if not use_defaults:
-        missing = ([] if flags.pull or push else ["--pull or --deliver SUBJECT"]) + \
-                  ([] if flags.ack_policy else ["--ack"])
+        missing = ([] if flags.pull or push else ["--pull or --deliver SUBJECT"]) + (
+            [] if flags.ack_policy else ["--ack"]
+        )
         if missing:
             raise FlagError(f"{', '.join(missing)} required (or pass --defaults); this CLI never prompts")
-    config: JsonDict = {"name": name, "durable_name": name,
-                        "deliver_policy": flags.deliver_policy or "all",
-                        "ack_policy": flags.ack_policy or "explicit",
-                        "replay_policy": flags.replay or "instant"}
+    config: JsonDict = {
+        "name": name,
+        "durable_name": name,
+        "deliver_policy": flags.deliver_policy or "all",
+        "ack_policy": flags.ack_policy or "explicit",
+        "replay_policy": flags.replay or "instant",
+    }
     if push:
         config["deliver_subject"] = flags.deliver_subject
         _maybe(config, "deliver_group", flags.deliver_group)
@@ -72,8 +76,11 @@ def consumer_config(name: str, flags: ConsumerFlags, *, use_defaults: bool) -> J
     _maybe(config, "max_waiting", flags.max_waiting)
     _maybe(config, "num_replicas", flags.replicas)
     _maybe(config, "flow_control", flags.flow_control)
-    for key, text, flag in (("ack_wait", flags.ack_wait, "--wait"), ("idle_heartbeat", flags.heartbeat, "--heartbeat"),
-                            ("inactive_threshold", flags.inactive_threshold, "--inactive-threshold")):
+    for key, text, flag in (
+        ("ack_wait", flags.ack_wait, "--wait"),
+        ("idle_heartbeat", flags.heartbeat, "--heartbeat"),
+        ("inactive_threshold", flags.inactive_threshold, "--inactive-threshold"),
+    ):
         if text is not None:
             config[key] = parse_duration_ns(text, flag=flag)
     return config

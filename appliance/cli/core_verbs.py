@@ -50,8 +50,15 @@ def expand_body(body: str, counter: int) -> bytes:
 @click.option("--reply", default=None, help="Reply subject to send with the message.")
 @click.option("-J", "--jetstream", is_flag=True, help="Wait for the JetStream PubAck of each message.")
 @connection_options
-def pub(subject: str, body: str, count: int, header_values: tuple[str, ...], reply: str | None, jetstream: bool,
-        conn: Connection) -> None:
+def pub(
+    subject: str,
+    body: str,
+    count: int,
+    header_values: tuple[str, ...],
+    reply: str | None,
+    jetstream: bool,
+    conn: Connection,
+) -> None:
     """Publish BODY to SUBJECT (COUNT times; `{{.Count}}` in BODY is the message number)."""
 
     async def verb(client: Client) -> None:
@@ -63,10 +70,15 @@ def pub(subject: str, body: str, count: int, header_values: tuple[str, ...], rep
                 ack = json.loads(answer.data)
                 if "error" in ack:
                     error = ack["error"]
-                    raise jsapi.ApiError(code=int(error.get("code", 0)), err_code=int(error.get("err_code", 0)),
-                                         description=str(error.get("description", "")))
+                    raise jsapi.ApiError(
+                        code=int(error.get("code", 0)),
+                        err_code=int(error.get("err_code", 0)),
+                        description=str(error.get("description", "")),
+                    )
                 if count == 1:
-                    log_line(f"Stored in Stream: {ack.get('stream')} Sequence: {comma(int(ack.get('seq', 0)))}")
+                    log_line(
+                        f"Stored in Stream: {ack.get('stream')} Sequence: {comma(int(ack.get('seq', 0)))}"
+                    )
             else:
                 await client.publish(subject, payload, reply=reply or "", headers=headers)
         await client.flush(timeout=max(1, int(conn.timeout_s)))
@@ -81,22 +93,40 @@ def pub(subject: str, body: str, count: int, header_values: tuple[str, ...], rep
 @click.command()
 @click.argument("subject")
 @click.option("--queue", default=None, help="Subscribe in this queue group.")
-@click.option("--count", type=click.IntRange(0, limits.CLI_PUB_COUNT_MAX), default=0,
-              help="Stop after this many messages (0: no limit).")
-@click.option("--timeout", "wait_s", type=float, default=None,
-              help="Stop after this many seconds; with --count, fewer messages is an error.")
+@click.option(
+    "--count",
+    type=click.IntRange(0, limits.CLI_PUB_COUNT_MAX),
+    default=0,
+    help="Stop after this many messages (0: no limit).",
+)
+@click.option(
+    "--timeout",
+    "wait_s",
+    type=float,
+    default=None,
+    help="Stop after this many seconds; with --count, fewer messages is an error.",
+)
 @click.option("--raw", is_flag=True, help="Only the bodies.")
 @click.option("-s", "--server", "url", envvar="NATS_URL", default=jsapi.DEFAULT_URL, show_default=True)
 @click.option("--user", envvar="NATS_USER", default=None)
 @click.option("--password", envvar="NATS_PASSWORD", default=None)
-def sub(subject: str, queue: str | None, count: int, wait_s: float | None, raw: bool, url: str, user: str | None,
-        password: str | None) -> None:
+def sub(
+    subject: str,
+    queue: str | None,
+    count: int,
+    wait_s: float | None,
+    raw: bool,
+    url: str,
+    user: str | None,
+    password: str | None,
+) -> None:
     """Subscribe to SUBJECT and print what arrives."""
     conn = Connection(url=url, user=user, password=password, timeout_s=limits.CLI_REQUEST_TIMEOUT_S)
 
     async def verb(client: Client) -> None:
-        subscription = await client.subscribe(subject, queue=queue or "",
-                                              pending_msgs_limit=limits.CLI_SUB_PENDING_MSGS_MAX)
+        subscription = await client.subscribe(
+            subject, queue=queue or "", pending_msgs_limit=limits.CLI_SUB_PENDING_MSGS_MAX
+        )
         await client.flush(timeout=max(1, int(conn.timeout_s)))
         log_line(f"Subscribing on {subject}" + (f" in group {queue}" if queue else ""))
         deadline = None if wait_s is None else time.monotonic() + wait_s
@@ -113,8 +143,12 @@ def sub(subject: str, queue: str | None, count: int, wait_s: float | None, raw: 
             if raw:
                 click.echo(message.data.decode("utf-8", errors="replace"))
             else:
-                click.echo(sub_message_text(received, message.subject, message.reply, message.headers or {},
-                                            message.data), nl=False)
+                click.echo(
+                    sub_message_text(
+                        received, message.subject, message.reply, message.headers or {}, message.data
+                    ),
+                    nl=False,
+                )
         if count and received < count:
             raise CommandError(f"received {received} of {count} messages before the timeout")
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone, tzinfo
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
 
 NS_PER_US = 1_000
 NS_PER_MS = 1_000_000
@@ -37,7 +37,7 @@ def ibytes(size: int) -> str:
     assert size >= 0
     if size < 10:
         return f"{size} B"
-    exponent = min(int(math.floor(math.log(size) / math.log(1024))), len(_IEC_UNITS) - 1)
+    exponent = min(math.floor(math.log(size) / math.log(1024)), len(_IEC_UNITS) - 1)
     value = math.floor(size / 1024**exponent * 10 + 0.5) / 10
     return f"{value:.1f} {_IEC_UNITS[exponent]}" if value < 10 else f"{value:.0f} {_IEC_UNITS[exponent]}"
 
@@ -118,7 +118,7 @@ def parse_go_time(text: str) -> datetime | None:
     year, month, day, hour, minute, second = (int(part) for part in found.groups()[:6])
     micros = int((found.group(7) or "0")[:6].ljust(6, "0"))
     zone = found.group(8)
-    offset = timezone.utc if zone == "Z" else _offset(zone)
+    offset = UTC if zone == "Z" else _offset(zone)
     return datetime(year, month, day, hour, minute, second, micros, tzinfo=offset)
 
 
@@ -202,14 +202,17 @@ class Columns:
         return "\n".join(lines) + "\n"
 
 
-def render_table(title: str, headers: list[str], rows: list[list[str]], footer: list[str] | None = None) -> str:
+def render_table(
+    title: str, headers: list[str], rows: list[list[str]], footer: list[str] | None = None
+) -> str:
     """A go-pretty StyleRounded table as natscli draws it: title centred, cells left-aligned."""
     body = [headers, *rows, *([footer] if footer else [])]
     widths = [max(len(line[index]) for line in body) for index in range(len(headers))]
     inner = sum(widths) + 3 * len(widths) - 1
 
     def line(cells: list[str]) -> str:
-        text = "│" + "│".join(f" {cell.ljust(width)} " for cell, width in zip(cells, widths)) + "│"
+        padded = (f" {cell.ljust(width)} " for cell, width in zip(cells, widths, strict=True))
+        text = "│" + "│".join(padded) + "│"
         return text.rstrip()
 
     def rule(left: str, middle: str, right: str) -> str:

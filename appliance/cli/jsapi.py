@@ -59,12 +59,25 @@ class Connection:
 def connection_options(command: Callable[P, T]) -> Callable[P, T]:
     """`-s/--server` (env NATS_URL), `--user`, `--password`, `--timeout`, gathered as `conn`."""
     decorators = [
-        click.option("--timeout", "timeout_s", type=float, default=limits.CLI_REQUEST_TIMEOUT_S,
-                     show_default=True, help="Seconds to wait for each answer."),
+        click.option(
+            "--timeout",
+            "timeout_s",
+            type=float,
+            default=limits.CLI_REQUEST_TIMEOUT_S,
+            show_default=True,
+            help="Seconds to wait for each answer.",
+        ),
         click.option("--password", envvar="NATS_PASSWORD", help="Password (env NATS_PASSWORD)."),
         click.option("--user", envvar="NATS_USER", help="User name (env NATS_USER)."),
-        click.option("-s", "--server", "url", envvar="NATS_URL", default=DEFAULT_URL, show_default=True,
-                     help="NATS server URL(s), comma separated (env NATS_URL)."),
+        click.option(
+            "-s",
+            "--server",
+            "url",
+            envvar="NATS_URL",
+            default=DEFAULT_URL,
+            show_default=True,
+            help="NATS server URL(s), comma separated (env NATS_URL).",
+        ),
     ]
     wrapped: Callable[..., Any] = _gather_connection(command)
     for decorator in decorators:
@@ -74,10 +87,12 @@ def connection_options(command: Callable[P, T]) -> Callable[P, T]:
 
 def _gather_connection(command: Callable[P, T]) -> Callable[..., T]:
     @wraps(command)
-    def gather(*args: Any, url: str, user: str | None, password: str | None, timeout_s: float,
-               **kwargs: Any) -> T:
+    def gather(
+        *args: Any, url: str, user: str | None, password: str | None, timeout_s: float, **kwargs: Any
+    ) -> T:
         conn = Connection(url=url, user=user, password=password, timeout_s=timeout_s)
         return command(*args, conn=conn, **kwargs)  # type: ignore[arg-type]
+
     return gather
 
 
@@ -88,15 +103,20 @@ async def connect(conn: Connection) -> Client:
     async def remember(exc: Exception) -> None:
         errors.append(exc)
 
-    options: JsonDict = {"servers": [url.strip() for url in conn.url.split(",")],
-                         "connect_timeout": conn.timeout_s, "allow_reconnect": False,
-                         "max_reconnect_attempts": 1, "reconnect_time_wait": 0, "error_cb": remember}
+    options: JsonDict = {
+        "servers": [url.strip() for url in conn.url.split(",")],
+        "connect_timeout": conn.timeout_s,
+        "allow_reconnect": False,
+        "max_reconnect_attempts": 1,
+        "reconnect_time_wait": 0,
+        "error_cb": remember,
+    }
     if conn.user is not None:
         options["user"] = conn.user
         options["password"] = conn.password or ""
     try:
         return await asyncio.wait_for(nats.connect(**options), timeout=conn.timeout_s * 3)
-    except (NatsError, OSError, asyncio.TimeoutError) as exc:
+    except (TimeoutError, NatsError, OSError) as exc:
         cause = errors[-1] if errors else exc
         raise CommandError(f"could not connect to {conn.url}: {_nats_text(cause)}") from exc
 
@@ -115,7 +135,7 @@ def run(verb: Callable[[Client], Awaitable[None]], conn: Connection) -> None:
         asyncio.run(session())
     except ApplianceError as exc:
         fail(str(exc))
-    except (NatsError, asyncio.TimeoutError) as exc:
+    except (TimeoutError, NatsError) as exc:
         fail(_nats_text(exc))
 
 
@@ -149,18 +169,24 @@ async def api_request(client: Client, subject: str, body: JsonDict | None, *, ti
         raise CommandError(f"unexpected answer on {subject}: {reply.data[:200]!r}")
     error = answer.get("error")
     if isinstance(error, dict):
-        raise ApiError(code=int(error.get("code", 0)), err_code=int(error.get("err_code", 0)),
-                       description=str(error.get("description", "unknown error")))
+        raise ApiError(
+            code=int(error.get("code", 0)),
+            err_code=int(error.get("err_code", 0)),
+            description=str(error.get("description", "unknown error")),
+        )
     return answer
 
 
-async def paged(client: Client, subject: str, key: str, *, timeout_s: float,
-                body: JsonDict | None = None) -> tuple[list[Any], list[str]]:
+async def paged(
+    client: Client, subject: str, key: str, *, timeout_s: float, body: JsonDict | None = None
+) -> tuple[list[Any], list[str]]:
     """Every item of a paged NAMES/LIST answer (offset paging), plus LIST's `missing` names."""
     items: list[Any] = []
     missing: list[str] = []
     for _ in range(limits.CLI_LIST_PAGES_MAX):
-        answer = await api_request(client, subject, {**(body or {}), "offset": len(items)}, timeout_s=timeout_s)
+        answer = await api_request(
+            client, subject, {**(body or {}), "offset": len(items)}, timeout_s=timeout_s
+        )
         page = answer.get(key) or []
         items.extend(page)
         missing.extend(answer.get("missing") or [])

@@ -6,8 +6,17 @@ from collections.abc import Mapping
 
 NATS_HEADER_LINE = "NATS/1.0"
 # Headers nats-server adds to stored/direct messages; `stream view` hides them like natscli.
-_VIEW_HIDDEN_HEADERS = frozenset({"Nats-Subject", "Nats-Stream", "Nats-Sequence", "Nats-Time-Stamp",
-                                  "Nats-Num-Pending", "Nats-Last-Sequence", "Nats-UpTo-Sequence"})
+_VIEW_HIDDEN_HEADERS = frozenset(
+    {
+        "Nats-Subject",
+        "Nats-Stream",
+        "Nats-Sequence",
+        "Nats-Time-Stamp",
+        "Nats-Num-Pending",
+        "Nats-Last-Sequence",
+        "Nats-UpTo-Sequence",
+    }
+)
 
 
 def body_text(data: bytes) -> str:
@@ -37,8 +46,9 @@ def parse_header_block(block: bytes) -> dict[str, list[str]]:
     return headers
 
 
-def sub_message_text(counter: int, subject: str, reply: str, headers: Mapping[str, str | list[str]],
-                     data: bytes) -> str:
+def sub_message_text(
+    counter: int, subject: str, reply: str, headers: Mapping[str, str | list[str]], data: bytes
+) -> str:
     """One message of `sub`: `[#1] Received on "subject" with reply "r"`, headers, body."""
     first = f'[#{counter}] Received on "{subject}"' + (f' with reply "{reply}"' if reply else "")
     lines = [first]
@@ -48,8 +58,9 @@ def sub_message_text(counter: int, subject: str, reply: str, headers: Mapping[st
     return "\n".join(lines) + "\n" + body_text(data)
 
 
-def view_message_text(seq: int, subject: str, received: str, headers: Mapping[str, list[str]],
-                      data: bytes) -> str:
+def view_message_text(
+    seq: int, subject: str, received: str, headers: Mapping[str, list[str]], data: bytes
+) -> str:
     """One message of `stream view`: `[5] Subject: orders.new Received: <time>`, headers, body."""
     lines = [f"[{seq}] Subject: {subject} Received: {received}"]
     shown = {key: values for key, values in headers.items() if key not in _VIEW_HIDDEN_HEADERS}

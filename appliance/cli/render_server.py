@@ -4,11 +4,34 @@ from __future__ import annotations
 
 from typing import Any
 
-from appliance.cli.format import comma, go_duration, humanize_duration, ibytes, parse_go_time, render_table, since_ns
+from appliance.cli.format import (
+    comma,
+    go_duration,
+    humanize_duration,
+    ibytes,
+    parse_go_time,
+    render_table,
+    since_ns,
+)
 
 JsonDict = dict[str, Any]
-HEADERS = ["Name", "Cluster", "Host", "Version", "JS", "Conns", "Subs", "Routes", "GWs", "Mem", "CPU %", "Cores",
-           "Slow", "Uptime", "RTT"]
+HEADERS = [
+    "Name",
+    "Cluster",
+    "Host",
+    "Version",
+    "JS",
+    "Conns",
+    "Subs",
+    "Routes",
+    "GWs",
+    "Mem",
+    "CPU %",
+    "Cores",
+    "Slow",
+    "Uptime",
+    "RTT",
+]
 
 
 def server_list_table(answers: list[tuple[JsonDict, int]]) -> str:
@@ -30,18 +53,42 @@ def server_list_table(answers: list[tuple[JsonDict, int]]) -> str:
         totals["js"] += 1 if server.get("jetstream") else 0
         start, now = parse_go_time(stats.get("start", "")), parse_go_time(server.get("time", ""))
         uptime = humanize_duration(since_ns(start, now)) if start and now else ""
-        rows.append([
-            str(server.get("name", "")), str(server.get("cluster", "")), str(server.get("host", "")),
-            str(server.get("ver", "")),
-            (server.get("domain") or "yes") if server.get("jetstream") else "no",
-            comma(int(stats.get("connections", 0))), comma(int(stats.get("subscriptions", 0))),
-            str(len(stats.get("routes") or [])), str(len(stats.get("gateways") or [])),
-            ibytes(int(stats.get("mem", 0))), f"{float(stats.get('cpu', 0.0)):.0f}", str(stats.get("cores", "")),
-            comma(int(stats.get("slow_consumers", 0))), uptime, go_duration(_round_ms(rtt_ns)),
-        ])
-    footer = ["", str(len(clusters)), str(len(rows)), "" if len(versions) <= 1 else "X", str(totals["js"]),
-              comma(totals["connections"]), comma(totals["subscriptions"]), "", "", ibytes(totals["mem"]), "", "",
-              comma(totals["slow"]), "", ""]
+        rows.append(
+            [
+                str(server.get("name", "")),
+                str(server.get("cluster", "")),
+                str(server.get("host", "")),
+                str(server.get("ver", "")),
+                (server.get("domain") or "yes") if server.get("jetstream") else "no",
+                comma(int(stats.get("connections", 0))),
+                comma(int(stats.get("subscriptions", 0))),
+                str(len(stats.get("routes") or [])),
+                str(len(stats.get("gateways") or [])),
+                ibytes(int(stats.get("mem", 0))),
+                f"{float(stats.get('cpu', 0.0)):.0f}",
+                str(stats.get("cores", "")),
+                comma(int(stats.get("slow_consumers", 0))),
+                uptime,
+                go_duration(_round_ms(rtt_ns)),
+            ]
+        )
+    footer = [
+        "",
+        str(len(clusters)),
+        str(len(rows)),
+        "" if len(versions) <= 1 else "X",
+        str(totals["js"]),
+        comma(totals["connections"]),
+        comma(totals["subscriptions"]),
+        "",
+        "",
+        ibytes(totals["mem"]),
+        "",
+        "",
+        comma(totals["slow"]),
+        "",
+        "",
+    ]
     return render_table("Server Overview", HEADERS, rows, footer)
 
 

@@ -16,8 +16,8 @@ from appliance.cli.format import (
     ibytes,
     local_time,
     parse_go_time,
-    rfc3339_local,
     render_table,
+    rfc3339_local,
     seen_ago,
     since_ns,
 )
@@ -53,15 +53,20 @@ def add_stream_config(cols: Columns, config: JsonDict) -> None:
     cols.row_if("Sealed", True, bool(config.get("sealed")))
     cols.row("Storage", _STORAGE.get(config.get("storage", "file"), config.get("storage", "")))
     compression = config.get("compression", "none")
-    cols.row_if("Compression", "S2 Compression" if compression == "s2" else compression, compression != "none")
+    cols.row_if(
+        "Compression", "S2 Compression" if compression == "s2" else compression, compression != "none"
+    )
     cols.row_if("First Sequence", int(config.get("first_seq", 0)), int(config.get("first_seq", 0)) > 0)
     placement = config.get("placement") or {}
     cols.row_if("Placement Cluster", placement.get("cluster", ""), bool(placement.get("cluster")))
     cols.row_if("Placement Tags", placement.get("tags", []), bool(placement.get("tags")))
     _add_options(cols, config)
     _add_limits(cols, config)
-    metadata = {key: value for key, value in (config.get("metadata") or {}).items()
-                if not key.startswith(_RESERVED_METADATA_PREFIX)}
+    metadata = {
+        key: value
+        for key, value in (config.get("metadata") or {}).items()
+        if not key.startswith(_RESERVED_METADATA_PREFIX)
+    }
     if metadata:
         cols.title("Metadata")
         for key in sorted(metadata):
@@ -134,19 +139,25 @@ def add_stream_state(cols: Columns, info: JsonDict, *, tz: tzinfo | None) -> Non
     metadata = (info.get("config") or {}).get("metadata") or {}
     cols.row_if("Host Version", metadata.get("_nats.ver", ""), bool(metadata.get("_nats.ver")))
     if metadata.get("_nats.level") or metadata.get("_nats.req.level"):
-        cols.row("Required API Level",
-                 f"{metadata.get('_nats.req.level') or '0'} hosted at level {metadata.get('_nats.level', '')}")
+        cols.row(
+            "Required API Level",
+            f"{metadata.get('_nats.req.level') or '0'} hosted at level {metadata.get('_nats.level', '')}",
+        )
     cols.row("Messages", int(state.get("messages", 0)))
     cols.row("Bytes", ibytes(int(state.get("bytes", 0))))
-    for label, seq_key, ts_key in (("First Sequence", "first_seq", "first_ts"),
-                                   ("Last Sequence", "last_seq", "last_ts")):
+    for label, seq_key, ts_key in (
+        ("First Sequence", "first_seq", "first_ts"),
+        ("Last Sequence", "last_seq", "last_ts"),
+    ):
         seq = int(state.get(seq_key, 0))
         moment = parse_go_time(state.get(ts_key, ""))
         cols.row(label, comma(seq) if moment is None else f"{comma(seq)} @ {local_time(moment, tz)}")
     deleted = len(state.get("deleted") or []) or int(state.get("num_deleted", 0))
     cols.row_if("Deleted Messages", deleted, deleted > 0)
     cols.row("Active Consumers", int(state.get("consumer_count", 0)))
-    cols.row_if("Number of Subjects", int(state.get("num_subjects", 0)), int(state.get("num_subjects", 0)) > 0)
+    cols.row_if(
+        "Number of Subjects", int(state.get("num_subjects", 0)), int(state.get("num_subjects", 0)) > 0
+    )
 
 
 def stream_list_table(infos: list[JsonDict], *, tz: tzinfo | None, now: datetime) -> str:
@@ -157,12 +168,16 @@ def stream_list_table(infos: list[JsonDict], *, tz: tzinfo | None, now: datetime
         created = parse_go_time(info.get("created", ""))
         reference = parse_go_time(info.get("ts", "")) or now
         last = parse_go_time(state.get("last_ts", ""))
-        rows.append([
-            info.get("config", {}).get("name", ""),
-            info.get("config", {}).get("description", ""),
-            local_time(created, tz) if created else "",
-            comma(int(state.get("messages", 0))),
-            ibytes(int(state.get("bytes", 0))),
-            humanize_duration(since_ns(last, reference)) if last else "never",
-        ])
-    return render_table("Streams", ["Name", "Description", "Created", "Messages", "Size", "Last Message"], rows)
+        rows.append(
+            [
+                info.get("config", {}).get("name", ""),
+                info.get("config", {}).get("description", ""),
+                local_time(created, tz) if created else "",
+                comma(int(state.get("messages", 0))),
+                ibytes(int(state.get("bytes", 0))),
+                humanize_duration(since_ns(last, reference)) if last else "never",
+            ]
+        )
+    return render_table(
+        "Streams", ["Name", "Description", "Created", "Messages", "Size", "Last Message"], rows
+    )

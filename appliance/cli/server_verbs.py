@@ -22,7 +22,9 @@ from appliance.cli.jsapi import CommandError, Connection, JsonDict, api_request,
 from appliance.cli.render_server import meta_group, server_list_table
 from appliance.cli.stream_cluster import log_line
 
-NO_SYSTEM_ANSWER = "no results received, ensure the account used has system privileges and appropriate permissions"
+NO_SYSTEM_ANSWER = (
+    "no results received, ensure the account used has system privileges and appropriate permissions"
+)
 
 
 @click.group()
@@ -49,8 +51,9 @@ def ls(expect: int, as_json: bool, conn: Connection) -> None:
     jsapi.run(verb, conn)
 
 
-async def gather(client: Client, subject: str, payload: bytes, *, expect: int,
-                 timeout_s: float) -> list[tuple[JsonDict, int]]:
+async def gather(
+    client: Client, subject: str, payload: bytes, *, expect: int, timeout_s: float
+) -> list[tuple[JsonDict, int]]:
     """Answers to one request from many servers, with their round-trip times in ns.
 
     Stops at `expect` answers, at `timeout_s`, or once no answer came for CLI_GATHER_QUIET_S
@@ -71,7 +74,7 @@ async def gather(client: Client, subject: str, payload: bytes, *, expect: int,
                 break
             try:
                 message = await subscription.next_msg(timeout=wait_s)
-            except (jsapi.NatsTimeout, asyncio.TimeoutError):
+            except (TimeoutError, jsapi.NatsTimeout):
                 break
             if message.headers and message.headers.get("Status"):
                 continue  # 503: no server of the system account listens (a user without privileges)
@@ -97,11 +100,18 @@ def raft() -> None:
 
 
 async def meta_leader(client: Client, conn: Connection) -> JsonDict:
-    answers = await gather(client, "$SYS.REQ.SERVER.PING.JSZ", jsapi.encode({"leader_only": True}),
-                           expect=1, timeout_s=conn.timeout_s)
+    answers = await gather(
+        client,
+        "$SYS.REQ.SERVER.PING.JSZ",
+        jsapi.encode({"leader_only": True}),
+        expect=1,
+        timeout_s=conn.timeout_s,
+    )
     if not answers:
-        raise CommandError("did not receive a response from the meta leader, "
-                           "ensure the account used has system privileges and appropriate permissions")
+        raise CommandError(
+            "did not receive a response from the meta leader, "
+            "ensure the account used has system privileges and appropriate permissions"
+        )
     return meta_group(answers[0][0])
 
 
@@ -117,7 +127,8 @@ def raft_step_down(preferred: str | None, conn: Connection) -> None:
         leader = meta.get("leader", "")
         if not leader:
             raise CommandError("cluster has no current leader")
-        log_line(f'Requesting leader step down of "{leader}" in a {len(meta.get("replicas") or []) + 1} peer RAFT group')
+        peers = len(meta.get("replicas") or []) + 1
+        log_line(f'Requesting leader step down of "{leader}" in a {peers} peer RAFT group')
         body = {"placement": {"preferred": preferred}} if preferred else None
         await api_request(client, "$JS.API.META.LEADER.STEPDOWN", body, timeout_s=conn.timeout_s)
         for _ in range(limits.CLI_STEPDOWN_POLLS_MAX):
@@ -131,7 +142,9 @@ def raft_step_down(preferred: str | None, conn: Connection) -> None:
                 log_line(f'New leader elected "{current}"')
                 outcome.append(True)
                 return
-        log_line(f"Leader did not change after {limits.CLI_STEPDOWN_POLLS_MAX * limits.CLI_STEPDOWN_POLL_S:.1f}s")
+        log_line(
+            f"Leader did not change after {limits.CLI_STEPDOWN_POLLS_MAX * limits.CLI_STEPDOWN_POLL_S:.1f}s"
+        )
 
     jsapi.run(verb, conn)
     if not outcome:
@@ -147,8 +160,11 @@ def raft_peer_remove(peer: str, force: bool, conn: Connection) -> None:
 
     async def verb(client: Client) -> None:
         meta = await meta_leader(client, conn)
-        found = [replica for replica in meta.get("replicas") or []
-                 if peer in (replica.get("name"), replica.get("peer"))]
+        found = [
+            replica
+            for replica in meta.get("replicas") or []
+            if peer in (replica.get("name"), replica.get("peer"))
+        ]
         if not found:
             raise CommandError(f"did not find a replica named {peer}")
         name = str(found[0].get("name", peer))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import click
@@ -57,11 +57,11 @@ def config_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _flags(values: dict[str, Any]) -> StreamFlags:
-    return StreamFlags(**{key: values[key] for key in StreamFlags.__slots__})  # type: ignore[attr-defined]
+    return StreamFlags(**{key: values[key] for key in StreamFlags.__slots__})
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 async def stream_info(client: Client, name: str, conn: Connection) -> JsonDict:
@@ -86,7 +86,9 @@ stream.add_command(cluster)
 @stream.command("add")
 @click.argument("name")
 @config_options
-@click.option("--defaults", "use_defaults", is_flag=True, help="Take natscli's defaults for what is not given.")
+@click.option(
+    "--defaults", "use_defaults", is_flag=True, help="Take natscli's defaults for what is not given."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the API's JSON answer.")
 @connection_options
 def add(name: str, use_defaults: bool, as_json: bool, conn: Connection, **values: Any) -> None:
@@ -158,13 +160,17 @@ def ls(names_only: bool, subject: str | None, as_json: bool, conn: Connection) -
 
     async def verb(client: Client) -> None:
         if names_only:
-            names, _ = await jsapi.paged(client, f"{API}.NAMES", "streams", timeout_s=conn.timeout_s, body=body)
+            names, _ = await jsapi.paged(
+                client, f"{API}.NAMES", "streams", timeout_s=conn.timeout_s, body=body
+            )
             if as_json:
                 jsapi.print_json(names)
             for stream_name in [] if as_json else names:
                 click.echo(stream_name)
             return
-        infos, missing = await jsapi.paged(client, f"{API}.LIST", "streams", timeout_s=conn.timeout_s, body=body)
+        infos, missing = await jsapi.paged(
+            client, f"{API}.LIST", "streams", timeout_s=conn.timeout_s, body=body
+        )
         if as_json:
             jsapi.print_json(infos)
         elif not infos and not missing:
@@ -196,12 +202,21 @@ def rm(name: str, force: bool, conn: Connection) -> None:
 @click.argument("name")
 @click.option("--subject", default=None, help="Only messages on this subject.")
 @click.option("--keep", type=click.IntRange(min=1), default=None, help="Keep the last N messages.")
-@click.option("--seq", type=click.IntRange(min=1), default=None, help="Purge up to, not including, this sequence.")
+@click.option(
+    "--seq", type=click.IntRange(min=1), default=None, help="Purge up to, not including, this sequence."
+)
 @click.option("-f", "--force", is_flag=True, help="Purge without asking (required: no prompts).")
 @click.option("--json", "as_json", is_flag=True, help="Print the API's JSON answer.")
 @connection_options
-def purge(name: str, subject: str | None, keep: int | None, seq: int | None, force: bool, as_json: bool,
-          conn: Connection) -> None:
+def purge(
+    name: str,
+    subject: str | None,
+    keep: int | None,
+    seq: int | None,
+    force: bool,
+    as_json: bool,
+    conn: Connection,
+) -> None:
     """Remove messages from a stream (all, per subject, keep N, below a sequence)."""
     if not force:
         jsapi.fail(f"refusing to purge Stream {name} without --force (this CLI never prompts)")
@@ -244,8 +259,13 @@ def get(name: str, seq: int | None, last_for: str | None, as_json: bool, conn: C
 
 def stored_message_text(stream_name: str, message: JsonDict, *, now: datetime) -> str:
     moment = parse_go_time(message.get("time", ""))
-    received = f"{local_time(moment, None)} ({humanize_duration(since_ns(moment, now))})" if moment else "(unknown)"
-    text = f"Item: {stream_name}#{message.get('seq', 0)} received {received} on Subject {message.get('subject')}\n\n"
+    received = "(unknown)"
+    if moment is not None:
+        received = f"{local_time(moment, None)} ({humanize_duration(since_ns(moment, now))})"
+    text = (
+        f"Item: {stream_name}#{message.get('seq', 0)} received {received} "
+        f"on Subject {message.get('subject')}\n\n"
+    )
     if message.get("hdrs"):
         headers = parse_header_block(base64.b64decode(message["hdrs"]))
         text += "Headers:\n" + "\n".join(header_lines(headers, indent="  ")) + "\n\n"
@@ -275,9 +295,16 @@ def view(name: str, count: int, start_seq: int, subject: str, conn: Connection) 
             message = answer["message"]
             moment = parse_go_time(message.get("time", ""))
             hdrs = parse_header_block(base64.b64decode(message["hdrs"])) if message.get("hdrs") else {}
-            click.echo(view_message_text(int(message["seq"]), message["subject"],
-                                         local_time(moment, None) if moment else "", hdrs,
-                                         base64.b64decode(message.get("data", ""))), nl=False)
+            click.echo(
+                view_message_text(
+                    int(message["seq"]),
+                    message["subject"],
+                    local_time(moment, None) if moment else "",
+                    hdrs,
+                    base64.b64decode(message.get("data", "")),
+                ),
+                nl=False,
+            )
             seq = int(message["seq"]) + 1
         if ended:
             click.echo(f"{datetime.now().strftime('%H:%M:%S')} Reached apparent end of data")

@@ -51,7 +51,8 @@ def step_down(name: str, preferred: str | None, as_json: bool, conn: Connection)
         leader = group.get("leader", "")
         if not leader:
             raise CommandError(f'stream "{name}" has no current leader')
-        log_line(f'Requesting leader step down of "{leader}" in a {len(group["replicas"]) + 1} peer RAFT group')
+        peers = len(group["replicas"]) + 1
+        log_line(f'Requesting leader step down of "{leader}" in a {peers} peer RAFT group')
         body = {"placement": {"preferred": preferred}} if preferred else None
         await api_request(client, f"{API}.LEADER.STEPDOWN.{name}", body, timeout_s=conn.timeout_s)
         info = await _await_new_leader(client, name, leader, conn)

@@ -16,9 +16,19 @@ from appliance.cli.format import NS_PER_MS, NS_PER_S, NS_PER_US
 
 JsonDict = dict[str, Any]
 
-_UNIT_NS = {"ns": 1, "us": NS_PER_US, "µs": NS_PER_US, "ms": NS_PER_MS, "s": NS_PER_S, "m": 60 * NS_PER_S,
-            "h": 3600 * NS_PER_S, "d": 86400 * NS_PER_S, "w": 7 * 86400 * NS_PER_S,
-            "M": 30 * 86400 * NS_PER_S, "y": 365 * 86400 * NS_PER_S}
+_UNIT_NS = {
+    "ns": 1,
+    "us": NS_PER_US,
+    "µs": NS_PER_US,
+    "ms": NS_PER_MS,
+    "s": NS_PER_S,
+    "m": 60 * NS_PER_S,
+    "h": 3600 * NS_PER_S,
+    "d": 86400 * NS_PER_S,
+    "w": 7 * 86400 * NS_PER_S,
+    "M": 30 * 86400 * NS_PER_S,
+    "y": 365 * 86400 * NS_PER_S,
+}
 _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h|d|w|M|y)")
 _SIZE = re.compile(r"^(-?\d+)\s*([KMGTP]?)(i?B?)$", re.IGNORECASE)
 _SIZE_POWER = {"": 0, "K": 1, "M": 2, "G": 3, "T": 4, "P": 5}
@@ -49,12 +59,12 @@ def parse_size(text: str, *, flag: str) -> int:
     found = _SIZE.match(text.strip())
     if found is None:
         raise FlagError(f"{flag}: invalid size {text!r} (examples: 1024, 1KB, 10MiB, 1G, -1)")
-    number, power = int(found.group(1)), _SIZE_POWER[found.group(2).upper()]
+    number, power = int(found.group(1)), int(_SIZE_POWER[found.group(2).upper()])
     if number < 0:
         if number != -1 or power:
             raise FlagError(f"{flag}: only -1 (unlimited) may be negative")
         return -1
-    return number * 1024**power
+    return number << (10 * power)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,11 +91,26 @@ class StreamFlags:
 
 
 # natscli's answers to its own questions under --defaults.
-DEFAULTS: JsonDict = {"retention": "limits", "storage": "file", "discard": "old", "num_replicas": 1,
-                      "max_msgs": -1, "max_bytes": -1, "max_age": 0, "max_msg_size": -1,
-                      "max_msgs_per_subject": -1, "max_consumers": -1, "deny_delete": False,
-                      "deny_purge": False, "allow_rollup_hdrs": False}
-REQUIRED_WITHOUT_DEFAULTS = (("subjects", "--subjects"), ("storage", "--storage"), ("num_replicas", "--replicas"))
+DEFAULTS: JsonDict = {
+    "retention": "limits",
+    "storage": "file",
+    "discard": "old",
+    "num_replicas": 1,
+    "max_msgs": -1,
+    "max_bytes": -1,
+    "max_age": 0,
+    "max_msg_size": -1,
+    "max_msgs_per_subject": -1,
+    "max_consumers": -1,
+    "deny_delete": False,
+    "deny_purge": False,
+    "allow_rollup_hdrs": False,
+}
+REQUIRED_WITHOUT_DEFAULTS = (
+    ("subjects", "--subjects"),
+    ("storage", "--storage"),
+    ("num_replicas", "--replicas"),
+)
 
 
 def split_subjects(values: tuple[str, ...]) -> list[str]:
@@ -98,18 +123,31 @@ def flags_to_fields(flags: StreamFlags) -> JsonDict:
     subjects = split_subjects(flags.subjects)
     if subjects:
         fields["subjects"] = subjects
-    plain = {"description": flags.description, "num_replicas": flags.replicas, "storage": flags.storage,
-             "retention": flags.retention, "discard": flags.discard, "max_msgs": flags.max_msgs,
-             "max_msgs_per_subject": flags.max_msgs_per_subject, "max_consumers": flags.max_consumers,
-             "allow_rollup_hdrs": flags.allow_rollup, "deny_delete": flags.deny_delete,
-             "deny_purge": flags.deny_purge, "allow_direct": flags.allow_direct}
+    plain = {
+        "description": flags.description,
+        "num_replicas": flags.replicas,
+        "storage": flags.storage,
+        "retention": flags.retention,
+        "discard": flags.discard,
+        "max_msgs": flags.max_msgs,
+        "max_msgs_per_subject": flags.max_msgs_per_subject,
+        "max_consumers": flags.max_consumers,
+        "allow_rollup_hdrs": flags.allow_rollup,
+        "deny_delete": flags.deny_delete,
+        "deny_purge": flags.deny_purge,
+        "allow_direct": flags.allow_direct,
+    }
     fields.update({key: value for key, value in plain.items() if value is not None})
-    for key, text, flag in (("max_bytes", flags.max_bytes, "--max-bytes"),
-                            ("max_msg_size", flags.max_msg_size, "--max-msg-size")):
+    for key, text, flag in (
+        ("max_bytes", flags.max_bytes, "--max-bytes"),
+        ("max_msg_size", flags.max_msg_size, "--max-msg-size"),
+    ):
         if text is not None:
             fields[key] = parse_size(text, flag=flag)
-    for key, text, flag in (("max_age", flags.max_age, "--max-age"),
-                            ("duplicate_window", flags.dupe_window, "--dupe-window")):
+    for key, text, flag in (
+        ("max_age", flags.max_age, "--max-age"),
+        ("duplicate_window", flags.dupe_window, "--dupe-window"),
+    ):
         if text is not None:
             fields[key] = parse_duration_ns(text, flag=flag)
     return fields

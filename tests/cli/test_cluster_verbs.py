@@ -27,7 +27,9 @@ APP = ["--user", "app", "--password", "app"]
 SYS = ["--user", "sys", "--password", "sys"]
 CLOCK = re.compile(r"^\d\d:\d\d:\d\d ", re.MULTILINE)
 READY_TIMEOUT_S = 60.0
-REPLICA = re.compile(r"^ +Replica: (n\d-c1), (current|outdated), (seen \d+\.\d\ds ago|not seen)$", re.MULTILINE)
+REPLICA = re.compile(
+    r"^ +Replica: (n\d-c1), (current|outdated), (seen \d+\.\d\ds ago|not seen)$", re.MULTILINE
+)
 
 
 def node_config(name: str, store: Path, route_ports: list[int], own_route_port: int) -> str:
@@ -50,10 +52,12 @@ def urls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     route_ports = [free_port() for _ in NAMES]
     with ExitStack() as stack:
         servers = []
-        for name, route_port in zip(NAMES, route_ports):
+        for name, route_port in zip(NAMES, route_ports, strict=True):
             config = base / f"{name}.conf"
             config.write_text(node_config(name, base / name, route_ports, route_port))
-            servers.append(stack.enter_context(NatsServer(["-c", str(config)], log_path=base / f"{name}.log")))
+            servers.append(
+                stack.enter_context(NatsServer(["-c", str(config)], log_path=base / f"{name}.log"))
+            )
         yield ",".join(server.url for server in servers)
 
 
@@ -79,12 +83,23 @@ def eventually(urls: str, *args: str, condition: str = "") -> str:
 
 
 def test_r3_stream_info_shows_the_cluster_block(urls: str) -> None:
-    out = eventually(urls, "stream", "add", "ORDERS", "--subjects", "orders.>", "--replicas", "3",
-                     "--storage", "file", *APP)
+    out = eventually(
+        urls,
+        "stream",
+        "add",
+        "ORDERS",
+        "--subjects",
+        "orders.>",
+        "--replicas",
+        "3",
+        "--storage",
+        "file",
+        *APP,
+    )
     assert out.startswith("Stream ORDERS was created\n\nInformation for Stream ORDERS created ")
     out = eventually(urls, "stream", "info", "ORDERS", *APP, condition="current, seen")
     assert "                Replicas: 3\n" in out
-    block = out[out.index("Cluster Information:\n"):out.index("State:\n")]
+    block = out[out.index("Cluster Information:\n") : out.index("State:\n")]
     leader = re.search(r"^ +Leader: (n\d-c1)$", block, re.MULTILINE)
     assert leader is not None, block
     assert "                    Name: C1\n" in block
@@ -123,8 +138,11 @@ def test_stream_peer_remove_replaces_the_peer(urls: str) -> None:
 
 def test_server_ls_lists_the_three_servers(urls: str) -> None:
     out = ok(urls, "server", "ls", "3", *SYS)
-    rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in out.splitlines()
-            if re.match(r"^│ n\d-c1 ", line)]
+    rows = [
+        [cell.strip() for cell in line.split("│")[1:-1]]
+        for line in out.splitlines()
+        if re.match(r"^│ n\d-c1 ", line)
+    ]
     assert [row[0] for row in rows] == NAMES
     assert all(row[1] == "C1" and row[3] == "2.15.1" and row[4] == "yes" for row in rows)
     assert len({row[7] for row in rows}) == 1 and int(rows[0][7]) > 0  # every server has the same routes

@@ -1,15 +1,19 @@
 """Reports rendered from real nats-server 2.15.1 API answers (testdata/, captured on 127.0.0.1)."""
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from appliance.cli.render_consumer import consumer_info_text, consumer_list_table, next_message_header, parse_ack_subject
+from appliance.cli.render_consumer import (
+    consumer_info_text,
+    consumer_list_table,
+    next_message_header,
+    parse_ack_subject,
+)
 from appliance.cli.render_stream import replica_text, stream_info_text, stream_list_table
 
 TESTDATA = Path(__file__).parent / "testdata"
-UTC = timezone.utc
 
 
 def load(name: str) -> dict[str, Any]:
@@ -91,26 +95,53 @@ def test_a_standalone_stream_has_no_cluster_block() -> None:
 
 def test_limits_and_options_show_what_was_configured() -> None:
     info = load("stream_info_r3.json")
-    info["config"].update(max_msgs=1000, max_bytes=1024 * 1024, max_age=86400 * 10**9, max_msg_size=1024,
-                          max_msgs_per_subject=5, discard="new", retention="workqueue", storage="memory",
-                          deny_delete=True, allow_rollup_hdrs=True, description="orders of the day",
-                          metadata={"owner": "ops", "_nats.ver": "2.15.1"})
+    info["config"].update(
+        max_msgs=1000,
+        max_bytes=1024 * 1024,
+        max_age=86400 * 10**9,
+        max_msg_size=1024,
+        max_msgs_per_subject=5,
+        discard="new",
+        retention="workqueue",
+        storage="memory",
+        deny_delete=True,
+        allow_rollup_hdrs=True,
+        description="orders of the day",
+        metadata={"owner": "ops", "_nats.ver": "2.15.1"},
+    )
     text = stream_info_text(info, tz=UTC)
-    for line in ["     Maximum Messages: 1,000", "        Maximum Bytes: 1.0 MiB", "          Maximum Age: 1d0h0m0s",
-                 " Maximum Message Size: 1.0 KiB", "  Maximum Per Subject: 5", "       Discard Policy: New",
-                 "            Retention: WorkQueue", "              Storage: Memory",
-                 "    Allows Msg Delete: false", "       Allows Rollups: true", "          Description: orders of the day",
-                 "Metadata:", "                owner: ops"]:
+    for line in [
+        "     Maximum Messages: 1,000",
+        "        Maximum Bytes: 1.0 MiB",
+        "          Maximum Age: 1d0h0m0s",
+        " Maximum Message Size: 1.0 KiB",
+        "  Maximum Per Subject: 5",
+        "       Discard Policy: New",
+        "            Retention: WorkQueue",
+        "              Storage: Memory",
+        "    Allows Msg Delete: false",
+        "       Allows Rollups: true",
+        "          Description: orders of the day",
+        "Metadata:",
+        "                owner: ops",
+    ]:
         assert line in text
     assert "_nats.ver:" not in text
 
 
 def test_replicas_read_like_the_seed_documents() -> None:
-    assert replica_text({"name": "n4-c1", "current": True, "active": 70_000_000}) == "n4-c1, current, seen 0.07s ago"
-    assert replica_text({"name": "n2-c1", "current": False, "active": 420_000_000}) == \
-        "n2-c1, outdated, seen 0.42s ago"
-    assert replica_text({"name": "N3", "current": False, "active": 0, "lag": 3, "offline": True}) == \
-        "N3, outdated, OFFLINE, not seen, 3 operations behind"
+    assert (
+        replica_text({"name": "n4-c1", "current": True, "active": 70_000_000})
+        == "n4-c1, current, seen 0.07s ago"
+    )
+    assert (
+        replica_text({"name": "n2-c1", "current": False, "active": 420_000_000})
+        == "n2-c1, outdated, seen 0.42s ago"
+    )
+    assert (
+        replica_text({"name": "N3", "current": False, "active": 0, "lag": 3, "offline": True})
+        == "N3, outdated, OFFLINE, not seen, 3 operations behind"
+    )
 
 
 def test_stream_list_table_from_a_real_list_answer() -> None:
@@ -137,15 +168,24 @@ def test_stream_list_is_sorted_smallest_first() -> None:
 
 def test_consumer_info_of_an_r3_consumer_with_a_lagging_replica() -> None:
     text = consumer_info_text(load("consumer_create_r3.json"), tz=UTC, now=datetime(2030, 1, 1, tzinfo=UTC))
-    assert text.startswith("Information for Consumer R3 > D1 created 2026-11-21 23:50:15\n\nConfiguration:\n\n")
-    for line in ["                    Name: D1", "               Pull Mode: true",
-                 "              Ack Policy: Explicit", "                Ack Wait: 30.00s",
-                 "         Max Ack Pending: 1,000", "Cluster Information:", "                  Leader: N2",
-                 "                 Replica: N1, current, seen 0.00s ago",
-                 "                 Replica: N3, outdated, not seen, 1 operation behind",
-                 "  Last Delivered Message: Consumer sequence: 0 Stream sequence: 0",
-                 "        Outstanding Acks: 0 out of maximum 1,000",
-                 "    Unprocessed Messages: 3", "           Waiting Pulls: 0 of maximum 512"]:
+    assert text.startswith(
+        "Information for Consumer R3 > D1 created 2026-11-21 23:50:15\n\nConfiguration:\n\n"
+    )
+    for line in [
+        "                    Name: D1",
+        "               Pull Mode: true",
+        "              Ack Policy: Explicit",
+        "                Ack Wait: 30.00s",
+        "         Max Ack Pending: 1,000",
+        "Cluster Information:",
+        "                  Leader: N2",
+        "                 Replica: N1, current, seen 0.00s ago",
+        "                 Replica: N3, outdated, not seen, 1 operation behind",
+        "  Last Delivered Message: Consumer sequence: 0 Stream sequence: 0",
+        "        Outstanding Acks: 0 out of maximum 1,000",
+        "    Unprocessed Messages: 3",
+        "           Waiting Pulls: 0 of maximum 512",
+    ]:
         assert line + "\n" in text
     assert "Durable Name" not in text  # equal to the name, as natscli hides it
 
@@ -169,7 +209,9 @@ def test_last_activity_is_measured_from_the_answers_timestamp() -> None:
 
 
 def test_consumer_list_table() -> None:
-    text = consumer_list_table([load("consumer_create_r3.json")], tz=UTC, now=datetime(2030, 1, 1, tzinfo=UTC))
+    text = consumer_list_table(
+        [load("consumer_create_r3.json")], tz=UTC, now=datetime(2030, 1, 1, tzinfo=UTC)
+    )
     assert "│ Name │ Description │ Created             │ Ack Pending │ Unprocessed │ Last Delivery │" in text
     assert "│ D1   │             │ 2026-11-21 23:50:15 │ 0           │ 3           │ never         │" in text
 
@@ -177,14 +219,23 @@ def test_consumer_list_table() -> None:
 def test_ack_subjects_of_both_versions_are_understood() -> None:
     v1 = parse_ack_subject("$JS.ACK.ORDERS.DUR1.1.2.3.1795304897620306264.4")
     v2 = parse_ack_subject("$JS.ACK._.xNZj6HOx.ORDERS.DUR1.1.2.3.1795304897620306264.4.extra")
-    expected = {"delivered": 1, "stream_seq": 2, "consumer_seq": 3, "timestamp_ns": 1795304897620306264, "pending": 4}
+    expected = {
+        "delivered": 1,
+        "stream_seq": 2,
+        "consumer_seq": 3,
+        "timestamp_ns": 1795304897620306264,
+        "pending": 4,
+    }
     assert v1 == v2 == expected
     assert parse_ack_subject("_INBOX.abc") is None
     assert parse_ack_subject("$JS.ACK.A.B.x.2.3.4.5") is None
 
 
 def test_next_message_header_line() -> None:
-    assert next_message_header("orders.new", "$JS.ACK.ORDERS.NEW.1.5.2.1795304897620306264.1234",
-                               clock_text="14:32:17") == \
-        "[14:32:17] subj: orders.new / tries: 1 / cons seq: 2 / str seq: 5 / pending: 1,234"
+    assert (
+        next_message_header(
+            "orders.new", "$JS.ACK.ORDERS.NEW.1.5.2.1795304897620306264.1234", clock_text="14:32:17"
+        )
+        == "[14:32:17] subj: orders.new / tries: 1 / cons seq: 2 / str seq: 5 / pending: 1,234"
+    )
     assert next_message_header("a", "", clock_text="x") == "--- subject: a"

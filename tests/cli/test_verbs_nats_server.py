@@ -49,27 +49,59 @@ def fails(server: NatsServer, *args: str) -> str:
 
 
 def test_stream_add_prints_created_and_the_info_report(server: NatsServer) -> None:
-    out = ok(server, "stream", "add", "ORDERS", "--subjects", "orders.>", "--storage", "file", "--replicas", "1",
-             "--max-age", "1d", "--max-bytes", "1MB", "--dupe-window", "1m")
+    out = ok(
+        server,
+        "stream",
+        "add",
+        "ORDERS",
+        "--subjects",
+        "orders.>",
+        "--storage",
+        "file",
+        "--replicas",
+        "1",
+        "--max-age",
+        "1d",
+        "--max-bytes",
+        "1MB",
+        "--dupe-window",
+        "1m",
+    )
     assert out.startswith("Stream ORDERS was created\n\nInformation for Stream ORDERS created ")
-    for line in ["Configuration:", "                Subjects: orders.>", "                Replicas: 1",
-                 "                 Storage: File", "           Maximum Bytes: 1.0 MiB",
-                 "             Maximum Age: 1d0h0m0s", "        Duplicate Window: 1m0s", "State:",
-                 "                Messages: 0", "          First Sequence: 0"]:
+    for line in [
+        "Configuration:",
+        "                Subjects: orders.>",
+        "                Replicas: 1",
+        "                 Storage: File",
+        "           Maximum Bytes: 1.0 MiB",
+        "             Maximum Age: 1d0h0m0s",
+        "        Duplicate Window: 1m0s",
+        "State:",
+        "                Messages: 0",
+        "          First Sequence: 0",
+    ]:
         assert line + "\n" in out
     assert "Cluster Information" not in out  # a standalone server has no cluster name
 
 
 def test_stream_add_errors_are_nats_style_lines(server: NatsServer) -> None:
-    assert fails(server, "stream", "add", "X") == \
-        "nats: error: --subjects, --storage, --replicas required (or pass --defaults); this CLI never prompts\n"
+    assert (
+        fails(server, "stream", "add", "X")
+        == "nats: error: --subjects, --storage, --replicas required (or pass --defaults); "
+        "this CLI never prompts\n"
+    )
     ok(server, "stream", "add", "DUP", "--subjects", "dup", "--defaults")
-    assert fails(server, "stream", "add", "DUP", "--subjects", "dup", "--defaults", "--max-msgs", "5") == \
-        "nats: error: stream name already in use with a different configuration (10058)\n"
-    assert fails(server, "stream", "add", "R3", "--subjects", "r3", "--defaults", "--replicas", "3") == \
-        "nats: error: replicas > 1 not supported in non-clustered mode (10074)\n"
+    assert (
+        fails(server, "stream", "add", "DUP", "--subjects", "dup", "--defaults", "--max-msgs", "5")
+        == "nats: error: stream name already in use with a different configuration (10058)\n"
+    )
+    assert (
+        fails(server, "stream", "add", "R3", "--subjects", "r3", "--defaults", "--replicas", "3")
+        == "nats: error: replicas > 1 not supported in non-clustered mode (10074)\n"
+    )
     assert fails(server, "stream", "add", "BAD", "--defaults", "--max-age", "soon").startswith(
-        "nats: error: --max-age: invalid duration 'soon'")
+        "nats: error: --max-age: invalid duration 'soon'"
+    )
 
 
 def test_info_json_is_the_api_answer(server: NatsServer) -> None:
@@ -99,7 +131,12 @@ def test_pub_get_and_view(server: NatsServer) -> None:
 
     out = ok(server, "stream", "view", "MSGS", "--count", "10")
     assert re.findall(r"^\[(\d+)\] Subject: (\S+) ", out, re.MULTILINE) == [
-        ("1", "msgs.a"), ("2", "msgs.b"), ("3", "msgs.b"), ("4", "msgs.b"), ("5", "msgs.c")]
+        ("1", "msgs.a"),
+        ("2", "msgs.b"),
+        ("3", "msgs.b"),
+        ("4", "msgs.b"),
+        ("5", "msgs.c"),
+    ]
     assert "  X-Trace: 7\nn1\n" in out
     assert out.rstrip().endswith("Reached apparent end of data")
     out = ok(server, "stream", "view", "MSGS", "--count", "2", "--subject", "msgs.b", "--id", "3")
@@ -124,8 +161,10 @@ def test_edit_changes_only_the_given_flags(server: NatsServer) -> None:
     assert out.startswith("Stream EDIT was updated\n\nInformation for Stream EDIT")
     assert "        Maximum Messages: 100\n" in out and "     Maximum Per Subject: 3\n" in out
     assert "Description: edited\n" in out
-    assert fails(server, "stream", "edit", "EDIT", "--storage", "memory") == \
-        "nats: error: stream configuration update can not change storage type (10052)\n"
+    assert (
+        fails(server, "stream", "edit", "EDIT", "--storage", "memory")
+        == "nats: error: stream configuration update can not change storage type (10052)\n"
+    )
     assert fails(server, "stream", "edit", "EDIT").startswith("nats: error: nothing to change")
 
 
@@ -138,8 +177,13 @@ def test_purge_and_rm_need_force(server: NatsServer) -> None:
     assert out.startswith("Purged 2 messages from PURGE\n\nState for Stream PURGE created ")
     assert "Messages: 2\n" in out
     assert json.loads(ok(server, "stream", "purge", "PURGE", "-f", "--json")) == {
-        "type": "io.nats.jetstream.api.v1.stream_purge_response", "success": True, "purged": 2}
-    assert "keep cannot be combined" in fails(server, "stream", "purge", "PURGE", "-f", "--keep", "1", "--seq", "2")
+        "type": "io.nats.jetstream.api.v1.stream_purge_response",
+        "success": True,
+        "purged": 2,
+    }
+    assert "keep cannot be combined" in fails(
+        server, "stream", "purge", "PURGE", "-f", "--keep", "1", "--seq", "2"
+    )
 
     assert "without --force" in fails(server, "stream", "rm", "PURGE")
     assert ok(server, "stream", "rm", "PURGE", "-f") == ""
@@ -148,7 +192,10 @@ def test_purge_and_rm_need_force(server: NatsServer) -> None:
 
 def test_cluster_verbs_on_a_standalone_server(server: NatsServer) -> None:
     ok(server, "stream", "add", "SOLO", "--subjects", "solo", "--defaults")
-    assert fails(server, "stream", "cluster", "step-down", "SOLO") == 'nats: error: stream "SOLO" is not clustered\n'
+    assert (
+        fails(server, "stream", "cluster", "step-down", "SOLO")
+        == 'nats: error: stream "SOLO" is not clustered\n'
+    )
     result = cli(server, "stream", "cluster", "peer-remove", "SOLO", "n4-c1")
     assert result.exit_code == 1
     assert CLOCK.sub("", result.stdout) == 'Removing peer "n4-c1"\n'
@@ -159,17 +206,39 @@ def test_consumer_add_info_ls_next_rm(server: NatsServer) -> None:
     ok(server, "stream", "add", "WORK", "--subjects", "work.>", "--defaults")
     for index in range(3):
         ok(server, "pub", "work.new", f"job {index}")
-    out = ok(server, "consumer", "add", "WORK", "NEW", "--pull", "--ack", "explicit", "--filter", "work.new",
-             "--max-deliver", "5", "--wait", "10s")
+    out = ok(
+        server,
+        "consumer",
+        "add",
+        "WORK",
+        "NEW",
+        "--pull",
+        "--ack",
+        "explicit",
+        "--filter",
+        "work.new",
+        "--max-deliver",
+        "5",
+        "--wait",
+        "10s",
+    )
     assert out.startswith("Information for Consumer WORK > NEW created ")
-    for line in ["               Pull Mode: true", "          Filter Subject: work.new", "              Ack Policy: Explicit",
-                 "                Ack Wait: 10.00s", "      Maximum Deliveries: 5", "    Unprocessed Messages: 3"]:
+    for line in [
+        "               Pull Mode: true",
+        "          Filter Subject: work.new",
+        "              Ack Policy: Explicit",
+        "                Ack Wait: 10.00s",
+        "      Maximum Deliveries: 5",
+        "    Unprocessed Messages: 3",
+    ]:
         assert line + "\n" in out
 
     out = ok(server, "consumer", "next", "WORK", "NEW", "--count", "2")
     headers = re.findall(r"^\[\d\d:\d\d:\d\d\] (.*)$", out, re.MULTILINE)
-    assert headers == ["subj: work.new / tries: 1 / cons seq: 1 / str seq: 1 / pending: 2",
-                       "subj: work.new / tries: 1 / cons seq: 2 / str seq: 2 / pending: 1"]
+    assert headers == [
+        "subj: work.new / tries: 1 / cons seq: 1 / str seq: 1 / pending: 2",
+        "subj: work.new / tries: 1 / cons seq: 2 / str seq: 2 / pending: 1",
+    ]
     assert out.count("\nAcknowledged message\n") == 2 and "\njob 0\n" in out
     out = ok(server, "consumer", "next", "WORK", "NEW", "--no-ack", "--raw")
     assert out == "job 2\n"
@@ -180,8 +249,9 @@ def test_consumer_add_info_ls_next_rm(server: NatsServer) -> None:
     assert "  Acknowledgment Floor: Consumer sequence: 2 Stream sequence: 2 Last Ack: " in out
     assert "        Outstanding Acks: 1 out of maximum 1,000\n" in out
 
-    assert fails(server, "consumer", "next", "WORK", "NEW", "--timeout", "1") .startswith(
-        "nats: error: no message received: 408")
+    assert fails(server, "consumer", "next", "WORK", "NEW", "--timeout", "1").startswith(
+        "nats: error: no message received: 408"
+    )
     assert "│ NEW " in ok(server, "consumer", "ls", "WORK")
     assert ok(server, "consumer", "ls", "WORK", "--names") == "NEW\n"
     assert "without --force" in fails(server, "consumer", "rm", "WORK", "NEW")
@@ -192,14 +262,29 @@ def test_consumer_add_info_ls_next_rm(server: NatsServer) -> None:
 
 def test_push_consumer_and_defaults(server: NatsServer) -> None:
     ok(server, "stream", "add", "PUSH", "--subjects", "push.>", "--defaults")
-    out = ok(server, "consumer", "add", "PUSH", "P", "--deliver", "out.p", "--ack", "none", "--deliver-policy", "new")
+    out = ok(
+        server,
+        "consumer",
+        "add",
+        "PUSH",
+        "P",
+        "--deliver",
+        "out.p",
+        "--ack",
+        "none",
+        "--deliver-policy",
+        "new",
+    )
     assert "        Delivery Subject: out.p\n" in out and "Deliver Policy: New\n" in out
     assert "Active Interest: No interest\n" in out
     assert fails(server, "consumer", "next", "PUSH", "P", "--timeout", "1").startswith("nats: error: ")
     out = ok(server, "consumer", "add", "PUSH", "D", "--defaults")
     assert "Pull Mode: true\n" in out and "Ack Policy: Explicit\n" in out
-    assert fails(server, "consumer", "add", "PUSH", "Q") == \
-        "nats: error: --pull or --deliver SUBJECT, --ack required (or pass --defaults); this CLI never prompts\n"
+    assert (
+        fails(server, "consumer", "add", "PUSH", "Q")
+        == "nats: error: --pull or --deliver SUBJECT, --ack required (or pass --defaults); "
+        "this CLI never prompts\n"
+    )
 
 
 def test_req_answers_from_the_jetstream_api(server: NatsServer) -> None:
@@ -209,7 +294,10 @@ def test_req_answers_from_the_jetstream_api(server: NatsServer) -> None:
     assert lines[1].startswith("Received with rtt ")
     assert json.loads(lines[2])["type"] == "io.nats.jetstream.api.v1.account_info_response"
     assert json.loads(ok(server, "req", "$JS.API.INFO", "", "--raw"))["api"]["level"] >= 0
-    assert fails(server, "req", "nobody.listens", "x") == "nats: error: nats: no responders available for request\n"
+    assert (
+        fails(server, "req", "nobody.listens", "x")
+        == "nats: error: nats: no responders available for request\n"
+    )
 
 
 def test_system_verbs_need_a_system_user(server: NatsServer) -> None:
@@ -228,8 +316,23 @@ def test_unreachable_server_is_one_error_line() -> None:
 def test_sub_prints_messages_until_count(server: NatsServer, tmp_path: Path) -> None:
     out_path = tmp_path / "sub.out"
     with open(out_path, "wb") as out:
-        process = subprocess.Popen([sys.executable, "-m", "appliance", "sub", "greet.*", "--count", "2",
-                                    "--timeout", "30", "-s", server.url], stdout=out, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "appliance",
+                "sub",
+                "greet.*",
+                "--count",
+                "2",
+                "--timeout",
+                "30",
+                "-s",
+                server.url,
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
         deadline = time.monotonic() + 30
         while "Subscribing on greet.*" not in out_path.read_text():
@@ -244,8 +347,10 @@ def test_sub_prints_messages_until_count(server: NatsServer, tmp_path: Path) -> 
             process.kill()
             process.wait(10)
     text = CLOCK.sub("", out_path.read_text())
-    assert text == ('Subscribing on greet.*\n[#1] Received on "greet.a"\nK: v\n\none\n\n\n'
-                    '[#2] Received on "greet.b" with reply "back"\ntwo\n\n\n')
+    assert text == (
+        'Subscribing on greet.*\n[#1] Received on "greet.a"\nK: v\n\none\n\n\n'
+        '[#2] Received on "greet.b" with reply "back"\ntwo\n\n\n'
+    )
 
 
 def test_sub_with_a_count_not_reached_in_time_fails(server: NatsServer) -> None:
