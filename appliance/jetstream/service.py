@@ -56,6 +56,15 @@ def store_root(options: ServerOptions) -> str:
 
 
 PEER_FILE = "peer"
+NATS_DEFAULT_SYNC_INTERVAL_S = 120.0
+
+
+def durable_by_default(options: ServerOptions) -> bool:
+    """PubAcks wait for fsync (group commit) unless a sync_interval other than nats-server's
+    default was configured: durability is the default (DESIGN.md §5), `sync_interval` relaxes it.
+    The options cannot tell an explicit "2m" from the default, so "2m" stays durable."""
+    jetstream = options.jetstream
+    return jetstream.sync_always or jetstream.sync_interval_s == NATS_DEFAULT_SYNC_INTERVAL_S
 
 
 def stable_peer_id(root: str, server_name: str) -> str:
@@ -94,7 +103,7 @@ class AccountJetStream:
         # Host protocol
         self.server_name = service.server.server_name
         self.domain = service.options.jetstream.domain
-        self.sync_always = service.options.jetstream.sync_always
+        self.sync_always = durable_by_default(service.options)
         self.sync_interval_s = service.options.jetstream.sync_interval_s
         self.clock: Clock = service.clock
         self.rng = service.rng
