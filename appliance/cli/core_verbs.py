@@ -82,10 +82,10 @@ def pub(
             else:
                 await client.publish(subject, payload, reply=reply or "", headers=headers)
         await client.flush(timeout=max(1, int(conn.timeout_s)))
-        if count == 1:
-            log_line(f'Published {len(expand_body(body, 1))} bytes to "{subject}"')
-        else:
+        if count > 1:
             log_line(f'Published {comma(count)} messages to "{subject}"')
+        elif not jetstream:
+            log_line(f'Published {len(expand_body(body, 1))} bytes to "{subject}"')
 
     jsapi.run(verb, conn)
 

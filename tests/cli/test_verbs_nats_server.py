@@ -119,7 +119,7 @@ def test_pub_get_and_view(server: NatsServer) -> None:
     out = ok(server, "pub", "msgs.b", "n{{.Count}}", "--count", "3", "-H", "X-Trace:7")
     assert CLOCK.sub("", out) == 'Published 3 messages to "msgs.b"\n'
     out = ok(server, "pub", "msgs.c", "acked", "-J")
-    assert CLOCK.sub("", out).startswith("Stored in Stream: MSGS Sequence: 5\n")
+    assert CLOCK.sub("", out) == "Stored in Stream: MSGS Sequence: 5\n"
 
     out = ok(server, "stream", "get", "MSGS", "3")
     assert out.startswith("Item: MSGS#3 received ")
