@@ -96,6 +96,7 @@ class ClientConnection(asyncio.Protocol):
         self._dirty = False
         self._paused_reading = False
         self._holding = False  # a bcrypt check or an interest sync is pending; events wait in _held
+        self._pongs_owed = 0  # PINGs of this read not answered yet (only with sibling workers)
         self._held: list[Event] = []
         self._stalled_producers: dict[ClientConnection, None] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
@@ -129,6 +130,9 @@ class ClientConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
+        before = self.server.before_client_read
+        if before is not None:
+            before()
         self.last_in_s = self.server.clock.monotonic()
         events: list[Event] = []
         error: ProtocolError | None = None
@@ -143,6 +147,7 @@ class ClientConnection(asyncio.Protocol):
                 self._held.extend(events)
             else:
                 self._handle(events, 0)
+                self._settle_pongs()
             if error is not None and not self.closed:
                 if self._holding:
                     self._held.append(("error", error))
@@ -252,6 +257,26 @@ class ClientConnection(asyncio.Protocol):
         if self.pongs_seen == 1 and self.protocol >= 1 and self.connected:
             self.write(self.server.connect_info_bytes(self))
 
+    def _settle_pongs(self) -> None:
+        """With sibling workers, a PONG promises that every subscription the client sent before it —
+        and, as on a single nats-server, in the same write — is in place on every worker. Clients
+        (nats-py among them) put the flush PING in front of pending SUBs, so the answer waits until
+        the whole read is handled and the siblings have acknowledged the interest it changed."""
+        if not self._pongs_owed or self._holding or self.closed:
+            return
+        gate = self.server.interest_gate
+        if gate is None or gate.interest_synced():
+            self._write_owed_pongs()
+            return
+        self._holding = True
+        self._pause_reading()
+        gate.wait_interest_synced(self._pong_after_sync)
+
+    def _write_owed_pongs(self) -> None:
+        owed, self._pongs_owed = self._pongs_owed, 0
+        for _ in range(owed):
+            self._pong()
+
     def _pong_after_sync(self) -> None:
         if self.closed:
             return
@@ -259,9 +284,10 @@ class ClientConnection(asyncio.Protocol):
         self._holding = False
         self.server.producer = self
         try:
-            self._pong()
+            self._write_owed_pongs()
             self._resume_reading()
             self._handle(held, 0)
+            self._settle_pongs()
         except Exception:
             logger.exception("cid:%d - error after an interest sync; closing the connection", self.cid)
             self.close("Internal Error")
@@ -283,14 +309,10 @@ class ClientConnection(asyncio.Protocol):
         elif not self.connected and self.server.auth.required:
             self._auth_violation()
         elif op == OP_PING:
-            gate = self.server.interest_gate
-            if gate is not None and not gate.interest_synced():
-                # PONG promises the client that its subscriptions are in place: on every worker
-                self._holding = True
-                self._pause_reading()
-                gate.wait_interest_synced(self._pong_after_sync)
-            else:
+            if self.server.interest_gate is None:
                 self._pong()
+            else:
+                self._pongs_owed += 1  # answered by _settle_pongs once this read is handled
         elif op == OP_PONG:
             self._pings_out = 0
             if self._ping_sent_s:
@@ -355,6 +377,7 @@ class ClientConnection(asyncio.Protocol):
             self._bind(outcome.user, outcome.account)
             self._resume_reading()
             self._handle(held, 0)
+            self._settle_pongs()
         except Exception:
             logger.exception("cid:%d - error after authentication; closing the connection", self.cid)
             self.close("Internal Error")

@@ -26,12 +26,13 @@ import asyncio
 import json
 import logging
 import struct
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from appliance import limits
-from appliance.errors import ApplianceError, LimitExceeded
+from appliance.errors import ApplianceError, ClosedError, LimitExceeded
 from appliance.fabric.frames import Frame, FrameKind
 from appliance.fabric.link import Link, LinkLoop
 from appliance.server.accounts import Account
@@ -128,7 +129,11 @@ class LinkPeer:
     def send(self, kind: int, payload: bytes) -> None:
         if self.closed:
             return
-        if not self.backlog and self.link.try_send(kind, payload):
+        try:
+            if not self.backlog and self.link.try_send(kind, payload):
+                return
+        except ClosedError:
+            self.closed = True  # we are shutting down: nothing more goes to this sibling
             return
         if self.backlog_bytes + len(payload) > limits.LINK_BACKLOG_BYTES_MAX:
             raise LimitExceeded(f"link to worker {self.index}: backlog over {limits.LINK_BACKLOG_BYTES_MAX} bytes")
@@ -164,30 +169,53 @@ class LinkPeer:
 class LocalFabric:
     """This worker's links to its siblings; implements the fabric's LinkHandler."""
 
-    def __init__(self, server: Server, links: dict[int, Link]) -> None:
+    def __init__(self, server: Server, links: dict[int, Link], *, sequence_base: int | None = None) -> None:
+        """`sequence_base` starts this incarnation's interest and request numbers above those of any
+        earlier incarnation of this worker (default: the system-wide monotonic clock in ns), so frames
+        the previous process left in a ring (an ACK, a reply) can never be taken for answers to ours."""
+        base = time.monotonic_ns() if sequence_base is None else sequence_base
         self.server = server
         self.peers = {index: LinkPeer(self, link) for index, link in links.items()}
         self._by_link = {id(peer.link): peer for peer in self.peers.values()}
         self._plain_refs: dict[tuple[str, bytes], int] = {}
         self._next_sid = 0
-        self.interest_seq = 0  # interest changes sent to siblings so far
+        self.interest_seq = base  # the number of our latest interest change sent to siblings
+        for peer in self.peers.values():
+            peer.acked_seq = base  # nothing to wait for until we change interest
         self._sync_waiters: list[tuple[int, Callable[[], None], asyncio.TimerHandle]] = []
         # monitoring across workers: this worker's snapshot, and replies awaited from siblings
         self.snapshot_provider: Callable[[int], dict[str, object]] | None = None
-        self._next_request = 0
+        self._next_request = base
         self._awaiting: dict[int, tuple[asyncio.Future[list[dict[str, object]]], dict[int, dict[str, object]]]] = {}
 
     def start(self, loop: LinkLoop) -> None:
         self.server.interest_listeners.append(self.on_local_interest)
         self.server.interest_gate = self
+        self.server.before_client_read = self.poll
         for peer in self.peers.values():
             peer.link.start(loop, self)
             peer.send(KIND_HELLO, b"")
 
     def close(self) -> None:
+        if self.server.before_client_read == self.poll:
+            self.server.before_client_read = None
         for peer in self.peers.values():
             peer.closed = True
             peer.link.close()
+
+    def poll(self) -> None:
+        """Take what siblings already sent, before a client's bytes are handled: an interest change a
+        sibling made before this client's message arrived applies first, whatever order the event
+        loop would wake us in."""
+        for peer in self.peers.values():
+            if not peer.closed:
+                try:
+                    frames = peer.link.receive()
+                except ApplianceError as error:
+                    self.on_broken(peer.link, error)
+                    continue
+                if frames:
+                    self.on_frames(peer.link, frames)
 
     # --- local interest → siblings ---------------------------------------------------------------
 
@@ -207,6 +235,8 @@ class LocalFabric:
         payload = self._sequenced(encode_interest(account.name.encode(), sub.subject, sub.queue))
         for peer in self.peers.values():
             peer.send(kind, payload)
+            if not peer.closed:
+                peer.link.flush()  # interest goes out now, not at the end of the loop turn
 
     def _sequenced(self, interest: bytes) -> bytes:
         self.interest_seq += 1

@@ -61,6 +61,7 @@ class Server:
         self.ready = False
         self.interest_listeners: list[Callable[[Account, Subscription, bool], None]] = []
         self.interest_gate: InterestGate | None = None  # sibling workers, when there are any
+        self.before_client_read: Callable[[], None] | None = None  # take sibling frames first
         # totals of closed connections, so /varz counters never go backwards
         self._retired = [0, 0, 0, 0]
         self._next_cid = 0
