@@ -50,55 +50,59 @@ def encode_message(m: Message) -> bytes:
     return b"".join(parts)
 
 
-class _Reader:
-    def __init__(self, data: bytes) -> None:
-        self.view = memoryview(data)
-        self.offset = 0
-
-    def unpack(self, layout: struct.Struct) -> tuple[int, ...]:
-        values = layout.unpack_from(self.view, self.offset)
-        self.offset += layout.size
-        return values
-
-    def take(self, size: int) -> bytes:
-        if self.offset + size > len(self.view):
-            raise CorruptData("raft message truncated")
-        raw = bytes(self.view[self.offset : self.offset + size])
-        self.offset += size
-        return raw
-
-    def text(self) -> str:
-        return self.take(self.unpack(U16)[0]).decode()
-
-    def blob(self) -> bytes:
-        return self.take(self.unpack(U32)[0])
-
-
 def decode_message(data: bytes) -> Message:
     try:
-        return _decode(_Reader(data), len(data))
-    except (struct.error, UnicodeDecodeError, ValueError) as error:
+        return _decode(data)
+    except (struct.error, UnicodeDecodeError, ValueError, IndexError) as error:
         raise CorruptData(f"bad raft message: {error}") from error
 
 
-def _decode(reader: _Reader, size: int) -> Message:
-    version, kind, flags, term, log_term, index, commit, reject_hint = reader.unpack(HEADER)
+def _decode(data: bytes) -> Message:
+    """One pass with a local offset: this runs for every message the simulator delivers."""
+    version, kind, flags, term, log_term, index, commit, reject_hint = HEADER.unpack_from(data, 0)
     if version != VERSION:
         raise CorruptData(f"raft message version {version} (expected {VERSION})")
-    sender, to, context = reader.text(), reader.text(), reader.blob()
+    offset = HEADER.size
+    sender, offset = _read_text(data, offset)
+    to, offset = _read_text(data, offset)
+    context, offset = _read_blob(data, offset)
+    (count,) = U32.unpack_from(data, offset)
+    offset += 4
     entries = []
-    for _ in range(reader.unpack(U32)[0]):
-        entry_term, entry_index, entry_type = reader.unpack(ENTRY)
-        entries.append(Entry(entry_term, entry_index, EntryType(entry_type), reader.blob()))
+    for _ in range(count):
+        entry_term, entry_index, entry_type = ENTRY.unpack_from(data, offset)
+        payload, offset = _read_blob(data, offset + ENTRY.size)
+        entries.append(Entry(entry_term, entry_index, EntryType(entry_type), payload))
     snapshot = None
     if flags & FLAG_SNAPSHOT:
-        snap_index, snap_term, voter_count = reader.unpack(SNAPSHOT)
-        voters = tuple(reader.text() for _ in range(voter_count))
-        if list(voters) != sorted(set(voters)):
+        snap_index, snap_term, voter_count = SNAPSHOT.unpack_from(data, offset)
+        offset += SNAPSHOT.size
+        voters = []
+        for _ in range(voter_count):
+            voter, offset = _read_text(data, offset)
+            voters.append(voter)
+        if voters != sorted(set(voters)):
             raise CorruptData("snapshot voters are not sorted and unique")
-        snapshot = Snapshot(SnapshotMeta(snap_index, snap_term, ConfState(voters)), reader.blob())
-    if reader.offset != size:
-        raise CorruptData(f"{size - reader.offset} trailing bytes after a raft message")
+        blob, offset = _read_blob(data, offset)
+        snapshot = Snapshot(SnapshotMeta(snap_index, snap_term, ConfState(tuple(voters))), blob)
+    if offset != len(data):
+        raise CorruptData(f"{len(data) - offset} trailing bytes after a raft message")
     return Message(MessageType(kind), sender, to, term=term, log_term=log_term, index=index,
                    entries=tuple(entries), commit=commit, reject=bool(flags & FLAG_REJECT),
                    reject_hint=reject_hint, snapshot=snapshot, context=context)
+
+
+def _read_text(data: bytes, offset: int) -> tuple[str, int]:
+    (size,) = U16.unpack_from(data, offset)
+    end = offset + 2 + size
+    if end > len(data):
+        raise CorruptData("raft message truncated")
+    return data[offset + 2 : end].decode(), end
+
+
+def _read_blob(data: bytes, offset: int) -> tuple[bytes, int]:
+    (size,) = U32.unpack_from(data, offset)
+    end = offset + 4 + size
+    if end > len(data):
+        raise CorruptData("raft message truncated")
+    return data[offset + 4 : end], end
