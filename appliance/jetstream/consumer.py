@@ -320,15 +320,16 @@ class Consumer:
             if found is None:
                 break
             msg, dc = found
-            new_count += dc == 1
-            if request is not None and not self._fits(request, msg):
+            ack = self._ack_subject(msg, dc)
+            if request is not None and not self._fits(request, msg, ack):
                 if dc == 1:
                     self.next_sseq = min(self.next_sseq, msg.seq)
                     self._pending_count = None
                 else:
                     self._redeliver.insert(0, msg.seq)
                 continue
-            delivered.append(self._deliver(msg, dc, request, now))
+            new_count += dc == 1
+            delivered.append(self._deliver(msg, dc, ack, request, now))
         if delivered:
             self._propose(ops.op_delivered(delivered), durable=False)
             self._last_activity_ns = now
@@ -339,23 +340,22 @@ class Consumer:
         if not push:
             self._finish_no_wait()
 
-    def _fits(self, request: PullRequest, msg: StoredMsg) -> bool:
-        if not request.max_bytes:
-            return True
-        size = len(msg.subject) + len(msg.headers) + len(msg.payload) + 64
-        if size <= request.bytes_left:
+    def _ack_subject(self, msg: StoredMsg, dc: int) -> str:
+        """`$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>` for the next delivery."""
+        return (f"$JS.ACK.{self.stream.config.name}.{self.name}.{dc}.{msg.seq}.{self.next_cseq}."
+                f"{msg.timestamp_ns}.{self.num_pending()}")
+
+    def _fits(self, request: PullRequest, msg: StoredMsg, ack: str) -> bool:
+        if not request.max_bytes or _wire_size(msg, ack) <= request.bytes_left:
             return True
         self._end_request(request, 409, "Message Size Exceeds MaxBytes")
         return False
 
-    def _deliver(self, msg: StoredMsg, dc: int, request: PullRequest | None,
+    def _deliver(self, msg: StoredMsg, dc: int, ack: str, request: PullRequest | None,
                  now: int) -> tuple[int, int, int, int]:
         config = self.config
         cseq = self.next_cseq
         self.next_cseq += 1
-        pending = self.num_pending()
-        ack = (f"$JS.ACK.{self.stream.config.name}.{self.name}.{dc}.{msg.seq}.{cseq}."
-               f"{msg.timestamp_ns}.{pending}")
         header: bytes | None = msg.headers or None
         payload = msg.payload
         if config.headers_only:
@@ -367,7 +367,7 @@ class Consumer:
         self.host.deliver(target, msg.subject, reply, header, payload)
         if request is not None:
             request.delivered += 1
-            request.bytes_sent += len(msg.subject) + len(msg.headers) + len(msg.payload) + 64
+            request.bytes_sent += _wire_size(msg, ack)
             if request.remaining <= 0 or (request.max_bytes and request.bytes_left <= 0):
                 request.cancel_timers()
                 self.waiting.remove(request)
@@ -437,11 +437,9 @@ class Consumer:
         return None
 
     def _finish_no_wait(self) -> None:
+        """A no_wait request that could not be filled ends with 404 (even after some messages)."""
         for request in [r for r in self.waiting if r.no_wait]:
-            if request.delivered == 0:
-                self._end_request(request, 404, "No Messages", pending_headers=False)
-            else:
-                self._end_request(request, 408, "Request Timeout")
+            self._end_request(request, 404, "No Messages", pending_headers=False)
 
     def _expire_request(self, request: PullRequest) -> None:
         request.timer = None
@@ -696,3 +694,9 @@ def _cseq(tokens: list[str], offset: int) -> int:
         return int(tokens[offset + 2])
     except (ValueError, IndexError):
         return 0
+
+
+def _wire_size(msg: StoredMsg, ack: str) -> int:
+    """What a delivery counts against a pull request's max_bytes (nats-server: subject + reply +
+    headers + payload)."""
+    return len(msg.subject) + len(ack) + len(msg.headers) + len(msg.payload)
