@@ -86,6 +86,28 @@ def subscribe_api(ajs: AccountJetStream) -> None:
         ajs.client.subscribe(subject.encode(), on_request)
     for subject in ("$JS.ACK.>", "$JS.FC.>"):
         ajs.client.subscribe(subject.encode(), lambda s, r, h, d: on_ack_or_fc(ajs, s, r, h, d))
+    if ajs.domain:
+        ajs.client.subscribe(f"$JS.{ajs.domain}.API.>".encode(), lambda s, r, h, d: on_domain_request(ajs, s, r, h, d))
+
+
+def on_domain_request(ajs: AccountJetStream, subject: bytes, reply: bytes | None, header: bytes | None,
+                      data: bytes) -> None:
+    """`$JS.<domain>.API.<...>` is `$JS.API.<...>` of this server's domain (nats-server maps it)."""
+    rest = subject.decode().split(".", 3)[3]
+    body = data[len(header):] if header is not None else data
+    reply_text = reply.decode() if reply else ""
+    tokens = rest.split(".")
+    if tokens[:3] == ["CONSUMER", "MSG", "NEXT"] and len(tokens) == 5:
+        consumer = _find_consumer(ajs, tokens[3], tokens[4])
+        if consumer is not None:
+            consumer.on_pull(reply_text, body)
+        return
+    if tokens[:2] == ["DIRECT", "GET"] and len(tokens) >= 3:
+        stream = ajs.streams.get(tokens[2])
+        if stream is not None and stream.config.allow_direct:
+            direct_get(ajs, tokens[2], API_PREFIX + rest, reply_text, body)
+        return
+    dispatch(ajs, API_PREFIX + rest, reply_text, header or b"", body)
 
 
 def on_ack_or_fc(ajs: AccountJetStream, subject: bytes, reply: bytes | None, header: bytes | None,

@@ -195,3 +195,22 @@ def test_account_info_counts(js_server: InProcessServer) -> None:
                               "consumers", "limits", "api"]
 
     run_with(js_server.url, scenario)
+
+
+def test_jetstream_domain_prefix_and_puback(store_dir: str) -> None:
+    from appliance.config.options import ServerOptions
+    options = ServerOptions()
+    options.jetstream.domain = "hub"
+
+    async def scenario(nc: Client, _: JetStreamContext) -> None:
+        js = nc.jetstream(domain="hub", timeout=5)
+        await js.add_stream(name="DOM", subjects=["dom.>"])
+        ack = await js.publish("dom.x", b"1")
+        assert (ack.stream, ack.seq, ack.domain) == ("DOM", 1, "hub")
+        sub = await js.pull_subscribe("dom.>", "C")
+        assert [m.data for m in await sub.fetch(1, timeout=2)] == [b"1"]
+        info = await api(nc, "$JS.hub.API.INFO")
+        assert info["domain"] == "hub" and info["streams"] == 1
+
+    with InProcessServer(options, jetstream_dir=store_dir) as server:
+        run_with(server.url, scenario)
