@@ -18,8 +18,7 @@ import time
 
 from appliance.raft.core import RaftCore
 from appliance.raft.storage import MemoryStorage
-from appliance.raft.types import ConfState, RaftConfig
-from appliance.raft.types import BUG_NAMES
+from appliance.raft.types import BUG_NAMES, ConfState, RaftConfig
 from appliance.testing.sim.planted import hunt
 from appliance.testing.sim.simulator import SimOptions, run_seed
 

@@ -12,7 +12,12 @@ from collections.abc import Sequence
 from appliance.raft.storage import MemoryStorage
 from appliance.raft.types import ConfState, Entry, EntryType, HardState, Snapshot, SnapshotMeta
 from appliance.store.raftlog import (
-    EntriesBatch, EntryRecord, HardStateRecord, LogFiles, RaftLogFile, SnapshotRecord,
+    EntriesBatch,
+    EntryRecord,
+    HardStateRecord,
+    LogFiles,
+    RaftLogFile,
+    SnapshotRecord,
 )
 
 

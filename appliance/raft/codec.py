@@ -13,7 +13,13 @@ import struct
 
 from appliance.errors import CorruptData
 from appliance.raft.types import (
-    ConfState, Entry, EntryType, Message, MessageType, Snapshot, SnapshotMeta,
+    ConfState,
+    Entry,
+    EntryType,
+    Message,
+    MessageType,
+    Snapshot,
+    SnapshotMeta,
 )
 
 VERSION = 1

@@ -38,8 +38,20 @@ from appliance.raft.progress import Progress, ProgressState
 from appliance.raft.status import PeerStatus, Status
 from appliance.raft.storage import LogStorage
 from appliance.raft.types import (
-    NO_PEER, TRANSFER_CONTEXT, ConfChange, ConfChangeOp, ConfState, Entry, EntryType, HardState,
-    Message, MessageType, RaftConfig, Ready, Role, Snapshot,
+    NO_PEER,
+    TRANSFER_CONTEXT,
+    ConfChange,
+    ConfChangeOp,
+    ConfState,
+    Entry,
+    EntryType,
+    HardState,
+    Message,
+    MessageType,
+    RaftConfig,
+    Ready,
+    Role,
+    Snapshot,
 )
 
 logger = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ class ProgressState(enum.IntEnum):
 class Inflights:
     """Last indexes of appends sent and not yet acknowledged, oldest first; bounded by capacity."""
 
-    __slots__ = ("capacity", "_indexes")
+    __slots__ = ("_indexes", "capacity")
 
     def __init__(self, capacity: int) -> None:
         assert capacity >= 1
@@ -48,8 +48,16 @@ class Inflights:
 
 class Progress:
     __slots__ = (
-        "match", "next", "state", "inflights", "probe_sent", "pending_snapshot",
-        "recent_active", "last_contact_tick", "match_at_last_heartbeat", "snapshot_ticks",
+        "inflights",
+        "last_contact_tick",
+        "match",
+        "match_at_last_heartbeat",
+        "next",
+        "pending_snapshot",
+        "probe_sent",
+        "recent_active",
+        "snapshot_ticks",
+        "state",
     )
 
     def __init__(self, *, next_index: int, inflight_max: int, now_tick: int) -> None:

@@ -20,7 +20,14 @@ from appliance.raft import describe
 from appliance.raft.core import RaftCore
 from appliance.raft.storage import MemoryStorage
 from appliance.raft.types import (
-    Bugs, ConfChange, ConfChangeOp, ConfState, Message, RaftConfig, Snapshot, SnapshotMeta,
+    Bugs,
+    ConfChange,
+    ConfChangeOp,
+    ConfState,
+    Message,
+    RaftConfig,
+    Snapshot,
+    SnapshotMeta,
 )
 from appliance.testing.datadriven import Case
 

@@ -9,8 +9,16 @@ from hypothesis import strategies as st
 
 from appliance.errors import CorruptData
 from appliance.store.raftlog import (
-    EntriesBatch, EntryRecord, HardStateRecord, OsLogFiles, RaftLogFile, SnapshotRecord, decode_all,
-    encode_entries, encode_hard_state, encode_snapshot,
+    EntriesBatch,
+    EntryRecord,
+    HardStateRecord,
+    OsLogFiles,
+    RaftLogFile,
+    SnapshotRecord,
+    decode_all,
+    encode_entries,
+    encode_hard_state,
+    encode_snapshot,
 )
 from appliance.testing.sim.disk import SimDisk
 

@@ -6,7 +6,13 @@ from hypothesis import strategies as st
 from appliance.errors import CorruptData
 from appliance.raft.codec import decode_message, encode_message
 from appliance.raft.types import (
-    ConfState, Entry, EntryType, Message, MessageType, Snapshot, SnapshotMeta,
+    ConfState,
+    Entry,
+    EntryType,
+    Message,
+    MessageType,
+    Snapshot,
+    SnapshotMeta,
 )
 
 u64 = st.integers(0, 2**64 - 1)

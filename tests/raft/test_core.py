@@ -9,7 +9,13 @@ from appliance.raft.core import RaftCore
 from appliance.raft.progress import ProgressState
 from appliance.raft.storage import MemoryStorage
 from appliance.raft.types import (
-    ConfChange, ConfChangeOp, ConfState, Message, MessageType, RaftConfig, Role,
+    ConfChange,
+    ConfChangeOp,
+    ConfState,
+    Message,
+    MessageType,
+    RaftConfig,
+    Role,
 )
 
 VOTERS = ("1", "2", "3")

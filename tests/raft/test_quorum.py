@@ -12,7 +12,7 @@ voter_sets = st.lists(st.sampled_from(PEERS), min_size=1, max_size=9, unique=Tru
 def naive_committed(voters: list[str], acked: dict[str, int]) -> int:
     """The largest index that at least a majority of voters have acknowledged, by brute force."""
     best = 0
-    for candidate in range(0, max(acked.values(), default=0) + 1):
+    for candidate in range(max(acked.values(), default=0) + 1):
         holders = sum(1 for voter in voters if acked.get(voter, 0) >= candidate)
         if holders * 2 > len(voters):
             best = candidate

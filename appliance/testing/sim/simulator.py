@@ -19,14 +19,13 @@ import traceback
 from dataclasses import dataclass, field
 
 from appliance.clock import ManualClock
-from appliance.cluster.group import RaftGroup
 from appliance.errors import ApplianceError
 from appliance.raft.types import BUG_NAMES, Bugs, ConfChange, ConfChangeOp, ConfState, RaftConfig, Role
 from appliance.testing.sim.checkers import Checkers, Violation
 from appliance.testing.sim.disk import SimDisk
 from appliance.testing.sim.network import NetworkFaults, SimNetwork
-from appliance.testing.sim.profile import FAULT_NAMES, FaultProfile, draw_profile
 from appliance.testing.sim.node import SimNode
+from appliance.testing.sim.profile import FAULT_NAMES, FaultProfile, draw_profile
 
 TICK_S = 0.1
 READY_ROUNDS_PER_STEP = 4
