@@ -57,6 +57,10 @@ class PeerInfo:
     seen_ago_s: float
     match: int
 
+    def describe(self) -> str:
+        """As `nats stream info` prints a replica: 'n2, current, seen 0.07s ago'."""
+        return f"{self.peer}, {'current' if self.current else 'outdated'}, seen {self.seen_ago_s:.2f}s ago"
+
 
 @dataclass(slots=True)
 class _Proposal:

@@ -235,6 +235,8 @@ def test_the_leader_reports_replicas_current_and_seen_ago() -> None:
     assert peers["b"].current
     assert not peers["c"].current
     assert peers["c"].seen_ago_s == pytest.approx(0.3)
+    assert peers["c"].describe() == "c, outdated, seen 0.30s ago"
+    assert peers["b"].describe() == "b, current, seen 0.30s ago"
 
 
 def test_proposals_push_back_when_the_in_flight_window_to_a_quorum_is_full() -> None:
@@ -246,3 +248,33 @@ def test_proposals_push_back_when_the_in_flight_window_to_a_quorum_is_full() -> 
         trio.run()
     with pytest.raises(LimitExceeded, match="in-flight window"):
         leader.propose(b"one too many")
+
+
+class CountingFiles(SimDisk):
+    def __init__(self) -> None:
+        super().__init__()
+        self.sync_calls = 0
+
+    def sync(self, name: str) -> None:
+        self.sync_calls += 1
+        super().sync(name)
+
+
+def test_the_durable_log_is_fsynced_exactly_when_the_ready_says_must_sync() -> None:
+    files = CountingFiles()
+    group = RaftGroup(group_id="g", config=RaftConfig(id="solo"), storage=DurableStorage(
+        files, "g", bootstrap=ConfState(("solo",))), transport=Outbox(Journal(), "solo"),
+        state_machine=Machine(), clock=ManualClock(), rng=random.Random(1))
+    group.core.campaign()  # a single voter elects itself: term and vote must be durable
+    before = files.sync_calls
+    assert group.process_ready()
+    assert files.sync_calls == before + 1
+    group.propose(b"x")
+    before = files.sync_calls
+    assert group.process_ready()  # new entries: must_sync
+    assert files.sync_calls == before + 1
+    group.core.tick()
+    before = files.sync_calls
+    while group.process_ready():  # only commit/applied moved: no fsync needed
+        pass
+    assert files.sync_calls == before
