@@ -114,11 +114,21 @@ async def connect(conn: Connection) -> Client:
     if conn.user is not None:
         options["user"] = conn.user
         options["password"] = conn.password or ""
+    client = Client()
     try:
-        return await asyncio.wait_for(nats.connect(**options), timeout=conn.timeout_s * 3)
+        await asyncio.wait_for(client.connect(**options), timeout=conn.timeout_s * 3)
     except (TimeoutError, NatsError, OSError) as exc:
+        await _close_quietly(client)  # a refused connection (auth) leaves its socket open otherwise
         cause = errors[-1] if errors else exc
         raise CommandError(f"could not connect to {conn.url}: {_nats_text(cause)}") from exc
+    return client
+
+
+async def _close_quietly(client: Client) -> None:
+    try:
+        await client.close()
+    except (TimeoutError, NatsError, OSError):
+        pass
 
 
 def run(verb: Callable[[Client], Awaitable[None]], conn: Connection) -> None:

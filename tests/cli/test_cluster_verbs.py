@@ -164,3 +164,10 @@ def test_meta_step_down_then_evict_a_server(urls: str) -> None:
     assert out == f'Removing peer "{victim}"\nRequested removal of peer "{victim}"\n'
     result = cli(urls, "server", "raft", "peer-remove", "n9-c1", *SYS)
     assert result.exit_code == 1 and result.stderr == "nats: error: did not find a replica named n9-c1\n"
+
+
+def test_a_wrong_password_is_one_error_line(urls: str) -> None:
+    result = cli(urls, "stream", "ls", "--user", "app", "--password", "wrong")
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"nats: error: could not connect to {urls}: ")
+    assert "Authorization Violation" in result.stderr, result.stderr
