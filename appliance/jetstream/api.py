@@ -297,7 +297,10 @@ def stream_create(request: Request) -> None:
     _check_overlap(request, config)
     _propose(request, {"op": "stream_put", "acc": ajs.account.name, "config": config.storage_record(),
                        "created": ajs.now_ns()})
-    stream = ajs.streams[config.name]
+    stream = ajs.streams.get(config.name)
+    if stream is None:
+        why = ajs.service.failures.get((ajs.account.name, config.name), "stream could not be opened")
+        raise errors.STREAM_CREATE.format(err=why)
     request.respond("stream_create_response", {**stream_info(stream, cluster=False), "did_create": True})
 
 

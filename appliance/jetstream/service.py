@@ -22,6 +22,7 @@ from collections.abc import Callable
 from appliance import limits
 from appliance.clock import Clock, SystemClock
 from appliance.config.options import ServerOptions
+from appliance.errors import ApplianceError
 from appliance.jetstream import api
 from appliance.jetstream.config import (
     ConsumerConfig,
@@ -329,6 +330,7 @@ class JetStreamService:
         self.executor = concurrent.futures.ThreadPoolExecutor(max_workers=limits.JS_FSYNC_THREADS,
                                                               thread_name_prefix="js-fsync")
         self.accounts: dict[str, AccountJetStream] = {}
+        self.failures: dict[tuple[str, str], str] = {}  # (account, stream) -> why it is not open
         self.meta = MetaGroup(root=os.path.join(self.root, "_raft"), peer=self.peer, clock=self.clock, rng=self.rng)
         self.started_ns = time.time_ns()
 
@@ -361,8 +363,17 @@ class JetStreamService:
 
     def _on_meta_change(self, op: dict[str, object]) -> None:
         ajs = self.accounts.get(str(op["acc"]))
-        if ajs is not None:
+        if ajs is None:
+            return
+        try:
             ajs.apply_meta(op)
+        except (OSError, ApplianceError) as exc:
+            # The assignment stays in the meta state; the asset is reported missing (the API
+            # answers with a create error) and is opened again on the next start.
+            config = op.get("config")
+            name = op.get("stream") or (config.get("name") if isinstance(config, dict) else "")
+            self.failures[(str(op["acc"]), str(name))] = str(exc)
+            logger.error("JetStream could not apply %s: %s", op["op"], exc)
 
     def _on_interest_change(self, account: Account, sub: Subscription, added: bool) -> None:
         if not added:

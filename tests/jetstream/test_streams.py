@@ -214,3 +214,30 @@ def test_jetstream_domain_prefix_and_puback(store_dir: str) -> None:
 
     with InProcessServer(options, jetstream_dir=store_dir) as server:
         run_with(server.url, scenario)
+
+
+def test_a_stream_whose_store_cannot_open_is_a_create_error(js_server: InProcessServer, store_dir: str) -> None:
+    import os
+    blocked = os.path.join(store_dir, "jetstream", "$G", "streams", "BLOCKED")
+    os.makedirs(os.path.dirname(blocked), exist_ok=True)
+    with open(blocked, "w") as handle:  # a file where the stream's directory must go
+        handle.write("in the way")
+
+    async def scenario(nc: Client, js: JetStreamContext) -> None:
+        failed = await api(nc, "$JS.API.STREAM.CREATE.BLOCKED", b'{"name":"BLOCKED"}')
+        assert failed["error"]["err_code"] == 10049
+        await js.add_stream(name="FINE", subjects=["fine"])  # the meta group is still healthy
+        assert (await js.publish("fine", b"x")).seq == 1
+
+    run_with(js_server.url, scenario)
+
+
+def test_durable_unless_a_sync_interval_is_configured() -> None:
+    from appliance.config.options import ServerOptions
+    from appliance.jetstream.service import durable_by_default
+    options = ServerOptions()
+    assert durable_by_default(options)
+    options.jetstream.sync_interval_s = 1.0
+    assert not durable_by_default(options)
+    options.jetstream.sync_always = True
+    assert durable_by_default(options)
