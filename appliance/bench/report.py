@@ -13,6 +13,7 @@ from appliance.bench.scan import NATIVE
 from appliance.bench.spec import ClientResult
 from appliance.bench.stats import LatencySummary, Rate, aggregate, merge_summary
 
+CLIENT_BUSY_WARN = 0.9  # a client process this busy may be what limits the figures
 COLUMNS = ("client", "msgs", "msgs/s", "MB/s", "p50 µs", "p90 µs", "p99 µs", "max µs", "errors")
 
 
@@ -49,6 +50,7 @@ class BenchReport:
     server_cpu_s: float | None
     first_error: str
     cores: int
+    busiest_client: tuple[str, float] = ("", 0.0)  # label, CPU seconds per second of its own run
 
     @property
     def errors(self) -> int:
@@ -70,6 +72,7 @@ class BenchReport:
                     "server_share": (self.server_cpu_s / self.wall_s
                                      if self.server_cpu_s is not None and self.wall_s else None)},
             "errors": self.errors, "first_error": self.first_error,
+            "busiest_client": {"client": self.busiest_client[0], "cpu_share": self.busiest_client[1]},
         }
 
     def table(self) -> str:
@@ -83,6 +86,9 @@ class BenchReport:
                                    enumerate(zip(row, widths))))
         lines.extend(self._spread_lines())
         lines.append(self._cpu_line())
+        label, share = self.busiest_client
+        if share >= CLIENT_BUSY_WARN:
+            lines.append(f"note: {label} was busy {share:.0%} of its run: the load generator may be the limit here")
         if self.first_error:
             lines.append(f"errors: {self.errors}, first: {self.first_error}")
         return "\n".join(lines)
@@ -141,5 +147,8 @@ def build_report(plan: Plan, outcome: Outcome) -> BenchReport:
     elif plan.request.verb == "request" and len(totals) > 1:
         totals.append(totals.pop(0))  # the requesters' total is the headline
     first_error = next((r.first_error for r in outcome.clients if r.first_error), "")
+    busiest = max(outcome.clients, key=lambda r: r.cpu_s / r.elapsed_s if r.elapsed_s > 0 else 0.0)
+    busy_share = busiest.cpu_s / busiest.elapsed_s if busiest.elapsed_s > 0 else 0.0
     return BenchReport(plan, clients, totals, outcome.wall_s, sum(r.cpu_s for r in outcome.clients),
-                       outcome.server_cpu_s, first_error, os.cpu_count() or 1)
+                       outcome.server_cpu_s, first_error, os.cpu_count() or 1,
+                       (f"{busiest.role} #{busiest.index}", busy_share))

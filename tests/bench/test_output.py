@@ -94,3 +94,12 @@ def test_several_clients_of_a_role_get_a_spread_line() -> None:
     text = build_report(plan, Outcome(results, wall_s=1.0, server_cpu_s=None)).table()
     assert "pub: min 100 | avg 233 | max 400 | stddev 125 msgs/s per client" in text
     assert "server" not in text.splitlines()[-1]  # no server pid given: only client CPU
+
+
+def test_a_client_that_was_nearly_always_busy_is_pointed_out() -> None:
+    plan = make_plan(BenchRequest("pub", msgs=100))
+    busy = ClientResult("pub", 0, msgs=100, bytes=100, elapsed_s=1.0, cpu_s=0.95)
+    text = build_report(plan, Outcome([busy], wall_s=1.0, server_cpu_s=None)).table()
+    assert text.splitlines()[-1] == "note: pub #0 was busy 95% of its run: the load generator may be the limit here"
+    idle = ClientResult("pub", 0, msgs=100, bytes=100, elapsed_s=1.0, cpu_s=0.2)
+    assert "note:" not in build_report(plan, Outcome([idle], wall_s=1.0, server_cpu_s=None)).table()
