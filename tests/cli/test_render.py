@@ -239,3 +239,44 @@ def test_next_message_header_line() -> None:
         == "[14:32:17] subj: orders.new / tries: 1 / cons seq: 2 / str seq: 5 / pending: 1,234"
     )
     assert next_message_header("a", "", clock_text="x") == "--- subject: a"
+
+
+def test_rarer_config_and_state_rows_appear_only_when_set() -> None:
+    info = load("stream_info_r3.json")
+    info["config"].update(
+        sealed=True,
+        compression="s2",
+        first_seq=100,
+        allow_direct=True,
+        placement={"cluster": "C3", "tags": ["ssd", "az:1"]},
+        consumer_limits={"inactive_threshold": 300 * 10**9, "max_ack_pending": 50},
+        discard="new",
+        discard_new_per_subject=True,
+        no_ack=True,
+    )
+    info["state"].update(num_deleted=2)
+    text = stream_info_text(info, tz=UTC)
+    for line in [
+        "Sealed: true",
+        "Compression: S2 Compression",
+        "First Sequence: 100",
+        "Direct Get: true",
+        "Placement Cluster: C3",
+        "Placement Tags: ssd, az:1",
+        "Consumer Inactive Threshold: 5m0s",
+        "Consumer Max Ack Pending: 50",
+        "Discard Policy: New Per Subject",
+        "Acknowledgments: false",
+        "Deleted Messages: 2",
+    ]:
+        assert line + "\n" in text
+    plain = stream_info_text(load("stream_info_r3.json"), tz=UTC)
+    for label in [
+        "Sealed",
+        "Compression",
+        "Direct Get",
+        "Placement",
+        "Consumer Inactive",
+        "Deleted Messages",
+    ]:
+        assert label not in plain

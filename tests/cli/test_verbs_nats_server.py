@@ -6,6 +6,7 @@ run meanwhile. Times in the output are masked where the wall clock shows.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import subprocess
@@ -14,6 +15,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import nats
 import pytest
 from click.testing import CliRunner, Result
 
@@ -359,3 +361,41 @@ def test_sub_with_a_count_not_reached_in_time_fails(server: NatsServer) -> None:
     assert result.stderr == "nats: error: received 0 of 1 messages before the timeout\n"
     result = CliRunner().invoke(main, ["sub", "quiet", "--timeout", "0.2", "-s", server.url])
     assert result.exit_code == 0 and CLOCK.sub("", result.stdout) == "Subscribing on quiet\n"
+
+
+def test_listings_follow_every_page(tmp_path: Path) -> None:
+    """STREAM.LIST pages hold 256 infos: 300 streams take two pages, NAMES one."""
+
+    async def create_streams(url: str) -> None:
+        client = await nats.connect(url)
+        try:
+            for index in range(300):
+                body = {"name": f"P{index:03d}", "subjects": [f"p.{index}"], "storage": "memory"}
+                await client.request(
+                    f"$JS.API.STREAM.CREATE.P{index:03d}", json.dumps(body).encode(), timeout=5
+                )
+        finally:
+            await client.close()
+
+    with NatsServer(["-js", "-sd", str(tmp_path)]) as paged_server:
+        asyncio.run(create_streams(paged_server.url))
+        names = ok(paged_server, "stream", "ls", "--names").split()
+        assert names == [f"P{index:03d}" for index in range(300)]
+        infos = json.loads(ok(paged_server, "stream", "ls", "--json"))
+        assert sorted(info["config"]["name"] for info in infos) == names
+        assert ok(paged_server, "stream", "ls").count("│ P") == 300
+
+
+def test_a_server_without_jetstream_says_so() -> None:
+    with NatsServer() as plain:
+        assert fails(plain, "stream", "ls") == (
+            "nats: error: nats: no responders available for request ($JS.API.STREAM.LIST): is JetStream enabled?\n"
+        )
+
+
+def test_sub_in_a_queue_group(server: NatsServer) -> None:
+    result = CliRunner().invoke(
+        main, ["sub", "work.q", "--queue", "workers", "--timeout", "0.2", "-s", server.url]
+    )
+    assert result.exit_code == 0
+    assert CLOCK.sub("", result.stdout) == "Subscribing on work.q in group workers\n"
