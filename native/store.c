@@ -380,6 +380,83 @@ fail:
     return NULL;
 }
 
+typedef struct {
+    Py_ssize_t begin;
+    Py_ssize_t end;
+    unsigned long long first_seq;
+    unsigned long long last_seq;
+    long long ts_min;
+    long long ts_max;
+    unsigned long msg_count;
+} block_plan;
+
+static int append_plan(PyObject *plans, const block_plan *b) {
+    PyObject *plan = Py_BuildValue("(nnKKLLk)", b->begin, b->end, b->first_seq, b->last_seq, b->ts_min, b->ts_max,
+                                   b->msg_count);
+    if (plan == NULL) return -1;
+    const int failed = PyList_Append(plans, plan);
+    Py_DECREF(plan);
+    return failed;
+}
+
+/* plan_blocks(buf, start, block_raw_bytes) -> ([(begin, end, first_seq, last_seq, ts_min, ts_max, msgs)], stop)
+ * Blocks over every whole valid record from start (checksums checked), split like
+ * appliance/store/segment.py split_blocks: a record that would overflow a non-empty block starts
+ * the next one. first/last seq and ts min/max describe the block's MSG records (0 without any). */
+static PyObject *plan_blocks(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "plan_blocks(buf, start, block_raw_bytes)");
+        return NULL;
+    }
+    Py_ssize_t offset = PyLong_AsSsize_t(args[1]);
+    const Py_ssize_t block_raw_bytes = PyLong_AsSsize_t(args[2]);
+    if (PyErr_Occurred()) return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    const uint8_t *data = view.buf;
+    const Py_ssize_t size = view.len;
+    PyObject *plans = PyList_New(0);
+    if (plans == NULL) goto fail;
+    block_plan current = {0};
+    int open = 0;
+    while (offset >= 0 && offset + RECORD_HEAD_BYTES <= size) {
+        record_head h;
+        read_head(data + offset, &h);
+        if (!record_ok(data, size, offset, &h, 1)) break;
+        const Py_ssize_t end = offset + FRAME_BYTES + (Py_ssize_t)h.length;
+        if (open && (current.end - current.begin) + (end - offset) > block_raw_bytes) {
+            if (append_plan(plans, &current) < 0) goto fail;
+            open = 0;
+        }
+        if (!open) {
+            memset(&current, 0, sizeof current);
+            current.begin = offset;
+            open = 1;
+        }
+        current.end = end;
+        if (h.kind == KIND_MSG) {
+            if (current.msg_count == 0) {
+                current.first_seq = h.seq;
+                current.ts_min = h.ts;
+                current.ts_max = h.ts;
+            }
+            current.last_seq = h.seq;
+            if (h.ts < current.ts_min) current.ts_min = h.ts;
+            if (h.ts > current.ts_max) current.ts_max = h.ts;
+            current.msg_count++;
+        }
+        offset = end;
+    }
+    if (open && append_plan(plans, &current) < 0) goto fail;
+    PyBuffer_Release(&view);
+    return Py_BuildValue("(Nn)", plans, offset);
+fail:
+    Py_XDECREF(plans);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
 /* find_msg(raw: bytes, seq: int) -> offset of the MSG record with that seq in a verified block, or -1 */
 static PyObject *find_msg(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
@@ -403,6 +480,8 @@ static PyObject *find_msg(PyObject *module, PyObject *const *args, Py_ssize_t na
 }
 
 static PyMethodDef store_methods[] = {
+    {"plan_blocks", (PyCFunction)(void (*)(void))plan_blocks, METH_FASTCALL,
+     "Contiguous blocks over valid records with their seq/time/count summary: (plans, stop)."},
     {"replay_frames", (PyCFunction)(void (*)(void))replay_frames, METH_FASTCALL,
      "Whole valid records from start with subject and accounted size: (frames, stop)."},
     {"find_msg", (PyCFunction)(void (*)(void))find_msg, METH_FASTCALL,

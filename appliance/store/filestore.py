@@ -191,24 +191,36 @@ class FileStreamStore:
         for k, seg in enumerate(self._segments[:-1]):
             if not isinstance(seg, ActiveSegment) or seg.path in self._unsealable:
                 continue
-            raw = self._ops.read_all(seg.path)
-            frames, stop = speedups.scan_frames(raw, segment.HEADER_BYTES)
-            if stop == len(raw):
-                return self._seal_job(k, seg, raw, frames)
+            job = self._seal_job(k, seg, self._ops.read_all(seg.path))
+            if job is not None:
+                return job
             # Damaged (reported at recovery): keep it as it is, never rewrite around the damage.
             self._unsealable.add(seg.path)
         return None
 
-    def _seal_job(self, k: int, seg: ActiveSegment, raw: bytes, frames: list[records.Frame]) -> SealJob:
+    def _seal_job(self, k: int, seg: ActiveSegment, raw: bytes) -> SealJob | None:
         dead = self._index.dead_in(seg.first_seq, self._names[k + 1] - 1)
-        keep = [f for f in frames if f[2] != records.Kind.MSG or f[3] not in dead] if dead else frames
-        zdict = self._maybe_train(keep, raw)
+        training = self.config.use_dictionary and self._zdict is None
         first_seq, block_raw_bytes, level = seg.first_seq, self.config.block_raw_bytes, self.config.zstd_level
+        encode: Callable[[], bytes]
+        if dead or training:
+            frames, stop = speedups.scan_frames(raw, segment.HEADER_BYTES)
+            if stop != len(raw):
+                return None
+            keep = [f for f in frames if f[2] != records.Kind.MSG or f[3] not in dead] if dead else frames
+            zdict = self._maybe_train(keep, raw)
 
-        def encode() -> bytes:
-            return segment.encode_sealed(
-                first_seq, keep, raw, zdict=zdict, block_raw_bytes=block_raw_bytes, level=level
-            )
+            def encode() -> bytes:
+                return segment.encode_sealed(first_seq, keep, raw, zdict=zdict, block_raw_bytes=block_raw_bytes, level=level)
+
+        else:  # every record stays: blocks are contiguous ranges of the file (planned natively)
+            plans, stop = speedups.plan_blocks(raw, segment.HEADER_BYTES, block_raw_bytes)
+            if stop != len(raw):
+                return None
+            zdict = self._zdict
+
+            def encode() -> bytes:
+                return segment.encode_sealed_plan(first_seq, raw, plans, zdict=zdict, level=level)
 
         return SealJob(seg.path, seg.first_seq, seg.generation, encode, zdict.dict_id() if zdict else 0)
 

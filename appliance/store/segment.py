@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import zstandard
@@ -129,19 +130,25 @@ def split_blocks(frames: list[records.Frame], block_raw_bytes: int) -> list[list
     return blocks
 
 
-def encode_block(group: list[records.Frame], raw: bytes | memoryview, compressor: zstandard.ZstdCompressor) -> bytes:
-    data = b"".join([raw[offset:end] for offset, end, _kind, _seq, _ts in group])
-    compressed = compressor.compress(data)
+# A block to write: its raw records and (first_seq, last_seq, ts_min, ts_max, msg_count) of its MSGs.
+BlockMeta = tuple[int, int, int, int, int]
+# A block as a contiguous byte range of a buffer: (begin, end, *BlockMeta); see plan_blocks.
+BlockPlan = tuple[int, int, int, int, int, int, int]
+
+
+def block_meta(group: list[records.Frame]) -> BlockMeta:
     msgs = [f for f in group if f[2] == records.Kind.MSG]
-    first_seq = msgs[0][3] if msgs else 0
-    last_seq = msgs[-1][3] if msgs else 0
-    ts_min = min((f[4] for f in msgs), default=0)
-    ts_max = max((f[4] for f in msgs), default=0)
-    head = BLOCK_HEADER.pack(
-        BLOCK_MAGIC, first_seq, last_seq, ts_min, ts_max, len(msgs), len(data), len(compressed),
-        zlib.crc32(compressed), 0,
-    )[:-4]
-    return _crc_tail(head) + compressed
+    if not msgs:
+        return (0, 0, 0, 0, 0)
+    times = [f[4] for f in msgs]
+    return (msgs[0][3], msgs[-1][3], min(times), max(times), len(msgs))
+
+
+def plan_blocks(buf: bytes | memoryview, start: int, block_raw_bytes: int) -> tuple[list[BlockPlan], int]:
+    """Blocks over every whole valid record from start, as contiguous ranges (twin of the C one)."""
+    frames, stop = records.scan_frames(buf, start)
+    plans = [(g[0][0], g[-1][1], *block_meta(g)) for g in split_blocks(frames, block_raw_bytes)]
+    return plans, stop
 
 
 def encode_sealed(
@@ -154,16 +161,45 @@ def encode_sealed(
     level: int = limits.STORE_ZSTD_LEVEL,
 ) -> bytes:
     """A whole sealed segment holding the records `frames` point at in `raw` (chosen by the caller)."""
+    blocks = (
+        (b"".join([raw[offset:end] for offset, end, _kind, _seq, _ts in group]), block_meta(group))
+        for group in split_blocks(frames, block_raw_bytes)
+    )
+    return assemble_sealed(first_seq, blocks, zdict=zdict, level=level)
+
+
+def encode_sealed_plan(
+    first_seq: int,
+    raw: bytes,
+    plans: list[BlockPlan],
+    *,
+    zdict: zstandard.ZstdCompressionDict | None,
+    level: int = limits.STORE_ZSTD_LEVEL,
+) -> bytes:
+    """A whole sealed segment whose blocks are contiguous ranges of raw (the fast path)."""
+    blocks = ((raw[p[0] : p[1]], (p[2], p[3], p[4], p[5], p[6])) for p in plans)
+    return assemble_sealed(first_seq, blocks, zdict=zdict, level=level)
+
+
+def assemble_sealed(
+    first_seq: int,
+    blocks: Iterable[tuple[bytes, BlockMeta]],
+    *,
+    zdict: zstandard.ZstdCompressionDict | None,
+    level: int,
+) -> bytes:
     compressor = zstandard.ZstdCompressor(level=level, dict_data=zdict, write_content_size=True, write_dict_id=False)
     parts = [encode_sealed_header(first_seq, zdict.dict_id() if zdict is not None else 0)]
     offset = HEADER_BYTES
     index: list[bytes] = []
-    for group in split_blocks(frames, block_raw_bytes):
-        block = encode_block(group, raw, compressor)
-        fields = BLOCK_HEADER.unpack_from(block)
-        index.append(INDEX_ENTRY.pack(offset, fields[1], fields[2], fields[3], fields[4], fields[5], fields[7]))
-        parts.append(block)
-        offset += len(block)
+    for data, (first, last, ts_min, ts_max, count) in blocks:
+        compressed = compressor.compress(data)
+        head = BLOCK_HEADER.pack(
+            BLOCK_MAGIC, first, last, ts_min, ts_max, count, len(data), len(compressed), zlib.crc32(compressed), 0
+        )[:-4]
+        parts.append(_crc_tail(head) + compressed)
+        index.append(INDEX_ENTRY.pack(offset, first, last, ts_min, ts_max, count, len(compressed)))
+        offset += BLOCK_HEADER.size + len(compressed)
     index_bytes = b"".join(index)
     parts.append(index_bytes)
     trailer_head = struct.pack("<QIII", offset, len(index), zlib.crc32(index_bytes), 0)

@@ -16,7 +16,7 @@ from types import ModuleType
 from typing import TypeVar
 
 from appliance import native
-from appliance.store import records
+from appliance.store import records, segment
 
 T = TypeVar("T")
 Encoded = tuple[bytes, list[int], list[int], list[int]]
@@ -142,7 +142,9 @@ scan_frames: Callable[[bytes | memoryview, int], tuple[list[records.Frame], int]
 block_msgs: Callable[..., list[object]]
 find_msg: Callable[[bytes, int], int]
 replay_frames: Callable[[bytes | memoryview, int, bool], tuple[list[Replayed], int]]
+plan_blocks: Callable[[bytes | memoryview, int, int], tuple[list[segment.BlockPlan], int]]
 if _native is not None:
+    plan_blocks = _native.plan_blocks
     replay_frames = _native.replay_frames
     find_msg = _native.find_msg
     encode_msgs = _native.encode_msgs
@@ -154,3 +156,4 @@ else:
     block_msgs = block_msgs_py
     find_msg = find_msg_py
     replay_frames = replay_frames_py
+    plan_blocks = segment.plan_blocks

@@ -128,6 +128,8 @@ def test_sealed_segments_round_trip(msgs: list[tuple[str, bytes, bytes, int]], b
     raw = b"".join(records.encode_msg(i + 1, s.encode(), h, p, t) for i, (s, h, p, t) in enumerate(msgs))
     frames, _ = records.scan_frames(raw)
     data = segment.encode_sealed(1, frames, raw, zdict=None, block_raw_bytes=block_raw_bytes)
+    plans, _ = segment.plan_blocks(raw, 0, block_raw_bytes)
+    assert segment.encode_sealed_plan(1, raw, plans, zdict=None) == data, "both sealing paths write the same bytes"
     assert segment.verify_sealed(data, zdict=None) == []
     blocks, _ = segment.read_footer(data)
     decoded = [r for info in blocks for r in records.decode_all(segment.decode_block(data, info, zdict=None))[0]]

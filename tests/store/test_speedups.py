@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from appliance import native
-from appliance.store import records, speedups
+from appliance.store import records, segment, speedups
 from appliance.store.api import StoredMsg, file_msg_size
 
 msgs_strategy = st.lists(
@@ -41,6 +41,8 @@ def test_scan_frames_and_block_msgs_match_the_twins(
     buffer, _, _, _ = speedups.encode_msgs_py(msgs, 1, 0)
     damaged = buffer[:cut] + garbage
     assert speedups.scan_frames(damaged, 0) == records.scan_frames(damaged, 0)
+    for block_raw_bytes in (1, 100, 4096):
+        assert speedups.plan_blocks(damaged, 0, block_raw_bytes) == segment.plan_blocks(damaged, 0, block_raw_bytes)
     for check in (True, False):
         assert speedups.replay_frames(damaged, 0, check) == speedups.replay_frames_py(damaged, 0, check)
     replayed, _ = speedups.replay_frames(buffer, 0, True)
