@@ -17,7 +17,7 @@ from appliance import limits
 from appliance.cli import jsapi
 from appliance.cli.consumer_config import ConsumerFlags, consumer_config
 from appliance.cli.format import NS_PER_S
-from appliance.cli.jsapi import CommandError, Connection, JsonDict, api_request, connection_options
+from appliance.cli.jsapi import API_NAME, CommandError, Connection, JsonDict, api_request, connection_options
 from appliance.cli.render_consumer import consumer_info_text, consumer_list_table, next_message_header
 from appliance.cli.render_message import header_lines
 from appliance.cli.stream_config import FlagError
@@ -44,8 +44,8 @@ def consumer() -> None:
 
 
 @consumer.command("add")
-@click.argument("stream")
-@click.argument("name")
+@click.argument("stream", type=API_NAME)
+@click.argument("name", type=API_NAME)
 @click.option("--pull", is_flag=True, help="A pull consumer.")
 @click.option("--deliver", "deliver_subject", default=None, help="Push: deliver messages to this subject.")
 @click.option("--deliver-group", default=None, help="Push: queue group that receives the messages.")
@@ -93,8 +93,8 @@ def add(
 
 
 @consumer.command("info")
-@click.argument("stream")
-@click.argument("name")
+@click.argument("stream", type=API_NAME)
+@click.argument("name", type=API_NAME)
 @click.option("--json", "as_json", is_flag=True, help="Print the API's JSON answer.")
 @connection_options
 def info(stream: str, name: str, as_json: bool, conn: Connection) -> None:
@@ -108,7 +108,7 @@ def info(stream: str, name: str, as_json: bool, conn: Connection) -> None:
 
 
 @consumer.command("ls")
-@click.argument("stream")
+@click.argument("stream", type=API_NAME)
 @click.option("--names", "-n", "names_only", is_flag=True, help="Only the names.")
 @click.option("--json", "as_json", is_flag=True, help="Print the API's JSON (infos, or names with --names).")
 @connection_options
@@ -141,8 +141,8 @@ def ls(stream: str, names_only: bool, as_json: bool, conn: Connection) -> None:
 
 
 @consumer.command("rm")
-@click.argument("stream")
-@click.argument("name")
+@click.argument("stream", type=API_NAME)
+@click.argument("name", type=API_NAME)
 @click.option("-f", "--force", is_flag=True, help="Delete without asking (required: no prompts).")
 @connection_options
 def rm(stream: str, name: str, force: bool, conn: Connection) -> None:
@@ -157,8 +157,8 @@ def rm(stream: str, name: str, force: bool, conn: Connection) -> None:
 
 
 @consumer.command("next")
-@click.argument("stream")
-@click.argument("name")
+@click.argument("stream", type=API_NAME)
+@click.argument("name", type=API_NAME)
 @click.option(
     "--count", type=click.IntRange(1, limits.CLI_SUB_PENDING_MSGS_MAX), default=1, show_default=True
 )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -152,6 +153,27 @@ def run(verb: Callable[[Client], Awaitable[None]], conn: Connection) -> None:
 def fail(text: str) -> NoReturn:
     click.echo(ERROR_PREFIX + text, err=True)
     sys.exit(1)
+
+
+_NAME_FORBIDDEN = re.compile(r"[.*>\s/\\]")
+NAME_CHARS_MAX = 255
+
+
+class ApiName(click.ParamType[str]):
+    """A stream or consumer name as nats-server accepts it; a bad one is refused before any request
+    (it would otherwise land on an API subject nobody answers, and time out)."""
+
+    name = "name"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text = str(value)
+        if not text or len(text) > NAME_CHARS_MAX or _NAME_FORBIDDEN.search(text):
+            rule = "names are 1-255 characters without '.', '*', '>', spaces, '/' or '\\'"
+            fail(f"invalid name {text!r}: {rule}")
+        return text
+
+
+API_NAME = ApiName()
 
 
 def _nats_text(exc: BaseException) -> str:

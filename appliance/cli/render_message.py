@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from appliance.cli.format import humanize_duration, local_time, parse_go_time, since_ns
 
 NATS_HEADER_LINE = "NATS/1.0"
 # Headers nats-server adds to stored/direct messages; `stream view` hides them like natscli.
@@ -68,3 +73,18 @@ def view_message_text(
         lines.append("")
         lines.extend(header_lines(shown, indent="  "))
     return "\n".join(lines) + "\n" + body_text(data)
+
+
+def stored_message_text(stream_name: str, message: dict[str, Any], *, now: datetime) -> str:
+    moment = parse_go_time(message.get("time", ""))
+    received = "(unknown)"
+    if moment is not None:
+        received = f"{local_time(moment, None)} ({humanize_duration(since_ns(moment, now))})"
+    text = (
+        f"Item: {stream_name}#{message.get('seq', 0)} received {received} "
+        f"on Subject {message.get('subject')}\n\n"
+    )
+    if message.get("hdrs"):
+        headers = parse_header_block(base64.b64decode(message["hdrs"]))
+        text += "Headers:\n" + "\n".join(header_lines(headers, indent="  ")) + "\n\n"
+    return text + body_text(base64.b64decode(message.get("data", "")))

@@ -15,9 +15,9 @@ import click
 from nats.aio.client import Client
 
 from appliance.cli import jsapi
-from appliance.cli.format import humanize_duration, local_time, parse_go_time, since_ns
-from appliance.cli.jsapi import CommandError, Connection, JsonDict, api_request, connection_options
-from appliance.cli.render_message import body_text, header_lines, parse_header_block, view_message_text
+from appliance.cli.format import local_time, parse_go_time
+from appliance.cli.jsapi import API_NAME, CommandError, Connection, JsonDict, api_request, connection_options
+from appliance.cli.render_message import parse_header_block, stored_message_text, view_message_text
 from appliance.cli.render_stream import stream_info_text, stream_list_table
 from appliance.cli.stream_cluster import cluster
 from appliance.cli.stream_config import (
@@ -84,7 +84,7 @@ stream.add_command(cluster)
 
 
 @stream.command("add")
-@click.argument("name")
+@click.argument("name", type=API_NAME)
 @config_options
 @click.option(
     "--defaults", "use_defaults", is_flag=True, help="Take natscli's defaults for what is not given."
@@ -110,7 +110,7 @@ def add(name: str, use_defaults: bool, as_json: bool, conn: Connection, **values
 
 
 @stream.command("edit")
-@click.argument("name")
+@click.argument("name", type=API_NAME)
 @config_options
 @click.option("-f", "--force", is_flag=True, help="Accepted for natscli compatibility; edit never prompts.")
 @click.option("--json", "as_json", is_flag=True, help="Print the API's JSON answer.")
@@ -136,7 +136,7 @@ def edit(name: str, force: bool, as_json: bool, conn: Connection, **values: Any)
 
 
 @stream.command("info")
-@click.argument("name")
+@click.argument("name", type=API_NAME)
 @click.option("--json", "as_json", is_flag=True, help="Print the API's JSON answer.")
 @click.option("--state", "state_only", is_flag=True, help="Only the State section.")
 @connection_options
@@ -184,7 +184,7 @@ def ls(names_only: bool, subject: str | None, as_json: bool, conn: Connection) -
 
 
 @stream.command("rm")
-@click.argument("name")
+@click.argument("name", type=API_NAME)
 @click.option("-f", "--force", is_flag=True, help="Delete without asking (required: no prompts).")
 @connection_options
 def rm(name: str, force: bool, conn: Connection) -> None:
@@ -199,7 +199,7 @@ def rm(name: str, force: bool, conn: Connection) -> None:
 
 
 @stream.command("purge")
-@click.argument("name")
+@click.argument("name", type=API_NAME)
 @click.option("--subject", default=None, help="Only messages on this subject.")
 @click.option("--keep", type=click.IntRange(min=1), default=None, help="Keep the last N messages.")
 @click.option(
@@ -236,7 +236,7 @@ def purge(
 
 
 @stream.command("get")
-@click.argument("name")
+@click.argument("name", type=API_NAME)
 @click.argument("seq", type=click.IntRange(min=1), required=False)
 @click.option("--last-for", "last_for", default=None, help="The last message on this subject.")
 @click.option("--json", "as_json", is_flag=True, help="Print the API's JSON answer.")
@@ -257,23 +257,8 @@ def get(name: str, seq: int | None, last_for: str | None, as_json: bool, conn: C
     jsapi.run(verb, conn)
 
 
-def stored_message_text(stream_name: str, message: JsonDict, *, now: datetime) -> str:
-    moment = parse_go_time(message.get("time", ""))
-    received = "(unknown)"
-    if moment is not None:
-        received = f"{local_time(moment, None)} ({humanize_duration(since_ns(moment, now))})"
-    text = (
-        f"Item: {stream_name}#{message.get('seq', 0)} received {received} "
-        f"on Subject {message.get('subject')}\n\n"
-    )
-    if message.get("hdrs"):
-        headers = parse_header_block(base64.b64decode(message["hdrs"]))
-        text += "Headers:\n" + "\n".join(header_lines(headers, indent="  ")) + "\n\n"
-    return text + body_text(base64.b64decode(message.get("data", "")))
-
-
 @stream.command("view")
-@click.argument("name")
+@click.argument("name", type=API_NAME)
 @click.option("--count", type=click.IntRange(min=1), default=10, show_default=True, help="Messages to show.")
 @click.option("--id", "start_seq", type=click.IntRange(min=1), default=1, help="Start at this sequence.")
 @click.option("--subject", default=">", show_default=True, help="Only messages on this subject.")

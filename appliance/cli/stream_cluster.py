@@ -15,7 +15,15 @@ from nats.aio.client import Client
 
 from appliance import limits
 from appliance.cli import jsapi
-from appliance.cli.jsapi import ApiError, CommandError, Connection, JsonDict, api_request, connection_options
+from appliance.cli.jsapi import (
+    API_NAME,
+    ApiError,
+    CommandError,
+    Connection,
+    JsonDict,
+    api_request,
+    connection_options,
+)
 from appliance.cli.render_stream import stream_info_text
 
 API = "$JS.API.STREAM"
@@ -36,7 +44,7 @@ async def _info(client: Client, name: str, conn: Connection) -> JsonDict:
 
 
 @cluster.command("step-down")
-@click.argument("name")
+@click.argument("name", type=API_NAME)
 @click.option("--preferred", default=None, help="Ask for this server as the new leader (2.11+).")
 @click.option("--json", "as_json", is_flag=True, help="Print the stream's JSON info afterwards.")
 @connection_options
@@ -87,7 +95,7 @@ async def _await_new_leader(client: Client, name: str, old_leader: str, conn: Co
 
 
 @cluster.command("peer-remove")
-@click.argument("name")
+@click.argument("name", type=API_NAME)
 @click.argument("peer")
 @connection_options
 def peer_remove(name: str, peer: str, conn: Connection) -> None:

@@ -4,9 +4,14 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from appliance.cli.render_message import body_text, parse_header_block, sub_message_text, view_message_text
+from appliance.cli.render_message import (
+    body_text,
+    parse_header_block,
+    stored_message_text,
+    sub_message_text,
+    view_message_text,
+)
 from appliance.cli.render_server import HEADERS, meta_group, server_list_table
-from appliance.cli.stream import stored_message_text
 
 
 def test_body_is_followed_by_natscli_blank_lines() -> None:

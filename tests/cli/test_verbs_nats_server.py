@@ -389,7 +389,8 @@ def test_listings_follow_every_page(tmp_path: Path) -> None:
 def test_a_server_without_jetstream_says_so() -> None:
     with NatsServer() as plain:
         assert fails(plain, "stream", "ls") == (
-            "nats: error: nats: no responders available for request ($JS.API.STREAM.LIST): is JetStream enabled?\n"
+            "nats: error: nats: no responders available for request ($JS.API.STREAM.LIST): "
+            "is JetStream enabled?\n"
         )
 
 
@@ -399,3 +400,12 @@ def test_sub_in_a_queue_group(server: NatsServer) -> None:
     )
     assert result.exit_code == 0
     assert CLOCK.sub("", result.stdout) == "Subscribing on work.q in group workers\n"
+
+
+@pytest.mark.parametrize("name", ["a.b", "all*", "x>", "has space", "a/b", "", "n" * 256])
+def test_invalid_names_are_refused_before_any_request(name: str) -> None:
+    result = CliRunner().invoke(main, ["stream", "info", name, "-s", "nats://127.0.0.1:1"])
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"nats: error: invalid name {name!r}: names are 1-255 characters")
+    result = CliRunner().invoke(main, ["consumer", "info", "OK", name, "-s", "nats://127.0.0.1:1"])
+    assert result.stderr.startswith(f"nats: error: invalid name {name!r}")
