@@ -57,6 +57,24 @@ SCRIPT: list[list[str]] = [
     ["stream", "edit", "ORDERS", "--storage", "memory"],
     ["stream", "purge", "ORDERS", "-f", "--subject", "orders.new", "--keep", "1"],
     ["stream", "ls", "--names"],
+    ["stream", "cluster", "step-down", "ORDERS"],
+    ["stream", "cluster", "peer-remove", "ORDERS", "n4-c1"],
+    [
+        "consumer",
+        "add",
+        "ORDERS",
+        "PUSH",
+        "--deliver",
+        "out.push",
+        "--ack",
+        "none",
+        "--deliver-policy",
+        "new",
+    ],
+    ["consumer", "ls", "ORDERS"],
+    ["consumer", "next", "ORDERS", "PUSH"],
+    ["req", "$JS.API.INFO", "", "--raw"],
+    ["server", "ls"],
     ["consumer", "rm", "ORDERS", "NEW", "-f"],
     ["stream", "rm", "ORDERS", "-f"],
     ["stream", "info", "ORDERS"],
@@ -70,10 +88,18 @@ MASKS = [
 ]
 
 
+TABLE_DURATION = re.compile(r"│ \d+(\.\d+)?(ns|µs|ms|s|m\d+s) +│$", re.MULTILINE)
+
+
 def masked(text: str) -> str:
     for pattern, replacement in MASKS:
         text = pattern.sub(replacement, text)
-    return text
+    text = TABLE_DURATION.sub("│ <since> │", text)  # "Last Delivery" / "Last Message" columns
+    lines = [
+        re.sub(" +", " ", re.sub("─+", "─", line)) if line[:1] in "╭│├╰" and line else line
+        for line in text.split("\n")
+    ]
+    return "\n".join(lines)  # cell widths follow the masked values, so table padding is dropped
 
 
 def transcript(url: str) -> str:
