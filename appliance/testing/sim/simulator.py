@@ -23,6 +23,7 @@ from appliance.errors import ApplianceError
 from appliance.raft.types import BUG_NAMES, Bugs, ConfChange, ConfChangeOp, ConfState, RaftConfig, Role
 from appliance.testing.sim.checkers import Checkers, Violation
 from appliance.testing.sim.disk import SimDisk
+from appliance.testing.sim.faults import Nemesis
 from appliance.testing.sim.network import NetworkFaults, SimNetwork
 from appliance.testing.sim.node import SimNode
 from appliance.testing.sim.profile import FAULT_NAMES, FaultProfile, draw_profile
@@ -105,12 +106,11 @@ class Simulator:
         self.result = SimResult(options.seed, ok=True, command=options.command(), profile=self.profile.describe())
         self.nodes = {name: SimNode(name, SimDisk()) for name in self.node_ids}
         self.node_list = list(self.nodes.values())
-        self.fresh_leaders: list[SimNode] = []  # elected in the last step
-        self.committing_leaders: list[SimNode] = []  # advanced their commit index in the last step
         self.commit_seen: dict[tuple[str, str], int] = {}
         self.sequence = 0
         for node in self.nodes.values():
             self._start(node, bootstrap=True)
+        self.nemesis = Nemesis(self, self.profile, self.fault_rng)
 
     # --- lifecycle -----------------------------------------------------------------------------------
     def _config(self, name: str) -> RaftConfig:
@@ -158,6 +158,7 @@ class Simulator:
         r.messages = self.network.sent
         r.dropped = self.network.dropped
         r.checks = self.checkers.checks
+        r.partitions = self.nemesis.partitions
 
     # --- scripting (scenario tests drive the same harness by hand) -----------------------------------
     def run_ticks(self, ticks: int, *, workload: bool = False) -> None:
@@ -168,14 +169,14 @@ class Simulator:
                 self._propose_workload()
 
     def leader(self, group_id: str) -> SimNode | None:
-        leaders = [node for node in self._live() if node.groups[group_id].is_leader()]
+        leaders = [node for node in self.live() if node.groups[group_id].is_leader()]
         return leaders[0] if len(leaders) == 1 else None
 
     def propose(self, node_name: str, group_id: str) -> bool:
         return self._propose(self.nodes[node_name], group_id)
 
     def crash(self, node_name: str) -> None:
-        self._crash(self.nodes[node_name])
+        self.crash_node(self.nodes[node_name])
 
     def restart(self, node_name: str) -> None:
         self._start(self.nodes[node_name], bootstrap=False)
@@ -200,19 +201,19 @@ class Simulator:
         self.now += 1
         self.clock.advance(TICK_S)
         if safety:
-            self._inject_faults()
+            self.nemesis.inject()
             for group_id in self.group_ids:
                 self._check_quorum_holds(group_id)  # what the crashes left on disk, before anyone acts on it
         for group_id, message in self.network.due(self.now):
             node = self.nodes[message.to]
             if node.alive:
                 node.groups[group_id].step(message)
-        for node in self._live():
+        for node in self.live():
             for group in node.groups.values():
                 group.tick()
         if safety:
             self._propose_workload()
-        for node in self._live():
+        for node in self.live():
             for group in node.groups.values():
                 for _ in range(READY_ROUNDS_PER_STEP):
                     if not group.process_ready():
@@ -221,7 +222,7 @@ class Simulator:
 
     def _check_quorum_holds(self, group_id: str) -> None:
         best: tuple[int, int] | None = None
-        for node in self._live():
+        for node in self.live():
             log = node.groups[group_id].core.log
             term = log.term(log.committed)
             if term is not None and (best is None or log.committed > best[0]):
@@ -233,17 +234,17 @@ class Simulator:
         holders = [node.name for node in self.nodes.values() if node.holds(group_id, index=index, term=term)]
         self.checkers.on_quorum_holds(group_id, index=index, term=term, holders=holders, voters=len(self.node_ids))
 
-    def _live(self) -> list[SimNode]:
+    def live(self) -> list[SimNode]:
         return [node for node in self.node_list if node.alive]
 
     def _check(self) -> None:
         for group_id in self.group_ids:
             self._check_quorum_holds(group_id)
-        for node in self._live():
+        for node in self.live():
             for group_id, group in node.groups.items():
                 core = group.core
                 if core.role == Role.LEADER and self.checkers.on_leader(group_id, core.term, node.name):
-                    self.fresh_leaders.append(node)
+                    self.nemesis.fresh_leaders.append(node)
                     index, term = self.checkers.history[group_id].committed
                     holds = index == 0 or node.holds(group_id, index=index, term=term)
                     self.checkers.on_new_leader(group_id, node.name, holds_committed=holds)
@@ -251,95 +252,17 @@ class Simulator:
                                                raft_applied=core.log.applied)
                 key = (node.name, group_id)
                 if core.role == Role.LEADER and core.log.committed > self.commit_seen.get(key, 0):
-                    self.committing_leaders.append(node)
+                    self.nemesis.committing_leaders.append(node)
                 self.commit_seen[key] = core.log.committed
 
     # --- faults --------------------------------------------------------------------------------------
-    def _inject_faults(self) -> None:
-        p, rng = self.profile, self.fault_rng
-        if not self.network.blocked and p.partition_rate and rng.random() < p.partition_rate:
-            size = rng.randrange(1, len(self.node_ids)) if len(self.node_ids) > 1 else 1
-            self.network.partition(set(rng.sample(self.node_ids, size)), self.node_ids)
-            self.result.partitions += 1
-        elif self.network.blocked and rng.random() < p.heal_rate:
-            self.network.heal()
-        if p.crash_rate and self._live() and rng.random() < p.crash_rate:
-            self._crash(rng.choice(self._live()))
-        if p.reboot_rate and self._live() and rng.random() < p.reboot_rate:
-            victim = rng.choice(self._live())
-            self._crash(victim)
-            self._start(victim, bootstrap=False)
-        fresh, self.fresh_leaders = self.fresh_leaders, []
-        for node in fresh:
-            if node.alive and p.fresh_leader_kill and rng.random() < p.fresh_leader_kill:
-                self._crash(node)
-        committing, self.committing_leaders = self.committing_leaders, []
-        for node in committing:
-            if node.alive and p.commit_kill and rng.random() < p.commit_kill:
-                self._crash(node)
-        if p.leader_kill_rate and rng.random() < p.leader_kill_rate:
-            leaders = [node for node in self._live() if any(g.is_leader() for g in node.groups.values())]
-            if leaders:
-                self._crash(rng.choice(leaders))
-        if p.clog_rate and len(self.node_ids) > 1 and rng.random() < p.clog_rate:
-            self._clog_some_node(rng)
-        if p.powerloss_rate and rng.random() < p.powerloss_rate:
-            for node in self._live():
-                self._crash(node)
-        for node in self.nodes.values():
-            if not node.alive and rng.random() < p.restart_rate:
-                self._start(node, bootstrap=False)
-        if p.transfer_rate and rng.random() < p.transfer_rate:
-            self._transfer_some_leader(rng)
-        if p.reconfig_rate and len(self.node_ids) % 2 == 1 and rng.random() < p.reconfig_rate:
-            self._reconfigure_some_group(rng)
-
-    def _reconfigure_some_group(self, rng: random.Random) -> None:
-        """One server at a time: add back a removed voter, or remove one (maybe the leader itself).
-
-        Only with an odd node count and at most one voter missing, so a majority of the voters is
-        never smaller than a majority of all nodes (what the quorum checker counts).
-        """
-        leaders = [group for node in self._live() for group in node.groups.values() if group.is_leader()]
-        if not leaders:
-            return
-        core = rng.choice(leaders).core
-        missing = [name for name in self.node_ids if name not in core.voters]
-        if missing:
-            change = ConfChange(ConfChangeOp.ADD, rng.choice(missing))
-        elif len(core.voters) >= 3:
-            change = ConfChange(ConfChangeOp.REMOVE, rng.choice(core.voters))
-        else:
-            return
-        try:
-            core.propose_conf_change(change)
-        except ApplianceError:
-            return
-
-    def _clog_some_node(self, rng: random.Random) -> None:
-        """A node whose outgoing traffic stalls (a slow NIC, a paused VM): often a leader."""
-        leaders = [node.name for node in self._live() if any(g.is_leader() for g in node.groups.values())]
-        sender = rng.choice(leaders) if leaders and rng.random() < 0.7 else rng.choice(self.node_ids)
-        until, delay = self.now + rng.randrange(10, 60), rng.randrange(10, 40)
-        for receiver in self.node_ids:
-            if receiver != sender:
-                self.network.clog((sender, receiver), until=until, delay_ticks=delay)
-
-    def _crash(self, node: SimNode) -> None:
+    def crash_node(self, node: SimNode) -> None:
         node.crash(self.fault_rng, torn=self.profile.torn)
         self.network.lose_unflushed(node.name, sent_since=self.now - 1)
         self.result.crashes += 1
 
-    def _transfer_some_leader(self, rng: random.Random) -> None:
-        leaders = [(node, group) for node in self._live() for group in node.groups.values() if group.is_leader()]
-        if not leaders:
-            return
-        node, group = rng.choice(leaders)
-        target = rng.choice([None, *[n for n in self.node_ids if n != node.name]])
-        try:
-            group.core.transfer_leadership(target)
-        except ApplianceError:
-            return
+    def start_node(self, node: SimNode) -> None:
+        self._start(node, bootstrap=False)
 
     def _heal_all(self) -> None:
         self.network.heal()
@@ -354,8 +277,8 @@ class Simulator:
         for group_id in self.group_ids:
             if rng.random() >= self.profile.propose_rate:
                 continue
-            leaders = [node for node in self._live() if node.groups[group_id].is_leader()]
-            live = self._live()
+            leaders = [node for node in self.live() if node.groups[group_id].is_leader()]
+            live = self.live()
             if not live:
                 return
             node = rng.choice(leaders) if leaders and rng.random() < 0.9 else rng.choice(live)
@@ -411,7 +334,7 @@ class Simulator:
         for group_id in self.group_ids:
             if group_id in probes:
                 continue  # pending (0) or acknowledged (its index)
-            leaders = [node for node in self._live() if node.groups[group_id].is_leader()]
+            leaders = [node for node in self.live() if node.groups[group_id].is_leader()]
             if len(leaders) != 1:
                 continue
             data = f"{group_id}:probe:{self.now}".encode()
