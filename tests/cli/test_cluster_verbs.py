@@ -118,6 +118,20 @@ def test_stream_step_down_elects_another_leader(urls: str) -> None:
     assert f"                  Leader: {elected.group(1)}\n" in out
 
 
+def test_stream_step_down_to_a_preferred_server(urls: str) -> None:
+    info = json.loads(
+        eventually(urls, "stream", "info", "ORDERS", "--json", *APP, condition='"current": true')
+    )
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while not all(replica.get("current") for replica in info["cluster"].get("replicas", [])):
+        assert time.monotonic() < deadline, info
+        time.sleep(0.2)
+        info = json.loads(ok(urls, "stream", "info", "ORDERS", "--json", *APP))
+    preferred = info["cluster"]["replicas"][-1]["name"]
+    out = CLOCK.sub("", ok(urls, "stream", "cluster", "step-down", "ORDERS", "--preferred", preferred, *APP))
+    assert f'New leader elected "{preferred}"\n' in out, out
+
+
 def test_stream_peer_remove_replaces_the_peer(urls: str) -> None:
     eventually(urls, "stream", "add", "PAIR", "--subjects", "pair", "--replicas", "2", "--defaults", *APP)
     info = json.loads(eventually(urls, "stream", "info", "PAIR", "--json", *APP, condition='"current": true'))
