@@ -6,7 +6,7 @@ Commands (one per case in tests/raft/testdata/*.txt):
   campaign ID | propose ID DATA | propose-conf-change ID add|remove PEER
   transfer-leadership ID [to=PEER] | tick ID [n=N] | tick-election ID | tick-heartbeat ID
   process-ready ID... | deliver-msgs [ID...] [drop=true] | stabilize [ID...]
-  isolate ID | heal | restart ID | compact ID INDEX | status ID | log ID | raft-state
+  isolate ID | partition 1,2 3,4,5 | heal | restart ID | compact ID INDEX | status ID | log ID | raft-state
 Output is the cores' transition lines plus the rendered Readies and messages.
 """
 
@@ -40,14 +40,14 @@ class InteractionEnv:
         self.stores: dict[str, MemoryStorage] = {}
         self.configs: dict[str, RaftConfig] = {}
         self.queues: dict[str, list[Message]] = {}
-        self.isolated: set[str] = set()
+        self.blocked: set[tuple[str, str]] = set()  # (sender, receiver) links that drop everything
         self.output: list[str] = []
         self.handlers: dict[str, Callable[[Case], None]] = {
             "add-nodes": self._add_nodes, "campaign": self._campaign, "propose": self._propose,
             "propose-conf-change": self._propose_conf_change, "transfer-leadership": self._transfer,
             "tick": self._tick, "tick-election": self._tick_election, "tick-heartbeat": self._tick_heartbeat,
             "process-ready": self._process_ready, "deliver-msgs": self._deliver_msgs,
-            "stabilize": self._stabilize, "isolate": self._isolate, "heal": self._heal,
+            "stabilize": self._stabilize, "isolate": self._isolate, "partition": self._partition, "heal": self._heal,
             "restart": self._restart, "compact": self._compact, "status": self._status, "log": self._log,
             "raft-state": self._raft_state,
         }
@@ -138,7 +138,7 @@ class InteractionEnv:
             store.apply_snapshot(ready.snapshot)
         store.save(ready.hard_state, ready.entries, sync=ready.must_sync)
         for message in ready.messages:
-            if message.to in self.isolated or message.sender in self.isolated:
+            if (message.sender, message.to) in self.blocked:
                 self.output.append(f"  dropped: {describe.message(message)}")
             elif message.to in self.queues:
                 self.queues[message.to].append(message)
@@ -176,10 +176,20 @@ class InteractionEnv:
 
     # --- faults --------------------------------------------------------------------------------
     def _isolate(self, case: Case) -> None:
-        self.isolated.add(case.args[0])
+        node_id = case.args[0]
+        self._cut([[node_id], [other for other in self.nodes if other != node_id]])
+
+    def _partition(self, case: Case) -> None:
+        self._cut([side.split(",") for side in case.args])
+
+    def _cut(self, sides: list[list[str]]) -> None:
+        for side in sides:
+            for other_side in sides:
+                if other_side is not side:
+                    self.blocked.update((a, b) for a in side for b in other_side)
 
     def _heal(self, case: Case) -> None:
-        self.isolated.clear()
+        self.blocked.clear()
 
     def _restart(self, case: Case) -> None:
         node_id = case.args[0]
