@@ -38,6 +38,9 @@ def scan_segments(store: FileStreamStore, start_seq: int, filter_subject: str) -
             ]
         for first, last, lazy in batches:
             dead = index.dead_in(first, last)
+            if everything and not dead:
+                yield from lazy()
+                continue
             for msg in lazy():
                 if dead and msg.seq in dead:
                     continue
