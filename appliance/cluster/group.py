@@ -43,6 +43,14 @@ class StateMachine(Protocol):
         """Apply committed entries in index order (includes no-op and membership entries)."""
         ...
 
+    def applied_index(self) -> int:
+        """The last index this state machine holds durably by itself (0 if it keeps nothing).
+
+        After a restart the driver restores the raft snapshot only if it is newer, and re-applies
+        committed entries from max(snapshot, applied_index) + 1 on (etcd's Config.Applied).
+        """
+        ...
+
     def snapshot(self) -> bytes: ...
 
     def restore(self, data: bytes) -> None: ...
@@ -86,9 +94,10 @@ class RaftGroup:
         self.proposals_pending_max = proposals_pending_max
         self.bugs = config.bugs
         snapshot = storage.snapshot()
-        if not snapshot.is_empty():
+        applied = state_machine.applied_index()
+        if not snapshot.is_empty() and snapshot.meta.index > applied:
             state_machine.restore(snapshot.data)
-        self.core = RaftCore(config, storage, rng, events=events)
+        self.core = RaftCore(config, storage, rng, events=events, applied=applied)
         self._pending: list[tuple[bytes, OnDone | None]] = []
         self._waiting: dict[int, _Proposal] = {}
         self._unsynced = False

@@ -60,12 +60,13 @@ MT = MessageType
 
 class RaftCore:
     def __init__(self, config: RaftConfig, storage: LogStorage, rng: random.Random, *,
-                 events: Callable[[str], None] | None = None) -> None:
+                 events: Callable[[str], None] | None = None, applied: int = 0) -> None:
+        """`applied`: the index a durable state machine already holds; entries up to it are not re-applied."""
         self.id = config.id
         self.config = config
         self.bugs = config.bugs
         self.rng = rng
-        self.log = RaftLog(storage)
+        self.log = RaftLog(storage, applied=applied)
         self._events = events
         hard_state, conf = storage.initial_state()
         self.term = hard_state.term

@@ -11,7 +11,8 @@ from appliance.raft.types import Entry, Snapshot
 
 
 class RaftLog:
-    def __init__(self, storage: LogStorage) -> None:
+    def __init__(self, storage: LogStorage, *, applied: int = 0) -> None:
+        """`applied`: what the state machine already holds durably (etcd's Config.Applied), if anything."""
         self.storage = storage
         hard_state, _ = storage.initial_state()
         first = storage.first_index()
@@ -19,7 +20,7 @@ class RaftLog:
         self.unstable_offset = storage.last_index() + 1
         self.unstable_snapshot: Snapshot | None = None
         self.committed = max(hard_state.commit, first - 1)
-        self.applied = first - 1
+        self.applied = max(first - 1, min(applied, self.committed))
         assert self.committed <= storage.last_index(), "commit beyond the stored log"
 
     # --- positions -----------------------------------------------------------------------------

@@ -31,6 +31,9 @@ class Log:
     def apply(self, entries: Sequence[Entry]) -> None:
         self.data.extend(e.data for e in entries if e.data)
 
+    def applied_index(self) -> int:
+        return 0  # in memory only: rebuilt from the raft snapshot and log after a restart
+
     def snapshot(self) -> bytes:
         return b""
 

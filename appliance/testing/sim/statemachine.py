@@ -31,6 +31,9 @@ class SimStateMachine:
             self.applied_count += 1
             self.on_state(self.index, self.digest, entry)
 
+    def applied_index(self) -> int:
+        return 0  # in memory only: rebuilt from the raft snapshot and log after a restart
+
     def snapshot(self) -> bytes:
         return STATE.pack(self.index, self.digest)
 
