@@ -79,6 +79,7 @@ class RingLink:
         self._loop: LinkLoop | None = None
         self._handler: LinkHandler | None = None
         self._drain_scheduled = False
+        self._receiving_paused = False
         self._blocked_bytes: int | None = None  # payload size of the refused frame we wait for
         self._writable_scheduled = False
         self._bell_due = False  # a doorbell ring for the peer is scheduled for the end of the turn
@@ -191,9 +192,18 @@ class RingLink:
             self._drain_scheduled = True
             self._loop.call_soon(self._drain)
 
+    def pause_receiving(self) -> None:
+        """Stop handing frames to the handler (its consumers are full); the ring fills, and the
+        producer's try_send returns False: backpressure reaches the sending worker."""
+        self._receiving_paused = True
+
+    def resume_receiving(self) -> None:
+        self._receiving_paused = False
+        self._schedule_drain()
+
     def _drain(self) -> None:
         self._drain_scheduled = False
-        if self._closed:
+        if self._closed or self._receiving_paused:
             return
         assert self._handler is not None
         try:

@@ -37,6 +37,7 @@ class SimLink:
         self._handler: LinkHandler | None = None
         self._blocked_bytes: int | None = None
         self._drain_scheduled = False
+        self._receiving_paused = False
         self._writable_scheduled = False
         self._closed = False
         self._broken: BrokenError | None = None
@@ -125,9 +126,16 @@ class SimLink:
             self._drain_scheduled = True
             self._scheduler.call_soon(self._drain)
 
+    def pause_receiving(self) -> None:
+        self._receiving_paused = True
+
+    def resume_receiving(self) -> None:
+        self._receiving_paused = False
+        self._schedule_drain()
+
     def _drain(self) -> None:
         self._drain_scheduled = False
-        if self._closed or not self._incoming.frames:
+        if self._closed or self._receiving_paused or not self._incoming.frames:
             return
         assert self._handler is not None
         frames = self.receive()

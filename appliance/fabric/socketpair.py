@@ -75,6 +75,7 @@ class SocketpairLink:
         self._blocked_bytes: int | None = None
         self._flush_scheduled = False
         self._drain_scheduled = False
+        self._receiving_paused = False
         self._writable_scheduled = False
         self._watching_writes = False
         self._closed = False
@@ -283,9 +284,18 @@ class SocketpairLink:
             self._drain_scheduled = True
             self._loop.call_soon(self._drain)
 
+    def pause_receiving(self) -> None:
+        """Stop handing frames to the handler; unread frames hold their credit, so the sender
+        stops at `capacity` bytes in flight: backpressure reaches the sending worker."""
+        self._receiving_paused = True
+
+    def resume_receiving(self) -> None:
+        self._receiving_paused = False
+        self._schedule_drain()
+
     def _drain(self) -> None:
         self._drain_scheduled = False
-        if self._closed or not self._rx_frames:
+        if self._closed or self._receiving_paused or not self._rx_frames:
             return
         assert self._handler is not None
         frames = self.receive()

@@ -55,6 +55,8 @@ ERR_NO_RESPONDERS_HEADERS = "no responders requires headers support"
 
 
 class ClientConnection(asyncio.Protocol):
+    is_link = False  # a subscriber here, not a sibling worker (see server/links.py)
+
     def __init__(self, server: Server, cid: int) -> None:
         self.server = server
         self.cid = cid
@@ -157,8 +159,8 @@ class ClientConnection(asyncio.Protocol):
             logger.exception("cid:%d - error handling client data; closing the connection", self.cid)
             self.close("Internal Error")
         finally:
+            server.flush_dirty()  # while still the producer: a full subscriber or link pauses us
             server.producer = None
-            server.flush_dirty()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.closed:
@@ -292,8 +294,8 @@ class ClientConnection(asyncio.Protocol):
             logger.exception("cid:%d - error after an interest sync; closing the connection", self.cid)
             self.close("Internal Error")
         finally:
-            self.server.producer = None
             self.server.flush_dirty()
+            self.server.producer = None
 
     def _fast_publish(self) -> bool:
         return (self.connected or not self.server.auth.required) and not self.verbose and not self.pedantic \
@@ -382,8 +384,8 @@ class ClientConnection(asyncio.Protocol):
             logger.exception("cid:%d - error after authentication; closing the connection", self.cid)
             self.close("Internal Error")
         finally:
-            self.server.producer = None
             self.server.flush_dirty()
+            self.server.producer = None
 
     def _bind(self, user: Any, account_name: str) -> None:
         account = self.server.accounts.get(account_name)
@@ -535,7 +537,7 @@ class ClientConnection(asyncio.Protocol):
             producer = self.server.producer
             if producer is not None and producer is not self and len(self._stalled_producers) < limits.STALLED_PRODUCERS_MAX:
                 self._stalled_producers[producer] = None
-                producer._pause_reading()
+                producer.pause_for_backpressure()
 
     def pending_bytes(self) -> int:
         if self.transport is None or self.closed:
@@ -563,8 +565,7 @@ class ClientConnection(asyncio.Protocol):
     def _release_stalled(self) -> None:
         stalled, self._stalled_producers = self._stalled_producers, {}
         for producer in stalled:
-            if not producer._holding:
-                producer._resume_reading()
+            producer.resume_after_backpressure()
 
     # --- timers and closing ----------------------------------------------------------------------
 

@@ -24,6 +24,8 @@ Handler = Callable[[bytes, "bytes | None", "bytes | None", bytes], None]
 
 
 class InternalClient:
+    is_link = False  # a subscriber here, not a sibling worker (see server/links.py)
+
     def __init__(self, server: Server, account: Account, name: str) -> None:
         self.server = server
         self.account = account

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from appliance import limits
-from appliance.errors import ApplianceError, ClosedError, LimitExceeded
+from appliance.errors import ApplianceError, ClosedError, CorruptData, LimitExceeded
 from appliance.fabric.frames import Frame, FrameKind
 from appliance.fabric.link import Link, LinkLoop
 from appliance.server.accounts import Account
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-_MESSAGE = struct.Struct("<HHHHI")  # account, subject, reply, queue lengths; header length or NO_HEADER
+_RECORD = struct.Struct("<HHHHII")  # account, subject, reply, queue lengths; header length or NO_HEADER; data
 _INTEREST = struct.Struct("<HHH")  # account, subject, queue lengths
 NO_HEADER = 0xFFFFFFFF
 KIND_HELLO = int(FrameKind.HELLO)
@@ -59,30 +59,48 @@ KIND_INTEREST_ACK = int(FrameKind.INTEREST_ACK)
 _SEQ = struct.Struct("<Q")  # interest frames start with the sender's interest sequence number
 
 
-def encode_message(account: bytes, subject: bytes, reply: bytes | None, queue: bytes | None,
-                   header: bytes | None, data: bytes) -> bytes:
-    reply = reply or b""
-    queue = queue or b""
-    header_size = NO_HEADER if header is None else len(header)
-    return b"".join((_MESSAGE.pack(len(account), len(subject), len(reply), len(queue), header_size),
-                     account, subject, reply, queue, data))
+def append_record(out: bytearray, account: bytes, subject: bytes, reply: bytes | None, queue: bytes | None,
+                  header: bytes | None, data: bytes) -> None:
+    """One message as a record of a MESSAGE frame; a frame carries one or more records."""
+    out += _RECORD.pack(len(account), len(subject), len(reply) if reply else 0, len(queue) if queue else 0,
+                        NO_HEADER if header is None else len(header), len(data))
+    out += account
+    out += subject
+    if reply:
+        out += reply
+    if queue:
+        out += queue
+    out += data
 
 
-def decode_message(payload: bytes) -> tuple[bytes, bytes, bytes | None, bytes | None, bytes | None, bytes]:
-    """(account, subject, reply, queue, header, data); data includes the header block, as HMSG."""
-    a, s, r, q, h = _MESSAGE.unpack_from(payload, 0)
-    pos = _MESSAGE.size
-    account = payload[pos : pos + a]
-    pos += a
-    subject = payload[pos : pos + s]
-    pos += s
-    reply = payload[pos : pos + r] if r else None
-    pos += r
-    queue = payload[pos : pos + q] if q else None
-    pos += q
-    data = payload[pos:]
-    header = None if h == NO_HEADER else data[:h]
-    return account, subject, reply, queue, header, data
+def decode_records(payload: bytes) -> list[tuple[bytes, bytes, bytes | None, bytes | None, bytes | None, bytes]]:
+    """(account, subject, reply, queue, header, data) per record; data includes the header block, as HMSG."""
+    records = []
+    pos = 0
+    end = len(payload)
+    unpack = _RECORD.unpack_from
+    size = _RECORD.size
+    while pos < end:
+        a, s, r, q, h, d = unpack(payload, pos)
+        pos += size
+        account = payload[pos : pos + a]
+        pos += a
+        subject = payload[pos : pos + s]
+        pos += s
+        reply = None
+        if r:
+            reply = payload[pos : pos + r]
+            pos += r
+        queue = None
+        if q:
+            queue = payload[pos : pos + q]
+            pos += q
+        data = payload[pos : pos + d]
+        pos += d
+        records.append((account, subject, reply, queue, None if h == NO_HEADER else data[:h], data))
+    if pos != end:
+        raise CorruptData("truncated message record in a link frame")
+    return records
 
 
 def encode_interest(account: bytes, subject: bytes, queue: bytes | None) -> bytes:
@@ -114,17 +132,37 @@ class LinkPeer:
         self.interest: dict[tuple[bytes, bytes, bytes | None], list[Subscription]] = {}
         self.msgs_out = 0
         self.msgs_in = 0
+        self._records = bytearray()
+        self._records_flush_bytes = min(limits.LINK_RECORDS_FLUSH_BYTES, link.frame_bytes_max // 2)
+        self._dirty = False
+        self.receiving_paused = False
         self.acked_seq = 0  # our interest changes this sibling has applied
         self.seen_seq = 0  # the sibling's interest changes we have applied
         self._account_names: dict[str, bytes] = {}
 
     def deliver(self, sub: Subscription, subject: bytes, reply: bytes | None, header: bytes | None,
                 data: bytes) -> None:
+        """Add the message to the records going out; they leave as one frame when the server flushes
+        (once per read of a client, like client writes) or when a frame's worth has gathered."""
         account = self._account_names.get(sub.account)
         if account is None:
             account = self._account_names[sub.account] = sub.account.encode()
         self.msgs_out += 1
-        self.send(KIND_MESSAGE, encode_message(account, subject, reply, sub.queue, header, data))
+        records = self._records
+        append_record(records, account, subject, reply, sub.queue, header, data)
+        if len(records) >= self._records_flush_bytes:
+            self.flush()
+        elif not self._dirty:
+            self._dirty = True
+            self.fabric.server.dirty.append(self)  # type: ignore[arg-type]
+
+    def flush(self) -> None:
+        self._dirty = False
+        if self._records:
+            payload, self._records = bytes(self._records), bytearray()
+            if len(payload) > self.link.frame_bytes_max:
+                raise LimitExceeded(f"a message of {len(payload)} bytes does not fit a link frame")
+            self.send(KIND_MESSAGE, payload)
 
     def send(self, kind: int, payload: bytes) -> None:
         if self.closed:
@@ -157,6 +195,18 @@ class LinkPeer:
         for producer in stalled:
             producer.resume_after_backpressure()
 
+    # --- as a producer: a local subscriber it delivers to may be full --------------------------------
+
+    def pause_for_backpressure(self) -> None:
+        if not self.receiving_paused:
+            self.receiving_paused = True
+            self.link.pause_receiving()
+
+    def resume_after_backpressure(self) -> None:
+        if self.receiving_paused and not self.closed:
+            self.receiving_paused = False
+            self.link.resume_receiving()
+
     def forget_interest(self) -> None:
         for (account_name, _, _), subs in self.interest.items():
             account = self.fabric.server.accounts.get(account_name.decode())
@@ -178,6 +228,7 @@ class LocalFabric:
         self.peers = {index: LinkPeer(self, link) for index, link in links.items()}
         self._by_link = {id(peer.link): peer for peer in self.peers.values()}
         self._plain_refs: dict[tuple[str, bytes], int] = {}
+        self._accounts: dict[bytes, Account] = {}
         self._next_sid = 0
         self.interest_seq = base  # the number of our latest interest change sent to siblings
         for peer in self.peers.values():
@@ -208,7 +259,7 @@ class LocalFabric:
         sibling made before this client's message arrived applies first, whatever order the event
         loop would wake us in."""
         for peer in self.peers.values():
-            if not peer.closed:
+            if not peer.closed and not peer.receiving_paused:
                 try:
                     frames = peer.link.receive()
                 except ApplianceError as error:
@@ -298,11 +349,15 @@ class LocalFabric:
         peer = self._by_link[id(link)]
         server = self.server
         seen_before = peer.seen_seq
+        previous_producer = server.producer
+        server.producer = peer  # type: ignore[assignment]  # a full local subscriber pauses this link
         try:
             for kind, payload in frames:
                 if kind == KIND_MESSAGE:
-                    peer.msgs_in += 1
-                    self._deliver_locally(*decode_message(payload))
+                    deliver_locally = self._deliver_locally
+                    for record in decode_records(payload):
+                        peer.msgs_in += 1
+                        deliver_locally(*record)
                 elif kind == KIND_INTEREST_ADD:
                     peer.seen_seq = _SEQ.unpack_from(payload, 0)[0]
                     self._add_remote_interest(peer, *decode_interest(payload[_SEQ.size:]))
@@ -332,6 +387,7 @@ class LocalFabric:
             if peer.seen_seq != seen_before:
                 peer.send(KIND_INTEREST_ACK, _SEQ.pack(peer.seen_seq))
             server.flush_dirty()
+            server.producer = previous_producer
 
     def on_writable(self, link: Link) -> None:
         self._by_link[id(link)].drain()
@@ -425,19 +481,27 @@ class LocalFabric:
 
     def _deliver_locally(self, account_name: bytes, subject: bytes, reply: bytes | None, queue: bytes | None,
                          header: bytes | None, data: bytes) -> None:
-        account = self.server.accounts.get(account_name.decode())
+        account = self._accounts.get(account_name)
         if account is None:
-            return
-        plain, queues = account.sublist.match(subject)
+            account = self.server.accounts.get(account_name.decode())
+            if account is None:
+                return
+            self._accounts[account_name] = account
+        sublist = account.sublist
+        result = sublist.cache.get(subject)
+        if result is None:
+            result = sublist.match(subject)
+        plain, queues = result
         if queue is None:
             for sub in plain:
-                if not getattr(sub.conn, "is_link", False):
-                    sub.conn.deliver(sub, subject, reply, header, data)
+                conn = sub.conn
+                if not conn.is_link:
+                    conn.deliver(sub, subject, reply, header, data)
             return
         for members in queues:
             if members[0].queue != queue:
                 continue
-            local = tuple(m for m in members if not getattr(m.conn, "is_link", False))
+            local = tuple(m for m in members if not m.conn.is_link)
             if local:
                 chosen = pick(local, None, True, self.server.rng)
                 if chosen is not None:

@@ -11,7 +11,7 @@ import pytest
 from nats.errors import NoRespondersError
 
 from appliance import native
-from appliance.server.links import decode_interest, decode_message, encode_interest, encode_message
+from appliance.server.links import append_record, decode_interest, decode_records, encode_interest
 from appliance.testing.inproc_mesh import InProcessMesh
 
 TRANSPORTS = ["socketpair"] + (["ring"] if native.ENABLED else [])
@@ -42,10 +42,13 @@ def wait_for_interest(mesh: InProcessMesh, worker: int, subject: str, count: int
 
 
 def test_frame_codecs_round_trip() -> None:
-    assert decode_message(encode_message(b"$G", b"a.b", b"r", b"q", b"NATS/1.0\r\n\r\n",
-                                         b"NATS/1.0\r\n\r\nhi")) == (
-        b"$G", b"a.b", b"r", b"q", b"NATS/1.0\r\n\r\n", b"NATS/1.0\r\n\r\nhi")
-    assert decode_message(encode_message(b"A", b"s", None, None, None, b"")) == (b"A", b"s", None, None, None, b"")
+    frame = bytearray()
+    append_record(frame, b"$G", b"a.b", b"r", b"q", b"NATS/1.0\r\n\r\n", b"NATS/1.0\r\n\r\nhi")
+    append_record(frame, b"A", b"s", None, None, None, b"")
+    assert decode_records(bytes(frame)) == [
+        (b"$G", b"a.b", b"r", b"q", b"NATS/1.0\r\n\r\n", b"NATS/1.0\r\n\r\nhi"),
+        (b"A", b"s", None, None, None, b""),
+    ]
     assert decode_interest(encode_interest(b"A", b"x.>", None)) == (b"A", b"x.>", None)
     assert decode_interest(encode_interest(b"A", b"x", b"g")) == (b"A", b"x", b"g")
 

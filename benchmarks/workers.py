@@ -1,0 +1,146 @@
+"""Core NATS across workers, side by side with nats-server (a benchmark, not a test).
+
+    .venv/bin/python benchmarks/workers.py [--msgs N] [--rounds R]
+
+Scenarios, each at 128 B and 1 KiB, alternating targets every round (medians reported):
+  - appliance, 2 workers: publisher and subscriber pinned to different workers ("cross")
+  - appliance, 2 workers: both on the same worker ("same")
+  - appliance, 1 worker; nats-server 2.15.1
+A connection's worker is read from its INFO client_id (worker k of n hands out k+1, k+1+n, ...).
+Raw protocol clients in separate processes; the publisher ends with PING/PONG, the subscriber
+counts bytes, so neither parses more than it must.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from appliance.testing.natsserver import NatsServer  # noqa: E402
+from appliance.testing.process import ApplianceProcess, free_port  # noqa: E402
+
+CONNECT = b'CONNECT {"verbose":false,"pedantic":false}\r\n'
+
+
+def connect(port: int, worker: int | None, workers: int) -> socket.socket:
+    for _ in range(400):
+        sock = socket.create_connection(("127.0.0.1", port))
+        info = b""
+        while not info.endswith(b"\r\n"):
+            info += sock.recv(4096)
+        cid = json.loads(info[5:].strip())["client_id"]
+        if worker is None or (cid - 1) % workers == worker:
+            sock.sendall(CONNECT + b"PING\r\n")
+            got = b""
+            while b"PONG" not in got:
+                got += sock.recv(4096)
+            return sock
+        sock.close()
+    raise RuntimeError(f"no connection landed on worker {worker}")
+
+
+def publisher(port: int, worker: int | None, workers: int, msgs: int, size: int, go: mp.Event, out: mp.Queue) -> None:
+    sock = connect(port, worker, workers)
+    one = b"PUB bench.w %d\r\n%s\r\n" % (size, b"x" * size)
+    batch_msgs = max(1, 65536 // len(one))
+    batch = one * batch_msgs
+    go.wait(30)
+    start = time.perf_counter()
+    sent = 0
+    while sent < msgs:
+        n = min(batch_msgs, msgs - sent)
+        sock.sendall(batch if n == batch_msgs else one * n)
+        sent += n
+    sock.sendall(b"PING\r\n")
+    got = b""
+    while b"PONG" not in got:
+        got += sock.recv(4096)
+    out.put(("pub", msgs / (time.perf_counter() - start)))
+    sock.close()
+
+
+def subscriber(port: int, worker: int | None, workers: int, msgs: int, size: int, ready: mp.Event,
+               out: mp.Queue) -> None:
+    sock = connect(port, worker, workers)
+    sock.sendall(b"SUB bench.w 1\r\nPING\r\n")
+    got = b""
+    while b"PONG" not in got:
+        got += sock.recv(4096)
+    ready.set()
+    per = len(b"MSG bench.w 1 %d\r\n" % size) + size + 2
+    total, received, start = per * msgs, 0, None
+    sock.settimeout(30)
+    while received < total:
+        chunk = sock.recv(1 << 20)
+        if not chunk:
+            break
+        if start is None:
+            start = time.perf_counter()
+        received += len(chunk)
+    out.put(("sub", (received // per) / (time.perf_counter() - (start or time.perf_counter()))))
+    sock.close()
+
+
+def pubsub(port: int, *, pub_worker: int | None, sub_worker: int | None, workers: int, msgs: int, size: int) -> float:
+    ready, out = mp.Event(), mp.Queue()
+    sub = mp.Process(target=subscriber, args=(port, sub_worker, workers, msgs, size, ready, out))
+    sub.start()
+    ready.wait(30)
+    go = mp.Event()
+    pub = mp.Process(target=publisher, args=(port, pub_worker, workers, msgs, size, go, out))
+    pub.start()
+    time.sleep(0.2)  # the publisher connects (and its interest settles) before the clock starts
+    go.set()
+    results = dict(out.get(timeout=120) for _ in range(2))
+    pub.join(30)
+    sub.join(30)
+    return float(results["sub"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--msgs", type=int, default=500_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        two_port, one_port = free_port(), free_port()
+        conf2 = Path(tmp) / "two.conf"
+        conf2.write_text(f"listen: 127.0.0.1:{two_port}\nappliance {{ workers: 2 }}\n")
+        conf1 = Path(tmp) / "one.conf"
+        conf1.write_text(f"listen: 127.0.0.1:{one_port}\nappliance {{ workers: 1 }}\n")
+        with ApplianceProcess(["-c", str(conf2)], log_dir=Path(tmp)), \
+                ApplianceProcess(["-c", str(conf1)], log_dir=Path(tmp)), NatsServer() as real:
+            rows: dict[tuple[str, int], list[float]] = {}
+            for _ in range(args.rounds):
+                for size in (128, 1024):
+                    runs = {
+                        "appliance 2 workers, cross": (two_port, 0, 1, 2),
+                        "appliance 2 workers, same": (two_port, 0, 0, 2),
+                        "appliance 1 worker": (one_port, None, None, 1),
+                        "nats-server": (real.port, None, None, 1),
+                    }
+                    for name, (port, pw, sw, n) in runs.items():
+                        rate = pubsub(port, pub_worker=pw, sub_worker=sw, workers=n, msgs=args.msgs, size=size)
+                        rows.setdefault((name, size), []).append(rate)
+                        print(f"{name:28} {size:5} B  {rate:12,.0f} msgs/s", flush=True)
+    print("\n| scenario | 128 B msgs/s | 1 KiB msgs/s |\n|---|---:|---:|")
+    names = dict.fromkeys(name for name, _ in rows)
+    for name in names:
+        print(f"| {name} | {statistics.median(rows[(name, 128)]):,.0f} | {statistics.median(rows[(name, 1024)]):,.0f} |")
+    cross = statistics.median(rows[("appliance 2 workers, cross", 128)])
+    same = statistics.median(rows[("appliance 2 workers, same", 128)])
+    print(f"\ncross / same (128 B): {cross / same:.2f}")
+
+
+if __name__ == "__main__":
+    main()
