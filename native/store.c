@@ -23,6 +23,7 @@ enum {
     KIND_MSG = 1,
     KIND_LAST = 3,
     SUBJECT_BYTES_MAX = 65535,
+    RECORD_BYTES_MAX = 64 * 1024 * 1024, /* limits.STORE_RECORD_BYTES_MAX (checked by speedups.py) */
 };
 _Static_assert(RECORD_HEAD_BYTES == 35, "record head is 35 bytes");
 
@@ -108,6 +109,10 @@ static int view_msg(PyObject *item, msg_view *view) {
     view->payload_len = PyBytes_GET_SIZE(payload);
     view->ts = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 3));
     if (view->ts == -1 && PyErr_Occurred()) return -1;
+    if (BODY_HEAD_BYTES + view->subject_len + view->headers_len + view->payload_len > RECORD_BYTES_MAX) {
+        PyErr_SetString(PyExc_ValueError, "record larger than STORE_RECORD_BYTES_MAX");
+        return -1;
+    }
     return 0;
 }
 
@@ -502,5 +507,10 @@ static struct PyModuleDef store_module = {
 
 PyMODINIT_FUNC PyInit__store_native(void) {
     crc_tables_init();
-    return PyModule_Create(&store_module);
+    PyObject *module = PyModule_Create(&store_module);
+    if (module != NULL && PyModule_AddIntConstant(module, "RECORD_BYTES_MAX", RECORD_BYTES_MAX) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
 }

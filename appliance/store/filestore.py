@@ -301,7 +301,10 @@ class FileStreamStore:
                 if checking:
                     index.check_admit(subject, size, len(headers) + len(payload))
                 seq = index.last_seq + 1
-                record = encode(seq, subject.encode(), headers, payload, timestamp_ns)
+                try:
+                    record = encode(seq, subject.encode(), headers, payload, timestamp_ns)
+                except ValueError as exc:
+                    raise api.StoreLimitError(api.MAX_MSG_SIZE_EXCEEDED) from exc
                 index.add(seq, subject, size, timestamp_ns)
                 offsets[seq] = position
                 position += len(record)
@@ -334,7 +337,10 @@ class FileStreamStore:
         active = self._active
         batch = msgs if isinstance(msgs, list) else list(msgs)
         first = index.last_seq + 1
-        buffer, offsets, sizes, times = speedups.encode_msgs(batch, first, active.size)
+        try:
+            buffer, offsets, sizes, times = speedups.encode_msgs(batch, first, active.size)
+        except ValueError as exc:  # a subject or record over the format's limits: nothing was written
+            raise api.StoreLimitError(api.MAX_MSG_SIZE_EXCEEDED) from exc
         self._ops.append(active.path, buffer)
         last = first + len(batch) - 1
         active.offsets.update(zip(range(first, last + 1), offsets))

@@ -55,6 +55,10 @@ class Record:
 
 
 def encode_msg(seq: int, subject: bytes, headers: bytes, payload: bytes, timestamp_ns: int) -> bytes:
+    if len(subject) > limits.STORE_SUBJECT_BYTES_MAX:
+        raise ValueError("subject longer than 65535 bytes")
+    if BODY_HEAD.size + len(subject) + len(headers) + len(payload) > limits.STORE_RECORD_BYTES_MAX:
+        raise ValueError("record larger than STORE_RECORD_BYTES_MAX")
     body = BODY_HEAD.pack(Kind.MSG, seq, timestamp_ns, len(subject), len(headers), len(payload))
     body += subject + headers + payload
     length = len(body)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TypeVar
 
-from appliance import native
+from appliance import limits, native
 from appliance.store import records, segment
 
 T = TypeVar("T")
@@ -35,8 +35,10 @@ def encode_msgs_py(msgs: list[tuple[str, bytes, bytes, int]], first_seq: int, ba
     seq = first_seq
     for subject, headers, payload, timestamp_ns in msgs:
         subject_bytes = subject.encode()
-        if len(subject_bytes) > 65535:
+        if len(subject_bytes) > limits.STORE_SUBJECT_BYTES_MAX:
             raise ValueError("subject longer than 65535 bytes")
+        if records.BODY_HEAD.size + len(subject_bytes) + len(headers) + len(payload) > limits.STORE_RECORD_BYTES_MAX:
+            raise ValueError("record larger than STORE_RECORD_BYTES_MAX")
         body = b"".join(
             (pack(1, seq, timestamp_ns, len(subject_bytes), len(headers), len(payload)), subject_bytes, headers, payload)
         )
@@ -144,6 +146,7 @@ find_msg: Callable[[bytes, int], int]
 replay_frames: Callable[[bytes | memoryview, int, bool], tuple[list[Replayed], int]]
 plan_blocks: Callable[[bytes | memoryview, int, int], tuple[list[segment.BlockPlan], int]]
 if _native is not None:
+    assert _native.RECORD_BYTES_MAX == limits.STORE_RECORD_BYTES_MAX, "native/store.c disagrees with limits.py"
     plan_blocks = _native.plan_blocks
     replay_frames = _native.replay_frames
     find_msg = _native.find_msg

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from appliance.errors import BrokenError
+from appliance.store.api import StoreLimitError, StoreLimits
 from appliance.store.commit import GroupCommitter
 from appliance.store.filestore import FileStoreConfig, FileStreamStore
 from appliance.testing.faultfs import FaultFS
@@ -61,3 +62,19 @@ def test_a_failed_group_commit_fails_every_waiting_ticket() -> None:
     assert store.broken
     with pytest.raises(BrokenError):
         committer.submit([("a", b"", b"late", 9)])
+
+
+@pytest.mark.parametrize("limits", [StoreLimits(), StoreLimits(max_msgs=100)], ids=["fast-path", "limits-path"])
+def test_a_message_the_format_cannot_hold_is_refused_and_nothing_is_written(limits: StoreLimits) -> None:
+    fs = FaultFS()
+    store = FileStreamStore(FileStoreConfig("/big", limits=limits), ops=fs)
+    store.store_msg("ok", b"", b"1", 1)
+    size_before = fs.size(store.segments()[-1].path)
+    with pytest.raises(StoreLimitError, match="message size exceeds maximum allowed"):
+        store.store_batch([("ok", b"", b"2", 2), ("s" * 70_000, b"", b"x", 3)])
+    if limits.max_msgs < 0:  # the native path checks the whole batch before writing any of it
+        assert fs.size(store.segments()[-1].path) == size_before
+    assert not store.broken
+    assert store.store_msg("ok", b"", b"3", 4) == store.state().last_seq
+    reopened = FileStreamStore(FileStoreConfig("/big", limits=limits), ops=fs)
+    assert [m.payload for m in reopened.scan()] == [m.payload for m in store.scan()]
