@@ -59,6 +59,29 @@ def wait_port(port: int, process: subprocess.Popen[bytes]) -> None:
     raise SystemExit("server did not start")
 
 
+def wait_jetstream(port: int) -> None:
+    """Poll $JS.API.INFO until JetStream answers on this port (every worker has its interest)."""
+    import asyncio
+
+    import nats
+
+    async def probe() -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            nc = await nats.connect(f"nats://127.0.0.1:{port}", allow_reconnect=False)
+            try:
+                await nc.request("$JS.API.INFO", b"", timeout=1)
+                return
+            except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
+                if time.monotonic() > deadline:
+                    raise SystemExit("JetStream did not answer") from None
+                await asyncio.sleep(0.1)
+            finally:
+                await nc.close()
+
+    asyncio.run(probe())
+
+
 @contextmanager
 def server(kind: str, workdir: Path) -> Iterator[tuple[str, int]]:
     port = free_port()
@@ -78,6 +101,7 @@ def server(kind: str, workdir: Path) -> Iterator[tuple[str, int]]:
     process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
     try:
         wait_port(port, process)
+        wait_jetstream(port)
         yield f"nats://127.0.0.1:{port}", process.pid
     finally:
         process.terminate()
