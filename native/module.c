@@ -13,6 +13,7 @@
 
 #include "ring.h"
 #include "scan.h"
+#include "records.h"
 
 /* A ring inside a caller's writable buffer, validated; release with ring_view_release. */
 typedef struct {
@@ -330,6 +331,7 @@ static PyObject *native_ring_counters(PyObject *module, PyObject *const *args, P
 
 static PyMethodDef native_methods[] = {
     APPLIANCE_SCAN_METHODS
+    APPLIANCE_RECORD_METHODS
     {"ring_region_bytes", native_ring_region_bytes, METH_O, "Bytes a ring of `capacity` occupies."},
     {"ring_init", (PyCFunction)(void (*)(void))native_ring_init, METH_FASTCALL, "Write an empty ring."},
     {"ring_check", (PyCFunction)(void (*)(void))native_ring_check, METH_FASTCALL, "Validate a ring."},

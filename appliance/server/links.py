@@ -31,7 +31,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from appliance import limits
+from appliance import limits, native
 from appliance.errors import ApplianceError, ClosedError, CorruptData, LimitExceeded
 from appliance.fabric.frames import Frame, FrameKind
 from appliance.fabric.link import Link, LinkLoop
@@ -59,11 +59,12 @@ KIND_INTEREST_ACK = int(FrameKind.INTEREST_ACK)
 _SEQ = struct.Struct("<Q")  # interest frames start with the sender's interest sequence number
 
 
-def append_record(out: bytearray, account: bytes, subject: bytes, reply: bytes | None, queue: bytes | None,
-                  header: bytes | None, data: bytes) -> None:
-    """One message as a record of a MESSAGE frame; a frame carries one or more records."""
+def append_record_py(out: bytearray, account: bytes, subject: bytes, reply: bytes | None, queue: bytes | None,
+                     header_size: int, data: bytes) -> None:
+    """One message as a record of a MESSAGE frame (header_size -1: no headers); a frame carries one or
+    more records. Twin of the native append_record."""
     out += _RECORD.pack(len(account), len(subject), len(reply) if reply else 0, len(queue) if queue else 0,
-                        NO_HEADER if header is None else len(header), len(data))
+                        NO_HEADER if header_size < 0 else header_size, len(data))
     out += account
     out += subject
     if reply:
@@ -73,14 +74,17 @@ def append_record(out: bytearray, account: bytes, subject: bytes, reply: bytes |
     out += data
 
 
-def decode_records(payload: bytes) -> list[tuple[bytes, bytes, bytes | None, bytes | None, bytes | None, bytes]]:
-    """(account, subject, reply, queue, header, data) per record; data includes the header block, as HMSG."""
+def decode_records_py(payload: bytes) -> list[tuple[bytes, bytes, bytes | None, bytes | None, bytes | None, bytes]]:
+    """(account, subject, reply, queue, header, data) per record; data includes the header block, as HMSG.
+    Twin of the native decode_records; a malformed payload raises ValueError."""
     records = []
     pos = 0
     end = len(payload)
     unpack = _RECORD.unpack_from
     size = _RECORD.size
     while pos < end:
+        if end - pos < size:
+            raise ValueError("truncated message record in a link frame")
         a, s, r, q, h, d = unpack(payload, pos)
         pos += size
         account = payload[pos : pos + a]
@@ -97,10 +101,20 @@ def decode_records(payload: bytes) -> list[tuple[bytes, bytes, bytes | None, byt
             pos += q
         data = payload[pos : pos + d]
         pos += d
+        if h != NO_HEADER and h > d:
+            raise ValueError("message record header longer than its data")
         records.append((account, subject, reply, queue, None if h == NO_HEADER else data[:h], data))
     if pos != end:
-        raise CorruptData("truncated message record in a link frame")
+        raise ValueError("truncated message record in a link frame")
     return records
+
+
+if native.ENABLED:
+    append_record = native.speedups.append_record
+    decode_records = native.speedups.decode_records
+else:
+    append_record = append_record_py
+    decode_records = decode_records_py
 
 
 def encode_interest(account: bytes, subject: bytes, queue: bytes | None) -> bytes:
@@ -149,7 +163,7 @@ class LinkPeer:
             account = self._account_names[sub.account] = sub.account.encode()
         self.msgs_out += 1
         records = self._records
-        append_record(records, account, subject, reply, sub.queue, header, data)
+        append_record(records, account, subject, reply, sub.queue, -1 if header is None else len(header), data)
         if len(records) >= self._records_flush_bytes:
             self.flush()
         elif not self._dirty:
@@ -381,7 +395,7 @@ class LocalFabric:
                     self._answer_monitor_request(peer, payload)
                 elif kind == KIND_MONITOR_REPLY:
                     self._take_monitor_reply(peer, payload)
-        except (ApplianceError, struct.error, UnicodeDecodeError):
+        except (ApplianceError, ValueError, struct.error, UnicodeDecodeError):
             logger.exception("bad frame from worker %d", peer.index)
         finally:
             if peer.seen_seq != seen_before:

@@ -11,7 +11,17 @@ import pytest
 from nats.errors import NoRespondersError
 
 from appliance import native
-from appliance.server.links import append_record, decode_interest, decode_records, encode_interest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from appliance.server.links import (
+    append_record,
+    append_record_py,
+    decode_interest,
+    decode_records,
+    decode_records_py,
+    encode_interest,
+)
 from appliance.testing.inproc_mesh import InProcessMesh
 
 TRANSPORTS = ["socketpair"] + (["ring"] if native.ENABLED else [])
@@ -43,8 +53,8 @@ def wait_for_interest(mesh: InProcessMesh, worker: int, subject: str, count: int
 
 def test_frame_codecs_round_trip() -> None:
     frame = bytearray()
-    append_record(frame, b"$G", b"a.b", b"r", b"q", b"NATS/1.0\r\n\r\n", b"NATS/1.0\r\n\r\nhi")
-    append_record(frame, b"A", b"s", None, None, None, b"")
+    append_record(frame, b"$G", b"a.b", b"r", b"q", 12, b"NATS/1.0\r\n\r\nhi")
+    append_record(frame, b"A", b"s", None, None, -1, b"")
     assert decode_records(bytes(frame)) == [
         (b"$G", b"a.b", b"r", b"q", b"NATS/1.0\r\n\r\n", b"NATS/1.0\r\n\r\nhi"),
         (b"A", b"s", None, None, None, b""),
@@ -222,3 +232,32 @@ def test_pong_means_every_worker_knows_the_subscription(mesh: InProcessMesh) -> 
     finally:
         subscriber.close()
         publisher.close()
+
+
+records = st.lists(st.tuples(st.binary(min_size=1, max_size=8), st.binary(min_size=1, max_size=20),
+                             st.one_of(st.none(), st.binary(min_size=1, max_size=10)),
+                             st.one_of(st.none(), st.binary(min_size=1, max_size=5)),
+                             st.integers(min_value=-1, max_value=6), st.binary(max_size=40)), max_size=6)
+
+
+@settings(max_examples=200, deadline=None)
+@given(items=records, cut=st.integers(min_value=1, max_value=30))
+def test_native_and_python_record_codecs_agree(
+        items: list[tuple[bytes, bytes, bytes | None, bytes | None, int, bytes]], cut: int) -> None:
+    native_frame, python_frame = bytearray(), bytearray()
+    boundaries = {0}
+    for account, subject, reply, queue, header_size, data in items:
+        header_size = min(header_size, len(data))
+        append_record(native_frame, account, subject, reply, queue, header_size, data)
+        append_record_py(python_frame, account, subject, reply, queue, header_size, data)
+        boundaries.add(len(python_frame))
+    assert native_frame == python_frame
+    decoded = decode_records_py(bytes(python_frame))
+    assert decode_records(bytes(native_frame)) == decoded
+    assert [(a, s, r, q, d) for a, s, r, q, _, d in decoded] == [(a, s, r, q, d) for a, s, r, q, _, d in items]
+    truncated = bytes(python_frame[:-min(cut, len(python_frame))])
+    if len(truncated) not in boundaries:  # a frame cut inside a record is refused by both
+        with pytest.raises(ValueError):
+            decode_records_py(truncated)
+        with pytest.raises(ValueError):
+            decode_records(truncated)
