@@ -76,8 +76,11 @@ async def gather(
                 message = await subscription.next_msg(timeout=wait_s)
             except (TimeoutError, jsapi.NatsTimeout):
                 break
-            if message.headers and message.headers.get("Status"):
-                continue  # 503: no server of the system account listens (a user without privileges)
+            status = (message.headers or {}).get("Status", "")
+            if status == "503":
+                break  # no responders: nobody in this account listens (a user without system privileges)
+            if status:
+                continue
             answers.append((_decode(message.data), time.perf_counter_ns() - started))
     finally:
         await subscription.unsubscribe()

@@ -105,7 +105,7 @@ def masked(text: str) -> str:
 def transcript(url: str) -> str:
     parts = []
     for args in SCRIPT:
-        result = CliRunner().invoke(main, [*args, "-s", url, "--timeout", "3"], catch_exceptions=False)
+        result = CliRunner().invoke(main, [*args, "-s", url, "--timeout", "10"], catch_exceptions=False)
         parts.append(f"$ {' '.join(args)}\n[exit {result.exit_code}]\n{result.stdout}{result.stderr}")
     return masked("\n".join(parts))
 

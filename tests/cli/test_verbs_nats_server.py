@@ -24,6 +24,7 @@ from appliance.testing.natsserver import NatsServer
 
 pytestmark = pytest.mark.integration
 CLOCK = re.compile(r"^\d\d:\d\d:\d\d ", re.MULTILINE)
+TIMEOUT_S = 10  # only failures wait this long; generous for a loaded machine
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +35,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
 
 
 def cli(server: NatsServer, *args: str) -> Result:
-    return CliRunner().invoke(main, [*args, "-s", server.url, "--timeout", "2"], catch_exceptions=False)
+    timeout = [] if "--timeout" in args else ["--timeout", str(TIMEOUT_S)]
+    return CliRunner().invoke(main, [*args, "-s", server.url, *timeout], catch_exceptions=False)
 
 
 def ok(server: NatsServer, *args: str) -> str:
