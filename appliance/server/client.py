@@ -20,10 +20,13 @@ from typing import TYPE_CHECKING, Any
 from appliance import limits
 from appliance.errors import ProtocolError
 from appliance import native
+from appliance.log import TRACE
 from appliance.protocol import wire
 from appliance.protocol.client_parser import (
     OP_CONNECT,
     OP_HPUB,
+    OP_INFO,
+    OP_OK,
     OP_PING,
     OP_PONG,
     OP_PUB,
@@ -42,6 +45,7 @@ if TYPE_CHECKING:
     from appliance.server.server import Server
 
 logger = logging.getLogger(__name__)
+_TRACE_NAMES = {OP_PING: b"PING", OP_PONG: b"PONG", OP_INFO: b"INFO", OP_OK: b"+OK"}
 
 append_msg = native.speedups.append_msg if native.ENABLED else wire.append_msg
 
@@ -143,6 +147,8 @@ class ClientConnection(asyncio.Protocol):
         except ProtocolError as exc:
             error = exc
         server = self.server
+        if server.trace:
+            self._trace_in(events)
         server.producer = self
         try:
             if self._holding:
@@ -296,6 +302,26 @@ class ClientConnection(asyncio.Protocol):
         finally:
             self.server.flush_dirty()
             self.server.producer = None
+
+    def _trace_in(self, events: list[Event]) -> None:
+        """-V: every operation from the client, as nats-server's `<<- [...]` trace lines."""
+        for event in events:
+            op = event[0]
+            if op == OP_PUB:
+                text = b"PUB %s%s %d" % (event[1], b" " + event[2] if event[2] else b"", len(event[3]))
+            elif op == OP_HPUB:
+                text = b"HPUB %s%s %d %d" % (event[1], b" " + event[2] if event[2] else b"", len(event[3]),
+                                             len(event[4]))
+            elif op == OP_SUB:
+                text = b"SUB %s %s %s" % (event[1], event[2] or b"", event[3])
+            elif op == OP_UNSUB:
+                text = b"UNSUB %s%s" % (event[1], b" %d" % event[2] if event[2] else b"")
+            elif op == OP_CONNECT:
+                text = b"CONNECT " + event[1]
+            else:
+                text = _TRACE_NAMES.get(op, b"?")
+            logger.log(TRACE, "%s:%d - cid:%d - <<- [%s]", self.ip, self.port, self.cid,
+                       text.decode(errors="replace"))
 
     def _fast_publish(self) -> bool:
         return (self.connected or not self.server.auth.required) and not self.verbose and not self.pedantic \

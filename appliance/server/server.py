@@ -59,6 +59,7 @@ class Server:
         self.stale_connections = 0
         self.lame_duck = False
         self.ready = False
+        self.trace = options.trace  # -V: protocol traces (TRC lines)
         self.interest_listeners: list[Callable[[Account, Subscription, bool], None]] = []
         self.interest_gate: InterestGate | None = None  # sibling workers, when there are any
         self.before_client_read: Callable[[], None] | None = None  # take sibling frames first

@@ -154,3 +154,16 @@ def test_version_and_unsupported_workers(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "appliance", "run", "--version"], capture_output=True, text=True,
                           timeout=30)
     assert done.returncode == 0 and "2.15.1" in done.stdout
+
+
+def test_trace_flag_logs_client_operations(tmp_path: Path) -> None:
+    port = free_port()
+    with ApplianceProcess(["-a", "127.0.0.1", "-p", str(port), "-DV"], log_dir=tmp_path) as app:
+        client = RawClient(port)
+        try:
+            client.send(b'CONNECT {"verbose":false}\r\nSUB traced.x 7\r\nPING\r\n')
+            client.read_until(b"PONG\r\n")
+        finally:
+            client.close()
+        log = app.wait_log("<<- [SUB traced.x  7]")
+        assert "[TRC]" in log and "<<- [PING]" in log
