@@ -30,6 +30,7 @@ P = ParamSpec("P")
 T = TypeVar("T")
 DEFAULT_URL = "nats://127.0.0.1:4222"
 ERROR_PREFIX = "nats: error: "
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell's convention
 NatsTimeout = nats.errors.TimeoutError
 
 
@@ -148,6 +149,8 @@ def run(verb: Callable[[Client], Awaitable[None]], conn: Connection) -> None:
         fail(str(exc))
     except (TimeoutError, NatsError) as exc:
         fail(_nats_text(exc))
+    except KeyboardInterrupt:
+        sys.exit(EXIT_INTERRUPTED)  # Ctrl-C ends `sub` and friends quietly, as in the nats CLI
 
 
 def fail(text: str) -> NoReturn:

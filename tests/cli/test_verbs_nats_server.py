@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -411,3 +412,26 @@ def test_invalid_names_are_refused_before_any_request(name: str) -> None:
     assert result.stderr.startswith(f"nats: error: invalid name {name!r}: names are 1-255 characters")
     result = CliRunner().invoke(main, ["consumer", "info", "OK", name, "-s", "nats://127.0.0.1:1"])
     assert result.stderr.startswith(f"nats: error: invalid name {name!r}")
+
+
+def test_sub_ends_quietly_on_ctrl_c(server: NatsServer, tmp_path: Path) -> None:
+    out_path = tmp_path / "sub.out"
+    with open(out_path, "wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "appliance", "sub", "forever", "-s", server.url],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 30
+        while "Subscribing on forever" not in out_path.read_text():
+            assert process.poll() is None, out_path.read_text()
+            assert time.monotonic() < deadline, out_path.read_text()
+            time.sleep(0.02)
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=30) == 130
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+    assert "Traceback" not in out_path.read_text()
