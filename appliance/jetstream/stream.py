@@ -178,8 +178,14 @@ class Stream:
         if job is None:
             self._release_acks(self._file.durable_seq)
             return
-        self._syncing = True
         store = self._file
+        if len(self._acks) <= limits.JS_INLINE_FSYNC_ACKS_MAX:
+            # A lone publisher waits for this one fsync anyway: run it here rather than pay a
+            # thread hand-off each way (sync publish latency); many waiting acks go off-loop.
+            job.run()
+            self._release_acks(store.finish_sync(job))
+            return
+        self._syncing = True
 
         def done() -> None:
             self._syncing = False
