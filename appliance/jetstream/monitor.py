@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 
 import psutil
 
-from appliance.jetstream.api import API_LEVEL, stream_info
+from appliance.jetstream.api_streams import stream_info
+from appliance.jetstream.request import API_LEVEL
 from appliance.server.monitor.view import ConsumerHealth, JetStreamStats, JetStreamView, StreamHealth
 
 if TYPE_CHECKING:

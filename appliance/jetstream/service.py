@@ -24,6 +24,7 @@ from appliance.clock import Clock, SystemClock
 from appliance.config.options import ServerOptions
 from appliance.errors import ApplianceError
 from appliance.jetstream import api
+from appliance.jetstream.direct import direct_get
 from appliance.jetstream.config import (
     ConsumerConfig,
     StreamConfig,
@@ -205,7 +206,7 @@ class AccountJetStream:
 
             def on_direct(subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
                 payload = data[len(header):] if header is not None else data
-                api.direct_get(self, name, subject.decode(), reply.decode() if reply else "", payload)
+                direct_get(self, name, subject.decode(), reply.decode() if reply else "", payload)
 
             subs.append(self.client.subscribe(f"$JS.API.DIRECT.GET.{name}".encode(), on_direct, queue=b"_sys_"))
             subs.append(self.client.subscribe(f"$JS.API.DIRECT.GET.{name}.>".encode(), on_direct, queue=b"_sys_"))

@@ -1,0 +1,155 @@
+"""The CONSUMER.* handlers: create (every subject form), info, delete, names and list."""
+
+from __future__ import annotations
+
+import string
+from typing import TYPE_CHECKING
+
+from appliance import limits
+from appliance.jetstream import errors
+from appliance.jetstream.api_streams import PAGE_FIELDS
+from appliance.jetstream.config import CONSUMER_FIELDS, ConsumerConfig, parse_consumer_config
+from appliance.jetstream.decode import decode_object
+from appliance.jetstream.request import Request, body_of, optional_object, propose_meta, stream_of
+from appliance.jetstream.subjects import subjects_overlap
+
+if TYPE_CHECKING:
+    from appliance.jetstream.consumer import Consumer
+    from appliance.jetstream.stream import Stream
+
+NAME_ALPHABET = string.ascii_letters + string.digits
+
+
+CREATE_FIELDS: dict[str, object] = {"stream_name": "str", "config": "object", "action": ("", "create", "update"),
+                                    "pedantic": "bool"}
+
+
+def consumer_create(request: Request) -> None:
+    tokens = request.tokens
+    durable_api = tokens[1] == "DURABLE"
+    stream_name = tokens[3] if durable_api else tokens[2]
+    subject_name = tokens[4] if durable_api else (tokens[3] if len(tokens) >= 4 else "")
+    subject_filter = ".".join(tokens[4:]) if not durable_api and len(tokens) >= 5 else ""
+    body = body_of(request)
+    obj = decode_object(body, CREATE_FIELDS, "CreateConsumerRequest") if body else {}  # type: ignore[arg-type]
+    if not obj.get("config") and "config" not in obj:
+        raise errors.CONSUMER_CONFIG_REQUIRED.error()
+    config_obj = decode_object(obj.get("config") or {}, CONSUMER_FIELDS, "ConsumerConfig")
+    if obj.get("stream_name", stream_name) != stream_name:
+        raise errors.STREAM_MISMATCH.error()
+    stream = stream_of(request, stream_name)
+    durable = str(config_obj.get("durable_name", ""))
+    name = str(config_obj.get("name", ""))
+    if durable_api:
+        if not durable:
+            raise errors.CONSUMER_DURABLE_NAME_NOT_SET.error()
+        if durable != subject_name:
+            raise errors.CONSUMER_DURABLE_NAME_NOT_MATCH_SUBJECT.error()
+    elif subject_name:
+        if subject_filter:
+            if config_obj.get("filter_subjects"):
+                raise errors.CONSUMER_MULTIPLE_FILTERS_NOT_ALLOWED.error()
+            if config_obj.get("filter_subject") != subject_filter:
+                raise errors.CONSUMER_CREATE_FILTER_SUBJECT_MISMATCH.error()
+        if (durable and durable != subject_name) or (name and name != subject_name):
+            raise errors.CONSUMER_DURABLE_NAME_NOT_MATCH_SUBJECT.error()
+    elif durable:
+        raise errors.CONSUMER_EPHEMERAL_WITH_DURABLE.error()
+    if subject_name:
+        config_obj["name"] = subject_name
+    elif not name:
+        config_obj["name"] = "".join(request.ajs.rng.choice(NAME_ALPHABET) for _ in range(8))
+    config = parse_consumer_config(config_obj, stream=stream.config, ephemeral=not durable,
+                                   request_level=request.request_level())
+    existing = stream.consumers.get(config.name)
+    action = obj.get("action", "")
+    if existing is not None:
+        if existing.config.comparable() == config.comparable():
+            request.respond("consumer_create_response", existing.info_json())
+            return
+        if action == "create":
+            raise errors.CONSUMER_ALREADY_EXISTS.error()
+        _check_update(existing.config, config)
+    elif action == "update":
+        raise errors.CONSUMER_DOES_NOT_EXIST.error()
+    else:
+        _check_new_consumer(stream, config)
+    created = existing.created_ns if existing is not None else request.ajs.now_ns()
+    propose_meta(request, {"op": "consumer_put", "acc": request.ajs.account.name, "stream": stream_name,
+                       "config": config.to_json(dynamic_metadata=False), "created": created})
+    request.respond("consumer_create_response", stream.consumers[config.name].info_json())
+
+
+def _check_new_consumer(stream: Stream, config: ConsumerConfig) -> None:
+    if 0 < stream.config.max_consumers <= len(stream.consumers):
+        raise errors.MAXIMUM_CONSUMERS_LIMIT.error()
+    if stream.config.retention != "workqueue":
+        return
+    mine = config.filters
+    for other in stream.consumers.values():
+        theirs = other.config.filters
+        if not mine or not theirs:
+            raise errors.CONSUMER_WQ_MULTIPLE_UNFILTERED.error()
+        if any(subjects_overlap(a, b) for a in mine for b in theirs):
+            raise errors.CONSUMER_WQ_CONSUMER_NOT_UNIQUE.error()
+
+
+def _check_update(old: ConsumerConfig, new: ConsumerConfig) -> None:
+    def fail(what: str) -> errors.JsApiError:
+        return errors.CONSUMER_CREATE.format(err=f"consumer {what} can not be updated")
+
+    if old.deliver_policy != new.deliver_policy:
+        raise fail("deliver policy")
+    if old.ack_policy != new.ack_policy:
+        raise fail("ack policy")
+    if old.replay_policy != new.replay_policy:
+        raise fail("replay policy")
+    if bool(old.deliver_subject) != bool(new.deliver_subject):
+        raise fail("push vs pull mode")
+
+
+def _consumer(request: Request, stream: Stream, name: str) -> Consumer:
+    consumer = stream.consumers.get(name)
+    if consumer is None:
+        raise errors.CONSUMER_NOT_FOUND.error()
+    return consumer
+
+
+def consumer_info(request: Request) -> None:
+    stream = stream_of(request, request.tokens[2])
+    request.respond("consumer_info_response", _consumer(request, stream, request.tokens[3]).info_json())
+
+
+def consumer_delete(request: Request) -> None:
+    stream = stream_of(request, request.tokens[2])
+    consumer = _consumer(request, stream, request.tokens[3])
+    propose_meta(request, {"op": "consumer_del", "acc": request.ajs.account.name, "stream": stream.config.name,
+                       "consumer": consumer.name})
+    request.respond("consumer_delete_response", {"success": True})
+
+
+def consumer_names(request: Request) -> None:
+    stream = stream_of(request, request.tokens[2])
+    obj = optional_object(request, PAGE_FIELDS, "JSApiConsumersRequest")
+    offset = max(int(str(obj.get("offset", 0))), 0)
+    names = sorted(stream.consumers)
+    page = limits.JS_API_PAGE_STREAMS_NAMES
+    request.respond("consumer_names_response", {"total": len(names), "offset": offset, "limit": page,
+                                                "consumers": names[offset:offset + page]})
+
+
+def consumer_list(request: Request) -> None:
+    stream = stream_of(request, request.tokens[2])
+    obj = optional_object(request, PAGE_FIELDS, "JSApiConsumersRequest")
+    offset = max(int(str(obj.get("offset", 0))), 0)
+    names = sorted(stream.consumers)
+    page = limits.JS_API_PAGE_STREAMS_LIST
+    infos = []
+    for name in names[offset:offset + page]:
+        info = stream.consumers[name].info_json()
+        config = info["config"]
+        assert isinstance(config, dict)
+        config["metadata"] = {k: v for k, v in stream.consumers[name].config.metadata.items()}
+        infos.append(info)
+    request.respond("consumer_list_response", {"total": len(names), "offset": offset, "limit": page,
+                                               "consumers": infos})

@@ -1,0 +1,270 @@
+"""Account info and the STREAM.* handlers: create, update, info, delete, purge, names, list,
+msg get and msg delete, answered in nats-server's JSON."""
+
+from __future__ import annotations
+
+import base64
+from typing import TYPE_CHECKING
+
+from appliance import limits
+from appliance.jetstream import errors, ops
+from appliance.jetstream.config import STREAM_FIELDS, StreamConfig, parse_stream_config
+from appliance.jetstream.decode import JsonObject, decode_object
+from appliance.jetstream.request import (
+    API_LEVEL,
+    Request,
+    body_of,
+    optional_object,
+    propose_meta,
+    stream_of,
+)
+from appliance.jetstream.subjects import subjects_overlap
+from appliance.jetstream.wire import rfc3339
+
+if TYPE_CHECKING:
+    from appliance.jetstream.stream import Stream
+
+
+def account_info(request: Request) -> None:
+    ajs = request.ajs
+    memory = storage = consumers = 0
+    for stream in ajs.streams.values():
+        size = stream.store.state().bytes
+        if stream.config.storage == "memory":
+            memory += size
+        else:
+            storage += size
+        consumers += len(stream.consumers)
+    fields: dict[str, object] = {
+        "memory": memory, "storage": storage, "reserved_memory": 0, "reserved_storage": 0,
+        "streams": len(ajs.streams), "consumers": consumers,
+        "limits": {"max_memory": -1, "max_storage": -1, "max_streams": -1, "max_consumers": -1,
+                   "max_ack_pending": -1, "memory_max_stream_bytes": -1, "storage_max_stream_bytes": -1,
+                   "max_bytes_required": False},
+    }
+    if ajs.domain:
+        fields["domain"] = ajs.domain
+    fields["api"] = {"level": API_LEVEL, "total": ajs.api_total, "errors": ajs.api_errors}
+    request.respond("account_info_response", fields)
+
+
+
+
+def _stream_config_request(request: Request) -> StreamConfig:
+    name = request.tokens[2]
+    body = body_of(request)
+    obj = decode_object(body, STREAM_FIELDS, "StreamConfig") if body else {}
+    if obj.get("name") and obj["name"] != name:
+        raise errors.STREAM_MISMATCH.error()
+    obj.setdefault("name", name)
+    return parse_stream_config(obj, request_level=request.request_level())
+
+
+def _check_overlap(request: Request, config: StreamConfig) -> None:
+    for other in request.ajs.streams.values():
+        if other.config.name == config.name:
+            continue
+        for mine in config.subjects:
+            if any(subjects_overlap(mine, theirs) for theirs in other.config.subjects):
+                raise errors.STREAM_SUBJECT_OVERLAP.error()
+
+
+def stream_create(request: Request) -> None:
+    config = _stream_config_request(request)
+    ajs = request.ajs
+    existing = ajs.streams.get(config.name)
+    if existing is not None:
+        if existing.config.comparable() != config.comparable():
+            raise errors.STREAM_NAME_EXISTS.error()
+        request.respond("stream_create_response", {**stream_info(existing, cluster=False), "did_create": True})
+        return
+    _check_overlap(request, config)
+    propose_meta(request, {"op": "stream_put", "acc": ajs.account.name, "config": config.storage_record(),
+                       "created": ajs.now_ns()})
+    stream = ajs.streams.get(config.name)
+    if stream is None:
+        why = ajs.service.failures.get((ajs.account.name, config.name), "stream could not be opened")
+        raise errors.STREAM_CREATE.format(err=why)
+    request.respond("stream_create_response", {**stream_info(stream, cluster=False), "did_create": True})
+
+
+def stream_update(request: Request) -> None:
+    config = _stream_config_request(request)
+    ajs = request.ajs
+    stream = stream_of(request, config.name)
+    old = stream.config
+    if config.storage != old.storage:
+        raise errors.STREAM_INVALID_CONFIG.format(err=errors.CONFIG_STORAGE_CHANGE)
+    if old.sealed and not config.sealed:
+        raise errors.STREAM_INVALID_CONFIG.format(err="stream configuration update can not unseal a sealed stream")
+    if old.deny_delete and not config.deny_delete:
+        raise errors.STREAM_INVALID_CONFIG.format(err="stream configuration update can not cancel deny message "
+                                                  "deletes")
+    if old.deny_purge and not config.deny_purge:
+        raise errors.STREAM_INVALID_CONFIG.format(err="stream configuration update can not cancel deny purge")
+    if old.retention != config.retention:
+        raise errors.STREAM_INVALID_CONFIG.format(err="stream configuration update can not change retention "
+                                                  "policy")
+    _check_overlap(request, config)
+    propose_meta(request, {"op": "stream_put", "acc": ajs.account.name, "config": config.storage_record(),
+                       "created": stream.created_ns})
+    request.respond("stream_update_response", stream_info(ajs.streams[config.name], cluster=False))
+
+
+INFO_FIELDS: dict[str, object] = {"deleted_details": "bool", "subjects_filter": "str", "offset": "int"}
+
+
+def stream_info_handler(request: Request) -> None:
+    stream = stream_of(request, request.tokens[2])
+    obj = optional_object(request, INFO_FIELDS, "JSApiStreamInfoRequest")
+    subjects_filter = str(obj.get("subjects_filter", ""))
+    offset = int(str(obj.get("offset", 0)))
+    info = stream_info(stream, deleted_details=bool(obj.get("deleted_details")), subjects_filter=subjects_filter,
+                       offset=offset)
+    total = info.pop("_total", 0)
+    paging = {"total": total, "offset": offset if subjects_filter else 0,
+              "limit": limits.JS_STREAM_INFO_SUBJECTS_MAX if subjects_filter else 0}
+    request.respond("stream_info_response", {**paging, **info})
+
+
+def stream_info(stream: Stream, *, deleted_details: bool = False, subjects_filter: str = "",
+                offset: int = 0, dynamic_metadata: bool = True, cluster: bool = True) -> dict[str, object]:
+    state = stream.store.state(with_deleted=deleted_details)
+    out: dict[str, object] = {"messages": state.msgs, "bytes": state.bytes, "first_seq": state.first_seq,
+                              "first_ts": rfc3339(state.first_ts_ns), "last_seq": state.last_seq,
+                              "last_ts": rfc3339(state.last_ts_ns)}
+    if state.num_subjects:
+        out["num_subjects"] = state.num_subjects
+    total = 0
+    if subjects_filter:
+        counts = stream.store.subject_counts(subjects_filter)
+        total = len(counts)
+        names = sorted(counts)[offset:offset + limits.JS_STREAM_INFO_SUBJECTS_MAX]
+        if names:
+            out["subjects"] = {name: counts[name] for name in names}
+    if state.num_deleted:
+        out["num_deleted"] = state.num_deleted
+        if deleted_details and state.deleted:
+            out["deleted"] = list(state.deleted)
+    out["consumer_count"] = len(stream.consumers)
+    if state.msgs == 0:
+        out["first_seq"] = state.last_seq + 1 if state.last_seq else 0
+    info: dict[str, object] = {
+        "config": stream.config.to_json(dynamic_metadata=dynamic_metadata),
+        "created": rfc3339(stream.created_ns), "state": out,
+    }
+    if cluster:
+        info["cluster"] = {"leader": stream.host.server_name}
+    info["ts"] = rfc3339(stream.host.now_ns())
+    if subjects_filter:
+        info["_total"] = total
+    return info
+
+
+def stream_delete(request: Request) -> None:
+    ajs = request.ajs
+    stream = stream_of(request, request.tokens[2])
+    propose_meta(request, {"op": "stream_del", "acc": ajs.account.name, "stream": stream.config.name})
+    request.respond("stream_delete_response", {"success": True})
+
+
+PURGE_FIELDS: dict[str, object] = {"filter": "str", "seq": "uint", "keep": "uint"}
+
+
+def stream_purge(request: Request) -> None:
+    stream = stream_of(request, request.tokens[2])
+    obj = optional_object(request, PURGE_FIELDS, "JSApiStreamPurgeRequest")
+    if stream.config.sealed:
+        raise errors.STREAM_SEALED.error()
+    if stream.config.deny_purge:
+        raise errors.STREAM_PURGE_FAILED.format(err=errors.PURGE_NOT_PERMITTED)
+    if obj.get("seq") and obj.get("keep"):
+        raise errors.BAD_REQUEST.error()
+    body = {"filter": obj.get("filter", ""), "keep": obj.get("keep", 0), "seq": obj.get("seq", 0)}
+    stream.propose_op(ops.KIND_PURGE, body,
+                      lambda purged: request.respond("stream_purge_response", {"success": True, "purged": purged}))
+
+
+PAGE_FIELDS: dict[str, object] = {"offset": "int", "subject": "str"}
+
+
+def _streams_for(request: Request, obj: JsonObject) -> list[Stream]:
+    subject = str(obj.get("subject", ""))
+    streams = sorted(request.ajs.streams.values(), key=lambda s: s.config.name)
+    if subject:
+        streams = [s for s in streams if any(subjects_overlap(subject, own) for own in s.config.subjects)]
+    return streams
+
+
+def stream_names(request: Request) -> None:
+    obj = optional_object(request, PAGE_FIELDS, "JSApiStreamNamesRequest")
+    streams = _streams_for(request, obj)
+    offset = max(int(str(obj.get("offset", 0))), 0)
+    page = limits.JS_API_PAGE_STREAMS_NAMES
+    names = [s.config.name for s in streams[offset:offset + page]]
+    request.respond("stream_names_response", {"total": len(streams), "offset": offset, "limit": page,
+                                              "streams": names})
+
+
+def stream_list(request: Request) -> None:
+    obj = optional_object(request, PAGE_FIELDS, "JSApiStreamListRequest")
+    streams = _streams_for(request, obj)
+    offset = max(int(str(obj.get("offset", 0))), 0)
+    page = limits.JS_API_PAGE_STREAMS_LIST
+    infos = [stream_info(s, dynamic_metadata=False, cluster=False) for s in streams[offset:offset + page]]
+    request.respond("stream_list_response", {"total": len(streams), "offset": offset, "limit": page,
+                                             "streams": infos})
+
+
+MSG_GET_FIELDS: dict[str, object] = {"seq": "uint", "last_by_subj": "str", "next_by_subj": "str", "batch": "int",
+                                     "max_bytes": "int", "start_time": "time", "multi_last": "strs",
+                                     "up_to_seq": "uint", "up_to_time": "time"}
+
+
+def msg_get(request: Request) -> None:
+    stream = stream_of(request, request.tokens[3])
+    obj = optional_object(request, MSG_GET_FIELDS, "JSApiMsgGetRequest")
+    msg = lookup(stream, obj)
+    if msg is None:
+        raise errors.NO_MESSAGE_FOUND.error()
+    message: dict[str, object] = {"subject": msg.subject, "seq": msg.seq}
+    if msg.headers:
+        message["hdrs"] = base64.b64encode(msg.headers).decode()
+    if msg.payload:
+        message["data"] = base64.b64encode(msg.payload).decode()
+    message["time"] = rfc3339(msg.timestamp_ns)
+    request.counted = False
+    request.respond("stream_msg_get_response", {"message": message})
+
+
+def lookup(stream: Stream, obj: JsonObject):  # type: ignore[no-untyped-def]
+    seq = int(str(obj.get("seq", 0)))
+    if obj.get("last_by_subj"):
+        return stream.store.load_last(str(obj["last_by_subj"]))
+    if obj.get("next_by_subj"):
+        return stream.store.load_next(str(obj["next_by_subj"]), max(seq, 1))
+    if seq:
+        return stream.store.load(seq)
+    return None
+
+
+MSG_DELETE_FIELDS: dict[str, object] = {"seq": "uint", "no_erase": "bool"}
+
+
+def msg_delete(request: Request) -> None:
+    stream = stream_of(request, request.tokens[3])
+    obj = optional_object(request, MSG_DELETE_FIELDS, "JSApiMsgDeleteRequest")
+    if stream.config.sealed:
+        raise errors.STREAM_SEALED.error()
+    if stream.config.deny_delete:
+        raise errors.STREAM_MSG_DELETE_FAILED.format(err=errors.MSG_DELETE_NOT_PERMITTED)
+    seq = int(str(obj.get("seq", 0)))
+
+    def done(removed: object) -> None:
+        if removed:
+            request.respond("stream_msg_delete_response", {"success": True})
+        else:
+            request.respond("stream_msg_delete_response", {}, error=errors.SEQUENCE_NOT_FOUND.format(seq=seq),
+                            count_error=False)
+
+    stream.propose_op(ops.KIND_DELETE, {"seq": seq, "erase": not obj.get("no_erase")}, done)
