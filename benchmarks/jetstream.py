@@ -3,7 +3,8 @@
 
     .venv/bin/python benchmarks/jetstream.py [--msgs N] [--sync-msgs N] [--repeat R]
 
-Each server runs as a real process (appliance with `appliance { workers: N }` for each --workers N) on 127.0.0.1 with a fresh store; every figure is measured with
+Each server runs as a real process (appliance with `appliance { workers: N }` for each --workers N)
+on 127.0.0.1 with a fresh store; every figure is measured with
 `appliance bench js` (the same raw-protocol client for every server): R1 async publish (128 B,
 window 256), sync publish latency (p50/p99), and pull fetch (batch 500, ack explicit). Each row is
 run `--repeat` times and the median is reported with the ratio to nats-server. The machine is
@@ -89,8 +90,10 @@ def server(kind: str, workdir: Path) -> Iterator[tuple[str, int]]:
     if kind.startswith("appliance"):
         config = workdir / f"{kind}-{port}.conf"
         workers = kind.rsplit("-", 1)[-1]
-        config.write_text(f'listen: "127.0.0.1:{port}"\njetstream {{\n  store_dir: "{store}"\n}}\n'
-                          f"appliance {{\n  workers: {workers}\n}}\n")
+        config.write_text(
+            f'listen: "127.0.0.1:{port}"\njetstream {{\n  store_dir: "{store}"\n}}\n'
+            f"appliance {{\n  workers: {workers}\n}}\n"
+        )
         argv = [PYTHON, "-m", "appliance", "run", "-c", str(config)]
     else:
         config = workdir / f"{kind}-{port}.conf"
@@ -114,26 +117,50 @@ def server(kind: str, workdir: Path) -> Iterator[tuple[str, int]]:
 
 
 def bench(url: str, args: list[str], stream: str) -> dict[str, float]:
-    argv = [PYTHON, "-m", "appliance", "bench", "js", *args, "-s", url, "--json", "--no-progress",
-            "--stream", stream]
+    argv = [
+        PYTHON,
+        "-m",
+        "appliance",
+        "bench",
+        "js",
+        *args,
+        "-s",
+        url,
+        "--json",
+        "--no-progress",
+        "--stream",
+        stream,
+    ]
     done = subprocess.run(argv, capture_output=True, cwd=ROOT, timeout=600)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} failed:\n{done.stdout.decode()}\n{done.stderr.decode()}")
     total = json.loads(done.stdout)["totals"][0]
-    return {"msgs_per_s": total["msgs_per_s"], "p50_us": total["latency"]["p50_us"],
-            "p99_us": total["latency"]["p99_us"]}
+    return {
+        "msgs_per_s": total["msgs_per_s"],
+        "p50_us": total["latency"]["p50_us"],
+        "p99_us": total["latency"]["p99_us"],
+    }
 
 
 def measure(kind: str, options: argparse.Namespace, workdir: Path) -> dict[str, list[dict[str, float]]]:
     rows: dict[str, list[dict[str, float]]] = {"async": [], "sync": [], "fetch": []}
     for attempt in range(options.repeat):
         with server(kind, workdir) as (url, _pid):
-            rows["async"].append(bench(url, ["pub", "--msgs", str(options.msgs), "--size", "128", "--window", "256"],
-                                       f"pa{attempt}"))
-            rows["sync"].append(bench(url, ["pub", "--msgs", str(options.sync_msgs), "--size", "128", "--sync"],
-                                      f"ps{attempt}"))
-            rows["fetch"].append(bench(url, ["fetch", "--msgs", str(options.fetch_msgs), "--size", "128"],
-                                       f"pf{attempt}"))
+            rows["async"].append(
+                bench(
+                    url,
+                    ["pub", "--msgs", str(options.msgs), "--size", "128", "--window", "256"],
+                    f"pa{attempt}",
+                )
+            )
+            rows["sync"].append(
+                bench(
+                    url, ["pub", "--msgs", str(options.sync_msgs), "--size", "128", "--sync"], f"ps{attempt}"
+                )
+            )
+            rows["fetch"].append(
+                bench(url, ["fetch", "--msgs", str(options.fetch_msgs), "--size", "128"], f"pf{attempt}")
+            )
     return rows
 
 
@@ -142,13 +169,17 @@ def median(rows: list[dict[str, float]], key: str) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--msgs", type=int, default=100_000, help="async publish messages")
     parser.add_argument("--sync-msgs", type=int, default=5_000, help="sync publish messages")
     parser.add_argument("--fetch-msgs", type=int, default=50_000, help="messages fetched")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--dir", default=None, help="where stores live (default: a temp dir)")
-    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="appliance worker counts to run")
+    parser.add_argument(
+        "--workers", type=int, nargs="+", default=[1, 2], help="appliance worker counts to run"
+    )
     options = parser.parse_args()
     workdir = Path(options.dir or tempfile.mkdtemp(prefix="jsbench-"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -157,17 +188,21 @@ def main() -> None:
     base = results["nats-server"]
     always = results["nats-server-always"]
     print(f"JetStream R1, 128 B, median of {options.repeat} (cpus: {os.cpu_count()})\n")
-    print("| server | async pub msgs/s (w=256) | vs ns default | vs ns always | sync p50 µs | sync p99 µs "
-          "| p50 vs ns always | fetch msgs/s | vs ns default |")
+    print(
+        "| server | async pub msgs/s (w=256) | vs ns default | vs ns always | sync p50 µs | sync p99 µs "
+        "| p50 vs ns always | fetch msgs/s | vs ns default |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for kind, rows in results.items():
         rate = median(rows["async"], "msgs_per_s")
         p50 = median(rows["sync"], "p50_us")
         fetch = median(rows["fetch"], "msgs_per_s")
-        print(f"| {kind} | {rate:,.0f} | {rate / median(base['async'], 'msgs_per_s'):.2f}x "
-              f"| {rate / median(always['async'], 'msgs_per_s'):.2f}x | {p50:,.0f} "
-              f"| {median(rows['sync'], 'p99_us'):,.0f} | {p50 / median(always['sync'], 'p50_us'):.2f}x "
-              f"| {fetch:,.0f} | {fetch / median(base['fetch'], 'msgs_per_s'):.2f}x |")
+        print(
+            f"| {kind} | {rate:,.0f} | {rate / median(base['async'], 'msgs_per_s'):.2f}x "
+            f"| {rate / median(always['async'], 'msgs_per_s'):.2f}x | {p50:,.0f} "
+            f"| {median(rows['sync'], 'p99_us'):,.0f} | {p50 / median(always['sync'], 'p50_us'):.2f}x "
+            f"| {fetch:,.0f} | {fetch / median(base['fetch'], 'msgs_per_s'):.2f}x |"
+        )
     if not options.dir:
         shutil.rmtree(workdir, ignore_errors=True)
 

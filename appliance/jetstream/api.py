@@ -44,15 +44,21 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 CONSUMER_VERBS = ("CREATE", "DURABLE", "INFO", "DELETE", "NAMES", "LIST", "LEADER", "PAUSE", "UNPIN", "RESET")
-API_SUBSCRIPTIONS = ("$JS.API.*", "$JS.API.STREAM.>", "$JS.API.META.>", "$JS.API.SERVER.>", "$JS.API.ACCOUNT.>",
-                     *(f"$JS.API.CONSUMER.{verb}.>" for verb in CONSUMER_VERBS))
+API_SUBSCRIPTIONS = (
+    "$JS.API.*",
+    "$JS.API.STREAM.>",
+    "$JS.API.META.>",
+    "$JS.API.SERVER.>",
+    "$JS.API.ACCOUNT.>",
+    *(f"$JS.API.CONSUMER.{verb}.>" for verb in CONSUMER_VERBS),
+)
 
 Handler = Callable[[Request], None]
 
 
 def subscribe_api(ajs: AccountJetStream) -> None:
     def on_request(subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
-        body = data[len(header):] if header is not None else data
+        body = data[len(header) :] if header is not None else data
         dispatch(ajs, subject.decode(), reply.decode() if reply else "", header or b"", body)
 
     for subject in API_SUBSCRIPTIONS:
@@ -60,14 +66,17 @@ def subscribe_api(ajs: AccountJetStream) -> None:
     for subject in ("$JS.ACK.>", "$JS.FC.>"):
         ajs.client.subscribe(subject.encode(), lambda s, r, h, d: on_ack_or_fc(ajs, s, r, h, d))
     if ajs.domain:
-        ajs.client.subscribe(f"$JS.{ajs.domain}.API.>".encode(), lambda s, r, h, d: on_domain_request(ajs, s, r, h, d))
+        ajs.client.subscribe(
+            f"$JS.{ajs.domain}.API.>".encode(), lambda s, r, h, d: on_domain_request(ajs, s, r, h, d)
+        )
 
 
-def on_domain_request(ajs: AccountJetStream, subject: bytes, reply: bytes | None, header: bytes | None,
-                      data: bytes) -> None:
+def on_domain_request(
+    ajs: AccountJetStream, subject: bytes, reply: bytes | None, header: bytes | None, data: bytes
+) -> None:
     """`$JS.<domain>.API.<...>` is `$JS.API.<...>` of this server's domain (nats-server maps it)."""
     rest = subject.decode().split(".", 3)[3]
-    body = data[len(header):] if header is not None else data
+    body = data[len(header) :] if header is not None else data
     reply_text = reply.decode() if reply else ""
     tokens = rest.split(".")
     if tokens[:3] == ["CONSUMER", "MSG", "NEXT"] and len(tokens) == 5:
@@ -83,8 +92,9 @@ def on_domain_request(ajs: AccountJetStream, subject: bytes, reply: bytes | None
     dispatch(ajs, API_PREFIX + rest, reply_text, header or b"", body)
 
 
-def on_ack_or_fc(ajs: AccountJetStream, subject: bytes, reply: bytes | None, header: bytes | None,
-                 data: bytes) -> None:
+def on_ack_or_fc(
+    ajs: AccountJetStream, subject: bytes, reply: bytes | None, header: bytes | None, data: bytes
+) -> None:
     tokens = subject.decode().split(".")
     if tokens[1] == "FC":
         if len(tokens) >= 5:
@@ -100,7 +110,7 @@ def on_ack_or_fc(ajs: AccountJetStream, subject: bytes, reply: bytes | None, hea
         return
     consumer = _find_consumer(ajs, stream_name, consumer_name)
     if consumer is not None:
-        body = data[len(header):] if header is not None else data
+        body = data[len(header) :] if header is not None else data
         consumer.on_ack(tokens, reply.decode() if reply else "", body)
 
 
@@ -110,7 +120,7 @@ def _find_consumer(ajs: AccountJetStream, stream_name: str, consumer_name: str) 
 
 
 def dispatch(ajs: AccountJetStream, subject: str, reply: str, header: bytes, body: bytes) -> None:
-    tokens = subject[len(API_PREFIX):].split(".")
+    tokens = subject[len(API_PREFIX) :].split(".")
     handler = _route(tokens)
     if handler is None:
         return
@@ -143,15 +153,24 @@ def _error_extras(tokens: list[str]) -> dict[str, object]:
 
 
 KINDS = {
-    "INFO": "account_info_response", "STREAM.CREATE": "stream_create_response",
-    "STREAM.UPDATE": "stream_update_response", "STREAM.INFO": "stream_info_response",
-    "STREAM.DELETE": "stream_delete_response", "STREAM.PURGE": "stream_purge_response",
-    "STREAM.NAMES": "stream_names_response", "STREAM.LIST": "stream_list_response",
-    "STREAM.MSG": "stream_msg_get_response", "STREAM.LEADER": "stream_leader_stepdown_response",
-    "STREAM.PEER": "stream_remove_peer_response", "CONSUMER.CREATE": "consumer_create_response",
-    "CONSUMER.DURABLE": "consumer_create_response", "CONSUMER.INFO": "consumer_info_response",
-    "CONSUMER.DELETE": "consumer_delete_response", "CONSUMER.NAMES": "consumer_names_response",
-    "CONSUMER.LIST": "consumer_list_response", "CONSUMER.LEADER": "consumer_leader_stepdown_response",
+    "INFO": "account_info_response",
+    "STREAM.CREATE": "stream_create_response",
+    "STREAM.UPDATE": "stream_update_response",
+    "STREAM.INFO": "stream_info_response",
+    "STREAM.DELETE": "stream_delete_response",
+    "STREAM.PURGE": "stream_purge_response",
+    "STREAM.NAMES": "stream_names_response",
+    "STREAM.LIST": "stream_list_response",
+    "STREAM.MSG": "stream_msg_get_response",
+    "STREAM.LEADER": "stream_leader_stepdown_response",
+    "STREAM.PEER": "stream_remove_peer_response",
+    "CONSUMER.CREATE": "consumer_create_response",
+    "CONSUMER.DURABLE": "consumer_create_response",
+    "CONSUMER.INFO": "consumer_info_response",
+    "CONSUMER.DELETE": "consumer_delete_response",
+    "CONSUMER.NAMES": "consumer_names_response",
+    "CONSUMER.LIST": "consumer_list_response",
+    "CONSUMER.LEADER": "consumer_leader_stepdown_response",
 }
 
 
@@ -196,10 +215,11 @@ def cluster_required(request: Request) -> None:
     raise errors.CLUSTER_REQUIRED.error()
 
 
-
-
 STREAM_HANDLERS: dict[str, Handler] = {
-    "CREATE": stream_create, "UPDATE": stream_update, "INFO": stream_info_handler, "DELETE": stream_delete,
+    "CREATE": stream_create,
+    "UPDATE": stream_update,
+    "INFO": stream_info_handler,
+    "DELETE": stream_delete,
     "PURGE": stream_purge,
 }
 

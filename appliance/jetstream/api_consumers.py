@@ -20,8 +20,12 @@ if TYPE_CHECKING:
 NAME_ALPHABET = string.ascii_letters + string.digits
 
 
-CREATE_FIELDS: dict[str, object] = {"stream_name": "str", "config": "object", "action": ("", "create", "update"),
-                                    "pedantic": "bool"}
+CREATE_FIELDS: dict[str, object] = {
+    "stream_name": "str",
+    "config": "object",
+    "action": ("", "create", "update"),
+    "pedantic": "bool",
+}
 
 
 def consumer_create(request: Request) -> None:
@@ -59,8 +63,9 @@ def consumer_create(request: Request) -> None:
         config_obj["name"] = subject_name
     elif not name:
         config_obj["name"] = "".join(request.ajs.rng.choice(NAME_ALPHABET) for _ in range(8))
-    config = parse_consumer_config(config_obj, stream=stream.config, ephemeral=not durable,
-                                   request_level=request.request_level())
+    config = parse_consumer_config(
+        config_obj, stream=stream.config, ephemeral=not durable, request_level=request.request_level()
+    )
     existing = stream.consumers.get(config.name)
     action = obj.get("action", "")
     if existing is not None:
@@ -75,8 +80,16 @@ def consumer_create(request: Request) -> None:
     else:
         _check_new_consumer(stream, config)
     created = existing.created_ns if existing is not None else request.ajs.now_ns()
-    propose_meta(request, {"op": "consumer_put", "acc": request.ajs.account.name, "stream": stream_name,
-                       "config": config.to_json(dynamic_metadata=False), "created": created})
+    propose_meta(
+        request,
+        {
+            "op": "consumer_put",
+            "acc": request.ajs.account.name,
+            "stream": stream_name,
+            "config": config.to_json(dynamic_metadata=False),
+            "created": created,
+        },
+    )
     request.respond("consumer_create_response", stream.consumers[config.name].info_json())
 
 
@@ -123,8 +136,15 @@ def consumer_info(request: Request) -> None:
 def consumer_delete(request: Request) -> None:
     stream = stream_of(request, request.tokens[2])
     consumer = _consumer(request, stream, request.tokens[3])
-    propose_meta(request, {"op": "consumer_del", "acc": request.ajs.account.name, "stream": stream.config.name,
-                       "consumer": consumer.name})
+    propose_meta(
+        request,
+        {
+            "op": "consumer_del",
+            "acc": request.ajs.account.name,
+            "stream": stream.config.name,
+            "consumer": consumer.name,
+        },
+    )
     request.respond("consumer_delete_response", {"success": True})
 
 
@@ -134,8 +154,10 @@ def consumer_names(request: Request) -> None:
     offset = max(int(str(obj.get("offset", 0))), 0)
     names = sorted(stream.consumers)
     page = limits.JS_API_PAGE_STREAMS_NAMES
-    request.respond("consumer_names_response", {"total": len(names), "offset": offset, "limit": page,
-                                                "consumers": names[offset:offset + page]})
+    request.respond(
+        "consumer_names_response",
+        {"total": len(names), "offset": offset, "limit": page, "consumers": names[offset : offset + page]},
+    )
 
 
 def consumer_list(request: Request) -> None:
@@ -145,11 +167,12 @@ def consumer_list(request: Request) -> None:
     names = sorted(stream.consumers)
     page = limits.JS_API_PAGE_STREAMS_LIST
     infos = []
-    for name in names[offset:offset + page]:
+    for name in names[offset : offset + page]:
         info = stream.consumers[name].info_json()
         config = info["config"]
         assert isinstance(config, dict)
         config["metadata"] = {k: v for k, v in stream.consumers[name].config.metadata.items()}
         infos.append(info)
-    request.respond("consumer_list_response", {"total": len(names), "offset": offset, "limit": page,
-                                               "consumers": infos})
+    request.respond(
+        "consumer_list_response", {"total": len(names), "offset": offset, "limit": page, "consumers": infos}
+    )

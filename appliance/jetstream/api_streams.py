@@ -36,18 +36,27 @@ def account_info(request: Request) -> None:
             storage += size
         consumers += len(stream.consumers)
     fields: dict[str, object] = {
-        "memory": memory, "storage": storage, "reserved_memory": 0, "reserved_storage": 0,
-        "streams": len(ajs.streams), "consumers": consumers,
-        "limits": {"max_memory": -1, "max_storage": -1, "max_streams": -1, "max_consumers": -1,
-                   "max_ack_pending": -1, "memory_max_stream_bytes": -1, "storage_max_stream_bytes": -1,
-                   "max_bytes_required": False},
+        "memory": memory,
+        "storage": storage,
+        "reserved_memory": 0,
+        "reserved_storage": 0,
+        "streams": len(ajs.streams),
+        "consumers": consumers,
+        "limits": {
+            "max_memory": -1,
+            "max_storage": -1,
+            "max_streams": -1,
+            "max_consumers": -1,
+            "max_ack_pending": -1,
+            "memory_max_stream_bytes": -1,
+            "storage_max_stream_bytes": -1,
+            "max_bytes_required": False,
+        },
     }
     if ajs.domain:
         fields["domain"] = ajs.domain
     fields["api"] = {"level": API_LEVEL, "total": ajs.api_total, "errors": ajs.api_errors}
     request.respond("account_info_response", fields)
-
-
 
 
 def _stream_config_request(request: Request) -> StreamConfig:
@@ -76,11 +85,20 @@ def stream_create(request: Request) -> None:
     if existing is not None:
         if existing.config.comparable() != config.comparable():
             raise errors.STREAM_NAME_EXISTS.error()
-        request.respond("stream_create_response", {**stream_info(existing, cluster=False), "did_create": True})
+        request.respond(
+            "stream_create_response", {**stream_info(existing, cluster=False), "did_create": True}
+        )
         return
     _check_overlap(request, config)
-    propose_meta(request, {"op": "stream_put", "acc": ajs.account.name, "config": config.storage_record(),
-                       "created": ajs.now_ns()})
+    propose_meta(
+        request,
+        {
+            "op": "stream_put",
+            "acc": ajs.account.name,
+            "config": config.storage_record(),
+            "created": ajs.now_ns(),
+        },
+    )
     stream = ajs.streams.get(config.name)
     if stream is None:
         why = ajs.service.failures.get((ajs.account.name, config.name), "stream could not be opened")
@@ -96,18 +114,29 @@ def stream_update(request: Request) -> None:
     if config.storage != old.storage:
         raise errors.STREAM_INVALID_CONFIG.format(err=errors.CONFIG_STORAGE_CHANGE)
     if old.sealed and not config.sealed:
-        raise errors.STREAM_INVALID_CONFIG.format(err="stream configuration update can not unseal a sealed stream")
+        raise errors.STREAM_INVALID_CONFIG.format(
+            err="stream configuration update can not unseal a sealed stream"
+        )
     if old.deny_delete and not config.deny_delete:
-        raise errors.STREAM_INVALID_CONFIG.format(err="stream configuration update can not cancel deny message "
-                                                  "deletes")
+        raise errors.STREAM_INVALID_CONFIG.format(
+            err="stream configuration update can not cancel deny message deletes"
+        )
     if old.deny_purge and not config.deny_purge:
         raise errors.STREAM_INVALID_CONFIG.format(err="stream configuration update can not cancel deny purge")
     if old.retention != config.retention:
-        raise errors.STREAM_INVALID_CONFIG.format(err="stream configuration update can not change retention "
-                                                  "policy")
+        raise errors.STREAM_INVALID_CONFIG.format(
+            err="stream configuration update can not change retention policy"
+        )
     _check_overlap(request, config)
-    propose_meta(request, {"op": "stream_put", "acc": ajs.account.name, "config": config.storage_record(),
-                       "created": stream.created_ns})
+    propose_meta(
+        request,
+        {
+            "op": "stream_put",
+            "acc": ajs.account.name,
+            "config": config.storage_record(),
+            "created": stream.created_ns,
+        },
+    )
     request.respond("stream_update_response", stream_info(ajs.streams[config.name], cluster=False))
 
 
@@ -119,27 +148,46 @@ def stream_info_handler(request: Request) -> None:
     obj = optional_object(request, INFO_FIELDS, "JSApiStreamInfoRequest")
     subjects_filter = str(obj.get("subjects_filter", ""))
     offset = int(str(obj.get("offset", 0)))
-    info = stream_info(stream, deleted_details=bool(obj.get("deleted_details")), subjects_filter=subjects_filter,
-                       offset=offset)
+    info = stream_info(
+        stream,
+        deleted_details=bool(obj.get("deleted_details")),
+        subjects_filter=subjects_filter,
+        offset=offset,
+    )
     total = info.pop("_total", 0)
-    paging = {"total": total, "offset": offset if subjects_filter else 0,
-              "limit": limits.JS_STREAM_INFO_SUBJECTS_MAX if subjects_filter else 0}
+    paging = {
+        "total": total,
+        "offset": offset if subjects_filter else 0,
+        "limit": limits.JS_STREAM_INFO_SUBJECTS_MAX if subjects_filter else 0,
+    }
     request.respond("stream_info_response", {**paging, **info})
 
 
-def stream_info(stream: Stream, *, deleted_details: bool = False, subjects_filter: str = "",
-                offset: int = 0, dynamic_metadata: bool = True, cluster: bool = True) -> dict[str, object]:
+def stream_info(
+    stream: Stream,
+    *,
+    deleted_details: bool = False,
+    subjects_filter: str = "",
+    offset: int = 0,
+    dynamic_metadata: bool = True,
+    cluster: bool = True,
+) -> dict[str, object]:
     state = stream.store.state(with_deleted=deleted_details)
-    out: dict[str, object] = {"messages": state.msgs, "bytes": state.bytes, "first_seq": state.first_seq,
-                              "first_ts": rfc3339(state.first_ts_ns), "last_seq": state.last_seq,
-                              "last_ts": rfc3339(state.last_ts_ns)}
+    out: dict[str, object] = {
+        "messages": state.msgs,
+        "bytes": state.bytes,
+        "first_seq": state.first_seq,
+        "first_ts": rfc3339(state.first_ts_ns),
+        "last_seq": state.last_seq,
+        "last_ts": rfc3339(state.last_ts_ns),
+    }
     if state.num_subjects:
         out["num_subjects"] = state.num_subjects
     total = 0
     if subjects_filter:
         counts = stream.store.subject_counts(subjects_filter)
         total = len(counts)
-        names = sorted(counts)[offset:offset + limits.JS_STREAM_INFO_SUBJECTS_MAX]
+        names = sorted(counts)[offset : offset + limits.JS_STREAM_INFO_SUBJECTS_MAX]
         if names:
             out["subjects"] = {name: counts[name] for name in names}
     if state.num_deleted:
@@ -151,7 +199,8 @@ def stream_info(stream: Stream, *, deleted_details: bool = False, subjects_filte
         out["first_seq"] = state.last_seq + 1 if state.last_seq else 0
     info: dict[str, object] = {
         "config": stream.config.to_json(dynamic_metadata=dynamic_metadata),
-        "created": rfc3339(stream.created_ns), "state": out,
+        "created": rfc3339(stream.created_ns),
+        "state": out,
     }
     if cluster:
         info["cluster"] = {"leader": stream.host.server_name}
@@ -181,8 +230,11 @@ def stream_purge(request: Request) -> None:
     if obj.get("seq") and obj.get("keep"):
         raise errors.BAD_REQUEST.error()
     body = {"filter": obj.get("filter", ""), "keep": obj.get("keep", 0), "seq": obj.get("seq", 0)}
-    stream.propose_op(ops.KIND_PURGE, body,
-                      lambda purged: request.respond("stream_purge_response", {"success": True, "purged": purged}))
+    stream.propose_op(
+        ops.KIND_PURGE,
+        body,
+        lambda purged: request.respond("stream_purge_response", {"success": True, "purged": purged}),
+    )
 
 
 PAGE_FIELDS: dict[str, object] = {"offset": "int", "subject": "str"}
@@ -201,9 +253,10 @@ def stream_names(request: Request) -> None:
     streams = _streams_for(request, obj)
     offset = max(int(str(obj.get("offset", 0))), 0)
     page = limits.JS_API_PAGE_STREAMS_NAMES
-    names = [s.config.name for s in streams[offset:offset + page]]
-    request.respond("stream_names_response", {"total": len(streams), "offset": offset, "limit": page,
-                                              "streams": names})
+    names = [s.config.name for s in streams[offset : offset + page]]
+    request.respond(
+        "stream_names_response", {"total": len(streams), "offset": offset, "limit": page, "streams": names}
+    )
 
 
 def stream_list(request: Request) -> None:
@@ -211,14 +264,23 @@ def stream_list(request: Request) -> None:
     streams = _streams_for(request, obj)
     offset = max(int(str(obj.get("offset", 0))), 0)
     page = limits.JS_API_PAGE_STREAMS_LIST
-    infos = [stream_info(s, dynamic_metadata=False, cluster=False) for s in streams[offset:offset + page]]
-    request.respond("stream_list_response", {"total": len(streams), "offset": offset, "limit": page,
-                                             "streams": infos})
+    infos = [stream_info(s, dynamic_metadata=False, cluster=False) for s in streams[offset : offset + page]]
+    request.respond(
+        "stream_list_response", {"total": len(streams), "offset": offset, "limit": page, "streams": infos}
+    )
 
 
-MSG_GET_FIELDS: dict[str, object] = {"seq": "uint", "last_by_subj": "str", "next_by_subj": "str", "batch": "int",
-                                     "max_bytes": "int", "start_time": "time", "multi_last": "strs",
-                                     "up_to_seq": "uint", "up_to_time": "time"}
+MSG_GET_FIELDS: dict[str, object] = {
+    "seq": "uint",
+    "last_by_subj": "str",
+    "next_by_subj": "str",
+    "batch": "int",
+    "max_bytes": "int",
+    "start_time": "time",
+    "multi_last": "strs",
+    "up_to_seq": "uint",
+    "up_to_time": "time",
+}
 
 
 def msg_get(request: Request) -> None:
@@ -264,7 +326,11 @@ def msg_delete(request: Request) -> None:
         if removed:
             request.respond("stream_msg_delete_response", {"success": True})
         else:
-            request.respond("stream_msg_delete_response", {}, error=errors.SEQUENCE_NOT_FOUND.format(seq=seq),
-                            count_error=False)
+            request.respond(
+                "stream_msg_delete_response",
+                {},
+                error=errors.SEQUENCE_NOT_FOUND.format(seq=seq),
+                count_error=False,
+            )
 
     stream.propose_op(ops.KIND_DELETE, {"seq": seq, "erase": not obj.get("no_erase")}, done)

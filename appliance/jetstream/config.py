@@ -27,30 +27,82 @@ DESCRIPTION_BYTES_MAX = 4096
 REQUEST_LEVEL_KEY = "_nats.req.level"
 
 STREAM_FIELDS: dict[str, Kind] = {
-    "name": "str", "description": "str", "subjects": "strs", "retention": ("limits", "interest", "workqueue"),
-    "max_consumers": "int", "max_msgs": "int", "max_bytes": "int", "max_age": "int",
-    "max_msgs_per_subject": "int", "max_msg_size": "int", "discard": ("old", "new"),
-    "storage": ("file", "memory"), "num_replicas": "int", "no_ack": "bool", "template_owner": "str",
-    "duplicate_window": "int", "placement": "object", "mirror": "object", "sources": "any",
-    "compression": ("none", "s2"), "first_seq": "uint", "subject_transform": "object", "republish": "object",
-    "allow_direct": "bool", "mirror_direct": "bool", "discard_new_per_subject": "bool", "sealed": "bool",
-    "deny_delete": "bool", "deny_purge": "bool", "allow_rollup_hdrs": "bool", "consumer_limits": "object",
-    "allow_msg_ttl": "bool", "subject_delete_marker_ttl": "int", "metadata": "strmap",
-    "allow_msg_counter": "bool", "allow_atomic": "bool", "allow_msg_schedules": "bool", "allow_batched": "bool",
+    "name": "str",
+    "description": "str",
+    "subjects": "strs",
+    "retention": ("limits", "interest", "workqueue"),
+    "max_consumers": "int",
+    "max_msgs": "int",
+    "max_bytes": "int",
+    "max_age": "int",
+    "max_msgs_per_subject": "int",
+    "max_msg_size": "int",
+    "discard": ("old", "new"),
+    "storage": ("file", "memory"),
+    "num_replicas": "int",
+    "no_ack": "bool",
+    "template_owner": "str",
+    "duplicate_window": "int",
+    "placement": "object",
+    "mirror": "object",
+    "sources": "any",
+    "compression": ("none", "s2"),
+    "first_seq": "uint",
+    "subject_transform": "object",
+    "republish": "object",
+    "allow_direct": "bool",
+    "mirror_direct": "bool",
+    "discard_new_per_subject": "bool",
+    "sealed": "bool",
+    "deny_delete": "bool",
+    "deny_purge": "bool",
+    "allow_rollup_hdrs": "bool",
+    "consumer_limits": "object",
+    "allow_msg_ttl": "bool",
+    "subject_delete_marker_ttl": "int",
+    "metadata": "strmap",
+    "allow_msg_counter": "bool",
+    "allow_atomic": "bool",
+    "allow_msg_schedules": "bool",
+    "allow_batched": "bool",
     "persist_mode": "any",
 }
 
 CONSUMER_FIELDS: dict[str, Kind] = {
-    "durable_name": "str", "name": "str", "description": "str",
+    "durable_name": "str",
+    "name": "str",
+    "description": "str",
     "deliver_policy": ("all", "last", "new", "by_start_sequence", "by_start_time", "last_per_subject"),
-    "opt_start_seq": "uint", "opt_start_time": "time", "ack_policy": ("none", "all", "explicit"),
-    "ack_wait": "int", "max_deliver": "int", "backoff": "ints", "filter_subject": "str",
-    "filter_subjects": "strs", "replay_policy": ("instant", "original"), "rate_limit_bps": "uint",
-    "sample_freq": "str", "max_waiting": "int", "max_ack_pending": "int", "flow_control": "bool",
-    "headers_only": "bool", "max_batch": "int", "max_expires": "int", "max_bytes": "int",
-    "deliver_subject": "str", "deliver_group": "str", "idle_heartbeat": "int", "inactive_threshold": "int",
-    "num_replicas": "int", "mem_storage": "bool", "direct": "bool", "metadata": "strmap",
-    "pause_until": "time", "priority_groups": "strs", "priority_policy": "str", "priority_timeout": "int",
+    "opt_start_seq": "uint",
+    "opt_start_time": "time",
+    "ack_policy": ("none", "all", "explicit"),
+    "ack_wait": "int",
+    "max_deliver": "int",
+    "backoff": "ints",
+    "filter_subject": "str",
+    "filter_subjects": "strs",
+    "replay_policy": ("instant", "original"),
+    "rate_limit_bps": "uint",
+    "sample_freq": "str",
+    "max_waiting": "int",
+    "max_ack_pending": "int",
+    "flow_control": "bool",
+    "headers_only": "bool",
+    "max_batch": "int",
+    "max_expires": "int",
+    "max_bytes": "int",
+    "deliver_subject": "str",
+    "deliver_group": "str",
+    "idle_heartbeat": "int",
+    "inactive_threshold": "int",
+    "num_replicas": "int",
+    "mem_storage": "bool",
+    "direct": "bool",
+    "metadata": "strmap",
+    "pause_until": "time",
+    "priority_groups": "strs",
+    "priority_policy": "str",
+    "priority_timeout": "int",
 }
 
 
@@ -95,10 +147,19 @@ class StreamConfig:
         out: dict[str, object] = {"name": self.name}
         if self.description:
             out["description"] = self.description
-        out.update(subjects=list(self.subjects), retention=self.retention, max_consumers=self.max_consumers,
-                   max_msgs=self.max_msgs, max_bytes=self.max_bytes, max_age=self.max_age,
-                   max_msgs_per_subject=self.max_msgs_per_subject, max_msg_size=self.max_msg_size,
-                   discard=self.discard, storage=self.storage, num_replicas=self.num_replicas)
+        out.update(
+            subjects=list(self.subjects),
+            retention=self.retention,
+            max_consumers=self.max_consumers,
+            max_msgs=self.max_msgs,
+            max_bytes=self.max_bytes,
+            max_age=self.max_age,
+            max_msgs_per_subject=self.max_msgs_per_subject,
+            max_msg_size=self.max_msg_size,
+            discard=self.discard,
+            storage=self.storage,
+            num_replicas=self.num_replicas,
+        )
         if self.no_ack:
             out["no_ack"] = True
         out["duplicate_window"] = self.duplicate_window
@@ -110,9 +171,14 @@ class StreamConfig:
         out.update(allow_direct=self.allow_direct, mirror_direct=self.mirror_direct)
         if self.discard_new_per_subject:
             out["discard_new_per_subject"] = True
-        out.update(sealed=self.sealed, deny_delete=self.deny_delete, deny_purge=self.deny_purge,
-                   allow_rollup_hdrs=self.allow_rollup_hdrs, consumer_limits=dict(self.consumer_limits),
-                   allow_msg_ttl=self.allow_msg_ttl)
+        out.update(
+            sealed=self.sealed,
+            deny_delete=self.deny_delete,
+            deny_purge=self.deny_purge,
+            allow_rollup_hdrs=self.allow_rollup_hdrs,
+            consumer_limits=dict(self.consumer_limits),
+            allow_msg_ttl=self.allow_msg_ttl,
+        )
         if self.subject_delete_marker_ttl:
             out["subject_delete_marker_ttl"] = self.subject_delete_marker_ttl
         metadata = with_dynamic_metadata(self.metadata) if dynamic_metadata else dict(self.metadata)
@@ -133,6 +199,7 @@ class StreamConfig:
 
 def with_dynamic_metadata(metadata: dict[str, str]) -> dict[str, str]:
     from appliance import NATS_VERSION  # the version nats-server would stamp
+
     result = dict(metadata)
     result.setdefault(REQUEST_LEVEL_KEY, "0")
     result["_nats.level"] = "5"
@@ -158,11 +225,32 @@ def parse_stream_config(obj: JsonObject, *, request_level: str = "0") -> StreamC
     if obj.get("mirror") or obj.get("sources"):
         raise _bad_config("stream mirrors and sources are not supported by this server")
     config = StreamConfig(name=name)
-    for key in ("description", "retention", "max_consumers", "max_msgs", "max_bytes", "max_age",
-                "max_msgs_per_subject", "max_msg_size", "discard", "storage", "num_replicas", "no_ack",
-                "duplicate_window", "compression", "first_seq", "allow_direct", "mirror_direct",
-                "discard_new_per_subject", "sealed", "deny_delete", "deny_purge", "allow_rollup_hdrs",
-                "allow_msg_ttl", "subject_delete_marker_ttl"):
+    for key in (
+        "description",
+        "retention",
+        "max_consumers",
+        "max_msgs",
+        "max_bytes",
+        "max_age",
+        "max_msgs_per_subject",
+        "max_msg_size",
+        "discard",
+        "storage",
+        "num_replicas",
+        "no_ack",
+        "duplicate_window",
+        "compression",
+        "first_seq",
+        "allow_direct",
+        "mirror_direct",
+        "discard_new_per_subject",
+        "sealed",
+        "deny_delete",
+        "deny_purge",
+        "allow_rollup_hdrs",
+        "allow_msg_ttl",
+        "subject_delete_marker_ttl",
+    ):
         if key in obj:
             setattr(config, key, obj[key])
     if len(config.description) > DESCRIPTION_BYTES_MAX:
@@ -172,10 +260,15 @@ def parse_stream_config(obj: JsonObject, *, request_level: str = "0") -> StreamC
     placement = obj.get("placement")
     config.placement = dict(placement) if isinstance(placement, dict) and placement else None
     limits_obj = obj.get("consumer_limits")
-    config.consumer_limits = {k: v for k, v in (limits_obj or {}).items() if v} if isinstance(limits_obj, dict) else {}
+    config.consumer_limits = (
+        {k: v for k, v in (limits_obj or {}).items() if v} if isinstance(limits_obj, dict) else {}
+    )
     metadata = obj.get("metadata")
-    config.metadata = {k: v for k, v in (metadata or {}).items() if not k.startswith("_nats.")} \
-        if isinstance(metadata, dict) else {}
+    config.metadata = (
+        {k: v for k, v in (metadata or {}).items() if not k.startswith("_nats.")}
+        if isinstance(metadata, dict)
+        else {}
+    )
     config.metadata[REQUEST_LEVEL_KEY] = request_level
     _apply_stream_defaults(config)
     _check_stream(config)
@@ -240,11 +333,37 @@ def stream_config_from_record(record: dict[str, object]) -> StreamConfig:
 # --- consumers -------------------------------------------------------------------------------------
 
 CONSUMER_ECHO_ORDER = (
-    "durable_name", "name", "description", "deliver_policy", "opt_start_seq", "opt_start_time", "ack_policy",
-    "ack_wait", "max_deliver", "backoff", "filter_subject", "filter_subjects", "replay_policy", "rate_limit_bps",
-    "sample_freq", "max_waiting", "max_ack_pending", "flow_control", "headers_only", "max_batch", "max_expires",
-    "max_bytes", "deliver_subject", "deliver_group", "idle_heartbeat", "inactive_threshold", "num_replicas",
-    "mem_storage", "direct", "metadata", "pause_until",
+    "durable_name",
+    "name",
+    "description",
+    "deliver_policy",
+    "opt_start_seq",
+    "opt_start_time",
+    "ack_policy",
+    "ack_wait",
+    "max_deliver",
+    "backoff",
+    "filter_subject",
+    "filter_subjects",
+    "replay_policy",
+    "rate_limit_bps",
+    "sample_freq",
+    "max_waiting",
+    "max_ack_pending",
+    "flow_control",
+    "headers_only",
+    "max_batch",
+    "max_expires",
+    "max_bytes",
+    "deliver_subject",
+    "deliver_group",
+    "idle_heartbeat",
+    "inactive_threshold",
+    "num_replicas",
+    "mem_storage",
+    "direct",
+    "metadata",
+    "pause_until",
 )
 ALWAYS_ECHOED = ("deliver_policy", "ack_policy", "replay_policy", "num_replicas")
 
@@ -314,8 +433,9 @@ def _invalid_policy(text: str) -> errors.JsApiError:
     return errors.CONSUMER_INVALID_POLICY.format(err=text)
 
 
-def parse_consumer_config(obj: JsonObject, *, stream: StreamConfig, ephemeral: bool,
-                          request_level: str = "0") -> ConsumerConfig:
+def parse_consumer_config(
+    obj: JsonObject, *, stream: StreamConfig, ephemeral: bool, request_level: str = "0"
+) -> ConsumerConfig:
     """A ConsumerConfig with nats-server's defaults (setConsumerConfigRecoveryDefaults) and checks."""
     config = ConsumerConfig()
     for key, value in obj.items():
@@ -328,7 +448,9 @@ def parse_consumer_config(obj: JsonObject, *, stream: StreamConfig, ephemeral: b
         try:
             parse_rfc3339(config.opt_start_time)
         except ValueError:
-            raise errors.INVALID_JSON.format(err=f'parsing time "{config.opt_start_time}" as RFC3339') from None
+            raise errors.INVALID_JSON.format(
+                err=f'parsing time "{config.opt_start_time}" as RFC3339'
+            ) from None
     _check_consumer(config, stream)
     _apply_consumer_defaults(config, stream, ephemeral=ephemeral)
     return config
@@ -345,13 +467,16 @@ def _apply_consumer_defaults(config: ConsumerConfig, stream: StreamConfig, *, ep
             config.ack_wait = DEFAULT_ACK_WAIT_NS
         if config.max_ack_pending == 0:
             limit = limits.get("max_ack_pending")
-            config.max_ack_pending = int(limit) if isinstance(limit, int) and limit > 0 else DEFAULT_MAX_ACK_PENDING
+            config.max_ack_pending = (
+                int(limit) if isinstance(limit, int) and limit > 0 else DEFAULT_MAX_ACK_PENDING
+            )
     if not config.is_push and config.max_waiting == 0:
         config.max_waiting = DEFAULT_MAX_WAITING
     if ephemeral and config.inactive_threshold == 0:
         limit = limits.get("inactive_threshold")
-        config.inactive_threshold = int(limit) if isinstance(limit, int) and limit > 0 \
-            else DEFAULT_INACTIVE_THRESHOLD_NS
+        config.inactive_threshold = (
+            int(limit) if isinstance(limit, int) and limit > 0 else DEFAULT_INACTIVE_THRESHOLD_NS
+        )
     if config.opt_start_time:
         config.opt_start_time = rfc3339(parse_rfc3339(config.opt_start_time))
 
@@ -380,8 +505,11 @@ def _check_consumer(config: ConsumerConfig, stream: StreamConfig) -> None:
         raise errors.CONSUMER_MAX_PENDING_ACK_POLICY_REQUIRED.error()
     if stream.retention == "workqueue":
         if config.ack_policy != "explicit":
-            raise errors.CONSUMER_PULL_REQUIRES_ACK.error() if not config.is_push \
+            raise (
+                errors.CONSUMER_PULL_REQUIRES_ACK.error()
+                if not config.is_push
                 else errors.CONSUMER_WQ_REQUIRES_EXPLICIT_ACK.error()
+            )
         if config.deliver_policy != "all":
             raise errors.CONSUMER_WQ_CONSUMER_NOT_DELIVER_ALL.error()
 
@@ -411,22 +539,34 @@ def _check_delivery(config: ConsumerConfig) -> None:
         raise errors.CONSUMER_SMALL_HEARTBEAT.error()
     policy = config.deliver_policy
     if policy == "by_start_sequence" and config.opt_start_seq == 0:
-        raise _invalid_policy("consumer delivery policy is deliver by start sequence, but optional start "
-                              "sequence is not set")
+        raise _invalid_policy(
+            "consumer delivery policy is deliver by start sequence, but optional start sequence is not set"
+        )
     if policy == "by_start_time" and not config.opt_start_time:
-        raise _invalid_policy("consumer delivery policy is deliver by start time, but optional start time is "
-                              "not set")
+        raise _invalid_policy(
+            "consumer delivery policy is deliver by start time, but optional start time is not set"
+        )
     if policy != "by_start_sequence" and config.opt_start_seq:
-        raise _invalid_policy(f"consumer delivery policy is deliver {_policy_words(policy)}, but optional start "
-                              "sequence is also set")
+        raise _invalid_policy(
+            f"consumer delivery policy is deliver {_policy_words(policy)}, but optional start "
+            "sequence is also set"
+        )
     if policy != "by_start_time" and config.opt_start_time:
-        raise _invalid_policy(f"consumer delivery policy is deliver {_policy_words(policy)}, but optional start "
-                              "time is also set")
+        raise _invalid_policy(
+            f"consumer delivery policy is deliver {_policy_words(policy)}, but optional start "
+            "time is also set"
+        )
 
 
 def _policy_words(policy: str) -> str:
-    return {"all": "all", "last": "last", "new": "new", "last_per_subject": "last per subject",
-            "by_start_sequence": "by start sequence", "by_start_time": "by start time"}[policy]
+    return {
+        "all": "all",
+        "last": "last",
+        "new": "new",
+        "last_per_subject": "last per subject",
+        "by_start_sequence": "by start sequence",
+        "by_start_time": "by start time",
+    }[policy]
 
 
 def _check_filters(config: ConsumerConfig, stream: StreamConfig) -> None:
@@ -438,7 +578,7 @@ def _check_filters(config: ConsumerConfig, stream: StreamConfig) -> None:
             raise errors.CONSUMER_EMPTY_FILTER.error()
         if not is_valid_subject(subject):
             raise errors.CONSUMER_INVALID_POLICY.format(err=f"invalid filter subject {subject!r}")
-        for other in filters[index + 1:]:
+        for other in filters[index + 1 :]:
             if subjects_overlap(subject, other):
                 raise errors.CONSUMER_OVERLAPPING_SUBJECT_FILTERS.error()
 

@@ -66,9 +66,19 @@ class SyncControl:
 
 
 class Consumer:
-    def __init__(self, *, stream: Stream, config: ConsumerConfig, created_ns: int, host: Host, peer: str,
-                 group_id: str, storage: LogStorage, on_inactive: Callable[[Consumer], None],
-                 fresh: bool) -> None:
+    def __init__(
+        self,
+        *,
+        stream: Stream,
+        config: ConsumerConfig,
+        created_ns: int,
+        host: Host,
+        peer: str,
+        group_id: str,
+        storage: LogStorage,
+        on_inactive: Callable[[Consumer], None],
+        fresh: bool,
+    ) -> None:
         self.stream = stream
         self.config = config
         self.name = config.name
@@ -101,8 +111,14 @@ class Consumer:
         self._delivered_since_heartbeat = False
         self._replay_prev_ts = 0
         self._sync = SyncControl(storage)
-        self.group = start_group(name=group_id, peer=peer, storage=self._sync,  # type: ignore[arg-type]
-                                 machine=self, clock=host.clock, rng=random.Random(host.rng.random()))
+        self.group = start_group(
+            name=group_id,
+            peer=peer,
+            storage=self._sync,  # type: ignore[arg-type]
+            machine=self,
+            clock=host.clock,
+            rng=random.Random(host.rng.random()),
+        )
         self.next_sseq = self.state.delivered_sseq + 1
         self.next_cseq = self.state.delivered_cseq + 1
         now = host.now_ns()
@@ -114,7 +130,7 @@ class Consumer:
         self._arm_timers()
         self._kick()
 
-    # --- RAFT state machine --------------------------------------------------------------------------
+    # --- RAFT state machine ----------------------------------------------------------------------
 
     def apply(self, entries: Sequence[Entry]) -> None:
         for entry in entries:
@@ -155,7 +171,7 @@ class Consumer:
         if not self.deleted:
             self._sync.flush()
 
-    # --- where delivery starts -----------------------------------------------------------------------
+    # --- where delivery starts -------------------------------------------------------------------
 
     def _start_position(self) -> None:
         config = self.config
@@ -189,7 +205,7 @@ class Consumer:
         if self._initial:
             self.next_sseq = last_seq(store) + 1
 
-    # --- stream events --------------------------------------------------------------------------------
+    # --- stream events ---------------------------------------------------------------------------
 
     def wants(self, subject: str) -> bool:
         return not self._filters or any(subject_matches(f, subject) for f in self._filters)
@@ -212,7 +228,9 @@ class Consumer:
 
     def num_pending(self) -> int:
         if self._pending_count is None:
-            self._pending_count = len(self._initial) + count_live(self.stream.store, self.next_sseq, self._filters)
+            self._pending_count = len(self._initial) + count_live(
+                self.stream.store, self.next_sseq, self._filters
+            )
         return self._pending_count
 
     def _kick(self) -> None:
@@ -220,12 +238,14 @@ class Consumer:
             self._drain_scheduled = True
             self.host.call_soon(self._drain)
 
-    # --- delivery ---------------------------------------------------------------------------------------
+    # --- delivery --------------------------------------------------------------------------------
 
     def _has_room(self, proposed: int) -> bool:
         """Under max_ack_pending, counting deliveries of this turn not applied yet."""
-        return self.config.ack_policy == "none" or \
-            len(self.state.pending) + proposed < self.config.max_ack_pending
+        return (
+            self.config.ack_policy == "none"
+            or len(self.state.pending) + proposed < self.config.max_ack_pending
+        )
 
     def _push_ready(self) -> bool:
         config = self.config
@@ -295,7 +315,9 @@ class Consumer:
 
     def _peek_next(self, start: int) -> StoredMsg | None:
         filters = self._filters
-        found = [m for m in (self.stream.store.load_next(f, start) for f in filters or [">"]) if m is not None]
+        found = [
+            m for m in (self.stream.store.load_next(f, start) for f in filters or [">"]) if m is not None
+        ]
         return min(found, key=lambda m: m.seq) if found else None
 
     def _drain(self) -> None:
@@ -345,8 +367,10 @@ class Consumer:
 
     def _ack_subject(self, msg: StoredMsg, dc: int) -> str:
         """`$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>` for the next delivery."""
-        return (f"$JS.ACK.{self.stream.config.name}.{self.name}.{dc}.{msg.seq}.{self.next_cseq}."
-                f"{msg.timestamp_ns}.{self.num_pending()}")
+        return (
+            f"$JS.ACK.{self.stream.config.name}.{self.name}.{dc}.{msg.seq}.{self.next_cseq}."
+            f"{msg.timestamp_ns}.{self.num_pending()}"
+        )
 
     def _fits(self, request: PullRequest, msg: StoredMsg, ack: str) -> bool:
         if not request.max_bytes or _wire_size(msg, ack) <= request.bytes_left:
@@ -354,8 +378,9 @@ class Consumer:
         self._end_request(request, 409, "Message Size Exceeds MaxBytes")
         return False
 
-    def _deliver(self, msg: StoredMsg, dc: int, ack: str, request: PullRequest | None,
-                 now: int) -> tuple[int, int, int, int]:
+    def _deliver(
+        self, msg: StoredMsg, dc: int, ack: str, request: PullRequest | None, now: int
+    ) -> tuple[int, int, int, int]:
         config = self.config
         cseq = self.next_cseq
         self.next_cseq += 1
@@ -363,6 +388,7 @@ class Consumer:
         payload = msg.payload
         if config.headers_only:
             from appliance.jetstream.wire import append_headers
+
             header = append_headers(msg.headers, [("Nats-Msg-Size", str(len(msg.payload)))])
             payload = b""
         reply = ack  # nats-server sets the ack subject even with ack_policy none
@@ -404,7 +430,7 @@ class Consumer:
             return backoff[min(dc - 1, len(backoff) - 1)]
         return self.config.ack_wait or 30 * NS
 
-    # --- pull requests ---------------------------------------------------------------------------------
+    # --- pull requests ---------------------------------------------------------------------------
 
     def on_pull(self, reply: str, body: bytes) -> None:
         if not reply:
@@ -424,8 +450,9 @@ class Consumer:
             return
         self.waiting.append(request)
         if request.expires_at_ns:
-            request.timer = self.host.call_later((request.expires_at_ns - now) / NS,
-                                                 lambda: self._expire_request(request))
+            request.timer = self.host.call_later(
+                (request.expires_at_ns - now) / NS, lambda: self._expire_request(request)
+            )
         if request.heartbeat_ns:
             self._arm_pull_heartbeat(request)
         self._kick()
@@ -449,12 +476,20 @@ class Consumer:
         if request in self.waiting:
             self._end_request(request, 408, "Request Timeout")
 
-    def _end_request(self, request: PullRequest, code: int, text: str, *, pending_headers: bool = True) -> None:
+    def _end_request(
+        self, request: PullRequest, code: int, text: str, *, pending_headers: bool = True
+    ) -> None:
         request.cancel_timers()
         if request in self.waiting:
             self.waiting.remove(request)
-        pairs = [("Nats-Pending-Messages", str(request.remaining)),
-                 ("Nats-Pending-Bytes", str(request.bytes_left))] if pending_headers else []
+        pairs = (
+            [
+                ("Nats-Pending-Messages", str(request.remaining)),
+                ("Nats-Pending-Bytes", str(request.bytes_left)),
+            ]
+            if pending_headers
+            else []
+        )
         self.host.send(request.reply, b"", header=status_headers(code, text, pairs))
 
     def _arm_pull_heartbeat(self, request: PullRequest) -> None:
@@ -467,8 +502,10 @@ class Consumer:
         request.heartbeat_timer = self.host.call_later(request.heartbeat_ns / NS, beat)
 
     def _heartbeat_headers(self) -> bytes:
-        pairs = [("Nats-Last-Consumer", str(self.state.delivered_cseq)),
-                 ("Nats-Last-Stream", str(self.state.delivered_sseq))]
+        pairs = [
+            ("Nats-Last-Consumer", str(self.state.delivered_cseq)),
+            ("Nats-Last-Stream", str(self.state.delivered_sseq)),
+        ]
         if self._fc_reply:
             pairs.append(("Nats-Consumer-Stalled", self._fc_reply))
         return status_headers(100, "Idle Heartbeat", pairs)
@@ -476,15 +513,21 @@ class Consumer:
     def _status(self, reply: str, code: int, text: str) -> None:
         self.host.send(reply, b"", header=status_headers(code, text))
 
-    # --- push: flow control and heartbeats ---------------------------------------------------------------
+    # --- push: flow control and heartbeats -------------------------------------------------------
 
     def _send_flow_control(self) -> None:
-        token = "".join(self.host.rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
-                        for _ in range(8))
+        token = "".join(
+            self.host.rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+            for _ in range(8)
+        )
         self._fc_reply = f"$JS.FC.{self.stream.config.name}.{self.name}.{token}"
         self._fc_count = 0
-        self.host.send(self.config.deliver_subject, b"", reply=self._fc_reply,
-                       header=status_headers(100, "FlowControl Request"))
+        self.host.send(
+            self.config.deliver_subject,
+            b"",
+            reply=self._fc_reply,
+            header=status_headers(100, "FlowControl Request"),
+        )
 
     def on_flow_control_reply(self, subject: str) -> None:
         if subject == self._fc_reply:
@@ -522,7 +565,9 @@ class Consumer:
         elif now - self._last_activity_ns >= config.inactive_threshold:
             self.on_inactive(self)
             return
-        delay = max(config.inactive_threshold - (now - self._last_activity_ns), config.inactive_threshold // 4)
+        delay = max(
+            config.inactive_threshold - (now - self._last_activity_ns), config.inactive_threshold // 4
+        )
         self._inactive_timer = self.host.call_later(delay / NS, self._check_inactive)
 
     def on_interest(self) -> None:
@@ -530,7 +575,7 @@ class Consumer:
             self._last_activity_ns = self.host.now_ns()
             self._kick()
 
-    # --- acks ----------------------------------------------------------------------------------------------
+    # --- acks ------------------------------------------------------------------------------------
 
     def on_ack(self, tokens: list[str], reply: str, body: bytes) -> None:
         """An ack on `$JS.ACK.<stream>.<consumer>.<dc>.<sseq>.<cseq>.<ts>.<pending>` (v1 or v2 layout)."""
@@ -547,7 +592,9 @@ class Consumer:
             return
         if kind == b"+WPI":
             if sseq in self.state.pending:
-                self._deadlines[sseq] = self.host.now_ns() + self._ack_wait_ns(self.state.redelivered.get(sseq, 1))
+                self._deadlines[sseq] = self.host.now_ns() + self._ack_wait_ns(
+                    self.state.redelivered.get(sseq, 1)
+                )
                 self._arm_redelivery()
             self._ack_reply(reply)
             return
@@ -614,7 +661,7 @@ class Consumer:
             self._deadlines.pop(sseq, None)
             self._queue_redelivery(sseq)
 
-    # --- redelivery ------------------------------------------------------------------------------------------
+    # --- redelivery ------------------------------------------------------------------------------
 
     def _queue_redelivery(self, sseq: int) -> None:
         max_deliver = self.config.max_deliver
@@ -650,23 +697,34 @@ class Consumer:
                 self._queue_redelivery(sseq)
         self._arm_redelivery()
 
-    # --- info and lifecycle --------------------------------------------------------------------------------------
+    # --- info and lifecycle ----------------------------------------------------------------------
 
     def info_json(self) -> dict[str, object]:
         state = self.state
-        delivered: dict[str, object] = {"consumer_seq": state.delivered_cseq, "stream_seq": state.delivered_sseq}
+        delivered: dict[str, object] = {
+            "consumer_seq": state.delivered_cseq,
+            "stream_seq": state.delivered_sseq,
+        }
         if state.delivered_ns:
             delivered["last_active"] = rfc3339(state.delivered_ns)
         floor: dict[str, object] = {"consumer_seq": state.floor_cseq, "stream_seq": state.floor_sseq}
         if state.floor_ns:
             floor["last_active"] = rfc3339(state.floor_ns)
         info: dict[str, object] = {
-            "stream_name": self.stream.config.name, "name": self.name, "created": rfc3339(self.created_ns),
-            "config": self.config.to_json(), "delivered": delivered, "ack_floor": floor,
-            "num_ack_pending": len(state.pending), "num_redelivered": len(state.redelivered),
-            "num_waiting": len(self.waiting), "num_pending": self.num_pending(),
+            "stream_name": self.stream.config.name,
+            "name": self.name,
+            "created": rfc3339(self.created_ns),
+            "config": self.config.to_json(),
+            "delivered": delivered,
+            "ack_floor": floor,
+            "num_ack_pending": len(state.pending),
+            "num_redelivered": len(state.redelivered),
+            "num_waiting": len(self.waiting),
+            "num_pending": self.num_pending(),
         }
-        if self.config.is_push and self.host.has_interest(self.config.deliver_subject, self.config.deliver_group):
+        if self.config.is_push and self.host.has_interest(
+            self.config.deliver_subject, self.config.deliver_group
+        ):
             info["push_bound"] = True
         info["ts"] = rfc3339(self.host.now_ns())
         return info
@@ -685,8 +743,13 @@ class Consumer:
             else:
                 request.cancel_timers()
         self.waiting.clear()
-        for timer in (self._redeliver_timer, self._inactive_timer, self._heartbeat_timer, self._sync_timer,
-                      self._interest_timer):
+        for timer in (
+            self._redeliver_timer,
+            self._inactive_timer,
+            self._heartbeat_timer,
+            self._sync_timer,
+            self._interest_timer,
+        ):
             if timer is not None:
                 timer.cancel()
         self._sync.flush()

@@ -50,7 +50,11 @@ class ConsumerState:
             self.delivered_sseq = max(self.delivered_sseq, sseq)
             self.delivered_ns = ts_ns
             if self.ack_policy == "none":
-                self.floor_cseq, self.floor_sseq, self.floor_ns = self.delivered_cseq, self.delivered_sseq, ts_ns
+                self.floor_cseq, self.floor_sseq, self.floor_ns = (
+                    self.delivered_cseq,
+                    self.delivered_sseq,
+                    ts_ns,
+                )
                 continue
             if sseq <= self.floor_sseq:
                 continue
@@ -94,12 +98,19 @@ class ConsumerState:
         return sseq <= self.floor_sseq or (sseq <= self.delivered_sseq and sseq not in self.pending)
 
     def snapshot(self) -> bytes:
-        return json.dumps({
-            "dc": self.delivered_cseq, "ds": self.delivered_sseq, "dt": self.delivered_ns,
-            "fc": self.floor_cseq, "fs": self.floor_sseq, "ft": self.floor_ns,
-            "p": [[s, c, t] for s, (c, t) in sorted(self.pending.items())],
-            "r": [[s, n] for s, n in sorted(self.redelivered.items())],
-        }, separators=(",", ":")).encode()
+        return json.dumps(
+            {
+                "dc": self.delivered_cseq,
+                "ds": self.delivered_sseq,
+                "dt": self.delivered_ns,
+                "fc": self.floor_cseq,
+                "fs": self.floor_sseq,
+                "ft": self.floor_ns,
+                "p": [[s, c, t] for s, (c, t) in sorted(self.pending.items())],
+                "r": [[s, n] for s, n in sorted(self.redelivered.items())],
+            },
+            separators=(",", ":"),
+        ).encode()
 
     def restore(self, data: bytes) -> None:
         if not data:

@@ -8,16 +8,25 @@ values out.
 from __future__ import annotations
 
 import json
-from typing import Literal, Union
+from typing import Literal
 
 from appliance.jetstream import errors
 
-Kind = Union[
-    Literal["str", "int", "uint", "bool", "strs", "ints", "object", "strmap", "time", "any"], tuple[str, ...]
-]
-GO_TYPE = {"str": "string", "int": "int64", "uint": "uint64", "bool": "bool", "strs": "[]string",
-           "ints": "[]time.Duration", "object": "struct", "strmap": "map[string]string", "time": "time.Time",
-           "any": "interface {}"}
+Kind = (
+    Literal["str", "int", "uint", "bool", "strs", "ints", "object", "strmap", "time", "any"] | tuple[str, ...]
+)
+GO_TYPE = {
+    "str": "string",
+    "int": "int64",
+    "uint": "uint64",
+    "bool": "bool",
+    "strs": "[]string",
+    "ints": "[]time.Duration",
+    "object": "struct",
+    "strmap": "map[string]string",
+    "time": "time.Time",
+    "any": "interface {}",
+}
 JsonObject = dict[str, object]
 
 
@@ -43,7 +52,7 @@ def parse_json(data: bytes) -> object:
     try:
         return json.loads(data)
     except json.JSONDecodeError as exc:
-        char = data[exc.pos:exc.pos + 1].decode(errors="replace")
+        char = data[exc.pos : exc.pos + 1].decode(errors="replace")
         if exc.msg.startswith("Expecting property name"):
             text = f"invalid character '{char}' looking for beginning of object key string"
         elif exc.msg.startswith("Expecting value") and exc.pos >= len(data):
@@ -58,7 +67,7 @@ def _check(value: object, kind: Kind, where: str) -> object:
         return None
     if isinstance(kind, tuple):
         if not isinstance(value, str) or value not in kind:
-            raise invalid_json(f'can not unmarshal {json.dumps(json.dumps(value))}')
+            raise invalid_json(f"can not unmarshal {json.dumps(json.dumps(value))}")
         return value
     ok = {
         "str": isinstance(value, str),
@@ -66,7 +75,8 @@ def _check(value: object, kind: Kind, where: str) -> object:
         "uint": isinstance(value, int) and not isinstance(value, bool) and value >= 0,
         "bool": isinstance(value, bool),
         "strs": isinstance(value, list) and all(isinstance(v, str) for v in value),
-        "ints": isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value),
+        "ints": isinstance(value, list)
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in value),
         "object": isinstance(value, dict),
         "strmap": isinstance(value, dict) and all(isinstance(v, str) for v in value.values()),
         "time": isinstance(value, str),
@@ -75,8 +85,9 @@ def _check(value: object, kind: Kind, where: str) -> object:
     if not ok:
         if kind == "int" and isinstance(value, float) and value.is_integer():
             return int(value)
-        raise invalid_json(f"json: cannot unmarshal {json_kind(value)} into Go struct field {where} of type "
-                           f"{GO_TYPE[kind]}")
+        raise invalid_json(
+            f"json: cannot unmarshal {json_kind(value)} into Go struct field {where} of type {GO_TYPE[kind]}"
+        )
     return value
 
 

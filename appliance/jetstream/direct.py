@@ -24,7 +24,7 @@ def direct_get(ajs: AccountJetStream, name: str, subject: str, reply: str, body:
         return
     prefix = f"$JS.API.DIRECT.GET.{name}."
     if subject.startswith(prefix):
-        obj: JsonObject = {"last_by_subj": subject[len(prefix):]}
+        obj: JsonObject = {"last_by_subj": subject[len(prefix) :]}
     else:
         text = request_body(body)
         if not text:
@@ -46,8 +46,13 @@ def direct_get(ajs: AccountJetStream, name: str, subject: str, reply: str, body:
 
 
 def _direct_headers(stream: Stream, msg: StoredMsg, extra: list[tuple[str, str]]) -> bytes:
-    pairs = [("Nats-Stream", stream.config.name), ("Nats-Subject", msg.subject), ("Nats-Sequence", str(msg.seq)),
-             ("Nats-Time-Stamp", rfc3339(msg.timestamp_ns)), *extra]
+    pairs = [
+        ("Nats-Stream", stream.config.name),
+        ("Nats-Subject", msg.subject),
+        ("Nats-Sequence", str(msg.seq)),
+        ("Nats-Time-Stamp", rfc3339(msg.timestamp_ns)),
+        *extra,
+    ]
     return append_headers(msg.headers, pairs)
 
 
@@ -89,8 +94,13 @@ def _direct_batch(ajs: AccountJetStream, stream: Stream, reply: str, obj: JsonOb
     for index, msg in enumerate(msgs):
         pending = len(msgs) - index - 1 + remaining_total
         sent_bytes += len(msg.payload) + len(msg.headers)
-        ajs.send(reply, msg.payload, header=_direct_headers(
-            stream, msg, [("Nats-Num-Pending", str(pending)), ("Nats-Last-Sequence", str(previous))]))
+        ajs.send(
+            reply,
+            msg.payload,
+            header=_direct_headers(
+                stream, msg, [("Nats-Num-Pending", str(pending)), ("Nats-Last-Sequence", str(previous))]
+            ),
+        )
         previous = msg.seq
         if max_bytes and sent_bytes >= max_bytes:
             break

@@ -42,11 +42,21 @@ CLUSTER_REQUIRED = ApiError(503, 10010, "JetStream clustering support required")
 CONSUMER_CREATE = ApiError(500, 10012, "{err}")
 CONSUMER_NAME_EXISTS = ApiError(400, 10013, "consumer name already in use")
 CONSUMER_NOT_FOUND = ApiError(404, 10014, "consumer not found")
-CONSUMER_DURABLE_NAME_NOT_IN_SUBJECT = ApiError(400, 10016, "consumer expected to be durable but no durable name set in subject")
-CONSUMER_DURABLE_NAME_NOT_MATCH_SUBJECT = ApiError(400, 10017, "consumer name in subject does not match durable name in request")
-CONSUMER_DURABLE_NAME_NOT_SET = ApiError(400, 10018, "consumer expected to be durable but a durable name was not set")
-CONSUMER_EPHEMERAL_WITH_DURABLE_IN_SUBJECT = ApiError(400, 10019, "consumer expected to be ephemeral but detected a durable name set in subject")
-CONSUMER_EPHEMERAL_WITH_DURABLE = ApiError(400, 10020, "consumer expected to be ephemeral but a durable name was set in request")
+CONSUMER_DURABLE_NAME_NOT_IN_SUBJECT = ApiError(
+    400, 10016, "consumer expected to be durable but no durable name set in subject"
+)
+CONSUMER_DURABLE_NAME_NOT_MATCH_SUBJECT = ApiError(
+    400, 10017, "consumer name in subject does not match durable name in request"
+)
+CONSUMER_DURABLE_NAME_NOT_SET = ApiError(
+    400, 10018, "consumer expected to be durable but a durable name was not set"
+)
+CONSUMER_EPHEMERAL_WITH_DURABLE_IN_SUBJECT = ApiError(
+    400, 10019, "consumer expected to be ephemeral but detected a durable name set in subject"
+)
+CONSUMER_EPHEMERAL_WITH_DURABLE = ApiError(
+    400, 10020, "consumer expected to be ephemeral but a durable name was set in request"
+)
 INVALID_JSON = ApiError(400, 10025, "invalid JSON: {err}")
 MAXIMUM_CONSUMERS_LIMIT = ApiError(400, 10026, "maximum consumers limit reached")
 NO_MESSAGE_FOUND = ApiError(404, 10037, "no message found")
@@ -75,9 +85,13 @@ CONSUMER_CONFIG_REQUIRED = ApiError(400, 10078, "consumer config required")
 CONSUMER_DELIVER_TO_WILDCARDS = ApiError(400, 10079, "consumer deliver subject has wildcards")
 CONSUMER_PUSH_MAX_WAITING = ApiError(400, 10080, "consumer in push mode can not set max waiting")
 CONSUMER_DELIVER_CYCLE = ApiError(400, 10081, "consumer deliver subject forms a cycle")
-CONSUMER_MAX_PENDING_ACK_POLICY_REQUIRED = ApiError(400, 10082, "consumer requires ack policy for max ack pending")
+CONSUMER_MAX_PENDING_ACK_POLICY_REQUIRED = ApiError(
+    400, 10082, "consumer requires ack policy for max ack pending"
+)
 CONSUMER_SMALL_HEARTBEAT = ApiError(400, 10083, "consumer idle heartbeat needs to be >= 100ms")
-CONSUMER_PULL_REQUIRES_ACK = ApiError(400, 10084, "consumer in pull mode requires explicit ack policy on workqueue stream")
+CONSUMER_PULL_REQUIRES_ACK = ApiError(
+    400, 10084, "consumer in pull mode requires explicit ack policy on workqueue stream"
+)
 CONSUMER_PULL_NOT_DURABLE = ApiError(400, 10085, "consumer in pull mode requires a durable name")
 CONSUMER_HB_REQUIRES_PUSH = ApiError(400, 10088, "consumer idle heartbeat requires a push based consumer")
 CONSUMER_FC_REQUIRES_PUSH = ApiError(400, 10089, "consumer flow control requires a push based consumer")
@@ -87,37 +101,63 @@ CONSUMER_INVALID_SAMPLING = ApiError(400, 10095, "failed to parse consumer sampl
 STREAM_INVALID = ApiError(500, 10096, "stream not valid")
 STREAM_HEADER_EXCEEDS_MAXIMUM = ApiError(400, 10097, "header size exceeds maximum allowed of 64k")
 CONSUMER_WQ_REQUIRES_EXPLICIT_ACK = ApiError(400, 10098, "workqueue stream requires explicit ack")
-CONSUMER_WQ_MULTIPLE_UNFILTERED = ApiError(400, 10099, "multiple non-filtered consumers not allowed on workqueue stream")
+CONSUMER_WQ_MULTIPLE_UNFILTERED = ApiError(
+    400, 10099, "multiple non-filtered consumers not allowed on workqueue stream"
+)
 CONSUMER_WQ_CONSUMER_NOT_UNIQUE = ApiError(400, 10100, "filtered consumer not unique on workqueue stream")
-CONSUMER_WQ_CONSUMER_NOT_DELIVER_ALL = ApiError(400, 10101, "consumer must be deliver all on workqueue stream")
+CONSUMER_WQ_CONSUMER_NOT_DELIVER_ALL = ApiError(
+    400, 10101, "consumer must be deliver all on workqueue stream"
+)
 CONSUMER_NAME_TOO_LONG = ApiError(400, 10102, "consumer name is too long, maximum allowed is {max}")
 CONSUMER_BAD_DURABLE_NAME = ApiError(400, 10103, "durable name can not contain '.', '*', '>'")
 CONSUMER_STORE_FAILED = ApiError(500, 10104, "{err}")
 CONSUMER_EXISTING_ACTIVE = ApiError(400, 10105, "consumer already exists and is still active")
-CONSUMER_REPLACEMENT_WITH_DIFFERENT_NAME = ApiError(400, 10106, "consumer replacement durable config not the same")
-CONSUMER_DESCRIPTION_TOO_LONG = ApiError(400, 10107, "consumer description is too long, maximum allowed is {max}")
-CONSUMER_WITH_FLOW_CONTROL_NEEDS_HEARTBEATS = ApiError(400, 10108, "consumer with flow control also needs heartbeats")
+CONSUMER_REPLACEMENT_WITH_DIFFERENT_NAME = ApiError(
+    400, 10106, "consumer replacement durable config not the same"
+)
+CONSUMER_DESCRIPTION_TOO_LONG = ApiError(
+    400, 10107, "consumer description is too long, maximum allowed is {max}"
+)
+CONSUMER_WITH_FLOW_CONTROL_NEEDS_HEARTBEATS = ApiError(
+    400, 10108, "consumer with flow control also needs heartbeats"
+)
 STREAM_SEALED = ApiError(400, 10109, "invalid operation on sealed stream")
 STREAM_PURGE_FAILED = ApiError(500, 10110, "{err}")
 STREAM_ROLLUP_FAILED = ApiError(500, 10111, "{err}")
 CONSUMER_INVALID_DELIVER_SUBJECT = ApiError(400, 10112, "invalid push consumer deliver subject")
 CONSUMER_MAX_REQUEST_BATCH_NEGATIVE = ApiError(400, 10114, "consumer max request batch needs to be > 0")
-CONSUMER_MAX_REQUEST_EXPIRES_TOO_SMALL = ApiError(400, 10115, "consumer max request expires needs to be >= 1ms")
-CONSUMER_MAX_DELIVER_BACKOFF = ApiError(400, 10116, "max deliver is required to be > length of backoff values")
+CONSUMER_MAX_REQUEST_EXPIRES_TOO_SMALL = ApiError(
+    400, 10115, "consumer max request expires needs to be >= 1ms"
+)
+CONSUMER_MAX_DELIVER_BACKOFF = ApiError(
+    400, 10116, "max deliver is required to be > length of backoff values"
+)
 STREAM_INFO_MAX_SUBJECTS = ApiError(500, 10117, "subject details would exceed maximum allowed")
-CONSUMER_MAX_REQUEST_BATCH_EXCEEDED = ApiError(400, 10125, "consumer max request batch exceeds server limit of {limit}")
+CONSUMER_MAX_REQUEST_BATCH_EXCEEDED = ApiError(
+    400, 10125, "consumer max request batch exceeds server limit of {limit}"
+)
 CONSUMER_NAME_CONTAINS_PATH_SEPARATORS = ApiError(400, 10127, "Consumer name can not contain path separators")
 STREAM_NAME_CONTAINS_PATH_SEPARATORS = ApiError(400, 10128, "Stream name can not contain path separators")
-CONSUMER_CREATE_FILTER_SUBJECT_MISMATCH = ApiError(400, 10131, "Consumer create request did not match filtered subject from create subject")
-CONSUMER_CREATE_DURABLE_AND_NAME_MISMATCH = ApiError(400, 10132, "Consumer Durable and Name have to be equal if both are provided")
+CONSUMER_CREATE_FILTER_SUBJECT_MISMATCH = ApiError(
+    400, 10131, "Consumer create request did not match filtered subject from create subject"
+)
+CONSUMER_CREATE_DURABLE_AND_NAME_MISMATCH = ApiError(
+    400, 10132, "Consumer Durable and Name have to be equal if both are provided"
+)
 REPLICAS_COUNT_CANNOT_BE_NEGATIVE = ApiError(400, 10133, "replicas count cannot be negative")
-CONSUMER_DUPLICATE_FILTER_SUBJECTS = ApiError(400, 10136, "consumer cannot have both FilterSubject and FilterSubjects specified")
-CONSUMER_MULTIPLE_FILTERS_NOT_ALLOWED = ApiError(400, 10137, "consumer with multiple subject filters cannot use subject based API")
+CONSUMER_DUPLICATE_FILTER_SUBJECTS = ApiError(
+    400, 10136, "consumer cannot have both FilterSubject and FilterSubjects specified"
+)
+CONSUMER_MULTIPLE_FILTERS_NOT_ALLOWED = ApiError(
+    400, 10137, "consumer with multiple subject filters cannot use subject based API"
+)
 CONSUMER_OVERLAPPING_SUBJECT_FILTERS = ApiError(400, 10138, "consumer subject filters cannot overlap")
 CONSUMER_EMPTY_FILTER = ApiError(400, 10139, "consumer filter in FilterSubjects cannot be empty")
 CONSUMER_ALREADY_EXISTS = ApiError(400, 10148, "consumer already exists")
 CONSUMER_DOES_NOT_EXIST = ApiError(400, 10149, "consumer does not exist")
-CONSUMER_INACTIVE_THRESHOLD_EXCESS = ApiError(400, 10153, "consumer inactive threshold exceeds system limit of {limit}")
+CONSUMER_INACTIVE_THRESHOLD_EXCESS = ApiError(
+    400, 10153, "consumer inactive threshold exceeds system limit of {limit}"
+)
 MESSAGE_TTL_DISABLED = ApiError(400, 10166, "per-message TTL is disabled")
 REQUIRED_API_LEVEL = ApiError(412, 10185, "JetStream minimum api level required")
 

@@ -51,11 +51,27 @@ def memory_storage(peer: str) -> MemoryStorage:
     return MemoryStorage(ConfState((peer,)))
 
 
-def start_group(*, name: str, peer: str, storage: LogStorage, machine: StateMachine, clock: Clock,
-                rng: random.Random, events: Callable[[str], None] | None = None) -> RaftGroup:
+def start_group(
+    *,
+    name: str,
+    peer: str,
+    storage: LogStorage,
+    machine: StateMachine,
+    clock: Clock,
+    rng: random.Random,
+    events: Callable[[str], None] | None = None,
+) -> RaftGroup:
     """Create the group, replay what its storage holds, and make this peer its leader."""
-    group = RaftGroup(group_id=name, config=RaftConfig(id=peer), storage=storage, transport=NoTransport(),
-                      state_machine=machine, clock=clock, rng=rng, events=events)
+    group = RaftGroup(
+        group_id=name,
+        config=RaftConfig(id=peer),
+        storage=storage,
+        transport=NoTransport(),
+        state_machine=machine,
+        clock=clock,
+        rng=rng,
+        events=events,
+    )
     group.core.campaign()
     for _ in range(ELECTION_READIES_MAX):
         if not group.process_ready() and group.is_leader():

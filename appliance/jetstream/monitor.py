@@ -24,10 +24,18 @@ class JetStreamMonitor:
     def __init__(self, service: JetStreamService) -> None:
         self.service = service
         options = service.options.jetstream
-        self.max_memory = options.max_memory if options.max_memory >= 0 else \
-            int(psutil.virtual_memory().total * MEMORY_SHARE)
-        self.max_storage = options.max_storage if options.max_storage >= 0 else \
-            int(psutil.disk_usage(service.root if os.path.isdir(service.root) else "/").free * STORAGE_SHARE)
+        self.max_memory = (
+            options.max_memory
+            if options.max_memory >= 0
+            else int(psutil.virtual_memory().total * MEMORY_SHARE)
+        )
+        self.max_storage = (
+            options.max_storage
+            if options.max_storage >= 0
+            else int(
+                psutil.disk_usage(service.root if os.path.isdir(service.root) else "/").free * STORAGE_SHARE
+            )
+        )
 
     def totals(self) -> dict[str, int]:
         memory = storage = streams = consumers = messages = size = 0
@@ -42,28 +50,56 @@ class JetStreamMonitor:
                     memory += state.bytes
                 else:
                     storage += state.bytes
-        return {"memory": memory, "storage": storage, "streams": streams, "consumers": consumers,
-                "messages": messages, "bytes": size}
+        return {
+            "memory": memory,
+            "storage": storage,
+            "streams": streams,
+            "consumers": consumers,
+            "messages": messages,
+            "bytes": size,
+        }
 
     def view(self) -> JetStreamView:
         options = self.service.options.jetstream
         totals = self.totals()
         accounts = [name for name, ajs in self.service.accounts.items() if ajs.streams]
         stats = JetStreamStats(
-            memory=totals["memory"], storage=totals["storage"], accounts=len(self.service.accounts),
-            api_level=API_LEVEL, api_total=sum(a.api_total for a in self.service.accounts.values()),
-            api_errors=sum(a.api_errors for a in self.service.accounts.values()))
+            memory=totals["memory"],
+            storage=totals["storage"],
+            accounts=len(self.service.accounts),
+            api_level=API_LEVEL,
+            api_total=sum(a.api_total for a in self.service.accounts.values()),
+            api_errors=sum(a.api_errors for a in self.service.accounts.values()),
+        )
         streams = tuple(
-            StreamHealth(account=name, name=stream.config.name,
-                         consumers=tuple(ConsumerHealth(c) for c in stream.consumers))
-            for name, ajs in self.service.accounts.items() for stream in ajs.streams.values())
-        return JetStreamView(enabled=True, clustered=False, max_memory=self.max_memory,
-                             max_storage=self.max_storage, store_dir=self.service.root,
-                             sync_interval_s=options.sync_interval_s, sync_always=options.sync_always,
-                             domain=options.domain, unique_tag=options.unique_tag, strict=options.strict,
-                             stats=stats, limits=dict(DEFAULT_LIMITS), accounts=tuple(accounts), streams=streams)
+            StreamHealth(
+                account=name,
+                name=stream.config.name,
+                consumers=tuple(ConsumerHealth(c) for c in stream.consumers),
+            )
+            for name, ajs in self.service.accounts.items()
+            for stream in ajs.streams.values()
+        )
+        return JetStreamView(
+            enabled=True,
+            clustered=False,
+            max_memory=self.max_memory,
+            max_storage=self.max_storage,
+            store_dir=self.service.root,
+            sync_interval_s=options.sync_interval_s,
+            sync_always=options.sync_always,
+            domain=options.domain,
+            unique_tag=options.unique_tag,
+            strict=options.strict,
+            stats=stats,
+            limits=dict(DEFAULT_LIMITS),
+            accounts=tuple(accounts),
+            streams=streams,
+        )
 
-    def details(self, *, account: str, streams: bool, consumers: bool, config: bool) -> list[dict[str, object]]:
+    def details(
+        self, *, account: str, streams: bool, consumers: bool, config: bool
+    ) -> list[dict[str, object]]:
         """/jsz `account_details`: one entry per JetStream account (or only `account`)."""
         out: list[dict[str, object]] = []
         for name, ajs in sorted(self.service.accounts.items()):
@@ -77,18 +113,29 @@ class JetStreamMonitor:
                     memory += stream.store.state().bytes
                 else:
                     storage += stream.store.state().bytes
-                detail: dict[str, object] = {"name": stream.config.name, "created": info["created"],
-                                             "cluster": info["cluster"]}
+                detail: dict[str, object] = {
+                    "name": stream.config.name,
+                    "created": info["created"],
+                    "cluster": info["cluster"],
+                }
                 if config:
                     detail["config"] = info["config"]
                 detail["state"] = info["state"]
                 if consumers and stream.consumers:
-                    detail["consumer_detail"] = [_consumer_detail(c.info_json(), c.config.metadata)
-                                                 for _, c in sorted(stream.consumers.items())]
+                    detail["consumer_detail"] = [
+                        _consumer_detail(c.info_json(), c.config.metadata)
+                        for _, c in sorted(stream.consumers.items())
+                    ]
                 stream_detail.append(detail)
             entry: dict[str, object] = {
-                "name": name, "id": name, "memory": memory, "storage": storage, "reserved_memory": 0,
-                "reserved_storage": 0, "accounts": 0, "ha_assets": 0,
+                "name": name,
+                "id": name,
+                "memory": memory,
+                "storage": storage,
+                "reserved_memory": 0,
+                "reserved_storage": 0,
+                "accounts": 0,
+                "ha_assets": 0,
                 "api": {"level": 0, "total": ajs.api_total, "errors": ajs.api_errors},
             }
             if streams or consumers:

@@ -2,7 +2,8 @@
 
 A publish batch is binary (the hot path); the rare operations are one kind byte plus JSON.
 
-  MSGS    b"M" + count x ([u16 subject_len][u32 header_len][u32 payload_len][i64 ts_ns] subject header payload)
+  MSGS    b"M" + count x ([u16 subject_len][u32 header_len][u32 payload_len][i64 ts_ns]
+                       subject header payload)
   DELETE  b"D" + {"seq": n, "erase": bool}
   PURGE   b"P" + {"filter": str, "keep": n, "seq": n}
 """
@@ -49,11 +50,11 @@ def decode_msgs(data: bytes) -> list[InMsg]:
     while offset < end:
         subject_len, header_len, payload_len, ts_ns = unpack(data, offset)
         offset += size
-        subject = data[offset:offset + subject_len].decode()
+        subject = data[offset : offset + subject_len].decode()
         offset += subject_len
-        header = data[offset:offset + header_len]
+        header = data[offset : offset + header_len]
         offset += header_len
-        payload = data[offset:offset + payload_len]
+        payload = data[offset : offset + payload_len]
         offset += payload_len
         msgs.append(InMsg(subject, header, payload, ts_ns))
     assert offset == end, "a MSGS entry ends exactly after its last message"

@@ -77,5 +77,11 @@ def parse_pull(body: bytes, reply: str, config: ConsumerConfig, now_ns: int) -> 
         raise BadPull(409, f"Exceeded MaxRequestMaxBytes of {config.max_bytes}")
     if heartbeat and (not expires or heartbeat * 2 > expires):
         raise BadPull(400, "Bad Request - heartbeat value too large")
-    return PullRequest(reply=reply, batch=batch, max_bytes=max_bytes,
-                       expires_at_ns=now_ns + expires if expires else 0, no_wait=no_wait, heartbeat_ns=heartbeat)
+    return PullRequest(
+        reply=reply,
+        batch=batch,
+        max_bytes=max_bytes,
+        expires_at_ns=now_ns + expires if expires else 0,
+        no_wait=no_wait,
+        heartbeat_ns=heartbeat,
+    )

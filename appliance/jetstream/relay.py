@@ -24,8 +24,14 @@ RELAY_PREFIX = b"$JSD."
 RELAY_QUEUE_PREFIX = b"$JSDQ."
 
 
-def relay_message(link_sub: Subscription, match: bytes, subject: bytes, reply: bytes | None, header: bytes | None,
-                  data: bytes) -> None:
+def relay_message(
+    link_sub: Subscription,
+    match: bytes,
+    subject: bytes,
+    reply: bytes | None,
+    header: bytes | None,
+    data: bytes,
+) -> None:
     """Forward one delivery to the sibling worker behind `link_sub` (a link's subscription)."""
     queue = link_sub.queue
     carrier = Subscription(link_sub.conn, link_sub.subject, None, b"", link_sub.account)
@@ -34,8 +40,17 @@ def relay_message(link_sub: Subscription, match: bytes, subject: bytes, reply: b
     link_sub.conn.deliver(carrier, prefix + match, tail, header, data)
 
 
-def deliver_local(server: Server, account: Account, match: bytes, subject: bytes, reply: bytes | None,
-                  header: bytes | None, data: bytes, *, queue: bytes | None = None) -> int:
+def deliver_local(
+    server: Server,
+    account: Account,
+    match: bytes,
+    subject: bytes,
+    reply: bytes | None,
+    header: bytes | None,
+    data: bytes,
+    *,
+    queue: bytes | None = None,
+) -> int:
     """Deliver to this worker's own subscribers of `match` (never back over a link) as `subject`."""
     sublist = account.sublist
     result = sublist.cache.get(match)
@@ -86,7 +101,9 @@ class DeliveryRelay:
                 ack, original, queue = b"@".join(parts[:-2]), parts[-2], parts[-1]
             else:
                 ack, original, queue = b"@".join(parts[:-1]), parts[-1], None
-            deliver_local(self.server, account, subject[prefix:], original, ack or None, header, data, queue=queue)
+            deliver_local(
+                self.server, account, subject[prefix:], original, ack or None, header, data, queue=queue
+            )
 
         return on_relayed
 

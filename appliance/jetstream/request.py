@@ -21,7 +21,9 @@ TYPE_PREFIX = "io.nats.jetstream.api.v1."
 class Request:
     """One API request: the account it arrived in, its subject tokens after $JS.API., and its body."""
 
-    def __init__(self, ajs: AccountJetStream, tokens: list[str], reply: str, header: bytes, body: bytes) -> None:
+    def __init__(
+        self, ajs: AccountJetStream, tokens: list[str], reply: str, header: bytes, body: bytes
+    ) -> None:
         self.ajs = ajs
         self.tokens = tokens
         self.reply = reply
@@ -29,8 +31,15 @@ class Request:
         self.body = body
         self.counted = True  # nats-server leaves successful MSG.GETs out of its API total
 
-    def respond(self, kind: str, fields: dict[str, object], *, error: errors.JsApiError | None = None,
-                after_error: dict[str, object] | None = None, count_error: bool = True) -> None:
+    def respond(
+        self,
+        kind: str,
+        fields: dict[str, object],
+        *,
+        error: errors.JsApiError | None = None,
+        after_error: dict[str, object] | None = None,
+        count_error: bool = True,
+    ) -> None:
         out: dict[str, object] = {"type": TYPE_PREFIX + kind}
         if error is not None:
             out["error"] = error.as_json()

@@ -24,7 +24,6 @@ from appliance.clock import Clock, SystemClock
 from appliance.config.options import ServerOptions
 from appliance.errors import ApplianceError
 from appliance.jetstream import api
-from appliance.jetstream.direct import direct_get
 from appliance.jetstream.config import (
     ConsumerConfig,
     StreamConfig,
@@ -32,6 +31,7 @@ from appliance.jetstream.config import (
     stream_config_from_record,
 )
 from appliance.jetstream.consumer import Consumer
+from appliance.jetstream.direct import direct_get
 from appliance.jetstream.groups import durable_storage, group_name, memory_storage
 from appliance.jetstream.host import Timer
 from appliance.jetstream.meta import MetaGroup
@@ -182,10 +182,17 @@ class AccountJetStream:
         else:
             directory = os.path.join(self.stream_dir(config.name), "msgs")
             os.makedirs(directory, exist_ok=True)
-            store = FileStreamStore(FileStoreConfig(directory=directory, limits=store_limits(config),
-                                                    sync_always=False))
-        stream = Stream(config=config, created_ns=created_ns, store=store, host=self,
-                        peer=self.service.peer, group_id=group_name("S", self.account.name, config.name))
+            store = FileStreamStore(
+                FileStoreConfig(directory=directory, limits=store_limits(config), sync_always=False)
+            )
+        stream = Stream(
+            config=config,
+            created_ns=created_ns,
+            store=store,
+            host=self,
+            peer=self.service.peer,
+            group_id=group_name("S", self.account.name, config.name),
+        )
         self.streams[config.name] = stream
         self._subscribe_stream(stream)
         return stream
@@ -196,7 +203,7 @@ class AccountJetStream:
         subs: list[Subscription] = []
 
         def on_msg(subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
-            payload = data[len(header):] if header is not None else data
+            payload = data[len(header) :] if header is not None else data
             stream.on_publish(subject.decode(), reply.decode() if reply else "", header or b"", payload)
 
         for subject in stream.config.subjects:
@@ -205,11 +212,15 @@ class AccountJetStream:
             name = stream.config.name
 
             def on_direct(subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
-                payload = data[len(header):] if header is not None else data
+                payload = data[len(header) :] if header is not None else data
                 direct_get(self, name, subject.decode(), reply.decode() if reply else "", payload)
 
-            subs.append(self.client.subscribe(f"$JS.API.DIRECT.GET.{name}".encode(), on_direct, queue=b"_sys_"))
-            subs.append(self.client.subscribe(f"$JS.API.DIRECT.GET.{name}.>".encode(), on_direct, queue=b"_sys_"))
+            subs.append(
+                self.client.subscribe(f"$JS.API.DIRECT.GET.{name}".encode(), on_direct, queue=b"_sys_")
+            )
+            subs.append(
+                self.client.subscribe(f"$JS.API.DIRECT.GET.{name}.>".encode(), on_direct, queue=b"_sys_")
+            )
         self._stream_subs[stream.config.name] = subs
 
     def update_stream(self, config: StreamConfig) -> None:
@@ -240,16 +251,26 @@ class AccountJetStream:
         root = os.path.join(self.stream_dir(stream.config.name), "consumers")
         return durable_storage(root, name, self.service.peer)
 
-    def open_consumer(self, stream: Stream, config: ConsumerConfig, created_ns: int, *, fresh: bool) -> Consumer:
+    def open_consumer(
+        self, stream: Stream, config: ConsumerConfig, created_ns: int, *, fresh: bool
+    ) -> Consumer:
         storage = self.consumer_storage(stream, config.name)
-        consumer = Consumer(stream=stream, config=config, created_ns=created_ns, host=self, peer=self.service.peer,
-                            group_id=group_name("C", self.account.name, stream.config.name, config.name),
-                            storage=storage, on_inactive=self._on_inactive, fresh=fresh)
+        consumer = Consumer(
+            stream=stream,
+            config=config,
+            created_ns=created_ns,
+            host=self,
+            peer=self.service.peer,
+            group_id=group_name("C", self.account.name, stream.config.name, config.name),
+            storage=storage,
+            on_inactive=self._on_inactive,
+            fresh=fresh,
+        )
         stream.consumers[config.name] = consumer
         subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream.config.name}.{config.name}".encode()
 
         def on_next(_subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
-            payload = data[len(header):] if header is not None else data
+            payload = data[len(header) :] if header is not None else data
             consumer.on_pull(reply.decode() if reply else "", payload)
 
         self._consumer_subs[(stream.config.name, config.name)] = self.client.subscribe(subject, on_next)
@@ -272,8 +293,12 @@ class AccountJetStream:
                 stream.on_consumer_removed()
 
     def _on_inactive(self, consumer: Consumer) -> None:
-        op = {"op": "consumer_del", "acc": self.account.name, "stream": consumer.stream.config.name,
-              "consumer": consumer.name}
+        op = {
+            "op": "consumer_del",
+            "acc": self.account.name,
+            "stream": consumer.stream.config.name,
+            "consumer": consumer.name,
+        }
         self.service.meta.propose(op, lambda _ok: None)
 
     # --- meta changes -----------------------------------------------------------------------------------
@@ -320,7 +345,9 @@ class AccountJetStream:
 
 
 class JetStreamService:
-    def __init__(self, server: Server, *, clock: Clock | None = None, rng: random.Random | None = None) -> None:
+    def __init__(
+        self, server: Server, *, clock: Clock | None = None, rng: random.Random | None = None
+    ) -> None:
         self.server = server
         self.options = server.options
         self.clock: Clock = clock or SystemClock()
@@ -328,11 +355,14 @@ class JetStreamService:
         self.root = store_root(self.options)
         self.peer = stable_peer_id(self.root, server.server_name)
         self.loop = asyncio.get_running_loop()
-        self.executor = concurrent.futures.ThreadPoolExecutor(max_workers=limits.JS_FSYNC_THREADS,
-                                                              thread_name_prefix="js-fsync")
+        self.executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=limits.JS_FSYNC_THREADS, thread_name_prefix="js-fsync"
+        )
         self.accounts: dict[str, AccountJetStream] = {}
         self.failures: dict[tuple[str, str], str] = {}  # (account, stream) -> why it is not open
-        self.meta = MetaGroup(root=os.path.join(self.root, "_raft"), peer=self.peer, clock=self.clock, rng=self.rng)
+        self.meta = MetaGroup(
+            root=os.path.join(self.root, "_raft"), peer=self.peer, clock=self.clock, rng=self.rng
+        )
         self.started_ns = time.time_ns()
 
     def start(self) -> None:
@@ -345,6 +375,7 @@ class JetStreamService:
             api.subscribe_api(ajs)
         self.server.interest_listeners.append(self._on_interest_change)
         from appliance.jetstream.monitor import JetStreamMonitor
+
         self.server.jetstream_monitor = JetStreamMonitor(self)  # type: ignore[attr-defined]
 
     def _materialise(self) -> None:
@@ -355,12 +386,18 @@ class JetStreamService:
             for record in streams.values():
                 config_record = record["config"]
                 assert isinstance(config_record, dict)
-                stream = ajs.open_stream(stream_config_from_record(config_record), int(str(record["created"])))
+                stream = ajs.open_stream(
+                    stream_config_from_record(config_record), int(str(record["created"]))
+                )
                 consumers = record["consumers"]
                 assert isinstance(consumers, dict)
                 for consumer_record in consumers.values():
-                    ajs.open_consumer(stream, consumer_config_from_record(consumer_record["config"]),
-                                      int(str(consumer_record["created"])), fresh=False)
+                    ajs.open_consumer(
+                        stream,
+                        consumer_config_from_record(consumer_record["config"]),
+                        int(str(consumer_record["created"])),
+                        fresh=False,
+                    )
 
     def _on_meta_change(self, op: dict[str, object]) -> None:
         ajs = self.accounts.get(str(op["acc"]))

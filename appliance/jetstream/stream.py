@@ -59,15 +59,28 @@ Reply = str  # "" when the publisher asked for no ack
 
 
 def store_limits(config: StreamConfig) -> api.StoreLimits:
-    return api.StoreLimits(max_msgs=config.max_msgs, max_bytes=config.max_bytes, max_age_ns=config.max_age,
-                           max_msgs_per_subject=config.max_msgs_per_subject, max_msg_size=config.max_msg_size,
-                           discard="new" if config.discard == "new" else "old",
-                           discard_new_per_subject=config.discard_new_per_subject)
+    return api.StoreLimits(
+        max_msgs=config.max_msgs,
+        max_bytes=config.max_bytes,
+        max_age_ns=config.max_age,
+        max_msgs_per_subject=config.max_msgs_per_subject,
+        max_msg_size=config.max_msg_size,
+        discard="new" if config.discard == "new" else "old",
+        discard_new_per_subject=config.discard_new_per_subject,
+    )
 
 
 class Stream:
-    def __init__(self, *, config: StreamConfig, created_ns: int, store: api.StreamStore, host: Host,
-                 peer: str, group_id: str) -> None:
+    def __init__(
+        self,
+        *,
+        config: StreamConfig,
+        created_ns: int,
+        store: api.StreamStore,
+        host: Host,
+        peer: str,
+        group_id: str,
+    ) -> None:
         self.config = config
         self.created_ns = created_ns
         self.store = store
@@ -85,8 +98,14 @@ class Stream:
         self._expiry_timer: Timer | None = None
         self._interval_timer: Timer | None = None
         self._rebuild_dedupe()
-        self.group = start_group(name=group_id, peer=peer, storage=memory_storage(peer), machine=self,
-                                 clock=host.clock, rng=random.Random(host.rng.random()))
+        self.group = start_group(
+            name=group_id,
+            peer=peer,
+            storage=memory_storage(peer),
+            machine=self,
+            clock=host.clock,
+            rng=random.Random(host.rng.random()),
+        )
         self._arm_expiry()
         if self._file is not None and not host.sync_always:
             self._arm_interval_sync()
@@ -241,7 +260,7 @@ class Stream:
         outcomes: list[Outcome] = []
         start = 0
         while start < len(run):
-            chunk = run[start:start + limits.STORE_BATCH_MSGS_MAX]
+            chunk = run[start : start + limits.STORE_BATCH_MSGS_MAX]
             before = last_seq(self.store)
             try:
                 seqs = self._append([(m.subject, b"", m.payload, m.ts_ns) for m in chunk])
@@ -343,8 +362,7 @@ class Stream:
                 raise errors.STREAM_WRONG_LAST_SEQUENCE.format(seq=actual)
 
     def _apply_retention_on_store(self, seq: int, subject: str) -> None:
-        if self.config.retention == "interest" and not any(
-                c.wants(subject) for c in self.consumers.values()):
+        if self.config.retention == "interest" and not any(c.wants(subject) for c in self.consumers.values()):
             self.store.delete(seq)
             self._removed()
 
@@ -392,14 +410,18 @@ class Stream:
                 self._removed()
             return removed
         if kind == ops.KIND_PURGE:
-            purged = self.store.purge(str(body.get("filter", "")), keep=int(str(body.get("keep", 0))),
-                                      up_to_seq=int(str(body.get("seq", 0))))
+            purged = self.store.purge(
+                str(body.get("filter", "")),
+                keep=int(str(body.get("keep", 0))),
+                up_to_seq=int(str(body.get("seq", 0))),
+            )
             self._removed()
             return purged
         raise AssertionError(f"unknown stream op {kind}")
 
     def propose_op(self, kind: int, body: dict[str, object], done: Callable[[object], None]) -> None:
         """Run DELETE/PURGE through the log; done(result) once applied and durable."""
+
         def on_done(ok: bool, index: int) -> None:
             result = self._results.pop(index, None)
             if ok:
@@ -459,6 +481,7 @@ class Stream:
     def on_consumer_removed(self) -> None:
         """Interest retention: messages no remaining consumer is interested in are dropped."""
         from appliance.jetstream.storeview import live_seqs
+
         doomed = []
         for seq in list(live_seqs(self.store, 1)):
             subject = subject_of(self.store, seq)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 ZERO_TIME = "0001-01-01T00:00:00Z"
 NANOS_PER_SECOND = 1_000_000_000
@@ -49,7 +49,7 @@ def parse_rfc3339(text: str) -> int:
                 break
     if "." in main:
         main, fraction = main.split(".", 1)
-    stamp = datetime.fromisoformat(main + zone).astimezone(timezone.utc)
+    stamp = datetime.fromisoformat(main + zone).astimezone(UTC)
     nanos = int((fraction + "000000000")[:9]) if fraction else 0
     return int(stamp.timestamp()) * NANOS_PER_SECOND + nanos
 
@@ -105,8 +105,15 @@ def status_headers(code: int, description: str, pairs: list[tuple[str, str]] | N
 
 def parse_go_duration(text: str) -> int:
     """A Go duration string ("5s", "1m30s", "250ms") in nanoseconds; ValueError if malformed."""
-    units = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": NANOS_PER_SECOND,
-             "m": 60 * NANOS_PER_SECOND, "h": 3600 * NANOS_PER_SECOND}
+    units = {
+        "ns": 1,
+        "us": 1_000,
+        "µs": 1_000,
+        "ms": 1_000_000,
+        "s": NANOS_PER_SECOND,
+        "m": 60 * NANOS_PER_SECOND,
+        "h": 3600 * NANOS_PER_SECOND,
+    }
     text = text.strip()
     if not text:
         raise ValueError("empty duration")

@@ -45,5 +45,6 @@ def run_with(url: str, scenario: Scenario) -> None:
 async def api(nc: Client, subject: str, body: bytes = b"", *, headers: dict[str, str] | None = None) -> dict:
     """One raw JetStream API request; the decoded JSON response."""
     import json
+
     msg = await nc.request(subject, body, timeout=5, headers=headers)
     return json.loads(msg.data)

@@ -40,9 +40,21 @@ def test_max_waiting_and_multiple_filters(js_server: InProcessServer) -> None:
         await js.add_stream(name="M", subjects=["m.>"])
         for subject in ("m.a", "m.b", "m.c", "m.a"):
             await js.publish(subject, subject.encode())
-        await nc.request("$JS.API.CONSUMER.CREATE.M.W", json.dumps({"stream_name": "M", "config": {
-            "durable_name": "W", "ack_policy": "explicit", "max_waiting": 1, "filter_subjects": ["m.a", "m.c"]}}
-        ).encode(), timeout=5)
+        await nc.request(
+            "$JS.API.CONSUMER.CREATE.M.W",
+            json.dumps(
+                {
+                    "stream_name": "M",
+                    "config": {
+                        "durable_name": "W",
+                        "ack_policy": "explicit",
+                        "max_waiting": 1,
+                        "filter_subjects": ["m.a", "m.c"],
+                    },
+                }
+            ).encode(),
+            timeout=5,
+        )
         info = await js.consumer_info("M", "W")
         assert info.num_pending == 3
         inbox = nc.new_inbox()
@@ -55,8 +67,10 @@ def test_max_waiting_and_multiple_filters(js_server: InProcessServer) -> None:
         await nc.publish(subject, b'{"batch":1,"expires":2000000000}', reply=inbox)
         await nc.publish(subject, b'{"batch":1,"expires":2000000000}', reply=inbox)
         refused = await asyncio.wait_for(answers.get(), 5)
-        assert refused.headers is not None and (refused.headers["Status"], refused.headers["Description"]) == \
-            ("409", "Exceeded MaxWaiting")
+        assert refused.headers is not None and (
+            refused.headers["Status"],
+            refused.headers["Description"],
+        ) == ("409", "Exceeded MaxWaiting")
 
     run_with(js_server.url, scenario)
 
@@ -66,8 +80,11 @@ def test_push_flow_control_is_answered_and_delivery_resumes(js_server: InProcess
 
     async def scenario(nc: Client, js: JetStreamContext) -> None:
         await js.add_stream(name="FC", subjects=["fc"])
-        acks = [await js.publish_async("fc", b"x") for _ in range(total)] if hasattr(js, "publish_async") \
+        acks = (
+            [await js.publish_async("fc", b"x") for _ in range(total)]
+            if hasattr(js, "publish_async")
             else None
+        )
         if acks is None:
             for _ in range(total):
                 await js.publish("fc", b"x")
@@ -83,8 +100,14 @@ def test_push_flow_control_is_answered_and_delivery_resumes(js_server: InProcess
             if received == total:
                 done.set()
 
-        await js.subscribe("fc", cb=on_msg, flow_control=True, idle_heartbeat=1.0, manual_ack=True,
-                           config=ConsumerConfig(ack_policy=AckPolicy.NONE))
+        await js.subscribe(
+            "fc",
+            cb=on_msg,
+            flow_control=True,
+            idle_heartbeat=1.0,
+            manual_ack=True,
+            config=ConsumerConfig(ack_policy=AckPolicy.NONE),
+        )
         await asyncio.wait_for(done.wait(), 20)
         assert fc_answers.pending_msgs >= 2  # paused twice, resumed twice
 

@@ -7,7 +7,6 @@ import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Union
 
 import nats
 import pytest
@@ -19,7 +18,7 @@ from appliance.testing.natsserver import NatsServer
 pytestmark = pytest.mark.integration
 
 TIME_KEYS = {"created", "ts", "first_ts", "last_ts", "last_active", "time"}
-Json = Union[dict[str, object], list[object], str, int, float, bool, None]
+Json = dict[str, object] | list[object] | str | int | float | bool | None
 
 # (subject, body, headers): every request of one script, run in order on both servers
 Step = tuple[str, bytes, dict[str, str]]
@@ -65,14 +64,26 @@ STREAMS_SCRIPT: list[Step] = [
     ("$JS.API.STREAM.PURGE.ORDERS", b'{"keep":1}', {}),
     ("$JS.API.STREAM.PURGE.ORDERS", b"", {}),
     ("$JS.API.STREAM.INFO.ORDERS", b"", {}),
-    ("$JS.API.STREAM.CREATE.LIM", b'{"name":"LIM","subjects":["lim.>"],"max_msgs":2,"discard":"new",'
-     b'"max_msg_size":10,"deny_delete":true,"deny_purge":true}', {}),
-    ("lim.a", b"1", {}), ("lim.a", b"2", {}), ("lim.a", b"3", {}), ("lim.b", b"01234567890123", {}),
+    (
+        "$JS.API.STREAM.CREATE.LIM",
+        b'{"name":"LIM","subjects":["lim.>"],"max_msgs":2,"discard":"new",'
+        b'"max_msg_size":10,"deny_delete":true,"deny_purge":true}',
+        {},
+    ),
+    ("lim.a", b"1", {}),
+    ("lim.a", b"2", {}),
+    ("lim.a", b"3", {}),
+    ("lim.b", b"01234567890123", {}),
     ("$JS.API.STREAM.MSG.DELETE.LIM", b'{"seq":1}', {}),
     ("$JS.API.STREAM.PURGE.LIM", b"", {}),
-    ("$JS.API.STREAM.CREATE.KV_d", b'{"name":"KV_d","subjects":["$KV.d.>"],"max_msgs_per_subject":5,'
-     b'"discard":"new","deny_delete":true,"allow_rollup_hdrs":true,"allow_direct":true}', {}),
-    ("$KV.d.a", b"v1", {}), ("$KV.d.a", b"v2", {}),
+    (
+        "$JS.API.STREAM.CREATE.KV_d",
+        b'{"name":"KV_d","subjects":["$KV.d.>"],"max_msgs_per_subject":5,'
+        b'"discard":"new","deny_delete":true,"allow_rollup_hdrs":true,"allow_direct":true}',
+        {},
+    ),
+    ("$KV.d.a", b"v1", {}),
+    ("$KV.d.a", b"v2", {}),
     ("$KV.d.b", b"", {"KV-Operation": "DEL"}),
     ("$KV.d.a", b"x", {"Nats-Expected-Last-Subject-Sequence": "0"}),
     ("$KV.d.c", b"bad", {"Nats-Rollup": "bad"}),
@@ -84,39 +95,94 @@ STREAMS_SCRIPT: list[Step] = [
 CONSUMERS_SCRIPT: list[Step] = [
     ("$JS.API.STREAM.CREATE.ORDERS", b'{"name":"ORDERS","subjects":["orders.>"]}', {}),
     *[(f"orders.{'a' if i % 2 else 'b'}", f"m{i}".encode(), {}) for i in range(5)],
-    ("$JS.API.CONSUMER.CREATE.ORDERS.DUR1", b'{"stream_name":"ORDERS","config":{"durable_name":"DUR1",'
-     b'"ack_policy":"explicit"}}', {}),
-    ("$JS.API.CONSUMER.CREATE.ORDERS.DUR2.orders.a", b'{"stream_name":"ORDERS","config":{"durable_name":"DUR2",'
-     b'"filter_subject":"orders.a","ack_policy":"explicit"}}', {}),
-    ("$JS.API.CONSUMER.CREATE.ORDERS.DUR3.orders.a", b'{"stream_name":"ORDERS","config":{"durable_name":"DUR3",'
-     b'"filter_subject":"orders.b"}}', {}),
-    ("$JS.API.CONSUMER.DURABLE.CREATE.ORDERS.LEG1", b'{"stream_name":"ORDERS","config":{"durable_name":"LEG1",'
-     b'"ack_policy":"explicit"}}', {}),
-    ("$JS.API.CONSUMER.CREATE.ORDERS", b'{"stream_name":"ORDERS","config":{"durable_name":"X",'
-     b'"ack_policy":"none"}}', {}),
-    ("$JS.API.CONSUMER.CREATE.ORDERS.DUR1", b'{"stream_name":"ORDERS","config":{"durable_name":"DUR1",'
-     b'"ack_policy":"explicit","max_deliver":5}}', {}),
-    ("$JS.API.CONSUMER.CREATE.ORDERS.DUR1", b'{"stream_name":"ORDERS","action":"create","config":'
-     b'{"durable_name":"DUR1","ack_policy":"explicit","max_deliver":3}}', {}),
-    ("$JS.API.CONSUMER.CREATE.ORDERS.NEWC", b'{"stream_name":"ORDERS","action":"update","config":'
-     b'{"durable_name":"NEWC","ack_policy":"explicit"}}', {}),
+    (
+        "$JS.API.CONSUMER.CREATE.ORDERS.DUR1",
+        b'{"stream_name":"ORDERS","config":{"durable_name":"DUR1","ack_policy":"explicit"}}',
+        {},
+    ),
+    (
+        "$JS.API.CONSUMER.CREATE.ORDERS.DUR2.orders.a",
+        b'{"stream_name":"ORDERS","config":{"durable_name":"DUR2",'
+        b'"filter_subject":"orders.a","ack_policy":"explicit"}}',
+        {},
+    ),
+    (
+        "$JS.API.CONSUMER.CREATE.ORDERS.DUR3.orders.a",
+        b'{"stream_name":"ORDERS","config":{"durable_name":"DUR3","filter_subject":"orders.b"}}',
+        {},
+    ),
+    (
+        "$JS.API.CONSUMER.DURABLE.CREATE.ORDERS.LEG1",
+        b'{"stream_name":"ORDERS","config":{"durable_name":"LEG1","ack_policy":"explicit"}}',
+        {},
+    ),
+    (
+        "$JS.API.CONSUMER.CREATE.ORDERS",
+        b'{"stream_name":"ORDERS","config":{"durable_name":"X","ack_policy":"none"}}',
+        {},
+    ),
+    (
+        "$JS.API.CONSUMER.CREATE.ORDERS.DUR1",
+        b'{"stream_name":"ORDERS","config":{"durable_name":"DUR1","ack_policy":"explicit","max_deliver":5}}',
+        {},
+    ),
+    (
+        "$JS.API.CONSUMER.CREATE.ORDERS.DUR1",
+        b'{"stream_name":"ORDERS","action":"create","config":'
+        b'{"durable_name":"DUR1","ack_policy":"explicit","max_deliver":3}}',
+        {},
+    ),
+    (
+        "$JS.API.CONSUMER.CREATE.ORDERS.NEWC",
+        b'{"stream_name":"ORDERS","action":"update","config":'
+        b'{"durable_name":"NEWC","ack_policy":"explicit"}}',
+        {},
+    ),
     ("$JS.API.CONSUMER.CREATE.NOSTREAM.C", b'{"stream_name":"NOSTREAM","config":{"durable_name":"C"}}', {}),
-    ("$JS.API.CONSUMER.CREATE.ORDERS.P", b'{"stream_name":"ORDERS","config":{"durable_name":"P",'
-     b'"deliver_subject":"x.y","max_waiting":5}}', {}),
-    ("$JS.API.CONSUMER.CREATE.ORDERS.H", b'{"stream_name":"ORDERS","config":{"durable_name":"H",'
-     b'"idle_heartbeat":50000000,"deliver_subject":"x.h"}}', {}),
-    ("$JS.API.CONSUMER.CREATE.ORDERS.F", b'{"stream_name":"ORDERS","config":{"durable_name":"F",'
-     b'"flow_control":true,"deliver_subject":"x.f"}}', {}),
+    (
+        "$JS.API.CONSUMER.CREATE.ORDERS.P",
+        b'{"stream_name":"ORDERS","config":{"durable_name":"P","deliver_subject":"x.y","max_waiting":5}}',
+        {},
+    ),
+    (
+        "$JS.API.CONSUMER.CREATE.ORDERS.H",
+        b'{"stream_name":"ORDERS","config":{"durable_name":"H",'
+        b'"idle_heartbeat":50000000,"deliver_subject":"x.h"}}',
+        {},
+    ),
+    (
+        "$JS.API.CONSUMER.CREATE.ORDERS.F",
+        b'{"stream_name":"ORDERS","config":{"durable_name":"F","flow_control":true,"deliver_subject":"x.f"}}',
+        {},
+    ),
     ("$JS.API.CONSUMER.CREATE.ORDERS.bad.name", b'{"stream_name":"ORDERS","config":{"name":"bad.name"}}', {}),
-    ("$JS.API.CONSUMER.CREATE.ORDERS.E1", b'{"stream_name":"ORDERS","config":{"name":"E1","durable_name":"E2"}}', {}),
-    ("$JS.API.CONSUMER.CREATE.ORDERS.E3", b'{"stream_name":"ORDERS","config":{"name":"E3",'
-     b'"filter_subject":"nomatch.>"}}', {}),
-    ("$JS.API.CONSUMER.CREATE.ORDERS.E4", b'{"stream_name":"ORDERS","config":{"name":"E4",'
-     b'"deliver_policy":"by_start_sequence"}}', {}),
-    ("$JS.API.CONSUMER.CREATE.ORDERS.E5", b'{"stream_name":"ORDERS","config":{"name":"E5","ack_policy":"bogus"}}', {}),
-    ("$JS.API.CONSUMER.CREATE.ORDERS.PUSH", b'{"stream_name":"ORDERS","config":{"durable_name":"PUSH",'
-     b'"deliver_subject":"push.x","deliver_group":"g","ack_policy":"explicit","flow_control":true,'
-     b'"idle_heartbeat":5000000000,"headers_only":true,"filter_subjects":["orders.a","orders.b"]}}', {}),
+    (
+        "$JS.API.CONSUMER.CREATE.ORDERS.E1",
+        b'{"stream_name":"ORDERS","config":{"name":"E1","durable_name":"E2"}}',
+        {},
+    ),
+    (
+        "$JS.API.CONSUMER.CREATE.ORDERS.E3",
+        b'{"stream_name":"ORDERS","config":{"name":"E3","filter_subject":"nomatch.>"}}',
+        {},
+    ),
+    (
+        "$JS.API.CONSUMER.CREATE.ORDERS.E4",
+        b'{"stream_name":"ORDERS","config":{"name":"E4","deliver_policy":"by_start_sequence"}}',
+        {},
+    ),
+    (
+        "$JS.API.CONSUMER.CREATE.ORDERS.E5",
+        b'{"stream_name":"ORDERS","config":{"name":"E5","ack_policy":"bogus"}}',
+        {},
+    ),
+    (
+        "$JS.API.CONSUMER.CREATE.ORDERS.PUSH",
+        b'{"stream_name":"ORDERS","config":{"durable_name":"PUSH",'
+        b'"deliver_subject":"push.x","deliver_group":"g","ack_policy":"explicit","flow_control":true,'
+        b'"idle_heartbeat":5000000000,"headers_only":true,"filter_subjects":["orders.a","orders.b"]}}',
+        {},
+    ),
     ("$JS.API.CONSUMER.INFO.ORDERS.DUR1", b"", {}),
     ("$JS.API.CONSUMER.INFO.ORDERS.NOPE", b"", {}),
     ("$JS.API.CONSUMER.NAMES.ORDERS", b"", {}),
@@ -126,9 +192,21 @@ CONSUMERS_SCRIPT: list[Step] = [
     ("$JS.API.CONSUMER.DELETE.ORDERS.E3", b"", {}),
     ("$JS.API.CONSUMER.DELETE.ORDERS.E3", b"", {}),
     ("$JS.API.STREAM.CREATE.WQ", b'{"name":"WQ","subjects":["wq.>"],"retention":"workqueue"}', {}),
-    ("$JS.API.CONSUMER.CREATE.WQ.A", b'{"stream_name":"WQ","config":{"durable_name":"A","ack_policy":"explicit"}}', {}),
-    ("$JS.API.CONSUMER.CREATE.WQ.B", b'{"stream_name":"WQ","config":{"durable_name":"B","ack_policy":"explicit"}}', {}),
-    ("$JS.API.CONSUMER.CREATE.WQ.C", b'{"stream_name":"WQ","config":{"durable_name":"C","ack_policy":"none"}}', {}),
+    (
+        "$JS.API.CONSUMER.CREATE.WQ.A",
+        b'{"stream_name":"WQ","config":{"durable_name":"A","ack_policy":"explicit"}}',
+        {},
+    ),
+    (
+        "$JS.API.CONSUMER.CREATE.WQ.B",
+        b'{"stream_name":"WQ","config":{"durable_name":"B","ack_policy":"explicit"}}',
+        {},
+    ),
+    (
+        "$JS.API.CONSUMER.CREATE.WQ.C",
+        b'{"stream_name":"WQ","config":{"durable_name":"C","ack_policy":"none"}}',
+        {},
+    ),
     ("$JS.API.STREAM.INFO.ORDERS", b"", {}),
 ]
 
@@ -159,8 +237,10 @@ async def replay(url: str, script: list[Step]) -> list[object]:
 def servers(tmp_path: Path) -> Iterator[tuple[str, str]]:
     options = ServerOptions()
     options.server_name = "S1"
-    with NatsServer(["-js", "-sd", str(tmp_path / "ns"), "-n", "S1"]) as real, \
-            InProcessServer(options, jetstream_dir=str(tmp_path / "ours")) as ours:
+    with (
+        NatsServer(["-js", "-sd", str(tmp_path / "ns"), "-n", "S1"]) as real,
+        InProcessServer(options, jetstream_dir=str(tmp_path / "ours")) as ours,
+    ):
         yield real.url, ours.url
 
 

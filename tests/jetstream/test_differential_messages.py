@@ -20,10 +20,18 @@ pytestmark = pytest.mark.integration
 
 SETUP = [
     ("$JS.API.STREAM.CREATE.O", b'{"name":"O","subjects":["o.>"],"allow_direct":true}'),
-    ("o.a", b"m0"), ("o.b", b"m1"), ("o.a", b"m2"), ("o.c", b"0123456789"),
-    ("$JS.API.CONSUMER.CREATE.O.D", b'{"stream_name":"O","config":{"durable_name":"D","ack_policy":"explicit"}}'),
-    ("$JS.API.CONSUMER.CREATE.O.F.o.a", b'{"stream_name":"O","config":{"durable_name":"F","filter_subject":"o.a",'
-                                        b'"ack_policy":"explicit"}}'),
+    ("o.a", b"m0"),
+    ("o.b", b"m1"),
+    ("o.a", b"m2"),
+    ("o.c", b"0123456789"),
+    (
+        "$JS.API.CONSUMER.CREATE.O.D",
+        b'{"stream_name":"O","config":{"durable_name":"D","ack_policy":"explicit"}}',
+    ),
+    (
+        "$JS.API.CONSUMER.CREATE.O.F.o.a",
+        b'{"stream_name":"O","config":{"durable_name":"F","filter_subject":"o.a","ack_policy":"explicit"}}',
+    ),
 ]
 
 # (subject, body, how many messages to collect)
@@ -76,8 +84,10 @@ async def observe(url: str) -> list[list[tuple[object, ...]]]:
 def servers(tmp_path: Path) -> Iterator[tuple[str, str]]:
     options = ServerOptions()
     options.server_name = "S1"
-    with NatsServer(["-js", "-sd", str(tmp_path / "ns"), "-n", "S1"]) as real, \
-            InProcessServer(options, jetstream_dir=str(tmp_path / "ours")) as ours:
+    with (
+        NatsServer(["-js", "-sd", str(tmp_path / "ns"), "-n", "S1"]) as real,
+        InProcessServer(options, jetstream_dir=str(tmp_path / "ours")) as ours,
+    ):
         yield real.url, ours.url
 
 

@@ -33,8 +33,12 @@ def test_acknowledged_state_survives_sigkill(tmp_path: Path) -> None:
         nc = await nats.connect(f"nats://127.0.0.1:{port}", allow_reconnect=False)
         js = nc.jetstream(timeout=5)
         await js.add_stream(name="K", subjects=["k.>"])
-        acks = await asyncio.gather(*(js.publish(f"k.{i % 7}", str(i).encode(), headers={"Nats-Msg-Id": str(i)})
-                                      for i in range(MESSAGES)))
+        acks = await asyncio.gather(
+            *(
+                js.publish(f"k.{i % 7}", str(i).encode(), headers={"Nats-Msg-Id": str(i)})
+                for i in range(MESSAGES)
+            )
+        )
         assert sorted(a.seq for a in acks) == list(range(1, MESSAGES + 1))
         await js.add_consumer("K", ConsumerConfig(durable_name="C", ack_policy=AckPolicy.EXPLICIT))
         sub = await js.pull_subscribe_bind("C", "K")

@@ -12,7 +12,6 @@ from pathlib import Path
 import nats
 import pytest
 
-from appliance.config.options import ServerOptions
 from appliance.server.monitor_view import start_monitoring
 from appliance.testing.inproc import InProcessServer
 from appliance.testing.natsserver import NatsServer

@@ -33,11 +33,17 @@ def test_state_survives_restart(store_dir: str) -> None:
     async def after(nc: Client, js: JetStreamContext) -> None:
         state = (await js.stream_info("ORDERS")).state
         assert (state.messages, state.first_seq, state.last_seq) == (5, 1, 5)
-        dup = json.loads((await nc.request("orders.new", b"x", headers={"Nats-Msg-Id": "id-3"}, timeout=5)).data)
+        dup = json.loads(
+            (await nc.request("orders.new", b"x", headers={"Nats-Msg-Id": "id-3"}, timeout=5)).data
+        )
         assert dup == {"stream": "ORDERS", "seq": 4, "duplicate": True}
         info = await api(nc, "$JS.API.CONSUMER.INFO.ORDERS.D")
         assert info["delivered"]["consumer_seq"] == 4 and info["delivered"]["stream_seq"] == 3
-        assert info["ack_floor"] == {"consumer_seq": 1, "stream_seq": 1, "last_active": info["ack_floor"]["last_active"]}
+        assert info["ack_floor"] == {
+            "consumer_seq": 1,
+            "stream_seq": 1,
+            "last_active": info["ack_floor"]["last_active"],
+        }
         assert info["num_ack_pending"] == 1 and info["num_redelivered"] == 1 and info["num_pending"] == 2
         sub = await js.pull_subscribe_bind("D", "ORDERS")
         nxt = await sub.fetch(1, timeout=2)

@@ -60,8 +60,16 @@ def test_max_deliver_backoff_and_max_ack_pending(js_server: InProcessServer) -> 
         await js.add_stream(name="R", subjects=["r.>"])
         for index in range(3):
             await js.publish("r.x", str(index).encode())
-        await js.add_consumer("R", ConsumerConfig(durable_name="MD", ack_policy=AckPolicy.EXPLICIT, max_deliver=3,
-                                                  backoff=[0.1, 0.2], max_ack_pending=1))
+        await js.add_consumer(
+            "R",
+            ConsumerConfig(
+                durable_name="MD",
+                ack_policy=AckPolicy.EXPLICIT,
+                max_deliver=3,
+                backoff=[0.1, 0.2],
+                max_ack_pending=1,
+            ),
+        )
         sub = await js.pull_subscribe_bind("MD", "R")
         first = await sub.fetch(3, timeout=1)
         assert [m.data for m in first] == [b"0"]  # max_ack_pending 1
@@ -82,15 +90,37 @@ def test_headers_only_and_by_start_time_and_replay_original(js_server: InProcess
         boundary = time.time()
         await asyncio.sleep(0.05)
         await js.publish("h.b", b"later")
-        await js.add_consumer("H", ConsumerConfig(durable_name="HO", headers_only=True, ack_policy=AckPolicy.NONE))
+        await js.add_consumer(
+            "H", ConsumerConfig(durable_name="HO", headers_only=True, ack_policy=AckPolicy.NONE)
+        )
         msg = (await (await js.pull_subscribe_bind("HO", "H")).fetch(1, timeout=2))[0]
         assert msg.data == b"" and msg.headers == {"X-Tag": "one", "Nats-Msg-Size": "5"}
         start = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(boundary)) + f".{int(boundary % 1 * 1e9):09d}Z"
-        created = await api(nc, "$JS.API.CONSUMER.CREATE.H.T", json.dumps({"stream_name": "H", "config": {
-            "name": "T", "deliver_policy": "by_start_time", "opt_start_time": start, "ack_policy": "none"}}).encode())
+        created = await api(
+            nc,
+            "$JS.API.CONSUMER.CREATE.H.T",
+            json.dumps(
+                {
+                    "stream_name": "H",
+                    "config": {
+                        "name": "T",
+                        "deliver_policy": "by_start_time",
+                        "opt_start_time": start,
+                        "ack_policy": "none",
+                    },
+                }
+            ).encode(),
+        )
         assert created["num_pending"] == 1
-        await js.add_consumer("H", ConsumerConfig(durable_name="ORIG", replay_policy=ReplayPolicy.ORIGINAL,
-                                                  deliver_policy=DeliverPolicy.ALL, ack_policy=AckPolicy.NONE))
+        await js.add_consumer(
+            "H",
+            ConsumerConfig(
+                durable_name="ORIG",
+                replay_policy=ReplayPolicy.ORIGINAL,
+                deliver_policy=DeliverPolicy.ALL,
+                ack_policy=AckPolicy.NONE,
+            ),
+        )
         replayed = await (await js.pull_subscribe_bind("ORIG", "H")).fetch(2, timeout=3)
         assert [m.data for m in replayed][:1] == [b"12345"]
 

@@ -21,13 +21,23 @@ def test_create_info_list_delete(js_server: InProcessServer) -> None:
         again = await api(nc, "$JS.API.STREAM.CREATE.ORDERS", b'{"name":"ORDERS","subjects":["orders.>"]}')
         assert again["did_create"] is True and again["created"] == await _created(nc)
         conflict = await api(nc, "$JS.API.STREAM.CREATE.ORDERS", b'{"name":"ORDERS","subjects":["orders.x"]}')
-        assert conflict["error"] == {"code": 400, "err_code": 10058,
-                                     "description": "stream name already in use with a different configuration"}
+        assert conflict["error"] == {
+            "code": 400,
+            "err_code": 10058,
+            "description": "stream name already in use with a different configuration",
+        }
         names = await api(nc, "$JS.API.STREAM.NAMES")
-        assert names == {"type": "io.nats.jetstream.api.v1.stream_names_response", "total": 1, "offset": 0,
-                         "limit": 1024, "streams": ["ORDERS"]}
+        assert names == {
+            "type": "io.nats.jetstream.api.v1.stream_names_response",
+            "total": 1,
+            "offset": 0,
+            "limit": 1024,
+            "streams": ["ORDERS"],
+        }
         listing = await api(nc, "$JS.API.STREAM.LIST", b'{"subject":"orders.new"}')
-        assert listing["total"] == 1 and listing["streams"][0]["config"]["metadata"] == {"_nats.req.level": "0"}
+        assert listing["total"] == 1 and listing["streams"][0]["config"]["metadata"] == {
+            "_nats.req.level": "0"
+        }
         assert await js.delete_stream("ORDERS")
         with pytest.raises(NotFoundError):
             await js.stream_info("ORDERS")
@@ -43,18 +53,43 @@ def test_request_validation_uses_nats_server_codes(js_server: InProcessServer) -
     async def scenario(nc: Client, js: JetStreamContext) -> None:
         await js.add_stream(name="ORDERS", subjects=["orders.>"])
         cases = [
-            ("$JS.API.STREAM.CREATE.BAD", b'{"name":"OTHER"}', 10056, "stream name in subject does not match request"),
-            ("$JS.API.STREAM.CREATE.X1", b'{"name":"X1","subjects":["orders.a"]}', 10065,
-             "subjects overlap with an existing stream"),
-            ("$JS.API.STREAM.CREATE.X2", b"{not json", 10025,
-             "invalid JSON: invalid character 'n' looking for beginning of object key string at offset 2"),
-            ("$JS.API.STREAM.CREATE.X3", b'{"name":"X3","bogus_field":1}', 10025,
-             'invalid JSON: json: unknown field "bogus_field"'),
-            ("$JS.API.STREAM.CREATE.R3", b'{"name":"R3","num_replicas":3}', 10074,
-             "replicas > 1 not supported in non-clustered mode"),
+            (
+                "$JS.API.STREAM.CREATE.BAD",
+                b'{"name":"OTHER"}',
+                10056,
+                "stream name in subject does not match request",
+            ),
+            (
+                "$JS.API.STREAM.CREATE.X1",
+                b'{"name":"X1","subjects":["orders.a"]}',
+                10065,
+                "subjects overlap with an existing stream",
+            ),
+            (
+                "$JS.API.STREAM.CREATE.X2",
+                b"{not json",
+                10025,
+                "invalid JSON: invalid character 'n' looking for beginning of object key string at offset 2",
+            ),
+            (
+                "$JS.API.STREAM.CREATE.X3",
+                b'{"name":"X3","bogus_field":1}',
+                10025,
+                'invalid JSON: json: unknown field "bogus_field"',
+            ),
+            (
+                "$JS.API.STREAM.CREATE.R3",
+                b'{"name":"R3","num_replicas":3}',
+                10074,
+                "replicas > 1 not supported in non-clustered mode",
+            ),
             ("$JS.API.STREAM.INFO.NOPE", b"", 10059, "stream not found"),
-            ("$JS.API.STREAM.UPDATE.ORDERS", b'{"name":"ORDERS","subjects":["orders.>"],"storage":"memory"}', 10052,
-             "stream configuration update can not change storage type"),
+            (
+                "$JS.API.STREAM.UPDATE.ORDERS",
+                b'{"name":"ORDERS","subjects":["orders.>"],"storage":"memory"}',
+                10052,
+                "stream configuration update can not change storage type",
+            ),
             ("$JS.API.STREAM.LEADER.STEPDOWN.ORDERS", b"", 10010, "JetStream clustering support required"),
             ("$JS.API.STREAM.MSG.GET.ORDERS", b'{"seq":99}', 10037, "no message found"),
             ("$JS.API.STREAM.MSG.DELETE.ORDERS", b'{"seq":99}', 10043, "sequence 99 not found"),
@@ -73,6 +108,7 @@ def test_request_validation_uses_nats_server_codes(js_server: InProcessServer) -
 def test_unknown_api_subject_gets_no_reply(js_server: InProcessServer) -> None:
     async def scenario(nc: Client, js: JetStreamContext) -> None:
         import nats.errors
+
         for subject in ("$JS.API.BOGUS", "$JS.API.STREAM.CREATE.A.B"):
             with pytest.raises(nats.errors.TimeoutError):
                 await nc.request(subject, b"{}", timeout=0.3)
@@ -98,10 +134,17 @@ def test_puback_dedupe_and_expectations(js_server: InProcessServer) -> None:
         ]
         for headers, err_code, description in expectations:
             reply = json.loads((await nc.request("orders.new", b"y", headers=headers, timeout=5)).data)
-            assert reply == {"error": {"code": reply["error"]["code"], "err_code": err_code,
-                                       "description": description}, "stream": "ORDERS", "seq": 0}
-        ok = await nc.request("orders.new", b"z", headers={"Nats-Expected-Last-Msg-Id": "abc",
-                                                          "Nats-Expected-Last-Sequence": "2"}, timeout=5)
+            assert reply == {
+                "error": {"code": reply["error"]["code"], "err_code": err_code, "description": description},
+                "stream": "ORDERS",
+                "seq": 0,
+            }
+        ok = await nc.request(
+            "orders.new",
+            b"z",
+            headers={"Nats-Expected-Last-Msg-Id": "abc", "Nats-Expected-Last-Sequence": "2"},
+            timeout=5,
+        )
         assert json.loads(ok.data) == {"stream": "ORDERS", "seq": 3}
 
     run_with(js_server.url, scenario)
@@ -109,25 +152,47 @@ def test_puback_dedupe_and_expectations(js_server: InProcessServer) -> None:
 
 def test_limits_discard_new_and_permissions(js_server: InProcessServer) -> None:
     async def scenario(nc: Client, js: JetStreamContext) -> None:
-        await api(nc, "$JS.API.STREAM.CREATE.LIM", b'{"name":"LIM","subjects":["lim.>"],"max_msgs":2,'
-                  b'"discard":"new","max_msg_size":10,"deny_delete":true,"deny_purge":true}')
-        replies = [json.loads((await nc.request("lim.a", data, timeout=5)).data)
-                   for data in (b"1", b"2", b"3", b"01234567890123")]
+        await api(
+            nc,
+            "$JS.API.STREAM.CREATE.LIM",
+            b'{"name":"LIM","subjects":["lim.>"],"max_msgs":2,'
+            b'"discard":"new","max_msg_size":10,"deny_delete":true,"deny_purge":true}',
+        )
+        replies = [
+            json.loads((await nc.request("lim.a", data, timeout=5)).data)
+            for data in (b"1", b"2", b"3", b"01234567890123")
+        ]
         assert replies[:2] == [{"stream": "LIM", "seq": 1}, {"stream": "LIM", "seq": 2}]
-        assert replies[2]["error"] == {"code": 503, "err_code": 10077, "description": "maximum messages exceeded"}
-        assert replies[3]["error"] == {"code": 400, "err_code": 10054,
-                                       "description": "message size exceeds maximum allowed"}
+        assert replies[2]["error"] == {
+            "code": 503,
+            "err_code": 10077,
+            "description": "maximum messages exceeded",
+        }
+        assert replies[3]["error"] == {
+            "code": 400,
+            "err_code": 10054,
+            "description": "message size exceeds maximum allowed",
+        }
         deleted = await api(nc, "$JS.API.STREAM.MSG.DELETE.LIM", b'{"seq":1}')
         assert deleted["error"]["err_code"] == 10057
         purged = await api(nc, "$JS.API.STREAM.PURGE.LIM")
         assert list(purged) == ["type", "error", "purged"] and purged["error"]["err_code"] == 10110
-        await api(nc, "$JS.API.STREAM.CREATE.PS", b'{"name":"PS","subjects":["ps.>"],"max_msgs_per_subject":1,'
-                  b'"discard":"new","discard_new_per_subject":true}')
+        await api(
+            nc,
+            "$JS.API.STREAM.CREATE.PS",
+            b'{"name":"PS","subjects":["ps.>"],"max_msgs_per_subject":1,'
+            b'"discard":"new","discard_new_per_subject":true}',
+        )
         await nc.request("ps.a", b"1", timeout=5)
         per_subject = json.loads((await nc.request("ps.a", b"2", timeout=5)).data)
         assert per_subject["error"]["description"] == "maximum messages per subject exceeded"
-        created = json.loads((await nc.request("ps.b", b"1", headers={"Nats-Expected-Last-Subject-Sequence": "0"},
-                                               timeout=5)).data)
+        created = json.loads(
+            (
+                await nc.request(
+                    "ps.b", b"1", headers={"Nats-Expected-Last-Subject-Sequence": "0"}, timeout=5
+                )
+            ).data
+        )
         assert created == {"stream": "PS", "seq": 2}
 
     run_with(js_server.url, scenario)
@@ -149,7 +214,11 @@ def test_purge_msg_get_delete_and_info_details(js_server: InProcessServer) -> No
         assert info["state"]["subjects"] == {"s.0": 2, "s.1": 2}
         assert (info["total"], info["limit"]) == (2, 100000)
         purged = await api(nc, "$JS.API.STREAM.PURGE.S", b'{"filter":"s.1","keep":1}')
-        assert purged == {"type": "io.nats.jetstream.api.v1.stream_purge_response", "success": True, "purged": 1}
+        assert purged == {
+            "type": "io.nats.jetstream.api.v1.stream_purge_response",
+            "success": True,
+            "purged": 1,
+        }
         below = await api(nc, "$JS.API.STREAM.PURGE.S", b'{"seq":5}')
         assert below["purged"] == 1
         rest = await js.purge_stream("S")
@@ -191,14 +260,24 @@ def test_account_info_counts(js_server: InProcessServer) -> None:
         await js.publish("a", b"hello")
         info = await api(nc, "$JS.API.INFO")
         assert info["streams"] == 1 and info["storage"] > 0 and info["api"]["level"] == 5
-        assert list(info) == ["type", "memory", "storage", "reserved_memory", "reserved_storage", "streams",
-                              "consumers", "limits", "api"]
+        assert list(info) == [
+            "type",
+            "memory",
+            "storage",
+            "reserved_memory",
+            "reserved_storage",
+            "streams",
+            "consumers",
+            "limits",
+            "api",
+        ]
 
     run_with(js_server.url, scenario)
 
 
 def test_jetstream_domain_prefix_and_puback(store_dir: str) -> None:
     from appliance.config.options import ServerOptions
+
     options = ServerOptions()
     options.jetstream.domain = "hub"
 
@@ -216,8 +295,11 @@ def test_jetstream_domain_prefix_and_puback(store_dir: str) -> None:
         run_with(server.url, scenario)
 
 
-def test_a_stream_whose_store_cannot_open_is_a_create_error(js_server: InProcessServer, store_dir: str) -> None:
+def test_a_stream_whose_store_cannot_open_is_a_create_error(
+    js_server: InProcessServer, store_dir: str
+) -> None:
     import os
+
     blocked = os.path.join(store_dir, "jetstream", "$G", "streams", "BLOCKED")
     os.makedirs(os.path.dirname(blocked), exist_ok=True)
     with open(blocked, "w") as handle:  # a file where the stream's directory must go
@@ -235,6 +317,7 @@ def test_a_stream_whose_store_cannot_open_is_a_create_error(js_server: InProcess
 def test_durable_unless_a_sync_interval_is_configured() -> None:
     from appliance.config.options import ServerOptions
     from appliance.jetstream.service import durable_by_default
+
     options = ServerOptions()
     assert durable_by_default(options)
     options.jetstream.sync_interval_s = 1.0
