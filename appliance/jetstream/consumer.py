@@ -13,7 +13,6 @@ reach disk at least every JS_CONSUMER_SYNC_INTERVAL_S (a delivery lost in a cras
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 from collections import deque
@@ -24,12 +23,15 @@ from appliance import limits
 from appliance.errors import LimitExceeded, NotLeader, ProposalDropped
 from appliance.jetstream import consumer_state as ops
 from appliance.jetstream.config import ConsumerConfig
+from appliance.jetstream.consumer_acks import AckHandling
+from appliance.jetstream.consumer_pull import PullRequests, wire_size
+from appliance.jetstream.consumer_push import PushDelivery
 from appliance.jetstream.groups import start_group
 from appliance.jetstream.host import Host, Timer
-from appliance.jetstream.pull import BadPull, PullRequest, parse_pull
+from appliance.jetstream.pull import PullRequest
 from appliance.jetstream.storeview import count_live, first_seq_at_or_after_time, last_seq
 from appliance.jetstream.subjects import subject_matches
-from appliance.jetstream.wire import parse_go_duration, parse_rfc3339, rfc3339, status_headers
+from appliance.jetstream.wire import parse_rfc3339, rfc3339
 from appliance.raft.storage import LogStorage
 from appliance.raft.types import Entry, EntryType
 from appliance.store.api import StoredMsg
@@ -65,7 +67,7 @@ class SyncControl:
             self.dirty = False
 
 
-class Consumer:
+class Consumer(PullRequests, PushDelivery, AckHandling):
     def __init__(
         self,
         *,
@@ -247,29 +249,6 @@ class Consumer:
             or len(self.state.pending) + proposed < self.config.max_ack_pending
         )
 
-    def _push_ready(self) -> bool:
-        config = self.config
-        if self._fc_reply:
-            return False
-        if self.host.has_interest(config.deliver_subject, config.deliver_group):
-            self._interest_poll_s = limits.JS_PUSH_INTEREST_POLL_MIN_S
-            return True
-        self._poll_interest()
-        return False
-
-    def _poll_interest(self) -> None:
-        """Interest can arrive from a sibling worker without a local event: look again later."""
-        if self._interest_timer is not None or self.deleted:
-            return
-        delay = self._interest_poll_s
-        self._interest_poll_s = min(delay * 2, limits.JS_PUSH_INTEREST_POLL_MAX_S)
-
-        def again() -> None:
-            self._interest_timer = None
-            self._kick()
-
-        self._interest_timer = self.host.call_later(delay, again)
-
     def _next_message(self) -> tuple[StoredMsg, int] | None:
         """The next (message, delivery count): due redeliveries first, then new messages."""
         store = self.stream.store
@@ -372,12 +351,6 @@ class Consumer:
             f"{msg.timestamp_ns}.{self.num_pending()}"
         )
 
-    def _fits(self, request: PullRequest, msg: StoredMsg, ack: str) -> bool:
-        if not request.max_bytes or _wire_size(msg, ack) <= request.bytes_left:
-            return True
-        self._end_request(request, 409, "Message Size Exceeds MaxBytes")
-        return False
-
     def _deliver(
         self, msg: StoredMsg, dc: int, ack: str, request: PullRequest | None, now: int
     ) -> tuple[int, int, int, int]:
@@ -396,7 +369,7 @@ class Consumer:
         self.host.deliver(target, msg.subject, reply, header, payload)
         if request is not None:
             request.delivered += 1
-            request.bytes_sent += _wire_size(msg, ack)
+            request.bytes_sent += wire_size(msg, ack)
             if request.remaining <= 0 or (request.max_bytes and request.bytes_left <= 0):
                 request.cancel_timers()
                 self.waiting.remove(request)
@@ -423,279 +396,6 @@ class Consumer:
             self._last_activity_ns = now
             return True
         return False
-
-    def _ack_wait_ns(self, dc: int) -> int:
-        backoff = self.config.backoff
-        if backoff:
-            return backoff[min(dc - 1, len(backoff) - 1)]
-        return self.config.ack_wait or 30 * NS
-
-    # --- pull requests ---------------------------------------------------------------------------
-
-    def on_pull(self, reply: str, body: bytes) -> None:
-        if not reply:
-            return
-        if self.config.is_push:
-            self._status(reply, 409, "Consumer is push based")
-            return
-        now = self.host.now_ns()
-        try:
-            request = parse_pull(body, reply, self.config, now)
-        except BadPull as exc:
-            self._status(reply, exc.code, exc.description)
-            return
-        self._last_activity_ns = now
-        if len(self.waiting) >= self.config.max_waiting:
-            self._status(reply, 409, "Exceeded MaxWaiting")
-            return
-        self.waiting.append(request)
-        if request.expires_at_ns:
-            request.timer = self.host.call_later(
-                (request.expires_at_ns - now) / NS, lambda: self._expire_request(request)
-            )
-        if request.heartbeat_ns:
-            self._arm_pull_heartbeat(request)
-        self._kick()
-
-    def _first_live_request(self, now: int) -> PullRequest | None:
-        while self.waiting:
-            request = self.waiting[0]
-            if request.expires_at_ns and request.expires_at_ns <= now:
-                self._end_request(request, 408, "Request Timeout")
-                continue
-            return request
-        return None
-
-    def _finish_no_wait(self) -> None:
-        """A no_wait request that could not be filled ends with 404 (even after some messages)."""
-        for request in [r for r in self.waiting if r.no_wait]:
-            self._end_request(request, 404, "No Messages", pending_headers=False)
-
-    def _expire_request(self, request: PullRequest) -> None:
-        request.timer = None
-        if request in self.waiting:
-            self._end_request(request, 408, "Request Timeout")
-
-    def _end_request(
-        self, request: PullRequest, code: int, text: str, *, pending_headers: bool = True
-    ) -> None:
-        request.cancel_timers()
-        if request in self.waiting:
-            self.waiting.remove(request)
-        pairs = (
-            [
-                ("Nats-Pending-Messages", str(request.remaining)),
-                ("Nats-Pending-Bytes", str(request.bytes_left)),
-            ]
-            if pending_headers
-            else []
-        )
-        self.host.send(request.reply, b"", header=status_headers(code, text, pairs))
-
-    def _arm_pull_heartbeat(self, request: PullRequest) -> None:
-        def beat() -> None:
-            request.heartbeat_timer = None
-            if request in self.waiting and not self.deleted:
-                self.host.send(request.reply, b"", header=self._heartbeat_headers())
-                self._arm_pull_heartbeat(request)
-
-        request.heartbeat_timer = self.host.call_later(request.heartbeat_ns / NS, beat)
-
-    def _heartbeat_headers(self) -> bytes:
-        pairs = [
-            ("Nats-Last-Consumer", str(self.state.delivered_cseq)),
-            ("Nats-Last-Stream", str(self.state.delivered_sseq)),
-        ]
-        if self._fc_reply:
-            pairs.append(("Nats-Consumer-Stalled", self._fc_reply))
-        return status_headers(100, "Idle Heartbeat", pairs)
-
-    def _status(self, reply: str, code: int, text: str) -> None:
-        self.host.send(reply, b"", header=status_headers(code, text))
-
-    # --- push: flow control and heartbeats -------------------------------------------------------
-
-    def _send_flow_control(self) -> None:
-        token = "".join(
-            self.host.rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
-            for _ in range(8)
-        )
-        self._fc_reply = f"$JS.FC.{self.stream.config.name}.{self.name}.{token}"
-        self._fc_count = 0
-        self.host.send(
-            self.config.deliver_subject,
-            b"",
-            reply=self._fc_reply,
-            header=status_headers(100, "FlowControl Request"),
-        )
-
-    def on_flow_control_reply(self, subject: str) -> None:
-        if subject == self._fc_reply:
-            self._fc_reply = ""
-            self._kick()
-
-    def _arm_timers(self) -> None:
-        config = self.config
-        if config.is_push and config.idle_heartbeat:
-            self._heartbeat_timer = self.host.call_later(config.idle_heartbeat / NS, self._push_heartbeat)
-        if config.inactive_threshold:
-            self._inactive_timer = self.host.call_later(config.inactive_threshold / NS, self._check_inactive)
-
-    def _push_heartbeat(self) -> None:
-        self._heartbeat_timer = None
-        if self.deleted:
-            return
-        if not self._delivered_since_heartbeat and self.host.has_interest(self.config.deliver_subject):
-            self.host.send(self.config.deliver_subject, b"", header=self._heartbeat_headers())
-        self._delivered_since_heartbeat = False
-        self._heartbeat_timer = self.host.call_later(self.config.idle_heartbeat / NS, self._push_heartbeat)
-
-    def _check_inactive(self) -> None:
-        self._inactive_timer = None
-        if self.deleted:
-            return
-        config = self.config
-        now = self.host.now_ns()
-        if config.is_push:
-            active = self.host.has_interest(config.deliver_subject, config.deliver_group)
-        else:
-            active = bool(self.waiting)
-        if active:
-            self._last_activity_ns = now
-        elif now - self._last_activity_ns >= config.inactive_threshold:
-            self.on_inactive(self)
-            return
-        delay = max(
-            config.inactive_threshold - (now - self._last_activity_ns), config.inactive_threshold // 4
-        )
-        self._inactive_timer = self.host.call_later(delay / NS, self._check_inactive)
-
-    def on_interest(self) -> None:
-        if self.config.is_push:
-            self._last_activity_ns = self.host.now_ns()
-            self._kick()
-
-    # --- acks ------------------------------------------------------------------------------------
-
-    def on_ack(self, tokens: list[str], reply: str, body: bytes) -> None:
-        """An ack on `$JS.ACK.<stream>.<consumer>.<dc>.<sseq>.<cseq>.<ts>.<pending>` (v1 or v2 layout)."""
-        offset = 4 if len(tokens) == 9 else 6
-        try:
-            sseq = int(tokens[offset + 1])
-        except (ValueError, IndexError):
-            return
-        self._last_activity_ns = self.host.now_ns()
-        kind = body[:4]
-        if kind == b"-NAK":
-            self._nak(sseq, body[4:].strip())
-            self._ack_reply(reply)
-            return
-        if kind == b"+WPI":
-            if sseq in self.state.pending:
-                self._deadlines[sseq] = self.host.now_ns() + self._ack_wait_ns(
-                    self.state.redelivered.get(sseq, 1)
-                )
-                self._arm_redelivery()
-            self._ack_reply(reply)
-            return
-        if kind == b"+NXT":
-            self._ack(sseq, _cseq(tokens, offset), reply="")
-            rest = body[4:].strip()
-            if reply:
-                self.on_pull(reply, rest)
-            return
-        self._ack(sseq, _cseq(tokens, offset), reply=reply)  # empty, +ACK, +OK, +TERM
-
-    def _ack_reply(self, reply: str) -> None:
-        if reply:
-            self.host.send(reply, b"")
-
-    def _ack(self, sseq: int, cseq: int, *, reply: str) -> None:
-        """Queue an ack; every ack of one loop turn becomes one ACK operation (one log append)."""
-        if self.config.ack_policy == "none":
-            self._ack_reply(reply)
-            return
-        if not self._ack_batch:
-            self.host.call_soon(self._flush_acks)
-        self._ack_batch.append((sseq, cseq))
-        if reply:
-            self._ack_replies.append(reply)
-
-    def _flush_acks(self) -> None:
-        batch, replies = self._ack_batch, self._ack_replies
-        self._ack_batch, self._ack_replies = [], []
-        if not batch or self.deleted:
-            return
-        now = self.host.now_ns()
-        if self.config.ack_policy == "all":
-            sseq, cseq = max(batch)
-            data = ops.op_acked_all(sseq, cseq, now)
-        else:
-            data = ops.op_acked([sseq for sseq, _ in batch], now)
-
-        def done() -> None:
-            for reply in replies:
-                self._ack_reply(reply)
-            self._kick()
-
-        self._propose(data, durable=bool(replies), done=done)
-
-    def _nak(self, sseq: int, rest: bytes) -> None:
-        if sseq not in self.state.pending:
-            return
-        delay_ns = 0
-        if rest.startswith(b"{"):
-            try:
-                delay_ns = int(json.loads(rest).get("delay", 0))
-            except (ValueError, AttributeError):
-                delay_ns = 0
-        elif rest:
-            try:
-                delay_ns = parse_go_duration(rest.decode())
-            except ValueError:
-                delay_ns = 0
-        if delay_ns > 0:
-            self._deadlines[sseq] = self.host.now_ns() + delay_ns
-            self._arm_redelivery()
-        else:
-            self._deadlines.pop(sseq, None)
-            self._queue_redelivery(sseq)
-
-    # --- redelivery ------------------------------------------------------------------------------
-
-    def _queue_redelivery(self, sseq: int) -> None:
-        max_deliver = self.config.max_deliver
-        if max_deliver > 0 and self.state.redelivered.get(sseq, 1) >= max_deliver:
-            # delivered max_deliver times: given up on, which frees its max_ack_pending slot
-            self._propose(ops.op_acked([sseq], self.host.now_ns()), durable=False, done=self._kick)
-            return
-        if sseq not in self._redeliver and len(self._redeliver) < limits.JS_REDELIVER_QUEUE_MAX:
-            self._redeliver.append(sseq)
-            self._redeliver.sort()
-        self._kick()
-
-    def _arm_redelivery(self) -> None:
-        if not self._deadlines or self.deleted:
-            return
-        due = min(self._deadlines.values())
-        if self._redeliver_timer is not None:
-            if self._redeliver_due_ns <= due:
-                return
-            self._redeliver_timer.cancel()
-        self._redeliver_due_ns = due
-        delay_s = max((due - self.host.now_ns()) / NS, 0.001)
-        self._redeliver_timer = self.host.call_later(delay_s, self._redeliver_due)
-
-    def _redeliver_due(self) -> None:
-        self._redeliver_timer = None
-        if self.deleted:
-            return
-        now = self.host.now_ns()
-        for sseq in [s for s, due in self._deadlines.items() if due <= now]:
-            del self._deadlines[sseq]
-            if sseq in self.state.pending:
-                self._queue_redelivery(sseq)
-        self._arm_redelivery()
 
     # --- info and lifecycle ----------------------------------------------------------------------
 
@@ -753,16 +453,3 @@ class Consumer:
             if timer is not None:
                 timer.cancel()
         self._sync.flush()
-
-
-def _cseq(tokens: list[str], offset: int) -> int:
-    try:
-        return int(tokens[offset + 2])
-    except (ValueError, IndexError):
-        return 0
-
-
-def _wire_size(msg: StoredMsg, ack: str) -> int:
-    """What a delivery counts against a pull request's max_bytes (nats-server: subject + reply +
-    headers + payload)."""
-    return len(msg.subject) + len(ack) + len(msg.headers) + len(msg.payload)

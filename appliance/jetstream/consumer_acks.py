@@ -1,0 +1,185 @@
+"""Acks of a consumer (ADR-15): +ACK, -NAK (with delay), +WPI, +TERM, +NXT and AckSync, batched
+into one operation per loop turn; ack_wait / backoff timers and redelivery up to max_deliver."""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from appliance import limits
+from appliance.jetstream import consumer_state as ops
+from appliance.jetstream.config import ConsumerConfig
+from appliance.jetstream.consumer_state import ConsumerState
+from appliance.jetstream.host import Host, Timer
+from appliance.jetstream.pull import PullRequest
+from appliance.jetstream.wire import parse_go_duration
+
+if TYPE_CHECKING:
+    from appliance.jetstream.stream import Stream
+
+NS = 1_000_000_000
+
+
+class AckHandling:
+    """Mixin of Consumer: acks and redelivery."""
+
+    if TYPE_CHECKING:
+        config: ConsumerConfig
+        host: Host
+        state: ConsumerState
+        stream: Stream
+        name: str
+        deleted: bool
+        waiting: deque[PullRequest]
+        _last_activity_ns: int
+        _fc_reply: str
+
+        def _kick(self) -> None: ...
+
+        def num_pending(self) -> int: ...
+
+        _redeliver: list[int]
+        _deadlines: dict[int, int]
+        _redeliver_timer: Timer | None
+        _redeliver_due_ns: int
+        _ack_batch: list[tuple[int, int]]
+        _ack_replies: list[str]
+
+        def _propose(self, data: bytes, *, durable: bool, done: Callable[[], None] | None = None) -> None: ...
+
+        def on_pull(self, reply: str, body: bytes) -> None: ...
+
+    def on_ack(self, tokens: list[str], reply: str, body: bytes) -> None:
+        """An ack on `$JS.ACK.<stream>.<consumer>.<dc>.<sseq>.<cseq>.<ts>.<pending>` (v1 or v2 layout)."""
+        offset = 4 if len(tokens) == 9 else 6
+        try:
+            sseq = int(tokens[offset + 1])
+        except (ValueError, IndexError):
+            return
+        self._last_activity_ns = self.host.now_ns()
+        kind = body[:4]
+        if kind == b"-NAK":
+            self._nak(sseq, body[4:].strip())
+            self._ack_reply(reply)
+            return
+        if kind == b"+WPI":
+            if sseq in self.state.pending:
+                self._deadlines[sseq] = self.host.now_ns() + self._ack_wait_ns(
+                    self.state.redelivered.get(sseq, 1)
+                )
+                self._arm_redelivery()
+            self._ack_reply(reply)
+            return
+        if kind == b"+NXT":
+            self._ack(sseq, _cseq(tokens, offset), reply="")
+            rest = body[4:].strip()
+            if reply:
+                self.on_pull(reply, rest)
+            return
+        self._ack(sseq, _cseq(tokens, offset), reply=reply)  # empty, +ACK, +OK, +TERM
+
+    def _ack_reply(self, reply: str) -> None:
+        if reply:
+            self.host.send(reply, b"")
+
+    def _ack(self, sseq: int, cseq: int, *, reply: str) -> None:
+        """Queue an ack; every ack of one loop turn becomes one ACK operation (one log append)."""
+        if self.config.ack_policy == "none":
+            self._ack_reply(reply)
+            return
+        if not self._ack_batch:
+            self.host.call_soon(self._flush_acks)
+        self._ack_batch.append((sseq, cseq))
+        if reply:
+            self._ack_replies.append(reply)
+
+    def _flush_acks(self) -> None:
+        batch, replies = self._ack_batch, self._ack_replies
+        self._ack_batch, self._ack_replies = [], []
+        if not batch or self.deleted:
+            return
+        now = self.host.now_ns()
+        if self.config.ack_policy == "all":
+            sseq, cseq = max(batch)
+            data = ops.op_acked_all(sseq, cseq, now)
+        else:
+            data = ops.op_acked([sseq for sseq, _ in batch], now)
+
+        def done() -> None:
+            for reply in replies:
+                self._ack_reply(reply)
+            self._kick()
+
+        self._propose(data, durable=bool(replies), done=done)
+
+    def _nak(self, sseq: int, rest: bytes) -> None:
+        if sseq not in self.state.pending:
+            return
+        delay_ns = 0
+        if rest.startswith(b"{"):
+            try:
+                delay_ns = int(json.loads(rest).get("delay", 0))
+            except (ValueError, AttributeError):
+                delay_ns = 0
+        elif rest:
+            try:
+                delay_ns = parse_go_duration(rest.decode())
+            except ValueError:
+                delay_ns = 0
+        if delay_ns > 0:
+            self._deadlines[sseq] = self.host.now_ns() + delay_ns
+            self._arm_redelivery()
+        else:
+            self._deadlines.pop(sseq, None)
+            self._queue_redelivery(sseq)
+
+    # --- redelivery ------------------------------------------------------------------------------
+
+    def _queue_redelivery(self, sseq: int) -> None:
+        max_deliver = self.config.max_deliver
+        if max_deliver > 0 and self.state.redelivered.get(sseq, 1) >= max_deliver:
+            # delivered max_deliver times: given up on, which frees its max_ack_pending slot
+            self._propose(ops.op_acked([sseq], self.host.now_ns()), durable=False, done=self._kick)
+            return
+        if sseq not in self._redeliver and len(self._redeliver) < limits.JS_REDELIVER_QUEUE_MAX:
+            self._redeliver.append(sseq)
+            self._redeliver.sort()
+        self._kick()
+
+    def _arm_redelivery(self) -> None:
+        if not self._deadlines or self.deleted:
+            return
+        due = min(self._deadlines.values())
+        if self._redeliver_timer is not None:
+            if self._redeliver_due_ns <= due:
+                return
+            self._redeliver_timer.cancel()
+        self._redeliver_due_ns = due
+        delay_s = max((due - self.host.now_ns()) / NS, 0.001)
+        self._redeliver_timer = self.host.call_later(delay_s, self._redeliver_due)
+
+    def _redeliver_due(self) -> None:
+        self._redeliver_timer = None
+        if self.deleted:
+            return
+        now = self.host.now_ns()
+        for sseq in [s for s, due in self._deadlines.items() if due <= now]:
+            del self._deadlines[sseq]
+            if sseq in self.state.pending:
+                self._queue_redelivery(sseq)
+        self._arm_redelivery()
+
+    def _ack_wait_ns(self, dc: int) -> int:
+        backoff = self.config.backoff
+        if backoff:
+            return backoff[min(dc - 1, len(backoff) - 1)]
+        return self.config.ack_wait or 30 * NS
+
+
+def _cseq(tokens: list[str], offset: int) -> int:
+    try:
+        return int(tokens[offset + 2])
+    except (ValueError, IndexError):
+        return 0

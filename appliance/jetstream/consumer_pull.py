@@ -1,0 +1,131 @@
+"""Pull requests of a consumer (ADR-13): the waiting queue, expiry, heartbeats, max_bytes, and the
+4xx status messages nats-server sends to a request's reply subject."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING
+
+from appliance.jetstream.config import ConsumerConfig
+from appliance.jetstream.consumer_state import ConsumerState
+from appliance.jetstream.host import Host
+from appliance.jetstream.pull import BadPull, PullRequest, parse_pull
+from appliance.jetstream.wire import status_headers
+from appliance.store.api import StoredMsg
+
+if TYPE_CHECKING:
+    from appliance.jetstream.stream import Stream
+
+NS = 1_000_000_000
+
+
+class PullRequests:
+    """Mixin of Consumer: everything about waiting pull requests."""
+
+    if TYPE_CHECKING:
+        config: ConsumerConfig
+        host: Host
+        state: ConsumerState
+        stream: Stream
+        name: str
+        deleted: bool
+        waiting: deque[PullRequest]
+        _last_activity_ns: int
+        _fc_reply: str
+
+        def _kick(self) -> None: ...
+
+        def num_pending(self) -> int: ...
+
+    def on_pull(self, reply: str, body: bytes) -> None:
+        if not reply:
+            return
+        if self.config.is_push:
+            self._status(reply, 409, "Consumer is push based")
+            return
+        now = self.host.now_ns()
+        try:
+            request = parse_pull(body, reply, self.config, now)
+        except BadPull as exc:
+            self._status(reply, exc.code, exc.description)
+            return
+        self._last_activity_ns = now
+        if len(self.waiting) >= self.config.max_waiting:
+            self._status(reply, 409, "Exceeded MaxWaiting")
+            return
+        self.waiting.append(request)
+        if request.expires_at_ns:
+            request.timer = self.host.call_later(
+                (request.expires_at_ns - now) / NS, lambda: self._expire_request(request)
+            )
+        if request.heartbeat_ns:
+            self._arm_pull_heartbeat(request)
+        self._kick()
+
+    def _first_live_request(self, now: int) -> PullRequest | None:
+        while self.waiting:
+            request = self.waiting[0]
+            if request.expires_at_ns and request.expires_at_ns <= now:
+                self._end_request(request, 408, "Request Timeout")
+                continue
+            return request
+        return None
+
+    def _finish_no_wait(self) -> None:
+        """A no_wait request that could not be filled ends with 404 (even after some messages)."""
+        for request in [r for r in self.waiting if r.no_wait]:
+            self._end_request(request, 404, "No Messages", pending_headers=False)
+
+    def _expire_request(self, request: PullRequest) -> None:
+        request.timer = None
+        if request in self.waiting:
+            self._end_request(request, 408, "Request Timeout")
+
+    def _end_request(
+        self, request: PullRequest, code: int, text: str, *, pending_headers: bool = True
+    ) -> None:
+        request.cancel_timers()
+        if request in self.waiting:
+            self.waiting.remove(request)
+        pairs = (
+            [
+                ("Nats-Pending-Messages", str(request.remaining)),
+                ("Nats-Pending-Bytes", str(request.bytes_left)),
+            ]
+            if pending_headers
+            else []
+        )
+        self.host.send(request.reply, b"", header=status_headers(code, text, pairs))
+
+    def _arm_pull_heartbeat(self, request: PullRequest) -> None:
+        def beat() -> None:
+            request.heartbeat_timer = None
+            if request in self.waiting and not self.deleted:
+                self.host.send(request.reply, b"", header=self._heartbeat_headers())
+                self._arm_pull_heartbeat(request)
+
+        request.heartbeat_timer = self.host.call_later(request.heartbeat_ns / NS, beat)
+
+    def _heartbeat_headers(self) -> bytes:
+        pairs = [
+            ("Nats-Last-Consumer", str(self.state.delivered_cseq)),
+            ("Nats-Last-Stream", str(self.state.delivered_sseq)),
+        ]
+        if self._fc_reply:
+            pairs.append(("Nats-Consumer-Stalled", self._fc_reply))
+        return status_headers(100, "Idle Heartbeat", pairs)
+
+    def _status(self, reply: str, code: int, text: str) -> None:
+        self.host.send(reply, b"", header=status_headers(code, text))
+
+    def _fits(self, request: PullRequest, msg: StoredMsg, ack: str) -> bool:
+        if not request.max_bytes or wire_size(msg, ack) <= request.bytes_left:
+            return True
+        self._end_request(request, 409, "Message Size Exceeds MaxBytes")
+        return False
+
+
+def wire_size(msg: StoredMsg, ack: str) -> int:
+    """What a delivery counts against a pull request's max_bytes (nats-server: subject + reply +
+    headers + payload)."""
+    return len(msg.subject) + len(ack) + len(msg.headers) + len(msg.payload)
