@@ -120,15 +120,19 @@ async def connect(conn: Connection) -> Client:
     try:
         await asyncio.wait_for(client.connect(**options), timeout=conn.timeout_s * 3)
     except (TimeoutError, NatsError, OSError) as exc:
-        await _close_quietly(client)  # a refused connection (auth) leaves its socket open otherwise
-        cause = errors[-1] if errors else exc
+        await _close_quietly(client, timeout_s=conn.timeout_s)  # else a refused (auth) socket stays open
+        said = [
+            error for error in errors if isinstance(error, NatsError)
+        ]  # e.g. -ERR Authorization Violation
+        cause = said[-1] if said else errors[-1] if errors else exc  # what a server said beats a reset
         raise CommandError(f"could not connect to {conn.url}: {_nats_text(cause)}") from exc
     return client
 
 
-async def _close_quietly(client: Client) -> None:
+async def _close_quietly(client: Client, *, timeout_s: float) -> None:
+    """Close within timeout_s whatever state the connection is in (also while being cancelled)."""
     try:
-        await client.close()
+        await asyncio.wait_for(client.close(), timeout=timeout_s)
     except (TimeoutError, NatsError, OSError):
         pass
 
@@ -141,7 +145,7 @@ def run(verb: Callable[[Client], Awaitable[None]], conn: Connection) -> None:
         try:
             await verb(client)
         finally:
-            await client.close()
+            await _close_quietly(client, timeout_s=conn.timeout_s)
 
     try:
         asyncio.run(session())

@@ -429,7 +429,7 @@ def test_sub_ends_quietly_on_ctrl_c(server: NatsServer, tmp_path: Path) -> None:
             assert time.monotonic() < deadline, out_path.read_text()
             time.sleep(0.02)
         process.send_signal(signal.SIGINT)
-        assert process.wait(timeout=30) == 130
+        assert process.wait(timeout=60) == 130
     finally:
         if process.poll() is None:
             process.kill()
