@@ -30,4 +30,4 @@ bench: $(VENV)/.test
 	$(PY) -m appliance.bench.compare $(ARGS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info appliance/_native*.so
+	rm -rf $(VENV) build *.egg-info appliance/_native*.so appliance/bench/_loadgen*.so
