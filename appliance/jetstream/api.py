@@ -35,7 +35,9 @@ from appliance.jetstream.api_streams import (
     stream_update,
 )
 from appliance.jetstream.direct import direct_get
-from appliance.jetstream.request import API_LEVEL, API_PREFIX, Request
+from appliance.jetstream.request import API_LEVEL, API_PREFIX, TYPE_PREFIX, Request
+from appliance.jetstream.wire import go_json
+from appliance.server.internal import InternalClient
 
 if TYPE_CHECKING:
     from appliance.jetstream.consumer import Consumer
@@ -69,6 +71,23 @@ def subscribe_api(ajs: AccountJetStream) -> None:
         ajs.client.subscribe(
             f"$JS.{ajs.domain}.API.>".encode(), lambda s, r, h, d: on_domain_request(ajs, s, r, h, d)
         )
+
+
+def answer_not_enabled(client: InternalClient) -> InternalClient:
+    """In an account without JetStream, API requests get 503/10039 (as nats-server answers)."""
+
+    def on_request(subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
+        tokens = subject.decode()[len(API_PREFIX) :].split(".")
+        if reply and _route(tokens) is not None:
+            body = {
+                "type": TYPE_PREFIX + _kind_for(tokens),
+                "error": errors.NOT_ENABLED_FOR_ACCOUNT.error().as_json(),
+            }
+            client.publish(reply, go_json(body))
+
+    for subject in API_SUBSCRIPTIONS:
+        client.subscribe(subject.encode(), on_request)
+    return client
 
 
 def on_domain_request(

@@ -359,7 +359,10 @@ class JetStreamService:
             max_workers=limits.JS_FSYNC_THREADS, thread_name_prefix="js-fsync"
         )
         self.accounts: dict[str, AccountJetStream] = {}
-        self.failures: dict[tuple[str, str], str] = {}  # (account, stream) -> why it is not open
+        self.failures: dict[tuple[str, str], str] = {}
+        self.disabled: list[
+            InternalClient
+        ] = []  # accounts without JetStream: answered 10039  # (account, stream) -> why it is not open
         self.meta = MetaGroup(
             root=os.path.join(self.root, "_raft"), peer=self.peer, clock=self.clock, rng=self.rng
         )
@@ -373,6 +376,11 @@ class JetStreamService:
         self.meta.on_change = self._on_meta_change
         for ajs in self.accounts.values():
             api.subscribe_api(ajs)
+        self.disabled = [
+            api.answer_not_enabled(InternalClient(self.server, account, f"JetStream off {account.name}"))
+            for account in self.server.accounts.all()
+            if not account.jetstream and not account.is_system
+        ]
         self.server.interest_listeners.append(self._on_interest_change)
         from appliance.jetstream.monitor import JetStreamMonitor
 
@@ -426,6 +434,8 @@ class JetStreamService:
             self.server.interest_listeners.remove(self._on_interest_change)
         for ajs in self.accounts.values():
             ajs.close()
+        for client in self.disabled:
+            client.close()
         self.executor.shutdown(wait=True)
 
 

@@ -324,3 +324,28 @@ def test_durable_unless_a_sync_interval_is_configured() -> None:
     assert not durable_by_default(options)
     options.jetstream.sync_always = True
     assert durable_by_default(options)
+
+
+def test_an_account_without_jetstream_is_told_so(store_dir: str) -> None:
+    from appliance.config.options import Account, ServerOptions, User
+
+    options = ServerOptions()
+    options.accounts = {
+        "APP": Account("APP", users=[User("app", "secret", "APP")]),
+        "JS": Account("JS", users=[User("js", "secret", "JS")]),
+    }
+    options.accounts["JS"].jetstream.enabled = True
+
+    async def without(nc: Client, js: JetStreamContext) -> None:
+        info = await api(nc, "$JS.API.INFO")
+        assert info == {
+            "type": "io.nats.jetstream.api.v1.account_info_response",
+            "error": {"code": 503, "err_code": 10039, "description": "JetStream not enabled for account"},
+        }
+
+    async def with_js(nc: Client, js: JetStreamContext) -> None:
+        assert (await api(nc, "$JS.API.INFO"))["streams"] == 0
+
+    with InProcessServer(options, jetstream_dir=store_dir) as server:
+        run_with(server.url.replace("nats://", "nats://app:secret@"), without)
+        run_with(server.url.replace("nats://", "nats://js:secret@"), with_js)
