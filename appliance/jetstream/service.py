@@ -359,10 +359,8 @@ class JetStreamService:
             max_workers=limits.JS_FSYNC_THREADS, thread_name_prefix="js-fsync"
         )
         self.accounts: dict[str, AccountJetStream] = {}
-        self.failures: dict[tuple[str, str], str] = {}
-        self.disabled: list[
-            InternalClient
-        ] = []  # accounts without JetStream: answered 10039  # (account, stream) -> why it is not open
+        self.failures: dict[tuple[str, str], str] = {}  # (account, stream) -> why it is not open
+        self.disabled: list[InternalClient] = []  # accounts without JetStream: answered 10039
         self.meta = MetaGroup(
             root=os.path.join(self.root, "_raft"), peer=self.peer, clock=self.clock, rng=self.rng
         )
