@@ -245,8 +245,11 @@ class AccountJetStream:
 
     # --- consumers -----------------------------------------------------------------------------------
 
-    def consumer_storage(self, stream: Stream, name: str) -> LogStorage:
-        if stream.config.storage == "memory" or stream.config.name not in self.streams:
+    def consumer_storage(self, stream: Stream, config: ConsumerConfig) -> LogStorage:
+        """Durable consumers of file streams keep a durable RAFT log; ephemerals (KV watchers,
+        ordered consumers) live in memory and end with the server, as in nats-server."""
+        name = config.name
+        if stream.config.storage == "memory" or not config.durable_name or config.mem_storage:
             return memory_storage(self.service.peer)
         root = os.path.join(self.stream_dir(stream.config.name), "consumers")
         return durable_storage(root, name, self.service.peer)
@@ -254,7 +257,7 @@ class AccountJetStream:
     def open_consumer(
         self, stream: Stream, config: ConsumerConfig, created_ns: int, *, fresh: bool
     ) -> Consumer:
-        storage = self.consumer_storage(stream, config.name)
+        storage = self.consumer_storage(stream, config)
         consumer = Consumer(
             stream=stream,
             config=config,
@@ -370,8 +373,11 @@ class JetStreamService:
         for account in self.server.accounts.all():
             if account.jetstream:
                 self.accounts[account.name] = AccountJetStream(self, account)
-        self._materialise()
+        gone = self._materialise()
         self.meta.on_change = self._on_meta_change
+        for account, stream, consumer in gone:  # ephemerals do not outlive the server
+            op = {"op": "consumer_del", "acc": account, "stream": stream, "consumer": consumer}
+            self.meta.propose(op, lambda _ok: None)
         for ajs in self.accounts.values():
             api.subscribe_api(ajs)
         self.disabled = [
@@ -384,7 +390,9 @@ class JetStreamService:
 
         self.server.jetstream_monitor = JetStreamMonitor(self)  # type: ignore[attr-defined]
 
-    def _materialise(self) -> None:
+    def _materialise(self) -> list[tuple[str, str, str]]:
+        """Open every stream and durable consumer; returns the ephemerals of the last run."""
+        gone: list[tuple[str, str, str]] = []
         for account_name, streams in self.meta.state.accounts.items():
             ajs = self.accounts.get(account_name)
             if ajs is None:
@@ -398,12 +406,12 @@ class JetStreamService:
                 consumers = record["consumers"]
                 assert isinstance(consumers, dict)
                 for consumer_record in consumers.values():
-                    ajs.open_consumer(
-                        stream,
-                        consumer_config_from_record(consumer_record["config"]),
-                        int(str(consumer_record["created"])),
-                        fresh=False,
-                    )
+                    config = consumer_config_from_record(consumer_record["config"])
+                    if not config.durable_name:
+                        gone.append((account_name, stream.config.name, config.name))
+                        continue
+                    ajs.open_consumer(stream, config, int(str(consumer_record["created"])), fresh=False)
+        return gone
 
     def _on_meta_change(self, op: dict[str, object]) -> None:
         ajs = self.accounts.get(str(op["acc"]))

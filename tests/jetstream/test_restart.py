@@ -74,3 +74,18 @@ def test_deleted_stream_stays_deleted(store_dir: str) -> None:
         run_with(server.url, before)
     with InProcessServer(jetstream_dir=store_dir) as server:
         run_with(server.url, after)
+
+
+def test_ephemeral_consumers_end_with_the_server(store_dir: str) -> None:
+    async def before(nc: Client, js: JetStreamContext) -> None:
+        await js.add_stream(name="E", subjects=["e"])
+        await api(nc, "$JS.API.CONSUMER.CREATE.E.EPH", b'{"stream_name":"E","config":{"name":"EPH"}}')
+        await js.add_consumer("E", ConsumerConfig(durable_name="DUR", ack_policy=AckPolicy.EXPLICIT))
+
+    async def after(nc: Client, js: JetStreamContext) -> None:
+        assert (await api(nc, "$JS.API.CONSUMER.NAMES.E"))["consumers"] == ["DUR"]
+
+    with InProcessServer(jetstream_dir=store_dir) as server:
+        run_with(server.url, before)
+    with InProcessServer(jetstream_dir=store_dir) as server:
+        run_with(server.url, after)
