@@ -268,6 +268,8 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
                 return msg, 1
         msg = self._load_next(self.next_sseq)
         if msg is None:
+            if not self._initial:  # nothing matches up to the end: the scan position moves past it
+                self.next_sseq = max(self.next_sseq, last_seq(store) + 1)
             return None
         self.next_sseq = msg.seq + 1
         if self._pending_count:
@@ -401,13 +403,14 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
 
     def info_json(self) -> dict[str, object]:
         state = self.state
-        delivered: dict[str, object] = {
-            "consumer_seq": state.delivered_cseq,
-            "stream_seq": state.delivered_sseq,
-        }
+        # nats-server reports its positions (o.dseq-1, o.sseq-1): past skipped, unmatched messages
+        delivered: dict[str, object] = {"consumer_seq": self.next_cseq - 1, "stream_seq": self.next_sseq - 1}
         if state.delivered_ns:
             delivered["last_active"] = rfc3339(state.delivered_ns)
-        floor: dict[str, object] = {"consumer_seq": state.floor_cseq, "stream_seq": state.floor_sseq}
+        if state.pending:
+            floor: dict[str, object] = {"consumer_seq": state.floor_cseq, "stream_seq": state.floor_sseq}
+        else:
+            floor = {"consumer_seq": self.next_cseq - 1, "stream_seq": self.next_sseq - 1}
         if state.floor_ns:
             floor["last_active"] = rfc3339(state.floor_ns)
         info: dict[str, object] = {

@@ -32,6 +32,8 @@ class PullRequests:
         waiting: deque[PullRequest]
         _last_activity_ns: int
         _fc_reply: str
+        next_sseq: int
+        next_cseq: int
 
         def _kick(self) -> None: ...
 
@@ -108,8 +110,9 @@ class PullRequests:
 
     def _heartbeat_headers(self) -> bytes:
         pairs = [
-            ("Nats-Last-Consumer", str(self.state.delivered_cseq)),
-            ("Nats-Last-Stream", str(self.state.delivered_sseq)),
+            # the leader's positions, as nats-server's o.dseq-1 / o.sseq-1 (past skipped messages)
+            ("Nats-Last-Consumer", str(self.next_cseq - 1)),
+            ("Nats-Last-Stream", str(self.next_sseq - 1)),
         ]
         if self._fc_reply:
             pairs.append(("Nats-Consumer-Stalled", self._fc_reply))

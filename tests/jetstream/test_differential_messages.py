@@ -97,3 +97,31 @@ def test_pull_and_direct_get_messages_match_nats_server(servers: tuple[str, str]
     got = asyncio.run(asyncio.wait_for(observe(our_url), 60))
     for probe, want, have in zip(PROBES, expected, got, strict=True):
         assert have == want, probe
+
+
+PUSH_CONFIG = (
+    b'{"stream_name":"O","config":{"durable_name":"P","deliver_subject":"%s","ack_policy":"explicit",'
+    b'"filter_subject":"o.a","idle_heartbeat":200000000,"flow_control":true}}'
+)
+
+
+async def observe_push(url: str) -> list[tuple[object, ...]]:
+    """Push deliveries of a filtered consumer, then its first idle heartbeat."""
+    nc: Client = await nats.connect(url, allow_reconnect=False)
+    try:
+        for subject, body in SETUP[:5]:
+            await nc.request(subject, body, timeout=5)
+        inbox = nc.new_inbox()
+        queue: asyncio.Queue[Msg] = asyncio.Queue()
+        await nc.subscribe(inbox, cb=queue.put)
+        await nc.request("$JS.API.CONSUMER.CREATE.O.P", PUSH_CONFIG % inbox.encode(), timeout=5)
+        return [shape(await asyncio.wait_for(queue.get(), 5), inbox) for _ in range(3)]
+    finally:
+        await nc.close()
+
+
+def test_push_deliveries_and_heartbeat_match_nats_server(servers: tuple[str, str]) -> None:
+    real_url, our_url = servers
+    expected = asyncio.run(asyncio.wait_for(observe_push(real_url), 30))
+    got = asyncio.run(asyncio.wait_for(observe_push(our_url), 30))
+    assert got == expected
