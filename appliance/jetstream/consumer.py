@@ -268,8 +268,6 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
                 return msg, 1
         msg = self._load_next(self.next_sseq)
         if msg is None:
-            if not self._initial:  # nothing matches up to the end: the scan position moves past it
-                self.next_sseq = max(self.next_sseq, last_seq(store) + 1)
             return None
         self.next_sseq = msg.seq + 1
         if self._pending_count:

@@ -191,6 +191,11 @@ CONSUMERS_SCRIPT: list[Step] = [
     ("$JS.API.CONSUMER.LEADER.STEPDOWN.ORDERS.DUR1", b"", {}),
     ("$JS.API.CONSUMER.DELETE.ORDERS.E3", b"", {}),
     ("$JS.API.CONSUMER.DELETE.ORDERS.E3", b"", {}),
+    ("$JS.API.CONSUMER.MSG.NEXT.ORDERS.DUR2", b'{"batch":1}', {}),
+    ("$JS.API.CONSUMER.INFO.ORDERS.DUR2", b"", {}),
+    ("$JS.API.CONSUMER.MSG.NEXT.ORDERS.DUR2", b'{"batch":1}', {}),
+    ("$JS.API.CONSUMER.MSG.NEXT.ORDERS.DUR2", b'{"batch":1,"no_wait":true}', {}),
+    ("$JS.API.CONSUMER.INFO.ORDERS.DUR2", b"", {}),
     ("$JS.API.STREAM.CREATE.WQ", b'{"name":"WQ","subjects":["wq.>"],"retention":"workqueue"}', {}),
     (
         "$JS.API.CONSUMER.CREATE.WQ.A",
@@ -224,6 +229,14 @@ async def replay(url: str, script: list[Step]) -> list[object]:
     answers: list[object] = []
     try:
         for subject, body, headers in script:
+            if ".MSG.NEXT." in subject:  # deliveries keep the stream subject: no request muxing
+                inbox = nc.new_inbox()
+                sub = await nc.subscribe(inbox, max_msgs=1)
+                await nc.publish(subject, body, reply=inbox)
+                pulled = await sub.next_msg(timeout=5)
+                seen = "<inbox>" if pulled.subject == inbox else pulled.subject
+                answers.append((None, [seen, (pulled.headers or {}).get("Status"), pulled.data.decode()]))
+                continue
             msg = await nc.request(subject, body, timeout=5, headers=headers or None)
             text = msg.data
             parsed = json.loads(text) if text.startswith(b"{") else text.decode()
