@@ -438,11 +438,11 @@ class JetStreamService:
         self.server.jetstream_monitor = None  # type: ignore[attr-defined]
         if self._on_interest_change in self.server.interest_listeners:
             self.server.interest_listeners.remove(self._on_interest_change)
+        self.executor.shutdown(wait=True)  # fsyncs in flight finish before their stores close
         for ajs in self.accounts.values():
             ajs.close()
         for client in self.disabled:
             client.close()
-        self.executor.shutdown(wait=True)
 
 
 def start_jetstream(server: Server) -> JetStreamService:

@@ -208,6 +208,8 @@ class Stream:
 
         def done() -> None:
             self._syncing = False
+            if self.deleted:
+                return  # closed meanwhile: close() synced everything itself
             self._release_acks(store.finish_sync(job))
             self._maybe_sync()
 
@@ -231,7 +233,8 @@ class Stream:
 
                     def done() -> None:
                         self._syncing = False
-                        store.finish_sync(job)
+                        if not self.deleted:
+                            store.finish_sync(job)
 
                     self.host.run_sync_job(job, done)
             self._interval_timer = self.host.call_later(self.host.sync_interval_s, tick)
@@ -501,7 +504,7 @@ class Stream:
             if timer is not None:
                 timer.cancel()
         if self._file is not None:
-            self._file.sync()
+            self._release_acks(self._file.sync())  # durable now: their publishers get their acks
         self.store.close()
 
     def matches(self, subject: str) -> bool:
