@@ -349,3 +349,32 @@ def test_an_account_without_jetstream_is_told_so(store_dir: str) -> None:
     with InProcessServer(options, jetstream_dir=store_dir) as server:
         run_with(server.url.replace("nats://", "nats://app:secret@"), without)
         run_with(server.url.replace("nats://", "nats://js:secret@"), with_js)
+
+
+def test_update_moves_subjects_and_expected_subject_of_another_subject(js_server: InProcessServer) -> None:
+    async def scenario(nc: Client, js: JetStreamContext) -> None:
+        await js.add_stream(name="U", subjects=["u.a"])
+        await js.publish("u.a", b"1")
+        await js.update_stream(name="U", subjects=["u.a", "u.b"])
+        assert (await js.publish("u.b", b"2")).seq == 2
+        checked = json.loads(
+            (
+                await nc.request(
+                    "u.b",
+                    b"3",
+                    headers={
+                        "Nats-Expected-Last-Subject-Sequence": "1",
+                        "Nats-Expected-Last-Subject-Sequence-Subject": "u.a",
+                    },
+                    timeout=5,
+                )
+            ).data
+        )
+        assert checked == {"stream": "U", "seq": 3}
+        await js.update_stream(name="U", subjects=["u.b"])
+        import nats.errors
+
+        with pytest.raises(nats.errors.NoRespondersError):
+            await nc.request("u.a", b"gone", timeout=2)
+
+    run_with(js_server.url, scenario)
