@@ -106,6 +106,19 @@ CONSUMER_FIELDS: dict[str, Kind] = {
 }
 
 
+# Accepted by the decoder (clients send them) but refused when set: never silently ignored.
+UNSUPPORTED_STREAM_FEATURES = (
+    "allow_msg_ttl",
+    "subject_delete_marker_ttl",
+    "subject_transform",
+    "republish",
+    "allow_msg_counter",
+    "allow_atomic",
+    "allow_msg_schedules",
+    "allow_batched",
+)
+
+
 def _get(obj: JsonObject, key: str, default: object) -> object:
     value = obj.get(key)
     return default if value is None else value
@@ -224,6 +237,9 @@ def parse_stream_config(obj: JsonObject, *, request_level: str = "0") -> StreamC
         raise _bad_config("stream name is required and can not contain '.', '*', '>'")
     if obj.get("mirror") or obj.get("sources"):
         raise _bad_config("stream mirrors and sources are not supported by this server")
+    for unsupported in UNSUPPORTED_STREAM_FEATURES:
+        if obj.get(unsupported):
+            raise _bad_config(f"stream {unsupported} is not supported by this server")
     config = StreamConfig(name=name)
     for key in (
         "description",

@@ -185,6 +185,8 @@ class AccountJetStream:
             store = FileStreamStore(
                 FileStoreConfig(directory=directory, limits=store_limits(config), sync_always=False)
             )
+        if config.first_seq > 1 and store.state().last_seq == 0:
+            store.compact(config.first_seq)  # a new stream starts at first_seq
         stream = Stream(
             config=config,
             created_ns=created_ns,

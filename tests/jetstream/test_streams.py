@@ -378,3 +378,15 @@ def test_update_moves_subjects_and_expected_subject_of_another_subject(js_server
             await nc.request("u.a", b"gone", timeout=2)
 
     run_with(js_server.url, scenario)
+
+
+def test_first_seq_and_unsupported_features_are_refused_not_ignored(js_server: InProcessServer) -> None:
+    async def scenario(nc: Client, js: JetStreamContext) -> None:
+        created = await api(nc, "$JS.API.STREAM.CREATE.F", b'{"name":"F","first_seq":100}')
+        assert created["config"]["first_seq"] == 100
+        assert json.loads((await nc.request("F", b"x", timeout=5)).data) == {"stream": "F", "seq": 100}
+        for field in ('"allow_msg_ttl":true', '"republish":{"src":">","dest":"x.>"}'):
+            refused = await api(nc, "$JS.API.STREAM.CREATE.T", b'{"name":"T",' + field.encode() + b"}")
+            assert refused["error"]["err_code"] == 10052
+
+    run_with(js_server.url, scenario)
