@@ -160,3 +160,4 @@ CLI_GATHER_QUIET_S = 0.5  # `server ls`: stop gathering answers after this long 
 JS_PUSH_INTEREST_POLL_MIN_S = 0.02  # a push consumer without interest looks again after this ...
 JS_PUSH_INTEREST_POLL_MAX_S = 1.0  # ... doubling up to this (interest from sibling workers)
 JS_INLINE_FSYNC_ACKS_MAX = 2  # at most this many PubAcks waiting: fsync on the loop, not a thread
+JS_TTL_MSGS_MAX = 1_000_000  # messages with a per-message TTL (Nats-TTL) tracked per stream

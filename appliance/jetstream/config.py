@@ -108,7 +108,6 @@ CONSUMER_FIELDS: dict[str, Kind] = {
 
 # Accepted by the decoder (clients send them) but refused when set: never silently ignored.
 UNSUPPORTED_STREAM_FEATURES = (
-    "allow_msg_ttl",
     "subject_delete_marker_ttl",
     "subject_transform",
     "republish",

@@ -158,6 +158,7 @@ CONSUMER_DOES_NOT_EXIST = ApiError(400, 10149, "consumer does not exist")
 CONSUMER_INACTIVE_THRESHOLD_EXCESS = ApiError(
     400, 10153, "consumer inactive threshold exceeds system limit of {limit}"
 )
+MESSAGE_TTL_INVALID = ApiError(400, 10165, "invalid per-message TTL")
 MESSAGE_TTL_DISABLED = ApiError(400, 10166, "per-message TTL is disabled")
 REQUIRED_API_LEVEL = ApiError(412, 10185, "JetStream minimum api level required")
 

@@ -12,6 +12,7 @@ The dedupe window and the last msg id are rebuilt from the store on restart.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import random
 from collections import OrderedDict, deque
@@ -98,6 +99,9 @@ class Stream:
         self._expiry_timer: Timer | None = None
         self._interval_timer: Timer | None = None
         self._rebuild_dedupe()
+        self._ttls: list[tuple[int, int]] = []  # heap of (expires_ns, seq): per-message TTL (Nats-TTL)
+        self._ttl_timer: Timer | None = None
+        self._rebuild_ttls()
         self.group = start_group(
             name=group_id,
             peer=peer,
@@ -341,6 +345,9 @@ class Stream:
         if rollup:
             self._removed()
         self._stored([msg], [seq])
+        ttl = header_value(header, HDR_TTL) if header else None
+        if ttl is not None:
+            self._add_ttl(seq, msg.ts_ns, parse_ttl(ttl))
         self._apply_retention_on_store(seq, msg.subject)
         return Outcome(seq)
 
@@ -349,8 +356,11 @@ class Stream:
         expected_stream = header_value(header, HDR_EXPECTED_STREAM)
         if expected_stream is not None and expected_stream.decode() != self.config.name:
             raise errors.STREAM_NOT_MATCH.error()
-        if header_value(header, HDR_TTL) is not None and not self.config.allow_msg_ttl:
-            raise errors.MESSAGE_TTL_DISABLED.error()
+        ttl = header_value(header, HDR_TTL)
+        if ttl is not None:
+            if not self.config.allow_msg_ttl:
+                raise errors.MESSAGE_TTL_DISABLED.error()
+            parse_ttl(ttl)
         subject_seq = header_value(header, HDR_EXPECTED_LAST_SUBJECT_SEQ)
         if subject_seq is not None:
             subject = _text(header_value(header, HDR_EXPECTED_LAST_SUBJECT_SEQ_SUBJECT)) or msg.subject
@@ -440,6 +450,43 @@ class Stream:
 
     # --- limits over time ---------------------------------------------------------------------------
 
+    # --- per-message TTL (ADR-43) --------------------------------------------------------------
+
+    def _add_ttl(self, seq: int, ts_ns: int, ttl_ns: int | None) -> None:
+        if ttl_ns is None or len(self._ttls) >= limits.JS_TTL_MSGS_MAX:
+            return
+        heapq.heappush(self._ttls, (ts_ns + ttl_ns, seq))
+        if self._ttl_timer is None and not self.deleted:
+            delay_s = max((self._ttls[0][0] - self.host.now_ns()) / 1e9, limits.JS_EXPIRY_GRANULARITY_S)
+            self._ttl_timer = self.host.call_later(delay_s, self._expire_ttls)
+
+    def _expire_ttls(self) -> None:
+        self._ttl_timer = None
+        if self.deleted:
+            return
+        now = self.host.now_ns()
+        removed = False
+        while self._ttls and self._ttls[0][0] <= now:
+            _, seq = heapq.heappop(self._ttls)
+            removed = self.store.delete(seq) or removed
+        if removed:
+            self._removed()
+        if self._ttls:
+            delay_s = max((self._ttls[0][0] - now) / 1e9, limits.JS_EXPIRY_GRANULARITY_S)
+            self._ttl_timer = self.host.call_later(delay_s, self._expire_ttls)
+
+    def _rebuild_ttls(self) -> None:
+        """Messages stored with a Nats-TTL, read back from the store on restart."""
+        if not self.config.allow_msg_ttl:
+            return
+        for msg in self.store.scan(1):
+            ttl = header_value(msg.headers, HDR_TTL) if msg.headers else None
+            if ttl is not None:
+                try:
+                    self._add_ttl(msg.seq, msg.timestamp_ns, parse_ttl(ttl))
+                except errors.JsApiError:
+                    continue
+
     def _arm_expiry(self) -> None:
         if self.deleted or not self.config.max_age:
             return
@@ -500,7 +547,7 @@ class Stream:
 
     def close(self) -> None:
         self.deleted = True
-        for timer in (self._expiry_timer, self._interval_timer):
+        for timer in (self._expiry_timer, self._interval_timer, self._ttl_timer):
             if timer is not None:
                 timer.cancel()
         if self._file is not None:
@@ -509,6 +556,20 @@ class Stream:
 
     def matches(self, subject: str) -> bool:
         return any(subject_matches(own, subject) for own in self.config.subjects)
+
+
+def parse_ttl(value: bytes) -> int | None:
+    """A Nats-TTL value in nanoseconds: a Go duration ("10s") or whole seconds; None for "never"."""
+    text = value.decode(errors="replace").strip()
+    if text == "never":
+        return None
+    try:
+        ttl_ns = int(text) * 1_000_000_000 if text.isdigit() else parse_go_duration(text)
+    except ValueError:
+        raise errors.MESSAGE_TTL_INVALID.error() from None
+    if ttl_ns < 1_000_000_000:
+        raise errors.MESSAGE_TTL_INVALID.error()
+    return ttl_ns
 
 
 def _store_error(reason: str) -> errors.JsApiError:

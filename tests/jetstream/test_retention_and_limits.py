@@ -155,3 +155,24 @@ def test_direct_get_forms(js_server: InProcessServer) -> None:
         assert got[2].headers is not None and got[2].headers["Nats-Last-Sequence"] == "2"
 
     run_with(js_server.url, scenario)
+
+
+def test_per_message_ttl(js_server: InProcessServer) -> None:
+    async def scenario(nc: Client, js: JetStreamContext) -> None:
+        await api(
+            nc, "$JS.API.STREAM.CREATE.TTL", b'{"name":"TTL","subjects":["ttl.>"],"allow_msg_ttl":true}'
+        )
+        await js.publish("ttl.short", b"x", headers={"Nats-TTL": "1s"})
+        await js.publish("ttl.kept", b"y", headers={"Nats-TTL": "never"})
+        bad = json.loads((await nc.request("ttl.bad", b"z", headers={"Nats-TTL": "soon"}, timeout=5)).data)
+        assert bad["error"]["err_code"] == 10165
+
+        async def expired() -> bool:
+            return (await js.stream_info("TTL")).state.messages == 1
+
+        await _until(expired)
+        await api(nc, "$JS.API.STREAM.CREATE.OFF", b'{"name":"OFF","subjects":["off"]}')
+        off = json.loads((await nc.request("off", b"z", headers={"Nats-TTL": "1s"}, timeout=5)).data)
+        assert off["error"]["err_code"] == 10166
+
+    run_with(js_server.url, scenario)
