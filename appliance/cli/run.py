@@ -1,16 +1,19 @@
 """`appliance run`: start the server (supervisor + workers), nats-server's flags accepted as-is.
 
-With no `-c`, the embedded default: a single server on 127.0.0.1:4222.
+With no arguments, the embedded default: a single JetStream server on 127.0.0.1:4222 storing under
+the user's data dir. With flags but no `-c`, nats-server's defaults, bound to 127.0.0.1.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
 
 from appliance import NATS_VERSION, __version__
 from appliance.config import parse_run_args, resolve_run_options
+from appliance.config.defaults import embedded_default_options, user_data_dir
 from appliance.config.flags import USAGE
 from appliance.config.options import ServerOptions
 from appliance.errors import ConfigError
@@ -21,7 +24,11 @@ EMBEDDED_DEFAULT_HOST = "127.0.0.1"
 def options_for(argv: list[str]) -> tuple[ServerOptions, bool]:
     """Options for these flags; second item: only test the config (`-t`). Raises ConfigError."""
     args = parse_run_args(argv)
-    options = resolve_run_options(args, pedantic=args.check_config)
+    # bare `appliance run` (what `make run` does): the embedded default of DESIGN.md §1, a single
+    # JetStream server on 127.0.0.1:4222 storing under the user's data dir; with any flag or -c,
+    # nats-server's defaults apply as they would to nats-server.
+    defaults = embedded_default_options(data_dir=user_data_dir(os.environ)) if not argv else None
+    options = resolve_run_options(args, pedantic=args.check_config, defaults=defaults)
     if args.config_file is None and args.host is None:
         options.host = EMBEDDED_DEFAULT_HOST
     if args.config_file is None:
