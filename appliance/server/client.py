@@ -492,8 +492,8 @@ class ClientConnection(asyncio.Protocol):
     def deliver(self, sub: Subscription, subject: bytes, reply: bytes | None, header: bytes | None,
                 data: bytes) -> None:
         """Append one MSG/HMSG for `sub` to the outbound buffer."""
-        if self.closed:
-            return
+        if self.closed or (sub.max_msgs and sub.delivered >= sub.max_msgs):
+            return  # closed, or auto-unsubscribed earlier in a batch that still holds the match
         perms = self.perms
         if perms is not None:
             if perms.sub_deny and perms.deliver_denied(subject):

@@ -368,10 +368,7 @@ class LocalFabric:
         try:
             for kind, payload in frames:
                 if kind == KIND_MESSAGE:
-                    deliver_locally = self._deliver_locally
-                    for record in decode_records(payload):
-                        peer.msgs_in += 1
-                        deliver_locally(*record)
+                    self._deliver_records(peer, decode_records(payload))
                 elif kind == KIND_INTEREST_ADD:
                     peer.seen_seq = _SEQ.unpack_from(payload, 0)[0]
                     self._add_remote_interest(peer, *decode_interest(payload[_SEQ.size:]))
@@ -493,14 +490,43 @@ class LocalFabric:
         if not subs:
             del peer.interest[key]
 
+    def _deliver_records(self, peer: LinkPeer,
+                         records: list[tuple[bytes, bytes, bytes | None, bytes | None, bytes | None, bytes]]) -> None:
+        """The hot path of the receiving worker: plain deliveries inline, the match reused while the
+        account and subject stay the same (a publisher's burst); queue deliveries via _deliver_locally."""
+        peer.msgs_in += len(records)
+        last_account = last_subject = b""
+        plain: tuple[Subscription, ...] = ()
+        for account_name, subject, reply, queue, header, data in records:
+            if queue is not None:
+                self._deliver_locally(account_name, subject, reply, queue, header, data)
+                continue
+            if subject != last_subject or account_name != last_account:
+                account = self._account(account_name)
+                if account is None:
+                    continue
+                sublist = account.sublist
+                result = sublist.cache.get(subject)
+                if result is None:
+                    result = sublist.match(subject)
+                plain = tuple(sub for sub in result[0] if not sub.conn.is_link)
+                last_account, last_subject = account_name, subject
+            for sub in plain:
+                sub.conn.deliver(sub, subject, reply, header, data)
+
+    def _account(self, name: bytes) -> Account | None:
+        account = self._accounts.get(name)
+        if account is None:
+            account = self.server.accounts.get(name.decode())
+            if account is not None:
+                self._accounts[name] = account
+        return account
+
     def _deliver_locally(self, account_name: bytes, subject: bytes, reply: bytes | None, queue: bytes | None,
                          header: bytes | None, data: bytes) -> None:
-        account = self._accounts.get(account_name)
+        account = self._account(account_name)
         if account is None:
-            account = self.server.accounts.get(account_name.decode())
-            if account is None:
-                return
-            self._accounts[account_name] = account
+            return
         sublist = account.sublist
         result = sublist.cache.get(subject)
         if result is None:

@@ -261,3 +261,24 @@ def test_native_and_python_record_codecs_agree(
             decode_records_py(truncated)
         with pytest.raises(ValueError):
             decode_records(truncated)
+
+
+def test_auto_unsubscribe_holds_across_a_batch_from_another_worker(mesh: InProcessMesh) -> None:
+    """UNSUB 1 3 on worker 1; a burst of 10 from worker 0 arrives in one batch: exactly 3 delivered."""
+    from appliance.testing.rawclient import RawClient
+
+    subscriber = RawClient(mesh.ports[1])
+    publisher = RawClient(mesh.ports[0])
+    try:
+        subscriber.send(b'CONNECT {"verbose":false}\r\nSUB burst 1\r\nUNSUB 1 3\r\nPING\r\n')
+        subscriber.read_until(b"PONG\r\n")
+        publisher.send(b'CONNECT {"verbose":false}\r\n' + b"PUB burst 1\r\nx\r\n" * 10 + b"PING\r\n")
+        publisher.read_until(b"PONG\r\n")
+        subscriber.send(b"SUB probe 2\r\nPING\r\n")
+        # the burst was in the ring before the publisher's PONG; it is taken before our PING
+        assert subscriber.read_until(b"PONG\r\n") == b"MSG burst 1 1\r\nx\r\n" * 3 + b"PONG\r\n"
+        publisher.send(b"PUB burst 1\r\nz\r\nPUB probe 1\r\ny\r\n")
+        assert subscriber.read_until(b"MSG probe 2 1\r\ny\r\n") == b"MSG probe 2 1\r\ny\r\n"
+    finally:
+        subscriber.close()
+        publisher.close()
