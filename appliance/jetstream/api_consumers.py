@@ -6,7 +6,7 @@ import string
 from typing import TYPE_CHECKING
 
 from appliance import limits
-from appliance.jetstream import errors
+from appliance.jetstream import errors, resources
 from appliance.jetstream.api_streams import PAGE_FIELDS
 from appliance.jetstream.config import CONSUMER_FIELDS, ConsumerConfig, parse_consumer_config
 from appliance.jetstream.decode import decode_object
@@ -67,6 +67,9 @@ def consumer_create(request: Request) -> None:
         config_obj, stream=stream.config, ephemeral=not durable, request_level=request.request_level()
     )
     existing = stream.consumers.get(config.name)
+    resources.check_consumer(
+        request.ajs, stream, config, config_obj.get("max_ack_pending"), new=existing is None
+    )
     action = obj.get("action", "")
     if existing is not None:
         if existing.config.comparable() == config.comparable():

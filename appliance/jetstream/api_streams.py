@@ -7,7 +7,7 @@ import base64
 from typing import TYPE_CHECKING
 
 from appliance import limits
-from appliance.jetstream import errors, ops
+from appliance.jetstream import errors, ops, resources
 from appliance.jetstream.config import STREAM_FIELDS, StreamConfig, parse_stream_config
 from appliance.jetstream.decode import JsonObject, decode_object
 from appliance.jetstream.request import (
@@ -27,31 +27,15 @@ if TYPE_CHECKING:
 
 def account_info(request: Request) -> None:
     ajs = request.ajs
-    memory = storage = consumers = 0
-    for stream in ajs.streams.values():
-        size = stream.store.state().bytes
-        if stream.config.storage == "memory":
-            memory += size
-        else:
-            storage += size
-        consumers += len(stream.consumers)
+    usage = resources.account_usage(ajs)
     fields: dict[str, object] = {
-        "memory": memory,
-        "storage": storage,
-        "reserved_memory": 0,
-        "reserved_storage": 0,
+        "memory": usage.memory,
+        "storage": usage.storage,
+        "reserved_memory": usage.reserved_memory,
+        "reserved_storage": usage.reserved_storage,
         "streams": len(ajs.streams),
-        "consumers": consumers,
-        "limits": {
-            "max_memory": -1,
-            "max_storage": -1,
-            "max_streams": -1,
-            "max_consumers": -1,
-            "max_ack_pending": -1,
-            "memory_max_stream_bytes": -1,
-            "storage_max_stream_bytes": -1,
-            "max_bytes_required": False,
-        },
+        "consumers": sum(len(stream.consumers) for stream in ajs.streams.values()),
+        "limits": resources.limits_json(ajs),
     }
     if ajs.domain:
         fields["domain"] = ajs.domain
@@ -89,6 +73,7 @@ def stream_create(request: Request) -> None:
             "stream_create_response", {**stream_info(existing, cluster=False), "did_create": True}
         )
         return
+    resources.check_stream_create(ajs, config)
     _check_overlap(request, config)
     propose_meta(
         request,
@@ -127,6 +112,7 @@ def stream_update(request: Request) -> None:
         raise errors.STREAM_INVALID_CONFIG.format(
             err="stream configuration update can not change retention policy"
         )
+    resources.check_stream_update(ajs, old, config)
     _check_overlap(request, config)
     propose_meta(
         request,

@@ -159,6 +159,14 @@ CONSUMER_INACTIVE_THRESHOLD_EXCESS = ApiError(
     400, 10153, "consumer inactive threshold exceeds system limit of {limit}"
 )
 MESSAGE_TTL_INVALID = ApiError(400, 10165, "invalid per-message TTL")
+# Account and server resource limits (resources.py)
+ACCOUNT_RESOURCES_EXCEEDED = ApiError(400, 10002, "resource limits exceeded for account")
+INSUFFICIENT_RESOURCES = ApiError(503, 10023, "insufficient resources")
+MAXIMUM_STREAMS_LIMIT = ApiError(400, 10027, "maximum number of streams reached")
+MEMORY_RESOURCES_EXCEEDED = ApiError(500, 10028, "insufficient memory resources available")
+STORAGE_RESOURCES_EXCEEDED = ApiError(500, 10047, "insufficient storage resources available")
+STREAM_MAX_BYTES_REQUIRED = ApiError(400, 10113, "account requires a stream config to have max bytes set")
+CONSUMER_MAX_PENDING_ACK_EXCESS = ApiError(400, 10121, "consumer max ack pending exceeds system limit of {limit}")
 MESSAGE_TTL_DISABLED = ApiError(400, 10166, "per-message TTL is disabled")
 REQUIRED_API_LEVEL = ApiError(412, 10185, "JetStream minimum api level required")
 

@@ -36,6 +36,7 @@ from appliance.jetstream.groups import durable_storage, group_name, memory_stora
 from appliance.jetstream.host import Timer
 from appliance.jetstream.meta import MetaGroup
 from appliance.jetstream.relay import DeliveryRelay, relay_message
+from appliance.jetstream.resources import attach_guard
 from appliance.jetstream.stream import Stream, store_limits
 from appliance.jetstream.subjects import subject_matches
 from appliance.raft.storage import LogStorage
@@ -196,6 +197,7 @@ class AccountJetStream:
             group_id=group_name("S", self.account.name, config.name),
         )
         self.streams[config.name] = stream
+        attach_guard(self, stream)
         self._subscribe_stream(stream)
         return stream
 

@@ -102,6 +102,8 @@ class Stream:
         self._ttls: list[tuple[int, int]] = []  # heap of (expires_ns, seq): per-message TTL (Nats-TTL)
         self._ttl_timer: Timer | None = None
         self._rebuild_ttls()
+        # account/server limits (resources.py): None unless a limit applies to this stream
+        self.guard: Callable[[Stream, list[ops.InMsg]], list[Outcome]] | None = None
         self.group = start_group(
             name=group_id,
             peer=peer,
@@ -248,6 +250,8 @@ class Stream:
     # --- apply: messages ---------------------------------------------------------------------------
 
     def _apply_msgs(self, msgs: list[ops.InMsg]) -> list[Outcome]:
+        if self.guard is not None:
+            return self.guard(self, msgs)
         outcomes: list[Outcome] = []
         run: list[ops.InMsg] = []
         for msg in msgs:
@@ -300,6 +304,8 @@ class Stream:
             return self._check_and_store(msg)
         except errors.JsApiError as exc:
             return Outcome(error=exc)
+
+    apply_checked = _apply_one  # for the publish guard of resources.py
 
     def _check_and_store(self, msg: ops.InMsg) -> Outcome:
         config = self.config

@@ -1,0 +1,130 @@
+"""Account and server resource limits: the same requests to nats-server 2.15.1 and to appliance,
+both started from one config file; every answer must be equal once times are masked."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import nats
+import pytest
+
+from appliance.config import options_from_text
+from appliance.testing.inproc import InProcessServer
+from appliance.testing.natsserver import NatsServer
+
+pytestmark = pytest.mark.integration
+
+CONFIG = """
+server_name: S1
+jetstream { store_dir: "%(store)s", max_memory_store: 200000, max_file_store: 10MB }
+accounts {
+  A { users: [{user: a, password: a}],
+      jetstream: { max_mem: 100000, max_file: 200000, max_streams: 2, max_consumers: 2, max_ack_pending: 5 } }
+  B { users: [{user: b, password: b}], jetstream: { max_mem: 100000, max_file: 200000, max_bytes_required: true } }
+  C { users: [{user: c, password: c}], jetstream: enabled }
+}
+"""
+TIME_KEYS = {"created", "ts", "first_ts", "last_ts", "last_active", "time"}
+Step = tuple[str, bytes]
+
+
+def _create(name: str, **config: object) -> Step:
+    return f"$JS.API.STREAM.CREATE.{name}", json.dumps({"name": name, **config}).encode()
+
+
+def _consumer(stream: str, name: str, **config: object) -> Step:
+    body = {"stream_name": stream, "config": {"durable_name": name, **config}}
+    return f"$JS.API.CONSUMER.CREATE.{stream}.{name}", json.dumps(body).encode()
+
+
+INFO: Step = ("$JS.API.INFO", b"")
+BIG = b"x" * 2000
+
+ACCOUNT_A: list[Step] = [
+    INFO,
+    _create("S1", subjects=["s1"], storage="memory", max_bytes=50000),
+    _create("S2", subjects=["s2"], storage="memory", max_bytes=60000),  # 10028: 50000+60000 > 100000
+    _create("S2", subjects=["s2"], storage="memory"),  # unlimited reserves nothing
+    _create("S3", subjects=["s3"], storage="file", max_bytes=300000),  # 10027 before 10047
+    _create("S1", subjects=["s1"], storage="memory", max_bytes=50000),  # idempotent: no limit check
+    ("$JS.API.STREAM.UPDATE.S1", json.dumps({"name": "S1", "subjects": ["s1"], "storage": "memory",
+                                             "max_bytes": 150000}).encode()),
+    ("$JS.API.STREAM.UPDATE.S1", json.dumps({"name": "S1", "subjects": ["s1"], "storage": "memory",
+                                             "max_bytes": 40000}).encode()),
+    INFO,
+    _consumer("S1", "C0", ack_policy="explicit"),  # max_ack_pending defaults to the account's 5
+    _consumer("S1", "C1", ack_policy="none"),
+    _consumer("S1", "C2", ack_policy="explicit"),  # 10026: two consumers per stream
+    _consumer("S1", "X", ack_policy="explicit", max_ack_pending=10),  # 10121
+    ("$JS.API.CONSUMER.DELETE.S1.C1", b""),
+    _consumer("S1", "X", ack_policy="explicit", max_ack_pending=4),
+    ("$JS.API.CONSUMER.INFO.S1.X", b""),
+    ("$JS.API.STREAM.DELETE.S1", b""),
+    *[("s2", BIG)] * 52,  # 10002 once memory + the message would pass 100000
+    ("s2", b"x"),
+    INFO,
+    ("$JS.API.STREAM.DELETE.S2", b""),
+    _create("F", subjects=["f"], storage="file"),
+    *[("f", BIG)] * 100,
+    ("f", b"y"),
+    INFO,
+]
+
+ACCOUNT_B: list[Step] = [
+    _create("B1", subjects=["b1"], storage="memory"),  # 10113
+    _create("B1", subjects=["b1"], storage="memory", max_bytes=1000),
+    _create("B2", subjects=["b2"], storage="file", max_bytes=300000),  # 10047
+    INFO,
+]
+
+ACCOUNT_C: list[Step] = [
+    INFO,
+    _create("C1", subjects=["c1"], storage="memory", max_bytes=300000),  # 10028: server max_memory_store
+    _create("C1", subjects=["c1"], storage="memory", max_bytes=150000),
+    _create("C2", subjects=["c2"], storage="memory", max_bytes=100000),  # 10028: 150000 reserved + 100000
+    _create("C2", subjects=["c2"], storage="memory"),
+    ("$JS.API.STREAM.DELETE.C1", b""),
+    *[("c2", BIG)] * 103,  # 10023 once the server's memory is over 200000
+    INFO,
+]
+
+
+def mask(value: object) -> object:
+    if isinstance(value, dict):
+        return {k: ("<time>" if k in TIME_KEYS else mask(v)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [mask(v) for v in value]
+    return value
+
+
+async def replay(url: str, user: str, script: list[Step]) -> list[object]:
+    nc = await nats.connect(url, user=user, password=user, allow_reconnect=False)
+    answers: list[object] = []
+    try:
+        for subject, body in script:
+            msg = await nc.request(subject, body, timeout=5)
+            answers.append(mask(json.loads(msg.data)))
+    finally:
+        await nc.close()
+    return answers
+
+
+@pytest.fixture
+def servers(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    real_conf = tmp_path / "real.conf"
+    real_conf.write_text(CONFIG % {"store": tmp_path / "ns"})
+    ours = options_from_text(CONFIG % {"store": tmp_path / "ours"}, filename=str(tmp_path / "ours.conf"))
+    with NatsServer(["-c", str(real_conf)]) as real, InProcessServer(ours) as mine:
+        yield real.url, mine.url
+
+
+def test_limits_answer_as_nats_server(servers: tuple[str, str]) -> None:
+    real_url, our_url = servers
+    for user, script in (("a", ACCOUNT_A), ("b", ACCOUNT_B), ("c", ACCOUNT_C)):
+        expected = asyncio.run(asyncio.wait_for(replay(real_url, user, script), 60))
+        got = asyncio.run(asyncio.wait_for(replay(our_url, user, script), 60))
+        for index, (step, want, have) in enumerate(zip(script, expected, got, strict=True)):
+            assert have == want, f"account {user} step {index}: {step[0]} {step[1][:80]!r}"
