@@ -168,9 +168,10 @@ class Sublist:
         if len(plain) > 1:
             plain = _one_per_link(plain)
         result: Result = (tuple(plain), tuple(tuple(m) for m in queues.values())) if plain or queues else EMPTY
-        if len(self._cache) >= self._cache_max:
-            del self._cache[next(iter(self._cache))]
-        self._cache[subject] = result
+        cache = self._cache
+        if len(cache) >= self._cache_max:
+            _evict_oldest(cache, max(1, self._cache_max // CACHE_EVICT_FRACTION))
+        cache[subject] = result
         return result
 
     def all_subscriptions(self) -> list[Subscription]:
@@ -190,6 +191,23 @@ class Sublist:
             "max_fanout": max(fanouts, default=0),
             "avg_fanout": sum(fanouts) / len(fanouts) if fanouts else 0.0,
         }
+
+
+CACHE_EVICT_FRACTION = 8  # a full cache drops its oldest 1/8 at once
+
+
+def _evict_oldest(cache: dict[bytes, Result], count: int) -> None:
+    """Drop the `count` oldest entries, in place (the router holds `cache.get`). One entry at a
+    time would cost O(cache) per miss: a dict keeps deleted slots at its front until it resizes,
+    and `next(iter(cache))` walks over them — unique subjects (ack and inbox replies) miss every
+    time."""
+    doomed = []
+    for subject in cache:
+        doomed.append(subject)
+        if len(doomed) >= count:
+            break
+    for subject in doomed:
+        del cache[subject]
 
 
 def _one_per_link(plain: list[Subscription]) -> list[Subscription]:

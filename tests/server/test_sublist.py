@@ -65,3 +65,14 @@ def test_cache_is_bounded() -> None:
     for i in range(100):
         sublist.match(b"s.%d" % i)
     assert len(sublist.cache) <= 8
+
+
+def test_a_full_cache_drops_its_oldest_entries_and_keeps_the_newest() -> None:
+    sublist = Sublist(cache_entries_max=16)
+    sublist.insert(Subscription(None, b">", None, b"1"))
+    cache = sublist.cache  # the router keeps this very dict: eviction must happen in place
+    for i in range(1000):
+        sublist.match(b"s.%d" % i)
+    assert sublist.cache is cache
+    assert 0 < len(cache) <= 16
+    assert b"s.999" in cache and b"s.0" not in cache
