@@ -93,19 +93,22 @@ assert FRAME_BYTES_MAX < 2**32, "frame length is a u32 on the wire"
 
 # --- store (appliance/store/) ---------------------------------------------------------------------
 STORE_SEGMENT_BYTES = 8 * 1024 * 1024  # an active segment is sealed (compressed) past this size
-STORE_BLOCK_RAW_BYTES = 128 * 1024  # raw records per zstd block of a sealed segment
+STORE_BLOCK_RAW_BYTES = 1024 * 1024  # raw records per zstd block of a sealed segment
 STORE_RECORD_BYTES_MAX = 64 * 1024 * 1024  # one record (subject + headers + payload + framing)
-STORE_BLOCK_CACHE_ENTRIES = 32  # decoded sealed blocks kept per stream (LRU)
 STORE_READ_HANDLES_MAX = 64  # open read fds per FileOps (LRU)
 STORE_BATCH_MSGS_MAX = 65536  # messages per store_batch call
 STORE_INDEX_RUN_MSGS = 65536  # sequences per run of the in-memory stream index
-STORE_ZSTD_LEVEL = 3  # zstd level of sealed blocks
+STORE_ZSTD_LEVEL = 3  # zstd level of snapshots (streamed while they are taken)
 STORE_DICT_BYTES = 16 * 1024  # trained per-stream zstd dictionary
 STORE_DICT_SAMPLES_MIN = 64  # records needed before a dictionary is trained
 STORE_DICT_SAMPLES_MAX = 4096  # records sampled to train one
 STORE_SUBJECT_BYTES_MAX = 65535  # subject length is a u16 in a record
 STORE_COMMIT_WAITERS_MAX = 65536  # writes waiting on one group-commit fsync
 STORE_UNSEALED_SEGMENTS_MAX = 4  # closed segments awaiting background sealing before it goes inline
+STORE_BLOCK_CACHE_BYTES = 32 * 1024 * 1024  # decoded sealed blocks kept per stream (LRU, raw bytes)
+STORE_SEAL_THREADS = 1  # background sealer threads per process (zstd releases the GIL)
+STORE_SEAL_WAITING_MAX = 65536  # stores waiting for the background sealer (one entry per store)
+STORE_SEAL_ZSTD_LEVEL = 6  # zstd level of sealed blocks (sealing runs off the append path)
 
 assert STORE_BLOCK_RAW_BYTES <= STORE_SEGMENT_BYTES
 assert PAYLOAD_BYTES_MAX < STORE_RECORD_BYTES_MAX < 2**32, "record length is a u32 on disk"

@@ -58,12 +58,17 @@ class FileOps(Protocol):
     def close(self) -> None: ...
 
 
+def write_file(ops: FileOps, path: str, data: bytes) -> None:
+    """Create path holding data, durable contents (its name is durable after fsync_dir)."""
+    ops.create(path, data)
+    ops.fsync(path)
+    ops.close_file(path)
+
+
 def write_atomic(ops: FileOps, path: str, data: bytes) -> None:
     """Replace path with data so that a crash leaves either the old or the new file."""
     tmp = path + ".tmp"
-    ops.create(tmp, data)
-    ops.fsync(tmp)
-    ops.close_file(tmp)
+    write_file(ops, tmp, data)
     ops.rename(tmp, path)
     ops.fsync_dir(os.path.dirname(path) or ".")
 

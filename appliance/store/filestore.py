@@ -22,10 +22,10 @@ the owner reopens it, and recovery finds what is really on disk.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from bisect import bisect_right
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Concatenate, ParamSpec, TypeVar
@@ -35,7 +35,8 @@ import zstandard
 from appliance import limits as bounds
 from appliance.errors import BrokenError, CorruptData, LimitExceeded
 from appliance.store import api, records, segment, snapshot, speedups
-from appliance.store.fileops import FileOps, OsFileOps, write_atomic
+from appliance.store.cache import BlockCache
+from appliance.store.fileops import FileOps, OsFileOps, write_atomic, write_file
 from appliance.store.index import StreamIndex
 from appliance.store.layout import (
     DICT_NAME,
@@ -51,6 +52,7 @@ from appliance.store.layout import (
 )
 from appliance.store.memory import state_of
 from appliance.store.recovery import Recovery
+from appliance.store.sealer import BackgroundSealer
 from appliance.store.scan import scan_segments
 
 logger = logging.getLogger(__name__)
@@ -90,12 +92,16 @@ class FileStoreConfig:
     segment_bytes: int = bounds.STORE_SEGMENT_BYTES
     block_raw_bytes: int = bounds.STORE_BLOCK_RAW_BYTES
     use_dictionary: bool = False
-    seal_inline: bool = True  # False: the owner runs begin_seal()/SealJob.run()/finish_seal()
-    zstd_level: int = bounds.STORE_ZSTD_LEVEL  # sealing runs inline: higher levels slow appends
+    # False: the owner runs begin_seal()/SealJob.run()/finish_seal(); ignored when the store is
+    # given a BackgroundSealer (sealer.py), which does that on its thread.
+    seal_inline: bool = True
+    zstd_level: int = bounds.STORE_SEAL_ZSTD_LEVEL
 
 
 class FileStreamStore:
-    def __init__(self, config: FileStoreConfig, *, ops: FileOps | None = None) -> None:
+    def __init__(
+        self, config: FileStoreConfig, *, ops: FileOps | None = None, sealer: BackgroundSealer | None = None
+    ) -> None:
         self.config = config
         self._ops: FileOps = ops if ops is not None else OsFileOps()
         self._dir = config.directory
@@ -103,7 +109,12 @@ class FileStreamStore:
         self._segments: list[Segment] = []
         self._names: list[int] = []
         self._zdict: zstandard.ZstdCompressionDict | None = None
-        self._blocks: OrderedDict[tuple[str, int], bytes] = OrderedDict()
+        self._blocks = BlockCache()
+        self._sealer = sealer
+        self._inline = config.seal_inline and sealer is None
+        self._sealing: set[str] = set()  # segments with a seal job handed out and not finished
+        self._seal_retry_later: set[str] = set()  # a seal failed off-thread: retried after the next roll
+        self._closed = False
         self._written_seq = 0
         self._durable_seq = 0
         self._unsynced = False
@@ -127,8 +138,10 @@ class FileStreamStore:
         self._written_seq = self._durable_seq = self._index.last_seq
         if self._unsynced or self._dir_dirty:
             self.sync()
-        if self.config.seal_inline:
+        if self._inline:
             self._seal_all_now()
+        elif self._sealer is not None and self.has_unsealed():
+            self._sealer.request(self)
         for region in self.recovery.corrupt:
             logger.error("store: corrupt data not served: %s:%d: %s", region.path, region.offset, region.detail)
 
@@ -174,8 +187,11 @@ class FileStreamStore:
         self._durable_seq = self._written_seq
         self._unsynced = False
         self._start_active()
-        if self.config.seal_inline or self._unsealed_count() > bounds.STORE_UNSEALED_SEGMENTS_MAX:
-            self._seal_all_now()
+        self._seal_retry_later.clear()
+        if self._inline or self._unsealed_count() > bounds.STORE_UNSEALED_SEGMENTS_MAX:
+            self._seal_all_now()  # backpressure: a writer outrunning the sealer pays for it here
+        elif self._sealer is not None:
+            self._sealer.request(self)
 
     def _seal_all_now(self) -> None:
         while (job := self.begin_seal()) is not None:
@@ -185,14 +201,31 @@ class FileStreamStore:
     def _unsealed_count(self) -> int:
         return sum(1 for seg in self._segments[:-1] if isinstance(seg, ActiveSegment))
 
+    def has_unsealed(self) -> bool:
+        """A closed segment could be sealed now (none in flight, damaged or failing)."""
+        skip = self._unsealable | self._sealing | self._seal_retry_later
+        return any(isinstance(seg, ActiveSegment) and seg.path not in skip for seg in self._segments[:-1])
+
+    def seal_failed(self, job: SealJob, error: BaseException) -> None:
+        """A seal job raised off-thread: the segment stays closed and readable, retried after a roll."""
+        self._sealing.discard(job.path)
+        self._seal_retry_later.add(job.path)
+        logger.warning("store: sealing %s failed (%s); it stays uncompressed for now", job.path, error)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     @_fails_closed
     def begin_seal(self) -> SealJob | None:
         """The compression of the oldest closed, unsealed segment, or None."""
+        skip = self._unsealable | self._sealing | self._seal_retry_later
         for k, seg in enumerate(self._segments[:-1]):
-            if not isinstance(seg, ActiveSegment) or seg.path in self._unsealable:
+            if not isinstance(seg, ActiveSegment) or seg.path in skip:
                 continue
             job = self._seal_job(k, seg, self._ops.read_all(seg.path))
             if job is not None:
+                self._sealing.add(seg.path)
                 return job
             # Damaged (reported at recovery): keep it as it is, never rewrite around the damage.
             self._unsealable.add(seg.path)
@@ -222,19 +255,28 @@ class FileStreamStore:
             def encode() -> bytes:
                 return segment.encode_sealed_plan(first_seq, raw, plans, zdict=zdict, level=level)
 
-        return SealJob(seg.path, seg.first_seq, seg.generation, encode, zdict.dict_id() if zdict else 0)
+        write = functools.partial(write_file, self._ops)
+        dict_id = zdict.dict_id() if zdict else 0
+        return SealJob(seg.path, seg.first_seq, seg.generation, encode, dict_id, write, len(raw))
 
     @_fails_closed
     def finish_seal(self, job: SealJob) -> bool:
-        """Install a finished seal (atomic replace); False if the segment changed or went meanwhile."""
+        """Install a finished seal (rename over the segment); False if it changed or went meanwhile."""
         assert job.result is not None, "run() the job first"
+        self._sealing.discard(job.path)
         k = bisect_right(self._names, job.first_seq) - 1
-        if k < 0 or k == len(self._segments) - 1:
+        seg = self._segments[k] if 0 <= k < len(self._segments) - 1 else None
+        if (
+            not isinstance(seg, ActiveSegment)
+            or seg.path != job.path
+            or seg.generation != job.generation
+            or self._closed
+        ):
+            if not self._closed and self._ops.exists(job.tmp_path):
+                self._ops.remove(job.tmp_path)  # recovery would remove it too
             return False
-        seg = self._segments[k]
-        if not isinstance(seg, ActiveSegment) or seg.path != job.path or seg.generation != job.generation:
-            return False
-        write_atomic(self._ops, seg.path, job.result)
+        self._ops.rename(job.tmp_path, seg.path)
+        self._ops.fsync_dir(self._dir)
         blocks, _ = segment.read_footer(job.result, seg.path)
         sealed = sealed_from(seg.path, seg.first_seq, job.dict_id, blocks)
         sealed.live = seg.live
@@ -268,8 +310,7 @@ class FileStreamStore:
             seg = self._segments.pop(0)
             self._names.pop(0)
             self._ops.remove(seg.path)
-            for key in [k for k in self._blocks if k[0] == seg.path]:
-                del self._blocks[key]
+            self._blocks.drop_file(seg.path)
         self._ops.fsync_dir(self._dir)
 
     # --- writes -----------------------------------------------------------------------------------
@@ -511,8 +552,7 @@ class FileStreamStore:
         write_atomic(self._ops, seg.path, new)
         rebuilt = sealed_from(seg.path, seg.first_seq, seg.dict_id, segment.read_footer(new, seg.path)[0])
         seg.blocks, seg.block_firsts, seg.file_bytes = rebuilt.blocks, rebuilt.block_firsts, len(new)
-        for key in [k for k in self._blocks if k[0] == seg.path]:
-            del self._blocks[key]
+        self._blocks.drop_file(seg.path)
 
     # --- reads ------------------------------------------------------------------------------------
 
@@ -546,15 +586,12 @@ class FileStreamStore:
         key = (seg.path, seg.blocks[k].offset)
         cached = self._blocks.get(key)
         if cached is not None:
-            self._blocks.move_to_end(key)
             return cached
         info = seg.blocks[k]
         head = self._ops.read_at(seg.path, info.offset, segment.BLOCK_HEADER.size + info.comp_len)
         shifted = segment.BlockInfo(0, *_tail(info))
         raw = segment.decode_block(head, shifted, zdict=self._dict_for(seg.dict_id), path=seg.path)
-        self._blocks[key] = raw
-        if len(self._blocks) > bounds.STORE_BLOCK_CACHE_ENTRIES:
-            self._blocks.popitem(last=False)
+        self._blocks.put(key, raw)
         return raw
 
     def _load_sealed(self, seg: SealedSegment, seq: int) -> api.StoredMsg:
@@ -656,6 +693,9 @@ class FileStreamStore:
         return self._block(seg, k)
 
     def close(self) -> None:
+        if self._sealer is not None:
+            self._sealer.forget(self)  # its job in flight (using our FileOps) finishes first
+        self._closed = True
         try:
             if (self._unsynced or self._dir_dirty) and self._broken is None:
                 self.sync()

@@ -101,16 +101,32 @@ class SyncJob:
             action()
 
 
+SEAL_TMP_SUFFIX = ".seal.tmp"  # a finished seal waiting for finish_seal(); recovery deletes *.tmp
+
+
 @dataclass(slots=True)
 class SealJob:
-    """Compress one full segment: run() is pure CPU (zstd releases the GIL), any thread."""
+    """Compress one closed segment and write the result beside it; run() may happen on any thread.
+
+    run() is CPU (zstd releases the GIL) plus the write and fsync of `tmp_path`, a file no other
+    code touches; finish_seal() on the owner's thread renames it over the segment (or removes it
+    when the segment changed meanwhile). A crash anywhere leaves the old segment or the new one.
+    """
 
     path: str
     first_seq: int
     generation: int
     encode: Callable[[], bytes]
     dict_id: int
+    write: Callable[[str, bytes], None]  # create + fsync + close of a file (fileops.write_file)
+    raw_bytes: int = 0
     result: bytes | None = None
 
+    @property
+    def tmp_path(self) -> str:
+        return self.path + SEAL_TMP_SUFFIX
+
     def run(self) -> None:
-        self.result = self.encode()
+        result = self.encode()
+        self.write(self.tmp_path, result)
+        self.result = result

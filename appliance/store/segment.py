@@ -158,7 +158,7 @@ def encode_sealed(
     *,
     zdict: zstandard.ZstdCompressionDict | None,
     block_raw_bytes: int = limits.STORE_BLOCK_RAW_BYTES,
-    level: int = limits.STORE_ZSTD_LEVEL,
+    level: int = limits.STORE_SEAL_ZSTD_LEVEL,
 ) -> bytes:
     """A whole sealed segment holding the records `frames` point at in `raw` (chosen by the caller)."""
     blocks = (
@@ -174,7 +174,7 @@ def encode_sealed_plan(
     plans: list[BlockPlan],
     *,
     zdict: zstandard.ZstdCompressionDict | None,
-    level: int = limits.STORE_ZSTD_LEVEL,
+    level: int = limits.STORE_SEAL_ZSTD_LEVEL,
 ) -> bytes:
     """A whole sealed segment whose blocks are contiguous ranges of raw (the fast path)."""
     blocks = ((raw[p[0] : p[1]], (p[2], p[3], p[4], p[5], p[6])) for p in plans)
