@@ -47,6 +47,7 @@ from appliance.server.server import Server
 from appliance.server.sublist import Subscription
 from appliance.store import api as store_api
 from appliance.store.filestore import FileStoreConfig, FileStreamStore
+from appliance.store.sealer import BackgroundSealer
 from appliance.store.layout import SyncJob
 from appliance.store.memory import MemoryStreamStore
 
@@ -184,7 +185,8 @@ class AccountJetStream:
             directory = os.path.join(self.stream_dir(config.name), "msgs")
             os.makedirs(directory, exist_ok=True)
             store = FileStreamStore(
-                FileStoreConfig(directory=directory, limits=store_limits(config), sync_always=False)
+                FileStoreConfig(directory=directory, limits=store_limits(config), sync_always=False),
+                sealer=self.service.sealer,  # segments are compressed off the loop
             )
         if config.first_seq > 1 and store.state().last_seq == 0:
             store.compact(config.first_seq)  # a new stream starts at first_seq
@@ -365,6 +367,7 @@ class JetStreamService:
         self.executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=limits.JS_FSYNC_THREADS, thread_name_prefix="js-fsync"
         )
+        self.sealer = BackgroundSealer(self.loop.call_soon_threadsafe)
         self.accounts: dict[str, AccountJetStream] = {}
         self.failures: dict[tuple[str, str], str] = {}  # (account, stream) -> why it is not open
         self.disabled: list[InternalClient] = []  # accounts without JetStream: answered 10039
@@ -443,6 +446,7 @@ class JetStreamService:
         if self._on_interest_change in self.server.interest_listeners:
             self.server.interest_listeners.remove(self._on_interest_change)
         self.executor.shutdown(wait=True)  # fsyncs in flight finish before their stores close
+        self.sealer.close()
         for ajs in self.accounts.values():
             ajs.close()
         for client in self.disabled:
