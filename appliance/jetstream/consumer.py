@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import random
+from array import array
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
@@ -112,6 +113,9 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
         self._last_activity_ns = host.now_ns()
         self._delivered_since_heartbeat = False
         self._replay_prev_ts = 0
+        self._ack_prefix: bytes | None = None  # b"$JS.ACK.<stream>.<consumer>." (delivery hot path)
+        self._target = ""  # the last delivery target and its bytes
+        self._target_b = b""
         self._sync = SyncControl(storage)
         self.group = start_group(
             name=group_id,
@@ -137,9 +141,15 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
     def apply(self, entries: Sequence[Entry]) -> None:
         for entry in entries:
             if entry.type == EntryType.NORMAL and entry.data:
-                for sseq in self.state.apply(entry.data):
-                    self._deadlines.pop(sseq, None)
-                    self.stream.remove_acked(sseq)
+                acked = self.state.apply(entry.data)
+                if not acked:
+                    continue
+                deadlines = self._deadlines
+                for sseq in acked:
+                    deadlines.pop(sseq, None)
+                if self.stream.config.retention != "limits":
+                    for sseq in acked:
+                        self.stream.remove_acked(sseq)
 
     def applied_index(self) -> int:
         return 0  # everything lives in the RAFT log: replay it from the snapshot on restart
@@ -303,11 +313,12 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
         self._drain_scheduled = False
         if self.deleted:
             return
-        delivered: list[tuple[int, int, int, int]] = []
+        delivered = array("q")  # (sseq, cseq, dc, ts_ns) per delivery, one DELIVERED operation
+        count = 0
         new_count = 0
         push = self.config.is_push
         now = self.host.now_ns()
-        while len(delivered) < limits.JS_DELIVER_BATCH_MAX:
+        while count < limits.JS_DELIVER_BATCH_MAX:
             if push:
                 if not self._push_ready():
                     break
@@ -333,26 +344,30 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
                     self._redeliver.insert(0, msg.seq)
                 continue
             new_count += dc == 1
-            delivered.append(self._deliver(msg, dc, ack, request, now))
-        if delivered:
-            self._propose(ops.op_delivered(delivered), durable=False)
+            count += 1
+            delivered.extend(self._deliver(msg, dc, ack, request, now))
+        if count:
+            self._propose(ops.op_delivered_flat(delivered), durable=False)
             self._last_activity_ns = now
             self._delivered_since_heartbeat = True
             self._arm_redelivery()
-            if len(delivered) >= limits.JS_DELIVER_BATCH_MAX:
+            if count >= limits.JS_DELIVER_BATCH_MAX:
                 self._kick()
         if not push:
             self._finish_no_wait()
 
-    def _ack_subject(self, msg: StoredMsg, dc: int) -> str:
+    def _ack_subject(self, msg: StoredMsg, dc: int) -> bytes:
         """`$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>` for the next delivery."""
-        return (
-            f"$JS.ACK.{self.stream.config.name}.{self.name}.{dc}.{msg.seq}.{self.next_cseq}."
-            f"{msg.timestamp_ns}.{self.num_pending()}"
-        )
+        prefix = self._ack_prefix
+        if prefix is None:
+            prefix = self._ack_prefix = f"$JS.ACK.{self.stream.config.name}.{self.name}.".encode()
+        pending = self._pending_count
+        if pending is None:
+            pending = self.num_pending()
+        return b"%s%d.%d.%d.%d.%d" % (prefix, dc, msg.seq, self.next_cseq, msg.timestamp_ns, pending)
 
     def _deliver(
-        self, msg: StoredMsg, dc: int, ack: str, request: PullRequest | None, now: int
+        self, msg: StoredMsg, dc: int, ack: bytes, request: PullRequest | None, now: int
     ) -> tuple[int, int, int, int]:
         config = self.config
         cseq = self.next_cseq
@@ -364,9 +379,11 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
 
             header = append_headers(msg.headers, [("Nats-Msg-Size", str(len(msg.payload)))])
             payload = b""
-        reply = ack  # nats-server sets the ack subject even with ack_policy none
+        # nats-server sets the ack subject (the reply) even with ack_policy none
         target = request.reply if request is not None else config.deliver_subject
-        self.host.deliver(target, msg.subject, reply, header, payload)
+        if target != self._target:
+            self._target, self._target_b = target, target.encode()
+        self.host.deliver_raw(self._target_b, msg.subject.encode(), ack, header, payload)
         if request is not None:
             request.delivered += 1
             request.bytes_sent += wire_size(msg, ack)

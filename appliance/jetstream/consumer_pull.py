@@ -121,14 +121,14 @@ class PullRequests:
     def _status(self, reply: str, code: int, text: str) -> None:
         self.host.send(reply, b"", header=status_headers(code, text))
 
-    def _fits(self, request: PullRequest, msg: StoredMsg, ack: str) -> bool:
+    def _fits(self, request: PullRequest, msg: StoredMsg, ack: bytes) -> bool:
         if not request.max_bytes or wire_size(msg, ack) <= request.bytes_left:
             return True
         self._end_request(request, 409, "Message Size Exceeds MaxBytes")
         return False
 
 
-def wire_size(msg: StoredMsg, ack: str) -> int:
+def wire_size(msg: StoredMsg, ack: bytes) -> int:
     """What a delivery counts against a pull request's max_bytes (nats-server: subject + reply +
     headers + payload)."""
     return len(msg.subject) + len(ack) + len(msg.headers) + len(msg.payload)

@@ -123,14 +123,18 @@ class AccountJetStream:
         self.client.publish(subject.encode(), payload, reply=reply.encode() if reply else None, header=header)
 
     def deliver(self, match: str, subject: str, reply: str, header: bytes | None, payload: bytes) -> int:
+        return self.deliver_raw(
+            match.encode(), subject.encode(), reply.encode() if reply else None, header, payload
+        )
+
+    def deliver_raw(
+        self, key: bytes, subject_b: bytes, reply_b: bytes | None, header: bytes | None, payload: bytes
+    ) -> int:
         sublist = self.account.sublist
-        key = match.encode()
         result = sublist.cache.get(key)
         if result is None:
             result = sublist.match(key)
         plain, queues = result
-        subject_b = subject.encode()
-        reply_b = reply.encode() if reply else None
         data = header + payload if header is not None else payload
         count = 0
         for sub in plain:
