@@ -83,6 +83,7 @@ FRAME_BYTES_MAX = RING_BYTES // 4  # largest frame payload; a link's own maximum
 LINK_BATCH_FRAMES_MAX = 256  # frames handed to a link's consumer in one batch
 LINK_BATCH_BYTES_MAX = 1024 * 1024  # payload bytes in one batch (a single larger frame still goes alone)
 LINK_READ_CHUNK_BYTES = 256 * 1024  # one socket read of the socketpair fallback
+REJOIN_HANDOVERS_PER_TURN = 64  # fresh sockets to restarted siblings taken from the rejoin channel per loop turn
 
 assert RING_BYTES & (RING_BYTES - 1) == 0, "ring capacity must be a power of two"
 assert RING_BYTES_MIN & (RING_BYTES_MIN - 1) == 0, "ring capacity must be a power of two"

@@ -15,12 +15,18 @@ Segment layout: a 4096-byte mesh header (magic, version, worker count, ring capa
 then one ring region (native/ring.h) per ordered pair (src, dst), src != dst, page-aligned.
 
 Without appliance._native the same API builds the socketpair fallback: one AF_UNIX stream
-socketpair per unordered worker pair (the supervisor keeps both ends for restarts).
+socketpair per unordered worker pair. A socket cannot outlive a worker the way a ring does, so a
+restarted worker gets FRESH socketpairs to every sibling (`prepare_spawn`): it inherits its ends,
+and each running sibling is handed its end over that sibling's rejoin channel (handover.py), where
+`WorkerMesh.listen_for_rejoins` swaps it into the existing link (SocketpairLink.rejoin). The
+supervisor keeps a worker's socket ends only until that worker is spawned (`spawned`), so a
+worker's death is EOF to its siblings, and nothing of a dead incarnation is ever reused.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import mmap
 import os
 import secrets
@@ -32,11 +38,14 @@ from typing import Literal
 import posix_ipc  # type: ignore[import-not-found,import-untyped,unused-ignore]
 
 from appliance import limits, native
-from appliance.errors import CorruptData
+from appliance.errors import ApplianceError, CorruptData
 from appliance.fabric.frames import check_capacity, frame_bytes_max
-from appliance.fabric.link import Link
+from appliance.fabric.handover import Delivery, channel_pair, receive_handovers, send_handover
+from appliance.fabric.link import Link, LinkLoop
 from appliance.fabric.ring import RingLink
 from appliance.fabric.socketpair import SocketpairLink
+
+logger = logging.getLogger(__name__)
 
 Transport = Literal["ring", "socketpair"]
 MESH_MAGIC = 0x4853454D4C505041  # "APPLMESH", little-endian
@@ -90,10 +99,13 @@ class WorkerMeshSpec:
     ring_bytes: int
     shm_fd: int = -1
     peers: tuple[PeerFds, ...] = field(default_factory=tuple)
+    rejoin_fd: int = -1  # socketpair: the worker's end of its rejoin channel (handover.py)
 
     def fds(self) -> list[int]:
         """Fds to pass to the worker process (`pass_fds`)."""
         found = [self.shm_fd] if self.shm_fd >= 0 else []
+        if self.rejoin_fd >= 0:
+            found.append(self.rejoin_fd)
         for peer in self.peers:
             found.extend(fd for fd in (peer.out_bell_fd, peer.in_bell_fd, peer.socket_fd) if fd >= 0)
         return found
@@ -120,10 +132,15 @@ class RingMesh:
         self.shm_fd = -1
         self._memory: mmap.mmap | None = None
         self._bells: dict[tuple[int, int], int] = {}  # (src, dst) -> eventfd that wakes dst
-        self._sockets: dict[tuple[int, int], socket.socket] = {}  # (worker, peer) -> worker's end
+        self._sockets: dict[tuple[int, int], socket.socket] = {}  # (worker, peer) -> worker's end, until spawned
+        self._channels: dict[int, socket.socket] = {}  # worker -> supervisor's end of its rejoin channel
+        self._channel_ends: dict[int, socket.socket] = {}  # worker -> worker's end, until spawned
+        self._spawned: set[int] = set()  # workers holding their ends; a new spawn needs fresh ones
         self._closed = False
 
-    def spec_for(self, worker_index: int) -> WorkerMeshSpec:
+    def spec_for(self, worker_index: int, *, rejoinable: bool = False) -> WorkerMeshSpec:
+        """Worker `worker_index`'s fds. `rejoinable` (socketpair) adds its rejoin channel: the links
+        then wait for fresh sockets when a peer dies, instead of breaking (prepare_spawn's spec)."""
         assert 0 <= worker_index < self.worker_count
         assert not self._closed
         peers = []
@@ -140,6 +157,7 @@ class RingMesh:
                 )
             else:
                 peers.append(PeerFds(peer=peer, socket_fd=self._sockets[(worker_index, peer)].fileno()))
+        channel = self._channel_ends.get(worker_index) if rejoinable else None
         return WorkerMeshSpec(
             transport=self.transport,
             worker_index=worker_index,
@@ -147,11 +165,64 @@ class RingMesh:
             ring_bytes=self.ring_bytes,
             shm_fd=self.shm_fd,
             peers=tuple(peers),
+            rejoin_fd=-1 if channel is None else channel.fileno(),
         )
 
-    def spec_for_local(self, worker_index: int) -> WorkerMeshSpec:
-        """A spec on duplicated fds, to attach in this very process (tests, a one-process server)."""
-        spec = self.spec_for(worker_index)
+    def prepare_spawn(self, worker_index: int) -> tuple[WorkerMeshSpec, list[int]]:
+        """Supervisor, before every spawn of a worker: its spec, and the running siblings that could
+        not be handed their end of a fresh link (alive but not reading: restart them too).
+
+        Rings: the same fds every time. Socketpairs: the first spawn gets the pairs made by
+        create_mesh; a later one gets fresh pairs to every sibling (see the module docstring)."""
+        refused: list[int] = []
+        if self.transport == "socketpair" and worker_index in self._spawned:
+            refused = self._renew(worker_index)
+        return self.spec_for(worker_index, rejoinable=True), refused
+
+    def spawned(self, worker_index: int) -> None:
+        """Supervisor, once the worker process holds its ends: drop our copies of them, so that the
+        worker's death is EOF to its siblings (rings: we keep every fd for the next spawn)."""
+        if self.transport != "socketpair":
+            return
+        self._spawned.add(worker_index)
+        for peer in range(self.worker_count):
+            if peer != worker_index:
+                self._sockets.pop((worker_index, peer)).close()
+        self._channel_ends.pop(worker_index).close()
+
+    def _renew(self, worker_index: int) -> list[int]:
+        """Fresh socketpairs between `worker_index` and every sibling, and a fresh rejoin channel."""
+        for old in (self._channels.pop(worker_index, None), self._channel_ends.pop(worker_index, None)):
+            if old is not None:
+                old.close()
+        self._channels[worker_index], self._channel_ends[worker_index] = channel_pair()
+        refused: list[int] = []
+        for peer in range(self.worker_count):
+            if peer == worker_index:
+                continue
+            unused = self._sockets.pop((worker_index, peer), None)  # made for a spawn that failed
+            if unused is not None:
+                unused.close()
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            self._sockets[(worker_index, peer)] = ours
+            if peer not in self._spawned:  # never started yet: it takes the fresh end at its spawn
+                stale = self._sockets.pop((peer, worker_index), None)
+                if stale is not None:
+                    stale.close()
+                self._sockets[(peer, worker_index)] = theirs
+                continue
+            delivery = send_handover(self._channels[peer], worker_index, theirs)
+            theirs.close()
+            if delivery is Delivery.REFUSED:
+                refused.append(peer)
+            logger.debug("worker %d restarts: fresh link handed to worker %d (%s)", worker_index, peer,
+                         delivery.value)
+        return refused
+
+    def spec_for_local(self, worker_index: int, *, rejoinable: bool = False) -> WorkerMeshSpec:
+        """A spec on duplicated fds, to attach in this very process (tests, a one-process server).
+        `rejoinable` keeps the rejoin channel (socketpair): the links then wait for handovers."""
+        spec = self.spec_for(worker_index, rejoinable=rejoinable)
         peers = tuple(
             PeerFds(
                 peer=peer.peer,
@@ -168,6 +239,7 @@ class RingMesh:
             ring_bytes=spec.ring_bytes,
             shm_fd=_dup(spec.shm_fd),
             peers=peers,
+            rejoin_fd=_dup(spec.rejoin_fd),
         )
 
     def close(self) -> None:
@@ -176,7 +248,7 @@ class RingMesh:
         self._closed = True
         for fd in self._bells.values():
             os.close(fd)
-        for sock in self._sockets.values():
+        for sock in (*self._sockets.values(), *self._channels.values(), *self._channel_ends.values()):
             sock.close()
         if self._memory is not None:
             self._memory.close()
@@ -226,6 +298,8 @@ def _create_rings(mesh: RingMesh) -> None:
 
 
 def _create_socketpairs(mesh: RingMesh) -> None:
+    for worker in range(mesh.worker_count):
+        mesh._channels[worker], mesh._channel_ends[worker] = channel_pair()
     for low in range(mesh.worker_count):
         for high in range(low + 1, mesh.worker_count):
             a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -237,12 +311,63 @@ class WorkerMesh:
     """A worker's side: its links, keyed by peer index; owns the inherited fds once attached."""
 
     def __init__(self, spec: WorkerMeshSpec, links: dict[int, Link], *, memory: mmap.mmap | None,
-                 sockets: list[socket.socket]) -> None:
+                 sockets: dict[int, socket.socket]) -> None:
         self.spec = spec
         self.links = links
         self._memory = memory
-        self._sockets = sockets
+        self._sockets = sockets  # socketpair: peer -> our end (replaced by a rejoin)
+        self._channel: socket.socket | None = None
+        if spec.rejoin_fd >= 0:
+            self._channel = socket.socket(fileno=spec.rejoin_fd)
+            self._channel.setblocking(False)
+        self._loop: LinkLoop | None = None
         self._closed = False
+
+    def listen_for_rejoins(self, loop: LinkLoop) -> None:
+        """Take the supervisor's handovers on `loop` from now on: each one is a fresh socket to a
+        restarted sibling, swapped into the existing link (socketpair fallback; rings need none)."""
+        assert self._loop is None
+        if self._channel is not None and not self._closed:
+            self._loop = loop
+            loop.add_reader(self._channel.fileno(), self.take_handovers)
+
+    def stop_rejoins(self) -> None:
+        if self._loop is not None and self._channel is not None:
+            self._loop.remove_reader(self._channel.fileno())
+        self._loop = None
+
+    def take_handovers(self) -> int:
+        """Rejoin the links of every handover waiting on the channel; returns how many were taken."""
+        if self._channel is None or self._closed:
+            return 0
+        try:
+            handovers, supervisor_gone = receive_handovers(self._channel, limits.REJOIN_HANDOVERS_PER_TURN)
+        except CorruptData:
+            logger.exception("worker %d: bad handover on the rejoin channel", self.spec.worker_index)
+            return 0
+        for peer, sock in handovers:
+            self._rejoin(peer, sock)
+        if supervisor_gone and self._loop is not None:
+            self._loop.remove_reader(self._channel.fileno())
+            self._loop = None
+        return len(handovers)
+
+    def _rejoin(self, peer: int, sock: socket.socket) -> None:
+        link = self.links.get(peer)
+        if not isinstance(link, SocketpairLink):
+            sock.close()
+            logger.error("worker %d: handover for worker %d, which is not a socketpair peer", self.spec.worker_index,
+                         peer)
+            return
+        try:
+            link.rejoin(sock)
+        except ApplianceError as error:
+            sock.close()
+            logger.warning("worker %d: cannot rejoin worker %d: %s", self.spec.worker_index, peer, error)
+            return
+        self._sockets.pop(peer).close()
+        self._sockets[peer] = sock
+        logger.debug("worker %d: rejoined restarted worker %d over a fresh socketpair", self.spec.worker_index, peer)
 
     def close(self) -> None:
         """Closes the links, the mapping and every fd of the spec in this process."""
@@ -254,8 +379,11 @@ class WorkerMesh:
         self.links.clear()
         if self._memory is not None:
             self._memory.close()
-        for sock in self._sockets:
-            sock.close()  # the socketpair fds of the spec
+        for sock in self._sockets.values():
+            sock.close()  # the socketpair fds of the spec, or those handed over since
+        if self._channel is not None:
+            self.stop_rejoins()
+            self._channel.close()
         if self.spec.transport == "ring":
             for fd in self.spec.fds():
                 os.close(fd)
@@ -289,14 +417,15 @@ def _attach_rings(spec: WorkerMeshSpec) -> WorkerMesh:
             out_bell_fd=peer.out_bell_fd,
             in_bell_fd=peer.in_bell_fd,
         )
-    return WorkerMesh(spec, links, memory=memory, sockets=[])
+    return WorkerMesh(spec, links, memory=memory, sockets={})
 
 
 def _attach_socketpairs(spec: WorkerMeshSpec) -> WorkerMesh:
     links: dict[int, Link] = {}
-    sockets = []
+    sockets = {}
+    rejoinable = spec.rejoin_fd >= 0  # a supervisor will hand fresh sockets to replace a dead peer's
     for peer in spec.peers:
         sock = socket.socket(fileno=peer.socket_fd)
-        sockets.append(sock)
-        links[peer.peer] = SocketpairLink(sock, peer=peer.peer, capacity=spec.ring_bytes)
+        sockets[peer.peer] = sock
+        links[peer.peer] = SocketpairLink(sock, peer=peer.peer, capacity=spec.ring_bytes, rejoinable=rejoinable)
     return WorkerMesh(spec, links, memory=None, sockets=sockets)

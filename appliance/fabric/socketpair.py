@@ -17,6 +17,24 @@ Theory of operation:
   protocol (BrokenError), so the incoming buffer is bounded by `capacity` plus one read chunk.
 - Driven by a loop, writes are gathered and sent once per turn (`call_soon`), a socket that
   refuses bytes is watched with `add_writer`, and the readable socket is the doorbell.
+
+Rejoining a restarted peer (`rejoinable=True`, the links a supervisor made: mesh.py). A socket
+cannot be reused by a new incarnation of the peer (the dead one may have left half a record in
+either direction), so the supervisor hands both ends of a FRESH socketpair over: one to the
+restarted worker at spawn, one to this link through `rejoin(sock)` (SCM_RIGHTS, handover.py).
+- Until then the link behaves like a ring whose consumer died: the peer's end reading EOF (or a
+  send failing with EPIPE) makes the link *detached*, not broken. It still accepts frames while
+  the old credit lasts, then refuses (backpressure); what it would send is dropped, nothing
+  reaches the handler's on_broken.
+- `rejoin(sock)` reads what the dead peer sent before it died (whole records only: half a
+  record is dropped), swaps the socket and starts both directions afresh (seq 0, empty
+  RingSpaces). Frames received from the old incarnation are still handed over first, in order;
+  they hold no credit in the new accounting. Frames accepted for the old incarnation and not yet
+  read by it are dropped: nothing sent to a dead peer reaches its successor. A producer paused
+  on the full old link gets on_writable.
+- The router never learns that the socket changed: the restarted peer's HELLO on the fresh
+  socket makes it forget and resend interest (server/links.py), exactly as on a ring.
+Without `rejoinable` (a link nobody will ever rejoin) the peer's EOF is BrokenError.
 """
 
 from __future__ import annotations
@@ -53,7 +71,7 @@ def wire_header(kind: int, seq: int, payload: Payload) -> bytes:
 class SocketpairLink:
     """One worker's end of the socketpair to `peer`; the link borrows the socket, never closes it."""
 
-    def __init__(self, sock: socket.socket, *, peer: int, capacity: int) -> None:
+    def __init__(self, sock: socket.socket, *, peer: int, capacity: int, rejoinable: bool = False) -> None:
         assert sock.family == socket.AF_UNIX and sock.type == socket.SOCK_STREAM
         sock.setblocking(False)
         self._sock = sock
@@ -80,6 +98,10 @@ class SocketpairLink:
         self._watching_writes = False
         self._closed = False
         self._broken: BrokenError | None = None
+        self._rejoinable = rejoinable
+        self._detached = False  # the peer is gone; a rejoin will bring a fresh socket
+        self._rx_stale = 0  # frames at the head of _rx_frames received before the last rejoin
+        self.rejoins = 0
 
     @property
     def peer(self) -> int:
@@ -117,17 +139,22 @@ class SocketpairLink:
         self._read_socket()
         frames: list[Frame] = []
         batch_bytes = 0
+        credited = False
         while self._rx_frames and len(frames) < frames_max:
             length = len(self._rx_frames[0][1])
             if frames and batch_bytes + length > limits.LINK_BATCH_BYTES_MAX:
                 break
             frames.append(self._rx_frames.popleft())
-            self._rx_space.pop(length)
+            if self._rx_stale:
+                self._rx_stale -= 1  # from before the last rejoin: no credit to return
+            else:
+                self._rx_space.pop(length)
+                credited = True
             batch_bytes += length
-        if frames:
+        if credited:
             self._queue_credit()
             self._schedule_flush()
-        elif self._broken is not None:
+        elif not frames and self._broken is not None:
             raise self._broken
         return frames
 
@@ -135,13 +162,17 @@ class SocketpairLink:
         if self._closed or self._broken is not None:
             return True
         self._read_socket()
+        if self._detached:
+            self._tx_pending.clear()  # for a dead peer: nobody will ever read it
+            self._credit_at = None
+            return True
         if self._tx_pending and self._broken is None:
             try:
                 sent = self._sock.send(self._tx_pending)
             except BlockingIOError:
                 sent = 0
             except OSError as error:
-                self._set_broken(error)
+                self._peer_gone(error)
                 return True
             del self._tx_pending[:sent]
             if self._credit_at is not None:
@@ -166,6 +197,37 @@ class SocketpairLink:
         self._closed = True
         self._unregister()
 
+    def rejoin(self, sock: socket.socket) -> None:
+        """The peer restarted: carry on over `sock`, this end of a fresh socketpair whose other end
+        the new incarnation holds (see the module docstring). The link borrows `sock` as it
+        borrowed the old socket, which the caller closes once this returns."""
+        if self._closed:
+            raise ClosedError(f"link to worker {self._peer} is closed")
+        if self._broken is not None:
+            raise self._broken
+        assert self._rejoinable, "only a link made rejoinable is handed fresh sockets"
+        assert sock.family == socket.AF_UNIX and sock.type == socket.SOCK_STREAM
+        self._read_socket()  # the dead incarnation's last whole records (up to its EOF)
+        self._unregister()
+        sock.setblocking(False)
+        self._sock = sock
+        self._fd = sock.fileno()
+        self._detached = False
+        self._rx_stale = len(self._rx_frames)
+        self._rx_buffer.clear()  # half a record of the dead incarnation, if any
+        self._rx_space = RingSpace(self.capacity)
+        self._rx_seq = 0
+        self._tx_space = RingSpace(self.capacity)
+        self._tx_pending.clear()  # accepted for the dead incarnation, never read by it
+        self._credit_at = None
+        self._tx_seq = 0
+        self.rejoins += 1
+        if self._loop is not None:
+            self._loop.add_reader(self._fd, self._read_socket)
+            self._schedule_drain()
+            if self._blocked_bytes is not None:
+                self._schedule_writable()  # the fresh space has room: a paused producer resumes
+
     # --- internals -------------------------------------------------------------------------------
 
     def _check_usable(self) -> None:
@@ -175,16 +237,16 @@ class SocketpairLink:
             raise self._broken
 
     def _read_socket(self) -> None:
-        while not self._closed and self._broken is None:
+        while not self._closed and self._broken is None and not self._detached:
             try:
                 chunk = self._sock.recv(limits.LINK_READ_CHUNK_BYTES)
             except (BlockingIOError, InterruptedError):
                 break
             except OSError as error:
-                self._set_broken(error)
+                self._peer_gone(error)
                 break
             if not chunk:
-                self._set_broken(None)
+                self._peer_gone(None)
                 break
             self._rx_buffer += chunk
             self._parse_records()
@@ -242,6 +304,16 @@ class SocketpairLink:
         else:  # not sent yet: the newest credit replaces it in place, same seq
             record = wire_header(KIND_RESERVED, self._credit_seq, value) + value
             self._tx_pending[self._credit_at : self._credit_at + len(record)] = record
+
+    def _peer_gone(self, cause: OSError | None) -> None:
+        """EOF, a reset or EPIPE: the peer process is gone. Detached until a rejoin if one will come."""
+        if not self._rejoinable:
+            self._set_broken(cause)
+            return
+        self._detached = True
+        self._unregister()
+        self._tx_pending.clear()
+        self._credit_at = None
 
     def _set_broken(self, cause: OSError | None, *, detail: str = "peer closed the link") -> None:
         if self._broken is not None:

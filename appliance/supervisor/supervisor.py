@@ -311,9 +311,11 @@ class Supervisor:
         }
         extra_fds: tuple[int, ...] = ()
         if self.mesh is not None:
-            mesh_spec = self.mesh.spec_for(slot.index)  # the same fds again for a restarted worker
+            # rings: the same fds again for a restarted worker; socketpairs: fresh ones, handed to siblings too
+            mesh_spec, refused = self.mesh.prepare_spawn(slot.index)
             extra["mesh_spec"] = mesh_spec.to_json()
             extra_fds = tuple(mesh_spec.fds())
+            self._restart_unreachable(refused)
         bootstrap = WorkerBootstrap(
             options=self.options, target=self.worker_target, worker_index=slot.index,
             worker_count=len(self.slots), server_id=self.server_id, start_wall_s=self.start_wall_s,
@@ -328,6 +330,8 @@ class Supervisor:
             logger.error("%s", exc)
             self._on_failure(slot, now_mono_s, uptime_s=0.0)
             return
+        if self.mesh is not None:
+            self.mesh.spawned(slot.index)
         slot.worker = worker
         slot.started_mono_s = now_mono_s
         slot.sampler = _sampler(worker.pid)
@@ -340,6 +344,16 @@ class Supervisor:
         if worker.pidfd is not None:
             on_exit: EventHandler = lambda mask: None  # wakes the loop; _reap_dead_workers does the work
             self.selector.register(worker.pidfd, selectors.EVENT_READ, on_exit)
+
+    def _restart_unreachable(self, indexes: list[int]) -> None:
+        """Siblings alive but not reading their rejoin channel cannot get their fresh link to a
+        restarted worker: kill them, so they restart with fresh links too (the budget applies)."""
+        for index in indexes:
+            worker = self.slots[index].worker
+            if worker is not None:
+                logger.error("Worker %d (pid %d) does not take its link to a restarted sibling: killing it", index,
+                             worker.pid)
+                _signal(worker.pid, signal.SIGKILL)
 
     def _read_ready(self, slot: WorkerSlot) -> None:
         assert slot.worker is not None

@@ -11,7 +11,7 @@ import logging
 import signal
 
 from appliance.jetstream.service import start_jetstream, start_relay
-from appliance.fabric.mesh import WorkerMeshSpec, attach_mesh
+from appliance.fabric.mesh import WorkerMesh, WorkerMeshSpec, attach_mesh
 from appliance.server.links import LocalFabric
 from appliance.server.monitor.http import MonitorServer
 from appliance.server.monitor_view import provide_snapshots, start_monitoring
@@ -43,7 +43,7 @@ async def serve_worker(ctx: WorkerContext) -> int:
     # worker k of n hands out client ids k+1, k+1+n, k+1+2n, ...: small and unique on the host
     await server.start(ctx.client_listener, cid_base=ctx.worker_index + 1 - ctx.worker_count,
                        cid_step=ctx.worker_count)
-    fabric = _start_fabric(server, ctx, loop)
+    fabric, mesh = _start_fabric(server, ctx, loop)
     jetstream = start_jetstream(server) if ctx.options.jetstream.enabled and ctx.worker_index == 0 else None
     relay = start_relay(server) if ctx.options.jetstream.enabled and ctx.worker_index != 0 else None
     monitor = None
@@ -67,6 +67,8 @@ async def serve_worker(ctx: WorkerContext) -> int:
         await server.shutdown()
         if fabric is not None:
             fabric.close()
+        if mesh is not None:
+            mesh.stop_rejoins()  # its fds and mapping go with the process
         if monitor is not None:
             await monitor.close()
         # give transports a turn to write what close() flushed
@@ -80,20 +82,24 @@ async def _start_monitor(server: Server, ctx: WorkerContext, fabric: LocalFabric
     return await start_monitoring(server, ctx.http_listener, fabric)
 
 
-def _start_fabric(server: Server, ctx: WorkerContext, loop: asyncio.AbstractEventLoop) -> LocalFabric | None:
-    """Join the sibling workers over the links the supervisor created (none with one worker)."""
+def _start_fabric(server: Server, ctx: WorkerContext,
+                  loop: asyncio.AbstractEventLoop) -> tuple[LocalFabric | None, WorkerMesh | None]:
+    """Join the sibling workers over the links the supervisor created (none with one worker). With
+    socketpair links, a sibling that restarts later is rejoined over the fresh socket the supervisor
+    hands over (mesh.listen_for_rejoins); its HELLO then resyncs interest as on a ring."""
     spec = ctx.extra.get("mesh_spec")
     if spec is None:
-        return None
+        return None, None
     if isinstance(spec, str):
         spec = WorkerMeshSpec.from_json(spec)
     assert isinstance(spec, WorkerMeshSpec)
     mesh = attach_mesh(spec)
     fabric = LocalFabric(server, mesh.links)
     fabric.start(loop)
+    mesh.listen_for_rejoins(loop)
     provide_snapshots(server, fabric)
     logger.debug("worker %d joined %d sibling(s) over %s links", ctx.worker_index, len(mesh.links), spec.transport)
-    return fabric
+    return fabric, mesh
 
 
 async def _heartbeat(server: Server, ctx: WorkerContext, fabric: LocalFabric | None) -> None:

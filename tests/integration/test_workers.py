@@ -14,7 +14,6 @@ from pathlib import Path
 import nats
 import pytest
 
-from appliance import native
 from appliance.testing.process import ApplianceProcess, free_port
 
 pytestmark = pytest.mark.integration
@@ -47,8 +46,6 @@ async def connect_on(url: str, worker: int, workers: int) -> nats.NATS:
     raise AssertionError(f"no connection landed on worker {worker}")
 
 
-@pytest.mark.xfail(not native.ENABLED, strict=True,
-                   reason="socketpair fallback: a restarted worker cannot rejoin its siblings (fabric/socketpair.py)")
 def test_worker_killed_is_restarted_while_the_other_serves(tmp_path: Path) -> None:
     port = free_port()
     url = f"nats://127.0.0.1:{port}"

@@ -15,7 +15,6 @@ import nats
 import pytest
 from nats.js.api import AckPolicy, ConsumerConfig
 
-from appliance import native
 from appliance.testing.process import ApplianceProcess, free_port
 
 pytestmark = pytest.mark.integration
@@ -27,8 +26,6 @@ def _start(store: Path, port: int, log_dir: Path) -> ApplianceProcess:
     return ApplianceProcess(["-js", "-sd", str(store), "-a", "127.0.0.1", "-p", str(port)], log_dir=log_dir)
 
 
-@pytest.mark.xfail(not native.ENABLED, strict=False,
-                   reason="socketpair fallback: a restarted worker cannot rejoin its siblings (fabric/socketpair.py)")
 def test_acknowledged_state_survives_sigkill(tmp_path: Path) -> None:
     store, port = tmp_path / "store", free_port()
 

@@ -14,7 +14,6 @@ import pytest
 from click.testing import CliRunner
 from nats.aio.client import Client as NATS
 
-from appliance import native
 from appliance.cli.main import main
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
@@ -85,8 +84,6 @@ def test_two_real_workers_pass_messages_between_them_also_after_one_was_killed(s
     supervisor = start_supervisor(workers=2, target="appliance.worker.main:serve_worker")
     _, victim = supervisor.wait_ready()
     assert asyncio.run(across_workers(supervisor.port)) == b"over the ring"
-    if not native.ENABLED:  # the supervisor hands a restarted worker the same socketpair, out of step
-        pytest.xfail("socketpair fallback: a restarted worker cannot rejoin its siblings (fabric/socketpair.py)")
 
     os.kill(victim["pid"], signal.SIGKILL)
     supervisor.wait_for(lambda: (w := supervisor.workers()[1])["state"] == "ready" and w["restarts"] == 1,
