@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from appliance.jetstream import errors
+from appliance.jetstream import advisories, errors
 from appliance.jetstream.api_consumers import (
     consumer_create,
     consumer_delete,
@@ -35,6 +35,7 @@ from appliance.jetstream.api_streams import (
     stream_update,
 )
 from appliance.jetstream.direct import direct_get
+from appliance.jetstream.pause import PAUSE_EXTRAS, consumer_pause
 from appliance.jetstream.request import API_LEVEL, API_PREFIX, TYPE_PREFIX, Request
 from appliance.jetstream.wire import go_json
 from appliance.server.internal import InternalClient
@@ -156,6 +157,8 @@ def dispatch(ajs: AccountJetStream, subject: str, reply: str, header: bytes, bod
     finally:
         if request.counted:
             ajs.api_total += 1  # nats-server counts a request once it is answered
+        if request.response:
+            advisories.api_audit(ajs, subject, body, request.response)
 
 
 def _error_extras(tokens: list[str]) -> dict[str, object]:
@@ -168,6 +171,8 @@ def _error_extras(tokens: list[str]) -> dict[str, object]:
         return {"total": 0, "offset": 0, "limit": 0, "consumers": []}
     if head == "STREAM.PURGE":
         return {"purged": 0}
+    if head == "CONSUMER.PAUSE":
+        return dict(PAUSE_EXTRAS)
     return {}
 
 
@@ -190,6 +195,7 @@ KINDS = {
     "CONSUMER.NAMES": "consumer_names_response",
     "CONSUMER.LIST": "consumer_list_response",
     "CONSUMER.LEADER": "consumer_leader_stepdown_response",
+    "CONSUMER.PAUSE": "consumer_pause_response",
 }
 
 
@@ -227,6 +233,8 @@ def _route(tokens: list[str]) -> Handler | None:
             return consumer_info if verb == "INFO" else consumer_delete
         if verb == "LEADER" and count == 5 and tokens[2] == "STEPDOWN":
             return cluster_required
+        if verb == "PAUSE" and count == 4:
+            return consumer_pause
     return None
 
 

@@ -6,7 +6,7 @@ import string
 from typing import TYPE_CHECKING
 
 from appliance import limits
-from appliance.jetstream import errors, resources
+from appliance.jetstream import advisories, errors, pause, resources
 from appliance.jetstream.api_streams import PAGE_FIELDS
 from appliance.jetstream.config import CONSUMER_FIELDS, ConsumerConfig, parse_consumer_config
 from appliance.jetstream.decode import decode_object
@@ -66,6 +66,7 @@ def consumer_create(request: Request) -> None:
     config = parse_consumer_config(
         config_obj, stream=stream.config, ephemeral=not durable, request_level=request.request_level()
     )
+    pause.normalise(config)
     existing = stream.consumers.get(config.name)
     resources.check_consumer(
         request.ajs, stream, config, config_obj.get("max_ack_pending"), new=existing is None
@@ -93,6 +94,9 @@ def consumer_create(request: Request) -> None:
             "created": created,
         },
     )
+    if existing is None:
+        advisories.consumer_action(request.ajs, stream_name, config.name, "create")
+        pause.announce_created(stream.consumers[config.name])
     request.respond("consumer_create_response", stream.consumers[config.name].info_json())
 
 

@@ -7,7 +7,7 @@ import base64
 from typing import TYPE_CHECKING
 
 from appliance import limits
-from appliance.jetstream import errors, ops, resources
+from appliance.jetstream import advisories, errors, ops, resources
 from appliance.jetstream.config import STREAM_FIELDS, StreamConfig, parse_stream_config
 from appliance.jetstream.decode import JsonObject, decode_object
 from appliance.jetstream.request import (
@@ -88,6 +88,7 @@ def stream_create(request: Request) -> None:
     if stream is None:
         why = ajs.service.failures.get((ajs.account.name, config.name), "stream could not be opened")
         raise errors.STREAM_CREATE.format(err=why)
+    advisories.stream_action(ajs, config.name, "create")
     request.respond("stream_create_response", {**stream_info(stream, cluster=False), "did_create": True})
 
 
@@ -123,6 +124,7 @@ def stream_update(request: Request) -> None:
             "created": stream.created_ns,
         },
     )
+    advisories.stream_action(ajs, config.name, "modify")
     request.respond("stream_update_response", stream_info(ajs.streams[config.name], cluster=False))
 
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from appliance import limits
 from appliance.errors import LimitExceeded, NotLeader, ProposalDropped
 from appliance.jetstream import consumer_state as ops
+from appliance.jetstream import pause
 from appliance.jetstream.config import ConsumerConfig
 from appliance.jetstream.consumer_acks import AckHandling
 from appliance.jetstream.consumer_pull import PullRequests, wire_size
@@ -134,6 +135,7 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
             self._start_position()
         self._arm_redelivery()
         self._arm_timers()
+        pause.arm(self, previous=None)
         self._kick()
 
     # --- RAFT state machine ----------------------------------------------------------------------
@@ -313,6 +315,10 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
         self._drain_scheduled = False
         if self.deleted:
             return
+        if self.config.pause_until and pause.holds(self):
+            if not self.config.is_push:
+                self._finish_no_wait()  # paused: no_wait requests end at once with 404
+            return
         delivered = array("q")  # (sseq, cseq, dc, ts_ns) per delivery, one DELIVERED operation
         count = 0
         new_count = 0
@@ -444,11 +450,14 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
             self.config.deliver_subject, self.config.deliver_group
         ):
             info["push_bound"] = True
+        if self.config.pause_until:
+            info.update(pause.info_fields(self))
         info["ts"] = rfc3339(self.host.now_ns())
         return info
 
     def update_config(self, config: ConsumerConfig) -> None:
-        self.config = config
+        previous, self.config = self.config.pause_until, config
+        pause.arm(self, previous=previous)
         self._kick()
 
     def stop(self, *, deleted: bool) -> None:

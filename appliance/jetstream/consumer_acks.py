@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from appliance import limits
+from appliance.jetstream import advisories
 from appliance.jetstream import consumer_state as ops
 from appliance.jetstream.config import ConsumerConfig
 from appliance.jetstream.consumer_state import ConsumerState
@@ -61,6 +62,7 @@ class AckHandling:
         self._last_activity_ns = self.host.now_ns()
         kind = body[:4]
         if kind == b"-NAK":
+            advisories.nak(self, sseq, tokens, offset)  # type: ignore[arg-type]
             self._nak(sseq, body[4:].strip())
             self._ack_reply(reply)
             return
@@ -78,6 +80,8 @@ class AckHandling:
             if reply:
                 self.on_pull(reply, rest)
             return
+        if kind == b"+TER":
+            advisories.terminated(self, sseq, tokens, offset, body)  # type: ignore[arg-type]
         self._ack(sseq, _cseq(tokens, offset), reply=reply)  # empty, +ACK, +OK, +TERM
 
     def _ack_reply(self, reply: str) -> None:
@@ -141,6 +145,7 @@ class AckHandling:
         max_deliver = self.config.max_deliver
         if max_deliver > 0 and self.state.redelivered.get(sseq, 1) >= max_deliver:
             # delivered max_deliver times: given up on, which frees its max_ack_pending slot
+            advisories.max_deliveries(self, sseq, self.state.redelivered.get(sseq, 1))  # type: ignore[arg-type]
             self._propose(ops.op_acked([sseq], self.host.now_ns()), durable=False, done=self._kick)
             return
         if sseq not in self._redeliver and len(self._redeliver) < limits.JS_REDELIVER_QUEUE_MAX:

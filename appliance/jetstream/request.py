@@ -30,6 +30,7 @@ class Request:
         self.header = header
         self.body = body
         self.counted = True  # nats-server leaves successful MSG.GETs out of its API total
+        self.response = b""  # the answer sent, for the API audit advisory
 
     def respond(
         self,
@@ -48,8 +49,9 @@ class Request:
             out.update(after_error or {})
         else:
             out.update(fields)
+        self.response = go_json(out)
         if self.reply:
-            self.ajs.send(self.reply, go_json(out))
+            self.ajs.send(self.reply, self.response)
 
     def request_level(self) -> str:
         if not self.header:

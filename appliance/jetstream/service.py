@@ -23,7 +23,7 @@ from appliance import limits
 from appliance.clock import Clock, SystemClock
 from appliance.config.options import ServerOptions
 from appliance.errors import ApplianceError
-from appliance.jetstream import api
+from appliance.jetstream import advisories, api
 from appliance.jetstream.config import (
     ConsumerConfig,
     StreamConfig,
@@ -247,11 +247,15 @@ class AccountJetStream:
             self.client.unsubscribe(sub)
         if stream is None:
             return
+        if remove:
+            for consumer_name in stream.consumers:
+                advisories.consumer_action(self, name, consumer_name, "delete")
         for consumer_name in list(stream.consumers):
             self.close_consumer(name, consumer_name, remove=False, deleted=remove)
         stream.close()
         if remove:
             shutil.rmtree(self.stream_dir(name), ignore_errors=True)
+            advisories.stream_action(self, name, "delete")
 
     # --- consumers -----------------------------------------------------------------------------------
 
@@ -300,6 +304,8 @@ class AccountJetStream:
         if consumer is None:
             return
         consumer.stop(deleted=deleted)
+        if remove:
+            advisories.consumer_action(self, stream_name, name, "delete")
         if remove:
             shutil.rmtree(os.path.join(self.stream_dir(stream_name), "consumers", name), ignore_errors=True)
             if stream.config.retention == "interest":

@@ -1,0 +1,151 @@
+"""JetStream advisories on `$JS.EVENT.ADVISORY.>`, in nats-server 2.15.1's subjects and JSON.
+
+Each advisory is published into the account it concerns, and only when someone listens on its
+subject (nats-server checks interest the same way), so an account without advisory subscribers
+pays one interest lookup per event and builds no JSON. Payloads start with `type`, `id` (a
+22-character nuid-like id) and `timestamp`, then the fields nats-server sends for that type.
+"""
+
+from __future__ import annotations
+
+import string
+from typing import TYPE_CHECKING, Protocol
+
+from appliance.jetstream.wire import ZERO_TIME, go_json, rfc3339
+
+if TYPE_CHECKING:
+    import random
+
+    from appliance.jetstream.consumer import Consumer
+    from appliance.jetstream.service import AccountJetStream
+
+PREFIX = "$JS.EVENT.ADVISORY"
+TYPE_PREFIX = "io.nats.jetstream.advisory.v1."
+ID_ALPHABET = string.digits + string.ascii_letters
+ID_LENGTH = 22
+STREAM_ACTIONS = {"create": "CREATED", "delete": "DELETED", "modify": "UPDATED"}
+CONSUMER_ACTIONS = {"create": "CREATED", "delete": "DELETED"}
+
+
+class Publisher(Protocol):
+    rng: random.Random
+
+    def now_ns(self) -> int: ...
+
+    def has_interest(self, subject: str, queue: str = "") -> bool: ...
+
+    def send(self, subject: str, payload: bytes, *, reply: str = "", header: bytes | None = None) -> None: ...
+
+
+def new_id(rng: random.Random) -> str:
+    return "".join(rng.choice(ID_ALPHABET) for _ in range(ID_LENGTH))
+
+
+def publish(host: Publisher, subject: str, kind: str, fields: dict[str, object]) -> bool:
+    """Send one advisory if anyone listens; True when it was sent."""
+    if not host.has_interest(subject):
+        return False
+    body: dict[str, object] = {
+        "type": TYPE_PREFIX + kind,
+        "id": new_id(host.rng),
+        "timestamp": rfc3339(host.now_ns()),
+    }
+    body.update(fields)
+    host.send(subject, go_json(body))
+    return True
+
+
+# --- streams and consumers --------------------------------------------------------------------
+
+
+def stream_action(ajs: AccountJetStream, stream: str, action: str) -> None:
+    subject = f"{PREFIX}.STREAM.{STREAM_ACTIONS[action]}.{stream}"
+    publish(ajs, subject, "stream_action", {"stream": stream, "action": action})
+
+
+def consumer_action(ajs: AccountJetStream, stream: str, consumer: str, action: str) -> None:
+    subject = f"{PREFIX}.CONSUMER.{CONSUMER_ACTIONS[action]}.{stream}.{consumer}"
+    publish(ajs, subject, "consumer_action", {"stream": stream, "consumer": consumer, "action": action})
+
+
+# --- the API audit ----------------------------------------------------------------------------
+
+
+def api_audit(ajs: AccountJetStream, subject: str, request: bytes, response: bytes) -> None:
+    """`$JS.EVENT.ADVISORY.API` after an answered API request. The requesting connection is not
+    known to internal subscribers, so `client` carries the account and this server only."""
+    target = f"{PREFIX}.API"
+    if not ajs.has_interest(target):
+        return
+    fields: dict[str, object] = {
+        "server": ajs.server.server_id,
+        "client": {"acc": ajs.account.name, "server": ajs.server_name, "kind": "Client"},
+        "subject": subject,
+    }
+    if request:
+        fields["request"] = request.decode(errors="replace")
+    fields["response"] = response.decode(errors="replace")
+    publish(ajs, target, "api_audit", fields)
+
+
+# --- deliveries -------------------------------------------------------------------------------
+
+
+def _consumer_subject(consumer: Consumer, event: str) -> str:
+    return f"{PREFIX}.CONSUMER.{event}.{consumer.stream.config.name}.{consumer.name}"
+
+
+def nak(consumer: Consumer, sseq: int, tokens: list[str], offset: int) -> None:
+    """A -NAK of a pending message; tokens are its ack subject's, offset where dc stands."""
+    if sseq not in consumer.state.pending:
+        return
+    fields = _delivery_fields(consumer, sseq, tokens, offset)
+    publish(consumer.host, _consumer_subject(consumer, "MSG_NAKED"), "nak", fields)
+
+
+def terminated(consumer: Consumer, sseq: int, tokens: list[str], offset: int, body: bytes) -> None:
+    """A +TERM [reason] of a pending message."""
+    if sseq not in consumer.state.pending:
+        return
+    fields = _delivery_fields(consumer, sseq, tokens, offset)
+    reason = body[5:].strip().decode(errors="replace")
+    if reason:
+        fields["reason"] = reason
+    publish(consumer.host, _consumer_subject(consumer, "MSG_TERMINATED"), "terminated", fields)
+
+
+def max_deliveries(consumer: Consumer, sseq: int, deliveries: int) -> None:
+    fields: dict[str, object] = {
+        "stream": consumer.stream.config.name,
+        "consumer": consumer.name,
+        "stream_seq": sseq,
+        "deliveries": deliveries,
+    }
+    publish(consumer.host, _consumer_subject(consumer, "MAX_DELIVERIES"), "max_deliver", fields)
+
+
+def _delivery_fields(consumer: Consumer, sseq: int, tokens: list[str], offset: int) -> dict[str, object]:
+    return {
+        "stream": consumer.stream.config.name,
+        "consumer": consumer.name,
+        "consumer_seq": _token_int(tokens, offset + 2),
+        "stream_seq": sseq,
+        "deliveries": _token_int(tokens, offset),
+    }
+
+
+def _token_int(tokens: list[str], index: int) -> int:
+    try:
+        return int(tokens[index])
+    except (ValueError, IndexError):
+        return 0
+
+
+def consumer_pause(consumer: Consumer, paused: bool, pause_until_ns: int) -> None:
+    fields: dict[str, object] = {
+        "stream": consumer.stream.config.name,
+        "consumer": consumer.name,
+        "paused": paused,
+        "pause_until": rfc3339(pause_until_ns) if pause_until_ns else ZERO_TIME,
+    }
+    publish(consumer.host, _consumer_subject(consumer, "PAUSE"), "consumer_pause", fields)
