@@ -12,6 +12,7 @@ encoded), exactly what a PubAck waits for.
 from __future__ import annotations
 
 import argparse
+import collections
 import concurrent.futures
 import json
 import os
@@ -20,15 +21,19 @@ import shutil
 import statistics
 import tempfile
 import time
+import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import lz4.frame  # type: ignore[import-untyped]
+import zstandard
 
 from appliance import limits
 from appliance.store import segment, speedups
 from appliance.store.commit import GroupCommitter
 from appliance.store.filestore import FileStoreConfig, FileStreamStore
-from appliance.store.layout import SealedSegment, SealJob, SyncJob
+from appliance.store.layout import SealedSegment, SyncJob
+from appliance.store.sealer import BackgroundSealer
 
 T0 = 1_700_000_000_000_000_000
 
@@ -88,29 +93,25 @@ def append_sync_always(
 ) -> tuple[float, float, float]:
     """Group commit: submit batches; one fsync in flight on a helper thread covers all that arrived.
 
-    With background_seal, full segments are compressed on a second helper thread (SealJob).
+    With background_seal, full segments are compressed by a BackgroundSealer (its own thread),
+    whose completions this loop runs, as a worker's asyncio loop would; else inline on append.
     """
-    store = FileStreamStore(FileStoreConfig(directory, sync_always=True, seal_inline=not background_seal))
+    posted: collections.deque[Callable[[], None]] = collections.deque()
+    sealer = BackgroundSealer(posted.append) if background_seal else None
+    store = FileStreamStore(FileStoreConfig(directory, sync_always=True), sealer=sealer)
     committer = GroupCommitter(store, sync_always=True)
     make = batches(payload_bytes, batch_msgs)
     durable = 0
     in_flight: tuple[concurrent.futures.Future[None], SyncJob] | None = None
-    sealing: tuple[concurrent.futures.Future[None], SealJob] | None = None
-    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         start = time.perf_counter()
         cpu_start = time.process_time()
         n = 0
         while time.perf_counter() - start < seconds:
             committer.submit(make(n))
             n += batch_msgs
-            if sealing is not None and sealing[0].done():
-                sealing[0].result()
-                store.finish_seal(sealing[1])
-                sealing = None
-            if background_seal and sealing is None:
-                seal = store.begin_seal()
-                if seal is not None:
-                    sealing = (pool.submit(seal.run), seal)
+            while posted:
+                posted.popleft()()
             if in_flight is not None and in_flight[0].done():
                 in_flight[0].result()
                 durable += sum(len(t.seqs) for t in committer.complete(in_flight[1]))
@@ -125,20 +126,21 @@ def append_sync_always(
             job = committer.next_job(0.0)
             in_flight = (pool.submit(job.run), job) if job is not None else None
         elapsed = time.perf_counter() - start
-        if sealing is not None:
-            sealing[0].result()
-            store.finish_seal(sealing[1])
         cpu = time.process_time() - cpu_start
+    if sealer is not None:
+        sealer.close()
     store.close()
     rate = durable / elapsed
     return rate, rate * payload_bytes / 1e6, cpu / durable * 1e6
 
 
 def append_sync_interval(
-    directory: str, payload_bytes: int, seconds: float, batch_msgs: int
+    directory: str, payload_bytes: int, seconds: float, batch_msgs: int, *, background_seal: bool = False
 ) -> tuple[float, float, float]:
     """sync_interval 2m: writes complete when handed to the OS (nats-server's default)."""
-    store = FileStreamStore(FileStoreConfig(directory, sync_always=False))
+    posted: collections.deque[Callable[[], None]] = collections.deque()
+    sealer = BackgroundSealer(posted.append) if background_seal else None
+    store = FileStreamStore(FileStoreConfig(directory, sync_always=False), sealer=sealer)
     committer = GroupCommitter(store, sync_always=False, sync_interval_s=120.0, now_s=time.monotonic())
     make = batches(payload_bytes, batch_msgs)
     start = time.perf_counter()
@@ -147,12 +149,16 @@ def append_sync_interval(
     while time.perf_counter() - start < seconds:
         committer.submit(make(n))
         n += batch_msgs
+        while posted:
+            posted.popleft()()
         job = committer.next_job(time.monotonic())
         if job is not None:
             job.run()
             committer.complete(job)
     elapsed = time.perf_counter() - start
     cpu = time.process_time() - cpu_start
+    if sealer is not None:
+        sealer.close()
     store.close()
     return n / elapsed, n * payload_bytes / elapsed / 1e6, cpu / n * 1e6
 
@@ -179,10 +185,11 @@ def sequential_read(directory: str, payload_bytes: int) -> tuple[float, float, f
     return count / elapsed, count * payload_bytes / elapsed / 1e6, cpu / count * 1e6
 
 
-def random_read(directory: str, payload_bytes: int, seconds: float) -> tuple[float, float, float]:
+def random_read(directory: str, payload_bytes: int, seconds: float, span: int = 0) -> tuple[float, float, float]:
+    """Loads of uniformly random sequences among the first `span` (0: the whole stream)."""
     store = FileStreamStore(FileStoreConfig(directory))
     rng = random.Random(7)
-    last = store.state().last_seq
+    last = span or store.state().last_seq
     count = 0
     start = time.perf_counter()
     cpu_start = time.process_time()
@@ -247,32 +254,130 @@ def random_payloads(n: int) -> list[bytes]:
     return [rng.randbytes(200) for _ in range(n)]
 
 
-def compression_ratios(
-    directory: str, payloads: list[bytes], *, use_dictionary: bool, level: int = limits.STORE_ZSTD_LEVEL
-) -> tuple[float, float]:
-    """(zstd ratio of the store's sealed segments, lz4 ratio of the same raw blocks)."""
+def json_events_nested(n: int) -> list[bytes]:
+    """Events as analytics pipelines emit them: a UUID per event, sessions of ~20 events sharing
+    user, IP, geo and client context (500 sessions open at a time, new ones keep starting),
+    millisecond timestamps, nested objects and event-type-specific properties (cart items,
+    order ids, click coordinates, search terms)."""
+    rng = random.Random(3)
+    pages = ["/", "/products", "/products/%d", "/cart", "/checkout", "/search", "/account/orders", "/blog/%s"]
+    browsers = [("Firefox", "131.0"), ("Chrome", "130.0.6723.91"), ("Safari", "18.1"), ("Edge", "130.0.2849.68")]
+    systems = [("Linux", "x86_64"), ("macOS", "15.1"), ("Windows", "11"), ("iOS", "18.1"), ("Android", "15")]
+    cities = {"DE": ["Berlin", "Munich", "Hamburg"], "FR": ["Paris", "Lyon"], "US": ["New York", "Austin", "Seattle"],
+              "GB": ["London", "Leeds"], "NL": ["Amsterdam", "Utrecht"], "SE": ["Stockholm"]}
+    terms = ["shoes", "laptop", "coffee", "tent", "running shoes", "usb-c cable", "desk lamp", "rain jacket"]
+    sessions: list[dict[str, object]] = []
+    out = []
+    t_ms = 1_763_686_800_000
+    for _ in range(n):
+        t_ms += rng.randint(0, 40)
+        if not sessions or rng.random() < 0.05:
+            country = rng.choice(list(cities))
+            sessions.append({
+                "id": str(uuid.UUID(int=rng.getrandbits(128), version=4)), "user": f"u-{rng.randint(1, 200000):07d}",
+                "geo": {"country": country, "city": rng.choice(cities[country])},
+                "browser": rng.choice(browsers), "os": rng.choice(systems),
+                "ip": f"{rng.randint(1, 223)}.{rng.randint(0, 255)}.{rng.randint(0, 255)}.{rng.randint(1, 254)}",
+            })
+            sessions = sessions[-500:]
+        s = rng.choice(sessions)
+        kind = rng.choices(["page_view", "click", "add_to_cart", "purchase", "search"], [50, 25, 10, 3, 12])[0]
+        page = rng.choice(pages)
+        if "%d" in page:
+            page = page % rng.randint(1, 50000)
+        elif "%s" in page:
+            page = page % rng.choice(terms).replace(" ", "-")
+        props: dict[str, object]
+        if kind == "click":
+            props = {"element": rng.choice(["button", "link", "image"]), "target_id": f"el-{rng.getrandbits(24):06x}",
+                     "x": rng.randint(0, 1920), "y": rng.randint(0, 1080)}
+        elif kind in ("add_to_cart", "purchase"):
+            items = [{"sku": f"SKU-{rng.randint(10000, 99999)}", "qty": rng.randint(1, 3),
+                      "price_cents": rng.randint(199, 49999)} for _ in range(rng.randint(1, 3))]
+            props = {"items": items, "currency": rng.choice(["EUR", "USD", "GBP"]),
+                     "total_cents": sum(int(it["qty"]) * int(it["price_cents"]) for it in items)}
+            if kind == "purchase":
+                props["order_id"] = f"ord_{rng.getrandbits(48):012x}"
+        elif kind == "search":
+            props = {"query": rng.choice(terms), "results": rng.randint(0, 500)}
+        else:
+            props = {"referrer": rng.choice(["", "https://www.google.com/", "https://news.ycombinator.com/"]),
+                     "load_ms": rng.randint(80, 3000)}
+        browser, system = s["browser"], s["os"]
+        assert isinstance(browser, tuple) and isinstance(system, tuple)
+        event = {
+            "event_id": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t_ms // 1000)) + f".{t_ms % 1000:03d}Z",
+            "type": kind, "user_id": s["user"], "session_id": s["id"],
+            "page": {"path": page, "title": page.strip("/").split("/")[0].title() or "Home"},
+            "context": {"ip": s["ip"], "geo": s["geo"], "browser": {"name": browser[0], "version": browser[1]},
+                        "os": {"name": system[0], "version": system[1]}},
+            "properties": props,
+        }
+        out.append(json.dumps(event, separators=(",", ":")).encode())
+    return out
+
+
+@dataclass
+class Compression:
+    ratio: float  # raw record bytes / every byte on disk (headers, footer, dictionary included)
+    zstd_mb_s: float  # compress, MB of raw per second, one thread
+    unzstd_mb_s: float
+    seal_mb_s: float  # SealJob.run (plan, compress, write + fsync the file) over raw segment bytes
+    lz4_ratio: float  # same raw blocks, lz4 frames only
+    lz4_mb_s: float
+    unlz4_mb_s: float
+
+
+def compression(
+    directory: str, payloads: list[bytes], *, use_dictionary: bool, block_bytes: int, level: int
+) -> Compression:
+    """Seal the payloads as the store does, then time both codecs over the very same raw blocks."""
     config = FileStoreConfig(
-        directory, sync_always=False, segment_bytes=4 << 20, use_dictionary=use_dictionary, zstd_level=level
+        directory, sync_always=False, use_dictionary=use_dictionary, zstd_level=level, block_raw_bytes=block_bytes,
+        seal_inline=False,
     )
     store = FileStreamStore(config)
     for i in range(0, len(payloads), 1000):
         store.append_batch([("events", b"", p, T0 + i + k) for k, p in enumerate(payloads[i : i + 1000])])
+    store.sync()
+    seal_raw = 0
+    seal_s = 0.0
+    while (job := store.begin_seal()) is not None:
+        start = time.perf_counter()
+        job.run()
+        seal_s += time.perf_counter() - start
+        seal_raw += job.raw_bytes
+        store.finish_seal(job)
     sealed = [s for s in store.segments() if isinstance(s, SealedSegment)]
     assert sealed, "not enough data to seal a segment"
-    raw_total = zstd_total = lz4_total = 0
-    for seg in sealed:
-        data = store.ops.read_all(seg.path)
-        blocks, _ = segment.read_footer(data, seg.path)
-        for k in range(len(seg.blocks)):
-            raw = store.block(seg, k)
-            raw_total += len(raw)
-            lz4_total += len(lz4.frame.compress(raw))
-        zstd_total += len(data)
-        assert len(blocks) >= len(seg.blocks)
-    if use_dictionary and store.ops.exists(os.path.join(directory, "stream.zdict")):
-        zstd_total += store.ops.size(os.path.join(directory, "stream.zdict"))
+    raws = [store.block(seg, k) for seg in sealed for k in range(len(seg.blocks))]
+    raw_total = sum(len(r) for r in raws)
+    disk_total = sum(store.ops.size(seg.path) for seg in sealed)
+    dict_path = os.path.join(directory, "stream.zdict")
+    zdict = None
+    if use_dictionary and store.ops.exists(dict_path):
+        disk_total += store.ops.size(dict_path)
+        zdict = zstandard.ZstdCompressionDict(store.ops.read_all(dict_path))
     store.close()
-    return raw_total / zstd_total, raw_total / lz4_total
+    compressor = zstandard.ZstdCompressor(level=level, dict_data=zdict, write_content_size=True, write_dict_id=False)
+    decompressor = zstandard.ZstdDecompressor(dict_data=zdict) if zdict else zstandard.ZstdDecompressor()
+    zstd_s, zstd_frames = timed(lambda: [compressor.compress(r) for r in raws])
+    unzstd_s, _ = timed(lambda: [decompressor.decompress(f) for f in zstd_frames])
+    lz4_s, lz4_frames = timed(lambda: [lz4.frame.compress(r) for r in raws])
+    unlz4_s, _ = timed(lambda: [lz4.frame.decompress(f) for f in lz4_frames])
+    lz4_total = sum(len(f) for f in lz4_frames)
+    mb = raw_total / 1e6
+    return Compression(
+        raw_total / disk_total, mb / zstd_s, mb / unzstd_s, seal_raw / 1e6 / seal_s,
+        raw_total / lz4_total, mb / lz4_s, mb / unlz4_s,
+    )
+
+
+def timed(fn: Callable[[], list[bytes]]) -> tuple[float, list[bytes]]:
+    start = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - start, out
 
 
 # --- driver ---------------------------------------------------------------------------------------
@@ -313,7 +418,7 @@ def main() -> None:
         return path
 
     try:
-        print(f"native store speedups: {speedups.ENABLED}; zstd level {limits.STORE_ZSTD_LEVEL}, "
+        print(f"native store speedups: {speedups.ENABLED}; seal zstd level {limits.STORE_SEAL_ZSTD_LEVEL}, "
               f"block {limits.STORE_BLOCK_RAW_BYTES // 1024} KiB, segment {limits.STORE_SEGMENT_BYTES >> 20} MiB; "
               f"{os.cpu_count()} CPUs, load average at start {os.getloadavg()[0]:.1f}\n")
         fsyncs = [disk_fdatasync_rate(root, args.seconds) for _ in range(args.repeat)]
@@ -328,32 +433,46 @@ def main() -> None:
             ("sync always (group commit, background seal)",
              lambda d, p, s, b: append_sync_always(d, p, s, b, background_seal=True)),
             ("sync_interval 2m", append_sync_interval),
+            ("sync_interval 2m, background seal",
+             lambda d, p, s, b: append_sync_interval(d, p, s, b, background_seal=True)),
         ]
         for size in (128, 1024):
             for label, fn in modes:
                 best, median = repeat(args.repeat, lambda: fn(fresh(), size, args.seconds, 1000))
                 print(row(f"append {size} B, {label}", best, median))
+        cache_mib = limits.STORE_BLOCK_CACHE_BYTES >> 20
         for size, count in ((128, 2_000_000), (1024, 400_000)):
             directory = fresh()
             fill(directory, size, count)
             best, median = repeat(args.repeat, lambda: sequential_read(directory, size))
             print(row(f"sequential read {size} B ({count:,} msgs)", best, median))
+            record = size + 35 + len("bench.orders.created")
+            inside = (limits.STORE_BLOCK_CACHE_BYTES // 2) // record
+            best, median = repeat(args.repeat, lambda: random_read(directory, size, args.seconds, inside))
+            print(row(f"random read {size} B, working set {inside * record >> 20} MiB < cache {cache_mib} MiB", best, median))
             best, median = repeat(args.repeat, lambda: random_read(directory, size, args.seconds))
-            print(row(f"random read {size} B", best, median))
-        print("\n| data | zstd level | zstd ratio | zstd + dictionary ratio | lz4 ratio | zstd / lz4 |")
-        print("|---|---|---|---|---|---|")
+            print(row(f"random read {size} B, working set {count * record >> 20} MiB > cache {cache_mib} MiB", best, median))
+        print("\n| data | block | level | zstd ratio | zstd + dict ratio | lz4 ratio | zstd / lz4 | zstd+dict / lz4 "
+              "| zstd MB/s c / d | seal MB/s | lz4 MB/s c / d |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
         for name, payloads in (
-            ("JSON events", json_events(60_000)),
+            ("JSON events, nested (sessions, UUIDs)", json_events_nested(60_000)),
+            ("JSON events, flat (first generator)", json_events(60_000)),
             ("random bytes", random_payloads(40_000)),
             ("repetitive log lines", log_lines(80_000)),
         ):
-            for level in (limits.STORE_ZSTD_LEVEL, 19):
-                plain, lz4_ratio = compression_ratios(fresh(), payloads, use_dictionary=False, level=level)
-                with_dict, _ = compression_ratios(fresh(), payloads, use_dictionary=True, level=level)
-                top = max(plain, with_dict)
-                print(f"| {name} | {level} | {plain:.2f} | {with_dict:.2f} | {lz4_ratio:.2f} | {top / lz4_ratio:.2f} |")
-        print("\nRatios count everything on disk for zstd (headers, block headers, footer, record framing,"
-              " dictionary) and only the lz4 frames for lz4, over the same raw record blocks.")
+            for block_bytes, level in ((128 << 10, 3), (limits.STORE_BLOCK_RAW_BYTES, limits.STORE_SEAL_ZSTD_LEVEL)):
+                plain = compression(fresh(), payloads, use_dictionary=False, block_bytes=block_bytes, level=level)
+                with_dict = compression(fresh(), payloads, use_dictionary=True, block_bytes=block_bytes, level=level)
+                print(
+                    f"| {name} | {block_bytes >> 10} KiB | {level} | {plain.ratio:.2f} | {with_dict.ratio:.2f} "
+                    f"| {plain.lz4_ratio:.2f} | {plain.ratio / plain.lz4_ratio:.2f} "
+                    f"| {with_dict.ratio / plain.lz4_ratio:.2f} | {plain.zstd_mb_s:,.0f} / {plain.unzstd_mb_s:,.0f} "
+                    f"| {plain.seal_mb_s:,.0f} | {plain.lz4_mb_s:,.0f} / {plain.unlz4_mb_s:,.0f} |"
+                )
+        print("\nzstd ratios count every byte on disk (segment header, block headers, footer index, trailer,"
+              " dictionary file); lz4 counts only its frames, over the same raw record blocks. MB/s are of raw"
+              " bytes, one thread; seal MB/s is SealJob.run (plan, compress, write and fsync the sealed file).")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

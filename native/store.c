@@ -484,6 +484,100 @@ static PyObject *find_msg(PyObject *module, PyObject *const *args, Py_ssize_t na
     return PyLong_FromLong(-1);
 }
 
+/* msg_index(raw: bytes) -> bytes: (seq u64, offset u64) little-endian pairs of the MSG records of
+ * a verified block, in record order (ascending seq), for index_find. */
+static PyObject *msg_index(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 1 || !PyBytes_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "msg_index(raw: bytes)");
+        return NULL;
+    }
+    const uint8_t *data = (const uint8_t *)PyBytes_AS_STRING(args[0]);
+    const Py_ssize_t size = PyBytes_GET_SIZE(args[0]);
+    Py_ssize_t count = 0;
+    Py_ssize_t offset = 0;
+    while (offset + RECORD_HEAD_BYTES <= size) {
+        record_head h;
+        read_head(data + offset, &h);
+        if (!record_ok(data, size, offset, &h, 0)) break;
+        count += h.kind == KIND_MSG;
+        offset += FRAME_BYTES + (Py_ssize_t)h.length;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, count * 16);
+    if (out == NULL) return NULL;
+    uint8_t *pairs = (uint8_t *)PyBytes_AS_STRING(out);
+    Py_ssize_t k = 0;
+    offset = 0;
+    while (k < count) {
+        record_head h;
+        read_head(data + offset, &h);
+        if (h.kind == KIND_MSG) {
+            store_u64(pairs + 16 * k, h.seq);
+            store_u64(pairs + 16 * k + 8, (uint64_t)offset);
+            k++;
+        }
+        offset += FRAME_BYTES + (Py_ssize_t)h.length;
+    }
+    return out;
+}
+
+/* index_find(index: bytes, seq: int) -> offset of seq's record (binary search of msg_index), or -1 */
+static PyObject *index_find(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 2 || !PyBytes_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "index_find(index: bytes, seq: int)");
+        return NULL;
+    }
+    const unsigned long long seq = PyLong_AsUnsignedLongLong(args[1]);
+    if (PyErr_Occurred()) return NULL;
+    const uint8_t *pairs = (const uint8_t *)PyBytes_AS_STRING(args[0]);
+    Py_ssize_t lo = 0;
+    Py_ssize_t hi = PyBytes_GET_SIZE(args[0]) / 16;
+    while (lo < hi) {
+        const Py_ssize_t mid = lo + (hi - lo) / 2;
+        const uint64_t at = load_u64(pairs + 16 * mid);
+        if (at == seq) return PyLong_FromUnsignedLongLong(load_u64(pairs + 16 * mid + 8));
+        if (at < seq) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return PyLong_FromLong(-1);
+}
+
+/* msg_at(raw: bytes, offset: int, factory) -> factory(seq, subject, headers, payload, ts) of the
+ * MSG record at offset of a verified block; ValueError if none is there. */
+static PyObject *msg_at(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 3 || !PyBytes_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "msg_at(raw: bytes, offset: int, factory)");
+        return NULL;
+    }
+    const Py_ssize_t offset = PyLong_AsSsize_t(args[1]);
+    if (PyErr_Occurred()) return NULL;
+    const uint8_t *data = (const uint8_t *)PyBytes_AS_STRING(args[0]);
+    const Py_ssize_t size = PyBytes_GET_SIZE(args[0]);
+    record_head h;
+    if (offset < 0 || offset + RECORD_HEAD_BYTES > size) goto malformed;
+    read_head(data + offset, &h);
+    if (!record_ok(data, size, offset, &h, 0) || h.kind != KIND_MSG) goto malformed;
+    const char *subject = (const char *)data + offset + RECORD_HEAD_BYTES;
+    PyObject *fields[5];
+    fields[0] = PyLong_FromUnsignedLongLong(h.seq);
+    fields[1] = PyUnicode_DecodeUTF8(subject, h.subject_len, NULL);
+    fields[2] = PyBytes_FromStringAndSize(subject + h.subject_len, h.headers_len);
+    fields[3] = PyBytes_FromStringAndSize(subject + h.subject_len + h.headers_len, h.payload_len);
+    fields[4] = PyLong_FromLongLong(h.ts);
+    PyObject *msg = NULL;
+    if (fields[0] && fields[1] && fields[2] && fields[3] && fields[4]) msg = build(args[2], fields);
+    for (int i = 0; i < 5; i++) Py_XDECREF(fields[i]);
+    return msg;
+malformed:
+    PyErr_Format(PyExc_ValueError, "no MSG record at %zd", offset);
+    return NULL;
+}
+
 static PyMethodDef store_methods[] = {
     {"plan_blocks", (PyCFunction)(void (*)(void))plan_blocks, METH_FASTCALL,
      "Contiguous blocks over valid records with their seq/time/count summary: (plans, stop)."},
@@ -495,6 +589,12 @@ static PyMethodDef store_methods[] = {
      "Encode MSG records for consecutive sequences: (buffer, offsets, sizes, times)."},
     {"scan_frames", (PyCFunction)(void (*)(void))scan_frames, METH_FASTCALL,
      "Whole valid records from start: ([(offset, end, kind, seq, ts)], stop)."},
+    {"msg_index", (PyCFunction)(void (*)(void))msg_index, METH_FASTCALL,
+     "(seq, offset) u64 pairs of the MSG records of a verified block, ascending."},
+    {"index_find", (PyCFunction)(void (*)(void))index_find, METH_FASTCALL,
+     "Offset of seq's record from a msg_index, or -1."},
+    {"msg_at", (PyCFunction)(void (*)(void))msg_at, METH_FASTCALL,
+     "The MSG record at offset of a verified block, built by factory."},
     {"block_msgs", (PyCFunction)(void (*)(void))block_msgs, METH_FASTCALL,
      "Messages of a verified block with seq >= start_seq, built by factory."},
     {NULL, NULL, 0, NULL},

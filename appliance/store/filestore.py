@@ -35,7 +35,7 @@ import zstandard
 from appliance import limits as bounds
 from appliance.errors import BrokenError, CorruptData, LimitExceeded
 from appliance.store import api, records, segment, snapshot, speedups
-from appliance.store.cache import BlockCache
+from appliance.store.cache import BlockCache, CachedBlock
 from appliance.store.fileops import FileOps, OsFileOps, write_atomic, write_file
 from appliance.store.index import StreamIndex
 from appliance.store.layout import (
@@ -581,8 +581,8 @@ class FileStreamStore:
             raise CorruptData(f"record at offset is not seq {seq}", path=seg.path, offset=offset)
         return api.StoredMsg(seq, record.subject, record.headers, record.payload, record.timestamp_ns)
 
-    def _block(self, seg: SealedSegment, k: int) -> bytes:
-        """A decoded (verified) block, through a small LRU cache."""
+    def _block(self, seg: SealedSegment, k: int) -> CachedBlock:
+        """A decoded (verified) block, through the LRU cache of decoded blocks."""
         key = (seg.path, seg.blocks[k].offset)
         cached = self._blocks.get(key)
         if cached is not None:
@@ -590,19 +590,23 @@ class FileStreamStore:
         info = seg.blocks[k]
         head = self._ops.read_at(seg.path, info.offset, segment.BLOCK_HEADER.size + info.comp_len)
         shifted = segment.BlockInfo(0, *_tail(info))
-        raw = segment.decode_block(head, shifted, zdict=self._dict_for(seg.dict_id), path=seg.path)
-        self._blocks.put(key, raw)
-        return raw
+        block = CachedBlock(segment.decode_block(head, shifted, zdict=self._dict_for(seg.dict_id), path=seg.path))
+        self._blocks.put(key, block)
+        return block
 
     def _load_sealed(self, seg: SealedSegment, seq: int) -> api.StoredMsg:
         k = seg.block_for(seq)
         assert k is not None, f"live seq {seq} has no block"
-        raw = self._block(seg, k)
-        offset = speedups.find_msg(raw, seq)
+        block = self._block(seg, k)
+        index = block.index
+        if index is None:
+            index = speedups.msg_index(block.raw)
+            self._blocks.set_index((seg.path, seg.blocks[k].offset), block, index)
+        offset = speedups.index_find(index, seq)
         if offset < 0:
             raise CorruptData(f"live seq {seq} missing from its block", path=seg.path, offset=seg.blocks[k].offset)
-        record = records.decode_at(raw, offset, check=False)
-        return api.StoredMsg(seq, record.subject, record.headers, record.payload, record.timestamp_ns)
+        msg: api.StoredMsg = speedups.msg_at(block.raw, offset, api.StoredMsg)  # type: ignore[assignment]
+        return msg
 
     def load_next(self, filter_subject: str, start_seq: int) -> api.StoredMsg | None:
         seq = self._index.next_live(start_seq, filter_subject)
@@ -690,7 +694,8 @@ class FileStreamStore:
         return list(self._segments)
 
     def block(self, seg: SealedSegment, k: int) -> bytes:
-        return self._block(seg, k)
+        """The raw records of block k (decoded once, then from the cache)."""
+        return self._block(seg, k).raw
 
     def close(self) -> None:
         if self._sealer is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.machinery
 import importlib.util
+import struct
 import zlib
 from collections.abc import Callable
 from types import ModuleType
@@ -118,6 +119,50 @@ def find_msg_py(raw: bytes, seq: int) -> int:
     return -1
 
 
+MSG_INDEX = struct.Struct("<QQ")  # (seq, offset) per MSG record of a block: msg_index
+
+
+def msg_index_py(raw: bytes) -> bytes:
+    """(seq, offset) pairs of the MSG records of a verified block, ascending seq (see index_find)."""
+    unpack = records.RECORD_HEAD.unpack_from
+    pairs: list[bytes] = []
+    offset = 0
+    while offset + records.HEAD_BYTES <= len(raw):
+        length, _crc, kind, seq, _ts, _sl, _hl, _pl = unpack(raw, offset)
+        if kind == records.Kind.MSG:
+            pairs.append(MSG_INDEX.pack(seq, offset))
+        offset += 8 + length
+    return b"".join(pairs)
+
+
+def index_find_py(index: bytes, seq: int) -> int:
+    """The offset msg_index recorded for seq, or -1 (binary search)."""
+    lo, hi = 0, len(index) // MSG_INDEX.size
+    while lo < hi:
+        mid = (lo + hi) // 2
+        at, offset = MSG_INDEX.unpack_from(index, mid * MSG_INDEX.size)
+        if at == seq:
+            return int(offset)
+        if at < seq:
+            lo = mid + 1
+        else:
+            hi = mid
+    return -1
+
+
+def msg_at_py(raw: bytes, offset: int, factory: Callable[[int, str, bytes, bytes, int], T]) -> T:
+    """The MSG record at offset of a verified block; ValueError if there is none."""
+    try:
+        if offset < 0:
+            raise records.BadRecord(f"negative offset {offset}")
+        record = records.decode_at(raw, offset, check=False)
+    except (records.BadRecord, struct.error) as exc:
+        raise ValueError(f"no MSG record at {offset}") from exc
+    if record.kind != records.Kind.MSG:
+        raise ValueError(f"no MSG record at {offset}")
+    return factory(record.seq, record.subject, record.headers, record.payload, record.timestamp_ns)
+
+
 def _load_native() -> ModuleType | None:
     if not native.ENABLED or native.speedups is None:
         return None
@@ -143,6 +188,9 @@ encode_msgs: Callable[[list[tuple[str, bytes, bytes, int]], int, int], Encoded]
 scan_frames: Callable[[bytes | memoryview, int], tuple[list[records.Frame], int]]
 block_msgs: Callable[..., list[object]]
 find_msg: Callable[[bytes, int], int]
+msg_index: Callable[[bytes], bytes]
+index_find: Callable[[bytes, int], int]
+msg_at: Callable[..., object]
 replay_frames: Callable[[bytes | memoryview, int, bool], tuple[list[Replayed], int]]
 plan_blocks: Callable[[bytes | memoryview, int, int], tuple[list[segment.BlockPlan], int]]
 if _native is not None:
@@ -150,6 +198,9 @@ if _native is not None:
     plan_blocks = _native.plan_blocks
     replay_frames = _native.replay_frames
     find_msg = _native.find_msg
+    msg_index = _native.msg_index
+    index_find = _native.index_find
+    msg_at = _native.msg_at
     encode_msgs = _native.encode_msgs
     scan_frames = _native.scan_frames
     block_msgs = _native.block_msgs
@@ -158,5 +209,8 @@ else:
     scan_frames = records.scan_frames
     block_msgs = block_msgs_py
     find_msg = find_msg_py
+    msg_index = msg_index_py
+    index_find = index_find_py
+    msg_at = msg_at_py
     replay_frames = replay_frames_py
     plan_blocks = segment.plan_blocks

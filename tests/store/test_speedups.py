@@ -51,6 +51,14 @@ def test_scan_frames_and_block_msgs_match_the_twins(
         assert speedups.block_msgs(buffer, start, StoredMsg) == speedups.block_msgs_py(buffer, start, StoredMsg)
     for seq in (1, len(msgs), len(msgs) + 1):
         assert speedups.find_msg(buffer, seq) == speedups.find_msg_py(buffer, seq)
+    index = speedups.msg_index(buffer)
+    assert index == speedups.msg_index_py(buffer)
+    for seq in (0, 1, len(msgs) // 2, len(msgs), len(msgs) + 1):
+        offset = speedups.index_find(index, seq)
+        assert offset == speedups.index_find_py(index, seq) == speedups.find_msg_py(buffer, seq)
+        if offset >= 0:
+            assert speedups.msg_at(buffer, offset, StoredMsg) == speedups.msg_at_py(buffer, offset, StoredMsg)
+            assert speedups.msg_at(buffer, offset, StoredMsg).seq == seq
 
 
 @needs_native
@@ -60,3 +68,14 @@ def test_block_msgs_refuses_a_malformed_block() -> None:
         speedups.block_msgs(buffer[:-1], 1, StoredMsg)
     with pytest.raises(ValueError):
         speedups.block_msgs_py(buffer[:-1], 1, StoredMsg)
+
+
+@needs_native
+def test_msg_at_refuses_an_offset_without_a_message() -> None:
+    buffer, _, _, _ = speedups.encode_msgs_py([("a", b"", b"x", 1), ("b", b"", b"y", 2)], 1, 0)
+    buffer += records.encode_delete([(1, 1)])
+    last = len(buffer) - len(records.encode_delete([(1, 1)]))
+    for fn in (speedups.msg_at, speedups.msg_at_py):
+        for offset in (1, last, len(buffer), -1):
+            with pytest.raises(ValueError):
+                fn(buffer, offset, StoredMsg)
