@@ -115,23 +115,29 @@ def on_domain_request(
 def on_ack_or_fc(
     ajs: AccountJetStream, subject: bytes, reply: bytes | None, header: bytes | None, data: bytes
 ) -> None:
-    tokens = subject.decode().split(".")
-    if tokens[1] == "FC":
-        if len(tokens) >= 5:
-            consumer = _find_consumer(ajs, tokens[2], tokens[3])
+    raw = subject.split(b".")
+    if raw[1] == b"FC":
+        if len(raw) >= 5:
+            consumer = _find_consumer(ajs, raw[2].decode(), raw[3].decode())
             if consumer is not None:
                 consumer.on_flow_control_reply(subject.decode())
         return
-    if len(tokens) == 9:
-        stream_name, consumer_name = tokens[2], tokens[3]
-    elif len(tokens) >= 11:
-        stream_name, consumer_name = tokens[4], tokens[5]
+    count = len(raw)
+    if count == 9:
+        offset = 4
+    elif count >= 11:
+        offset = 6
     else:
         return
-    consumer = _find_consumer(ajs, stream_name, consumer_name)
-    if consumer is not None:
-        body = data[len(header) :] if header is not None else data
-        consumer.on_ack(tokens, reply.decode() if reply else "", body)
+    consumer = _find_consumer(ajs, raw[offset - 2].decode(), raw[offset - 1].decode())
+    if consumer is None:
+        return
+    body = data[len(header) :] if header is not None else data
+    if not body or body == b"+ACK":  # the hot path: a plain ack, no tokens decoded
+        consumer.on_plain_ack(raw[offset + 1], raw[offset + 2], reply)
+        return
+    tokens = subject.decode().split(".")
+    consumer.on_ack(tokens, reply.decode() if reply else "", body)
 
 
 def _find_consumer(ajs: AccountJetStream, stream_name: str, consumer_name: str) -> Consumer | None:

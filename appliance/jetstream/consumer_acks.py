@@ -84,6 +84,19 @@ class AckHandling:
             advisories.terminated(self, sseq, tokens, offset, body)  # type: ignore[arg-type]
         self._ack(sseq, _cseq(tokens, offset), reply=reply)  # empty, +ACK, +OK, +TERM
 
+    def on_plain_ack(self, sseq_token: bytes, cseq_token: bytes, reply: bytes | None) -> None:
+        """An empty or +ACK body: what `on_ack` does for it, without decoding the subject."""
+        try:
+            sseq = int(sseq_token)
+        except ValueError:
+            return
+        try:
+            cseq = int(cseq_token)
+        except ValueError:
+            cseq = 0
+        self._last_activity_ns = self.host.now_ns()
+        self._ack(sseq, cseq, reply=reply.decode() if reply else "")
+
     def _ack_reply(self, reply: str) -> None:
         if reply:
             self.host.send(reply, b"")

@@ -22,6 +22,7 @@ from appliance.server.sublist import Subscription
 
 RELAY_PREFIX = b"$JSD."
 RELAY_QUEUE_PREFIX = b"$JSDQ."
+ACK_PREFIXES = (b"$JS.ACK.",)  # ack subjects are unique: matched, never cached, on every worker
 
 
 def relay_message(
@@ -86,6 +87,7 @@ class DeliveryRelay:
             if not account.jetstream:
                 continue
             client = InternalClient(server, account, f"JetStream relay {account.name}")
+            account.sublist.uncached_prefixes = ACK_PREFIXES
             client.subscribe(RELAY_PREFIX + b">", self._handler(account, queued=False))
             client.subscribe(RELAY_QUEUE_PREFIX + b">", self._handler(account, queued=True))
             self.clients.append(client)

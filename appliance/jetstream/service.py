@@ -35,7 +35,7 @@ from appliance.jetstream.direct import direct_get
 from appliance.jetstream.groups import durable_storage, group_name, memory_storage
 from appliance.jetstream.host import Timer
 from appliance.jetstream.meta import MetaGroup
-from appliance.jetstream.relay import DeliveryRelay, relay_message
+from appliance.jetstream.relay import ACK_PREFIXES, DeliveryRelay, relay_message
 from appliance.jetstream.resources import attach_guard
 from appliance.jetstream.stream import Stream, store_limits
 from appliance.jetstream.subjects import subject_matches
@@ -101,6 +101,7 @@ class AccountJetStream:
         self.account = account
         self.server = service.server
         self.client = InternalClient(service.server, account, f"JetStream {account.name}")
+        account.sublist.uncached_prefixes = ACK_PREFIXES  # every ack subject is used once
         self.streams: dict[str, Stream] = {}
         self._stream_subs: dict[str, list[Subscription]] = {}
         self._consumer_subs: dict[tuple[str, str], Subscription] = {}

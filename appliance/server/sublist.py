@@ -69,6 +69,8 @@ class Sublist:
         self.removes = 0
         self.matches = 0
         self.cache_hits = 0
+        # subjects under these prefixes are matched but never cached: each is used once (acks)
+        self.uncached_prefixes: tuple[bytes, ...] = ()
 
     @property
     def cache(self) -> dict[bytes, Result]:
@@ -168,6 +170,8 @@ class Sublist:
         if len(plain) > 1:
             plain = _one_per_link(plain)
         result: Result = (tuple(plain), tuple(tuple(m) for m in queues.values())) if plain or queues else EMPTY
+        if self.uncached_prefixes and subject.startswith(self.uncached_prefixes):
+            return result
         cache = self._cache
         if len(cache) >= self._cache_max:
             _evict_oldest(cache, max(1, self._cache_max // CACHE_EVICT_FRACTION))

@@ -76,3 +76,13 @@ def test_a_full_cache_drops_its_oldest_entries_and_keeps_the_newest() -> None:
     assert sublist.cache is cache
     assert 0 < len(cache) <= 16
     assert b"s.999" in cache and b"s.0" not in cache
+
+
+def test_subjects_under_an_uncached_prefix_match_but_stay_out_of_the_cache() -> None:
+    sublist = Sublist()
+    ack = Subscription(None, b"$JS.ACK.>", None, b"1")
+    sublist.insert(ack)
+    sublist.uncached_prefixes = (b"$JS.ACK.",)
+    assert sublist.match(b"$JS.ACK.S.C.1.1.1.1.0") == ((ack,), ())
+    assert sublist.match(b"other") == ((), ())
+    assert list(sublist.cache) == [b"other"]
