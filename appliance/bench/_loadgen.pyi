@@ -21,3 +21,9 @@ def sync_requests(
 def serve_replies(
     fd: int, rx: bytearray, start: int, end: int, out: bytearray, flags: int, max_msgs: int, timeout_ms: int, /
 ) -> tuple[int, int, int, int]: ...
+def receive_msgs(
+    fd: int, rx: bytearray, start: int, end: int, max_msgs: int, timeout_ms: int, budget_ms: int, /
+) -> tuple[int, int, int, int, int, int, int]: ...
+def publish(
+    fd: int, batch: bytes, frame_bytes: int, count: int, timeout_ms: int, budget_ms: int, /
+) -> tuple[int, int]: ...

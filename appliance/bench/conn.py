@@ -133,6 +133,18 @@ class Connection:
             else:
                 self.handle(event)
 
+    def take_one(self) -> int:
+        """Consume the one operation at the read position with the full parser: 1 if it was a data
+        message (counted), else 0 after handling it (PONG a PING, raise on -ERR). 0 if incomplete."""
+        event, after = wire.parse_one(self.buf, self.start, self.end)
+        if event is None:
+            return 0
+        self.start = after
+        if isinstance(event, wire.Msg) and event.status is None:
+            return 1
+        self.handle(event)
+        return 0
+
     def _reply_slow(self, msg: wire.Msg, flags: int, out: bytearray | None) -> None:
         if msg.reply is None:
             return

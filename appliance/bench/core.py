@@ -2,7 +2,9 @@
 
 Each loop runs in its own client process after the start signal and returns a ClientResult.
 Publishing writes pre-built batches of about BENCH_WRITE_BATCH_BYTES; receiving reads into one
-buffer and counts frames with `scan` (C when built), so Python costs per batch, not per message.
+buffer and counts frames with `scan`. With the C module built, the publisher's write loop and the
+plain subscriber's read-and-count loop run entirely in C (`publish`, `receive_msgs`) and come
+back to Python only for progress and for anything that is not a plain message.
 """
 
 from __future__ import annotations
@@ -20,16 +22,19 @@ from appliance.bench.scan import (
     STOP_CLOSED,
     STOP_ERROR,
     STOP_OTHER,
+    STOP_NEED_MORE,
     STOP_STATUS,
+    STOP_TIMEOUT,
     _loadgen,
 )
 from appliance.bench.spec import ClientResult, ClientSpec
 from appliance.bench.stats import LatencyRecorder
-from appliance.errors import ClosedError
+from appliance.errors import BrokenError, ClosedError
 from appliance.limits import BENCH_WRITE_BATCH_BYTES
 
 Progress = Callable[[int], None]
 DRAIN_EVERY_BATCHES = 16  # publish batches between two non-blocking reads (PINGs, -ERR)
+PROGRESS_EVERY_MS = 50  # the C loops come back this often, so progress is drawn while they run
 REPLY_POLL_S = 0.05  # how often an idle replier looks at its stop signal
 
 
@@ -43,27 +48,59 @@ def note_error(result: ClientResult, text: str) -> None:
         result.first_error = text
 
 
-def run_pub(conn: Connection, spec: ClientSpec, progress: Progress) -> ClientResult:
+def run_pub(conn: Connection, spec: ClientSpec, progress: Progress, *, native: bool = NATIVE) -> ClientResult:
+    """Publish spec.msgs frames in batches of about BENCH_WRITE_BATCH_BYTES, then flush (PING/PONG)."""
     result = ClientResult(spec.role, spec.index)
     frame = wire.pub(spec.subject.encode(), payload_of(spec.size))
     per_batch = max(1, BENCH_WRITE_BATCH_BYTES // len(frame))
     batch = frame * per_batch
     start = time.perf_counter()
-    sent = batches = 0
-    while sent < spec.msgs:
-        count = min(per_batch, spec.msgs - sent)
-        conn.send(batch if count == per_batch else frame * count)
-        sent += count
-        batches += 1
-        if batches % DRAIN_EVERY_BATCHES == 0:
-            progress(sent)
-            if conn.fill_nowait():
-                conn.pump()
+    if native and _loadgen is not None:
+        sent = _publish_native(conn, batch, len(frame), spec.msgs, progress)
+    else:
+        sent = _publish_python(conn, batch, frame, spec.msgs, progress)
     conn.flush()
     result.elapsed_s = time.perf_counter() - start
     result.msgs, result.bytes = sent, sent * spec.size
     progress(sent)
     return result
+
+
+def _publish_python(conn: Connection, batch: bytes, frame: bytes, count: int, progress: Progress) -> int:
+    per_batch = len(batch) // len(frame)
+    sent = batches = 0
+    while sent < count:
+        frames = min(per_batch, count - sent)
+        conn.send(batch if frames == per_batch else frame * frames)
+        sent += frames
+        batches += 1
+        if batches % DRAIN_EVERY_BATCHES == 0:
+            progress(sent)
+            if conn.fill_nowait():
+                conn.pump()
+    return sent
+
+
+def _publish_native(conn: Connection, batch: bytes, frame_bytes: int, count: int, progress: Progress) -> int:
+    """The write loop in C; it comes back for progress and when the server sent something (a PING)."""
+    assert _loadgen is not None
+    sent = 0
+    while sent < count:
+        done, stop = _loadgen.publish(conn.sock.fileno(), batch, frame_bytes, count - sent,
+                                      _millis(conn.timeout_s), PROGRESS_EVERY_MS)
+        sent += done
+        progress(sent)
+        if stop == STOP_TIMEOUT:
+            raise BrokenError("server did not read our data in time")
+        if stop == STOP_CLOSED:
+            raise ClosedError("server closed the connection")
+        if stop == STOP_OTHER and conn.fill_nowait():
+            conn.pump()  # answers a PING, raises BrokenError on -ERR
+    return sent
+
+
+def _millis(seconds: float) -> int:
+    return max(1, int(seconds * 1000))
 
 
 def setup_sub(conn: Connection, spec: ClientSpec) -> None:
@@ -81,7 +118,7 @@ def receive_count(conn: Connection, spec: ClientSpec, progress: Progress, result
     start = last = time.perf_counter()
     while result.msgs < spec.msgs:
         if not conn.fill():
-            note_error(result, f"idle for {conn.timeout_s:g}s after {result.msgs} of {spec.msgs} messages")
+            note_error(result, idle_text(conn, result, spec))
             break
         msgs, _ = conn.pump(flags, out)
         if out:
@@ -98,10 +135,81 @@ def receive_count(conn: Connection, spec: ClientSpec, progress: Progress, result
     return last - start
 
 
-def run_sub(conn: Connection, spec: ClientSpec, progress: Progress) -> ClientResult:
+def idle_text(conn: Connection, result: ClientResult, spec: ClientSpec) -> str:
+    return f"idle for {conn.timeout_s:g}s after {result.msgs} of {spec.msgs} messages"
+
+
+def run_sub(conn: Connection, spec: ClientSpec, progress: Progress, *, native: bool = NATIVE) -> ClientResult:
+    """Count spec.msgs messages; timed like `nats bench`: from the first message to the last.
+
+    Waiting for the first message (publishers starting, or someone else publishing later) is not
+    part of the measured time. Runs that see every message in a single read fall back to the time
+    since the start."""
     result = ClientResult(spec.role, spec.index)
-    result.elapsed_s = receive_count(conn, spec, progress, result)
+    if native and _loadgen is not None:
+        start_ns, first_ns, last_ns = _receive_native(conn, spec, progress, result)
+    else:
+        start_ns, first_ns, last_ns = _receive_python(conn, spec, progress, result)
+    result.bytes = result.msgs * spec.size
+    result.elapsed_s = measured_seconds(start_ns, first_ns, last_ns)
     return result
+
+
+def measured_seconds(start_ns: int, first_ns: int, last_ns: int) -> float:
+    """A subscriber's measured time: first to last message, or start to last if they came together."""
+    if first_ns == 0:
+        return 0.0
+    if last_ns > first_ns:
+        return (last_ns - first_ns) / 1e9
+    return max(0, last_ns - start_ns) / 1e9
+
+
+def _receive_python(conn: Connection, spec: ClientSpec, progress: Progress,
+                    result: ClientResult) -> tuple[int, int, int]:
+    start_ns, first_ns, last_ns = time.monotonic_ns(), 0, 0
+    while result.msgs < spec.msgs:
+        if not conn.fill():
+            note_error(result, idle_text(conn, result, spec))
+            break
+        read_ns = time.monotonic_ns()
+        msgs, _ = conn.pump()
+        if msgs:
+            result.msgs += msgs
+            first_ns = first_ns or read_ns
+            last_ns = read_ns
+            progress(result.msgs)
+        conn.specials.clear()
+    return start_ns, first_ns, last_ns
+
+
+def _receive_native(conn: Connection, spec: ClientSpec, progress: Progress,
+                    result: ClientResult) -> tuple[int, int, int]:
+    """The read-and-count loop in C; Python runs every PROGRESS_EVERY_MS and for non-messages."""
+    assert _loadgen is not None
+    start_ns = time.clock_gettime_ns(time.CLOCK_MONOTONIC)  # the clock the C loop reads
+    first_ns = last_ns = 0
+    while result.msgs < spec.msgs:
+        msgs, _, conn.start, conn.end, stop, first, last = _loadgen.receive_msgs(
+            conn.sock.fileno(), conn.buf, conn.start, conn.end, spec.msgs - result.msgs,
+            _millis(conn.timeout_s), PROGRESS_EVERY_MS)
+        if msgs:
+            result.msgs += msgs
+            first_ns = first_ns or first
+            last_ns = last
+            progress(result.msgs)
+        if stop == STOP_TIMEOUT:
+            note_error(result, idle_text(conn, result, spec))
+            break
+        if stop == STOP_CLOSED:
+            raise ClosedError("server closed the connection")
+        if stop != STOP_NEED_MORE:
+            taken = conn.take_one()  # a PING, a lower-case `msg`: the full parser handles it
+            result.msgs += taken
+            if taken:
+                last_ns = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+                first_ns = first_ns or last_ns
+        conn.specials.clear()
+    return start_ns, first_ns, last_ns
 
 
 def wait_one_reply(conn: Connection, result: ClientResult) -> bool:

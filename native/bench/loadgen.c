@@ -8,6 +8,9 @@
  * contains "error" when asked (FLAG_STOP_ERROR), or an incomplete frame. Python then handles that
  * one operation with the full parser and calls scan again.
  *
+ * receive_msgs (a plain subscriber) and publish (a publisher) keep whole hot loops in C: Python
+ * runs once per budget of milliseconds, for progress, not once per read or write.
+ *
  * The pure-Python twin is appliance/bench/_scan_py.py; both must return identical tuples
  * (tests/bench/test_scan.py checks it with Hypothesis). No allocation except growing `out`.
  */
@@ -358,6 +361,132 @@ done:
     return result;
 }
 
+/* ---- plain subscriber loop ---------------------------------------------------------------------
+ * receive_msgs(fd, rx, start, end, max_msgs, timeout_ms, budget_ms)
+ * counts plain MSG/HMSG frames read into rx (unread bytes in rx[start:end]) until max_msgs were
+ * counted, budget_ms passed (the caller draws progress and calls again), nothing arrived for
+ * timeout_ms (STOP_TIMEOUT), the server closed (STOP_CLOSED), or anything but a message is next
+ * (STOP_OTHER: Python handles that one operation). Messages beyond max_msgs stay unread in rx.
+ * Returns (msgs, payload_bytes, start, end, stop, first_ns, last_ns): the CLOCK_MONOTONIC times
+ * of the reads that brought the first and the last counted message of this call (0 if none). */
+static PyObject *receive_msgs(PyObject *self, PyObject *args) {
+    (void)self;
+    int fd, timeout_ms, budget_ms;
+    Py_buffer rx;
+    Py_ssize_t start, end;
+    long long max_msgs;
+    if (!PyArg_ParseTuple(args, "iw*nnLii", &fd, &rx, &start, &end, &max_msgs, &timeout_ms, &budget_ms))
+        return NULL;
+    PyObject *result = NULL;
+    if (start < 0 || end < start || end > rx.len || rx.len < 2 * (CONTROL_LINE_BYTES_MAX + 2) || max_msgs < 0) {
+        PyErr_SetString(PyExc_ValueError, "receive_msgs: bad buffer bounds or max_msgs");
+        goto done;
+    }
+    scan_counts_t counts = {0, 0, -1, -1};
+    int stop = STOP_NEED_MORE;
+    int64_t first_ns = 0, last_ns = 0;
+    int64_t read_ns = now_ns(); /* bytes already buffered count as read now */
+    const int64_t deadline_ns = read_ns + (int64_t)budget_ms * 1000000;
+    for (;;) {
+        long long before = counts.msgs;
+        stop = scan_frames(rx.buf, &start, end, 0, NULL, max_msgs, &counts);
+        if (counts.msgs > before) {
+            if (first_ns == 0) first_ns = read_ns;
+            last_ns = read_ns;
+        }
+        if (stop != STOP_NEED_MORE || counts.msgs == max_msgs) break;
+        if (read_ns >= deadline_ns) break;
+        stop = receive_some(fd, rx.buf, rx.len, &start, &end, timeout_ms);
+        if (stop != 0) break;
+        read_ns = now_ns();
+    }
+    if (stop < 0) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        goto done;
+    }
+    result = Py_BuildValue("(LLnniLL)", counts.msgs, counts.payload_bytes, start, end, stop, (long long)first_ns,
+                           (long long)last_ns);
+done:
+    PyBuffer_Release(&rx);
+    return result;
+}
+
+/* ---- publisher loop ----------------------------------------------------------------------------
+ * publish(fd, batch, frame_bytes, count, timeout_ms, budget_ms)
+ * writes `count` frames taken from `batch` (identical frames of frame_bytes each, back to back),
+ * as many per write as the batch holds. It returns (sent, stop) after count frames, after
+ * budget_ms (progress), or with STOP_OTHER as soon as the server sent us something (a PING, an
+ * -ERR: Python reads it) -- always on a frame boundary, so the caller can simply call again.
+ * The socket is only watched for input when a write would block, and every few batches. */
+enum { PUBLISH_INPUT_CHECK_BATCHES = 16 };
+
+static int write_frames(int fd, const char *data, Py_ssize_t length, int timeout_ms, int *input_seen) {
+    while (length > 0) {
+        ssize_t written = send(fd, data, (size_t)length, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (written > 0) {
+            data += written;
+            length -= written;
+            continue;
+        }
+        if (written < 0 && errno == EINTR) continue;
+        if (!(written < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))) return -1;
+        struct pollfd pfd = {fd, POLLOUT | POLLIN, 0};
+        int ready;
+        do {
+            ready = poll(&pfd, 1, timeout_ms);
+        } while (ready < 0 && errno == EINTR);
+        if (ready == 0) return STOP_TIMEOUT;
+        if (ready < 0) return -1;
+        if (pfd.revents & (POLLIN | POLLHUP | POLLERR)) *input_seen = 1;
+        if ((pfd.revents & (POLLHUP | POLLERR)) && !(pfd.revents & POLLOUT)) return STOP_CLOSED;
+    }
+    return 0;
+}
+
+static PyObject *publish(PyObject *self, PyObject *args) {
+    (void)self;
+    int fd, timeout_ms, budget_ms;
+    Py_buffer batch;
+    Py_ssize_t frame_bytes;
+    long long count;
+    if (!PyArg_ParseTuple(args, "iy*nLii", &fd, &batch, &frame_bytes, &count, &timeout_ms, &budget_ms)) return NULL;
+    PyObject *result = NULL;
+    if (frame_bytes <= 0 || batch.len < frame_bytes || batch.len % frame_bytes != 0 || count < 0) {
+        PyErr_SetString(PyExc_ValueError, "publish: batch must hold whole frames and count must be >= 0");
+        goto done;
+    }
+    const long long per_batch = batch.len / frame_bytes;
+    const int64_t deadline_ns = now_ns() + (int64_t)budget_ms * 1000000;
+    long long sent = 0, batches = 0;
+    int stop = STOP_NEED_MORE, input_seen = 0;
+    while (sent < count) {
+        long long frames = count - sent < per_batch ? count - sent : per_batch;
+        int written = write_frames(fd, batch.buf, (Py_ssize_t)(frames * frame_bytes), timeout_ms, &input_seen);
+        if (written != 0) {
+            stop = written;
+            break;
+        }
+        sent += frames;
+        if (++batches % PUBLISH_INPUT_CHECK_BATCHES == 0) {
+            struct pollfd pfd = {fd, POLLIN, 0};
+            if (poll(&pfd, 1, 0) > 0) input_seen = 1;
+            if (now_ns() >= deadline_ns) break;
+        }
+        if (input_seen) {
+            stop = STOP_OTHER;
+            break;
+        }
+    }
+    if (stop < 0) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        goto done;
+    }
+    result = Py_BuildValue("(Li)", sent, stop);
+done:
+    PyBuffer_Release(&batch);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
      "scan(buf, start, end, flags, out) -> (pos, msgs, payload_bytes, stop, last_reply_start, last_reply_end)"},
@@ -366,6 +495,11 @@ static PyMethodDef methods[] = {
      " -> (done, start, end, stop, awaiting, sent_ns)"},
     {"serve_replies", serve_replies, METH_VARARGS,
      "serve_replies(fd, rx, start, end, out, flags, max_msgs, timeout_ms) -> (msgs, start, end, stop)"},
+    {"receive_msgs", receive_msgs, METH_VARARGS,
+     "receive_msgs(fd, rx, start, end, max_msgs, timeout_ms, budget_ms)"
+     " -> (msgs, payload_bytes, start, end, stop, first_ns, last_ns)"},
+    {"publish", publish, METH_VARARGS,
+     "publish(fd, batch, frame_bytes, count, timeout_ms, budget_ms) -> (sent, stop)"},
     {NULL, NULL, 0, NULL},
 };
 
