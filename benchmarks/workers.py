@@ -1,6 +1,10 @@
 """Core NATS across workers, side by side with nats-server (a benchmark, not a test).
 
-    .venv/bin/python benchmarks/workers.py [--msgs N] [--rounds R]
+    .venv/bin/python benchmarks/workers.py [--msgs N] [--rounds R] [--cpu] [--only NAME]
+
+--cpu adds, per run, the CPU microseconds per message of each process (utime+stime from
+/proc over the run): the appliance workers (w0, w1), the publisher and the subscriber client.
+--only keeps the scenarios whose name contains NAME (e.g. "cross").
 
 Scenarios, each at 128 B and 1 KiB, alternating targets every round (medians reported):
   - appliance, 2 workers: publisher and subscriber pinned to different workers ("cross")
@@ -16,6 +20,8 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
+import os
+import resource
 import socket
 import statistics
 import subprocess
@@ -26,10 +32,38 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import psutil  # noqa: E402
+
 from appliance.testing.natsserver import NatsServer  # noqa: E402
 from appliance.testing.process import ApplianceProcess, free_port  # noqa: E402
 
 CONNECT = b'CONNECT {"verbose":false,"pedantic":false}\r\n'
+
+
+def own_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def cpu_s(pids: list[int]) -> list[float]:
+    """utime+stime of each process, seconds (0 for one that is gone)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    seconds = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            seconds.append((int(fields[11]) + int(fields[12])) / tick)
+        except (FileNotFoundError, ProcessLookupError):
+            seconds.append(0.0)
+    return seconds
+
+
+def worker_pids(supervisor_pid: int | None) -> list[int]:
+    if supervisor_pid is None:
+        return []
+    children = psutil.Process(supervisor_pid).children()
+    return [child.pid for child in sorted(children, key=lambda c: c.create_time())]
 
 
 def connect(port: int, worker: int | None, workers: int) -> socket.socket:
@@ -66,6 +100,7 @@ def publisher(port: int, worker: int | None, workers: int, msgs: int, size: int,
     while b"PONG" not in got:
         got += sock.recv(4096)
     out.put(("pub", msgs / (time.perf_counter() - start)))
+    out.put(("pub_cpu", own_cpu_s()))
     sock.close()
 
 
@@ -88,10 +123,13 @@ def subscriber(port: int, worker: int | None, workers: int, msgs: int, size: int
             start = time.perf_counter()
         received += len(chunk)
     out.put(("sub", (received // per) / (time.perf_counter() - (start or time.perf_counter()))))
+    out.put(("sub_cpu", own_cpu_s()))
     sock.close()
 
 
-def pubsub(port: int, *, pub_worker: int | None, sub_worker: int | None, workers: int, msgs: int, size: int) -> float:
+def pubsub(port: int, *, pub_worker: int | None, sub_worker: int | None, workers: int, msgs: int, size: int,
+           server_pids: list[int]) -> tuple[float, dict[str, float]]:
+    """Subscriber rate, and CPU µs per message of each process when server_pids are given."""
     ready, out = mp.Event(), mp.Queue()
     sub = mp.Process(target=subscriber, args=(port, sub_worker, workers, msgs, size, ready, out))
     sub.start()
@@ -100,17 +138,24 @@ def pubsub(port: int, *, pub_worker: int | None, sub_worker: int | None, workers
     pub = mp.Process(target=publisher, args=(port, pub_worker, workers, msgs, size, go, out))
     pub.start()
     time.sleep(0.2)  # the publisher connects (and its interest settles) before the clock starts
+    before = cpu_s(server_pids)
     go.set()
-    results = dict(out.get(timeout=120) for _ in range(2))
+    results = dict(out.get(timeout=120) for _ in range(4))
+    after = cpu_s(server_pids)
     pub.join(30)
     sub.join(30)
-    return float(results["sub"])
+    per_msg = {f"w{i}": (a - b) * 1e6 / msgs for i, (a, b) in enumerate(zip(after, before, strict=True))}
+    per_msg["pub"] = results["pub_cpu"] * 1e6 / msgs
+    per_msg["sub"] = results["sub_cpu"] * 1e6 / msgs
+    return float(results["sub"]), per_msg
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--msgs", type=int, default=500_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--cpu", action="store_true", help="CPU µs per message of each process")
+    parser.add_argument("--only", default="", help="only the scenarios whose name contains this")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         two_port, one_port = free_port(), free_port()
@@ -118,8 +163,11 @@ def main() -> None:
         conf2.write_text(f"listen: 127.0.0.1:{two_port}\nappliance {{ workers: 2 }}\n")
         conf1 = Path(tmp) / "one.conf"
         conf1.write_text(f"listen: 127.0.0.1:{one_port}\nappliance {{ workers: 1 }}\n")
-        with ApplianceProcess(["-c", str(conf2)], log_dir=Path(tmp)), \
-                ApplianceProcess(["-c", str(conf1)], log_dir=Path(tmp)), NatsServer() as real:
+        with ApplianceProcess(["-c", str(conf2)], log_dir=Path(tmp)) as two, \
+                ApplianceProcess(["-c", str(conf1)], log_dir=Path(tmp)) as one, NatsServer() as real:
+            pids = {two_port: worker_pids(two.process.pid if two.process else None),
+                    one_port: worker_pids(one.process.pid if one.process else None),
+                    real.port: [real.process.pid]}
             rows: dict[tuple[str, int], list[float]] = {}
             for _ in range(args.rounds):
                 for size in (128, 1024):
@@ -130,16 +178,25 @@ def main() -> None:
                         "nats-server": (real.port, None, None, 1),
                     }
                     for name, (port, pw, sw, n) in runs.items():
-                        rate = pubsub(port, pub_worker=pw, sub_worker=sw, workers=n, msgs=args.msgs, size=size)
+                        if args.only not in name:
+                            continue
+                        rate, cpu = pubsub(port, pub_worker=pw, sub_worker=sw, workers=n, msgs=args.msgs,
+                                           size=size, server_pids=pids[port] if args.cpu else [])
                         rows.setdefault((name, size), []).append(rate)
-                        print(f"{name:28} {size:5} B  {rate:12,.0f} msgs/s", flush=True)
+                        line = f"{name:28} {size:5} B  {rate:12,.0f} msgs/s"
+                        if args.cpu:
+                            line += "  cpu µs/msg " + " ".join(f"{k}={v:.2f}" for k, v in cpu.items())
+                        print(line, flush=True)
+    print(f"\nload average {os.getloadavg()[0]:.2f}")
     print("\n| scenario | 128 B msgs/s | 1 KiB msgs/s |\n|---|---:|---:|")
     names = dict.fromkeys(name for name, _ in rows)
     for name in names:
         print(f"| {name} | {statistics.median(rows[(name, 128)]):,.0f} | {statistics.median(rows[(name, 1024)]):,.0f} |")
-    cross = statistics.median(rows[("appliance 2 workers, cross", 128)])
-    same = statistics.median(rows[("appliance 2 workers, same", 128)])
-    print(f"\ncross / same (128 B): {cross / same:.2f}")
+    for size in (128, 1024):
+        cross = rows.get(("appliance 2 workers, cross", size))
+        same = rows.get(("appliance 2 workers, same", size))
+        if cross and same:
+            print(f"cross / same ({size} B): {statistics.median(cross) / statistics.median(same):.2f}")
 
 
 if __name__ == "__main__":

@@ -143,3 +143,286 @@ truncated:
     PyErr_SetString(PyExc_ValueError, "truncated message record in a link frame");
     return NULL;
 }
+
+/* --- runs: many records in one call ------------------------------------------------------------- */
+
+/* Fields of the record at `pos` of base[0:end]; 0 on success, -1 when it is truncated or its
+ * header is longer than its data. `next` is the position after it. */
+typedef struct {
+    Py_ssize_t account, subject, reply, queue, data, next;
+    uint32_t header;
+    const unsigned char *fields; /* the account's first byte; subject, reply, queue and data follow */
+} record_view;
+
+static int view_record(const unsigned char *base, Py_ssize_t pos, Py_ssize_t end, record_view *r) {
+    if (end - pos < RECORD_HEADER_BYTES) {
+        return -1;
+    }
+    const unsigned char *h = base + pos;
+    r->account = get_u16(h);
+    r->subject = get_u16(h + 2);
+    r->reply = get_u16(h + 4);
+    r->queue = get_u16(h + 6);
+    r->header = get_u32(h + 8);
+    r->data = (Py_ssize_t)get_u32(h + 12);
+    pos += RECORD_HEADER_BYTES;
+    if (end - pos < r->account + r->subject + r->reply + r->queue + r->data ||
+        (r->header != NO_HEADER && (Py_ssize_t)r->header > r->data)) {
+        return -1;
+    }
+    r->fields = base + pos;
+    r->next = pos + r->account + r->subject + r->reply + r->queue + r->data;
+    return 0;
+}
+
+/* Same account, subject and queue (the routing key of a record). */
+static int same_key(const record_view *a, const record_view *b) {
+    return a->account == b->account && a->subject == b->subject && a->queue == b->queue &&
+           memcmp(a->fields, b->fields, (size_t)(a->account + a->subject)) == 0 &&
+           memcmp(a->fields + a->account + a->subject + a->reply,
+                  b->fields + b->account + b->subject + b->reply, (size_t)a->queue) == 0;
+}
+
+PyObject *appliance_record_runs(PyObject *self, PyObject *arg) {
+    (void)self;
+    if (!PyBytes_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "record_runs(payload: bytes)");
+        return NULL;
+    }
+    const unsigned char *base = (const unsigned char *)PyBytes_AS_STRING(arg);
+    const Py_ssize_t end = PyBytes_GET_SIZE(arg);
+    PyObject *runs = PyList_New(0);
+    if (!runs) {
+        return NULL;
+    }
+    Py_ssize_t pos = 0;
+    while (pos < end) {
+        record_view first;
+        if (view_record(base, pos, end, &first) < 0) {
+            goto truncated;
+        }
+        const Py_ssize_t start = pos;
+        Py_ssize_t count = 1;
+        pos = first.next;
+        while (pos < end) {
+            record_view next;
+            if (view_record(base, pos, end, &next) < 0) {
+                goto truncated;
+            }
+            if (!same_key(&first, &next)) {
+                break;
+            }
+            count++;
+            pos = next.next;
+        }
+        const char *f = (const char *)first.fields;
+        PyObject *queue = first.queue > 0
+                              ? PyBytes_FromStringAndSize(f + first.account + first.subject + first.reply, first.queue)
+                              : Py_NewRef(Py_None);
+        PyObject *run = queue ? Py_BuildValue("(y#y#Nnnn)", f, first.account, f + first.account, first.subject,
+                                              queue, start, pos, count)
+                              : NULL;
+        if (!run || PyList_Append(runs, run) < 0) {
+            Py_XDECREF(run);
+            Py_DECREF(runs);
+            return NULL;
+        }
+        Py_DECREF(run);
+    }
+    return runs;
+truncated:
+    Py_DECREF(runs);
+    PyErr_SetString(PyExc_ValueError, "truncated message record in a link frame");
+    return NULL;
+}
+
+enum { DECIMAL_DIGITS_MAX = 20 };
+
+static Py_ssize_t put_decimal_u64(char *p, uint64_t value) {
+    char digits[DECIMAL_DIGITS_MAX];
+    Py_ssize_t n = 0;
+    do {
+        digits[n++] = (char)('0' + value % 10);
+        value /= 10;
+    } while (value != 0);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        p[i] = digits[n - 1 - i];
+    }
+    return n;
+}
+
+PyObject *appliance_append_msgs(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 7 || !PyByteArray_Check(args[0]) || !PyBytes_Check(args[1]) || !PyBytes_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "append_msgs(out: bytearray, payload: bytes, start: int, end: int, "
+                                         "tail: bytes, headers: bool, limit: int)");
+        return NULL;
+    }
+    const Py_ssize_t start = PyLong_AsSsize_t(args[2]);
+    const Py_ssize_t end = PyLong_AsSsize_t(args[3]);
+    const int headers = PyObject_IsTrue(args[5]);
+    const Py_ssize_t limit = PyLong_AsSsize_t(args[6]);
+    if (PyErr_Occurred() || headers < 0) {
+        return NULL;
+    }
+    const unsigned char *base = (const unsigned char *)PyBytes_AS_STRING(args[1]);
+    if (start < 0 || end < start || end > PyBytes_GET_SIZE(args[1])) {
+        PyErr_SetString(PyExc_ValueError, "append_msgs: bad range");
+        return NULL;
+    }
+    const Py_ssize_t tail_len = PyBytes_GET_SIZE(args[4]);
+    /* pass 1: validate and size */
+    Py_ssize_t room = 0;
+    Py_ssize_t count = 0;
+    for (Py_ssize_t pos = start; pos < end && count < limit; count++) {
+        record_view r;
+        if (view_record(base, pos, end, &r) < 0) {
+            PyErr_SetString(PyExc_ValueError, "truncated message record in a link frame");
+            return NULL;
+        }
+        /* "HMSG " subject tail reply " " header " " size CRLF data CRLF */
+        room += 5 + r.subject + tail_len + r.reply + 1 + 2 * DECIMAL_DIGITS_MAX + 1 + 2 + r.data + 2;
+        pos = r.next;
+    }
+    PyObject *out = args[0];
+    const Py_ssize_t old = PyByteArray_GET_SIZE(out);
+    if (PyByteArray_Resize(out, old + room) < 0) {
+        return NULL;
+    }
+    char *p = PyByteArray_AS_STRING(out) + old;
+    const char *tail = PyBytes_AS_STRING(args[4]);
+    unsigned long long data_bytes = 0;
+    Py_ssize_t pos = start;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        record_view r;
+        (void)view_record(base, pos, end, &r); /* validated above */
+        pos = r.next;
+        const char *f = (const char *)r.fields;
+        const char *data = f + r.account + r.subject + r.reply + r.queue;
+        Py_ssize_t data_len = r.data;
+        const int hmsg = r.header != NO_HEADER && headers;
+        if (r.header != NO_HEADER && !headers) { /* a client without headers gets the payload alone */
+            data += r.header;
+            data_len -= (Py_ssize_t)r.header;
+        }
+        if (hmsg) {
+            memcpy(p, "HMSG ", 5);
+            p += 5;
+        } else {
+            memcpy(p, "MSG ", 4);
+            p += 4;
+        }
+        memcpy(p, f + r.account, (size_t)r.subject);
+        p += r.subject;
+        memcpy(p, tail, (size_t)tail_len);
+        p += tail_len;
+        if (r.reply > 0) {
+            memcpy(p, f + r.account + r.subject, (size_t)r.reply);
+            p += r.reply;
+            *p++ = ' ';
+        }
+        if (hmsg) {
+            p += put_decimal_u64(p, r.header);
+            *p++ = ' ';
+        }
+        p += put_decimal_u64(p, (uint64_t)data_len);
+        *p++ = '\r';
+        *p++ = '\n';
+        memcpy(p, data, (size_t)data_len);
+        p += data_len;
+        *p++ = '\r';
+        *p++ = '\n';
+        data_bytes += (unsigned long long)data_len;
+    }
+    if (PyByteArray_Resize(out, p - PyByteArray_AS_STRING(out)) < 0) {
+        return NULL;
+    }
+    return Py_BuildValue("(nnK)", count, pos, data_bytes);
+}
+
+PyObject *appliance_append_pub_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 6 || !PyByteArray_Check(args[0]) || !PyList_Check(args[1]) || !PyBytes_Check(args[3]) ||
+        !PyBytes_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "append_pub_records(out: bytearray, events: list, start: int, "
+                                         "account: bytes, subject: bytes, bytes_max: int)");
+        return NULL;
+    }
+    const Py_ssize_t start = PyLong_AsSsize_t(args[2]);
+    const Py_ssize_t bytes_max = PyLong_AsSsize_t(args[5]);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    PyObject *out = args[0];
+    PyObject *events = args[1];
+    PyObject *subject = args[4];
+    const Py_ssize_t account_len = PyBytes_GET_SIZE(args[3]);
+    const Py_ssize_t subject_len = PyBytes_GET_SIZE(subject);
+    if (start < 0 || account_len > UINT16_MAX || subject_len > UINT16_MAX) {
+        PyErr_SetString(PyExc_ValueError, "append_pub_records: bad start, account or subject");
+        return NULL;
+    }
+    /* pass 1: how many events form the run, and the bytes they take */
+    const Py_ssize_t total = PyList_GET_SIZE(events);
+    Py_ssize_t stop = start;
+    Py_ssize_t room = 0;
+    Py_ssize_t filled = PyByteArray_GET_SIZE(out);
+    unsigned long long data_bytes = 0;
+    while (stop < total && filled + room < bytes_max) {
+        PyObject *event = PyList_GET_ITEM(events, stop);
+        if (!PyTuple_Check(event) || PyTuple_GET_SIZE(event) != 4) {
+            break;
+        }
+        PyObject *op = PyTuple_GET_ITEM(event, 0);
+        PyObject *event_subject = PyTuple_GET_ITEM(event, 1);
+        PyObject *reply = PyTuple_GET_ITEM(event, 2);
+        PyObject *data = PyTuple_GET_ITEM(event, 3);
+        if (!PyLong_CheckExact(op) || PyLong_AsLong(op) != 1 || !PyBytes_Check(data) ||
+            (reply != Py_None && !PyBytes_Check(reply)) || !PyBytes_Check(event_subject)) {
+            break;
+        }
+        if (event_subject != subject && (PyBytes_GET_SIZE(event_subject) != subject_len ||
+                                         memcmp(PyBytes_AS_STRING(event_subject), PyBytes_AS_STRING(subject),
+                                                (size_t)subject_len) != 0)) {
+            break;
+        }
+        const Py_ssize_t reply_len = reply == Py_None ? 0 : PyBytes_GET_SIZE(reply);
+        const Py_ssize_t data_len = PyBytes_GET_SIZE(data);
+        if (reply_len > UINT16_MAX || data_len > (Py_ssize_t)UINT32_MAX - 1) {
+            break; /* the caller's general path reports it */
+        }
+        room += RECORD_HEADER_BYTES + account_len + subject_len + reply_len + data_len;
+        data_bytes += (unsigned long long)data_len;
+        stop++;
+    }
+    const Py_ssize_t old = filled;
+    if (PyByteArray_Resize(out, old + room) < 0) {
+        return NULL;
+    }
+    char *p = PyByteArray_AS_STRING(out) + old;
+    for (Py_ssize_t i = start; i < stop; i++) {
+        PyObject *event = PyList_GET_ITEM(events, i);
+        PyObject *reply = PyTuple_GET_ITEM(event, 2);
+        PyObject *data = PyTuple_GET_ITEM(event, 3);
+        const Py_ssize_t reply_len = reply == Py_None ? 0 : PyBytes_GET_SIZE(reply);
+        const Py_ssize_t data_len = PyBytes_GET_SIZE(data);
+        put_u16(p, (uint16_t)account_len);
+        put_u16(p + 2, (uint16_t)subject_len);
+        put_u16(p + 4, (uint16_t)reply_len);
+        put_u16(p + 6, 0);
+        put_u32(p + 8, NO_HEADER);
+        put_u32(p + 12, (uint32_t)data_len);
+        p += RECORD_HEADER_BYTES;
+        memcpy(p, PyBytes_AS_STRING(args[3]), (size_t)account_len);
+        p += account_len;
+        memcpy(p, PyBytes_AS_STRING(subject), (size_t)subject_len);
+        p += subject_len;
+        if (reply_len > 0) {
+            memcpy(p, PyBytes_AS_STRING(reply), (size_t)reply_len);
+            p += reply_len;
+        }
+        memcpy(p, PyBytes_AS_STRING(data), (size_t)data_len);
+        p += data_len;
+    }
+    return Py_BuildValue("(nK)", stop - start, data_bytes);
+}

@@ -10,11 +10,28 @@
 PyObject *appliance_append_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 /* decode_records(payload: bytes) -> list[(account, subject, reply, queue, header, data)] */
 PyObject *appliance_decode_records(PyObject *self, PyObject *arg);
+/* record_runs(payload: bytes) -> list[(account, subject, queue, start, end, count)]: the records
+ * grouped into runs of consecutive records with the same account, subject and queue. */
+PyObject *appliance_record_runs(PyObject *self, PyObject *arg);
+/* append_msgs(out: bytearray, payload: bytes, start: int, end: int, tail: bytes, headers: bool,
+ *             limit: int) -> (count, next, data_bytes): MSG/HMSG lines for up to `limit` records of
+ * payload[start:end] (HMSG only when headers is true; otherwise the header block is dropped). */
+PyObject *appliance_append_msgs(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+/* append_pub_records(out: bytearray, events: list, start: int, account: bytes, subject: bytes,
+ *                    bytes_max: int) -> (count, data_bytes): one record per PUB event from
+ * events[start] on while the subject stays `subject` and len(out) < bytes_max. */
+PyObject *appliance_append_pub_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 #define APPLIANCE_RECORD_METHODS                                                                  \
     {"append_record", (PyCFunction)(void (*)(void))appliance_append_record, METH_FASTCALL,       \
      "append_record(out, account, subject, reply, queue, header_size, data): one link record"},   \
     {"decode_records", (PyCFunction)appliance_decode_records, METH_O,                            \
-     "decode_records(payload) -> list of (account, subject, reply, queue, header, data)"},
+     "decode_records(payload) -> list of (account, subject, reply, queue, header, data)"},       \
+    {"record_runs", (PyCFunction)appliance_record_runs, METH_O,                                  \
+     "record_runs(payload) -> list of (account, subject, queue, start, end, count)"},            \
+    {"append_msgs", (PyCFunction)(void (*)(void))appliance_append_msgs, METH_FASTCALL,           \
+     "append_msgs(out, payload, start, end, tail, headers, limit) -> (count, next, data_bytes)"}, \
+    {"append_pub_records", (PyCFunction)(void (*)(void))appliance_append_pub_records, METH_FASTCALL, \
+     "append_pub_records(out, events, start, account, subject, bytes_max) -> (count, data_bytes)"},
 
 #endif

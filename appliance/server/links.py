@@ -35,6 +35,8 @@ from appliance import limits, native
 from appliance.errors import ApplianceError, ClosedError, CorruptData, LimitExceeded
 from appliance.fabric.frames import Frame, FrameKind
 from appliance.fabric.link import Link, LinkLoop
+from appliance.protocol import wire
+from appliance.protocol.client_parser import OP_PUB, Event
 from appliance.server.accounts import Account
 from appliance.server.router import pick
 from appliance.server.sublist import Subscription
@@ -74,47 +76,114 @@ def append_record_py(out: bytearray, account: bytes, subject: bytes, reply: byte
     out += data
 
 
-def decode_records_py(payload: bytes) -> list[tuple[bytes, bytes, bytes | None, bytes | None, bytes | None, bytes]]:
+Record = tuple[bytes, bytes, bytes | None, bytes | None, bytes | None, bytes]
+
+
+def _read_record(payload: bytes, pos: int, end: int) -> tuple[Record, int]:
+    """The record at payload[pos:end] and the position after it; ValueError when malformed."""
+    if end - pos < _RECORD.size:
+        raise ValueError("truncated message record in a link frame")
+    a, s, r, q, h, d = _RECORD.unpack_from(payload, pos)
+    pos += _RECORD.size
+    if end - pos < a + s + r + q + d:
+        raise ValueError("truncated message record in a link frame")
+    if h != NO_HEADER and h > d:
+        raise ValueError("message record header longer than its data")
+    account = payload[pos : pos + a]
+    pos += a
+    subject = payload[pos : pos + s]
+    pos += s
+    reply = payload[pos : pos + r] if r else None
+    pos += r
+    queue = payload[pos : pos + q] if q else None
+    pos += q
+    data = payload[pos : pos + d]
+    return (account, subject, reply, queue, None if h == NO_HEADER else data[:h], data), pos + d
+
+
+def decode_records_py(payload: bytes) -> list[Record]:
     """(account, subject, reply, queue, header, data) per record; data includes the header block, as HMSG.
     Twin of the native decode_records; a malformed payload raises ValueError."""
     records = []
     pos = 0
     end = len(payload)
-    unpack = _RECORD.unpack_from
-    size = _RECORD.size
     while pos < end:
-        if end - pos < size:
-            raise ValueError("truncated message record in a link frame")
-        a, s, r, q, h, d = unpack(payload, pos)
-        pos += size
-        account = payload[pos : pos + a]
-        pos += a
-        subject = payload[pos : pos + s]
-        pos += s
-        reply = None
-        if r:
-            reply = payload[pos : pos + r]
-            pos += r
-        queue = None
-        if q:
-            queue = payload[pos : pos + q]
-            pos += q
-        data = payload[pos : pos + d]
-        pos += d
-        if h != NO_HEADER and h > d:
-            raise ValueError("message record header longer than its data")
-        records.append((account, subject, reply, queue, None if h == NO_HEADER else data[:h], data))
-    if pos != end:
-        raise ValueError("truncated message record in a link frame")
+        record, pos = _read_record(payload, pos, end)
+        records.append(record)
     return records
+
+
+def record_runs_py(payload: bytes) -> list[tuple[bytes, bytes, bytes | None, int, int, int]]:
+    """(account, subject, queue, start, end, count) per run of consecutive records with the same
+    account, subject and queue: the unit the receiving worker matches and delivers at once.
+    Twin of the native record_runs; a malformed payload raises ValueError."""
+    runs: list[tuple[bytes, bytes, bytes | None, int, int, int]] = []
+    pos = 0
+    end = len(payload)
+    while pos < end:
+        (account, subject, _, queue, _, _), after = _read_record(payload, pos, end)
+        if runs and runs[-1][:3] == (account, subject, queue):
+            runs[-1] = (account, subject, queue, runs[-1][3], after, runs[-1][5] + 1)
+        else:
+            runs.append((account, subject, queue, pos, after, 1))
+        pos = after
+    return runs
+
+
+def append_msgs_py(out: bytearray, payload: bytes, start: int, end: int, tail: bytes, headers: bool,
+                   limit: int) -> tuple[int, int, int]:
+    """MSG/HMSG lines (as wire.append_msg) for up to `limit` records of payload[start:end]; a client
+    without headers gets the payload alone. Returns (count, position after the last record used,
+    payload bytes written). Twin of the native append_msgs; nothing is appended when a record of
+    the range is malformed (ValueError)."""
+    if not 0 <= start <= end <= len(payload):
+        raise ValueError("append_msgs: bad range")
+    records = []
+    pos = start
+    while pos < end and len(records) < limit:
+        record, pos = _read_record(payload, pos, end)
+        records.append(record)
+    data_bytes = 0
+    for _, subject, reply, _, header, data in records:
+        if header is not None and not headers:
+            data = data[len(header):]
+            header = None
+        wire.append_msg(out, subject, tail, reply, -1 if header is None else len(header), data)
+        data_bytes += len(data)
+    return len(records), pos, data_bytes
+
+
+def append_pub_records_py(out: bytearray, events: list[Event], start: int, account: bytes, subject: bytes,
+                          bytes_max: int) -> tuple[int, int]:
+    """One record per plain PUB event (op 1) from events[start] on, while the subject stays `subject`
+    and `out` holds fewer than bytes_max bytes: the publishing worker's burst to one sibling.
+    Returns (events used, payload bytes). Twin of the native append_pub_records."""
+    count = 0
+    data_bytes = 0
+    for event in events[start:]:
+        if len(out) >= bytes_max or len(event) != 4 or event[0] != OP_PUB or event[1] != subject:
+            break
+        reply, data = event[2], event[3]
+        if reply is not None and len(reply) > 0xFFFF:
+            break
+        append_record_py(out, account, subject, reply, None, -1, data)
+        count += 1
+        data_bytes += len(data)
+    return count, data_bytes
 
 
 if native.ENABLED:
     append_record = native.speedups.append_record
     decode_records = native.speedups.decode_records
+    record_runs = native.speedups.record_runs
+    append_msgs = native.speedups.append_msgs
+    append_pub_records = native.speedups.append_pub_records
 else:
     append_record = append_record_py
     decode_records = decode_records_py
+    record_runs = record_runs_py
+    append_msgs = append_msgs_py
+    append_pub_records = append_pub_records_py
 
 
 def encode_interest(account: bytes, subject: bytes, queue: bytes | None) -> bytes:
@@ -139,7 +208,7 @@ class LinkPeer:
         self.index = link.peer
         self.cid = -(1 << 30) - link.peer  # shows in monitoring as an internal connection
         self.closed = False
-        self.backlog: deque[tuple[int, bytes]] = deque()
+        self.backlog: deque[tuple[int, bytes | bytearray]] = deque()
         self.backlog_bytes = 0
         self.stalled: dict[ClientConnection, None] = {}
         # the sibling's interest: (account, subject, queue) -> its subscriptions here
@@ -153,6 +222,25 @@ class LinkPeer:
         self.acked_seq = 0  # our interest changes this sibling has applied
         self.seen_seq = 0  # the sibling's interest changes we have applied
         self._account_names: dict[str, bytes] = {}
+
+    def deliver_pubs(self, sub: Subscription, events: list[Event], start: int) -> tuple[int, int]:
+        """The publishing worker's burst: the PUB events from events[start] on with the same subject
+        (all bound for this sibling alone) become records in one C call. Returns (events used, payload
+        bytes); 0 events when none could be taken this way (the caller delivers one by one)."""
+        account = self._account_names.get(sub.account)
+        if account is None:
+            account = self._account_names[sub.account] = sub.account.encode()
+        records = self._records
+        count, data_bytes = append_pub_records(records, events, start, account, events[start][1],
+                                               self._records_flush_bytes)
+        if count:
+            self.msgs_out += count
+            if len(records) >= self._records_flush_bytes:
+                self.flush()
+            elif not self._dirty:
+                self._dirty = True
+                self.fabric.server.dirty.append(self)  # type: ignore[arg-type]
+        return count, data_bytes
 
     def deliver(self, sub: Subscription, subject: bytes, reply: bytes | None, header: bytes | None,
                 data: bytes) -> None:
@@ -173,12 +261,13 @@ class LinkPeer:
     def flush(self) -> None:
         self._dirty = False
         if self._records:
-            payload, self._records = bytes(self._records), bytearray()
+            # the frame leaves as the bytearray itself (the ring copies it; a backlog keeps it whole)
+            payload, self._records = self._records, bytearray()
             if len(payload) > self.link.frame_bytes_max:
                 raise LimitExceeded(f"a message of {len(payload)} bytes does not fit a link frame")
             self.send(KIND_MESSAGE, payload)
 
-    def send(self, kind: int, payload: bytes) -> None:
+    def send(self, kind: int, payload: bytes | bytearray) -> None:
         if self.closed:
             return
         try:
@@ -368,7 +457,7 @@ class LocalFabric:
         try:
             for kind, payload in frames:
                 if kind == KIND_MESSAGE:
-                    self._deliver_records(peer, decode_records(payload))
+                    self._deliver_records(peer, payload)
                 elif kind == KIND_INTEREST_ADD:
                     peer.seen_seq = _SEQ.unpack_from(payload, 0)[0]
                     self._add_remote_interest(peer, *decode_interest(payload[_SEQ.size:]))
@@ -490,29 +579,37 @@ class LocalFabric:
         if not subs:
             del peer.interest[key]
 
-    def _deliver_records(self, peer: LinkPeer,
-                         records: list[tuple[bytes, bytes, bytes | None, bytes | None, bytes | None, bytes]]) -> None:
-        """The hot path of the receiving worker: plain deliveries inline, the match reused while the
-        account and subject stay the same (a publisher's burst); queue deliveries via _deliver_locally."""
-        peer.msgs_in += len(records)
-        last_account = last_subject = b""
-        plain: tuple[Subscription, ...] = ()
-        for account_name, subject, reply, queue, header, data in records:
+    def _deliver_records(self, peer: LinkPeer, payload: bytes) -> None:
+        """The hot path of the receiving worker. The frame's records come as runs (consecutive records
+        with the same account, subject and queue — a publisher's burst): a plain run is matched once
+        and each local subscriber gets the whole run appended to its output in one C call
+        (`deliver_run`); a subscriber without it (an internal client), or one that declines it (a
+        client with permissions), gets the records one by one. Queue records pick a member each, via _deliver_locally."""
+        for account_name, subject, queue, start, end, count in record_runs(payload):
+            peer.msgs_in += count
             if queue is not None:
-                self._deliver_locally(account_name, subject, reply, queue, header, data)
+                for _, _, reply, _, header, data in decode_records(payload[start:end]):
+                    self._deliver_locally(account_name, subject, reply, queue, header, data)
                 continue
-            if subject != last_subject or account_name != last_account:
-                account = self._account(account_name)
-                if account is None:
+            account = self._account(account_name)
+            if account is None:
+                continue
+            sublist = account.sublist
+            result = sublist.cache.get(subject)
+            if result is None:
+                result = sublist.match(subject)
+            records: list[Record] | None = None
+            for sub in result[0]:
+                conn = sub.conn
+                if conn.is_link:
                     continue
-                sublist = account.sublist
-                result = sublist.cache.get(subject)
-                if result is None:
-                    result = sublist.match(subject)
-                plain = tuple(sub for sub in result[0] if not sub.conn.is_link)
-                last_account, last_subject = account_name, subject
-            for sub in plain:
-                sub.conn.deliver(sub, subject, reply, header, data)
+                deliver_run = getattr(conn, "deliver_run", None)
+                if deliver_run is not None and deliver_run(sub, payload, start, end, count):
+                    continue
+                if records is None:
+                    records = decode_records(payload[start:end])
+                for _, _, reply, _, header, data in records:
+                    conn.deliver(sub, subject, reply, header, data)
 
     def _account(self, name: bytes) -> Account | None:
         account = self._accounts.get(name)
