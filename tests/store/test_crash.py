@@ -9,14 +9,20 @@ prefix of it). Sealing happens every few messages, so crash points inside sealin
 
 from __future__ import annotations
 
+import concurrent.futures
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
 from appliance.store.api import StoreLimits, StoredMsg, StreamStore
 from appliance.store.commit import GroupCommitter
 from appliance.store.filestore import FileStoreConfig, FileStreamStore
+from appliance.store.layout import SEAL_TMP_SUFFIX
 from appliance.store.memory import MemoryStreamStore
+from appliance.store.sealer import BackgroundSealer
 from appliance.testing.faultfs import FaultFS, SimulatedCrash
 
 DIRECTORY = "/stream"
@@ -84,19 +90,46 @@ def config(limits: StoreLimits, *, seal_inline: bool = True) -> FileStoreConfig:
     return FileStoreConfig(DIRECTORY, limits=limits, segment_bytes=700, seal_inline=seal_inline)
 
 
-def run(fs: FaultFS, limits: StoreLimits, *, seal_inline: bool) -> int:
+class StepExecutor(concurrent.futures.Executor):
+    """The sealer's thread, stepped by the workload: a job runs when the test says so."""
+
+    def __init__(self) -> None:
+        self.queued: deque[tuple[Callable[[], None], concurrent.futures.Future[None]]] = deque()
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self.queued.append((lambda: fn(*args, **kwargs), future))
+        return future
+
+    def step(self) -> None:
+        if self.queued:
+            fn, future = self.queued.popleft()
+            fn()  # a SimulatedCrash here is the machine going down mid-seal
+            future.set_result(None)
+
+
+def run(fs: FaultFS, limits: StoreLimits, *, seal: str) -> int:
     """Run the workload; returns how many operations were acknowledged before a crash.
 
-    Without inline sealing, a background seal job runs after every other operation, so closed
-    segments wait unsealed for a while (as when the executor is busy).
+    seal="manual": a seal job runs after every other operation, so closed segments wait unsealed
+    for a while. seal="sealer": a BackgroundSealer seals; after each operation its thread writes
+    the compressed copy, and the owner installs it only after the next operation, so the walk
+    crashes with a seal in progress (temporary file half written, written, renamed, not yet
+    fsynced into the directory) while the stream keeps changing.
     """
     acked = 0
+    executor = StepExecutor()
+    posted: deque[Callable[[], None]] = deque()
+    sealer = BackgroundSealer(posted.append, executor=executor) if seal == "sealer" else None
     try:
-        store = FileStreamStore(config(limits, seal_inline=seal_inline), ops=fs)
+        store = FileStreamStore(config(limits, seal_inline=seal == "inline"), ops=fs, sealer=sealer)
         for number, op in enumerate(WORKLOAD):
             apply(store, op)
             acked += 1
-            if not seal_inline and number % 2:
+            while posted:
+                posted.popleft()()
+            executor.step()
+            if seal == "manual" and number % 2:
                 job = store.begin_seal()
                 if job is not None:
                     job.run()
@@ -107,22 +140,24 @@ def run(fs: FaultFS, limits: StoreLimits, *, seal_inline: bool) -> int:
 
 
 @pytest.mark.parametrize(
-    ("limits", "seal_inline"),
-    [(StoreLimits(), True), (StoreLimits(max_msgs=6), True), (StoreLimits(), False)],
-    ids=["no-limits", "max_msgs", "background-seal"],
+    ("limits", "seal"),
+    [(StoreLimits(), "inline"), (StoreLimits(max_msgs=6), "inline"), (StoreLimits(), "manual"),
+     (StoreLimits(), "sealer"), (StoreLimits(max_msgs=6), "sealer")],
+    ids=["no-limits", "max_msgs", "background-seal", "sealer", "sealer-max_msgs"],
 )
-def test_every_crash_point_keeps_acknowledged_writes_and_nothing_half_present(
-    limits: StoreLimits, seal_inline: bool
-) -> None:
+def test_every_crash_point_keeps_acknowledged_writes_and_nothing_half_present(limits: StoreLimits, seal: str) -> None:
+    seal_inline = seal == "inline"
     total = None
     crash_at = 0
+    sealed_seen = False
     while total is None:
         fs = FaultFS(crash_at=crash_at)
-        acked = run(fs, limits, seal_inline=seal_inline)
+        acked = run(fs, limits, seal=seal)
         if not fs.crashed:
             total = crash_at
             assert acked == len(WORKLOAD)
             break
+        sealed_seen |= any(name.endswith(SEAL_TMP_SUFFIX) for name in fs.list_dir(DIRECTORY))
         allowed = acceptable(acked, limits)
         for mode in MODES:
             recovered = FileStreamStore(config(limits, seal_inline=seal_inline), ops=fs.after_crash(mode))
@@ -132,6 +167,8 @@ def test_every_crash_point_keeps_acknowledged_writes_and_nothing_half_present(
             assert seq == seen[2] + 1
         crash_at += 1
     assert total > 40, "the walk covered the workload's calls"
+    if seal == "sealer":
+        assert sealed_seen, "the walk crashed while a sealed copy waited to be installed"
 
 
 def test_group_commit_tickets_are_durable_only_after_their_fsync() -> None:
