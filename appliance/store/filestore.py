@@ -115,6 +115,7 @@ class FileStreamStore:
         self._sealing: set[str] = set()  # segments with a seal job handed out and not finished
         self._seal_retry_later: set[str] = set()  # a seal failed off-thread: retried after the next roll
         self._closed = False
+        self.backpressure_seals = 0  # rolls that sealed inline because the backlog was too long
         self._written_seq = 0
         self._durable_seq = 0
         self._unsynced = False
@@ -188,8 +189,11 @@ class FileStreamStore:
         self._unsynced = False
         self._start_active()
         self._seal_retry_later.clear()
-        if self._inline or self._unsealed_count() > bounds.STORE_UNSEALED_SEGMENTS_MAX:
-            self._seal_all_now()  # backpressure: a writer outrunning the sealer pays for it here
+        if self._inline:
+            self._seal_all_now()
+        elif self._unsealed_count() > bounds.STORE_UNSEALED_SEGMENTS_MAX:
+            self.backpressure_seals += 1  # a writer outrunning the sealer pays for it here
+            self._seal_all_now()
         elif self._sealer is not None:
             self._sealer.request(self)
 

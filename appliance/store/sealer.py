@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from appliance import limits
-from appliance.errors import LimitExceeded
+from appliance.errors import BrokenError, LimitExceeded
 from appliance.store.layout import SealJob
 
 if TYPE_CHECKING:
@@ -105,14 +105,23 @@ class BackgroundSealer:
             return
         store, job, _ = running
         self._running = None
-        error = future.exception()
+        try:
+            self._install_into(store, job, future.exception())
+        finally:
+            self._maybe_start()  # whatever happened to this store, the others keep their turn
+
+    def _install_into(self, store: FileStreamStore, job: SealJob, error: BaseException | None) -> None:
         if self._closed or store.closed or store.broken:
             return
         if error is not None:
             self.failed += 1
             store.seal_failed(job, error)
-        elif store.finish_seal(job):
-            self.sealed += 1
+        else:
+            try:
+                installed = store.finish_seal(job)
+            except BrokenError:  # the rename failed: the store is broken, its owner reopens it
+                logger.error("store: installing the seal of %s broke the store", job.path)
+                return
+            self.sealed += installed
         if store.has_unsealed():
             self.request(store)
-        self._maybe_start()

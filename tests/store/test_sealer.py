@@ -191,3 +191,33 @@ def test_on_a_real_thread_with_an_asyncio_owner(tmp_path: Path) -> None:
     payloads, read, seen = asyncio.run(main())
     assert read == payloads
     assert len(seen) > 3 and set(seen[:-1]) == {"sealed"}
+
+
+class FailingInstall(FaultFS):
+    def rename(self, source: str, target: str) -> None:
+        if source.startswith("/a/") and source.endswith(SEAL_TMP_SUFFIX):
+            raise OSError(errno.EIO, "rename failed")
+        super().rename(source, target)
+
+
+def test_a_failed_install_breaks_only_that_store_and_the_sealer_goes_on() -> None:
+    owner, executor = Owner(), ManualExecutor()
+    sealer = BackgroundSealer(owner.posted.append, executor=executor)
+    fs = FailingInstall()
+    first = FileStreamStore(FileStoreConfig("/a", segment_bytes=800), ops=fs, sealer=sealer)
+    second = FileStreamStore(FileStoreConfig("/b", segment_bytes=800), ops=fs, sealer=sealer)
+    fill(first, 0, 12)
+    payloads = fill(second, 0, 12)
+    drain(owner, executor)
+    assert first.broken and not second.broken
+    assert kinds(second)[0] == "sealed"
+    assert {m.seq: m.payload for m in second.scan()} == payloads
+
+
+def test_backpressure_seals_are_counted() -> None:
+    owner, executor = Owner(), ManualExecutor()
+    store = FileStreamStore(CONFIG, ops=FaultFS(), sealer=BackgroundSealer(owner.posted.append, executor=executor))
+    fill(store, 0, 12)
+    assert store.backpressure_seals == 0
+    fill(store, 12, 200)
+    assert store.backpressure_seals > 0
