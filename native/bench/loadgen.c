@@ -417,15 +417,20 @@ done:
  * as many per write as the batch holds. It returns (sent, stop) after count frames, after
  * budget_ms (progress), or with STOP_OTHER as soon as the server sent us something (a PING, an
  * -ERR: Python reads it) -- always on a frame boundary, so the caller can simply call again.
+ * STOP_TIMEOUT (nothing could be written for timeout_ms) and STOP_CLOSED may leave a frame
+ * broken off after `sent` whole ones: the connection is finished then.
  * The socket is only watched for input when a write would block, and every few batches. */
 enum { PUBLISH_INPUT_CHECK_BATCHES = 16 };
 
-static int write_frames(int fd, const char *data, Py_ssize_t length, int timeout_ms, int *input_seen) {
-    while (length > 0) {
-        ssize_t written = send(fd, data, (size_t)length, MSG_NOSIGNAL | MSG_DONTWAIT);
+/* 0 when all of data[0:length] was written, else STOP_TIMEOUT, STOP_CLOSED or -1 (errno); *done
+ * counts the bytes written either way. */
+static int write_frames(int fd, const char *data, Py_ssize_t length, int timeout_ms, int *input_seen,
+                        Py_ssize_t *done) {
+    *done = 0;
+    while (*done < length) {
+        ssize_t written = send(fd, data + *done, (size_t)(length - *done), MSG_NOSIGNAL | MSG_DONTWAIT);
         if (written > 0) {
-            data += written;
-            length -= written;
+            *done += written;
             continue;
         }
         if (written < 0 && errno == EINTR) continue;
@@ -461,12 +466,14 @@ static PyObject *publish(PyObject *self, PyObject *args) {
     int stop = STOP_NEED_MORE, input_seen = 0;
     while (sent < count) {
         long long frames = count - sent < per_batch ? count - sent : per_batch;
-        int written = write_frames(fd, batch.buf, (Py_ssize_t)(frames * frame_bytes), timeout_ms, &input_seen);
+        Py_ssize_t done_bytes = 0;
+        int written = write_frames(fd, batch.buf, (Py_ssize_t)(frames * frame_bytes), timeout_ms, &input_seen,
+                                   &done_bytes);
+        sent += done_bytes / frame_bytes; /* whole frames only; a broken-off frame is not sent */
         if (written != 0) {
             stop = written;
             break;
         }
-        sent += frames;
         if (++batches % PUBLISH_INPUT_CHECK_BATCHES == 0) {
             struct pollfd pfd = {fd, POLLIN, 0};
             if (poll(&pfd, 1, 0) > 0) input_seen = 1;
