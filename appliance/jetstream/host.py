@@ -32,6 +32,10 @@ class Host(Protocol):
         """Publish into the stream's account (replies, deliveries, status messages)."""
         ...
 
+    def publish_many(self, messages: list[tuple[bytes, bytes]]) -> None:
+        """Publish (subject, payload) pairs, in order, without headers (PubAcks of one commit)."""
+        ...
+
     def deliver(self, match: str, subject: str, reply: str, header: bytes | None, payload: bytes) -> int:
         """Route on `match` (an inbox or deliver subject) but hand the message over as `subject`."""
         ...

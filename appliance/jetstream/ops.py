@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
 MSG_HEADER = struct.Struct("<HIIq")
 KIND_MSGS = ord("M")
@@ -20,8 +20,10 @@ KIND_DELETE = ord("D")
 KIND_PURGE = ord("P")
 
 
-@dataclass(frozen=True, slots=True)
-class InMsg:
+class InMsg(NamedTuple):
+    """One published message. Laid out as the store's MsgInput (subject, headers, payload, ts_ns),
+    so a run of header-less messages goes to the store as it is."""
+
     subject: str
     header: bytes
     payload: bytes

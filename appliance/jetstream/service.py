@@ -123,6 +123,9 @@ class AccountJetStream:
     def send(self, subject: str, payload: bytes, *, reply: str = "", header: bytes | None = None) -> None:
         self.client.publish(subject.encode(), payload, reply=reply.encode() if reply else None, header=header)
 
+    def publish_many(self, messages: list[tuple[bytes, bytes]]) -> None:
+        self.client.publish_many(messages)
+
     def deliver(self, match: str, subject: str, reply: str, header: bytes | None, payload: bytes) -> int:
         return self.deliver_raw(
             match.encode(), subject.encode(), reply.encode() if reply else None, header, payload
@@ -213,9 +216,13 @@ class AccountJetStream:
             self.client.unsubscribe(sub)
         subs: list[Subscription] = []
 
+        publish = stream.publish_raw
+
         def on_msg(subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
-            payload = data[len(header) :] if header is not None else data
-            stream.on_publish(subject.decode(), reply.decode() if reply else "", header or b"", payload)
+            if header is None:
+                publish(subject.decode(), reply or b"", b"", data)
+            else:
+                publish(subject.decode(), reply or b"", header, data[len(header) :])
 
         for subject in stream.config.subjects:
             subs.append(self.client.subscribe(subject.encode(), on_msg))

@@ -91,9 +91,10 @@ class Stream:
         self._file = store if isinstance(store, FileStreamStore) else None
         self._dedupe: OrderedDict[str, tuple[int, int]] = OrderedDict()
         self._last_msg_id = ""
-        self._inbox: list[tuple[ops.InMsg, Reply]] = []
+        self._inbox: list[tuple[ops.InMsg, bytes]] = []  # publishes of this loop turn, reply b"" for none
         self._results: dict[int, object] = {}
-        self._acks: deque[tuple[int, Reply, bytes]] = deque()
+        self._acks: deque[tuple[int, bytes, bytes]] = deque()  # (seq, reply, PubAck) awaiting fsync
+        self._proposed: dict[int, tuple[bytes, list[ops.InMsg]]] = {}  # id(entry data) -> messages
         self._syncing = False
         self._ack_prefix: bytes | None = None  # b'{"stream":"NAME","seq":' (PubAck hot path)
         self._expiry_timer: Timer | None = None
@@ -124,7 +125,12 @@ class Stream:
                 continue
             kind = entry.data[0]
             if kind == ops.KIND_MSGS:
-                self._results[entry.index] = self._apply_msgs(ops.decode_msgs(entry.data))
+                local = self._proposed.get(id(entry.data))
+                if local is not None and local[0] is entry.data:
+                    msgs = local[1]
+                else:
+                    msgs = ops.decode_msgs(entry.data)
+                self._results[entry.index] = self._apply_msgs(msgs)
             else:
                 kind, body = ops.decode_op(entry.data)
                 self._results[entry.index] = self._apply_op(kind, body)
@@ -141,20 +147,27 @@ class Stream:
     # --- publishing --------------------------------------------------------------------------------
 
     def on_publish(self, subject: str, reply: Reply, header: bytes, payload: bytes) -> None:
+        self.publish_raw(subject, reply.encode() if reply else b"", header, payload)
+
+    def publish_raw(self, subject: str, reply: bytes, header: bytes, payload: bytes) -> None:
+        """A publish to the stream's subjects; `reply` (b"" for none) gets the PubAck."""
         if self.deleted:
             return
-        if len(self._inbox) >= limits.JS_PUBLISH_BATCH_MAX:
+        inbox = self._inbox
+        if len(inbox) >= limits.JS_PUBLISH_BATCH_MAX:
             self._flush_inbox()
-        if not self._inbox:
+            inbox = self._inbox
+        if not inbox:
             self.host.call_soon(self._flush_inbox)
-        self._inbox.append((ops.InMsg(subject, header, payload, self.host.now_ns()), reply))
+        inbox.append((ops.InMsg(subject, header, payload, self.host.now_ns()), reply))
 
     def _flush_inbox(self) -> None:
         if not self._inbox:
             return
         batch, self._inbox = self._inbox, []
+        msgs = [msg for msg, _ in batch]
         replies = [reply for _, reply in batch]
-        data = ops.encode_msgs([msg for msg, _ in batch])
+        data = ops.encode_msgs(msgs)
 
         def on_done(ok: bool, index: int) -> None:
             result = self._results.pop(index, None)
@@ -162,34 +175,57 @@ class Stream:
                 return
             self._answer(replies, result)
 
+        # The entry applies here (one voter), and `apply` takes the messages from here rather
+        # than decoding the bytes it was just given; a follower decodes them.
+        self._proposed[id(data)] = (data, msgs)
         try:
             self.group.propose(data, on_done)
+            self.group.process_ready()
         except (NotLeader, ProposalDropped, LimitExceeded) as exc:
             logger.warning("stream %s dropped %d publishes: %s", self.config.name, len(batch), exc)
             return
-        self.group.process_ready()
+        finally:
+            self._proposed.pop(id(data), None)
         self._maybe_sync()
 
-    def _answer(self, replies: list[Reply], outcomes: list[Outcome]) -> None:
+    def _answer(self, replies: list[bytes], outcomes: Sequence[Outcome | int]) -> None:
+        """PubAcks for one applied batch: a plain int outcome is a stored sequence (the hot path)."""
+        if self.config.no_ack:
+            return
         durable_wait = self._file is not None and self.host.sync_always
+        prefix = self._ack_prefix or self._puback_prefix()
+        now: list[tuple[bytes, bytes]] = []
+        acks = self._acks
         for reply, outcome in zip(replies, outcomes, strict=True):
-            if not reply or self.config.no_ack:
+            if not reply:
                 continue
+            if outcome.__class__ is int:
+                body = b"%s%d}" % (prefix, outcome)
+                if durable_wait:
+                    acks.append((outcome, reply, body))  # type: ignore[arg-type]
+                else:
+                    now.append((reply, body))
+                continue
+            assert isinstance(outcome, Outcome)
             body = self._puback(outcome)
             if outcome.error is None and durable_wait:
-                self._acks.append((outcome.seq, reply, body))
+                acks.append((outcome.seq, reply, body))
             else:
-                self.host.send(reply, body)
+                now.append((reply, body))
+        if now:
+            self.host.publish_many(now)
 
-    def _puback(self, outcome: Outcome) -> bytes:
+    def _puback_prefix(self) -> bytes:
         name = self.config.name
         domain = self.host.domain
+        fields = {"stream": name, "domain": domain} if domain else {"stream": name}
+        self._ack_prefix = go_json(fields)[:-1] + b',"seq":'
+        return self._ack_prefix
+
+    def _puback(self, outcome: Outcome) -> bytes:
         if outcome.error is not None:
-            return go_json({"error": outcome.error.as_json(), "stream": name, "seq": 0})
-        if self._ack_prefix is None:
-            fields = {"stream": name, "domain": domain} if domain else {"stream": name}
-            self._ack_prefix = go_json(fields)[:-1] + b',"seq":'
-        head = self._ack_prefix + str(outcome.seq).encode()
+            return go_json({"error": outcome.error.as_json(), "stream": self.config.name, "seq": 0})
+        head = (self._ack_prefix or self._puback_prefix()) + str(outcome.seq).encode()
         if outcome.duplicate:
             return head + b',"duplicate": true}'  # Go's marshaller really writes that space
         return head + b"}"
@@ -223,9 +259,17 @@ class Stream:
 
     def _release_acks(self, durable_seq: int) -> None:
         acks = self._acks
-        while acks and acks[0][0] <= durable_seq:
-            _, reply, body = acks.popleft()
-            self.host.send(reply, body)
+        if not acks or acks[0][0] > durable_seq:
+            return
+        if acks[-1][0] <= durable_seq:
+            ready = [(reply, body) for _, reply, body in acks]
+            acks.clear()
+        else:
+            ready = []
+            while acks and acks[0][0] <= durable_seq:
+                _, reply, body = acks.popleft()
+                ready.append((reply, body))
+        self.host.publish_many(ready)
 
     def _arm_interval_sync(self) -> None:
         def tick() -> None:
@@ -249,10 +293,10 @@ class Stream:
 
     # --- apply: messages ---------------------------------------------------------------------------
 
-    def _apply_msgs(self, msgs: list[ops.InMsg]) -> list[Outcome]:
+    def _apply_msgs(self, msgs: list[ops.InMsg]) -> Sequence[Outcome | int]:
         if self.guard is not None:
             return self.guard(self, msgs)
-        outcomes: list[Outcome] = []
+        outcomes: list[Outcome | int] = []
         run: list[ops.InMsg] = []
         for msg in msgs:
             if msg.header or self.config.sealed or self.config.retention != "limits":
@@ -266,29 +310,30 @@ class Stream:
             outcomes.extend(self._store_run(run))
         return outcomes
 
-    def _store_run(self, run: list[ops.InMsg]) -> list[Outcome]:
-        """Store header-less messages in as few store calls as possible."""
-        outcomes: list[Outcome] = []
+    def _store_run(self, run: list[ops.InMsg]) -> list[Outcome | int]:
+        """Store header-less messages in as few store calls as possible; a stored message's
+        outcome is its sequence (an int), an Outcome only for a failure."""
+        outcomes: list[Outcome | int] = []
         start = 0
         while start < len(run):
             chunk = run[start : start + limits.STORE_BATCH_MSGS_MAX]
             before = last_seq(self.store)
             try:
-                seqs = self._append([(m.subject, b"", m.payload, m.ts_ns) for m in chunk])
+                seqs = self._append(chunk)  # InMsg is laid out as MsgInput; these have no header
             except api.StoreLimitError as exc:
                 stored = last_seq(self.store) - before
                 seqs = list(range(before + 1, before + 1 + stored))
-                outcomes.extend(Outcome(seq) for seq in seqs)
+                outcomes.extend(seqs)
                 outcomes.append(Outcome(error=_store_error(exc.reason)))
                 self._stored(chunk[:stored], seqs)
                 start += stored + 1
                 continue
-            outcomes.extend(Outcome(seq) for seq in seqs)
+            outcomes.extend(seqs)
             self._stored(chunk, seqs)
             start += len(chunk)
         return outcomes
 
-    def _append(self, msgs: list[api.MsgInput]) -> list[int]:
+    def _append(self, msgs: Sequence[api.MsgInput]) -> list[int]:
         if self._file is not None:
             return self._file.append_batch(msgs)
         return self.store.store_batch(msgs)

@@ -66,6 +66,15 @@ class InternalClient:
         self.server.schedule_flush()
         return delivered
 
+    def publish_many(self, messages: list[tuple[bytes, bytes]]) -> None:
+        """Route (subject, payload) pairs as this client, in order, with no reply and no headers
+        (a batch of replies: PubAcks released by one fsync)."""
+        account = self.account
+        rng = self.server.rng
+        for subject, data in messages:
+            route(account, subject, None, None, data, origin=self, echo=False, rng=rng)
+        self.server.schedule_flush()
+
     def close(self) -> None:
         for sub in list(self._handlers):
             self.unsubscribe(sub)
