@@ -188,6 +188,24 @@ def sequential_read(directory: str, payload_bytes: int) -> tuple[float, float, f
     return count / elapsed, count * payload_bytes / elapsed / 1e6, cpu / count * 1e6
 
 
+def sequential_load(directory: str, payload_bytes: int, seconds: float) -> tuple[float, float, float]:
+    """load(seq) for seq = 1, 2, ... (a consumer's path): each block is decoded once, then cached."""
+    store = FileStreamStore(FileStoreConfig(directory))
+    last = store.state().last_seq
+    count = 0
+    start = time.perf_counter()
+    cpu_start = time.process_time()
+    load = store.load
+    while time.perf_counter() - start < seconds and count < last:
+        for seq in range(count + 1, min(count + 1000, last) + 1):
+            load(seq)
+        count = min(count + 1000, last)
+    elapsed = time.perf_counter() - start
+    cpu = time.process_time() - cpu_start
+    store.close()
+    return count / elapsed, count * payload_bytes / elapsed / 1e6, cpu / count * 1e6
+
+
 def random_read(directory: str, payload_bytes: int, seconds: float, span: int = 0) -> tuple[float, float, float]:
     """Loads of uniformly random sequences among the first `span` (0: the whole stream)."""
     store = FileStreamStore(FileStoreConfig(directory))
@@ -456,6 +474,8 @@ def main() -> None:
             fill(directory, size, count)
             best, median = repeat(args.repeat, lambda: sequential_read(directory, size))
             print(row(f"sequential read {size} B ({count:,} msgs)", best, median))
+            best, median = repeat(args.repeat, lambda: sequential_load(directory, size, args.seconds))
+            print(row(f"sequential load(seq) {size} B (consumer path)", best, median))
             record = size + 35 + len("bench.orders.created")
             inside = (limits.STORE_BLOCK_CACHE_BYTES // 2) // record
             best, median = repeat(args.repeat, lambda: random_read(directory, size, args.seconds, inside))

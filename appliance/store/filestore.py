@@ -91,6 +91,7 @@ class FileStoreConfig:
     sync_always: bool = True  # False: the owner calls sync() every sync_interval (nats-server)
     segment_bytes: int = bounds.STORE_SEGMENT_BYTES
     block_raw_bytes: int = bounds.STORE_BLOCK_RAW_BYTES
+    block_cache_bytes: int = bounds.STORE_BLOCK_CACHE_BYTES  # decoded sealed blocks kept for reads
     use_dictionary: bool = False
     # False: the owner runs begin_seal()/SealJob.run()/finish_seal(); ignored when the store is
     # given a BackgroundSealer (sealer.py), which does that on its thread.
@@ -109,7 +110,7 @@ class FileStreamStore:
         self._segments: list[Segment] = []
         self._names: list[int] = []
         self._zdict: zstandard.ZstdCompressionDict | None = None
-        self._blocks = BlockCache()
+        self._blocks = BlockCache(config.block_cache_bytes)
         self._sealer = sealer
         self._inline = config.seal_inline and sealer is None
         self._sealing: set[str] = set()  # segments with a seal job handed out and not finished
@@ -585,8 +586,8 @@ class FileStreamStore:
             raise CorruptData(f"record at offset is not seq {seq}", path=seg.path, offset=offset)
         return api.StoredMsg(seq, record.subject, record.headers, record.payload, record.timestamp_ns)
 
-    def _block(self, seg: SealedSegment, k: int) -> CachedBlock:
-        """A decoded (verified) block, through the LRU cache of decoded blocks."""
+    def _block(self, seg: SealedSegment, k: int, *, keep: bool = True) -> CachedBlock:
+        """A decoded (verified) block, through the LRU cache of decoded blocks (kept there if keep)."""
         key = (seg.path, seg.blocks[k].offset)
         cached = self._blocks.get(key)
         if cached is not None:
@@ -595,7 +596,8 @@ class FileStreamStore:
         head = self._ops.read_at(seg.path, info.offset, segment.BLOCK_HEADER.size + info.comp_len)
         shifted = segment.BlockInfo(0, *_tail(info))
         block = CachedBlock(segment.decode_block(head, shifted, zdict=self._dict_for(seg.dict_id), path=seg.path))
-        self._blocks.put(key, block)
+        if keep:
+            self._blocks.put(key, block)
         return block
 
     def _load_sealed(self, seg: SealedSegment, seq: int) -> api.StoredMsg:
@@ -697,9 +699,13 @@ class FileStreamStore:
     def segments(self) -> list[Segment]:
         return list(self._segments)
 
-    def block(self, seg: SealedSegment, k: int) -> bytes:
-        """The raw records of block k (decoded once, then from the cache)."""
-        return self._block(seg, k).raw
+    @property
+    def block_cache(self) -> BlockCache:
+        return self._blocks
+
+    def block(self, seg: SealedSegment, k: int, *, keep: bool = True) -> bytes:
+        """The raw records of block k, from the cache or decoded (and then cached if keep)."""
+        return self._block(seg, k, keep=keep).raw
 
     def close(self) -> None:
         if self._sealer is not None:

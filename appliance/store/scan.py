@@ -55,7 +55,9 @@ def scan_segments(store: FileStreamStore, start_seq: int, filter_subject: str) -
 
 def _block_messages(store: FileStreamStore, seg: SealedSegment, k: int, start: int) -> Callable[[], list[api.StoredMsg]]:
     def load() -> list[api.StoredMsg]:
-        return speedups.block_msgs(store.block(seg, k), start, api.StoredMsg)  # type: ignore[return-value]
+        # a scan reads each block once: it does not push the random readers' blocks out of the cache
+        raw = store.block(seg, k, keep=False)
+        return speedups.block_msgs(raw, start, api.StoredMsg)  # type: ignore[return-value]
 
     return load
 
