@@ -85,6 +85,7 @@ FRAME_BYTES_MAX = RING_BYTES // 4  # largest frame payload; a link's own maximum
 LINK_BATCH_FRAMES_MAX = 256  # frames handed to a link's consumer in one batch
 LINK_BATCH_BYTES_MAX = 1024 * 1024  # payload bytes in one batch (a single larger frame still goes alone)
 LINK_READ_CHUNK_BYTES = 256 * 1024  # one socket read of the socketpair fallback
+ADMISSION_LOCK_TRIES = 1000  # tries (yielding the CPU between) for the server-wide max_connections lock
 REJOIN_HANDOVERS_PER_TURN = 64  # fresh sockets to restarted siblings taken from the rejoin channel per loop turn
 
 assert RING_BYTES & (RING_BYTES - 1) == 0, "ring capacity must be a power of two"
@@ -112,6 +113,7 @@ STORE_BLOCK_CACHE_BYTES = 32 * 1024 * 1024  # decoded sealed blocks kept per str
 STORE_SEAL_THREADS = 1  # background sealer threads per process (zstd releases the GIL)
 STORE_SEAL_WAITING_MAX = 65536  # stores waiting for the background sealer (one entry per store)
 STORE_SEAL_ZSTD_LEVEL = 6  # zstd level of sealed blocks (sealing runs off the append path)
+STORE_SEAL_FAST_ZSTD_LEVEL = 3  # zstd level while more than one closed segment waits (catching up)
 
 assert STORE_BLOCK_RAW_BYTES <= STORE_SEGMENT_BYTES
 assert PAYLOAD_BYTES_MAX < STORE_RECORD_BYTES_MAX < 2**32, "record length is a u32 on disk"
@@ -144,6 +146,7 @@ JS_PUBLISH_BATCH_MAX = 1024  # publishes proposed as one stream RAFT entry (one 
 JS_DEDUPE_IDS_MAX = 1_000_000  # Nats-Msg-Id entries remembered per stream within duplicate_window
 JS_EXPIRY_GRANULARITY_S = 0.01  # shortest max_age expiry timer
 JS_DELIVER_BATCH_MAX = 256  # messages a consumer delivers per loop turn before yielding
+JS_ACK_TARGETS_MAX = 65536  # (stream, consumer) ack-subject tokens remembered per account
 JS_REDELIVER_QUEUE_MAX = 65536  # stream sequences waiting for redelivery per consumer
 JS_FLOW_CONTROL_MSGS = 1024  # a push consumer with flow_control asks for a response this often
 JS_CONSUMER_SYNC_INTERVAL_S = 1.0  # delivered state (not acks) reaches disk at least this often

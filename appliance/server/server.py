@@ -36,6 +36,14 @@ class InterestGate(Protocol):
 
     def wait_interest_synced(self, callback: Callable[[], None]) -> None: ...
 
+
+class ConnectionGate(Protocol):
+    """Admission against a server-wide max_connections shared by every worker (supervisor/admission.py)."""
+
+    def admit(self, cid: int) -> bool: ...
+
+    def release(self, cid: int) -> None: ...
+
 JETSTREAM_API_LEVEL = 5
 
 _M_TRIM_THRESHOLD = -1  # glibc <malloc.h>
@@ -85,6 +93,8 @@ class Server:
         self.interest_listeners: list[Callable[[Account, Subscription, bool], None]] = []
         self.interest_gate: InterestGate | None = None  # sibling workers, when there are any
         self.before_client_read: Callable[[], None] | None = None  # take sibling frames first
+        self.connection_gate: ConnectionGate | None = None  # max_connections across workers, when there are any
+        self._over_max_connections = False  # about the connection registered last
         # totals of closed connections, so /varz counters never go backwards
         self._retired = [0, 0, 0, 0]
         self._next_cid = 0
@@ -153,12 +163,23 @@ class Server:
     # --- connections -----------------------------------------------------------------------------
 
     def register(self, conn: ClientConnection) -> None:
+        """A new client connection; it may be one too many (too_many_connections, asked right after).
+        nats-server still sends such a connection its INFO, then -ERR 'maximum connections exceeded'."""
         self.clients[conn.cid] = conn
         self.total_connections += 1
         conn.account.clients += 1
+        gate = self.connection_gate
+        if gate is None:
+            self._over_max_connections = len(self.clients) > self.options.max_connections
+        else:
+            self._over_max_connections = not gate.admit(conn.cid)
+        if self._over_max_connections and conn.transport is not None:
+            conn.transport.write(self.info_bytes(conn))
 
     def unregister(self, conn: ClientConnection) -> None:
         if self.clients.pop(conn.cid, None) is not None:
+            if self.connection_gate is not None:
+                self.connection_gate.release(conn.cid)
             conn.account.clients -= 1
             retired = self._retired
             retired[0] += conn.in_msgs
@@ -168,7 +189,8 @@ class Server:
             self.closed_clients.append(conn)
 
     def too_many_connections(self) -> bool:
-        return len(self.clients) > self.options.max_connections
+        """Whether the connection registered last is over max_connections (server-wide with a gate)."""
+        return self._over_max_connections
 
     def next_internal_cid(self) -> int:
         self._next_internal_cid -= 1

@@ -35,6 +35,7 @@ FIELD_FORMATS: list[tuple[str, str]] = [
     ("bytes_in", "Q"),
     ("bytes_out", "Q"),
     ("ring_fill", "d"),
+    ("admitted", "q"),  # client connections this worker admitted and still has (admission.py)
 ]
 
 

@@ -139,7 +139,7 @@ class StatusTable:
     def reset_row(self, index: int, *, pid: int, core: int, numa_node: int, restarts: int, now_mono_s: float) -> None:
         """Supervisor: a new process takes slot `index` (the old one is gone; counters restart)."""
         row = self.rows[index]
-        for name in ("connections", "msgs_in", "msgs_out", "bytes_in", "bytes_out", "heartbeats", "seq"):
+        for name in ("connections", "msgs_in", "msgs_out", "bytes_in", "bytes_out", "heartbeats", "seq", "admitted"):
             row[name] = 0
         row["ring_fill"] = 0.0
         row["pid"] = pid
@@ -149,6 +149,12 @@ class StatusTable:
         row["started_mono_s"] = now_mono_s
         row["heartbeat_mono_s"] = now_mono_s
         row["state"] = WorkerState.STARTING
+
+    def release_admitted(self, index: int) -> None:
+        """Supervisor, once the worker of row `index` is dead: its connections are gone, so they no
+        longer count toward the server-wide max_connections (admission.py). One aligned store; the
+        dead worker was the field's only other writer."""
+        self.rows[index]["admitted"] = 0
 
     def set_state(self, index: int, state: WorkerState) -> None:
         self.rows[index]["state"] = state

@@ -419,6 +419,8 @@ class Supervisor:
                 self.selector.unregister(fd)
         slot.worker.close_fds()
         slot.worker = None
+        if self.table is not None:
+            self.table.release_admitted(slot.index)  # its connections are gone: max_connections counts them no more
         slot.sampler = None
         self._set_state(slot, state)
 

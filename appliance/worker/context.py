@@ -25,6 +25,14 @@ class StatusRow(Protocol):
     def set_ring_fill(self, fraction: float) -> None: ...
 
 
+class ConnectionGate(Protocol):
+    """Server-wide max_connections shared with the sibling workers (appliance/supervisor/admission.py)."""
+
+    def admit(self, cid: int) -> bool: ...
+
+    def release(self, cid: int) -> None: ...
+
+
 @dataclass(slots=True)
 class WorkerContext:
     options: ServerOptions
@@ -36,4 +44,5 @@ class WorkerContext:
     http_listener: socket.socket | None = None  # monitoring; served by worker 0 only
     on_ready: Callable[[], None] = lambda: None  # call once, when serving
     status: StatusRow | None = None
+    connection_gate: ConnectionGate | None = None  # with more than one worker
     extra: dict[str, object] = field(default_factory=dict)

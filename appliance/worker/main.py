@@ -27,6 +27,7 @@ async def serve_worker(ctx: WorkerContext) -> int:
     """Serve clients until SIGTERM/SIGINT (clean stop) or the end of lame duck mode (SIGUSR2)."""
     loop = asyncio.get_running_loop()
     server = Server(ctx.options, server_id=ctx.server_id, start_wall_s=ctx.start_wall_s)
+    server.connection_gate = ctx.connection_gate
     stop = asyncio.Event()
     lame_duck: list[asyncio.Task[None]] = []
 

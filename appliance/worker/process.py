@@ -30,6 +30,7 @@ from appliance import limits
 from appliance.config.options import ServerOptions
 from appliance.errors import StartupError
 from appliance.log import setup_logging
+from appliance.supervisor.admission import attach_gate
 from appliance.supervisor.status_row import attach_writer
 from appliance.worker.context import WorkerContext
 
@@ -104,8 +105,11 @@ def build_context(bootstrap: WorkerBootstrap) -> WorkerContext:
     client = socket.socket(fileno=bootstrap.client_fd)
     http = None if bootstrap.http_fd is None else socket.socket(fileno=bootstrap.http_fd)
     status = None
+    gate = None
     if bootstrap.status_fd is not None:
         status = attach_writer(bootstrap.status_fd, bootstrap.worker_index)
+        if bootstrap.worker_count > 1:  # max_connections counts the connections of every worker
+            gate = attach_gate(bootstrap.status_fd, bootstrap.worker_index, limit=bootstrap.options.max_connections)
     ready_fd = bootstrap.ready_fd
     told: list[bool] = []
 
@@ -123,7 +127,7 @@ def build_context(bootstrap: WorkerBootstrap) -> WorkerContext:
     return WorkerContext(options=bootstrap.options, worker_index=bootstrap.worker_index,
                          worker_count=bootstrap.worker_count, server_id=bootstrap.server_id,
                          start_wall_s=bootstrap.start_wall_s, client_listener=client, http_listener=http,
-                         on_ready=on_ready, status=status, extra=extra)
+                         on_ready=on_ready, status=status, connection_gate=gate, extra=extra)
 
 
 def die_with_parent(supervisor_pid: int) -> None:
