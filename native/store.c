@@ -267,18 +267,19 @@ fail:
     return NULL;
 }
 
-/* factory(*fields); a tuple subclass (a NamedTuple) is filled directly, without its Python __new__. */
+/* factory(*fields); a tuple subclass (a NamedTuple) is allocated and filled directly, without its
+ * Python __new__ (what tuple.__new__ does for a subclass, minus the intermediate tuples). */
 static PyObject *build(PyObject *factory, PyObject *const *fields) {
     if (!PyType_Check(factory) || !PyType_IsSubtype((PyTypeObject *)factory, &PyTuple_Type)) {
         return PyObject_Vectorcall(factory, fields, 5, NULL);
     }
-    PyObject *values = PyTuple_Pack(5, fields[0], fields[1], fields[2], fields[3], fields[4]);
-    if (values == NULL) return NULL;
-    PyObject *args = PyTuple_Pack(1, values);
-    Py_DECREF(values);
-    if (args == NULL) return NULL;
-    PyObject *msg = PyTuple_Type.tp_new((PyTypeObject *)factory, args, NULL);
-    Py_DECREF(args);
+    PyTypeObject *type = (PyTypeObject *)factory;
+    PyObject *msg = type->tp_alloc(type, 5);
+    if (msg == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < 5; i++) {
+        Py_INCREF(fields[i]);
+        PyTuple_SET_ITEM(msg, i, fields[i]);
+    }
     return msg;
 }
 
@@ -297,6 +298,10 @@ static PyObject *block_msgs(PyObject *module, PyObject *const *args, Py_ssize_t 
     PyObject *found = PyList_New(0);
     if (found == NULL) return NULL;
     Py_ssize_t offset = 0;
+    /* consecutive messages on the same subject share one str (streams run on a few subjects) */
+    const char *last_subject = NULL;
+    Py_ssize_t last_subject_len = 0;
+    PyObject *last_str = NULL;
     while (offset < size) {
         record_head h;
         if (offset + RECORD_HEAD_BYTES > size) goto malformed;
@@ -307,7 +312,20 @@ static PyObject *block_msgs(PyObject *module, PyObject *const *args, Py_ssize_t 
             const char *subject = (const char *)data + offset + RECORD_HEAD_BYTES;
             PyObject *fields[5];
             fields[0] = PyLong_FromUnsignedLongLong(h.seq);
-            fields[1] = PyUnicode_DecodeUTF8(subject, h.subject_len, NULL);
+            if (last_str != NULL && last_subject_len == (Py_ssize_t)h.subject_len &&
+                memcmp(last_subject, subject, h.subject_len) == 0) {
+                Py_INCREF(last_str);
+                fields[1] = last_str;
+            } else {
+                fields[1] = PyUnicode_DecodeUTF8(subject, h.subject_len, NULL);
+                if (fields[1] != NULL) {
+                    Py_XDECREF(last_str);
+                    Py_INCREF(fields[1]);
+                    last_str = fields[1];
+                    last_subject = subject;
+                    last_subject_len = (Py_ssize_t)h.subject_len;
+                }
+            }
             fields[2] = PyBytes_FromStringAndSize(subject + h.subject_len, h.headers_len);
             fields[3] = PyBytes_FromStringAndSize(subject + h.subject_len + h.headers_len, h.payload_len);
             fields[4] = PyLong_FromLongLong(h.ts);
@@ -318,6 +336,7 @@ static PyObject *block_msgs(PyObject *module, PyObject *const *args, Py_ssize_t 
             for (int i = 0; i < 5; i++) Py_XDECREF(fields[i]);
             if (msg == NULL || PyList_Append(found, msg) < 0) {
                 Py_XDECREF(msg);
+                Py_XDECREF(last_str);
                 Py_DECREF(found);
                 return NULL;
             }
@@ -325,8 +344,10 @@ static PyObject *block_msgs(PyObject *module, PyObject *const *args, Py_ssize_t 
         }
         offset = end;
     }
+    Py_XDECREF(last_str);
     return found;
 malformed:
+    Py_XDECREF(last_str);
     Py_DECREF(found);
     PyErr_Format(PyExc_ValueError, "malformed record in block at %zd", offset);
     return NULL;

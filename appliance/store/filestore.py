@@ -116,6 +116,7 @@ class FileStreamStore:
         self._sealing: set[str] = set()  # segments with a seal job handed out and not finished
         self._seal_retry_later: set[str] = set()  # a seal failed off-thread: retried after the next roll
         self._closed = False
+        self.fast_seals = 0  # seals at STORE_SEAL_FAST_ZSTD_LEVEL because a backlog waited
         self.backpressure_seals = 0  # rolls that sealed inline because the backlog was too long
         self._written_seq = 0
         self._durable_seq = 0
@@ -228,18 +229,22 @@ class FileStreamStore:
         for k, seg in enumerate(self._segments[:-1]):
             if not isinstance(seg, ActiveSegment) or seg.path in skip:
                 continue
-            job = self._seal_job(k, seg, self._ops.read_all(seg.path))
+            # A backlog (more than this segment waits) is sealed at the fast level to catch up.
+            backlog = self._unsealed_count() > 1
+            level = min(self.config.zstd_level, bounds.STORE_SEAL_FAST_ZSTD_LEVEL) if backlog else self.config.zstd_level
+            job = self._seal_job(k, seg, self._ops.read_all(seg.path), level)
             if job is not None:
                 self._sealing.add(seg.path)
+                self.fast_seals += level != self.config.zstd_level
                 return job
             # Damaged (reported at recovery): keep it as it is, never rewrite around the damage.
             self._unsealable.add(seg.path)
         return None
 
-    def _seal_job(self, k: int, seg: ActiveSegment, raw: bytes) -> SealJob | None:
+    def _seal_job(self, k: int, seg: ActiveSegment, raw: bytes, level: int) -> SealJob | None:
         dead = self._index.dead_in(seg.first_seq, self._names[k + 1] - 1)
         training = self.config.use_dictionary and self._zdict is None
-        first_seq, block_raw_bytes, level = seg.first_seq, self.config.block_raw_bytes, self.config.zstd_level
+        first_seq, block_raw_bytes = seg.first_seq, self.config.block_raw_bytes
         encode: Callable[[], bytes]
         if dead or training:
             frames, stop = speedups.scan_frames(raw, segment.HEADER_BYTES)

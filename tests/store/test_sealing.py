@@ -54,3 +54,15 @@ def test_a_backlog_of_closed_segments_is_sealed_inline() -> None:
     unsealed = sum(1 for s in store.segments()[:-1] if isinstance(s, ActiveSegment))
     assert unsealed <= limits.STORE_UNSEALED_SEGMENTS_MAX + 1
     assert "sealed" in kinds(store)
+
+
+def test_a_backlog_is_sealed_at_the_fast_level_and_a_lone_segment_at_the_configured_one() -> None:
+    store = FileStreamStore(CONFIG, ops=FaultFS())
+    fill(store, 40)
+    waiting = sum(1 for s in store.segments()[:-1] if isinstance(s, ActiveSegment))
+    assert 1 < waiting <= limits.STORE_UNSEALED_SEGMENTS_MAX
+    while (job := store.begin_seal()) is not None:
+        job.run()
+        assert store.finish_seal(job)
+    assert store.fast_seals == waiting - 1, "every seal but the last had a backlog behind it"
+    assert store.backpressure_seals == 0
