@@ -128,3 +128,33 @@ def test_limits_answer_as_nats_server(servers: tuple[str, str]) -> None:
         got = asyncio.run(asyncio.wait_for(replay(our_url, user, script), 60))
         for index, (step, want, have) in enumerate(zip(script, expected, got, strict=True)):
             assert have == want, f"account {user} step {index}: {step[0]} {step[1][:80]!r}"
+
+
+def test_publish_guard_only_where_a_limit_applies(tmp_path: Path) -> None:
+    """Streams without an account or configured server limit keep the unguarded publish path."""
+    text = """
+jetstream { store_dir: "%(store)s", max_file_store: 10MB }
+accounts { A { users: [{user: a, password: a}], jetstream: { max_mem: 100000 } }
+           C { users: [{user: c, password: c}], jetstream: enabled } }
+"""
+    options = options_from_text(text % {"store": tmp_path / "s"}, filename=str(tmp_path / "x.conf"))
+
+    async def create(url: str, user: str, name: str, storage: str) -> None:
+        nc = await nats.connect(url, user=user, password=user, allow_reconnect=False)
+        try:
+            body = json.dumps({"name": name, "storage": storage}).encode()
+            answer = json.loads((await nc.request(f"$JS.API.STREAM.CREATE.{name}", body, timeout=5)).data)
+            assert "error" not in answer
+        finally:
+            await nc.close()
+
+    with InProcessServer(options) as server:
+        for user, name, storage in (("a", "AM", "memory"), ("a", "AF", "file"), ("c", "CM", "memory"),
+                                    ("c", "CF", "file")):
+            asyncio.run(create(server.url, user, name, storage))
+        assert server.server is not None
+        service = server.server.jetstream_monitor.service  # type: ignore[attr-defined]
+        guards = {name: stream.guard is not None for ajs in service.accounts.values()
+                  for name, stream in ajs.streams.items()}
+    # A: max_mem guards its memory stream; max_file_store (server) guards every file stream
+    assert guards == {"AM": True, "AF": True, "CM": False, "CF": True}
