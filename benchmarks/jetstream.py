@@ -1,14 +1,18 @@
 """JetStream benchmark: appliance (durable by default) next to nats-server 2.15.1, default and
-`sync_interval: always`.
+`sync_interval: always`, in alternating rounds (A B C A B C ...) on one machine.
 
-    .venv/bin/python benchmarks/jetstream.py [--msgs N] [--sync-msgs N] [--repeat R]
+    .venv/bin/python benchmarks/jetstream.py [--rounds 3] [--msgs N] [--sync-msgs N] [--fetch-msgs N]
 
-Each server runs as a real process (appliance with `appliance { workers: N }` for each --workers N)
-on 127.0.0.1 with a fresh store; every figure is measured with
-`appliance bench js` (the same raw-protocol client for every server): R1 async publish (128 B,
-window 256), sync publish latency (p50/p99), and pull fetch (batch 500, ack explicit). Each row is
-run `--repeat` times and the median is reported with the ratio to nats-server. The machine is
-shared: read the ratios, and repeat.
+Every server runs as a real process on 127.0.0.1 with a fresh store, restarted for each round.
+Scenarios, each at 128 B and 1 KiB: R1 async publish (window 256), sync publish (p50/p99 of the
+PubAck round trip), pull fetch (batch 500) with ack explicit and with ack all. The client loops are
+`appliance bench js`'s own (appliance/bench/js.py: the same raw-protocol client for every server),
+run here in-process so that the client's placement on appliance's workers can be chosen: with two
+workers, JetStream lives on worker 0, and a client on worker 1 is relayed across the ring. Every
+appliance kind is measured with the client on each worker (`w0`, `w1`); nats-server has one.
+
+Medians over the rounds are printed as a markdown table with the ratios to nats-server, and
+`uptime` before and after. The machine is shared: read the ratios, and repeat.
 """
 
 from __future__ import annotations
@@ -23,13 +27,28 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from appliance.bench import jsapi  # noqa: E402
+from appliance.bench.conn import Connection, Endpoint  # noqa: E402
+from appliance.bench.js import run_js_fetch, run_js_pub  # noqa: E402
+from appliance.bench.plan import prefill  # noqa: E402
+from appliance.bench.spec import Ack, ClientResult, ClientSpec  # noqa: E402
+
 PYTHON = sys.executable
 START_TIMEOUT_S = 30.0
+PLACEMENT_ATTEMPTS = 64  # connections tried until one lands on the wanted worker
+SIZES = (128, 1024)
+FETCH_BATCH = 500
+ASYNC_WINDOW = 256
 
 
 def free_port() -> int:
@@ -46,66 +65,54 @@ def nats_server() -> str:
     return found
 
 
-def wait_port(port: int, process: subprocess.Popen[bytes]) -> None:
+def wait_jetstream(url: str, process: subprocess.Popen[bytes]) -> None:
+    """Until $JS.API.INFO answers (every worker has JetStream's interest)."""
     deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
+    while True:
         if process.poll() is not None:
             raise SystemExit(f"server exited with {process.returncode}")
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
-                if sock.recv(5) == b"INFO ":
-                    return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit("server did not start")
-
-
-def wait_jetstream(port: int) -> None:
-    """Poll $JS.API.INFO until JetStream answers on this port (every worker has its interest)."""
-    import asyncio
-
-    import nats
-
-    async def probe() -> None:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            nc = await nats.connect(f"nats://127.0.0.1:{port}", allow_reconnect=False)
+            conn = Connection(Endpoint.parse(url), name="probe", timeout_s=1.0)
             try:
-                await nc.request("$JS.API.INFO", b"", timeout=1)
+                conn.request(b"$JS.API.INFO", b"")
                 return
-            except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
-                if time.monotonic() > deadline:
-                    raise SystemExit("JetStream did not answer") from None
-                await asyncio.sleep(0.1)
             finally:
-                await nc.close()
+                conn.sock.close()
+        except Exception:  # noqa: BLE001 - not up yet: refused, no responders, timeout
+            if time.monotonic() > deadline:
+                raise SystemExit("JetStream did not answer") from None
+            time.sleep(0.1)
 
-    asyncio.run(probe())
+
+@dataclass(frozen=True)
+class Kind:
+    name: str  # row label
+    server: str  # nats-server | nats-server-always | appliance
+    workers: int = 0
+    placement: int | None = None  # the worker the client must land on (appliance with 2 workers)
 
 
 @contextmanager
-def server(kind: str, workdir: Path) -> Iterator[tuple[str, int]]:
+def server(kind: Kind, workdir: Path) -> Iterator[str]:
     port = free_port()
-    store = workdir / f"{kind}-{port}"
-    if kind.startswith("appliance"):
-        config = workdir / f"{kind}-{port}.conf"
-        workers = kind.rsplit("-", 1)[-1]
+    store = workdir / f"{kind.server}-{port}"
+    config = workdir / f"{kind.server}-{port}.conf"
+    if kind.server == "appliance":
         config.write_text(
             f'listen: "127.0.0.1:{port}"\njetstream {{\n  store_dir: "{store}"\n}}\n'
-            f"appliance {{\n  workers: {workers}\n}}\n"
+            f"appliance {{\n  workers: {kind.workers}\n}}\n"
         )
         argv = [PYTHON, "-m", "appliance", "run", "-c", str(config)]
     else:
-        config = workdir / f"{kind}-{port}.conf"
-        sync = "\n  sync_interval: always" if kind == "nats-server-always" else ""
+        sync = "\n  sync_interval: always" if kind.server == "nats-server-always" else ""
         config.write_text(f'listen: "127.0.0.1:{port}"\njetstream {{\n  store_dir: "{store}"{sync}\n}}\n')
         argv = [nats_server(), "-c", str(config)]
-    log = open(workdir / f"{kind}-{port}.log", "wb")
+    log = open(workdir / f"{kind.server}-{port}.log", "wb")
     process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
+    url = f"nats://127.0.0.1:{port}"
     try:
-        wait_port(port, process)
-        wait_jetstream(port)
-        yield f"nats://127.0.0.1:{port}", process.pid
+        wait_jetstream(url, process)
+        yield url
     finally:
         process.terminate()
         try:
@@ -114,97 +121,184 @@ def server(kind: str, workdir: Path) -> Iterator[tuple[str, int]]:
             process.kill()
             process.wait(20)
         log.close()
+        shutil.rmtree(store, ignore_errors=True)
 
 
-def bench(url: str, args: list[str], stream: str) -> dict[str, float]:
-    argv = [
-        PYTHON,
-        "-m",
-        "appliance",
-        "bench",
-        "js",
-        *args,
-        "-s",
-        url,
-        "--json",
-        "--no-progress",
-        "--stream",
-        stream,
-    ]
-    done = subprocess.run(argv, capture_output=True, cwd=ROOT, timeout=600)
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(argv)} failed:\n{done.stdout.decode()}\n{done.stderr.decode()}")
-    total = json.loads(done.stdout)["totals"][0]
-    return {
-        "msgs_per_s": total["msgs_per_s"],
-        "p50_us": total["latency"]["p50_us"],
-        "p99_us": total["latency"]["p99_us"],
-    }
+def placed(url: str, kind: Kind) -> Connection:
+    """A connection on the wanted worker: client ids are handed out as index + 1 (mod workers)."""
+    held: list[Connection] = []
+    try:
+        for _ in range(PLACEMENT_ATTEMPTS):
+            conn = Connection(Endpoint.parse(url), name="jsbench")
+            if kind.placement is None:
+                return conn
+            cid = int(str(conn.info.get("client_id", 0)))
+            if (cid - 1) % kind.workers == kind.placement:
+                return conn
+            held.append(conn)  # keep it open so the next accept is not the same as before
+        raise SystemExit(f"no connection landed on worker {kind.placement} in {PLACEMENT_ATTEMPTS} tries")
+    finally:
+        for other in held:
+            other.sock.close()
 
 
-def measure(kind: str, options: argparse.Namespace, workdir: Path) -> dict[str, list[dict[str, float]]]:
-    rows: dict[str, list[dict[str, float]]] = {"async": [], "sync": [], "fetch": []}
-    for attempt in range(options.repeat):
-        with server(kind, workdir) as (url, _pid):
-            rows["async"].append(
-                bench(
-                    url,
-                    ["pub", "--msgs", str(options.msgs), "--size", "128", "--window", "256"],
-                    f"pa{attempt}",
-                )
+Scenario = Callable[[str, Kind, "Options", str], dict[str, float]]
+
+
+@dataclass(frozen=True)
+class Options:
+    msgs: int
+    always_msgs: int
+    sync_msgs: int
+    fetch_msgs: int
+    always_fetch_msgs: int
+
+
+def summary(result: ClientResult) -> dict[str, float]:
+    if result.errors:
+        raise SystemExit(f"client failed: {result.first_error}")
+    samples = np.asarray(result.latency_samples, dtype=np.int64)
+    p50, p99 = (np.percentile(samples, [50, 99]) / 1000.0) if samples.size else (0.0, 0.0)
+    return {"msgs_per_s": result.msgs / result.elapsed_s, "p50_us": float(p50), "p99_us": float(p99)}
+
+
+def fresh_stream(url: str, stream: str, subject: str) -> None:
+    setup = Connection(Endpoint.parse(url), name="setup")
+    try:
+        jsapi.delete_stream(setup, stream)
+        jsapi.create_stream(setup, jsapi.stream_config(stream, [subject], storage="file", replicas=1))
+    finally:
+        setup.sock.close()
+
+
+def publish(url: str, kind: Kind, opts: Options, tag: str, *, size: int, window: int) -> dict[str, float]:
+    stream, subject = f"P{tag}", f"p{tag}"
+    fresh_stream(url, stream, subject)
+    if window == 0:
+        msgs = opts.sync_msgs
+    else:
+        msgs = opts.always_msgs if kind.server == "nats-server-always" else opts.msgs
+    spec = ClientSpec(url=url, role="js-pub", index=0, msgs=msgs, size=size, subject=subject, window=window)
+    conn = placed(url, kind)
+    try:
+        return summary(run_js_pub(conn, spec, lambda _done: None))
+    finally:
+        conn.sock.close()
+
+
+def fetch(url: str, kind: Kind, opts: Options, tag: str, *, size: int, ack: Ack) -> dict[str, float]:
+    stream, subject, consumer = f"F{tag}", f"f{tag}", "C"
+    msgs = opts.always_fetch_msgs if kind.server == "nats-server-always" else opts.fetch_msgs
+    fresh_stream(url, stream, subject)
+    setup = Connection(Endpoint.parse(url), name="setup")
+    try:
+        prefill(setup, subject, msgs, size)
+        config = jsapi.consumer_config(consumer, ack=ack, max_ack_pending=max(1000, 2 * FETCH_BATCH))
+        jsapi.create_consumer(setup, stream, config)
+    finally:
+        setup.sock.close()
+    spec = ClientSpec(url=url, role="js-fetch", index=0, msgs=msgs, size=size, subject=subject,
+                      stream=stream, consumer=consumer, batch=FETCH_BATCH, ack=ack)
+    conn = placed(url, kind)
+    try:
+        return summary(run_js_fetch(conn, spec, lambda _done: None))
+    finally:
+        conn.sock.close()
+
+
+def scenarios() -> dict[str, Scenario]:
+    found: dict[str, Scenario] = {}
+    for size in SIZES:
+        found[f"async {size}"] = lambda u, k, o, t, s=size: publish(u, k, o, t, size=s, window=ASYNC_WINDOW)
+        found[f"sync {size}"] = lambda u, k, o, t, s=size: publish(u, k, o, t, size=s, window=0)
+        for ack in ("explicit", "all"):
+            found[f"fetch {ack} {size}"] = (
+                lambda u, k, o, t, s=size, a=ack: fetch(u, k, o, t, size=s, ack=a)  # type: ignore[misc]
             )
-            rows["sync"].append(
-                bench(
-                    url, ["pub", "--msgs", str(options.sync_msgs), "--size", "128", "--sync"], f"ps{attempt}"
-                )
-            )
-            rows["fetch"].append(
-                bench(url, ["fetch", "--msgs", str(options.fetch_msgs), "--size", "128"], f"pf{attempt}")
-            )
-    return rows
+    return found
 
 
-def median(rows: list[dict[str, float]], key: str) -> float:
-    return statistics.median(row[key] for row in rows)
+def kinds_for(workers: list[int]) -> list[Kind]:
+    kinds = [Kind("nats-server", "nats-server"), Kind("nats-server always", "nats-server-always")]
+    for count in workers:
+        if count == 1:
+            kinds.append(Kind("appliance w=1", "appliance", 1))
+        else:
+            for worker in (0, 1):
+                kinds.append(Kind(f"appliance w={count} client@w{worker}", "appliance", count, worker))
+    return kinds
+
+
+def uptime() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+
+
+def table(results: dict[str, dict[str, list[dict[str, float]]]], rounds: int) -> str:
+    base = results["nats-server"]
+    always = results["nats-server always"]
+
+    def med(kind: str, scenario: str, key: str) -> float:
+        return statistics.median(row[key] for row in results[kind][scenario])
+
+    lines = []
+    for size in SIZES:
+        lines.append(f"\n### {size} B (median of {rounds} rounds)\n")
+        lines.append(
+            "| server | async pub msgs/s | vs ns | vs ns always | sync p50 µs | sync p99 µs | p50 vs ns always "
+            "| fetch explicit msgs/s | vs ns | fetch all msgs/s | vs ns |"
+        )
+        lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for kind in results:
+            rate = med(kind, f"async {size}", "msgs_per_s")
+            p50 = med(kind, f"sync {size}", "p50_us")
+            explicit = med(kind, f"fetch explicit {size}", "msgs_per_s")
+            every = med(kind, f"fetch all {size}", "msgs_per_s")
+            lines.append(
+                f"| {kind} | {rate:,.0f} | {rate / statistics.median(r['msgs_per_s'] for r in base[f'async {size}']):.2f}x "
+                f"| {rate / med('nats-server always', f'async {size}', 'msgs_per_s'):.1f}x "
+                f"| {p50:,.0f} | {med(kind, f'sync {size}', 'p99_us'):,.0f} "
+                f"| {p50 / statistics.median(r['p50_us'] for r in always[f'sync {size}']):.2f}x "
+                f"| {explicit:,.0f} | {explicit / med('nats-server', f'fetch explicit {size}', 'msgs_per_s'):.2f}x "
+                f"| {every:,.0f} | {every / med('nats-server', f'fetch all {size}', 'msgs_per_s'):.2f}x |"
+            )
+    return "\n".join(lines)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--msgs", type=int, default=100_000, help="async publish messages")
-    parser.add_argument("--sync-msgs", type=int, default=5_000, help="sync publish messages")
-    parser.add_argument("--fetch-msgs", type=int, default=50_000, help="messages fetched")
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--dir", default=None, help="where stores live (default: a temp dir)")
-    parser.add_argument(
-        "--workers", type=int, nargs="+", default=[1, 2], help="appliance worker counts to run"
-    )
-    options = parser.parse_args()
-    workdir = Path(options.dir or tempfile.mkdtemp(prefix="jsbench-"))
-    workdir.mkdir(parents=True, exist_ok=True)
-    kinds = ["nats-server", "nats-server-always", *(f"appliance-workers-{n}" for n in options.workers)]
-    results = {kind: measure(kind, options, workdir) for kind in kinds}
-    base = results["nats-server"]
-    always = results["nats-server-always"]
-    print(f"JetStream R1, 128 B, median of {options.repeat} (cpus: {os.cpu_count()})\n")
-    print(
-        "| server | async pub msgs/s (w=256) | vs ns default | vs ns always | sync p50 µs | sync p99 µs "
-        "| p50 vs ns always | fetch msgs/s | vs ns default |"
-    )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for kind, rows in results.items():
-        rate = median(rows["async"], "msgs_per_s")
-        p50 = median(rows["sync"], "p50_us")
-        fetch = median(rows["fetch"], "msgs_per_s")
-        print(
-            f"| {kind} | {rate:,.0f} | {rate / median(base['async'], 'msgs_per_s'):.2f}x "
-            f"| {rate / median(always['async'], 'msgs_per_s'):.2f}x | {p50:,.0f} "
-            f"| {median(rows['sync'], 'p99_us'):,.0f} | {p50 / median(always['sync'], 'p50_us'):.2f}x "
-            f"| {fetch:,.0f} | {fetch / median(base['fetch'], 'msgs_per_s'):.2f}x |"
-        )
-    if not options.dir:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--msgs", type=int, default=50_000, help="async publish messages")
+    parser.add_argument("--always-msgs", type=int, default=5_000,
+                        help="async publish messages against nats-server sync always (~1 fsync each)")
+    parser.add_argument("--sync-msgs", type=int, default=2_000, help="sync publish messages")
+    parser.add_argument("--fetch-msgs", type=int, default=30_000, help="messages fetched")
+    parser.add_argument("--always-fetch-msgs", type=int, default=5_000,
+                        help="messages fetched from nats-server sync always (its prefill is slow)")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="appliance worker counts")
+    parser.add_argument("--only", nargs="*", default=None, help="scenario names to run (default all)")
+    parser.add_argument("--json", default=None, help="also write the raw results here")
+    args = parser.parse_args()
+    opts = Options(args.msgs, args.always_msgs, args.sync_msgs, args.fetch_msgs, args.always_fetch_msgs)
+    workdir = Path(tempfile.mkdtemp(prefix="jsbench-"))
+    kinds = kinds_for(args.workers)
+    chosen = {name: run for name, run in scenarios().items() if not args.only or name in args.only}
+    results: dict[str, dict[str, list[dict[str, float]]]] = {k.name: {s: [] for s in chosen} for k in kinds}
+    load_before = uptime()
+    try:
+        for round_no in range(args.rounds):
+            for kind in kinds:  # alternating: every kind once per round
+                with server(kind, workdir) as url:
+                    for index, (name, run) in enumerate(chosen.items()):
+                        row = run(url, kind, opts, f"{round_no}x{index}")
+                        results[kind.name][name].append(row)
+                        print(f"round {round_no} {kind.name:32} {name:20} {json.dumps(row)}", flush=True)
+    finally:
         shutil.rmtree(workdir, ignore_errors=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    print(f"\nJetStream R1 (cpus: {os.cpu_count()})\nuptime before: {load_before}\nuptime after:  {uptime()}")
+    if set(chosen) == set(scenarios()):
+        print(table(results, args.rounds))
 
 
 if __name__ == "__main__":

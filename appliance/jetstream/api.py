@@ -10,6 +10,7 @@ nats-server (clients time out).
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -67,7 +68,7 @@ def subscribe_api(ajs: AccountJetStream) -> None:
     for subject in API_SUBSCRIPTIONS:
         ajs.client.subscribe(subject.encode(), on_request)
     for subject in ("$JS.ACK.>", "$JS.FC.>"):
-        ajs.client.subscribe(subject.encode(), lambda s, r, h, d: on_ack_or_fc(ajs, s, r, h, d))
+        ajs.client.subscribe(subject.encode(), functools.partial(on_ack_or_fc, ajs))
     if ajs.domain:
         ajs.client.subscribe(
             f"$JS.{ajs.domain}.API.>".encode(), lambda s, r, h, d: on_domain_request(ajs, s, r, h, d)
@@ -129,7 +130,7 @@ def on_ack_or_fc(
         offset = 6
     else:
         return
-    consumer = _find_consumer(ajs, raw[offset - 2].decode(), raw[offset - 1].decode())
+    consumer = ajs.consumer_for_ack(raw[offset - 2], raw[offset - 1])
     if consumer is None:
         return
     body = data[len(header) :] if header is not None else data

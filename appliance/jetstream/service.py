@@ -105,6 +105,7 @@ class AccountJetStream:
         self.streams: dict[str, Stream] = {}
         self._stream_subs: dict[str, list[Subscription]] = {}
         self._consumer_subs: dict[tuple[str, str], Subscription] = {}
+        self._ack_targets: dict[tuple[bytes, bytes], Consumer] = {}  # (stream, consumer) tokens of acks
         # Host protocol
         self.server_name = service.server.server_name
         self.domain = service.options.jetstream.domain
@@ -267,6 +268,19 @@ class AccountJetStream:
 
     # --- consumers -----------------------------------------------------------------------------------
 
+    def consumer_for_ack(self, stream: bytes, name: bytes) -> Consumer | None:
+        """The live consumer an ack subject's (stream, consumer) tokens name (the ack hot path)."""
+        key = (stream, name)
+        consumer = self._ack_targets.get(key)
+        if consumer is not None and not consumer.deleted:
+            return consumer
+        self._ack_targets.pop(key, None)
+        owner = self.streams.get(stream.decode(errors="replace"))
+        consumer = owner.consumers.get(name.decode(errors="replace")) if owner is not None else None
+        if consumer is not None and len(self._ack_targets) < limits.JS_ACK_TARGETS_MAX:
+            self._ack_targets[key] = consumer
+        return consumer
+
     def consumer_storage(self, stream: Stream, config: ConsumerConfig) -> LogStorage:
         """Durable consumers of file streams keep a durable RAFT log; ephemerals (KV watchers,
         ordered consumers) live in memory and end with the server, as in nats-server."""
@@ -302,6 +316,7 @@ class AccountJetStream:
         return consumer
 
     def close_consumer(self, stream_name: str, name: str, *, remove: bool, deleted: bool = True) -> None:
+        self._ack_targets.clear()
         sub = self._consumer_subs.pop((stream_name, name), None)
         if sub is not None:
             self.client.unsubscribe(sub)
