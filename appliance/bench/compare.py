@@ -53,12 +53,16 @@ class Scenario:
     headline: str  # the report row compared across servers
     reference_msgs_per_s: float | None = None  # nats-server 2.15.1 with a C client on this machine
     nodes: int = 1  # 3: every server kind runs as a three-node cluster
+    derived_from: str = ""  # not run itself: another row (`headline`) of that scenario's runs
 
 
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario("pub", "core pub 128 B", BenchRequest("pub", msgs=2_000_000), "pub total", 2_500_000),
     Scenario("pubsub", "core pub+sub 128 B (sub rate)", BenchRequest("pubsub", msgs=1_000_000), "sub total",
              990_000),
+    # nats bench's "Pub/Sub stats" line: published plus received messages over the whole run
+    Scenario("pubsub-total", "core pub+sub 128 B (pub+sub total, as nats bench's Pub/Sub stats)",
+             BenchRequest("pubsub", msgs=1_000_000), "pub+sub total", 990_000, derived_from="pubsub"),
     Scenario("request", "core request/reply 128 B", BenchRequest("request", msgs=20_000), "request total"),
     Scenario("js-pub-async", "JS R1 async pub 128 B, window 256", BenchRequest("js-pub", msgs=200_000, window=256),
              "js-pub total", 140_000),
@@ -129,16 +133,23 @@ def failure_text(kind: ServerKind, exc: BaseException) -> str:
 def run_all(scenarios: tuple[Scenario, ...], targets: tuple[ServerKind, ...], *, rounds: int, scale: float,
             log: Log = print) -> dict[str, dict[str, Cell]]:
     cells = {s.key: {t.name: Cell() for t in targets} for s in scenarios}
+    keys = {s.key for s in scenarios}
+    for s in scenarios:
+        if s.derived_from and s.derived_from not in keys:
+            for cell in cells[s.key].values():
+                cell.failure = f"not measured: comes from the runs of scenario {s.derived_from!r}"
     servers: dict[ServerKey, RunningServer] = {}
     down: dict[ServerKey, str] = {}
     try:
-        for scenario in scenarios:
+        for scenario in (s for s in scenarios if not s.derived_from):
             request = scaled(scenario.request, scale)
+            rows = [(s.key, s.headline) for s in scenarios if s is scenario or s.derived_from == scenario.key]
             for kind in targets:
                 _ensure_started(kind, scenario.nodes, servers, down, log)
             for round_number in range(rounds):
                 for kind in targets:
-                    _one(cells[scenario.key][kind.name], scenario, request, kind, servers, down, round_number, log)
+                    _one([(cells[key][kind.name], label) for key, label in rows], scenario, request, kind,
+                         servers, down, round_number, log)
     finally:
         for server in servers.values():
             server.stop()
@@ -159,26 +170,32 @@ def _ensure_started(kind: ServerKind, nodes: int, servers: dict[ServerKey, Runni
         log(f"{kind.name}{where}: {down[key]}")
 
 
-def _one(cell: Cell, scenario: Scenario, request: BenchRequest, kind: ServerKind,
+def _one(rows: list[tuple[Cell, str]], scenario: Scenario, request: BenchRequest, kind: ServerKind,
          servers: dict[ServerKey, RunningServer], down: dict[ServerKey, str], round_number: int, log: Log) -> None:
+    """One run of a scenario against one server; each (cell, report row) pair records its figure."""
     key = (kind.name, scenario.nodes)
+    cells = [cell for cell, _ in rows]
     if key in down:
-        cell.failure = down[key]
+        for cell in cells:
+            cell.failure = down[key]
         return
-    if cell.failure:
+    if cells[0].failure:
         return  # it failed in an earlier round: do not hammer it again
     server = servers[key]
     if server.dead_node() is not None:
         down[key] = failure_text(kind, RuntimeError(f"server exited: {server.reason()}"))
-        cell.failure = down[key]
+        for cell in cells:
+            cell.failure = down[key]
         return
     try:
         report = run_bench(replace(request, url=server.url), server_pids=server.pids)
-        record(cell, report, scenario.headline)
-        log(f"round {round_number + 1} {scenario.key:18} {kind.name:24} {cell.msgs_per_s[-1]:>12,.0f} msgs/s")
+        for cell, label in rows:
+            record(cell, report, label)
+        log(f"round {round_number + 1} {scenario.key:18} {kind.name:24} {cells[0].msgs_per_s[-1]:>12,.0f} msgs/s")
     except Exception as exc:  # noqa: BLE001 - any failure is a result to show, with its reason
-        cell.failure = failure_text(kind, exc)
-        log(f"round {round_number + 1} {scenario.key:18} {kind.name:24} {cell.failure}")
+        for cell in cells:
+            cell.failure = failure_text(kind, exc)
+        log(f"round {round_number + 1} {scenario.key:18} {kind.name:24} {cells[0].failure}")
 
 
 def write_results(cells: dict[str, dict[str, Cell]], scenarios: tuple[Scenario, ...],
@@ -213,6 +230,7 @@ def main(rounds: int, scale: float, only: str, target_names: str, out_dir: Path)
     unknown = wanted - {s.key for s in SCENARIOS}
     if unknown:
         raise click.BadParameter(f"unknown scenarios {sorted(unknown)}; known: {[s.key for s in SCENARIOS]}")
+    wanted |= {s.derived_from for s in SCENARIOS if s.key in wanted and s.derived_from}
     scenarios = tuple(s for s in SCENARIOS if not wanted or s.key in wanted)
     names = {n.strip() for n in target_names.split(",") if n.strip()}
     targets = tuple(t for t in TARGETS if not names or t.name in names)

@@ -152,7 +152,13 @@ def run_sub(conn: Connection, spec: ClientSpec, progress: Progress, *, native: b
         start_ns, first_ns, last_ns = _receive_python(conn, spec, progress, result)
     result.bytes = result.msgs * spec.size
     result.elapsed_s = measured_seconds(start_ns, first_ns, last_ns)
+    result.ended_s = (last_ns or start_ns) / 1e9
     return result
+
+
+def monotonic_ns() -> int:
+    """CLOCK_MONOTONIC: the clock the C loops read, and one clock for every client process."""
+    return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
 
 
 def measured_seconds(start_ns: int, first_ns: int, last_ns: int) -> float:
@@ -166,12 +172,12 @@ def measured_seconds(start_ns: int, first_ns: int, last_ns: int) -> float:
 
 def _receive_python(conn: Connection, spec: ClientSpec, progress: Progress,
                     result: ClientResult) -> tuple[int, int, int]:
-    start_ns, first_ns, last_ns = time.monotonic_ns(), 0, 0
+    start_ns, first_ns, last_ns = monotonic_ns(), 0, 0
     while result.msgs < spec.msgs:
         if not conn.fill():
             note_error(result, idle_text(conn, result, spec))
             break
-        read_ns = time.monotonic_ns()
+        read_ns = monotonic_ns()
         msgs, _ = conn.pump()
         if msgs:
             result.msgs += msgs
@@ -186,7 +192,7 @@ def _receive_native(conn: Connection, spec: ClientSpec, progress: Progress,
                     result: ClientResult) -> tuple[int, int, int]:
     """The read-and-count loop in C; Python runs every PROGRESS_EVERY_MS and for non-messages."""
     assert _loadgen is not None
-    start_ns = time.clock_gettime_ns(time.CLOCK_MONOTONIC)  # the clock the C loop reads
+    start_ns = monotonic_ns()
     first_ns = last_ns = 0
     while result.msgs < spec.msgs:
         msgs, _, conn.start, conn.end, stop, first, last = _loadgen.receive_msgs(
@@ -206,7 +212,7 @@ def _receive_native(conn: Connection, spec: ClientSpec, progress: Progress,
             taken = conn.take_one()  # a PING, a lower-case `msg`: the full parser handles it
             result.msgs += taken
             if taken:
-                last_ns = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+                last_ns = monotonic_ns()
                 first_ns = first_ns or last_ns
         conn.specials.clear()
     return start_ns, first_ns, last_ns

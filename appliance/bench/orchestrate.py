@@ -74,6 +74,8 @@ def client_main(spec: ClientSpec, slot: int, progress: Any, go: Any, stop: Any, 
         else:
             result = RUNNERS[spec.role](conn, spec, report)
         result.cpu_s = time.process_time() - cpu_start
+        if result.ended_s is None:  # a loop that does not know better ended its measurement just now
+            result.ended_s = time.clock_gettime(time.CLOCK_MONOTONIC)
         conn.close()
         results.put(("result", slot, result))
     except Exception as exc:  # noqa: BLE001 - every failure goes back to the orchestrator as text

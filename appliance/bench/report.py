@@ -51,6 +51,7 @@ class BenchReport:
     first_error: str
     cores: int
     busiest_client: tuple[str, float] = ("", 0.0)  # label, CPU seconds per second of its own run
+    role_cpu_s: tuple[tuple[str, float], ...] = ()  # CPU seconds of each role's clients together
 
     @property
     def errors(self) -> int:
@@ -70,7 +71,9 @@ class BenchReport:
             "cpu": {"cores": self.cores, "client_s": self.client_cpu_s, "server_s": self.server_cpu_s,
                     "client_share": self.client_cpu_s / self.wall_s if self.wall_s else 0.0,
                     "server_share": (self.server_cpu_s / self.wall_s
-                                     if self.server_cpu_s is not None and self.wall_s else None)},
+                                     if self.server_cpu_s is not None and self.wall_s else None),
+                    "roles": {role: {"cpu_s": cpu, "share": cpu / self.wall_s if self.wall_s else 0.0}
+                              for role, cpu in self.role_cpu_s}},
             "errors": self.errors, "first_error": self.first_error,
             "busiest_client": {"client": self.busiest_client[0], "cpu_share": self.busiest_client[1]},
         }
@@ -124,6 +127,8 @@ class BenchReport:
         wall = self.wall_s or 1e-9
         text = (f"CPU over {self.wall_s:.2f}s: clients {self.client_cpu_s / wall:.2f} cores "
                 f"({100 * self.client_cpu_s / wall / self.cores:.0f}% of {self.cores})")
+        if len(self.role_cpu_s) > 1:
+            text += " [" + ", ".join(f"{role} {cpu / wall:.2f}" for role, cpu in self.role_cpu_s) + "]"
         if self.server_cpu_s is not None:
             text += (f", server {self.server_cpu_s / wall:.2f} cores "
                      f"({100 * self.server_cpu_s / wall / self.cores:.0f}% of {self.cores})")
@@ -149,6 +154,7 @@ def build_report(plan: Plan, outcome: Outcome) -> BenchReport:
     first_error = next((r.first_error for r in outcome.clients if r.first_error), "")
     busiest = max(outcome.clients, key=lambda r: r.cpu_s / r.elapsed_s if r.elapsed_s > 0 else 0.0)
     busy_share = busiest.cpu_s / busiest.elapsed_s if busiest.elapsed_s > 0 else 0.0
+    role_cpu = tuple((role, sum(r.cpu_s for r in outcome.clients if r.role == role)) for role in roles)
     return BenchReport(plan, clients, totals, outcome.wall_s, sum(r.cpu_s for r in outcome.clients),
                        outcome.server_cpu_s, first_error, os.cpu_count() or 1,
-                       (f"{busiest.role} #{busiest.index}", busy_share))
+                       (f"{busiest.role} #{busiest.index}", busy_share), role_cpu)

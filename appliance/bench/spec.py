@@ -43,6 +43,7 @@ class ClientResult:
     bytes: int = 0
     elapsed_s: float = 0.0
     cpu_s: float = 0.0
+    ended_s: float | None = None  # CLOCK_MONOTONIC seconds when the measured interval ended
     errors: int = 0
     first_error: str = ""
     latency_samples: Samples = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
@@ -51,4 +52,4 @@ class ClientResult:
 
     @property
     def rate(self) -> Rate:
-        return Rate(self.msgs, self.bytes, self.elapsed_s)
+        return Rate(self.msgs, self.bytes, self.elapsed_s, self.ended_s)

@@ -117,6 +117,7 @@ class Rate:
     msgs: int
     bytes: int
     elapsed_s: float
+    ended_s: float | None = None  # when the measured interval ended (one clock for every client)
 
     @property
     def msgs_per_s(self) -> float:
@@ -128,9 +129,16 @@ class Rate:
 
 
 def aggregate(rates: Sequence[Rate]) -> Rate:
-    """Clients run side by side from one start signal: total work over the longest client's time."""
+    """Clients run side by side: total work over the time from the earliest start to the latest end
+    (as `nats bench` aggregates its samples); over the longest client's time when ends are unknown."""
     assert rates
-    return Rate(sum(r.msgs for r in rates), sum(r.bytes for r in rates), max(r.elapsed_s for r in rates))
+    msgs, data_bytes = sum(r.msgs for r in rates), sum(r.bytes for r in rates)
+    ends = [r.ended_s for r in rates]
+    if any(end is None for end in ends):
+        return Rate(msgs, data_bytes, max(r.elapsed_s for r in rates))
+    last = max(end for end in ends if end is not None)
+    first = min(r.ended_s - r.elapsed_s for r in rates if r.ended_s is not None)
+    return Rate(msgs, data_bytes, last - first, last)
 
 
 def median(values: Sequence[float]) -> float:

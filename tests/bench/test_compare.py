@@ -30,3 +30,21 @@ def test_alternating_rounds_against_nats_server_and_appliance(tmp_path: Path) ->
     data = json.loads((tmp_path / "latest.json").read_text())
     assert [s["key"] for s in data["scenarios"]] == ["pub", "js-pub-sync"]
     assert (tmp_path / "latest.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_pub_sub_total_row_comes_from_the_same_runs_as_the_sub_rate() -> None:
+    scenarios = tuple(s for s in compare.SCENARIOS if s.key in ("pubsub", "pubsub-total"))
+    lines: list[str] = []
+    cells = compare.run_all(scenarios, (servers.NATS_DEFAULT,), rounds=2, scale=0.002, log=lines.append)
+    assert len([line for line in lines if line.startswith("round")]) == 2  # one run per round, two rows
+    sub = cells["pubsub"][servers.NATS_DEFAULT.name]
+    total = cells["pubsub-total"][servers.NATS_DEFAULT.name]
+    assert len(sub.msgs_per_s) == len(total.msgs_per_s) == 2
+    assert sub.msgs_per_s != total.msgs_per_s and min(sub.msgs_per_s + total.msgs_per_s) > 0
+
+
+def test_a_derived_row_without_its_scenario_says_where_it_comes_from() -> None:
+    scenarios = tuple(s for s in compare.SCENARIOS if s.key == "pubsub-total")
+    cells = compare.run_all(scenarios, (servers.NATS_DEFAULT,), rounds=1, scale=0.001, log=lambda _line: None)
+    assert cells["pubsub-total"][servers.NATS_DEFAULT.name].failure == (
+        "not measured: comes from the runs of scenario 'pubsub'")

@@ -54,6 +54,7 @@ def test_summary_table_has_clients_totals_latency_and_cpu() -> None:
     assert any(line.startswith("sub total") and "10" in line and "20" in line for line in lines)
     assert any(line.startswith("pub+sub total") and "2,000" in line for line in lines)
     assert "clients 0.30 cores (15% of" in text and "server 0.50 cores" in text
+    assert "[pub 0.10, sub 0.20]" in text  # each role's share of the client CPU
     assert "errors: 1, first: boom" in text
 
 
@@ -64,6 +65,7 @@ def test_json_has_the_same_figures() -> None:
     assert totals["pub+sub total"]["msgs"] == 2000 and totals["pub+sub total"]["msgs_per_s"] == 2000.0
     assert totals["sub total"]["latency"]["p50_us"] == 10.0
     assert data["cpu"]["server_share"] == 0.5
+    assert data["cpu"]["roles"] == {"pub": {"cpu_s": 0.1, "share": 0.1}, "sub": {"cpu_s": 0.2, "share": 0.2}}
 
 
 def test_comparison_table_shows_ratios_and_reasons() -> None:

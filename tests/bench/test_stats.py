@@ -123,6 +123,16 @@ def test_rates_and_their_aggregate() -> None:
     assert (total.msgs, total.bytes, total.elapsed_s) == (400, 40, 2.0)
 
 
+def test_an_aggregate_spans_the_earliest_start_to_the_latest_end_like_nats_bench() -> None:
+    # a publisher measured over [10, 12] and a subscriber from its first message to its last, [10.5, 12.5]
+    publisher = Rate(msgs=1000, bytes=0, elapsed_s=2.0, ended_s=12.0)
+    subscriber = Rate(msgs=1000, bytes=0, elapsed_s=2.0, ended_s=12.5)
+    total = aggregate([publisher, subscriber])
+    assert (total.msgs, total.elapsed_s, total.ended_s, total.msgs_per_s) == (2000, 2.5, 12.5, 800.0)
+    # one end unknown: the longest client's time, as before
+    assert aggregate([publisher, Rate(1000, 0, 2.0)]).elapsed_s == 2.0
+
+
 @settings(max_examples=50, deadline=None)
 @given(values=st.lists(st.floats(min_value=-1e9, max_value=1e9, allow_nan=False), min_size=1, max_size=50))
 def test_median_matches_the_standard_library(values: list[float]) -> None:
