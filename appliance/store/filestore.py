@@ -201,7 +201,11 @@ class FileStreamStore:
 
     def _seal_all_now(self) -> None:
         while (job := self.begin_seal()) is not None:
-            job.run()
+            try:
+                job.run()
+            except CorruptData as exc:
+                self.seal_failed(job, exc)
+                continue
             self.finish_seal(job)
 
     def _unsealed_count(self) -> int:
@@ -213,8 +217,16 @@ class FileStreamStore:
         return any(isinstance(seg, ActiveSegment) and seg.path not in skip for seg in self._segments[:-1])
 
     def seal_failed(self, job: SealJob, error: BaseException) -> None:
-        """A seal job raised off-thread: the segment stays closed and readable, retried after a roll."""
+        """A seal job raised: the segment stays closed and readable as it is.
+
+        A damaged segment (CorruptData) is never sealed (never rewritten around the damage);
+        after another error (an OSError writing the copy) it is tried again after the next roll.
+        """
         self._sealing.discard(job.path)
+        if isinstance(error, CorruptData):
+            self._unsealable.add(job.path)
+            logger.error("store: %s is damaged at offset %s; kept unsealed: %s", job.path, error.offset, error)
+            return
         self._seal_retry_later.add(job.path)
         logger.warning("store: sealing %s failed (%s); it stays uncompressed for now", job.path, error)
 
@@ -232,7 +244,7 @@ class FileStreamStore:
             # A backlog (more than this segment waits) is sealed at the fast level to catch up.
             backlog = self._unsealed_count() > 1
             level = min(self.config.zstd_level, bounds.STORE_SEAL_FAST_ZSTD_LEVEL) if backlog else self.config.zstd_level
-            job = self._seal_job(k, seg, self._ops.read_all(seg.path), level)
+            job = self._seal_job(k, seg, level)
             if job is not None:
                 self._sealing.add(seg.path)
                 self.fast_seals += level != self.config.zstd_level
@@ -241,12 +253,13 @@ class FileStreamStore:
             self._unsealable.add(seg.path)
         return None
 
-    def _seal_job(self, k: int, seg: ActiveSegment, raw: bytes, level: int) -> SealJob | None:
+    def _seal_job(self, k: int, seg: ActiveSegment, level: int) -> SealJob | None:
         dead = self._index.dead_in(seg.first_seq, self._names[k + 1] - 1)
         training = self.config.use_dictionary and self._zdict is None
-        first_seq, block_raw_bytes = seg.first_seq, self.config.block_raw_bytes
+        first_seq, block_raw_bytes, path, ops = seg.first_seq, self.config.block_raw_bytes, seg.path, self._ops
         encode: Callable[[], bytes]
-        if dead or training:
+        if dead or training:  # the owner picks the records (and trains once): rarely taken
+            raw = ops.read_all(path)
             frames, stop = speedups.scan_frames(raw, segment.HEADER_BYTES)
             if stop != len(raw):
                 return None
@@ -256,18 +269,19 @@ class FileStreamStore:
             def encode() -> bytes:
                 return segment.encode_sealed(first_seq, keep, raw, zdict=zdict, block_raw_bytes=block_raw_bytes, level=level)
 
-        else:  # every record stays: blocks are contiguous ranges of the file (planned natively)
-            plans, stop = speedups.plan_blocks(raw, segment.HEADER_BYTES, block_raw_bytes)
-            if stop != len(raw):
-                return None
+        else:  # every record stays: read, check and plan (natively) off the owner's thread too
             zdict = self._zdict
 
             def encode() -> bytes:
+                raw = ops.read_all(path)
+                plans, stop = speedups.plan_blocks(raw, segment.HEADER_BYTES, block_raw_bytes)
+                if stop != len(raw):
+                    raise CorruptData("damaged record in a closed segment", path=path, offset=stop)
                 return segment.encode_sealed_plan(first_seq, raw, plans, zdict=zdict, level=level)
 
         write = functools.partial(write_file, self._ops)
         dict_id = zdict.dict_id() if zdict else 0
-        return SealJob(seg.path, seg.first_seq, seg.generation, encode, dict_id, write, len(raw))
+        return SealJob(seg.path, seg.first_seq, seg.generation, encode, dict_id, write, seg.size)
 
     @_fails_closed
     def finish_seal(self, job: SealJob) -> bool:

@@ -221,3 +221,20 @@ def test_backpressure_seals_are_counted() -> None:
     assert store.backpressure_seals == 0
     fill(store, 12, 200)
     assert store.backpressure_seals > 0
+
+
+def test_a_closed_segment_damaged_before_its_seal_is_never_sealed_around_the_damage() -> None:
+    owner, executor = Owner(), ManualExecutor()
+    sealer = BackgroundSealer(owner.posted.append, executor=executor)
+    fs = FaultFS()
+    store = FileStreamStore(CONFIG, ops=fs, sealer=sealer)
+    fill(store, 0, 12)
+    damaged = store.segments()[0].path
+    fs.flip_bit(damaged, 8 * (fs.size(damaged) - 3))  # inside the last record's payload
+    drain(owner, executor)
+    assert sealer.failed == 1 and not store.broken
+    assert kinds(store)[0] == "open"
+    fill(store, 12, 12)  # later rolls seal the others, never this one
+    drain(owner, executor)
+    assert kinds(store)[0] == "open" and kinds(store)[1] == "sealed"
+    assert not store.has_unsealed()
