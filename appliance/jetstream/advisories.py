@@ -8,9 +8,11 @@ pays one interest lookup per event and builds no JSON. Payloads start with `type
 
 from __future__ import annotations
 
+import re
 import string
 from typing import TYPE_CHECKING, Protocol
 
+from appliance.jetstream import errors
 from appliance.jetstream.wire import ZERO_TIME, go_json, rfc3339
 
 if TYPE_CHECKING:
@@ -21,6 +23,8 @@ if TYPE_CHECKING:
 
 PREFIX = "$JS.EVENT.ADVISORY"
 TYPE_PREFIX = "io.nats.jetstream.advisory.v1."
+METRIC_TYPE = "io.nats.jetstream.metric.v1.consumer_ack"
+GO_INT = re.compile(r"[+-]?[0-9]+")
 ID_ALPHABET = string.digits + string.ascii_letters
 ID_LENGTH = 22
 STREAM_ACTIONS = {"create": "CREATED", "delete": "DELETED", "modify": "UPDATED"}
@@ -41,12 +45,12 @@ def new_id(rng: random.Random) -> str:
     return "".join(rng.choice(ID_ALPHABET) for _ in range(ID_LENGTH))
 
 
-def publish(host: Publisher, subject: str, kind: str, fields: dict[str, object]) -> bool:
+def publish(host: Publisher, subject: str, kind: str, fields: dict[str, object], *, full_type: str = "") -> bool:
     """Send one advisory if anyone listens; True when it was sent."""
     if not host.has_interest(subject):
         return False
     body: dict[str, object] = {
-        "type": TYPE_PREFIX + kind,
+        "type": full_type or TYPE_PREFIX + kind,
         "id": new_id(host.rng),
         "timestamp": rfc3339(host.now_ns()),
     }
@@ -149,3 +153,39 @@ def consumer_pause(consumer: Consumer, paused: bool, pause_until_ns: int) -> Non
         "pause_until": rfc3339(pause_until_ns) if pause_until_ns else ZERO_TIME,
     }
     publish(consumer.host, _consumer_subject(consumer, "PAUSE"), "consumer_pause", fields)
+
+
+# --- ack sampling (sample_freq) -----------------------------------------------------------------
+
+
+def sample_percent(sample_freq: str) -> int:
+    """sample_freq as nats-server reads it: "N" or "N%"; a bad value is 10095 with Go's text."""
+    text = sample_freq[:-1] if sample_freq.endswith("%") else sample_freq
+    if not GO_INT.fullmatch(text):
+        raise errors.CONSUMER_INVALID_SAMPLING.format(err=f'strconv.Atoi: parsing "{text}": invalid syntax')
+    percent = int(text)
+    if percent < 0:
+        raise errors.CONSUMER_INVALID_SAMPLING.format(err="<nil>")
+    return percent
+
+
+def ack_metric(consumer: Consumer, sseq: int) -> None:
+    """`$JS.EVENT.METRIC.CONSUMER.ACK.<stream>.<consumer>` for a sampled ack of a pending message."""
+    pending = consumer.state.pending.get(sseq)
+    if pending is None:
+        return
+    percent = sample_percent(consumer.config.sample_freq)
+    if percent <= 0 or (percent < 100 and consumer.host.rng.randrange(100) >= percent):
+        return
+    cseq, delivered_ns = pending
+    stream = consumer.stream.config.name
+    fields: dict[str, object] = {
+        "stream": stream,
+        "consumer": consumer.name,
+        "consumer_seq": cseq,
+        "stream_seq": sseq,
+        "ack_time": max(consumer.host.now_ns() - delivered_ns, 0),
+        "deliveries": consumer.state.redelivered.get(sseq, 1),
+    }
+    subject = f"$JS.EVENT.METRIC.CONSUMER.ACK.{stream}.{consumer.name}"
+    publish(consumer.host, subject, "", fields, full_type=METRIC_TYPE)

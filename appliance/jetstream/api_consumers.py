@@ -67,6 +67,8 @@ def consumer_create(request: Request) -> None:
         config_obj, stream=stream.config, ephemeral=not durable, request_level=request.request_level()
     )
     pause.normalise(config)
+    if config.sample_freq:
+        advisories.sample_percent(config.sample_freq)
     existing = stream.consumers.get(config.name)
     resources.check_consumer(
         request.ajs, stream, config, config_obj.get("max_ack_pending"), new=existing is None

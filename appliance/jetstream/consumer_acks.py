@@ -82,6 +82,8 @@ class AckHandling:
             return
         if kind == b"+TER":
             advisories.terminated(self, sseq, tokens, offset, body)  # type: ignore[arg-type]
+        elif self.config.sample_freq:
+            advisories.ack_metric(self, sseq)  # type: ignore[arg-type]
         self._ack(sseq, _cseq(tokens, offset), reply=reply)  # empty, +ACK, +OK, +TERM
 
     def on_plain_ack(self, sseq_token: bytes, cseq_token: bytes, reply: bytes | None) -> None:
@@ -95,6 +97,8 @@ class AckHandling:
         except ValueError:
             cseq = 0
         self._last_activity_ns = self.host.now_ns()
+        if self.config.sample_freq:
+            advisories.ack_metric(self, sseq)  # type: ignore[arg-type]
         self._ack(sseq, cseq, reply=reply.decode() if reply else "")
 
     def _ack_reply(self, reply: str) -> None:

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.integration
 TIME_KEYS = {"created", "ts", "first_ts", "last_ts", "last_active", "time", "timestamp", "id"}
 # connection details are not known to appliance's API audit; after max_deliver nats-server keeps the
 # ack floor below the given-up message, appliance acks it (a known gap of the consumer core)
-MASKED = {"server", "client", "pause_remaining", "ack_floor", "num_redelivered"}
+MASKED = {"server", "client", "pause_remaining", "ack_floor", "num_redelivered", "ack_time"}
 DEADLINE_S = 10.0
 FIXED_TIMES = {"2099-01-01T00:00:00.5Z", "2000-01-01T00:00:00Z", "0001-01-01T00:00:00Z"}
 
@@ -137,6 +137,16 @@ async def scenario(url: str) -> tuple[list[object], list[tuple[str, object]], li
         resumed = await sub.next_msg(timeout=5)
         deliveries.append([resumed.subject, resumed.data.decode()])
         await rec.wait_events("CONSUMER.PAUSE.ADV.D2", 2)
+        # ack sampling: bad sample_freq values, then one sampled ack
+        for bad in ("abc", "-5"):
+            await rec.api("$JS.API.CONSUMER.CREATE.ADV.BAD", {"stream_name": "ADV", "config": {
+                "durable_name": "BAD", "ack_policy": "explicit", "sample_freq": bad}})
+        await rec.api("$JS.API.CONSUMER.CREATE.ADV.S", {"stream_name": "ADV", "config": {
+            "durable_name": "S", "ack_policy": "explicit", "sample_freq": "100%", "filter_subject": "adv.late"}})
+        await nc.publish("$JS.API.CONSUMER.MSG.NEXT.ADV.S", b'{"batch":1,"expires":2000000000}', reply=inbox)
+        sampled = await sub.next_msg(timeout=5)
+        await nc.publish(sampled.reply, b"+ACK")
+        await rec.wait_events("METRIC.CONSUMER.ACK")
         await rec.api("$JS.API.CONSUMER.DELETE.ADV.D1")
         await rec.api("$JS.API.STREAM.DELETE.ADV")
         await rec.wait_events("STREAM.DELETED")
