@@ -234,12 +234,10 @@ def uptime() -> str:
 
 
 def table(results: dict[str, dict[str, list[dict[str, float]]]], rounds: int) -> str:
-    base = results["nats-server"]
-    always = results["nats-server always"]
-
     def med(kind: str, scenario: str, key: str) -> float:
         return statistics.median(row[key] for row in results[kind][scenario])
 
+    ns, always = "nats-server", "nats-server always"
     lines = []
     for size in SIZES:
         lines.append(f"\n### {size} B (median of {rounds} rounds)\n")
@@ -248,24 +246,27 @@ def table(results: dict[str, dict[str, list[dict[str, float]]]], rounds: int) ->
             "| fetch explicit msgs/s | vs ns | fetch all msgs/s | vs ns |"
         )
         lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        pub, sync = f"async {size}", f"sync {size}"
+        explicit, every = f"fetch explicit {size}", f"fetch all {size}"
         for kind in results:
-            rate = med(kind, f"async {size}", "msgs_per_s")
-            p50 = med(kind, f"sync {size}", "p50_us")
-            explicit = med(kind, f"fetch explicit {size}", "msgs_per_s")
-            every = med(kind, f"fetch all {size}", "msgs_per_s")
+            rate = med(kind, pub, "msgs_per_s")
+            p50 = med(kind, sync, "p50_us")
+            got_explicit = med(kind, explicit, "msgs_per_s")
+            got_all = med(kind, every, "msgs_per_s")
             lines.append(
-                f"| {kind} | {rate:,.0f} | {rate / statistics.median(r['msgs_per_s'] for r in base[f'async {size}']):.2f}x "
-                f"| {rate / med('nats-server always', f'async {size}', 'msgs_per_s'):.1f}x "
-                f"| {p50:,.0f} | {med(kind, f'sync {size}', 'p99_us'):,.0f} "
-                f"| {p50 / statistics.median(r['p50_us'] for r in always[f'sync {size}']):.2f}x "
-                f"| {explicit:,.0f} | {explicit / med('nats-server', f'fetch explicit {size}', 'msgs_per_s'):.2f}x "
-                f"| {every:,.0f} | {every / med('nats-server', f'fetch all {size}', 'msgs_per_s'):.2f}x |"
+                f"| {kind} | {rate:,.0f} | {rate / med(ns, pub, 'msgs_per_s'):.2f}x "
+                f"| {rate / med(always, pub, 'msgs_per_s'):.1f}x "
+                f"| {p50:,.0f} | {med(kind, sync, 'p99_us'):,.0f} | {p50 / med(always, sync, 'p50_us'):.2f}x "
+                f"| {got_explicit:,.0f} | {got_explicit / med(ns, explicit, 'msgs_per_s'):.2f}x "
+                f"| {got_all:,.0f} | {got_all / med(ns, every, 'msgs_per_s'):.2f}x |"
             )
     return "\n".join(lines)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--msgs", type=int, default=50_000, help="async publish messages")
     parser.add_argument("--always-msgs", type=int, default=5_000,

@@ -59,7 +59,7 @@ class ScriptedHost:
     def call_soon(self, fn: Callable[[], None]) -> None:
         self.soon.append(fn)
 
-    def call_later(self, delay_s: float, fn: Callable[[], None]) -> object:
+    def call_later(self, delay_s: float, fn: Callable[[], None]) -> _NoTimer:
         return _NoTimer()
 
     def run_sync_job(self, job: SyncJob, done: Callable[[], None]) -> None:
@@ -87,13 +87,17 @@ def host() -> ScriptedHost:
     return ScriptedHost()
 
 
-@pytest.fixture
-def stream(tmp_path: Path, host: ScriptedHost) -> Iterator[Stream]:
+def open_stream(tmp_path: Path, host: ScriptedHost) -> Stream:
     config = parse_stream_config({"name": "S", "subjects": ["s.>"]})
     store = FileStreamStore(
         FileStoreConfig(directory=str(tmp_path / "msgs"), limits=store_limits(config), sync_always=False)
     )
-    stream = Stream(config=config, created_ns=1, store=store, host=host, peer="p1", group_id="S-test")  # type: ignore[arg-type]
+    return Stream(config=config, created_ns=1, store=store, host=host, peer="p1", group_id="S-t")
+
+
+@pytest.fixture
+def stream(tmp_path: Path, host: ScriptedHost) -> Iterator[Stream]:
+    stream = open_stream(tmp_path, host)
     yield stream
     stream.close()
 
@@ -158,11 +162,7 @@ def test_errors_and_duplicates_are_answered_as_nats_server(stream: Stream, host:
 
 def test_with_a_sync_interval_pubacks_leave_at_once(tmp_path: Path) -> None:
     host = ScriptedHost(sync_always=False)
-    config = parse_stream_config({"name": "S", "subjects": ["s.>"]})
-    store = FileStreamStore(
-        FileStoreConfig(directory=str(tmp_path / "msgs"), limits=store_limits(config), sync_always=False)
-    )
-    stream = Stream(config=config, created_ns=1, store=store, host=host, peer="p1", group_id="S-i")  # type: ignore[arg-type]
+    stream = open_stream(tmp_path, host)
     try:
         for _ in range(5):
             stream.publish_raw("s.a", b"r", b"", b"x")
