@@ -170,16 +170,18 @@ def check_consumer(
 
 
 class PublishGuard:
-    """Installed on a stream only when a limit applies to its storage type; refuses messages
-    that would take the account over its limit (10002) or arrive while the server is over its
-    configured limit (10023), then lets the stream apply the rest one by one."""
+    """Installed on a stream only when a limit applies to its storage type. A batch that fits
+    whole (usage plus every message's size) goes the stream's usual way (None); otherwise each
+    message is checked: one that would take the account over its limit is refused (10002), one
+    arriving while the server is over its configured limit too (10023), the rest are applied
+    one by one."""
 
     def __init__(self, ajs: AccountJetStream, account_max: int, server_max: int) -> None:
         self.ajs = ajs
         self.account_max = account_max
         self.server_max = server_max
 
-    def __call__(self, stream: Stream, msgs: list[ops.InMsg]) -> list[Outcome]:
+    def __call__(self, stream: Stream, msgs: list[ops.InMsg]) -> list[Outcome] | None:
         storage = stream.config.storage
         others = [s for s in self.ajs.streams.values() if s is not stream]
         account_others = usage_of(others).used(storage)
@@ -187,6 +189,13 @@ class PublishGuard:
         if self.server_max >= 0:
             everything = [s for a in self.ajs.service.accounts.values() for s in a.streams.values()]
             server_others = usage_of([s for s in everything if s is not stream]).used(storage)
+        size_of = stream.store.msg_size
+        batch = sum(size_of(m.subject, m.header, m.payload) for m in msgs)
+        after = stream.store.state().bytes + batch
+        if (self.server_max < 0 or server_others + after <= self.server_max) and (
+            self.account_max < 0 or account_others + after <= self.account_max
+        ):
+            return None
         outcomes: list[Outcome] = []
         for msg in msgs:
             mine = stream.store.state().bytes

@@ -104,7 +104,7 @@ class Stream:
         self._ttl_timer: Timer | None = None
         self._rebuild_ttls()
         # account/server limits (resources.py): None unless a limit applies to this stream
-        self.guard: Callable[[Stream, list[ops.InMsg]], list[Outcome]] | None = None
+        self.guard: Callable[[Stream, list[ops.InMsg]], list[Outcome] | None] | None = None
         self.group = start_group(
             name=group_id,
             peer=peer,
@@ -295,7 +295,9 @@ class Stream:
 
     def _apply_msgs(self, msgs: list[ops.InMsg]) -> Sequence[Outcome | int]:
         if self.guard is not None:
-            return self.guard(self, msgs)
+            guarded = self.guard(self, msgs)  # None: the whole batch fits the limits
+            if guarded is not None:
+                return guarded
         outcomes: list[Outcome | int] = []
         run: list[ops.InMsg] = []
         for msg in msgs:

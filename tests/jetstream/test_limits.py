@@ -158,3 +158,32 @@ accounts { A { users: [{user: a, password: a}], jetstream: { max_mem: 100000 } }
                   for name, stream in ajs.streams.items()}
     # A: max_mem guards its memory stream; max_file_store (server) guards every file stream
     assert guards == {"AM": True, "AF": True, "CM": False, "CF": True}
+
+
+def test_a_burst_stops_exactly_at_the_account_limit(tmp_path: Path) -> None:
+    """Publishes batched into one RAFT entry are checked one by one once the batch would not fit:
+    49 messages of 2017 stored bytes fit in max_mem 100000, the rest get 10002."""
+    text = """
+jetstream { store_dir: "%(store)s" }
+accounts { A { users: [{user: a, password: a}], jetstream: { max_mem: 100000 } } }
+"""
+    options = options_from_text(text % {"store": tmp_path / "s"}, filename=str(tmp_path / "x.conf"))
+
+    async def burst(url: str) -> list[dict[str, object]]:
+        nc = await nats.connect(url, user="a", password="a", allow_reconnect=False)
+        try:
+            body = json.dumps({"name": "M", "subjects": ["m"], "storage": "memory"}).encode()
+            await nc.request("$JS.API.STREAM.CREATE.M", body, timeout=5)
+            inbox = nc.new_inbox()
+            sub = await nc.subscribe(inbox)
+            for _ in range(60):
+                await nc.publish("m", BIG, reply=inbox)  # no waiting: they arrive in few batches
+            return [json.loads((await sub.next_msg(timeout=5)).data) for _ in range(60)]
+        finally:
+            await nc.close()
+
+    with InProcessServer(options) as server:
+        acks = asyncio.run(asyncio.wait_for(burst(server.url), 30))
+    assert [ack.get("seq") for ack in acks[:49]] == list(range(1, 50))
+    assert all(ack["error"] == {"code": 400, "err_code": 10002, "description": "resource limits exceeded for account"}
+               for ack in acks[49:])
