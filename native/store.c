@@ -567,22 +567,25 @@ static PyObject *index_find(PyObject *module, PyObject *const *args, Py_ssize_t 
     return PyLong_FromLong(-1);
 }
 
-/* msg_at(raw: bytes, offset: int, factory) -> factory(seq, subject, headers, payload, ts) of the
- * MSG record at offset of a verified block; ValueError if none is there. */
+/* msg_at(raw: bytes, offset: int, factory, check: bool = False) -> factory(seq, subject, headers,
+ * payload, ts) of the MSG record at offset (its checksum verified when check: raw is not a
+ * verified block); ValueError if no whole valid MSG record is there. */
 static PyObject *msg_at(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 3 || !PyBytes_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "msg_at(raw: bytes, offset: int, factory)");
+    if ((nargs != 3 && nargs != 4) || !PyBytes_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "msg_at(raw: bytes, offset: int, factory, check=False)");
         return NULL;
     }
     const Py_ssize_t offset = PyLong_AsSsize_t(args[1]);
     if (PyErr_Occurred()) return NULL;
+    const int check = nargs == 4 ? PyObject_IsTrue(args[3]) : 0;
+    if (check < 0) return NULL;
     const uint8_t *data = (const uint8_t *)PyBytes_AS_STRING(args[0]);
     const Py_ssize_t size = PyBytes_GET_SIZE(args[0]);
     record_head h;
     if (offset < 0 || offset + RECORD_HEAD_BYTES > size) goto malformed;
     read_head(data + offset, &h);
-    if (!record_ok(data, size, offset, &h, 0) || h.kind != KIND_MSG) goto malformed;
+    if (!record_ok(data, size, offset, &h, check) || h.kind != KIND_MSG) goto malformed;
     const char *subject = (const char *)data + offset + RECORD_HEAD_BYTES;
     PyObject *fields[5];
     fields[0] = PyLong_FromUnsignedLongLong(h.seq);

@@ -111,6 +111,7 @@ class FileStreamStore:
         self._names: list[int] = []
         self._zdict: zstandard.ZstdCompressionDict | None = None
         self._blocks = BlockCache(config.block_cache_bytes)
+        self._hot: _HotBlock | None = None  # the block of the last sealed load (see _load_sealed)
         self._sealer = sealer
         self._inline = config.seal_inline and sealer is None
         self._sealing: set[str] = set()  # segments with a seal job handed out and not finished
@@ -335,6 +336,7 @@ class FileStreamStore:
             self._names.pop(0)
             self._ops.remove(seg.path)
             self._blocks.drop_file(seg.path)
+        self._hot = None
         self._ops.fsync_dir(self._dir)
 
     # --- writes -----------------------------------------------------------------------------------
@@ -577,6 +579,7 @@ class FileStreamStore:
         rebuilt = sealed_from(seg.path, seg.first_seq, seg.dict_id, segment.read_footer(new, seg.path)[0])
         seg.blocks, seg.block_firsts, seg.file_bytes = rebuilt.blocks, rebuilt.block_firsts, len(new)
         self._blocks.drop_file(seg.path)
+        self._hot = None
 
     # --- reads ------------------------------------------------------------------------------------
 
@@ -586,6 +589,9 @@ class FileStreamStore:
                 if region.covers(seq):
                     raise CorruptData(f"seq {seq} is in a corrupt region", path=region.path, offset=region.offset)
             return None
+        hot = self._hot
+        if hot is not None and hot.first_seq <= seq <= hot.last_seq:
+            return self._from_block(hot, seq)
         seg = self._segment_of(seq)
         if isinstance(seg, ActiveSegment):
             return self._load_active(seg, seq)
@@ -598,12 +604,12 @@ class FileStreamStore:
         if records.FRAME.size + length > len(buf):
             buf = self._ops.read_at(seg.path, offset, records.FRAME.size + length)
         try:
-            record = records.decode_at(buf, 0)
-        except records.BadRecord as exc:
-            raise CorruptData(str(exc), path=seg.path, offset=offset) from exc
-        if record.seq != seq or record.kind != records.Kind.MSG:
+            msg: api.StoredMsg = speedups.msg_at(buf, 0, api.StoredMsg, True)  # type: ignore[assignment]
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise CorruptData(f"no valid record of seq {seq}: {exc}", path=seg.path, offset=offset) from exc
+        if msg.seq != seq:
             raise CorruptData(f"record at offset is not seq {seq}", path=seg.path, offset=offset)
-        return api.StoredMsg(seq, record.subject, record.headers, record.payload, record.timestamp_ns)
+        return msg
 
     def _block(self, seg: SealedSegment, k: int, *, keep: bool = True) -> CachedBlock:
         """A decoded (verified) block, through the LRU cache of decoded blocks (kept there if keep)."""
@@ -622,14 +628,20 @@ class FileStreamStore:
     def _load_sealed(self, seg: SealedSegment, seq: int) -> api.StoredMsg:
         k = seg.block_for(seq)
         assert k is not None, f"live seq {seq} has no block"
+        info = seg.blocks[k]
         block = self._block(seg, k)
-        index = block.index
-        if index is None:
-            index = speedups.msg_index(block.raw)
-            self._blocks.set_index((seg.path, seg.blocks[k].offset), block, index)
-        offset = speedups.index_find(index, seq)
+        if block.index is None:
+            self._blocks.set_index((seg.path, info.offset), block, speedups.msg_index(block.raw))
+        # the next load is most likely a neighbour (a consumer reading on): it skips the lookups
+        self._hot = _HotBlock(info.first_seq, info.last_seq, block, seg.path, info.offset)
+        return self._from_block(self._hot, seq)
+
+    def _from_block(self, hot: _HotBlock, seq: int) -> api.StoredMsg:
+        block = hot.block
+        assert block.index is not None
+        offset = speedups.index_find(block.index, seq)
         if offset < 0:
-            raise CorruptData(f"live seq {seq} missing from its block", path=seg.path, offset=seg.blocks[k].offset)
+            raise CorruptData(f"live seq {seq} missing from its block", path=hot.path, offset=hot.offset)
         msg: api.StoredMsg = speedups.msg_at(block.raw, offset, api.StoredMsg)  # type: ignore[assignment]
         return msg
 
@@ -735,6 +747,15 @@ class FileStreamStore:
                 self.sync()
         finally:
             self._ops.close()
+
+
+@dataclass(frozen=True, slots=True)
+class _HotBlock:
+    first_seq: int
+    last_seq: int
+    block: CachedBlock
+    path: str
+    offset: int
 
 
 def _tail(info: segment.BlockInfo) -> tuple[int, int, int, int, int, int]:

@@ -150,12 +150,14 @@ def index_find_py(index: bytes, seq: int) -> int:
     return -1
 
 
-def msg_at_py(raw: bytes, offset: int, factory: Callable[[int, str, bytes, bytes, int], T]) -> T:
-    """The MSG record at offset of a verified block; ValueError if there is none."""
+def msg_at_py(
+    raw: bytes, offset: int, factory: Callable[[int, str, bytes, bytes, int], T], check: bool = False
+) -> T:
+    """The MSG record at offset (checksum verified if check); ValueError if there is none."""
     try:
         if offset < 0:
             raise records.BadRecord(f"negative offset {offset}")
-        record = records.decode_at(raw, offset, check=False)
+        record = records.decode_at(raw, offset, check=check)
     except (records.BadRecord, struct.error) as exc:
         raise ValueError(f"no MSG record at {offset}") from exc
     if record.kind != records.Kind.MSG:

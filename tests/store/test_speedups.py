@@ -58,6 +58,7 @@ def test_scan_frames_and_block_msgs_match_the_twins(
         assert offset == speedups.index_find_py(index, seq) == speedups.find_msg_py(buffer, seq)
         if offset >= 0:
             assert speedups.msg_at(buffer, offset, StoredMsg) == speedups.msg_at_py(buffer, offset, StoredMsg)
+            assert speedups.msg_at(buffer, offset, StoredMsg, True) == speedups.msg_at(buffer, offset, StoredMsg)
             assert speedups.msg_at(buffer, offset, StoredMsg).seq == seq
 
 
@@ -79,3 +80,9 @@ def test_msg_at_refuses_an_offset_without_a_message() -> None:
         for offset in (1, last, len(buffer), -1):
             with pytest.raises(ValueError):
                 fn(buffer, offset, StoredMsg)
+        damaged = bytearray(buffer)
+        damaged[last - 1] ^= 1  # the second message's payload
+        second = speedups.find_msg_py(buffer, 2)
+        assert fn(bytes(damaged), second, StoredMsg).payload != b"y", "unchecked: served as it is"
+        with pytest.raises(ValueError):
+            fn(bytes(damaged), second, StoredMsg, True)
