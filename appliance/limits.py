@@ -114,6 +114,7 @@ STORE_SEAL_THREADS = 1  # background sealer threads per process (zstd releases t
 STORE_SEAL_WAITING_MAX = 65536  # stores waiting for the background sealer (one entry per store)
 STORE_SEAL_ZSTD_LEVEL = 6  # zstd level of sealed blocks (sealing runs off the append path)
 STORE_SEAL_FAST_ZSTD_LEVEL = 3  # zstd level while more than one closed segment waits (catching up)
+STORE_ACTIVE_READAHEAD_BYTES = 64 * 1024  # one read of an unsealed segment serves the loads that follow
 
 assert STORE_BLOCK_RAW_BYTES <= STORE_SEGMENT_BYTES
 assert PAYLOAD_BYTES_MAX < STORE_RECORD_BYTES_MAX < 2**32, "record length is a u32 on disk"
@@ -146,7 +147,6 @@ JS_PUBLISH_BATCH_MAX = 1024  # publishes proposed as one stream RAFT entry (one 
 JS_DEDUPE_IDS_MAX = 1_000_000  # Nats-Msg-Id entries remembered per stream within duplicate_window
 JS_EXPIRY_GRANULARITY_S = 0.01  # shortest max_age expiry timer
 JS_DELIVER_BATCH_MAX = 256  # messages a consumer delivers per loop turn before yielding
-JS_ACK_TARGETS_MAX = 65536  # (stream, consumer) ack-subject tokens remembered per account
 JS_ACK_TARGETS_MAX = 65536  # (stream, consumer) ack-subject tokens remembered per account
 JS_REDELIVER_QUEUE_MAX = 65536  # stream sequences waiting for redelivery per consumer
 JS_FLOW_CONTROL_MSGS = 1024  # a push consumer with flow_control asks for a response this often

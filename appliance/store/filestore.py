@@ -112,6 +112,8 @@ class FileStreamStore:
         self._zdict: zstandard.ZstdCompressionDict | None = None
         self._blocks = BlockCache(config.block_cache_bytes)
         self._hot: _HotBlock | None = None  # the block of the last sealed load (see _load_sealed)
+        # (segment, generation, begin, end, bytes): the last read-ahead of an active segment
+        self._chunk: tuple[ActiveSegment, int, int, int, bytes] | None = None
         self._sealer = sealer
         self._inline = config.seal_inline and sealer is None
         self._sealing: set[str] = set()  # segments with a seal job handed out and not finished
@@ -598,13 +600,21 @@ class FileStreamStore:
         return self._load_sealed(seg, seq)
 
     def _load_active(self, seg: ActiveSegment, seq: int) -> api.StoredMsg:
+        """From a read-ahead chunk of the file (its bytes never change while the generation holds)."""
         offset = seg.offsets[seq]
-        buf = self._ops.read_at(seg.path, offset, 4096)
-        length = int.from_bytes(buf[:4], "little")
-        if records.FRAME.size + length > len(buf):
-            buf = self._ops.read_at(seg.path, offset, records.FRAME.size + length)
+        chunk = self._chunk
+        if chunk is None or chunk[0] is not seg or chunk[1] != seg.generation or not chunk[2] <= offset < chunk[3]:
+            data = self._ops.read_at(seg.path, offset, bounds.STORE_ACTIVE_READAHEAD_BYTES)
+            chunk = self._chunk = (seg, seg.generation, offset, offset + len(data), data)
+        at = offset - chunk[2]
+        buf = chunk[4]
+        if at + records.FRAME.size > len(buf) or at + records.FRAME.size + int.from_bytes(buf[at : at + 4], "little") > len(buf):
+            length = int.from_bytes(self._ops.read_at(seg.path, offset, 4), "little")
+            data = self._ops.read_at(seg.path, offset, max(records.FRAME.size + length, bounds.STORE_ACTIVE_READAHEAD_BYTES))
+            chunk = self._chunk = (seg, seg.generation, offset, offset + len(data), data)
+            at, buf = 0, data
         try:
-            msg: api.StoredMsg = speedups.msg_at(buf, 0, api.StoredMsg, True)  # type: ignore[assignment]
+            msg: api.StoredMsg = speedups.msg_at(buf, at, api.StoredMsg, True)  # type: ignore[assignment]
         except (ValueError, UnicodeDecodeError) as exc:
             raise CorruptData(f"no valid record of seq {seq}: {exc}", path=seg.path, offset=offset) from exc
         if msg.seq != seq:

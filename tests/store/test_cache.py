@@ -57,3 +57,20 @@ def test_a_scan_does_not_push_random_readers_blocks_out() -> None:
     misses = store.block_cache.misses
     assert store.load(2) is not None
     assert len(store.block_cache) == before and store.block_cache.misses == misses
+
+
+def test_loads_from_the_active_segment_see_appends_and_erasures_after_a_read_ahead() -> None:
+    store = FileStreamStore(FileStoreConfig("/c"), ops=FaultFS())
+    for i in range(1, 6):
+        store.store_msg("s", b"", b"m%d" % i, i)
+    assert store.load(1) is not None  # reads ahead past message 5
+    store.store_msg("s", b"", b"m6", 6)
+    assert [m.payload for m in map(store.load, range(1, 7)) if m is not None] == [b"m%d" % i for i in range(1, 7)]
+    store.delete(3, erase=True)  # rewrites the active file
+    assert store.load(3) is None
+    assert [m.payload for m in map(store.load, (1, 2, 4, 5, 6)) if m is not None] == [b"m1", b"m2", b"m4", b"m5", b"m6"]
+    big = b"x" * 200_000  # larger than one read-ahead
+    seq = store.store_msg("s", b"", big, 7)
+    assert store.load(6) is not None
+    loaded = store.load(seq)
+    assert loaded is not None and loaded.payload == big
