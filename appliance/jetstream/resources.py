@@ -31,6 +31,7 @@ import psutil
 from appliance.config.options import AccountJetStreamLimits
 from appliance.jetstream import errors
 from appliance.jetstream.config import DEFAULT_MAX_ACK_PENDING, ConsumerConfig, StreamConfig
+from appliance.jetstream.storeview import stored_bytes
 from appliance.jetstream.stream import Outcome
 
 if TYPE_CHECKING:
@@ -78,7 +79,7 @@ def server_limits(service: JetStreamService) -> tuple[int, int]:
 def usage_of(streams: Sequence[Stream]) -> Usage:
     memory = storage = reserved_memory = reserved_storage = 0
     for stream in streams:
-        size = stream.store.state().bytes
+        size = stored_bytes(stream.store)
         reserve = max(stream.config.max_bytes, 0)
         if stream.config.storage == "memory":
             memory += size
@@ -191,14 +192,14 @@ class PublishGuard:
             server_others = usage_of([s for s in everything if s is not stream]).used(storage)
         size_of = stream.store.msg_size
         batch = sum(size_of(m.subject, m.header, m.payload) for m in msgs)
-        after = stream.store.state().bytes + batch
+        after = stored_bytes(stream.store) + batch
         if (self.server_max < 0 or server_others + after <= self.server_max) and (
             self.account_max < 0 or account_others + after <= self.account_max
         ):
             return None
         outcomes: list[Outcome] = []
         for msg in msgs:
-            mine = stream.store.state().bytes
+            mine = stored_bytes(stream.store)
             size = stream.store.msg_size(msg.subject, msg.header, msg.payload)
             if 0 <= self.server_max < server_others + mine:
                 outcomes.append(Outcome(error=errors.INSUFFICIENT_RESOURCES.error()))

@@ -69,3 +69,9 @@ def subject_of(store: api.StreamStore, seq: int) -> str | None:
         return index.subject_of(seq) if index.is_live(seq) else None
     msg = store.load(seq)
     return msg.subject if msg is not None else None
+
+
+def stored_bytes(store: api.StreamStore) -> int:
+    """The stream's bytes as nats-server counts them (state().bytes), without building a state."""
+    index = _index(store)
+    return index.bytes if index is not None else store.state().bytes
