@@ -5,6 +5,8 @@
 --cpu adds, per run, the CPU microseconds per message of each process (utime+stime from
 /proc over the run): the appliance workers (w0, w1), the publisher and the subscriber client.
 --only keeps the scenarios whose name contains NAME (e.g. "cross").
+--appliance-bench instead runs `appliance bench pub` and `appliance bench pubsub` (the project's
+own load generator, clients landing on any worker) against 2 workers, 1 worker and nats-server.
 
 Scenarios, each at 128 B and 1 KiB, alternating targets every round (medians reported):
   - appliance, 2 workers: publisher and subscriber pinned to different workers ("cross")
@@ -150,12 +152,41 @@ def pubsub(port: int, *, pub_worker: int | None, sub_worker: int | None, workers
     return float(results["sub"]), per_msg
 
 
+def appliance_bench(verb: str, port: int, msgs: int, size: int) -> float:
+    """`appliance bench VERB` against 127.0.0.1:port: the publisher's rate (pub) or the subscriber's (pubsub)."""
+    done = subprocess.run([sys.executable, "-m", "appliance", "bench", verb, "-s", f"nats://127.0.0.1:{port}",
+                           "--msgs", str(msgs), "--size", str(size), "--json", "--no-progress"],
+                          capture_output=True, check=True, timeout=300)
+    report = json.loads(done.stdout)
+    wanted = "pub #0" if verb == "pub" else "sub #0"
+    return float(next(c["msgs_per_s"] for c in report["clients"] if c["client"] == wanted))
+
+
+def bench_main(args: argparse.Namespace, ports: dict[str, int]) -> None:
+    rows: dict[tuple[str, str, int], list[float]] = {}
+    for _ in range(args.rounds):
+        for verb in ("pub", "pubsub"):
+            for size in (128, 1024):
+                for name, port in ports.items():
+                    rate = appliance_bench(verb, port, args.msgs, size)
+                    rows.setdefault((verb, name, size), []).append(rate)
+                    print(f"{verb:7} {name:22} {size:5} B  {rate:12,.0f} msgs/s", flush=True)
+    print(f"\nload average {os.getloadavg()[0]:.2f}")
+    print("\n| appliance bench | " + " | ".join(f"{n} 128 B | {n} 1 KiB" for n in ports) + " |")
+    print("|---|" + "---:|" * (2 * len(ports)))
+    for verb in ("pub", "pubsub"):
+        cells = [f"{statistics.median(rows[(verb, n, size)]):,.0f}" for n in ports for size in (128, 1024)]
+        print(f"| {verb} | " + " | ".join(cells) + " |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--msgs", type=int, default=500_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--cpu", action="store_true", help="CPU µs per message of each process")
     parser.add_argument("--only", default="", help="only the scenarios whose name contains this")
+    parser.add_argument("--appliance-bench", action="store_true",
+                        help="appliance bench pub / pubsub against 2 workers, 1 worker, nats-server")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         two_port, one_port = free_port(), free_port()
@@ -168,6 +199,10 @@ def main() -> None:
             pids = {two_port: worker_pids(two.process.pid if two.process else None),
                     one_port: worker_pids(one.process.pid if one.process else None),
                     real.port: [real.process.pid]}
+            if args.appliance_bench:
+                bench_main(args, {"appliance 2 workers": two_port, "appliance 1 worker": one_port,
+                                  "nats-server": real.port})
+                return
             rows: dict[tuple[str, int], list[float]] = {}
             for _ in range(args.rounds):
                 for size in (128, 1024):

@@ -426,3 +426,89 @@ PyObject *appliance_append_pub_records(PyObject *self, PyObject *const *args, Py
     }
     return Py_BuildValue("(nK)", stop - start, data_bytes);
 }
+
+PyObject *appliance_append_pub_msgs(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 6 || !PyByteArray_Check(args[0]) || !PyList_Check(args[1]) || !PyBytes_Check(args[3]) ||
+        !PyBytes_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "append_pub_msgs(out: bytearray, events: list, start: int, "
+                                         "subject: bytes, tail: bytes, limit: int)");
+        return NULL;
+    }
+    const Py_ssize_t start = PyLong_AsSsize_t(args[2]);
+    const Py_ssize_t limit = PyLong_AsSsize_t(args[5]);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    if (start < 0) {
+        PyErr_SetString(PyExc_ValueError, "append_pub_msgs: start must be >= 0");
+        return NULL;
+    }
+    PyObject *out = args[0];
+    PyObject *events = args[1];
+    PyObject *subject = args[3];
+    const Py_ssize_t subject_len = PyBytes_GET_SIZE(subject);
+    const Py_ssize_t tail_len = PyBytes_GET_SIZE(args[4]);
+    /* pass 1: the run and the room it takes */
+    const Py_ssize_t total = PyList_GET_SIZE(events);
+    Py_ssize_t stop = start;
+    Py_ssize_t room = 0;
+    while (stop < total && stop - start < limit) {
+        PyObject *event = PyList_GET_ITEM(events, stop);
+        if (!PyTuple_Check(event) || PyTuple_GET_SIZE(event) != 4) {
+            break;
+        }
+        PyObject *op = PyTuple_GET_ITEM(event, 0);
+        PyObject *event_subject = PyTuple_GET_ITEM(event, 1);
+        PyObject *reply = PyTuple_GET_ITEM(event, 2);
+        PyObject *data = PyTuple_GET_ITEM(event, 3);
+        if (!PyLong_CheckExact(op) || PyLong_AsLong(op) != 1 || !PyBytes_Check(data) ||
+            (reply != Py_None && !PyBytes_Check(reply)) || !PyBytes_Check(event_subject)) {
+            break;
+        }
+        if (event_subject != subject && (PyBytes_GET_SIZE(event_subject) != subject_len ||
+                                         memcmp(PyBytes_AS_STRING(event_subject), PyBytes_AS_STRING(subject),
+                                                (size_t)subject_len) != 0)) {
+            break;
+        }
+        const Py_ssize_t reply_len = reply == Py_None ? 0 : PyBytes_GET_SIZE(reply);
+        /* "MSG " subject tail reply " " size CRLF data CRLF */
+        room += 4 + subject_len + tail_len + reply_len + 1 + DECIMAL_DIGITS_MAX + 2 + PyBytes_GET_SIZE(data) + 2;
+        stop++;
+    }
+    const Py_ssize_t old = PyByteArray_GET_SIZE(out);
+    if (PyByteArray_Resize(out, old + room) < 0) {
+        return NULL;
+    }
+    char *p = PyByteArray_AS_STRING(out) + old;
+    unsigned long long data_bytes = 0;
+    for (Py_ssize_t i = start; i < stop; i++) {
+        PyObject *event = PyList_GET_ITEM(events, i);
+        PyObject *reply = PyTuple_GET_ITEM(event, 2);
+        PyObject *data = PyTuple_GET_ITEM(event, 3);
+        const Py_ssize_t data_len = PyBytes_GET_SIZE(data);
+        memcpy(p, "MSG ", 4);
+        p += 4;
+        memcpy(p, PyBytes_AS_STRING(subject), (size_t)subject_len);
+        p += subject_len;
+        memcpy(p, PyBytes_AS_STRING(args[4]), (size_t)tail_len);
+        p += tail_len;
+        if (reply != Py_None && PyBytes_GET_SIZE(reply) > 0) {
+            memcpy(p, PyBytes_AS_STRING(reply), (size_t)PyBytes_GET_SIZE(reply));
+            p += PyBytes_GET_SIZE(reply);
+            *p++ = ' ';
+        }
+        p += put_decimal_u64(p, (uint64_t)data_len);
+        *p++ = '\r';
+        *p++ = '\n';
+        memcpy(p, PyBytes_AS_STRING(data), (size_t)data_len);
+        p += data_len;
+        *p++ = '\r';
+        *p++ = '\n';
+        data_bytes += (unsigned long long)data_len;
+    }
+    if (PyByteArray_Resize(out, p - PyByteArray_AS_STRING(out)) < 0) {
+        return NULL;
+    }
+    return Py_BuildValue("(nK)", stop - start, data_bytes);
+}

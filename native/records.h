@@ -21,6 +21,10 @@ PyObject *appliance_append_msgs(PyObject *self, PyObject *const *args, Py_ssize_
  *                    bytes_max: int) -> (count, data_bytes): one record per PUB event from
  * events[start] on while the subject stays `subject` and len(out) < bytes_max. */
 PyObject *appliance_append_pub_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+/* append_pub_msgs(out: bytearray, events: list, start: int, subject: bytes, tail: bytes, limit: int)
+ * -> (count, data_bytes): a MSG line (as append_msg) per PUB event from events[start] on while the
+ * subject stays `subject`, at most `limit`: a burst for one local subscriber. */
+PyObject *appliance_append_pub_msgs(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 #define APPLIANCE_RECORD_METHODS                                                                  \
     {"append_record", (PyCFunction)(void (*)(void))appliance_append_record, METH_FASTCALL,       \
@@ -32,6 +36,8 @@ PyObject *appliance_append_pub_records(PyObject *self, PyObject *const *args, Py
     {"append_msgs", (PyCFunction)(void (*)(void))appliance_append_msgs, METH_FASTCALL,           \
      "append_msgs(out, payload, start, end, tail, headers, limit) -> (count, next, data_bytes)"}, \
     {"append_pub_records", (PyCFunction)(void (*)(void))appliance_append_pub_records, METH_FASTCALL, \
-     "append_pub_records(out, events, start, account, subject, bytes_max) -> (count, data_bytes)"},
+     "append_pub_records(out, events, start, account, subject, bytes_max) -> (count, data_bytes)"}, \
+    {"append_pub_msgs", (PyCFunction)(void (*)(void))appliance_append_pub_msgs, METH_FASTCALL,   \
+     "append_pub_msgs(out, events, start, subject, tail, limit) -> (count, data_bytes)"},
 
 #endif

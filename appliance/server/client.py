@@ -50,6 +50,25 @@ _TRACE_NAMES = {OP_PING: b"PING", OP_PONG: b"PONG", OP_INFO: b"INFO", OP_OK: b"+
 
 append_msg = native.speedups.append_msg if native.ENABLED else wire.append_msg
 
+
+def append_pub_msgs_py(out: bytearray, events: list[Event], start: int, subject: bytes, tail: bytes,
+                       limit: int) -> tuple[int, int]:
+    """A MSG per plain PUB event (op 1) from events[start] on while the subject stays `subject`, at
+    most `limit`: a burst for one local subscriber. Returns (events used, payload bytes).
+    Twin of the native append_pub_msgs."""
+    count = 0
+    data_bytes = 0
+    for event in events[start:]:
+        if count >= limit or len(event) != 4 or event[0] != OP_PUB or event[1] != subject:
+            break
+        wire.append_msg(out, subject, tail, event[2], -1, event[3])
+        count += 1
+        data_bytes += len(event[3])
+    return count, data_bytes
+
+
+append_pub_msgs = native.speedups.append_pub_msgs if native.ENABLED else append_pub_msgs_py
+
 ERR_AUTH_VIOLATION = "Authorization Violation"
 ERR_AUTH_TIMEOUT = "Authentication Timeout"
 ERR_STALE = "Stale Connection"
@@ -216,9 +235,11 @@ class ClientConnection(asyncio.Protocol):
                     if result is None:
                         result = sublist.match(subject)
                     plain, queues = result
-                    if not queues and len(plain) == 1 and plain[0].conn.is_link:
-                        # a burst bound for one sibling worker alone: one C call takes the run
-                        taken, taken_bytes = plain[0].conn.deliver_pubs(plain[0], events, i - 1)
+                    if not queues and len(plain) == 1 and (plain[0].conn is not self or echo):
+                        # a burst for one subscriber (a client, or a sibling worker): one C call takes
+                        # the run of PUBs with this subject; 0 when it cannot (the general path below)
+                        deliver_pubs = getattr(plain[0].conn, "deliver_pubs", None)
+                        taken, taken_bytes = deliver_pubs(plain[0], events, i - 1) if deliver_pubs else (0, 0)
                         if taken:
                             i += taken - 1
                             msgs += taken - 1
@@ -521,6 +542,29 @@ class ClientConnection(asyncio.Protocol):
         sub.delivered += 1
         if sub.max_msgs and sub.delivered >= sub.max_msgs:
             self.remove_subscription(sub)
+
+    def deliver_pubs(self, sub: Subscription, events: list[Event], start: int) -> tuple[int, int]:
+        """The PUB events from events[start] on with the same subject, for `sub` alone, appended in one
+        call as `deliver` would one by one. Returns (events used, payload bytes); (0, 0) when the
+        run needs deliver's per-message checks (permissions) or nothing is to be delivered."""
+        if self.perms is not None or self.closed:
+            return 0, 0
+        limit = len(events) - start
+        if sub.max_msgs:
+            limit = sub.max_msgs - sub.delivered
+            if limit <= 0:
+                return 0, 0
+        appended, data_bytes = append_pub_msgs(self._out, events, start, events[start][1], sub.msg_tail, limit)
+        if appended:
+            self.out_msgs += appended
+            self.out_bytes += data_bytes
+            if not self._dirty:
+                self._dirty = True
+                self.server.dirty.append(self)
+            sub.delivered += appended
+            if sub.max_msgs and sub.delivered >= sub.max_msgs:
+                self.remove_subscription(sub)
+        return appended, data_bytes
 
     def deliver_run(self, sub: Subscription, payload: bytes, start: int, end: int, count: int) -> bool:
         """Append the `count` plain records of payload[start:end] (a run from a sibling worker, one

@@ -1,5 +1,6 @@
-"""Messages between workers in runs: a burst of PUBs for one sibling becomes records in one call,
-and the receiving worker delivers a run of records with one subject to each subscriber at once.
+"""Messages in runs: a burst of PUBs for one sibling becomes records in one call, the receiving
+worker delivers a run of records with one subject to each subscriber at once, and a burst for one
+local subscriber becomes its MSG lines in one call.
 Native and Python twins agree byte for byte; across workers every client sees what one server
 would send (headers, auto-unsubscribe, permissions, interleaved subjects)."""
 
@@ -26,6 +27,8 @@ from appliance.server.links import (
     record_runs,
     record_runs_py,
 )
+from appliance.server.client import append_pub_msgs, append_pub_msgs_py
+from appliance.testing.inproc import InProcessServer
 from appliance.testing.inproc_mesh import InProcessMesh
 from appliance.testing.rawclient import RawClient
 
@@ -251,3 +254,52 @@ def test_counters_count_every_message_of_a_run(mesh: InProcessMesh) -> None:
     finally:
         subscriber.close()
         publisher.close()
+
+
+# --- a burst for one local subscriber -----------------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(burst=events, start=st.integers(min_value=0, max_value=11), limit=st.integers(min_value=0, max_value=14),
+       tail=st.sampled_from([b" 1 ", b" 22 "]))
+def test_append_pub_msgs_writes_the_run_as_deliver_would(
+        burst: list[tuple[object, ...]], start: int, limit: int, tail: bytes) -> None:
+    start = min(start, len(burst) - 1)
+    subject = burst[start][1] if len(burst[start]) > 1 else b"a"
+    expected = bytearray(b"xx")
+    count = 0
+    data_bytes = 0
+    for event in burst[start:]:
+        if count >= limit or event[0] != OP_PUB or len(event) != 4 or event[1] != subject:
+            break
+        wire.append_msg(expected, subject, tail, event[2], -1, event[3])  # type: ignore[arg-type]
+        count += 1
+        data_bytes += len(event[3])  # type: ignore[arg-type]
+    for implementation in (append_pub_msgs_py, append_pub_msgs):
+        out = bytearray(b"xx")
+        assert implementation(out, burst, start, subject, tail, limit) == (count, data_bytes)  # type: ignore[arg-type]
+        assert out == expected
+
+
+def test_a_burst_on_one_server_keeps_auto_unsubscribe_echo_and_order() -> None:
+    """One read with a burst of PUBs: a subscriber with UNSUB 1 3 gets exactly 3, an echo-less
+    publisher's own subscription gets none, interleaved
+    subjects stay in order."""
+    with InProcessServer() as server:
+        limited = RawClient(server.port)
+        publisher = RawClient(server.port)
+        try:
+            limited.send(b'CONNECT {"verbose":false}\r\nSUB a 1\r\nUNSUB 1 3\r\nSUB b 2\r\nPING\r\n')
+            limited.read_until(b"PONG\r\n")
+            publisher.send(b'CONNECT {"verbose":false,"echo":false,"headers":true,"no_responders":true}\r\n'
+                           b"SUB own 5\r\nPING\r\n")
+            publisher.read_until(b"PONG\r\n")
+            publisher.send(b"PUB a 1\r\n1\r\nPUB a 1\r\n2\r\nPUB b 1\r\n3\r\nPUB a r 1\r\n4\r\nPUB a 1\r\n5\r\n"
+                           b"PUB own 1\r\nx\r\nPUB own 1\r\ny\r\nPING\r\n")
+            assert publisher.read_until(b"PONG\r\n") == b"PONG\r\n"
+            limited.send(b"PING\r\n")
+            assert limited.read_until(b"PONG\r\n") == (
+                b"MSG a 1 1\r\n1\r\nMSG a 1 1\r\n2\r\nMSG b 2 1\r\n3\r\nMSG a 1 r 1\r\n4\r\nPONG\r\n")
+        finally:
+            limited.close()
+            publisher.close()
