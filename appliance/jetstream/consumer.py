@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from appliance import limits
-from appliance.errors import LimitExceeded, NotLeader, ProposalDropped
+from appliance.errors import CorruptData, LimitExceeded, NotLeader, ProposalDropped
 from appliance.jetstream import consumer_state as ops
 from appliance.jetstream import pause
 from appliance.jetstream.config import ConsumerConfig
@@ -295,12 +295,22 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
             found = [m for m in (store.load_next(f, start) for f in filters) if m is not None]
             return min(found, key=lambda m: m.seq) if found else None
         cursor = self._cursor
-        if cursor is None or self._cursor_next != start:
+        kept = cursor is not None and self._cursor_next == start
+        if not kept:
             cursor = iter(store.scan(start, filters[0] if filters else ">"))
-        for msg in cursor:
-            if msg.seq >= start:
-                self._cursor, self._cursor_next = cursor, msg.seq + 1
-                return msg
+        assert cursor is not None
+        try:
+            for msg in cursor:
+                if msg.seq >= start:
+                    self._cursor, self._cursor_next = cursor, msg.seq + 1
+                    return msg
+        except (CorruptData, OSError):
+            self._cursor = None
+            if not kept:
+                raise
+            # A cursor kept from an earlier turn still holds the segment list of then: a segment
+            # sealed since (renamed over the active file) or removed reads wrong. Read again.
+            return self._load_next(start)
         self._cursor = None
         return None
 

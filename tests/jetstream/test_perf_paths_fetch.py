@@ -5,12 +5,19 @@ pending counts, redeliveries interleaved, max_bytes and filtered requests on the
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
+from appliance.jetstream.config import parse_consumer_config, parse_stream_config
+from appliance.jetstream.consumer import Consumer
+from appliance.jetstream.groups import memory_storage
+from appliance.jetstream.stream import Stream, store_limits
+from appliance.store.filestore import FileStoreConfig, FileStreamStore
 from appliance.testing.inproc import InProcessServer
 from .conftest import api, run_with
+from .test_perf_paths_publish import ScriptedHost
 
 
 async def pull(
@@ -90,3 +97,42 @@ def test_ack_all_and_ack_none_runs_keep_the_floors(js_server: InProcessServer) -
             assert (floor, pending) == ((20, 10) if policy == "all" else (30, 0))
 
     run_with(js_server.url, scenario)
+
+
+def test_a_consumer_cursor_survives_a_segment_sealed_under_it(tmp_path: Path) -> None:
+    """The delivery cursor is kept across loop turns; a segment sealed meanwhile (its compressed
+    file renamed over the active one) must not be read with the old view."""
+    host = ScriptedHost()
+    config = parse_stream_config({"name": "S", "subjects": ["s.>"]})
+    store = FileStreamStore(
+        FileStoreConfig(
+            directory=str(tmp_path / "msgs"), limits=store_limits(config), sync_always=False,
+            segment_bytes=4096, seal_inline=False,
+        )
+    )
+    stream = Stream(config=config, created_ns=1, store=store, host=host, peer="p1", group_id="S-c")
+    consumer_config = parse_consumer_config(
+        {"durable_name": "D", "ack_policy": "explicit"}, stream=config, ephemeral=False
+    )
+    consumer = Consumer(
+        stream=stream, config=consumer_config, created_ns=1, host=host, peer="p1", group_id="C-c",
+        storage=memory_storage("p1"), on_inactive=lambda _c: None, fresh=True,
+    )
+    try:
+        for index in range(200):
+            stream.publish_raw("s.a", b"", b"", b"payload %03d" % index)
+            if index % 20 == 19:
+                host.turn()  # one append per turn: the segments roll at 4 KiB
+        assert len(store.segments()) >= 3
+        first = consumer._load_next(1)  # the cursor now holds the first segment, unsealed
+        assert first is not None and first.payload == b"payload 000"
+        sealed = 0
+        while (job := store.begin_seal()) is not None:
+            job.run()
+            sealed += store.finish_seal(job)
+        assert sealed > 0
+        read = [consumer._load_next(seq) for seq in range(2, 201)]
+        assert [m.payload for m in read if m is not None] == [b"payload %03d" % i for i in range(1, 200)]
+    finally:
+        consumer.stop(deleted=False)
+        stream.close()
