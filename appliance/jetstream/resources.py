@@ -127,6 +127,8 @@ def check_stream_create(ajs: AccountJetStream, config: StreamConfig) -> None:
 
 def check_stream_update(ajs: AccountJetStream, old: StreamConfig, new: StreamConfig) -> None:
     """Only the growth of max_bytes is reserved again (nats-server's maxBytesDiff)."""
+    if account_limits(ajs).max_bytes_required and new.max_bytes <= 0:
+        raise errors.STREAM_MAX_BYTES_REQUIRED.error()
     _check_bytes(ajs, new, max(new.max_bytes - old.max_bytes, 0))
 
 

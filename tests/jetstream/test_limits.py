@@ -45,6 +45,7 @@ BIG = b"x" * 2000
 
 ACCOUNT_A: list[Step] = [
     INFO,
+    _create("S0", subjects=["s0"], storage="memory", max_consumers=5),  # above the account's 2
     _create("S1", subjects=["s1"], storage="memory", max_bytes=50000),
     _create("S2", subjects=["s2"], storage="memory", max_bytes=60000),  # 10028: 50000+60000 > 100000
     _create("S2", subjects=["s2"], storage="memory"),  # unlimited reserves nothing
@@ -77,6 +78,9 @@ ACCOUNT_B: list[Step] = [
     _create("B1", subjects=["b1"], storage="memory"),  # 10113
     _create("B1", subjects=["b1"], storage="memory", max_bytes=1000),
     _create("B2", subjects=["b2"], storage="file", max_bytes=300000),  # 10047
+    ("$JS.API.STREAM.UPDATE.B1", json.dumps({"name": "B1", "subjects": ["b1"], "storage": "memory"}).encode()),
+    ("$JS.API.STREAM.UPDATE.B1", json.dumps({"name": "B1", "subjects": ["b1"], "storage": "memory",
+                                             "max_bytes": 2000}).encode()),
     INFO,
 ]
 
