@@ -70,6 +70,7 @@ def consumer_create(request: Request) -> None:
     if config.sample_freq:
         advisories.sample_percent(config.sample_freq)
     existing = stream.consumers.get(config.name)
+    pause.keep_pause(config, existing)
     resources.check_consumer(
         request.ajs, stream, config, config_obj.get("max_ack_pending"), new=existing is None
     )

@@ -49,6 +49,13 @@ def normalise(config: ConsumerConfig) -> None:
         config.metadata[REQUEST_LEVEL_KEY] = max(config.metadata.get(REQUEST_LEVEL_KEY, "0"), "1")
 
 
+def keep_pause(config: ConsumerConfig, existing: Consumer | None) -> None:
+    """A create/update of an existing consumer keeps its pause: only the PAUSE API changes it."""
+    if existing is not None:
+        config.pause_until = existing.config.pause_until
+        config.metadata[REQUEST_LEVEL_KEY] = existing.config.metadata.get(REQUEST_LEVEL_KEY, "0")
+
+
 # --- the consumer side ------------------------------------------------------------------------
 
 

@@ -137,6 +137,10 @@ async def scenario(url: str) -> tuple[list[object], list[tuple[str, object]], li
         resumed = await sub.next_msg(timeout=5)
         deliveries.append([resumed.subject, resumed.data.decode()])
         await rec.wait_events("CONSUMER.PAUSE.ADV.D2", 2)
+        # a create/update of an existing consumer keeps its pause (only the PAUSE API changes it)
+        await rec.api("$JS.API.CONSUMER.CREATE.ADV.D2", {"stream_name": "ADV", "config": {
+            "durable_name": "D2", "ack_policy": "explicit", "pause_until": "2099-01-01T00:00:00.5Z"}})
+        await rec.api("$JS.API.CONSUMER.INFO.ADV.D2")
         # ack sampling: bad sample_freq values, then one sampled ack
         for bad in ("abc", "-5"):
             await rec.api("$JS.API.CONSUMER.CREATE.ADV.BAD", {"stream_name": "ADV", "config": {
