@@ -151,6 +151,10 @@ async def scenario(url: str) -> tuple[list[object], list[tuple[str, object]], li
         sampled = await sub.next_msg(timeout=5)
         await nc.publish(sampled.reply, b"+ACK")
         await rec.wait_events("METRIC.CONSUMER.ACK")
+        # an ephemeral consumer nobody pulls from is removed after inactive_threshold
+        await rec.api("$JS.API.CONSUMER.CREATE.ADV.EPH", {"stream_name": "ADV", "config": {
+            "name": "EPH", "inactive_threshold": 200_000_000}})
+        await rec.wait_events("CONSUMER.DELETED.ADV.EPH")
         await rec.api("$JS.API.CONSUMER.DELETE.ADV.D1")
         await rec.api("$JS.API.STREAM.DELETE.ADV")
         await rec.wait_events("STREAM.DELETED")
