@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import random
-from array import array
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
@@ -329,7 +328,7 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
             if not self.config.is_push:
                 self._finish_no_wait()  # paused: no_wait requests end at once with 404
             return
-        delivered = array("q")  # (sseq, cseq, dc, ts_ns) per delivery, one DELIVERED operation
+        delivered: list[int] = []  # (sseq, cseq, dc, ts_ns) per delivery, one DELIVERED operation
         count = 0
         new_count = 0
         push = self.config.is_push
@@ -388,7 +387,7 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
             self._finish_no_wait()
 
     def _deliver_run(
-        self, request: PullRequest, now: int, limit: int, proposed: int, delivered: array[int]
+        self, request: PullRequest, now: int, limit: int, proposed: int, delivered: list[int]
     ) -> int:
         """The common pull case in one loop: new messages in stream order to one request, no
         max_bytes, no redeliveries waiting, instant replay, whole messages. Does per message what
@@ -432,7 +431,7 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
             size += len(msg.subject) + len(ack) + len(headers) + len(payload)  # as wire_size
             if acking:
                 deadlines[seq] = due
-            delivered.extend((seq, cseq, 1, now))
+            delivered += (seq, cseq, 1, now)
             last_ts = msg.timestamp_ns
             sent += 1
         if sent:

@@ -218,9 +218,9 @@ def op_delivered(items: Sequence[tuple[int, int, int, int]]) -> bytes:
     return _pack(KIND_DELIVERED, flat)
 
 
-def op_delivered_flat(flat: array[int]) -> bytes:
+def op_delivered_flat(flat: Sequence[int]) -> bytes:
     """Deliveries already laid out as (sseq, cseq, dc, ts_ns) runs (the delivery hot path)."""
-    return _pack(KIND_DELIVERED, flat)
+    return _pack(KIND_DELIVERED, array("q", flat))
 
 
 def op_acked(seqs: Sequence[int], ts_ns: int) -> bytes:
