@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -266,6 +267,57 @@ static int receive_some(int fd, char *rx, Py_ssize_t capacity, Py_ssize_t *start
     }
 }
 
+/* The plain publish and subscribe loops block in send/recv (one system call per wakeup, as a C
+ * client would) instead of poll + non-blocking calls. Python keeps its sockets non-blocking, so
+ * these switch the descriptor to blocking with SO_RCVTIMEO/SO_SNDTIMEO = timeout_ms for the call
+ * and put everything back before returning. 0, or -1 with errno set. */
+typedef struct {
+    int fd;
+    int flags;
+    int option; /* SO_RCVTIMEO or SO_SNDTIMEO */
+    struct timeval saved;
+} blocking_t;
+
+static int enter_blocking(blocking_t *state, int fd, int option, int timeout_ms) {
+    state->fd = fd;
+    state->option = option;
+    socklen_t length = sizeof state->saved;
+    state->flags = fcntl(fd, F_GETFL);
+    if (state->flags < 0 || getsockopt(fd, SOL_SOCKET, option, &state->saved, &length) < 0) return -1;
+    struct timeval timeout = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+    if (setsockopt(fd, SOL_SOCKET, option, &timeout, sizeof timeout) < 0) return -1;
+    if (fcntl(fd, F_SETFL, state->flags & ~O_NONBLOCK) < 0) return -1;
+    return 0;
+}
+
+static void leave_blocking(const blocking_t *state) {
+    int saved_errno = errno;
+    (void)fcntl(state->fd, F_SETFL, state->flags);
+    (void)setsockopt(state->fd, SOL_SOCKET, state->option, &state->saved, sizeof state->saved);
+    errno = saved_errno;
+}
+
+/* One blocking read into rx after start/end (compacting first): 0, STOP_TIMEOUT, STOP_CLOSED or -1. */
+static int receive_blocking(int fd, char *rx, Py_ssize_t capacity, Py_ssize_t *start, Py_ssize_t *end) {
+    if (*start == *end) {
+        *start = *end = 0;
+    } else if (capacity - *end < capacity / 2) {
+        memmove(rx, rx + *start, (size_t)(*end - *start));
+        *end -= *start;
+        *start = 0;
+    }
+    for (;;) {
+        ssize_t got = recv(fd, rx + *end, (size_t)(capacity - *end), 0);
+        if (got > 0) {
+            *end += got;
+            return 0;
+        }
+        if (got == 0) return STOP_CLOSED;
+        if (errno == EINTR) continue;
+        return (errno == EAGAIN || errno == EWOULDBLOCK) ? STOP_TIMEOUT : -1;
+    }
+}
+
 static PyObject *sync_requests(PyObject *self, PyObject *args) {
     (void)self;
     int fd, awaiting, timeout_ms;
@@ -387,6 +439,12 @@ static PyObject *receive_msgs(PyObject *self, PyObject *args) {
     int64_t first_ns = 0, last_ns = 0;
     int64_t read_ns = now_ns(); /* bytes already buffered count as read now */
     const int64_t deadline_ns = read_ns + (int64_t)budget_ms * 1000000;
+    blocking_t blocking;
+    if (enter_blocking(&blocking, fd, SO_RCVTIMEO, timeout_ms) < 0) {
+        leave_blocking(&blocking);
+        PyErr_SetFromErrno(PyExc_OSError);
+        goto done;
+    }
     for (;;) {
         long long before = counts.msgs;
         stop = scan_frames(rx.buf, &start, end, 0, NULL, max_msgs, &counts);
@@ -396,10 +454,11 @@ static PyObject *receive_msgs(PyObject *self, PyObject *args) {
         }
         if (stop != STOP_NEED_MORE || counts.msgs == max_msgs) break;
         if (read_ns >= deadline_ns) break;
-        stop = receive_some(fd, rx.buf, rx.len, &start, &end, timeout_ms);
+        stop = receive_blocking(fd, rx.buf, rx.len, &start, &end);
         if (stop != 0) break;
         read_ns = now_ns();
     }
+    leave_blocking(&blocking);
     if (stop < 0) {
         PyErr_SetFromErrno(PyExc_OSError);
         goto done;
@@ -418,32 +477,25 @@ done:
  * budget_ms (progress), or with STOP_OTHER as soon as the server sent us something (a PING, an
  * -ERR: Python reads it) -- always on a frame boundary, so the caller can simply call again.
  * STOP_TIMEOUT (nothing could be written for timeout_ms) and STOP_CLOSED may leave a frame
- * broken off after `sent` whole ones: the connection is finished then.
- * The socket is only watched for input when a write would block, and every few batches. */
+ * broken off after `sent` whole ones: the connection is finished then. The socket is looked at
+ * for input every PUBLISH_INPUT_CHECK_BATCHES writes (the final flush reads the rest).
+ */
 enum { PUBLISH_INPUT_CHECK_BATCHES = 16 };
 
-/* 0 when all of data[0:length] was written, else STOP_TIMEOUT, STOP_CLOSED or -1 (errno); *done
- * counts the bytes written either way. */
-static int write_frames(int fd, const char *data, Py_ssize_t length, int timeout_ms, int *input_seen,
-                        Py_ssize_t *done) {
+/* Blocking writes of data[0:length]: 0 when all was written, else STOP_TIMEOUT (SO_SNDTIMEO passed
+ * without progress), STOP_CLOSED or -1 (errno); *done counts the bytes written either way. */
+static int write_frames(int fd, const char *data, Py_ssize_t length, Py_ssize_t *done) {
     *done = 0;
     while (*done < length) {
-        ssize_t written = send(fd, data + *done, (size_t)(length - *done), MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t written = send(fd, data + *done, (size_t)(length - *done), MSG_NOSIGNAL);
         if (written > 0) {
             *done += written;
             continue;
         }
         if (written < 0 && errno == EINTR) continue;
-        if (!(written < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))) return -1;
-        struct pollfd pfd = {fd, POLLOUT | POLLIN, 0};
-        int ready;
-        do {
-            ready = poll(&pfd, 1, timeout_ms);
-        } while (ready < 0 && errno == EINTR);
-        if (ready == 0) return STOP_TIMEOUT;
-        if (ready < 0) return -1;
-        if (pfd.revents & (POLLIN | POLLHUP | POLLERR)) *input_seen = 1;
-        if ((pfd.revents & (POLLHUP | POLLERR)) && !(pfd.revents & POLLOUT)) return STOP_CLOSED;
+        if (written < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return STOP_TIMEOUT;
+        if (written < 0 && (errno == EPIPE || errno == ECONNRESET)) return STOP_CLOSED;
+        return -1;
     }
     return 0;
 }
@@ -463,12 +515,17 @@ static PyObject *publish(PyObject *self, PyObject *args) {
     const long long per_batch = batch.len / frame_bytes;
     const int64_t deadline_ns = now_ns() + (int64_t)budget_ms * 1000000;
     long long sent = 0, batches = 0;
-    int stop = STOP_NEED_MORE, input_seen = 0;
+    int stop = STOP_NEED_MORE;
+    blocking_t blocking;
+    if (enter_blocking(&blocking, fd, SO_SNDTIMEO, timeout_ms) < 0) {
+        leave_blocking(&blocking);
+        PyErr_SetFromErrno(PyExc_OSError);
+        goto done;
+    }
     while (sent < count) {
         long long frames = count - sent < per_batch ? count - sent : per_batch;
         Py_ssize_t done_bytes = 0;
-        int written = write_frames(fd, batch.buf, (Py_ssize_t)(frames * frame_bytes), timeout_ms, &input_seen,
-                                   &done_bytes);
+        int written = write_frames(fd, batch.buf, (Py_ssize_t)(frames * frame_bytes), &done_bytes);
         sent += done_bytes / frame_bytes; /* whole frames only; a broken-off frame is not sent */
         if (written != 0) {
             stop = written;
@@ -476,14 +533,14 @@ static PyObject *publish(PyObject *self, PyObject *args) {
         }
         if (++batches % PUBLISH_INPUT_CHECK_BATCHES == 0) {
             struct pollfd pfd = {fd, POLLIN, 0};
-            if (poll(&pfd, 1, 0) > 0) input_seen = 1;
+            if (poll(&pfd, 1, 0) > 0) {
+                stop = STOP_OTHER;
+                break;
+            }
             if (now_ns() >= deadline_ns) break;
         }
-        if (input_seen) {
-            stop = STOP_OTHER;
-            break;
-        }
     }
+    leave_blocking(&blocking);
     if (stop < 0) {
         PyErr_SetFromErrno(PyExc_OSError);
         goto done;

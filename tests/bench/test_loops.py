@@ -4,7 +4,10 @@ The far end of the pair plays the server: it holds what the publisher wrote, and
 is what the subscriber reads. No server, no sleeps; the only waits are the loops' own timeouts.
 """
 
+import fcntl
+import os
 import socket
+import struct
 from collections.abc import Iterator
 
 import pytest
@@ -104,6 +107,28 @@ def test_the_subscriber_loop_reports_a_closed_connection(pair) -> None:
     theirs.shutdown(socket.SHUT_WR)
     msgs, _, _, _, stop, _, _ = receive(ours, bytearray(RX_BYTES), 0, 0, 5)
     assert (msgs, stop) == (1, STOP_CLOSED)
+
+
+@needs_c
+def test_the_loops_leave_the_socket_as_python_set_it_up(pair) -> None:
+    ours, theirs = pair
+    ours.settimeout(2.5)  # Python: non-blocking descriptor, its own timeout, no SO_RCVTIMEO/SO_SNDTIMEO
+
+    def state() -> tuple[int, bytes, bytes]:
+        nonblocking = fcntl.fcntl(ours.fileno(), fcntl.F_GETFL) & os.O_NONBLOCK
+        size = struct.calcsize("ll")
+        return (nonblocking, ours.getsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, size),
+                ours.getsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, size))
+
+    before = state()
+    theirs.sendall(msg(0))
+    receive(ours, bytearray(RX_BYTES), 0, 0, 1)
+    receive(ours, bytearray(RX_BYTES), 0, 0, 1, timeout_ms=1)  # and after a timeout
+    frame = pub(b"bench", b"x")
+    assert _loadgen is not None
+    _loadgen.publish(ours.fileno(), frame, len(frame), 3, 1000, 1000)
+    assert state() == before and before[0] != 0
+    assert ours.gettimeout() == 2.5
 
 
 @needs_c
