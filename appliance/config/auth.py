@@ -289,6 +289,12 @@ def _account_jetstream(value: Value) -> AccountJetStreamLimits:
             limits_.max_consumers = _account_size(entry)
         elif key == "max_ack_pending":
             limits_.max_ack_pending = _account_size(entry)
+        elif key in ("mem_max_stream_bytes", "memory_max_stream_bytes"):
+            limits_.memory_max_stream_bytes = _account_size(entry)
+        elif key in ("disk_max_stream_bytes", "store_max_stream_bytes"):
+            limits_.storage_max_stream_bytes = _account_size(entry)
+        elif key == "cluster_traffic":
+            limits_.cluster_traffic = str(entry.value.data)
         elif key in ("max_bytes_required", "max_stream_bytes", "max_bytes"):
             if not isinstance(entry.value.data, bool):
                 raise BadValue(entry.key_position, f'Expected a parseable bool for "{entry.key}", got {entry.value.data}')

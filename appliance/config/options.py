@@ -49,6 +49,9 @@ class AccountJetStreamLimits:
     max_consumers: int = -1
     max_ack_pending: int = -1
     max_bytes_required: bool = False
+    memory_max_stream_bytes: int = -1  # `mem_max_stream_bytes`: the largest max_bytes of a memory stream
+    storage_max_stream_bytes: int = -1  # `disk_max_stream_bytes`: the same for file streams
+    cluster_traffic: str = ""  # parsed for compatibility; routes are not built yet
 
 
 @dataclass(slots=True)

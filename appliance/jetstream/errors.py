@@ -167,6 +167,7 @@ MEMORY_RESOURCES_EXCEEDED = ApiError(500, 10028, "insufficient memory resources 
 STORAGE_RESOURCES_EXCEEDED = ApiError(500, 10047, "insufficient storage resources available")
 STREAM_MAX_BYTES_REQUIRED = ApiError(400, 10113, "account requires a stream config to have max bytes set")
 CONSUMER_MAX_PENDING_ACK_EXCESS = ApiError(400, 10121, "consumer max ack pending exceeds system limit of {limit}")
+STREAM_MAX_STREAM_BYTES_EXCEEDED = ApiError(400, 10122, "stream max bytes exceeds account limit max stream bytes")
 MESSAGE_TTL_DISABLED = ApiError(400, 10166, "per-message TTL is disabled")
 REQUIRED_API_LEVEL = ApiError(412, 10185, "JetStream minimum api level required")
 

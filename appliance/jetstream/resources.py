@@ -1,12 +1,13 @@
 """Account and server resource limits, enforced as nats-server 2.15.1 enforces them.
 
 Limits come from the config: per account `jetstream { max_mem, max_file, max_streams,
-max_consumers, max_ack_pending, max_bytes_required }` and per server `jetstream {
-max_memory_store, max_file_store }`. They are checked
+max_consumers, max_ack_pending, max_bytes_required, mem_max_stream_bytes, disk_max_stream_bytes }`
+and per server `jetstream { max_memory_store, max_file_store }`. They are checked
 
 * on STREAM.CREATE / UPDATE: bytes a stream reserves (`max_bytes`, or 1 byte when unlimited) on
   top of what the account and the server have reserved already (jetstream.go checkBytesLimits),
-  the number of streams, `max_bytes_required`, and a stream max_consumers above the account's;
+  the number of streams, `max_bytes_required`, a max_bytes above the account's per-stream
+  maximum, and a stream max_consumers above the account's;
 * on CONSUMER.CREATE: consumers per stream (the smaller of the stream's and the account's
   limit), and max_ack_pending (the default is clamped to the account limit, an explicit value
   above it is refused);
@@ -107,8 +108,8 @@ def limits_json(ajs: AccountJetStream) -> dict[str, object]:
         "max_streams": lim.max_streams,
         "max_consumers": lim.max_consumers,
         "max_ack_pending": lim.max_ack_pending,
-        "memory_max_stream_bytes": -1,
-        "storage_max_stream_bytes": -1,
+        "memory_max_stream_bytes": lim.memory_max_stream_bytes,
+        "storage_max_stream_bytes": lim.storage_max_stream_bytes,
         "max_bytes_required": lim.max_bytes_required,
     }
 
@@ -136,6 +137,9 @@ def _check_bytes(ajs: AccountJetStream, config: StreamConfig, add: int) -> None:
     lim = account_limits(ajs)
     if 0 < lim.max_consumers < config.max_consumers:
         raise errors.MAXIMUM_CONSUMERS_LIMIT.error()
+    stream_max = lim.memory_max_stream_bytes if config.storage == "memory" else lim.storage_max_stream_bytes
+    if 0 < stream_max < config.max_bytes:
+        raise errors.STREAM_MAX_STREAM_BYTES_EXCEEDED.error()
     add = 1 if add < 0 else add
     memory = config.storage == "memory"
     exceeded = errors.MEMORY_RESOURCES_EXCEEDED if memory else errors.STORAGE_RESOURCES_EXCEEDED

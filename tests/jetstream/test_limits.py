@@ -25,6 +25,8 @@ accounts {
       jetstream: { max_mem: 100000, max_file: 200000, max_streams: 2, max_consumers: 2, max_ack_pending: 5 } }
   B { users: [{user: b, password: b}], jetstream: { max_mem: 100000, max_file: 200000, max_bytes_required: true } }
   C { users: [{user: c, password: c}], jetstream: enabled }
+  D { users: [{user: d, password: d}],
+      jetstream: { mem_max_stream_bytes: 5000, disk_max_stream_bytes: 6000, cluster_traffic: owner } }
 }
 """
 TIME_KEYS = {"created", "ts", "first_ts", "last_ts", "last_active", "time"}
@@ -96,6 +98,19 @@ ACCOUNT_C: list[Step] = [
 ]
 
 
+ACCOUNT_D: list[Step] = [
+    INFO,
+    _create("M1", subjects=["m1"], storage="memory"),
+    _create("M2", subjects=["m2"], storage="memory", max_bytes=6000),  # 10122
+    _create("M3", subjects=["m3"], storage="memory", max_bytes=4000),
+    _create("F1", subjects=["f1"], storage="file", max_bytes=7000),  # 10122
+    ("$JS.API.STREAM.UPDATE.M3", json.dumps({"name": "M3", "subjects": ["m3"], "storage": "memory",
+                                             "max_bytes": 9000}).encode()),  # 10122
+    ("$JS.API.STREAM.UPDATE.M3", json.dumps({"name": "M3", "subjects": ["m3"], "storage": "memory"}).encode()),
+    INFO,
+]
+
+
 def mask(value: object) -> object:
     if isinstance(value, dict):
         return {k: ("<time>" if k in TIME_KEYS else mask(v)) for k, v in value.items()}
@@ -127,7 +142,7 @@ def servers(tmp_path: Path) -> Iterator[tuple[str, str]]:
 
 def test_limits_answer_as_nats_server(servers: tuple[str, str]) -> None:
     real_url, our_url = servers
-    for user, script in (("a", ACCOUNT_A), ("b", ACCOUNT_B), ("c", ACCOUNT_C)):
+    for user, script in (("a", ACCOUNT_A), ("b", ACCOUNT_B), ("c", ACCOUNT_C), ("d", ACCOUNT_D)):
         expected = asyncio.run(asyncio.wait_for(replay(real_url, user, script), 60))
         got = asyncio.run(asyncio.wait_for(replay(our_url, user, script), 60))
         for index, (step, want, have) in enumerate(zip(script, expected, got, strict=True)):
