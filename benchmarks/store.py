@@ -345,7 +345,8 @@ class Compression:
     ratio: float  # raw record bytes / every byte on disk (headers, footer, dictionary included)
     zstd_mb_s: float  # compress, MB of raw per second, one thread
     unzstd_mb_s: float
-    seal_mb_s: float  # SealJob.run (plan, compress, write + fsync the file) over raw segment bytes
+    seal_mb_s: float  # SealJob.run (read, plan, compress, write + fsync the file) over raw segment bytes, wall
+    seal_cpu_mb_s: float  # the same per CPU-second of the sealing thread
     lz4_ratio: float  # same raw blocks, lz4 frames only
     lz4_mb_s: float
     unlz4_mb_s: float
@@ -361,13 +362,14 @@ def compression(
     )
     store = FileStreamStore(config)
     seal_raw = 0
-    seal_s = 0.0
+    seal_s = seal_cpu_s = 0.0
     for i in range(0, len(payloads), 1000):
         store.append_batch([("events", b"", p, T0 + i + k) for k, p in enumerate(payloads[i : i + 1000])])
         while (job := store.begin_seal()) is not None:  # each segment as it closes: no backlog
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.thread_time()
             job.run()
             seal_s += time.perf_counter() - start
+            seal_cpu_s += time.thread_time() - cpu_start
             seal_raw += job.raw_bytes
             store.finish_seal(job)
     assert store.fast_seals == 0
@@ -391,15 +393,16 @@ def compression(
     lz4_total = sum(len(f) for f in lz4_frames)
     mb = raw_total / 1e6
     return Compression(
-        raw_total / disk_total, mb / zstd_s, mb / unzstd_s, seal_raw / 1e6 / seal_s,
+        raw_total / disk_total, mb / zstd_s, mb / unzstd_s, seal_raw / 1e6 / seal_s, seal_raw / 1e6 / seal_cpu_s,
         raw_total / lz4_total, mb / lz4_s, mb / unlz4_s,
     )
 
 
 def timed(fn: Callable[[], list[bytes]]) -> tuple[float, list[bytes]]:
-    start = time.perf_counter()
+    """CPU seconds of this thread (the machine is shared: wall time would measure the neighbours)."""
+    start = time.thread_time()
     out = fn()
-    return time.perf_counter() - start, out
+    return time.thread_time() - start, out
 
 
 # --- driver ---------------------------------------------------------------------------------------
@@ -431,7 +434,12 @@ def main() -> None:
     parser.add_argument("--dir", default=None, help="scratch directory on the disk to measure (default: a temp dir)")
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--only", choices=("disk", "append", "read", "compression"), action="append",
+        help="run only these sections (repeatable; default: all)",
+    )
     args = parser.parse_args()
+    sections = set(args.only or ("disk", "append", "read", "compression"))
     root = tempfile.mkdtemp(prefix="store-bench-", dir=args.dir)
     counter = iter(range(1_000_000))
 
@@ -443,71 +451,96 @@ def main() -> None:
         print(f"native store speedups: {speedups.ENABLED}; seal zstd level {limits.STORE_SEAL_ZSTD_LEVEL}, "
               f"block {limits.STORE_BLOCK_RAW_BYTES // 1024} KiB, segment {limits.STORE_SEGMENT_BYTES >> 20} MiB; "
               f"{os.cpu_count()} CPUs, load average at start {os.getloadavg()[0]:.1f}\n")
-        fsyncs = [disk_fdatasync_rate(root, args.seconds) for _ in range(args.repeat)]
-        seq_mb = [disk_sequential_mb_s(root) for _ in range(args.repeat)]
-        print("| disk limit | best | median |\n|---|---|---|")
-        print(f"| fdatasync of 4 KiB appends /s (serial) | {max(fsyncs):,.0f} | {statistics.median(fsyncs):,.0f} |")
-        print(f"| sequential write MB/s (1 MiB writes + fdatasync) | {max(seq_mb):,.0f} | {statistics.median(seq_mb):,.0f} |")
-        print("\n| store | msgs/s best | MB/s best | msgs/s median | MB/s median | CPU µs/msg median "
-              "| msgs per CPU-second |\n|---|---|---|---|---|---|---|")
-        modes: list[tuple[str, Callable[[str, int, float, int], Measured]]] = [
-            ("sync always (group commit)", append_sync_always),
-            ("sync always (group commit, background seal)",
-             lambda d, p, s, b: append_sync_always(d, p, s, b, background_seal=True)),
-            ("sync_interval 2m", append_sync_interval),
-            ("sync_interval 2m, background seal",
-             lambda d, p, s, b: append_sync_interval(d, p, s, b, background_seal=True)),
-        ]
-        for size in (128, 1024):
-            for label, fn in modes:
-                best, median = repeat(args.repeat, lambda: fn(fresh(), size, args.seconds, 1000))
-                print(row(f"append {size} B, {label}", best, median))
-        for size in (128, 1024):
-            background = sum(n[1] for n in SEAL_NOTES if n[0] == size)
-            fast = sum(n[2] for n in SEAL_NOTES if n[0] == size)
-            inline = sum(n[3] for n in SEAL_NOTES if n[0] == size)
-            print(f"\nbackground-seal runs, {size} B: {background} segments sealed by the sealer thread, {fast} seals "
-                  f"at the fast level {limits.STORE_SEAL_FAST_ZSTD_LEVEL} (backlog), {inline} rolls sealed inline by "
-                  f"backpressure (backlog > {limits.STORE_UNSEALED_SEGMENTS_MAX})")
-        print("\n| store | msgs/s best | MB/s best | msgs/s median | MB/s median | CPU µs/msg median "
-              "| msgs per CPU-second |\n|---|---|---|---|---|---|---|")
-        cache_mib = limits.STORE_BLOCK_CACHE_BYTES >> 20
-        for size, count in ((128, 2_000_000), (1024, 400_000)):
-            directory = fresh()
-            fill(directory, size, count)
-            best, median = repeat(args.repeat, lambda: sequential_read(directory, size))
-            print(row(f"sequential read {size} B ({count:,} msgs)", best, median))
-            best, median = repeat(args.repeat, lambda: sequential_load(directory, size, args.seconds))
-            print(row(f"sequential load(seq) {size} B (consumer path)", best, median))
-            record = size + 35 + len("bench.orders.created")
-            inside = (limits.STORE_BLOCK_CACHE_BYTES // 2) // record
-            best, median = repeat(args.repeat, lambda: random_read(directory, size, args.seconds, inside))
-            print(row(f"random read {size} B, working set {inside * record >> 20} MiB < cache {cache_mib} MiB", best, median))
-            best, median = repeat(args.repeat, lambda: random_read(directory, size, args.seconds))
-            print(row(f"random read {size} B, working set {count * record >> 20} MiB > cache {cache_mib} MiB", best, median))
-        print("\n| data | block | level | zstd ratio | zstd + dict ratio | lz4 ratio | zstd / lz4 | zstd+dict / lz4 "
-              "| zstd MB/s c / d | seal MB/s | lz4 MB/s c / d |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|")
-        for name, payloads in (
-            ("JSON events, nested (sessions, UUIDs)", json_events_nested(60_000)),
-            ("JSON events, flat (first generator)", json_events(60_000)),
-            ("random bytes", random_payloads(40_000)),
-            ("repetitive log lines", log_lines(80_000)),
-        ):
-            for block_bytes, level in ((128 << 10, 3), (limits.STORE_BLOCK_RAW_BYTES, limits.STORE_SEAL_ZSTD_LEVEL)):
-                plain = compression(fresh(), payloads, use_dictionary=False, block_bytes=block_bytes, level=level)
-                with_dict = compression(fresh(), payloads, use_dictionary=True, block_bytes=block_bytes, level=level)
-                print(
-                    f"| {name} | {block_bytes >> 10} KiB | {level} | {plain.ratio:.2f} | {with_dict.ratio:.2f} "
-                    f"| {plain.lz4_ratio:.2f} | {plain.ratio / plain.lz4_ratio:.2f} "
-                    f"| {with_dict.ratio / plain.lz4_ratio:.2f} | {plain.zstd_mb_s:,.0f} / {plain.unzstd_mb_s:,.0f} "
-                    f"| {plain.seal_mb_s:,.0f} | {plain.lz4_mb_s:,.0f} / {plain.unlz4_mb_s:,.0f} |"
-                )
-        print("\nzstd ratios count every byte on disk (segment header, block headers, footer index, trailer,"
-              " dictionary file); lz4 counts only its frames, over the same raw record blocks. MB/s are of raw"
-              " bytes, one thread; seal MB/s is SealJob.run (plan, compress, write and fsync the sealed file).")
+        if "disk" in sections:
+            disk_limits(root, args.seconds, args.repeat)
+        if "append" in sections:
+            appends(fresh, args.seconds, args.repeat)
+        if "read" in sections:
+            reads(fresh, args.seconds, args.repeat)
+        if "compression" in sections:
+            compression_table(fresh)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def disk_limits(root: str, seconds: float, times: int) -> None:
+    fsyncs = [disk_fdatasync_rate(root, seconds) for _ in range(times)]
+    seq_mb = [disk_sequential_mb_s(root) for _ in range(times)]
+    print("| disk limit | best | median |\n|---|---|---|")
+    print(f"| fdatasync of 4 KiB appends /s (serial) | {max(fsyncs):,.0f} | {statistics.median(fsyncs):,.0f} |")
+    print(f"| sequential write MB/s (1 MiB writes + fdatasync) | {max(seq_mb):,.0f} | {statistics.median(seq_mb):,.0f} |")
+
+
+def appends(fresh: Callable[[], str], seconds: float, times: int) -> None:
+    print("\n| store | msgs/s best | MB/s best | msgs/s median | MB/s median | CPU µs/msg median "
+          "| msgs per CPU-second |\n|---|---|---|---|---|---|---|")
+    modes: list[tuple[str, Callable[[str, int, float, int], Measured]]] = [
+        ("sync always (group commit)", append_sync_always),
+        ("sync always (group commit, background seal)",
+         lambda d, p, s, b: append_sync_always(d, p, s, b, background_seal=True)),
+        ("sync_interval 2m", append_sync_interval),
+        ("sync_interval 2m, background seal",
+         lambda d, p, s, b: append_sync_interval(d, p, s, b, background_seal=True)),
+    ]
+    for size in (128, 1024):
+        for label, fn in modes:
+            best, median = repeat(times, lambda: fn(fresh(), size, seconds, 1000))
+            print(row(f"append {size} B, {label}", best, median))
+    for size in (128, 1024):
+        background = sum(n[1] for n in SEAL_NOTES if n[0] == size)
+        fast = sum(n[2] for n in SEAL_NOTES if n[0] == size)
+        inline = sum(n[3] for n in SEAL_NOTES if n[0] == size)
+        print(f"\nbackground-seal runs, {size} B: {background} segments sealed by the sealer thread, {fast} seals "
+              f"at the fast level {limits.STORE_SEAL_FAST_ZSTD_LEVEL} (backlog), {inline} rolls sealed inline by "
+              f"backpressure (backlog > {limits.STORE_UNSEALED_SEGMENTS_MAX})")
+
+
+def reads(fresh: Callable[[], str], seconds: float, times: int) -> None:
+    print("\n| store | msgs/s best | MB/s best | msgs/s median | MB/s median | CPU µs/msg median "
+          "| msgs per CPU-second |\n|---|---|---|---|---|---|---|")
+    cache_mib = limits.STORE_BLOCK_CACHE_BYTES >> 20
+    for size, count in ((128, 2_000_000), (1024, 400_000)):
+        directory = fresh()
+        fill(directory, size, count)
+        best, median = repeat(times, lambda: sequential_read(directory, size))
+        print(row(f"sequential read {size} B ({count:,} msgs)", best, median))
+        best, median = repeat(times, lambda: sequential_load(directory, size, seconds))
+        print(row(f"sequential load(seq) {size} B (consumer path)", best, median))
+        record = size + 35 + len("bench.orders.created")
+        inside = (limits.STORE_BLOCK_CACHE_BYTES // 2) // record
+        best, median = repeat(times, lambda: random_read(directory, size, seconds, inside))
+        print(row(f"random read {size} B, working set {inside * record >> 20} MiB < cache {cache_mib} MiB", best, median))
+        best, median = repeat(times, lambda: random_read(directory, size, seconds))
+        print(row(f"random read {size} B, working set {count * record >> 20} MiB > cache {cache_mib} MiB", best, median))
+
+
+def compression_table(fresh: Callable[[], str]) -> None:
+    print("\n| data | block | level | zstd ratio | zstd + dict ratio | lz4 ratio | zstd / lz4 | zstd+dict / lz4 "
+          "| zstd MB/CPU-s c / d | seal MB/s wall / CPU | lz4 MB/CPU-s c / d |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for name, payloads in (
+        ("JSON events, nested (sessions, UUIDs)", json_events_nested(60_000)),
+        ("JSON events, flat (first generator)", json_events(60_000)),
+        ("random bytes", random_payloads(40_000)),
+        ("repetitive log lines", log_lines(80_000)),
+    ):
+        for block_bytes, level in (
+            (128 << 10, 3),
+            (limits.STORE_BLOCK_RAW_BYTES, limits.STORE_SEAL_FAST_ZSTD_LEVEL),
+            (limits.STORE_BLOCK_RAW_BYTES, limits.STORE_SEAL_ZSTD_LEVEL),
+        ):
+            plain = compression(fresh(), payloads, use_dictionary=False, block_bytes=block_bytes, level=level)
+            with_dict = compression(fresh(), payloads, use_dictionary=True, block_bytes=block_bytes, level=level)
+            print(
+                f"| {name} | {block_bytes >> 10} KiB | {level} | {plain.ratio:.2f} | {with_dict.ratio:.2f} "
+                f"| {plain.lz4_ratio:.2f} | {plain.ratio / plain.lz4_ratio:.2f} "
+                f"| {with_dict.ratio / plain.lz4_ratio:.2f} | {plain.zstd_mb_s:,.0f} / {plain.unzstd_mb_s:,.0f} "
+                f"| {plain.seal_mb_s:,.0f} / {plain.seal_cpu_mb_s:,.0f} | {plain.lz4_mb_s:,.0f} / {plain.unlz4_mb_s:,.0f} |"
+            )
+    print("\nzstd ratios count every byte on disk (segment header, block headers, footer index, trailer,"
+          " dictionary file); lz4 counts only its frames, over the same raw record blocks. Codec speeds are MB"
+          " of raw bytes per CPU-second of one thread; seal MB/s is SealJob.run (read, check, plan, compress,"
+          " write and fsync the sealed file), wall clock and per CPU-second.")
 
 
 if __name__ == "__main__":

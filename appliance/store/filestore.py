@@ -5,9 +5,18 @@ directory when a segment was created), so with `sync_always` a store returns onl
 Group commit is explicit: `append_batch()` any number of times, then `begin_sync()` /
 `SyncJob.run()` (may run on an executor thread) / `finish_sync()` make everything appended so
 far durable with one fsync (see commit.py). A full active segment is closed (fsynced; it
-never changes again) and a new one started; the closed one is sealed, inline or through
-`begin_seal()` / `SealJob.run()` (any thread) / `finish_seal()`: rewritten as zstd blocks
-(segment.py) to a temporary file, fsynced, renamed over itself.
+never changes again) and a new one started; the closed one is sealed: inline (seal_inline), by
+a BackgroundSealer (sealer.py, one thread for the process) or by the owner through
+`begin_seal()` / `SealJob.run()` (any thread) / `finish_seal()`. The job reads the segment,
+compresses it as 1 MiB zstd blocks (segment.py) and writes and fsyncs `<segment>.seal.tmp`;
+finish_seal renames it over the segment. A backlog of closed segments is sealed at a faster
+zstd level, and past STORE_UNSEALED_SEGMENTS_MAX inline on the append path (backpressure).
+
+Reads: a sealed block is decoded whole (checksums verified) into a byte-bounded LRU cache
+(cache.py) with a (seq, offset) index, so a random read of a cached block is a binary search
+and one record decode; the last block read is kept at hand for a consumer reading on. Loads
+from the active segment share one read-ahead. scan() decodes each block once, bypassing the
+cache (scan.py).
 
 Removals (delete, purge, limits, expiry) append DELETE / FIRST records to the active segment.
 Only the oldest segment is ever removed (once it has no live message), so a removal record
