@@ -90,6 +90,7 @@ class Kind:
     server: str  # nats-server | nats-server-always | appliance
     workers: int = 0
     placement: int | None = None  # the worker the client must land on (appliance with 2 workers)
+    pinning: bool = True  # appliance { cpu_pinning } (the product default pins each worker to its core)
 
 
 @contextmanager
@@ -100,7 +101,7 @@ def server(kind: Kind, workdir: Path) -> Iterator[str]:
     if kind.server == "appliance":
         config.write_text(
             f'listen: "127.0.0.1:{port}"\njetstream {{\n  store_dir: "{store}"\n}}\n'
-            f"appliance {{\n  workers: {kind.workers}\n}}\n"
+            f"appliance {{\n  workers: {kind.workers}\n  cpu_pinning: {str(kind.pinning).lower()}\n}}\n"
         )
         argv = [PYTHON, "-m", "appliance", "run", "-c", str(config)]
     else:
@@ -218,14 +219,17 @@ def scenarios() -> dict[str, Scenario]:
     return found
 
 
-def kinds_for(workers: list[int]) -> list[Kind]:
+def kinds_for(workers: list[int], pinning: str) -> list[Kind]:
     kinds = [Kind("nats-server", "nats-server"), Kind("nats-server always", "nats-server-always")]
-    for count in workers:
-        if count == 1:
-            kinds.append(Kind("appliance w=1", "appliance", 1))
-        else:
-            for worker in (0, 1):
-                kinds.append(Kind(f"appliance w={count} client@w{worker}", "appliance", count, worker))
+    for pinned in {"on": [True], "off": [False], "both": [True, False]}[pinning]:
+        tag = "" if pinned else " unpinned"
+        for count in workers:
+            if count == 1:
+                kinds.append(Kind(f"appliance w=1{tag}", "appliance", 1, None, pinned))
+            else:
+                for worker in range(2):
+                    name = f"appliance w={count}{tag} client@w{worker}"
+                    kinds.append(Kind(name, "appliance", count, worker, pinned))
     return kinds
 
 
@@ -276,12 +280,15 @@ def main() -> None:
     parser.add_argument("--always-fetch-msgs", type=int, default=5_000,
                         help="messages fetched from nats-server sync always (its prefill is slow)")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="appliance worker counts")
+    parser.add_argument("--pinning", choices=["on", "off", "both"], default="on",
+                        help="appliance { cpu_pinning } (on: the product default; a shared machine "
+                             "penalises a pinned worker, nats-server floats)")
     parser.add_argument("--only", nargs="*", default=None, help="scenario names to run (default all)")
     parser.add_argument("--json", default=None, help="also write the raw results here")
     args = parser.parse_args()
     opts = Options(args.msgs, args.always_msgs, args.sync_msgs, args.fetch_msgs, args.always_fetch_msgs)
     workdir = Path(tempfile.mkdtemp(prefix="jsbench-"))
-    kinds = kinds_for(args.workers)
+    kinds = kinds_for(args.workers, args.pinning)
     chosen = {name: run for name, run in scenarios().items() if not args.only or name in args.only}
     results: dict[str, dict[str, list[dict[str, float]]]] = {k.name: {s: [] for s in chosen} for k in kinds}
     load_before = uptime()
