@@ -86,3 +86,14 @@ def test_msg_at_refuses_an_offset_without_a_message() -> None:
         assert fn(bytes(damaged), second, StoredMsg).payload != b"y", "unchecked: served as it is"
         with pytest.raises(ValueError):
             fn(bytes(damaged), second, StoredMsg, True)
+
+
+@needs_native
+def test_messages_built_natively_stay_out_of_the_cyclic_gc() -> None:
+    import gc
+
+    buffer, _, _, _ = speedups.encode_msgs_py([("a", b"h", b"x", 1)], 1, 0)
+    (msg,) = speedups.block_msgs(buffer, 1, StoredMsg)
+    assert msg == StoredMsg(1, "a", b"h", b"x", 1)
+    assert not gc.is_tracked(msg)
+    assert not gc.is_tracked(speedups.msg_at(buffer, 0, StoredMsg))
