@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -90,8 +92,6 @@ def test_msg_at_refuses_an_offset_without_a_message() -> None:
 
 @needs_native
 def test_messages_built_natively_stay_out_of_the_cyclic_gc() -> None:
-    import gc
-
     buffer, _, _, _ = speedups.encode_msgs_py([("a", b"h", b"x", 1)], 1, 0)
     (msg,) = speedups.block_msgs(buffer, 1, StoredMsg)
     assert msg == StoredMsg(1, "a", b"h", b"x", 1)
