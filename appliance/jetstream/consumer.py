@@ -404,8 +404,7 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
             prefix = self._ack_prefix = f"$JS.ACK.{self.stream.config.name}.{self.name}.".encode()
         if request.reply != self._target:
             self._target, self._target_b = request.reply, request.reply.encode()
-        key = self._target_b
-        deliver = self.host.deliver_raw
+        deliver = self.host.deliverer(self._target_b)
         load_next = self._load_next
         deadlines = self._deadlines
         due = now + self._ack_wait_ns(1)
@@ -427,7 +426,7 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
             ack = b"%s1.%d.%d.%d.%d" % (prefix, seq, cseq, msg.timestamp_ns, pending)
             headers = msg.headers
             payload = msg.payload
-            deliver(key, msg.subject.encode(), ack, headers or None, payload)
+            deliver(msg.subject.encode(), ack, headers or None, payload)
             size += len(msg.subject) + len(ack) + len(headers) + len(payload)  # as wire_size
             if acking:
                 deadlines[seq] = due

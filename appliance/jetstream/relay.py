@@ -14,6 +14,7 @@ worker runs, which delivers it to its own subscribers under the stream subject.
 
 from __future__ import annotations
 
+from appliance import limits
 from appliance.server.accounts import Account
 from appliance.server.internal import InternalClient
 from appliance.server.router import pick
@@ -23,6 +24,9 @@ from appliance.server.sublist import Subscription
 RELAY_PREFIX = b"$JSD."
 RELAY_QUEUE_PREFIX = b"$JSDQ."
 ACK_PREFIXES = (b"$JS.ACK.",)  # ack subjects are unique: matched, never cached, on every worker
+
+# The plain subscription each link interest is carried as (one per link subscription, reused).
+_carriers: dict[Subscription, Subscription] = {}
 
 
 def relay_message(
@@ -35,7 +39,12 @@ def relay_message(
 ) -> None:
     """Forward one delivery to the sibling worker behind `link_sub` (a link's subscription)."""
     queue = link_sub.queue
-    carrier = Subscription(link_sub.conn, link_sub.subject, None, b"", link_sub.account)
+    carrier = _carriers.get(link_sub)
+    if carrier is None:
+        if len(_carriers) >= limits.JS_RELAY_CARRIERS_MAX:
+            _carriers.clear()
+        carrier = Subscription(link_sub.conn, link_sub.subject, None, b"", link_sub.account)
+        _carriers[link_sub] = carrier
     tail = (reply or b"") + b"@" + subject + (b"@" + queue if queue else b"")
     prefix = RELAY_QUEUE_PREFIX if queue else RELAY_PREFIX
     link_sub.conn.deliver(carrier, prefix + match, tail, header, data)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import gc
 import logging
 import os
@@ -24,7 +25,7 @@ from appliance import limits
 from appliance.clock import Clock, SystemClock
 from appliance.config.options import ServerOptions
 from appliance.errors import ApplianceError
-from appliance.jetstream import advisories, api
+from appliance.jetstream import advisories, api, sources
 from appliance.jetstream.config import (
     ConsumerConfig,
     StreamConfig,
@@ -161,6 +162,27 @@ class AccountJetStream:
         self.server.schedule_flush()
         return count
 
+    def deliverer(self, key: bytes) -> Callable[[bytes, bytes | None, bytes | None, bytes], int]:
+        """`deliver_raw` bound to one target for a run of deliveries in one call: resolved once
+        when a single local subscriber takes it (a pull request's inbox), else routed each time."""
+        sublist = self.account.sublist
+        result = sublist.cache.get(key)
+        if result is None:
+            result = sublist.match(key)
+        plain, queues = result
+        if len(plain) != 1 or queues or getattr(plain[0].conn, "is_link", False):
+            return functools.partial(self.deliver_raw, key)
+        sub = plain[0]
+        conn_deliver = sub.conn.deliver
+        schedule_flush = self.server.schedule_flush
+
+        def deliver_one(subject: bytes, reply: bytes | None, header: bytes | None, payload: bytes) -> int:
+            conn_deliver(sub, subject, reply, header, header + payload if header is not None else payload)
+            schedule_flush()
+            return 1
+
+        return deliver_one
+
     def has_interest(self, subject: str, queue: str = "") -> bool:
         sublist = self.account.sublist
         key = subject.encode()
@@ -211,6 +233,7 @@ class AccountJetStream:
         self.streams[config.name] = stream
         attach_guard(self, stream)
         self._subscribe_stream(stream)
+        sources.start(self, stream)
         return stream
 
     def _subscribe_stream(self, stream: Stream) -> None:
@@ -248,11 +271,14 @@ class AccountJetStream:
         old_subjects = stream.config.subjects
         old_direct = stream.config.allow_direct
         stream.update_config(config)
+        sources.start(self, stream)
         if old_subjects != config.subjects or old_direct != config.allow_direct:
             self._subscribe_stream(stream)
 
     def close_stream(self, name: str, *, remove: bool) -> None:
         stream = self.streams.pop(name, None)
+        if stream is not None:
+            sources.stop(stream)
         for sub in self._stream_subs.pop(name, []):
             self.client.unsubscribe(sub)
         if stream is None:
