@@ -173,3 +173,7 @@ JS_PUSH_INTEREST_POLL_MIN_S = 0.02  # a push consumer without interest looks aga
 JS_PUSH_INTEREST_POLL_MAX_S = 1.0  # ... doubling up to this (interest from sibling workers)
 JS_INLINE_FSYNC_ACKS_MAX = 2  # at most this many PubAcks waiting: fsync on the loop, not a thread
 JS_TTL_MSGS_MAX = 1_000_000  # messages with a per-message TTL (Nats-TTL) tracked per stream
+JS_SOURCE_BATCH_MAX = 256  # messages a stream copies from one of its sources per loop turn
+JS_SOURCE_POLL_MIN_S = 0.005  # a source with nothing new looks again after this ...
+JS_SOURCE_POLL_MAX_S = 0.25  # ... doubling up to this
+JS_SOURCE_RECOVERY_SCAN_MAX = 100_000  # messages read back on start to find each source's position

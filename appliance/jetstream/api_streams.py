@@ -7,7 +7,7 @@ import base64
 from typing import TYPE_CHECKING
 
 from appliance import limits
-from appliance.jetstream import advisories, errors, ops, resources
+from appliance.jetstream import advisories, errors, ops, resources, sources
 from appliance.jetstream.config import STREAM_FIELDS, StreamConfig, parse_stream_config
 from appliance.jetstream.decode import JsonObject, decode_object
 from appliance.jetstream.request import (
@@ -192,6 +192,8 @@ def stream_info(
     }
     if cluster:
         info["cluster"] = {"leader": stream.host.server_name}
+    if stream.config.sources:
+        info["sources"] = sources.info(stream)
     info["ts"] = rfc3339(stream.host.now_ns())
     if subjects_filter:
         info["_total"] = total

@@ -168,6 +168,9 @@ STORAGE_RESOURCES_EXCEEDED = ApiError(500, 10047, "insufficient storage resource
 STREAM_MAX_BYTES_REQUIRED = ApiError(400, 10113, "account requires a stream config to have max bytes set")
 CONSUMER_MAX_PENDING_ACK_EXCESS = ApiError(400, 10121, "consumer max ack pending exceeds system limit of {limit}")
 STREAM_MAX_STREAM_BYTES_EXCEEDED = ApiError(400, 10122, "stream max bytes exceeds account limit max stream bytes")
+# Stream sources (sources.py)
+SOURCE_DUPLICATE_DETECTED = ApiError(400, 10140, "duplicate source configuration detected")
+SOURCED_STREAM_NAME_INVALID = ApiError(400, 10141, "sourced stream name is invalid")
 MESSAGE_TTL_DISABLED = ApiError(400, 10166, "per-message TTL is disabled")
 REQUIRED_API_LEVEL = ApiError(412, 10185, "JetStream minimum api level required")
 

@@ -1,0 +1,234 @@
+"""Stream sources on one server (stream config `sources`), as nats-server 2.15.1 copies them.
+
+A stream with sources appends every message of each source stream (of the same account) that
+matches the source's filter_subject, from opt_start_seq / opt_start_time or the beginning, as a
+new message of its own: same subject, headers and payload, a new sequence and time, and a
+`Nats-Stream-Source: <name> <seq> <filter> <dest> <subject> <ident>` header naming where it came
+from. Copies go through the stream's ordinary publish path (its RAFT log, limits, retention). A
+tailer per source reads the source's store in batches and looks again with a doubling delay when
+there is nothing new, so sourcing adds nothing to anyone's publish path. On start the position of
+each source is found again in the stream's own Nats-Stream-Source headers.
+
+Not here (refused with 10052 by config.py): mirrors, subject_transforms, external sources.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import weakref
+from base64 import urlsafe_b64encode
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from appliance import limits
+from appliance.jetstream import errors
+from appliance.jetstream.decode import Kind, decode_object
+from appliance.jetstream.host import Timer
+from appliance.jetstream.storeview import count_live, first_seq_at_or_after_time
+from appliance.jetstream.subjects import is_valid_name, is_valid_subject
+from appliance.jetstream.wire import append_headers, header_value, parse_rfc3339, rfc3339
+
+if TYPE_CHECKING:
+    from appliance.jetstream.service import AccountJetStream
+    from appliance.jetstream.stream import Stream
+
+HDR_SOURCE = b"Nats-Stream-Source"
+SOURCE_FIELDS: dict[str, Kind] = {
+    "name": "str",
+    "opt_start_seq": "uint",
+    "opt_start_time": "time",
+    "filter_subject": "str",
+    "subject_transforms": "any",
+    "external": "object",
+    "domain": "str",
+}
+ECHO_ORDER = ("name", "opt_start_seq", "opt_start_time", "filter_subject")
+UNSUPPORTED = ("subject_transforms", "external", "domain")
+
+
+def parse_sources(value: object) -> list[dict[str, object]]:
+    """The `sources` of a stream config, checked as nats-server checks them, in echo form."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise errors.INVALID_JSON.format(err="json: cannot unmarshal object into Go struct field "
+                                         "StreamConfig.sources of type []*server.StreamSource")
+    out: list[dict[str, object]] = []
+    seen: set[tuple[str, str]] = set()
+    for item in value:
+        obj = decode_object(item if isinstance(item, dict) else {}, SOURCE_FIELDS, "StreamSource")
+        for key in UNSUPPORTED:
+            if obj.get(key):
+                raise errors.STREAM_INVALID_CONFIG.format(err=f"stream source {key} is not supported by this server")
+        name = str(obj.get("name") or "")
+        if not name or not is_valid_name(name):
+            raise errors.SOURCED_STREAM_NAME_INVALID.error()
+        filter_subject = str(obj.get("filter_subject") or "")
+        if filter_subject and not is_valid_subject(filter_subject):
+            raise errors.STREAM_CREATE.format(err=f"subject filter '{filter_subject}' for the source: invalid subject")
+        key = (name, filter_subject or ">")
+        if key in seen:
+            raise errors.SOURCE_DUPLICATE_DETECTED.error()
+        seen.add(key)
+        echo: dict[str, object] = {}
+        for field in ECHO_ORDER:
+            if obj.get(field):
+                echo[field] = obj[field]
+        if "opt_start_time" in echo:
+            echo["opt_start_time"] = rfc3339(parse_rfc3339(str(echo["opt_start_time"])))
+        out.append(echo)
+    return out
+
+
+@dataclass(slots=True)
+class SourceState:
+    name: str
+    filter_subject: str
+    next_seq: int  # the next source sequence to copy (0: not known yet)
+    start_seq: int = 0
+    start_time_ns: int = 0
+    last_seq: int = 0  # the last source sequence copied
+    active_ns: int = 0  # when the source was last read
+    missing: bool = False
+
+
+class Sourcing:
+    """The tailers of one stream's sources."""
+
+    def __init__(self, ajs: AccountJetStream, stream: Stream) -> None:
+        self.ajs = ajs
+        self.stream = stream
+        self.ident = _ident(ajs.account.name, stream.config.name)
+        self.states = [
+            SourceState(
+                name=str(source["name"]),
+                filter_subject=str(source.get("filter_subject") or ""),
+                next_seq=0,
+                start_seq=int(str(source.get("opt_start_seq") or 0)),
+                start_time_ns=parse_rfc3339(str(source["opt_start_time"])) if source.get("opt_start_time") else 0,
+            )
+            for source in stream.config.sources
+        ]
+        self._recover()
+        self._timer: Timer | None = None
+        self._delay_s = limits.JS_SOURCE_POLL_MIN_S
+        self.stopped = False
+        self._timer = ajs.call_later(0, self._poll)
+
+    def _recover(self) -> None:
+        """Each source's position: after the last message the stream copied from it."""
+        store = self.stream.store
+        state = store.state()
+        wanted = {(s.name, s.filter_subject or ">"): s for s in self.states}
+        seq = state.last_seq
+        lowest = max(state.first_seq, state.last_seq - limits.JS_SOURCE_RECOVERY_SCAN_MAX)
+        while wanted and seq >= lowest and seq > 0:
+            msg = store.load(seq)
+            seq -= 1
+            if msg is None or not msg.headers:
+                continue
+            value = header_value(msg.headers, HDR_SOURCE)
+            if value is None:
+                continue
+            parts = value.decode(errors="replace").split(" ")
+            if len(parts) < 3 or not parts[1].isdigit():
+                continue
+            found = wanted.pop((parts[0], parts[2]), None)
+            if found is not None:
+                found.last_seq = int(parts[1])
+                found.next_seq = found.last_seq + 1
+
+    def _poll(self) -> None:
+        self._timer = None
+        if self.stopped or self.stream.deleted:
+            return
+        copied = 0
+        for source in self.states:
+            copied += self._copy(source)
+        if copied:
+            self._delay_s = limits.JS_SOURCE_POLL_MIN_S
+            self._timer = self.ajs.call_later(0, self._poll)
+            return
+        self._timer = self.ajs.call_later(self._delay_s, self._poll)
+        self._delay_s = min(self._delay_s * 2, limits.JS_SOURCE_POLL_MAX_S)
+
+    def _copy(self, source: SourceState) -> int:
+        origin = self.ajs.streams.get(source.name)
+        source.missing = origin is None or origin is self.stream
+        if origin is None or origin is self.stream:
+            return 0
+        store = origin.store
+        source.active_ns = self.ajs.now_ns()
+        if source.next_seq == 0:
+            source.next_seq = self._start(source, origin)
+        copied = 0
+        for msg in store.scan(source.next_seq, source.filter_subject or ">"):
+            subject_filter = source.filter_subject or ">"
+            value = f"{source.name} {msg.seq} {subject_filter} > {msg.subject} {self.ident}"
+            header = append_headers(msg.headers, [(HDR_SOURCE.decode(), value)])
+            self.stream.on_publish(msg.subject, "", header, msg.payload)
+            source.next_seq = msg.seq + 1
+            source.last_seq = msg.seq
+            copied += 1
+            if copied >= limits.JS_SOURCE_BATCH_MAX:
+                break
+        return copied
+
+    def _start(self, source: SourceState, origin: Stream) -> int:
+        if source.start_seq:
+            return source.start_seq
+        if source.start_time_ns:
+            found = first_seq_at_or_after_time(origin.store, source.start_time_ns)
+            return found if found else origin.store.state().last_seq + 1
+        return 1
+
+    def info(self) -> list[dict[str, object]]:
+        out: list[dict[str, object]] = []
+        now = self.ajs.now_ns()
+        for source in self.states:
+            entry: dict[str, object] = {"name": source.name}
+            origin = self.ajs.streams.get(source.name)
+            lag = 0
+            if origin is not None and source.next_seq:
+                lag = count_live(origin.store, source.next_seq, [source.filter_subject] if source.filter_subject else [])
+            entry["lag"] = lag
+            if source.last_seq:
+                entry["seq"] = source.last_seq
+            entry["active"] = now - source.active_ns if source.active_ns else -1
+            if source.filter_subject:
+                entry["filter_subject"] = source.filter_subject
+            if source.missing:
+                entry["error"] = errors.STREAM_NOT_FOUND.error().as_json()
+            out.append(entry)
+        return out
+
+    def stop(self) -> None:
+        self.stopped = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+
+def _ident(account: str, stream: str) -> str:
+    return urlsafe_b64encode(hashlib.sha256(f"{account} {stream}".encode()).digest()).decode()[:8]
+
+
+_running: weakref.WeakKeyDictionary[Stream, Sourcing] = weakref.WeakKeyDictionary()
+
+
+def start(ajs: AccountJetStream, stream: Stream) -> None:
+    """(Re)start the tailers of a stream after it opened or its config changed."""
+    stop(stream)
+    if stream.config.sources:
+        _running[stream] = Sourcing(ajs, stream)
+
+
+def stop(stream: Stream) -> None:
+    sourcing = _running.pop(stream, None)
+    if sourcing is not None:
+        sourcing.stop()
+
+
+def info(stream: Stream) -> list[dict[str, object]]:
+    sourcing = _running.get(stream)
+    return sourcing.info() if sourcing is not None else []

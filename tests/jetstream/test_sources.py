@@ -1,0 +1,139 @@
+"""Stream sources: the same scenario against nats-server 2.15.1 and appliance (answers, copied
+messages with their Nats-Stream-Source headers, source info), and a restart that neither loses
+nor repeats copies. The header's last token (a server-chosen ident) and times are masked."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import nats
+import pytest
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+
+from appliance.config.options import ServerOptions
+from appliance.testing.inproc import InProcessServer
+from appliance.testing.natsserver import NatsServer
+
+from .conftest import api, run_with
+
+pytestmark = pytest.mark.integration
+
+TIME_KEYS = {"created", "ts", "first_ts", "last_ts", "time", "active"}
+DEADLINE_S = 10.0
+
+
+def mask(value: object) -> object:
+    if isinstance(value, dict):
+        out: dict[str, object] = {}
+        for key, item in value.items():
+            if key in TIME_KEYS:
+                out[key] = "<time>"
+            elif key == "hdrs" and isinstance(item, str):
+                text = base64.b64decode(item).decode()
+                out[key] = [line.rsplit(" ", 1)[0] if "Stream-Source" in line else line
+                            for line in text.split("\r\n")]
+            else:
+                out[key] = mask(item)
+        return out
+    if isinstance(value, list):
+        return [mask(v) for v in value]
+    return value
+
+
+async def request(nc: Client, subject: str, body: object = b"") -> dict[str, object]:
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return json.loads((await nc.request(subject, data, timeout=5)).data)
+
+
+async def wait_messages(nc: Client, stream: str, count: int) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while (await request(nc, f"$JS.API.STREAM.INFO.{stream}"))["state"]["messages"] < count:  # type: ignore[index]
+        assert time.monotonic() < deadline, f"{stream} did not reach {count} messages"
+        await asyncio.sleep(0.02)
+
+
+async def scenario(url: str) -> list[object]:
+    nc = await nats.connect(url, allow_reconnect=False)
+    answers: list[object] = []
+
+    async def step(subject: str, body: object = b"") -> None:
+        answers.append(mask(await request(nc, subject, body)))
+
+    try:
+        await step("$JS.API.STREAM.CREATE.O", {"name": "O", "subjects": ["o.>"]})
+        for index in range(5):
+            headers = {"Nats-Msg-Id": "id1"} if index == 1 else None
+            await nc.request(f"o.{'ab'[index % 2]}", f"m{index}".encode(), headers=headers, timeout=5)
+        await step("$JS.API.STREAM.MSG.DELETE.O", {"seq": 3})
+        await step("$JS.API.STREAM.CREATE.ALL", {"name": "ALL", "subjects": ["all.>"], "sources": [{"name": "O"}]})
+        await step("$JS.API.STREAM.CREATE.SOME", {"name": "SOME", "sources": [
+            {"name": "O", "filter_subject": "o.a", "opt_start_seq": 2}]})
+        await step("$JS.API.STREAM.CREATE.NONE", {"name": "NONE", "sources": [{"name": "NOPE"}]})
+        await wait_messages(nc, "ALL", 4)
+        await wait_messages(nc, "SOME", 1)
+        await nc.request("all.direct", b"own", timeout=5)
+        await nc.request("o.a", b"m5", timeout=5)
+        await wait_messages(nc, "ALL", 6)
+        await wait_messages(nc, "SOME", 2)
+        for stream, count in (("ALL", 6), ("SOME", 2)):
+            await step(f"$JS.API.STREAM.INFO.{stream}")
+            for seq in range(1, count + 1):
+                await step(f"$JS.API.STREAM.MSG.GET.{stream}", {"seq": seq})
+        await step("$JS.API.STREAM.INFO.NONE")
+        for bad in (
+            {"name": "D", "sources": [{"name": "O", "filter_subject": "o.a"}, {"name": "O", "filter_subject": "o.a"}]},
+            {"name": "D", "sources": [{"name": ""}]},
+            {"name": "D", "sources": [{"name": "O", "filter_subject": "bad..x"}]},
+            {"name": "D", "sources": [{"name": "O", "bogus": 1}]},
+        ):
+            await step("$JS.API.STREAM.CREATE.D", bad)
+    finally:
+        await nc.close()
+    return answers
+
+
+@pytest.fixture
+def servers(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    options = ServerOptions()
+    options.server_name = "S1"
+    with (
+        NatsServer(["-js", "-sd", str(tmp_path / "ns"), "-n", "S1"]) as real,
+        InProcessServer(options, jetstream_dir=str(tmp_path / "ours")) as ours,
+    ):
+        yield real.url, ours.url
+
+
+def test_sources_as_nats_server(servers: tuple[str, str]) -> None:
+    real_url, our_url = servers
+    expected = asyncio.run(asyncio.wait_for(scenario(real_url), 60))
+    got = asyncio.run(asyncio.wait_for(scenario(our_url), 60))
+    for index, (want, have) in enumerate(zip(expected, got, strict=True)):
+        assert have == want, f"answer {index}"
+
+
+def test_sourcing_resumes_after_restart_without_repeats(store_dir: str) -> None:
+    async def before(nc: Client, js: JetStreamContext) -> None:
+        await js.add_stream(name="O", subjects=["o.>"])
+        for index in range(3):
+            await js.publish("o.x", f"m{index}".encode())
+        await api(nc, "$JS.API.STREAM.CREATE.S", json.dumps({"name": "S", "sources": [{"name": "O"}]}).encode())
+        await wait_messages(nc, "S", 3)
+
+    async def after(nc: Client, js: JetStreamContext) -> None:
+        await js.publish("o.x", b"m3")
+        await wait_messages(nc, "S", 4)
+        info = await api(nc, "$JS.API.STREAM.INFO.S")
+        assert info["state"]["messages"] == 4 and info["sources"][0]["seq"] == 4
+        payloads = [(await js.get_msg("S", seq)).data for seq in range(1, 5)]
+        assert payloads == [b"m0", b"m1", b"m2", b"m3"]
+
+    with InProcessServer(jetstream_dir=store_dir) as server:
+        run_with(server.url, before)
+    with InProcessServer(jetstream_dir=store_dir) as server:
+        run_with(server.url, after)
