@@ -133,12 +133,13 @@ class Connection:
             else:
                 self.handle(event)
 
-    def take_one(self) -> int:
+    def take_one(self) -> int | None:
         """Consume the one operation at the read position with the full parser: 1 if it was a data
-        message (counted), else 0 after handling it (PONG a PING, raise on -ERR). 0 if incomplete."""
+        message (counted), else 0 after handling it (PONG a PING, raise on -ERR); None while it is
+        incomplete (the caller reads more)."""
         event, after = wire.parse_one(self.buf, self.start, self.end)
         if event is None:
-            return 0
+            return None
         self.start = after
         if isinstance(event, wire.Msg) and event.status is None:
             return 1

@@ -21,8 +21,8 @@ from appliance.bench.scan import (
     NATIVE,
     STOP_CLOSED,
     STOP_ERROR,
-    STOP_OTHER,
     STOP_NEED_MORE,
+    STOP_OTHER,
     STOP_STATUS,
     STOP_TIMEOUT,
     _loadgen,
@@ -210,8 +210,11 @@ def _receive_native(conn: Connection, spec: ClientSpec, progress: Progress,
             raise ClosedError("server closed the connection")
         if stop != STOP_NEED_MORE:
             taken = conn.take_one()  # a PING, a lower-case `msg`: the full parser handles it
-            result.msgs += taken
+            if taken is None and not conn.fill():  # it needs more bytes than have arrived
+                note_error(result, idle_text(conn, result, spec))
+                break
             if taken:
+                result.msgs += taken
                 last_ns = monotonic_ns()
                 first_ns = first_ns or last_ns
         conn.specials.clear()

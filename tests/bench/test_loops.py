@@ -277,3 +277,15 @@ def test_the_publisher_writes_every_frame_then_flushes(fake_server: socket.socke
     frames = frames_in(written[: -len(b"PING\r\n")])
     assert (len(frames), result.msgs, result.bytes) == (300, 300, 300 * 16)
     assert set(frames) == {pub(b"bench", core.payload_of(16))}
+
+
+@pytest.mark.parametrize("native", BOTH_LOOPS)
+def test_an_operation_split_across_reads_is_read_to_its_end(fake_server: socket.socket, native: bool) -> None:
+    conn = Connection(Endpoint.parse("nats://127.0.0.1:4222"), name="sub", timeout_s=1.0)
+    frame = b"msg s 1 5\r\nhello\r\n"  # lower case: the full parser's job, not the scanner's
+    conn.buf[0:14] = frame[:14]  # already read: the whole line and the start of the payload
+    conn.start, conn.end = 0, 14
+    fake_server.sendall(frame[14:] + msg(1))
+    spec = ClientSpec(url="nats://127.0.0.1:4222", role="sub", index=0, msgs=2, size=2, subject="s")
+    result = core.run_sub(conn, spec, lambda _done: None, native=native)
+    assert (result.msgs, result.errors) == (2, 0)
