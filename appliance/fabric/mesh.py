@@ -422,7 +422,7 @@ def _attach_rings(spec: WorkerMeshSpec) -> WorkerMesh:
 
 def _attach_socketpairs(spec: WorkerMeshSpec) -> WorkerMesh:
     links: dict[int, Link] = {}
-    sockets = {}
+    sockets: dict[int, socket.socket] = {}
     rejoinable = spec.rejoin_fd >= 0  # a supervisor will hand fresh sockets to replace a dead peer's
     for peer in spec.peers:
         sock = socket.socket(fileno=peer.socket_fd)
