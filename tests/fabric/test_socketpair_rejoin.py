@@ -200,7 +200,7 @@ def test_a_producer_paused_on_the_dead_peers_full_link_resumes_after_the_rejoin(
 
     try:
         handler = Handler()
-        restart.survivor.start(loop, handler)  # type: ignore[arg-type]
+        restart.survivor.start(loop, handler)
         restart.die()
         while restart.survivor.try_send(FrameKind.MESSAGE, bytes(200)):
             pass
@@ -273,6 +273,7 @@ def test_a_killed_worker_process_comes_back_over_fresh_links_handed_to_the_survi
     try:
         assert spec0.rejoin_fd >= 0
         link = worker0.links[1]
+        assert isinstance(link, SocketpairLink)
         for life in range(3):
             children.append(spawn_echo(mesh, 1))
             payloads = [f"life {life} frame {i}".encode() * (1 + i % 30) for i in range(2000)]

@@ -107,7 +107,8 @@ def admit(port: int) -> Conn:
             conn.close()
             return None
         return conn
-    return wait_for(attempt, "room for a new connection")
+    conn: Conn = wait_for(attempt, "room for a new connection")
+    return conn
 
 
 def test_the_limit_is_server_wide_frees_on_close_and_recovers_after_a_worker_is_killed(
