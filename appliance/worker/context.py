@@ -7,8 +7,9 @@ identity (one server_id per host) and the status table; a worker serves clients 
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Protocol
 
 from appliance.config.options import ServerOptions
 

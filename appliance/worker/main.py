@@ -10,8 +10,8 @@ import asyncio
 import logging
 import signal
 
-from appliance.jetstream.service import start_jetstream, start_relay
 from appliance.fabric.mesh import WorkerMesh, WorkerMeshSpec, attach_mesh
+from appliance.jetstream.service import start_jetstream, start_relay
 from appliance.server.links import LocalFabric
 from appliance.server.monitor.http import MonitorServer
 from appliance.server.monitor_view import provide_snapshots, start_monitoring

@@ -61,7 +61,8 @@ class Conn:
 
 def status(port: int, run_dir: Path) -> dict[str, object]:
     done = subprocess.run([sys.executable, "-m", "appliance", "status", "--port", str(port), "--json"],
-                          capture_output=True, text=True, timeout=30, env={**os.environ, "APPLIANCE_RUN_DIR": str(run_dir)})
+                          capture_output=True, text=True, timeout=30, check=False,
+                          env={**os.environ, "APPLIANCE_RUN_DIR": str(run_dir)})
     return json.loads(done.stdout) if done.stdout else {}
 
 
@@ -183,7 +184,8 @@ def test_a_refused_connection_looks_the_same_as_from_nats_server(tmp_path: Path)
                           + ("appliance { workers: 2 }\n" if kind == "appliance" else ""))
         if kind == "appliance":
             with ApplianceProcess(["-c", str(config)], log_dir=tmp_path, env={"APPLIANCE_RUN_DIR": str(tmp_path)}):
-                wait_for(lambda: (s := status(port, tmp_path)) and s.get("health") == "ok", "a healthy server")
+                wait_for(lambda port=port: (s := status(port, tmp_path)) and s.get("health") == "ok",
+                         "a healthy server")
                 results.append(refused_then_varz(port, http_port))
         else:
             with open(tmp_path / "nats-server.log", "wb") as log:

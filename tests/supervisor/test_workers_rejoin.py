@@ -67,7 +67,7 @@ def test_two_workers_killed_at_once_rejoin_over_fresh_socketpairs(start_supervis
         for pid in victims.values():
             os.kill(pid, signal.SIGKILL)
 
-        def all_back() -> Any:
+        def all_back(victims: dict[int, int] = victims) -> Any:
             rows = supervisor.workers()
             back = all(rows[i]["pid"] != pid and rows[i]["state"] == "ready" for i, pid in victims.items())
             return rows if back and rows[0]["state"] == "ready" else None
