@@ -114,6 +114,7 @@ def stream_update(request: Request) -> None:
             err="stream configuration update can not change retention policy"
         )
     resources.check_stream_update(ajs, old, config)
+    sources.check_update(old.mirror, config.mirror)
     _check_overlap(request, config)
     propose_meta(
         request,
@@ -192,6 +193,8 @@ def stream_info(
     }
     if cluster:
         info["cluster"] = {"leader": stream.host.server_name}
+    if stream.config.mirror:
+        info["mirror"] = sources.mirror_info(stream)
     if stream.config.sources:
         info["sources"] = sources.info(stream)
     info["ts"] = rfc3339(stream.host.now_ns())

@@ -155,12 +155,13 @@ class StreamConfig:
     subject_delete_marker_ttl: int = 0
     metadata: dict[str, str] = field(default_factory=dict)
     sources: list[dict[str, object]] = field(default_factory=list)  # sources.py
+    mirror: dict[str, object] | None = None  # sources.py
 
     def to_json(self, *, dynamic_metadata: bool = True) -> dict[str, object]:
         out: dict[str, object] = {"name": self.name}
         if self.description:
             out["description"] = self.description
-        if self.subjects or not self.sources:
+        if self.subjects or not (self.sources or self.mirror):
             out["subjects"] = list(self.subjects)
         out.update(
             retention=self.retention,
@@ -174,11 +175,13 @@ class StreamConfig:
             storage=self.storage,
             num_replicas=self.num_replicas,
         )
+        if self.mirror:
+            out["mirror"] = dict(self.mirror)
         if self.sources:
             out["sources"] = [dict(source) for source in self.sources]
         if self.no_ack:
             out["no_ack"] = True
-        if self.duplicate_window or not self.sources:
+        if self.duplicate_window or not (self.sources or self.mirror):
             out["duplicate_window"] = self.duplicate_window
         if self.placement:
             out["placement"] = self.placement
@@ -239,8 +242,6 @@ def parse_stream_config(obj: JsonObject, *, request_level: str = "0") -> StreamC
         raise errors.STREAM_NAME_CONTAINS_PATH_SEPARATORS.error()
     if not is_valid_name(name):
         raise _bad_config("stream name is required and can not contain '.', '*', '>'")
-    if obj.get("mirror"):
-        raise _bad_config("stream mirrors are not supported by this server")
     for unsupported in UNSUPPORTED_STREAM_FEATURES:
         if obj.get(unsupported):
             raise _bad_config(f"stream {unsupported} is not supported by this server")
@@ -276,11 +277,13 @@ def parse_stream_config(obj: JsonObject, *, request_level: str = "0") -> StreamC
     if len(config.description) > DESCRIPTION_BYTES_MAX:
         raise _bad_config(f"stream description is too long, maximum allowed is {DESCRIPTION_BYTES_MAX}")
     subjects = obj.get("subjects")
-    if obj.get("sources"):
-        from appliance.jetstream.sources import parse_sources
+    if obj.get("mirror") or obj.get("sources"):
+        from appliance.jetstream.sources import parse_mirror, parse_sources
 
-        config.sources = parse_sources(obj["sources"])
-    default_subjects = [] if config.sources else [name]
+        if obj.get("mirror"):
+            config.mirror = parse_mirror(obj["mirror"], obj)
+        config.sources = parse_sources(obj.get("sources"))
+    default_subjects = [] if config.sources or config.mirror else [name]
     config.subjects = list(subjects) if isinstance(subjects, list) and subjects else default_subjects
     placement = obj.get("placement")
     config.placement = dict(placement) if isinstance(placement, dict) and placement else None
@@ -306,7 +309,7 @@ def _apply_stream_defaults(config: StreamConfig) -> None:
             setattr(config, key, -1)
     if config.num_replicas == 0:
         config.num_replicas = 1
-    if config.duplicate_window == 0 and not config.sources:
+    if config.duplicate_window == 0 and not (config.sources or config.mirror):
         config.duplicate_window = DEFAULT_DUPLICATE_WINDOW_NS
         if 0 < config.max_age < DEFAULT_DUPLICATE_WINDOW_NS:
             config.duplicate_window = config.max_age
@@ -323,7 +326,7 @@ def _check_stream(config: StreamConfig) -> None:
         raise _bad_config("max age needs to be >= 100ms")
     if 0 < config.max_age < MIN_WINDOW_NS:
         raise _bad_config("max age needs to be >= 100ms")
-    if config.duplicate_window < 0 or (config.duplicate_window or not config.sources) and (
+    if config.duplicate_window < 0 or (config.duplicate_window or not (config.sources or config.mirror)) and (
         config.duplicate_window < MIN_WINDOW_NS
     ):
         raise _bad_config("duplicates window needs to be >= 100ms")

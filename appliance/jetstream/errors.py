@@ -171,6 +171,11 @@ STREAM_MAX_STREAM_BYTES_EXCEEDED = ApiError(400, 10122, "stream max bytes exceed
 # Stream sources (sources.py)
 SOURCE_DUPLICATE_DETECTED = ApiError(400, 10140, "duplicate source configuration detected")
 SOURCED_STREAM_NAME_INVALID = ApiError(400, 10141, "sourced stream name is invalid")
+MIRROR_WITH_SOURCES = ApiError(400, 10031, "stream mirrors can not also contain other sources")
+MIRROR_WITH_SUBJECTS = ApiError(400, 10034, "stream mirrors can not contain subjects")
+MIRROR_CONFIG_CHANGE = ApiError(400, 10055, "stream mirror configuration can not be updated")
+MIRRORED_STREAM_NAME_INVALID = ApiError(400, 10142, "mirrored stream name is invalid")
+MIRROR_WITH_FIRST_SEQ = ApiError(400, 10143, "stream mirrors can not have first sequence configured")
 MESSAGE_TTL_DISABLED = ApiError(400, 10166, "per-message TTL is disabled")
 REQUIRED_API_LEVEL = ApiError(412, 10185, "JetStream minimum api level required")
 

@@ -56,6 +56,7 @@ class Host(Protocol):
 
     def call_later(self, delay_s: float, fn: Callable[[], None]) -> Timer: ...
 
-    def run_sync_job(self, job: SyncJob, done: Callable[[], None]) -> None:
-        """Run job.run() off the loop (an fsync), then call done() back on the loop."""
+    def run_sync_job(self, job: SyncJob, done: Callable[[OSError | None], None]) -> None:
+        """Run job.run() off the loop (an fsync), then call done(None) back on the loop, or
+        done(error) when the fsync failed."""
         ...

@@ -18,6 +18,7 @@ MSG_HEADER = struct.Struct("<HIIq")
 KIND_MSGS = ord("M")
 KIND_DELETE = ord("D")
 KIND_PURGE = ord("P")
+KIND_MIRROR = ord("R")  # b"R" + {"m": [[seq, subject, header_b64, payload_b64, ts_ns], ...]} (sources.py)
 
 
 class InMsg(NamedTuple):

@@ -10,7 +10,6 @@ log replays first, then every asset is opened from disk.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import functools
 import gc
 import logging
@@ -34,6 +33,7 @@ from appliance.jetstream.config import (
 )
 from appliance.jetstream.consumer import Consumer
 from appliance.jetstream.direct import direct_get
+from appliance.jetstream.fsync import FsyncThreads
 from appliance.jetstream.groups import durable_storage, group_name, memory_storage
 from appliance.jetstream.host import Timer
 from appliance.jetstream.meta import MetaGroup
@@ -201,9 +201,8 @@ class AccountJetStream:
     def call_later(self, delay_s: float, fn: Callable[[], None]) -> Timer:
         return self.service.loop.call_later(delay_s, fn)
 
-    def run_sync_job(self, job: SyncJob, done: Callable[[], None]) -> None:
-        future = self.service.loop.run_in_executor(self.service.executor, job.run)
-        future.add_done_callback(lambda _f: done())
+    def run_sync_job(self, job: SyncJob, done: Callable[[OSError | None], None]) -> None:
+        self.service.fsyncs.submit(job, done)
 
     # --- streams -----------------------------------------------------------------------------------
 
@@ -424,9 +423,7 @@ class JetStreamService:
         self.root = store_root(self.options)
         self.peer = stable_peer_id(self.root, server.server_name)
         self.loop = asyncio.get_running_loop()
-        self.executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=limits.JS_FSYNC_THREADS, thread_name_prefix="js-fsync"
-        )
+        self.fsyncs = FsyncThreads(self.loop, limits.JS_FSYNC_THREADS)
         self.sealer = BackgroundSealer(self.loop.call_soon_threadsafe)
         self.accounts: dict[str, AccountJetStream] = {}
         self.failures: dict[tuple[str, str], str] = {}  # (account, stream) -> why it is not open
@@ -505,7 +502,7 @@ class JetStreamService:
         self.server.jetstream_monitor = None  # type: ignore[attr-defined]
         if self._on_interest_change in self.server.interest_listeners:
             self.server.interest_listeners.remove(self._on_interest_change)
-        self.executor.shutdown(wait=True)  # fsyncs in flight finish before their stores close
+        self.fsyncs.stop()  # fsyncs in flight finish before their stores close
         self.sealer.close()
         for ajs in self.accounts.values():
             ajs.close()

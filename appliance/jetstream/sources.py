@@ -9,11 +9,17 @@ tailer per source reads the source's store in batches and looks again with a dou
 there is nothing new, so sourcing adds nothing to anyone's publish path. On start the position of
 each source is found again in the stream's own Nats-Stream-Source headers.
 
-Not here (refused with 10052 by config.py): mirrors, subject_transforms, external sources.
+A mirror (stream config `mirror`) keeps the origin's sequences and times: its tailer proposes
+batches of origin messages as one MIRROR operation of the stream's RAFT log, applied by
+`apply_mirror` (a gap in the origin becomes deleted sequences, as nats-server's skipped ones). A
+mirror has no subjects and no other sources, and its mirror config can not be updated.
+
+Not here (refused with 10052): subject_transforms and external sources or mirrors.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import weakref
 from base64 import urlsafe_b64encode
@@ -21,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from appliance import limits
-from appliance.jetstream import errors
+from appliance.jetstream import errors, ops
 from appliance.jetstream.decode import Kind, decode_object
 from appliance.jetstream.host import Timer
 from appliance.jetstream.storeview import count_live, first_seq_at_or_after_time
@@ -56,28 +62,51 @@ def parse_sources(value: object) -> list[dict[str, object]]:
     out: list[dict[str, object]] = []
     seen: set[tuple[str, str]] = set()
     for item in value:
-        obj = decode_object(item if isinstance(item, dict) else {}, SOURCE_FIELDS, "StreamSource")
-        for key in UNSUPPORTED:
-            if obj.get(key):
-                raise errors.STREAM_INVALID_CONFIG.format(err=f"stream source {key} is not supported by this server")
-        name = str(obj.get("name") or "")
-        if not name or not is_valid_name(name):
-            raise errors.SOURCED_STREAM_NAME_INVALID.error()
-        filter_subject = str(obj.get("filter_subject") or "")
-        if filter_subject and not is_valid_subject(filter_subject):
-            raise errors.STREAM_CREATE.format(err=f"subject filter '{filter_subject}' for the source: invalid subject")
-        key = (name, filter_subject or ">")
+        echo = _parse_one(item, mirror=False)
+        key = (str(echo["name"]), str(echo.get("filter_subject") or ">"))
         if key in seen:
             raise errors.SOURCE_DUPLICATE_DETECTED.error()
         seen.add(key)
-        echo: dict[str, object] = {}
-        for field in ECHO_ORDER:
-            if obj.get(field):
-                echo[field] = obj[field]
-        if "opt_start_time" in echo:
-            echo["opt_start_time"] = rfc3339(parse_rfc3339(str(echo["opt_start_time"])))
         out.append(echo)
     return out
+
+
+def _parse_one(item: object, *, mirror: bool) -> dict[str, object]:
+    obj = decode_object(item if isinstance(item, dict) else {}, SOURCE_FIELDS, "StreamSource")
+    what = "mirror" if mirror else "source"
+    for key in UNSUPPORTED:
+        if obj.get(key):
+            raise errors.STREAM_INVALID_CONFIG.format(err=f"stream {what} {key} is not supported by this server")
+    name = str(obj.get("name") or "")
+    if not name or not is_valid_name(name):
+        raise (errors.MIRRORED_STREAM_NAME_INVALID if mirror else errors.SOURCED_STREAM_NAME_INVALID).error()
+    filter_subject = str(obj.get("filter_subject") or "")
+    if filter_subject and not is_valid_subject(filter_subject):
+        raise errors.STREAM_CREATE.format(err=f"subject filter '{filter_subject}' for the {what}: invalid subject")
+    echo: dict[str, object] = {}
+    for field in ECHO_ORDER:
+        if obj.get(field):
+            echo[field] = obj[field]
+    if "opt_start_time" in echo:
+        echo["opt_start_time"] = rfc3339(parse_rfc3339(str(echo["opt_start_time"])))
+    return echo
+
+
+def parse_mirror(value: object, config_obj: dict[str, object]) -> dict[str, object]:
+    """The `mirror` of a stream config, checked as nats-server checks it."""
+    if config_obj.get("subjects"):
+        raise errors.MIRROR_WITH_SUBJECTS.error()
+    if config_obj.get("sources"):
+        raise errors.MIRROR_WITH_SOURCES.error()
+    if config_obj.get("first_seq"):
+        raise errors.MIRROR_WITH_FIRST_SEQ.error()
+    return _parse_one(value, mirror=True)
+
+
+def check_update(old: dict[str, object] | None, new: dict[str, object] | None) -> None:
+    """A mirror can be removed (the stream is promoted) but not added or changed."""
+    if new is not None and new != old:
+        raise errors.MIRROR_CONFIG_CHANGE.error()
 
 
 @dataclass(slots=True)
@@ -85,6 +114,7 @@ class SourceState:
     name: str
     filter_subject: str
     next_seq: int  # the next source sequence to copy (0: not known yet)
+    mirror: bool = False
     start_seq: int = 0
     start_time_ns: int = 0
     last_seq: int = 0  # the last source sequence copied
@@ -99,17 +129,24 @@ class Sourcing:
         self.ajs = ajs
         self.stream = stream
         self.ident = _ident(ajs.account.name, stream.config.name)
+        mirror = stream.config.mirror
         self.states = [
             SourceState(
                 name=str(source["name"]),
                 filter_subject=str(source.get("filter_subject") or ""),
                 next_seq=0,
+                mirror=mirror is not None,
                 start_seq=int(str(source.get("opt_start_seq") or 0)),
                 start_time_ns=parse_rfc3339(str(source["opt_start_time"])) if source.get("opt_start_time") else 0,
             )
-            for source in stream.config.sources
+            for source in ([mirror] if mirror is not None else stream.config.sources)
         ]
-        self._recover()
+        if mirror is not None:
+            last = stream.store.state().last_seq
+            if last:
+                self.states[0].last_seq, self.states[0].next_seq = last, last + 1
+        else:
+            self._recover()
         self._timer: Timer | None = None
         self._delay_s = limits.JS_SOURCE_POLL_MIN_S
         self.stopped = False
@@ -161,6 +198,8 @@ class Sourcing:
         source.active_ns = self.ajs.now_ns()
         if source.next_seq == 0:
             source.next_seq = self._start(source, origin)
+        if source.mirror:
+            return self._mirror(source, origin)
         copied = 0
         for msg in store.scan(source.next_seq, source.filter_subject or ">"):
             subject_filter = source.filter_subject or ">"
@@ -173,6 +212,25 @@ class Sourcing:
             if copied >= limits.JS_SOURCE_BATCH_MAX:
                 break
         return copied
+
+    def _mirror(self, source: SourceState, origin: Stream) -> int:
+        batch: list[list[object]] = []
+        for msg in origin.store.scan(source.next_seq, source.filter_subject or ">"):
+            batch.append([
+                msg.seq,
+                msg.subject,
+                base64.b64encode(msg.headers).decode(),
+                base64.b64encode(msg.payload).decode(),
+                msg.timestamp_ns,
+            ])
+            if len(batch) >= limits.JS_SOURCE_BATCH_MAX:
+                break
+        if not batch:
+            return 0
+        last = int(str(batch[-1][0]))
+        source.next_seq, source.last_seq = last + 1, last
+        self.stream.propose_op(ops.KIND_MIRROR, {"m": batch}, lambda _result: None)
+        return len(batch)
 
     def _start(self, source: SourceState, origin: Stream) -> int:
         if source.start_seq:
@@ -219,7 +277,7 @@ _running: weakref.WeakKeyDictionary[Stream, Sourcing] = weakref.WeakKeyDictionar
 def start(ajs: AccountJetStream, stream: Stream) -> None:
     """(Re)start the tailers of a stream after it opened or its config changed."""
     stop(stream)
-    if stream.config.sources:
+    if stream.config.sources or stream.config.mirror:
         _running[stream] = Sourcing(ajs, stream)
 
 
@@ -232,3 +290,42 @@ def stop(stream: Stream) -> None:
 def info(stream: Stream) -> list[dict[str, object]]:
     sourcing = _running.get(stream)
     return sourcing.info() if sourcing is not None else []
+
+
+def mirror_info(stream: Stream) -> dict[str, object]:
+    """`mirror` of stream info: as a source's without seq; the filter once the mirror ran."""
+    found = info(stream)
+    if not found:
+        return {"name": str((stream.config.mirror or {}).get("name", "")), "lag": 0, "active": -1}
+    entry = found[0]
+    entry.pop("seq", None)
+    if entry["active"] == -1:
+        entry.pop("filter_subject", None)
+    return entry
+
+
+def apply_mirror(stream: Stream, body: dict[str, object]) -> int:
+    """Apply one MIRROR operation: origin messages stored under their own sequences and times;
+    sequences the origin does not have (deleted, or filtered out) become deleted ones here."""
+    store = stream.store
+    stored: list[ops.InMsg] = []
+    seqs: list[int] = []
+    batch = body.get("m")
+    assert isinstance(batch, list)
+    for seq, subject, header, payload, ts_ns in batch:
+        last = store.state().last_seq
+        if seq <= last:
+            continue
+        if seq > last + 1:
+            if store.state().msgs == 0:
+                store.compact(seq)
+            else:
+                for _ in range(seq - last - 1):  # a gap: deleted sequences, as nats-server skips them
+                    (gap,) = stream.append_mirrored([ops.InMsg(subject, b"", b"", ts_ns)])
+                    store.delete(gap)
+        msg = ops.InMsg(subject, base64.b64decode(header), base64.b64decode(payload), ts_ns)
+        seqs.extend(stream.append_mirrored([msg]))
+        stored.append(msg)
+    if seqs:
+        stream.stored_mirrored(stored, seqs)
+    return len(seqs)

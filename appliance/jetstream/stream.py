@@ -26,6 +26,7 @@ from appliance.jetstream import errors, ops
 from appliance.jetstream.config import StreamConfig
 from appliance.jetstream.groups import memory_storage, start_group
 from appliance.jetstream.host import Host, Timer
+from appliance.jetstream.sources import apply_mirror
 from appliance.jetstream.storeview import last_seq, subject_of
 from appliance.jetstream.subjects import subject_matches
 from appliance.jetstream.wire import go_json, header_value, parse_go_duration
@@ -353,6 +354,8 @@ class Stream:
             return Outcome(error=exc)
 
     apply_checked = _apply_one  # for the publish guard of resources.py
+    append_mirrored = _append  # for a mirror's MIRROR operation (sources.py)
+    stored_mirrored = _stored
 
     def _check_and_store(self, msg: ops.InMsg) -> Outcome:
         config = self.config
@@ -483,6 +486,8 @@ class Stream:
             )
             self._removed()
             return purged
+        if kind == ops.KIND_MIRROR:
+            return apply_mirror(self, body)
         raise AssertionError(f"unknown stream op {kind}")
 
     def propose_op(self, kind: int, body: dict[str, object], done: Callable[[object], None]) -> None:

@@ -31,7 +31,7 @@ class ScriptedHost:
         self.clock = ManualClock()
         self.rng = random.Random(7)
         self.soon: list[Callable[[], None]] = []
-        self.jobs: list[tuple[SyncJob, Callable[[], None]]] = []
+        self.jobs: list[tuple[SyncJob, Callable[[OSError | None], None]]] = []
         self.sent: list[tuple[bytes, bytes]] = []
         self.now = 1_000
 
@@ -62,7 +62,7 @@ class ScriptedHost:
     def call_later(self, delay_s: float, fn: Callable[[], None]) -> _NoTimer:
         return _NoTimer()
 
-    def run_sync_job(self, job: SyncJob, done: Callable[[], None]) -> None:
+    def run_sync_job(self, job: SyncJob, done: Callable[[OSError | None], None]) -> None:
         self.jobs.append((job, done))
 
     def turn(self) -> None:
@@ -74,7 +74,12 @@ class ScriptedHost:
         jobs, self.jobs = self.jobs, []
         for job, done in jobs:
             job.run()
-            done()
+            done(None)
+
+    def fail_fsyncs(self) -> None:
+        jobs, self.jobs = self.jobs, []
+        for _job, done in jobs:
+            done(OSError(5, "Input/output error"))
 
 
 class _NoTimer:
@@ -170,3 +175,12 @@ def test_with_a_sync_interval_pubacks_leave_at_once(tmp_path: Path) -> None:
         assert host.jobs == [] and [body for _, body in host.sent][-1] == b'{"stream":"S","seq":5}'
     finally:
         stream.close()
+
+
+def test_a_failed_fsync_acknowledges_nothing_it_covered(stream: Stream, host: ScriptedHost) -> None:
+    for index in range(10):
+        stream.publish_raw("s.a", b"r%d" % index, b"", b"x")
+    host.turn()
+    host.fail_fsyncs()
+    assert host.sent == []
+    assert stream.store.broken  # type: ignore[attr-defined]  # every later write fails too

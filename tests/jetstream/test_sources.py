@@ -85,7 +85,6 @@ async def scenario(url: str) -> list[object]:
             await step(f"$JS.API.STREAM.INFO.{stream}")
             for seq in range(1, count + 1):
                 await step(f"$JS.API.STREAM.MSG.GET.{stream}", {"seq": seq})
-        await step("$JS.API.STREAM.INFO.NONE")
         for bad in (
             {"name": "D", "sources": [{"name": "O", "filter_subject": "o.a"}, {"name": "O", "filter_subject": "o.a"}]},
             {"name": "D", "sources": [{"name": ""}]},
@@ -93,6 +92,47 @@ async def scenario(url: str) -> list[object]:
             {"name": "D", "sources": [{"name": "O", "bogus": 1}]},
         ):
             await step("$JS.API.STREAM.CREATE.D", bad)
+    finally:
+        await nc.close()
+    return answers
+
+
+async def mirror_scenario(url: str) -> list[object]:
+    nc = await nats.connect(url, allow_reconnect=False)
+    answers: list[object] = []
+
+    async def step(subject: str, body: object = b"") -> None:
+        answers.append(mask(await request(nc, subject, body)))
+
+    try:
+        await step("$JS.API.STREAM.CREATE.O", {"name": "O", "subjects": ["o.>"]})
+        for index in range(6):
+            await nc.request(f"o.{'ab'[index % 2]}", f"m{index}".encode(), timeout=5)
+        await step("$JS.API.STREAM.MSG.DELETE.O", {"seq": 3})
+        await step("$JS.API.STREAM.CREATE.M", {"name": "M", "mirror": {"name": "O"}})
+        await step("$JS.API.STREAM.CREATE.MS", {"name": "MS", "mirror": {"name": "O", "opt_start_seq": 2}})
+        await step("$JS.API.STREAM.CREATE.MF", {"name": "MF", "mirror": {"name": "O", "filter_subject": "o.a"}})
+        for bad in (
+            {"name": "X", "mirror": {"name": ""}},
+            {"name": "X", "mirror": {"name": "O"}, "first_seq": 5},
+            {"name": "X", "subjects": ["x"], "mirror": {"name": "O"}},
+            {"name": "X", "mirror": {"name": "O"}, "sources": [{"name": "O"}]},
+        ):
+            await step("$JS.API.STREAM.CREATE.X", bad)
+        await wait_messages(nc, "M", 5)
+        await wait_messages(nc, "MS", 4)
+        await wait_messages(nc, "MF", 2)
+        await nc.request("o.a", b"late", timeout=5)
+        await wait_messages(nc, "M", 6)
+        for stream in ("M", "MS", "MF"):
+            await step(f"$JS.API.STREAM.INFO.{stream}", {"deleted_details": True})
+        for seq in range(1, 8):
+            await step("$JS.API.STREAM.MSG.GET.MF", {"seq": seq})
+            await step("$JS.API.STREAM.MSG.GET.M", {"seq": seq})
+        await step("$JS.API.STREAM.UPDATE.M", {"name": "M", "mirror": {"name": "MS"}})
+        await step("$JS.API.STREAM.UPDATE.M", {"name": "M"})  # promoted: a stream of its own
+        await nc.request("M", b"own", timeout=5)
+        await step("$JS.API.STREAM.INFO.M")
     finally:
         await nc.close()
     return answers
@@ -113,6 +153,14 @@ def test_sources_as_nats_server(servers: tuple[str, str]) -> None:
     real_url, our_url = servers
     expected = asyncio.run(asyncio.wait_for(scenario(real_url), 60))
     got = asyncio.run(asyncio.wait_for(scenario(our_url), 60))
+    for index, (want, have) in enumerate(zip(expected, got, strict=True)):
+        assert have == want, f"answer {index}"
+
+
+def test_mirrors_as_nats_server(servers: tuple[str, str]) -> None:
+    real_url, our_url = servers
+    expected = asyncio.run(asyncio.wait_for(mirror_scenario(real_url), 60))
+    got = asyncio.run(asyncio.wait_for(mirror_scenario(our_url), 60))
     for index, (want, have) in enumerate(zip(expected, got, strict=True)):
         assert have == want, f"answer {index}"
 
