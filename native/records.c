@@ -512,3 +512,48 @@ PyObject *appliance_append_pub_msgs(PyObject *self, PyObject *const *args, Py_ss
     }
     return Py_BuildValue("(nK)", stop - start, data_bytes);
 }
+
+PyObject *appliance_count_pubs(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 4 || !PyList_Check(args[0]) || !PyBytes_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "count_pubs(events: list, start: int, subject: bytes, with_reply: bool)");
+        return NULL;
+    }
+    const Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    const int with_reply = PyObject_IsTrue(args[3]);
+    if (PyErr_Occurred() || with_reply < 0) {
+        return NULL;
+    }
+    if (start < 0) {
+        PyErr_SetString(PyExc_ValueError, "count_pubs: start must be >= 0");
+        return NULL;
+    }
+    PyObject *events = args[0];
+    PyObject *subject = args[2];
+    const Py_ssize_t subject_len = PyBytes_GET_SIZE(subject);
+    const Py_ssize_t total = PyList_GET_SIZE(events);
+    Py_ssize_t stop = start;
+    unsigned long long data_bytes = 0;
+    while (stop < total) {
+        PyObject *event = PyList_GET_ITEM(events, stop);
+        if (!PyTuple_Check(event) || PyTuple_GET_SIZE(event) != 4) {
+            break;
+        }
+        PyObject *op = PyTuple_GET_ITEM(event, 0);
+        PyObject *event_subject = PyTuple_GET_ITEM(event, 1);
+        PyObject *reply = PyTuple_GET_ITEM(event, 2);
+        PyObject *data = PyTuple_GET_ITEM(event, 3);
+        if (!PyLong_CheckExact(op) || PyLong_AsLong(op) != 1 || !PyBytes_Check(data) ||
+            (!with_reply && reply != Py_None) || !PyBytes_Check(event_subject)) {
+            break;
+        }
+        if (event_subject != subject && (PyBytes_GET_SIZE(event_subject) != subject_len ||
+                                         memcmp(PyBytes_AS_STRING(event_subject), PyBytes_AS_STRING(subject),
+                                                (size_t)subject_len) != 0)) {
+            break;
+        }
+        data_bytes += (unsigned long long)PyBytes_GET_SIZE(data);
+        stop++;
+    }
+    return Py_BuildValue("(nK)", stop - start, data_bytes);
+}

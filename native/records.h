@@ -25,6 +25,10 @@ PyObject *appliance_append_pub_records(PyObject *self, PyObject *const *args, Py
  * -> (count, data_bytes): a MSG line (as append_msg) per PUB event from events[start] on while the
  * subject stays `subject`, at most `limit`: a burst for one local subscriber. */
 PyObject *appliance_append_pub_msgs(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+/* count_pubs(events: list, start: int, subject: bytes, with_reply: bool) -> (count, data_bytes): the
+ * PUB events from events[start] on while the subject stays `subject` (and, unless with_reply, while
+ * they have no reply subject): a burst nobody subscribed to. */
+PyObject *appliance_count_pubs(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 #define APPLIANCE_RECORD_METHODS                                                                  \
     {"append_record", (PyCFunction)(void (*)(void))appliance_append_record, METH_FASTCALL,       \
@@ -38,6 +42,8 @@ PyObject *appliance_append_pub_msgs(PyObject *self, PyObject *const *args, Py_ss
     {"append_pub_records", (PyCFunction)(void (*)(void))appliance_append_pub_records, METH_FASTCALL, \
      "append_pub_records(out, events, start, account, subject, bytes_max) -> (count, data_bytes)"}, \
     {"append_pub_msgs", (PyCFunction)(void (*)(void))appliance_append_pub_msgs, METH_FASTCALL,   \
-     "append_pub_msgs(out, events, start, subject, tail, limit) -> (count, data_bytes)"},
+     "append_pub_msgs(out, events, start, subject, tail, limit) -> (count, data_bytes)"},          \
+    {"count_pubs", (PyCFunction)(void (*)(void))appliance_count_pubs, METH_FASTCALL,             \
+     "count_pubs(events, start, subject, with_reply) -> (count, data_bytes)"},
 
 #endif

@@ -67,7 +67,22 @@ def append_pub_msgs_py(out: bytearray, events: list[Event], start: int, subject:
     return count, data_bytes
 
 
+def count_pubs_py(events: list[Event], start: int, subject: bytes, with_reply: bool) -> tuple[int, int]:
+    """The plain PUB events from events[start] on while the subject stays `subject` (and, unless
+    with_reply, while they carry no reply subject): a burst nobody subscribed to. Returns (events,
+    payload bytes). Twin of the native count_pubs."""
+    count = 0
+    data_bytes = 0
+    for event in events[start:]:
+        if len(event) != 4 or event[0] != OP_PUB or event[1] != subject or (event[2] is not None and not with_reply):
+            break
+        count += 1
+        data_bytes += len(event[3])
+    return count, data_bytes
+
+
 append_pub_msgs = native.speedups.append_pub_msgs if native.ENABLED else append_pub_msgs_py
+count_pubs = native.speedups.count_pubs if native.ENABLED else count_pubs_py
 
 ERR_AUTH_VIOLATION = "Authorization Violation"
 ERR_AUTH_TIMEOUT = "Authentication Timeout"
@@ -235,6 +250,15 @@ class ClientConnection(asyncio.Protocol):
                     if result is None:
                         result = sublist.match(subject)
                     plain, queues = result
+                    if not plain and not queues:
+                        # nobody listens: the burst on this subject is only counted; with
+                        # no-responders a PUB with a reply ends it (the general path answers that one)
+                        taken, taken_bytes = count_pubs(events, i - 1, subject, not self.no_responders)
+                        if taken:
+                            i += taken - 1
+                            msgs += taken - 1
+                            size += taken_bytes - len(data)
+                            continue
                     if not queues and len(plain) == 1 and (plain[0].conn is not self or echo):
                         # a burst for one subscriber (a client, or a sibling worker): one C call takes
                         # the run of PUBs with this subject; 0 when it cannot (the general path below)

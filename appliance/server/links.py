@@ -16,6 +16,16 @@ a worker sends HELLO; a worker receiving HELLO forgets what it knew of that sibl
 INTEREST_RESET followed by its whole interest, so the sibling replaces (never duplicates) what it
 held. That is how a restarted worker learns the mesh, and the mesh forgets the dead one.
 
+Hot path, in runs: a client's read usually holds a burst of PUBs on one subject. When the only
+subscriber of that subject here is a sibling, the whole run becomes records in one C call
+(`append_pub_records`, via `deliver_pubs`), flushed as one MESSAGE frame per read (or per
+LINK_RECORDS_FLUSH_BYTES). The receiving worker splits a frame into runs of records with the same
+account, subject and queue (`record_runs`), matches each plain run once, and appends the whole run
+as MSG/HMSG lines straight into each local subscriber's output (`append_msgs`, via
+`ClientConnection.deliver_run`); internal clients and clients with permissions get the records one
+by one through `deliver`, queue records pick a member each. Every native function has a Python twin
+here (differential property tests in tests/server/test_link_runs.py).
+
 Backpressure: a full link is never a dropped frame. The frame waits in the peer's backlog and the
 connection whose message filled it stops reading until the link drains.
 """

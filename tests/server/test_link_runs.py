@@ -27,7 +27,7 @@ from appliance.server.links import (
     record_runs,
     record_runs_py,
 )
-from appliance.server.client import append_pub_msgs, append_pub_msgs_py
+from appliance.server.client import append_pub_msgs, append_pub_msgs_py, count_pubs, count_pubs_py
 from appliance.testing.inproc import InProcessServer
 from appliance.testing.inproc_mesh import InProcessMesh
 from appliance.testing.rawclient import RawClient
@@ -302,4 +302,41 @@ def test_a_burst_on_one_server_keeps_auto_unsubscribe_echo_and_order() -> None:
                 b"MSG a 1 1\r\n1\r\nMSG a 1 1\r\n2\r\nMSG b 2 1\r\n3\r\nMSG a 1 r 1\r\n4\r\nPONG\r\n")
         finally:
             limited.close()
+            publisher.close()
+
+
+@settings(max_examples=200, deadline=None)
+@given(burst=events, start=st.integers(min_value=0, max_value=11), with_reply=st.booleans())
+def test_count_pubs_counts_the_run_nobody_listens_to(burst: list[tuple[object, ...]], start: int,
+                                                     with_reply: bool) -> None:
+    start = min(start, len(burst) - 1)
+    subject = burst[start][1] if len(burst[start]) > 1 else b"a"
+    count = 0
+    data_bytes = 0
+    for event in burst[start:]:
+        if event[0] != OP_PUB or len(event) != 4 or event[1] != subject or (event[2] is not None and not with_reply):
+            break
+        count += 1
+        data_bytes += len(event[3])  # type: ignore[arg-type]
+    for implementation in (count_pubs_py, count_pubs):
+        assert implementation(burst, start, subject, with_reply) == (count, data_bytes)  # type: ignore[arg-type]
+
+
+def test_a_burst_nobody_listens_to_is_counted_and_requests_in_it_get_no_responders() -> None:
+    with InProcessServer() as server:
+        publisher = RawClient(server.port)
+        try:
+            publisher.send(b'CONNECT {"verbose":false,"headers":true,"no_responders":true}\r\nSUB _INBOX.1 9\r\n'
+                           b"PUB none 1\r\n1\r\nPUB none 1\r\n2\r\nPUB none _INBOX.1 1\r\n3\r\nPUB none 1\r\n4\r\n"
+                           b"PING\r\n")
+            got = publisher.read_until(b"PONG\r\n")
+            assert got.startswith(b"HMSG _INBOX.1 9 ") and b"NATS/1.0 503" in got and got.endswith(b"PONG\r\n")
+            assert got.count(b"HMSG") == 1
+
+            def totals() -> tuple[int, int, int, int]:
+                assert server.server is not None
+                return server.server.totals()
+
+            assert server.call(totals)[:2] == (4, 4)
+        finally:
             publisher.close()
