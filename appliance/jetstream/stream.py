@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from appliance import limits
-from appliance.errors import LimitExceeded, NotLeader, ProposalDropped
+from appliance.errors import BrokenError, LimitExceeded, NotLeader, ProposalDropped
 from appliance.jetstream import errors, ops
 from appliance.jetstream.config import StreamConfig
 from appliance.jetstream.groups import memory_storage, start_group
@@ -244,15 +244,22 @@ class Stream:
         if len(self._acks) <= limits.JS_INLINE_FSYNC_ACKS_MAX:
             # A lone publisher waits for this one fsync anyway: run it here rather than pay a
             # thread hand-off each way (sync publish latency); many waiting acks go off-loop.
-            job.run()
+            try:
+                job.run()
+            except OSError as exc:
+                store.fail_sync(job, exc)  # what it covered is never acknowledged
+                return
             self._release_acks(store.finish_sync(job))
             return
         self._syncing = True
 
-        def done() -> None:
+        def done(error: OSError | None) -> None:
             self._syncing = False
             if self.deleted:
                 return  # closed meanwhile: close() synced everything itself
+            if error is not None:
+                store.fail_sync(job, error)  # what it covered is never acknowledged
+                return
             self._release_acks(store.finish_sync(job))
             self._maybe_sync()
 
@@ -282,9 +289,13 @@ class Stream:
                     self._syncing = True
                     store = self._file
 
-                    def done() -> None:
+                    def done(error: OSError | None) -> None:
                         self._syncing = False
-                        if not self.deleted:
+                        if self.deleted:
+                            return
+                        if error is not None:
+                            store.fail_sync(job, error)
+                        else:
                             store.finish_sync(job)
 
                     self.host.run_sync_job(job, done)
@@ -609,7 +620,10 @@ class Stream:
             if timer is not None:
                 timer.cancel()
         if self._file is not None:
-            self._release_acks(self._file.sync())  # durable now: their publishers get their acks
+            try:
+                self._release_acks(self._file.sync())  # durable now: their publishers get their acks
+            except (BrokenError, OSError) as exc:  # a failed fsync: what waits is never acknowledged
+                logger.error("stream %s closed without a final sync: %s", self.config.name, exc)
         self.store.close()
 
     def matches(self, subject: str) -> bool:
