@@ -39,10 +39,10 @@ def send_handover(channel: socket.socket, peer: int, sock: socket.socket) -> Del
     blocks. The caller still owns (and closes) its copy of `sock`."""
     try:
         socket.send_fds(channel, [MESSAGE.pack(peer)], [sock.fileno()])
-    except BlockingIOError:
-        return Delivery.REFUSED
-    except OSError:  # EPIPE / ECONNRESET / ECONNREFUSED: the worker has exited
+    except (BrokenPipeError, ConnectionResetError, ConnectionRefusedError):  # the worker has exited
         return Delivery.GONE
+    except OSError:  # EAGAIN (full), ETOOMANYREFS (too many fds in flight): the worker is not reading
+        return Delivery.REFUSED
     return Delivery.SENT
 
 

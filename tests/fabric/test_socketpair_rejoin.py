@@ -302,3 +302,23 @@ def test_a_killed_worker_process_comes_back_over_fresh_links_handed_to_the_survi
             child.wait(timeout=DEADLINE_S)
         worker0.close()
         mesh.close()
+
+
+def test_the_supervisor_side_skips_a_dead_sibling_and_reports_one_that_stopped_reading() -> None:
+    mesh = create_mesh(3, transport="socketpair", ring_bytes=4096)
+    worker0 = attach_mesh(mesh.spec_for_local(0, rejoinable=True))  # alive, but never reads its channel
+    try:
+        for index in range(3):
+            mesh.prepare_spawn(index)
+            mesh.spawned(index)  # worker 2's ends are closed at once: it died right away
+        refused: list[int] = []
+        for _ in range(10_000):  # each restart of worker 1 hands worker 0 one more socket it never takes
+            refused = mesh.prepare_spawn(1)[1]
+            mesh.spawned(1)
+            if refused:
+                break
+        assert refused == [0], "worker 2 is gone (skipped); worker 0 is alive and not reading"
+        assert worker0.take_handovers() > 0  # what was sent before the channel filled up is intact
+    finally:
+        worker0.close()
+        mesh.close()
