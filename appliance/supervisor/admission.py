@@ -12,7 +12,8 @@ Theory of operation:
   same moment sees the old or the new value, both safe: at worst one admission is refused
   while a connection is closing).
 - When a worker dies, its connections are gone: the supervisor zeroes its row
-  (StatusTable.release_admitted) as soon as it reaps it, and again when the row is reused.
+  (StatusTable.release_admitted) as soon as it reaps it, before a successor can take the row
+  (never after spawning one: the successor may already have admitted connections).
 - The lock is only ever tried (LOCK_NB), never waited for with the loop blocked: a sibling that
   is stopped (SIGSTOP) while holding it for its few instructions would otherwise wedge every
   worker's accept path. After ADMISSION_LOCK_TRIES attempts the connection is refused

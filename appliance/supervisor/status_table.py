@@ -139,8 +139,8 @@ class StatusTable:
     def reset_row(self, index: int, *, pid: int, core: int, numa_node: int, restarts: int, now_mono_s: float) -> None:
         """Supervisor: a new process takes slot `index` (the old one is gone; counters restart)."""
         row = self.rows[index]
-        for name in ("connections", "msgs_in", "msgs_out", "bytes_in", "bytes_out", "heartbeats", "seq", "admitted"):
-            row[name] = 0
+        for name in ("connections", "msgs_in", "msgs_out", "bytes_in", "bytes_out", "heartbeats", "seq"):
+            row[name] = 0  # not `admitted`: the new worker may already count connections (release_admitted did it)
         row["ring_fill"] = 0.0
         row["pid"] = pid
         row["core"] = core

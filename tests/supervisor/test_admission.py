@@ -49,8 +49,12 @@ def test_a_dead_workers_connections_stop_counting_when_the_supervisor_reaps_it(t
     assert not zero.admit(1)
     table.release_admitted(1)  # what the supervisor does when worker 1 has died
     assert zero.admit(3)
-    table.reset_row(1, pid=99, core=0, numa_node=0, restarts=1, now_mono_s=0.0)  # its successor starts at 0
-    assert zero.total() == 1
+    successor = attach_gate(table.fd, 1, limit=2)
+    assert successor.admit(5)  # it may admit before the supervisor resets the rest of its row
+    table.reset_row(1, pid=99, core=0, numa_node=0, restarts=1, now_mono_s=0.0)
+    assert zero.total() == 2, "resetting the row keeps what the successor admitted"
+    assert not zero.admit(7)
+    successor.close()
     for gate in (zero, one):
         gate.close()
 
