@@ -45,7 +45,9 @@ def new_id(rng: random.Random) -> str:
     return "".join(rng.choice(ID_ALPHABET) for _ in range(ID_LENGTH))
 
 
-def publish(host: Publisher, subject: str, kind: str, fields: dict[str, object], *, full_type: str = "") -> bool:
+def publish(
+    host: Publisher, subject: str, kind: str, fields: dict[str, object], *, full_type: str = ""
+) -> bool:
     """Send one advisory if anyone listens; True when it was sent."""
     if not host.has_interest(subject):
         return False

@@ -326,7 +326,8 @@ def _check_stream(config: StreamConfig) -> None:
         raise _bad_config("max age needs to be >= 100ms")
     if 0 < config.max_age < MIN_WINDOW_NS:
         raise _bad_config("max age needs to be >= 100ms")
-    if config.duplicate_window < 0 or (config.duplicate_window or not (config.sources or config.mirror)) and (
+    copies = bool(config.sources or config.mirror)  # a window of 0 (no dedupe) is theirs by default
+    if config.duplicate_window < 0 or (config.duplicate_window or not copies) and (
         config.duplicate_window < MIN_WINDOW_NS
     ):
         raise _bad_config("duplicates window needs to be >= 100ms")

@@ -166,8 +166,12 @@ MAXIMUM_STREAMS_LIMIT = ApiError(400, 10027, "maximum number of streams reached"
 MEMORY_RESOURCES_EXCEEDED = ApiError(500, 10028, "insufficient memory resources available")
 STORAGE_RESOURCES_EXCEEDED = ApiError(500, 10047, "insufficient storage resources available")
 STREAM_MAX_BYTES_REQUIRED = ApiError(400, 10113, "account requires a stream config to have max bytes set")
-CONSUMER_MAX_PENDING_ACK_EXCESS = ApiError(400, 10121, "consumer max ack pending exceeds system limit of {limit}")
-STREAM_MAX_STREAM_BYTES_EXCEEDED = ApiError(400, 10122, "stream max bytes exceeds account limit max stream bytes")
+CONSUMER_MAX_PENDING_ACK_EXCESS = ApiError(
+    400, 10121, "consumer max ack pending exceeds system limit of {limit}"
+)
+STREAM_MAX_STREAM_BYTES_EXCEEDED = ApiError(
+    400, 10122, "stream max bytes exceeds account limit max stream bytes"
+)
 # Stream sources (sources.py)
 SOURCE_DUPLICATE_DETECTED = ApiError(400, 10140, "duplicate source configuration detected")
 SOURCED_STREAM_NAME_INVALID = ApiError(400, 10141, "sourced stream name is invalid")

@@ -76,13 +76,15 @@ def _parse_one(item: object, *, mirror: bool) -> dict[str, object]:
     what = "mirror" if mirror else "source"
     for key in UNSUPPORTED:
         if obj.get(key):
-            raise errors.STREAM_INVALID_CONFIG.format(err=f"stream {what} {key} is not supported by this server")
+            text = f"stream {what} {key} is not supported by this server"
+            raise errors.STREAM_INVALID_CONFIG.format(err=text)
     name = str(obj.get("name") or "")
     if not name or not is_valid_name(name):
         raise (errors.MIRRORED_STREAM_NAME_INVALID if mirror else errors.SOURCED_STREAM_NAME_INVALID).error()
     filter_subject = str(obj.get("filter_subject") or "")
     if filter_subject and not is_valid_subject(filter_subject):
-        raise errors.STREAM_CREATE.format(err=f"subject filter '{filter_subject}' for the {what}: invalid subject")
+        text = f"subject filter '{filter_subject}' for the {what}: invalid subject"
+        raise errors.STREAM_CREATE.format(err=text)
     echo: dict[str, object] = {}
     for field in ECHO_ORDER:
         if obj.get(field):
@@ -137,7 +139,7 @@ class Sourcing:
                 next_seq=0,
                 mirror=mirror is not None,
                 start_seq=int(str(source.get("opt_start_seq") or 0)),
-                start_time_ns=parse_rfc3339(str(source["opt_start_time"])) if source.get("opt_start_time") else 0,
+                start_time_ns=_start_time(source),
             )
             for source in ([mirror] if mirror is not None else stream.config.sources)
         ]
@@ -248,7 +250,8 @@ class Sourcing:
             origin = self.ajs.streams.get(source.name)
             lag = 0
             if origin is not None and source.next_seq:
-                lag = count_live(origin.store, source.next_seq, [source.filter_subject] if source.filter_subject else [])
+                filters = [source.filter_subject] if source.filter_subject else []
+                lag = count_live(origin.store, source.next_seq, filters)
             entry["lag"] = lag
             if source.last_seq:
                 entry["seq"] = source.last_seq
@@ -265,6 +268,10 @@ class Sourcing:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+
+
+def _start_time(source: dict[str, object]) -> int:
+    return parse_rfc3339(str(source["opt_start_time"])) if source.get("opt_start_time") else 0
 
 
 def _ident(account: str, stream: str) -> str:

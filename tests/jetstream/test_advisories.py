@@ -89,7 +89,8 @@ async def scenario(url: str) -> tuple[list[object], list[tuple[str, object]], li
     try:
         await nc.subscribe("$JS.EVENT.>", cb=rec.on_event)
         await nc.flush()
-        await rec.api("$JS.API.STREAM.CREATE.ADV", {"name": "ADV", "subjects": ["adv.>"], "storage": "memory"})
+        await rec.api("$JS.API.STREAM.CREATE.ADV", {"name": "ADV", "subjects": ["adv.>"],
+                                                    "storage": "memory"})
         await rec.api("$JS.API.STREAM.UPDATE.ADV", {"name": "ADV", "subjects": ["adv.>"], "storage": "memory",
                                                     "max_msgs": 10})
         await rec.api("$JS.API.STREAM.INFO.NOPE")
@@ -146,7 +147,8 @@ async def scenario(url: str) -> tuple[list[object], list[tuple[str, object]], li
             await rec.api("$JS.API.CONSUMER.CREATE.ADV.BAD", {"stream_name": "ADV", "config": {
                 "durable_name": "BAD", "ack_policy": "explicit", "sample_freq": bad}})
         await rec.api("$JS.API.CONSUMER.CREATE.ADV.S", {"stream_name": "ADV", "config": {
-            "durable_name": "S", "ack_policy": "explicit", "sample_freq": "100%", "filter_subject": "adv.late"}})
+            "durable_name": "S", "ack_policy": "explicit", "sample_freq": "100%",
+            "filter_subject": "adv.late"}})
         await nc.publish("$JS.API.CONSUMER.MSG.NEXT.ADV.S", b'{"batch":1,"expires":2000000000}', reply=inbox)
         sampled = await sub.next_msg(timeout=5)
         await nc.publish(sampled.reply, b"+ACK")

@@ -53,7 +53,10 @@ async def request(nc: Client, subject: str, body: object = b"") -> dict[str, obj
 
 async def wait_messages(nc: Client, stream: str, count: int) -> None:
     deadline = time.monotonic() + DEADLINE_S
-    while (await request(nc, f"$JS.API.STREAM.INFO.{stream}"))["state"]["messages"] < count:  # type: ignore[index]
+    while True:
+        info = await request(nc, f"$JS.API.STREAM.INFO.{stream}")
+        if info["state"]["messages"] >= count:  # type: ignore[index]
+            return
         assert time.monotonic() < deadline, f"{stream} did not reach {count} messages"
         await asyncio.sleep(0.02)
 
@@ -71,7 +74,8 @@ async def scenario(url: str) -> list[object]:
             headers = {"Nats-Msg-Id": "id1"} if index == 1 else None
             await nc.request(f"o.{'ab'[index % 2]}", f"m{index}".encode(), headers=headers, timeout=5)
         await step("$JS.API.STREAM.MSG.DELETE.O", {"seq": 3})
-        await step("$JS.API.STREAM.CREATE.ALL", {"name": "ALL", "subjects": ["all.>"], "sources": [{"name": "O"}]})
+        everything = {"name": "ALL", "subjects": ["all.>"], "sources": [{"name": "O"}]}
+        await step("$JS.API.STREAM.CREATE.ALL", everything)
         await step("$JS.API.STREAM.CREATE.SOME", {"name": "SOME", "sources": [
             {"name": "O", "filter_subject": "o.a", "opt_start_seq": 2}]})
         await step("$JS.API.STREAM.CREATE.NONE", {"name": "NONE", "sources": [{"name": "NOPE"}]})
@@ -86,7 +90,7 @@ async def scenario(url: str) -> list[object]:
             for seq in range(1, count + 1):
                 await step(f"$JS.API.STREAM.MSG.GET.{stream}", {"seq": seq})
         for bad in (
-            {"name": "D", "sources": [{"name": "O", "filter_subject": "o.a"}, {"name": "O", "filter_subject": "o.a"}]},
+            {"name": "D", "sources": [{"name": "O", "filter_subject": "o.a"}] * 2},
             {"name": "D", "sources": [{"name": ""}]},
             {"name": "D", "sources": [{"name": "O", "filter_subject": "bad..x"}]},
             {"name": "D", "sources": [{"name": "O", "bogus": 1}]},
@@ -111,7 +115,8 @@ async def mirror_scenario(url: str) -> list[object]:
         await step("$JS.API.STREAM.MSG.DELETE.O", {"seq": 3})
         await step("$JS.API.STREAM.CREATE.M", {"name": "M", "mirror": {"name": "O"}})
         await step("$JS.API.STREAM.CREATE.MS", {"name": "MS", "mirror": {"name": "O", "opt_start_seq": 2}})
-        await step("$JS.API.STREAM.CREATE.MF", {"name": "MF", "mirror": {"name": "O", "filter_subject": "o.a"}})
+        filtered = {"name": "MF", "mirror": {"name": "O", "filter_subject": "o.a"}}
+        await step("$JS.API.STREAM.CREATE.MF", filtered)
         for bad in (
             {"name": "X", "mirror": {"name": ""}},
             {"name": "X", "mirror": {"name": "O"}, "first_seq": 5},
@@ -170,7 +175,8 @@ def test_sourcing_resumes_after_restart_without_repeats(store_dir: str) -> None:
         await js.add_stream(name="O", subjects=["o.>"])
         for index in range(3):
             await js.publish("o.x", f"m{index}".encode())
-        await api(nc, "$JS.API.STREAM.CREATE.S", json.dumps({"name": "S", "sources": [{"name": "O"}]}).encode())
+        body = json.dumps({"name": "S", "sources": [{"name": "O"}]}).encode()
+        await api(nc, "$JS.API.STREAM.CREATE.S", body)
         await wait_messages(nc, "S", 3)
 
     async def after(nc: Client, js: JetStreamContext) -> None:
