@@ -231,7 +231,10 @@ def main() -> None:
         cross = rows.get(("appliance 2 workers, cross", size))
         same = rows.get(("appliance 2 workers, same", size))
         if cross and same:
-            print(f"cross / same ({size} B): {statistics.median(cross) / statistics.median(same):.2f}")
+            per_round = [c / s for c, s in zip(cross, same, strict=True)]
+            print(f"cross / same ({size} B): {statistics.median(cross) / statistics.median(same):.2f} of medians,"
+                  f" {statistics.median(per_round):.2f} median of the rounds' ratios"
+                  f" ({', '.join(f'{r:.2f}' for r in per_round)})")
 
 
 if __name__ == "__main__":
