@@ -32,7 +32,7 @@ def test_alternating_rounds_against_nats_server_and_appliance(tmp_path: Path) ->
     assert (tmp_path / "latest.png").read_bytes()[:4] == b"\x89PNG"
 
 
-def test_the_pub_sub_total_row_comes_from_the_same_runs_as_the_sub_rate() -> None:
+def test_the_pub_sub_total_row_comes_from_the_same_runs_as_the_sub_rate(tmp_path: Path) -> None:
     scenarios = tuple(s for s in compare.SCENARIOS if s.key in ("pubsub", "pubsub-total"))
     lines: list[str] = []
     cells = compare.run_all(scenarios, (servers.NATS_DEFAULT,), rounds=2, scale=0.002, log=lines.append)
@@ -41,6 +41,11 @@ def test_the_pub_sub_total_row_comes_from_the_same_runs_as_the_sub_rate() -> Non
     total = cells["pubsub-total"][servers.NATS_DEFAULT.name]
     assert len(sub.msgs_per_s) == len(total.msgs_per_s) == 2
     assert sub.msgs_per_s != total.msgs_per_s and min(sub.msgs_per_s + total.msgs_per_s) > 0
+    text = compare.write_results(cells, scenarios, (servers.NATS_DEFAULT,), rounds=2, scale=0.002,
+                                 out_dir=tmp_path).read_text()
+    assert "| core pub+sub 128 B (sub rate) |" in text
+    assert "| core pub+sub 128 B (pub+sub total, as nats bench's Pub/Sub stats) |" in text
+    assert (tmp_path / "latest.png").exists()
 
 
 def test_a_derived_row_without_its_scenario_says_where_it_comes_from() -> None:
