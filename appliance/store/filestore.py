@@ -601,7 +601,7 @@ class FileStreamStore:
                     raise CorruptData(f"seq {seq} is in a corrupt region", path=region.path, offset=region.offset)
             return None
         hot = self._hot
-        if hot is not None and hot.first_seq <= seq <= hot.last_seq:
+        if hot is not None and hot[0] <= seq <= hot[1]:
             return self._from_block(hot, seq)
         seg = self._segment_of(seq)
         if isinstance(seg, ActiveSegment):
@@ -652,15 +652,15 @@ class FileStreamStore:
         if block.index is None:
             self._blocks.set_index((seg.path, info.offset), block, speedups.msg_index(block.raw))
         # the next load is most likely a neighbour (a consumer reading on): it skips the lookups
-        self._hot = _HotBlock(info.first_seq, info.last_seq, block, seg.path, info.offset)
-        return self._from_block(self._hot, seq)
+        hot = self._hot = (info.first_seq, info.last_seq, block, seg.path, info.offset)
+        return self._from_block(hot, seq)
 
     def _from_block(self, hot: _HotBlock, seq: int) -> api.StoredMsg:
-        block = hot.block
+        block = hot[2]
         assert block.index is not None
         offset = speedups.index_find(block.index, seq)
         if offset < 0:
-            raise CorruptData(f"live seq {seq} missing from its block", path=hot.path, offset=hot.offset)
+            raise CorruptData(f"live seq {seq} missing from its block", path=hot[3], offset=hot[4])
         msg: api.StoredMsg = speedups.msg_at(block.raw, offset, api.StoredMsg)  # type: ignore[assignment]
         return msg
 
@@ -768,13 +768,9 @@ class FileStreamStore:
             self._ops.close()
 
 
-@dataclass(frozen=True, slots=True)
-class _HotBlock:
-    first_seq: int
-    last_seq: int
-    block: CachedBlock
-    path: str
-    offset: int
+# The block of the last sealed load: (first_seq, last_seq, block, segment path, block offset); a
+# plain tuple, since one is made per random read.
+_HotBlock = tuple[int, int, CachedBlock, str, int]
 
 
 def _tail(info: segment.BlockInfo) -> tuple[int, int, int, int, int, int]:
