@@ -180,6 +180,11 @@ MIRROR_WITH_SUBJECTS = ApiError(400, 10034, "stream mirrors can not contain subj
 MIRROR_CONFIG_CHANGE = ApiError(400, 10055, "stream mirror configuration can not be updated")
 MIRRORED_STREAM_NAME_INVALID = ApiError(400, 10142, "mirrored stream name is invalid")
 MIRROR_WITH_FIRST_SEQ = ApiError(400, 10143, "stream mirrors can not have first sequence configured")
+SOURCE_TRANSFORMS_WITH_FILTER = ApiError(
+    400, 10144, "source with multiple subject transforms cannot also have a single subject filter"
+)
+SOURCE_INVALID_SUBJECT_FILTER = ApiError(400, 10145, "source transform source: {err}")
+SOURCE_INVALID_TRANSFORM_DESTINATION = ApiError(400, 10146, "source transform: {err}")
 MESSAGE_TTL_DISABLED = ApiError(400, 10166, "per-message TTL is disabled")
 REQUIRED_API_LEVEL = ApiError(412, 10185, "JetStream minimum api level required")
 

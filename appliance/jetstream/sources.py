@@ -14,7 +14,9 @@ batches of origin messages as one MIRROR operation of the stream's RAFT log, app
 `apply_mirror` (a gap in the origin becomes deleted sequences, as nats-server's skipped ones). A
 mirror has no subjects and no other sources, and its mirror config can not be updated.
 
-Not here (refused with 10052): subject_transforms and external sources or mirrors.
+Subject transforms (transform.py) rename what is copied; a message no transform matches is not
+copied. Not here (refused with 10052): external sources and mirrors, mapping functions other
+than wildcard.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from appliance.jetstream.decode import Kind, decode_object
 from appliance.jetstream.host import Timer
 from appliance.jetstream.storeview import count_live, first_seq_at_or_after_time
 from appliance.jetstream.subjects import is_valid_name, is_valid_subject
+from appliance.jetstream.transform import Transform, compile_all, first_match
 from appliance.jetstream.wire import append_headers, header_value, parse_rfc3339, rfc3339
 
 if TYPE_CHECKING:
@@ -48,8 +51,8 @@ SOURCE_FIELDS: dict[str, Kind] = {
     "external": "object",
     "domain": "str",
 }
-ECHO_ORDER = ("name", "opt_start_seq", "opt_start_time", "filter_subject")
-UNSUPPORTED = ("subject_transforms", "external", "domain")
+ECHO_ORDER = ("name", "opt_start_seq", "opt_start_time", "filter_subject", "subject_transforms")
+UNSUPPORTED = ("external", "domain")
 
 
 def parse_sources(value: object) -> list[dict[str, object]]:
@@ -63,7 +66,7 @@ def parse_sources(value: object) -> list[dict[str, object]]:
     seen: set[tuple[str, str]] = set()
     for item in value:
         echo = _parse_one(item, mirror=False)
-        key = (str(echo["name"]), str(echo.get("filter_subject") or ">"))
+        key = (str(echo["name"]), _key_of(echo))
         if key in seen:
             raise errors.SOURCE_DUPLICATE_DETECTED.error()
         seen.add(key)
@@ -85,10 +88,19 @@ def _parse_one(item: object, *, mirror: bool) -> dict[str, object]:
     if filter_subject and not is_valid_subject(filter_subject):
         text = f"subject filter '{filter_subject}' for the {what}: invalid subject"
         raise errors.STREAM_CREATE.format(err=text)
+    if obj.get("subject_transforms"):
+        if filter_subject:
+            raise errors.SOURCE_TRANSFORMS_WITH_FILTER.error()
+        compile_all(obj["subject_transforms"])
     echo: dict[str, object] = {}
     for field in ECHO_ORDER:
         if obj.get(field):
             echo[field] = obj[field]
+    if "subject_transforms" in echo:
+        echo["subject_transforms"] = [
+            {"src": str(t.get("src") or ""), "dest": str(t.get("dest") or "")}
+            for t in echo["subject_transforms"]  # type: ignore[attr-defined]
+        ]
     if "opt_start_time" in echo:
         echo["opt_start_time"] = rfc3339(parse_rfc3339(str(echo["opt_start_time"])))
     return echo
@@ -117,11 +129,23 @@ class SourceState:
     filter_subject: str
     next_seq: int  # the next source sequence to copy (0: not known yet)
     mirror: bool = False
+    transforms: tuple[Transform, ...] = ()
     start_seq: int = 0
     start_time_ns: int = 0
     last_seq: int = 0  # the last source sequence copied
     active_ns: int = 0  # when the source was last read
     missing: bool = False
+
+    @property
+    def key(self) -> str:
+        """The source's filter as its Nats-Stream-Source header names it."""
+        if self.transforms:
+            return "\f".join(t.src for t in self.transforms)  # nats-server joins them with a form feed
+        return self.filter_subject or ">"
+
+    @property
+    def dests(self) -> str:
+        return "\f".join(t.dest for t in self.transforms) if self.transforms else ">"
 
 
 class Sourcing:
@@ -138,6 +162,7 @@ class Sourcing:
                 filter_subject=str(source.get("filter_subject") or ""),
                 next_seq=0,
                 mirror=mirror is not None,
+                transforms=tuple(compile_all(source.get("subject_transforms"))),
                 start_seq=int(str(source.get("opt_start_seq") or 0)),
                 start_time_ns=_start_time(source),
             )
@@ -158,7 +183,7 @@ class Sourcing:
         """Each source's position: after the last message the stream copied from it."""
         store = self.stream.store
         state = store.state()
-        wanted = {(s.name, s.filter_subject or ">"): s for s in self.states}
+        wanted = {(s.name, s.key): s for s in self.states}
         seq = state.last_seq
         lowest = max(state.first_seq, state.last_seq - limits.JS_SOURCE_RECOVERY_SCAN_MAX)
         while wanted and seq >= lowest and seq > 0:
@@ -204,11 +229,13 @@ class Sourcing:
             return self._mirror(source, origin)
         copied = 0
         for msg in store.scan(source.next_seq, source.filter_subject or ">"):
-            subject_filter = source.filter_subject or ">"
-            value = f"{source.name} {msg.seq} {subject_filter} > {msg.subject} {self.ident}"
-            header = append_headers(msg.headers, [(HDR_SOURCE.decode(), value)])
-            self.stream.on_publish(msg.subject, "", header, msg.payload)
             source.next_seq = msg.seq + 1
+            subject = first_match(list(source.transforms), msg.subject) if source.transforms else msg.subject
+            if subject is None:
+                continue  # no transform matches: not copied
+            value = f"{source.name} {msg.seq} {source.key} {source.dests} {msg.subject} {self.ident}"
+            header = append_headers(msg.headers, [(HDR_SOURCE.decode(), value)])
+            self.stream.on_publish(subject, "", header, msg.payload)
             source.last_seq = msg.seq
             copied += 1
             if copied >= limits.JS_SOURCE_BATCH_MAX:
@@ -218,9 +245,12 @@ class Sourcing:
     def _mirror(self, source: SourceState, origin: Stream) -> int:
         batch: list[list[object]] = []
         for msg in origin.store.scan(source.next_seq, source.filter_subject or ">"):
+            subject = first_match(list(source.transforms), msg.subject) if source.transforms else msg.subject
+            if subject is None:
+                continue  # not matched: a gap in the mirror, as a filtered-out message
             batch.append([
                 msg.seq,
-                msg.subject,
+                subject,
                 base64.b64encode(msg.headers).decode(),
                 base64.b64encode(msg.payload).decode(),
                 msg.timestamp_ns,
@@ -258,6 +288,8 @@ class Sourcing:
             entry["active"] = now - source.active_ns if source.active_ns else -1
             if source.filter_subject:
                 entry["filter_subject"] = source.filter_subject
+            if source.transforms:
+                entry["subject_transforms"] = [{"src": t.src, "dest": t.dest} for t in source.transforms]
             if source.missing:
                 entry["error"] = errors.STREAM_NOT_FOUND.error().as_json()
             out.append(entry)
@@ -268,6 +300,13 @@ class Sourcing:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+
+
+def _key_of(echo: dict[str, object]) -> str:
+    transforms = echo.get("subject_transforms")
+    if isinstance(transforms, list) and transforms:
+        return "\f".join(str(t["src"]) or ">" for t in transforms)
+    return str(echo.get("filter_subject") or ">")
 
 
 def _start_time(source: dict[str, object]) -> int:

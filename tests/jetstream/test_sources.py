@@ -143,6 +143,52 @@ async def mirror_scenario(url: str) -> list[object]:
     return answers
 
 
+TRANSFORMS: list[tuple[list[dict[str, str]], int]] = [  # (subject_transforms, messages copied)
+    ([{"src": "o.*.*", "dest": "x.{{wildcard(2)}}.{{wildcard(1)}}"}], 2),
+    ([{"src": "o.>", "dest": "y.>"}], 2),
+    ([{"src": "o.*.b", "dest": "z.$1"}], 1),  # o.c.d matches no transform: not copied
+    ([{"src": "o.a.>", "dest": "q.>"}, {"src": "o.c.>", "dest": "r.>"}], 2),
+    ([{"src": "o.*.*", "dest": "w.*.*"}], 0),  # 10146
+    ([{"src": "o.*", "dest": "v.{{wildcard(2)}}"}], 0),  # 10146, index out of range
+    ([{"src": "o..x", "dest": "v"}], 0),  # 10145
+    ([{"src": "o.>", "dest": "v.*"}], 0),  # 10146
+]
+
+
+async def transform_scenario(url: str) -> list[object]:
+    nc = await nats.connect(url, allow_reconnect=False)
+    answers: list[object] = []
+
+    async def step(subject: str, body: object = b"") -> None:
+        answers.append(mask(await request(nc, subject, body)))
+
+    try:
+        await step("$JS.API.STREAM.CREATE.O", {"name": "O", "subjects": ["o.>"]})
+        for subject in ("o.a.b", "o.c.d"):
+            await nc.request(subject, subject.encode(), timeout=5)
+        for index, (transforms, _) in enumerate(TRANSFORMS):
+            body = {"name": f"T{index}", "sources": [{"name": "O", "subject_transforms": transforms}]}
+            await step(f"$JS.API.STREAM.CREATE.T{index}", body)
+        mirrored = {"name": "MT", "mirror": {"name": "O", "subject_transforms": [{"src": "o.>", "dest": "m.>"}]}}
+        await step("$JS.API.STREAM.CREATE.MT", mirrored)
+        both = {"name": "SF", "sources": [{"name": "O", "filter_subject": "o.a.>",
+                                           "subject_transforms": [{"src": "o.>", "dest": "m.>"}]}]}
+        await step("$JS.API.STREAM.CREATE.SF", both)  # 10144
+        await wait_messages(nc, "MT", 2)
+        for index, (_, count) in enumerate(TRANSFORMS):
+            if count:
+                await wait_messages(nc, f"T{index}", count)
+                await step(f"$JS.API.STREAM.INFO.T{index}")
+                for seq in range(1, count + 1):
+                    await step(f"$JS.API.STREAM.MSG.GET.T{index}", {"seq": seq})
+        await step("$JS.API.STREAM.INFO.MT")
+        for seq in (1, 2):
+            await step("$JS.API.STREAM.MSG.GET.MT", {"seq": seq})
+    finally:
+        await nc.close()
+    return answers
+
+
 @pytest.fixture
 def servers(tmp_path: Path) -> Iterator[tuple[str, str]]:
     options = ServerOptions()
@@ -170,6 +216,14 @@ def test_mirrors_as_nats_server(servers: tuple[str, str]) -> None:
         assert have == want, f"answer {index}"
 
 
+def test_subject_transforms_as_nats_server(servers: tuple[str, str]) -> None:
+    real_url, our_url = servers
+    expected = asyncio.run(asyncio.wait_for(transform_scenario(real_url), 60))
+    got = asyncio.run(asyncio.wait_for(transform_scenario(our_url), 60))
+    for index, (want, have) in enumerate(zip(expected, got, strict=True)):
+        assert have == want, f"answer {index}"
+
+
 def test_sourcing_resumes_after_restart_without_repeats(store_dir: str) -> None:
     async def before(nc: Client, js: JetStreamContext) -> None:
         await js.add_stream(name="O", subjects=["o.>"])
@@ -191,3 +245,20 @@ def test_sourcing_resumes_after_restart_without_repeats(store_dir: str) -> None:
         run_with(server.url, before)
     with InProcessServer(jetstream_dir=store_dir) as server:
         run_with(server.url, after)
+
+
+def test_transforms_rename_by_wildcards_and_tail() -> None:
+    from appliance.jetstream.errors import JsApiError
+    from appliance.jetstream.transform import compile_transform, first_match
+
+    swap = compile_transform("o.*.*", "x.{{wildcard(2)}}.{{ Wildcard(1) }}")
+    assert swap.apply("o.a.b") == "x.b.a" and swap.apply("o.a") is None
+    assert compile_transform("o.*.b", "z.$1").apply("o.q.b") == "z.q"
+    assert compile_transform("o.>", "y.>").apply("o.a.b.c") == "y.a.b.c"
+    assert compile_transform("", "").apply("any.thing") == "any.thing"
+    chain = [compile_transform("o.a.>", "q.>"), compile_transform("o.>", "r.>")]
+    assert [first_match(chain, s) for s in ("o.a.1", "o.b.2", "p.c")] == ["q.1", "r.b.2", None]
+    for src, dest, code in (("o.*", "v.$2", 10146), ("o..x", "v", 10145), ("o.*", "v.{{partition(3,1)}}", 10052)):
+        with pytest.raises(JsApiError) as caught:
+            compile_transform(src, dest)
+        assert caught.value.entry.err_code == code
