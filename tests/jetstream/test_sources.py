@@ -262,3 +262,28 @@ def test_transforms_rename_by_wildcards_and_tail() -> None:
         with pytest.raises(JsApiError) as caught:
             compile_transform(src, dest)
         assert caught.value.entry.err_code == code
+
+
+def test_mirror_resumes_after_restart_with_the_origin_sequences(store_dir: str) -> None:
+    async def before(nc: Client, js: JetStreamContext) -> None:
+        await js.add_stream(name="O", subjects=["o.>"])
+        for index in range(4):
+            await js.publish("o.x", f"m{index}".encode())
+        await js.delete_msg("O", 2)
+        body = json.dumps({"name": "M", "mirror": {"name": "O"}}).encode()
+        await api(nc, "$JS.API.STREAM.CREATE.M", body)
+        await wait_messages(nc, "M", 3)
+
+    async def after(nc: Client, js: JetStreamContext) -> None:
+        await js.publish("o.x", b"m4")
+        await wait_messages(nc, "M", 4)
+        info = await api(nc, "$JS.API.STREAM.INFO.M", b'{"deleted_details":true}')
+        assert (info["state"]["first_seq"], info["state"]["last_seq"], info["state"]["deleted"]) == (1, 5, [2])
+        origin = await js.get_msg("O", 5)
+        copy = await js.get_msg("M", 5)
+        assert (copy.subject, copy.data, copy.time) == (origin.subject, origin.data, origin.time)
+
+    with InProcessServer(jetstream_dir=store_dir) as server:
+        run_with(server.url, before)
+    with InProcessServer(jetstream_dir=store_dir) as server:
+        run_with(server.url, after)
