@@ -5,8 +5,9 @@ matches the source's filter_subject, from opt_start_seq / opt_start_time or the 
 new message of its own: same subject, headers and payload, a new sequence and time, and a
 `Nats-Stream-Source: <name> <seq> <filter> <dest> <subject> <ident>` header naming where it came
 from. Copies go through the stream's ordinary publish path (its RAFT log, limits, retention). A
-tailer per source reads the source's store in batches and looks again with a doubling delay when
-there is nothing new, so sourcing adds nothing to anyone's publish path. On start the position of
+tailer per source reads the source's store in batches; an internal subscription on the origin's
+subjects wakes it when something is published there, and otherwise it looks again with a
+doubling delay, so sourcing adds no code to anyone's publish path. On start the position of
 each source is found again in the stream's own Nats-Stream-Source headers.
 
 A mirror (stream config `mirror`) keeps the origin's sequences and times: its tailer proposes
@@ -39,6 +40,7 @@ from appliance.jetstream.wire import append_headers, header_value, parse_rfc3339
 
 if TYPE_CHECKING:
     from appliance.jetstream.service import AccountJetStream
+    from appliance.server.sublist import Subscription
     from appliance.jetstream.stream import Stream
 
 HDR_SOURCE = b"Nats-Stream-Source"
@@ -178,6 +180,9 @@ class Sourcing:
         self._delay_s = limits.JS_SOURCE_POLL_MIN_S
         self.stopped = False
         self._timer = ajs.call_later(0, self._poll)
+        # a publish to an origin's subjects wakes the tailers at once (they poll otherwise)
+        self._watched: set[str] = set()
+        self._subs: list[Subscription] = []
 
     def _recover(self) -> None:
         """Each source's position: after the last message the stream copied from it."""
@@ -202,8 +207,27 @@ class Sourcing:
                 found.last_seq = int(parts[1])
                 found.next_seq = found.last_seq + 1
 
+    def _watch(self, origin: Stream) -> None:
+        name = origin.config.name
+        if name in self._watched or len(self._watched) >= limits.JS_SOURCE_WATCHED_MAX:
+            return
+        self._watched.add(name)
+        for subject in origin.config.subjects:
+            self._subs.append(self.ajs.client.subscribe(subject.encode(), self._on_origin_publish))
+
+    def _on_origin_publish(
+        self, subject: bytes, reply: bytes | None, header: bytes | None, data: bytes
+    ) -> None:
+        if self.stopped or self._delay_s == 0:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._delay_s = 0  # awake until a poll finds nothing; the origin stores first (call_soon order)
+        self._timer = self.ajs.call_later(0, self._poll)
+
     def _poll(self) -> None:
         self._timer = None
+        self._delay_s = max(self._delay_s, limits.JS_SOURCE_POLL_MIN_S)
         if self.stopped or self.stream.deleted:
             return
         copied = 0
@@ -223,6 +247,7 @@ class Sourcing:
             return 0
         store = origin.store
         source.active_ns = self.ajs.now_ns()
+        self._watch(origin)
         if source.next_seq == 0:
             source.next_seq = self._start(source, origin)
         if source.mirror:
@@ -300,6 +325,9 @@ class Sourcing:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        for sub in self._subs:
+            self.ajs.client.unsubscribe(sub)
+        self._subs.clear()
 
 
 def _key_of(echo: dict[str, object]) -> str:
