@@ -30,6 +30,7 @@ from appliance.server.links import (
 from appliance.server.client import append_pub_msgs, append_pub_msgs_py, count_pubs, count_pubs_py
 from appliance.testing.inproc import InProcessServer
 from appliance.testing.inproc_mesh import InProcessMesh
+from appliance.testing.natsserver import NatsServer
 from appliance.testing.rawclient import RawClient
 
 TRANSPORTS = ["socketpair"] + (["ring"] if native.ENABLED else [])
@@ -340,3 +341,43 @@ def test_a_burst_nobody_listens_to_is_counted_and_requests_in_it_get_no_responde
             assert server.call(totals)[:2] == (4, 4)
         finally:
             publisher.close()
+
+
+# --- the same bursts to nats-server 2.15.1: the same bytes back ---------------------------------------
+
+BURSTS = [
+    # auto-unsubscribe inside a burst, interleaved subjects, reply subjects
+    b'CONNECT {"verbose":false}\r\nSUB a 1\r\nUNSUB 1 3\r\nSUB b 2\r\n'
+    b"PUB a 1\r\n1\r\nPUB a r.1 1\r\n2\r\nPUB b 1\r\n3\r\nPUB a 1\r\n4\r\nPUB a 1\r\n5\r\nPUB b r.2 1\r\n6\r\nPING\r\n",
+    # echo off: the publisher's own subscription gets nothing of the burst, another one everything
+    b'CONNECT {"verbose":false,"echo":false}\r\nSUB a 1\r\nPUB a 1\r\n1\r\nPUB a 1\r\n2\r\nSUB b 2\r\n'
+    b"PUB b 1\r\n3\r\nPUB b 1\r\n4\r\nPING\r\n",
+    # nobody listens: only the request in the burst gets no-responders
+    b'CONNECT {"verbose":false,"headers":true,"no_responders":true}\r\nSUB _INBOX.1 9\r\n'
+    b"PUB none 1\r\n1\r\nPUB none 1\r\n2\r\nPUB none _INBOX.1 1\r\n3\r\nPUB none 1\r\n4\r\nPING\r\n",
+    # one subscriber with a wildcard, subjects changing every message
+    b'CONNECT {"verbose":false}\r\nSUB w.* 4\r\n' + b"".join(b"PUB w.%d 2\r\n%02d\r\n" % (i % 3, i) for i in range(9))
+    + b"PING\r\n",
+]
+
+
+def burst_answer(port: int, data: bytes) -> bytes:
+    """What comes back for `data` (after the INFO) up to and including the PONG."""
+    client = RawClient(port)
+    try:
+        client.send(data)
+        return client.read_until(b"PONG\r\n")
+    finally:
+        client.close()
+
+
+@pytest.fixture(scope="module")
+def both_servers() -> Iterator[tuple[int, int]]:
+    with NatsServer() as real, InProcessServer() as ours:
+        yield real.port, ours.port
+
+
+@pytest.mark.parametrize("data", BURSTS)
+def test_a_burst_gets_the_same_bytes_as_from_nats_server(both_servers: tuple[int, int], data: bytes) -> None:
+    real, ours = both_servers
+    assert burst_answer(ours, data) == burst_answer(real, data)
