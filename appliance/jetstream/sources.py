@@ -230,10 +230,10 @@ class Sourcing:
         self._delay_s = max(self._delay_s, limits.JS_SOURCE_POLL_MIN_S)
         if self.stopped or self.stream.deleted:
             return
-        copied = 0
+        progress = 0
         for source in self.states:
-            copied += self._copy(source)
-        if copied:
+            progress += self._copy(source)
+        if progress:
             self._delay_s = limits.JS_SOURCE_POLL_MIN_S
             self._timer = self.ajs.call_later(0, self._poll)
             return
@@ -252,27 +252,31 @@ class Sourcing:
             source.next_seq = self._start(source, origin)
         if source.mirror:
             return self._mirror(source, origin)
-        copied = 0
+        read = 0  # messages read this turn, copied or not (bounds the work of one turn)
         for msg in store.scan(source.next_seq, source.filter_subject or ">"):
             source.next_seq = msg.seq + 1
+            read += 1
             subject = first_match(list(source.transforms), msg.subject) if source.transforms else msg.subject
-            if subject is None:
-                continue  # no transform matches: not copied
-            value = f"{source.name} {msg.seq} {source.key} {source.dests} {msg.subject} {self.ident}"
-            header = append_headers(msg.headers, [(HDR_SOURCE.decode(), value)])
-            self.stream.on_publish(subject, "", header, msg.payload)
-            source.last_seq = msg.seq
-            copied += 1
-            if copied >= limits.JS_SOURCE_BATCH_MAX:
+            if subject is not None:  # a message no transform matches is not copied
+                value = f"{source.name} {msg.seq} {source.key} {source.dests} {msg.subject} {self.ident}"
+                header = append_headers(msg.headers, [(HDR_SOURCE.decode(), value)])
+                self.stream.on_publish(subject, "", header, msg.payload)
+                source.last_seq = msg.seq
+            if read >= limits.JS_SOURCE_BATCH_MAX:
                 break
-        return copied
+        return read
 
     def _mirror(self, source: SourceState, origin: Stream) -> int:
         batch: list[list[object]] = []
+        read = 0
         for msg in origin.store.scan(source.next_seq, source.filter_subject or ">"):
+            read += 1
             subject = first_match(list(source.transforms), msg.subject) if source.transforms else msg.subject
-            if subject is None:
-                continue  # not matched: a gap in the mirror, as a filtered-out message
+            if subject is None:  # not matched: a gap in the mirror, as a filtered-out message
+                source.next_seq = msg.seq + 1
+                if read >= limits.JS_SOURCE_BATCH_MAX:
+                    break
+                continue
             batch.append([
                 msg.seq,
                 subject,
@@ -280,14 +284,14 @@ class Sourcing:
                 base64.b64encode(msg.payload).decode(),
                 msg.timestamp_ns,
             ])
-            if len(batch) >= limits.JS_SOURCE_BATCH_MAX:
+            if read >= limits.JS_SOURCE_BATCH_MAX:
                 break
         if not batch:
-            return 0
+            return read
         last = int(str(batch[-1][0]))
-        source.next_seq, source.last_seq = last + 1, last
+        source.next_seq, source.last_seq = max(source.next_seq, last + 1), last
         self.stream.propose_op(ops.KIND_MIRROR, {"m": batch}, lambda _result: None)
-        return len(batch)
+        return read
 
     def _start(self, source: SourceState, origin: Stream) -> int:
         if source.start_seq:
