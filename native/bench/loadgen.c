@@ -271,6 +271,8 @@ static int receive_some(int fd, char *rx, Py_ssize_t capacity, Py_ssize_t *start
  * client would) instead of poll + non-blocking calls. Python keeps its sockets non-blocking, so
  * these switch the descriptor to blocking with SO_RCVTIMEO/SO_SNDTIMEO = timeout_ms for the call
  * and put everything back before returning. 0, or -1 with errno set. */
+enum { STOP_SIGNALLED = -2 }; /* internal: a signal handler raised; the Python error is set */
+
 typedef struct {
     int fd;
     int flags;
@@ -307,7 +309,14 @@ static int receive_blocking(int fd, char *rx, Py_ssize_t capacity, Py_ssize_t *s
         *start = 0;
     }
     for (;;) {
-        ssize_t got = recv(fd, rx + *end, (size_t)(capacity - *end), 0);
+        ssize_t got;
+        int error;
+        Py_BEGIN_ALLOW_THREADS /* the read may block: other threads (and signal senders) run */
+        got = recv(fd, rx + *end, (size_t)(capacity - *end), 0);
+        error = errno;
+        Py_END_ALLOW_THREADS
+        if (PyErr_CheckSignals() < 0) return STOP_SIGNALLED; /* Ctrl-C: Python raises it */
+        errno = error;
         if (got > 0) {
             *end += got;
             return 0;
@@ -459,6 +468,7 @@ static PyObject *receive_msgs(PyObject *self, PyObject *args) {
         read_ns = now_ns();
     }
     leave_blocking(&blocking);
+    if (stop == STOP_SIGNALLED) goto done;
     if (stop < 0) {
         PyErr_SetFromErrno(PyExc_OSError);
         goto done;
@@ -487,12 +497,16 @@ enum { PUBLISH_INPUT_CHECK_BATCHES = 16 };
 static int write_frames(int fd, const char *data, Py_ssize_t length, Py_ssize_t *done) {
     *done = 0;
     while (*done < length) {
-        ssize_t written = send(fd, data + *done, (size_t)(length - *done), MSG_NOSIGNAL);
-        if (written > 0) {
-            *done += written;
-            continue;
-        }
-        if (written < 0 && errno == EINTR) continue;
+        ssize_t written;
+        int error;
+        Py_BEGIN_ALLOW_THREADS /* the write may block */
+        written = send(fd, data + *done, (size_t)(length - *done), MSG_NOSIGNAL);
+        error = errno;
+        Py_END_ALLOW_THREADS
+        if (written > 0) *done += written;
+        if (PyErr_CheckSignals() < 0) return STOP_SIGNALLED; /* a partial write hides EINTR */
+        errno = error;
+        if (written > 0 || (written < 0 && errno == EINTR)) continue;
         if (written < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return STOP_TIMEOUT;
         if (written < 0 && (errno == EPIPE || errno == ECONNRESET)) return STOP_CLOSED;
         return -1;
@@ -541,6 +555,7 @@ static PyObject *publish(PyObject *self, PyObject *args) {
         }
     }
     leave_blocking(&blocking);
+    if (stop == STOP_SIGNALLED) goto done;
     if (stop < 0) {
         PyErr_SetFromErrno(PyExc_OSError);
         goto done;

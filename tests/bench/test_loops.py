@@ -6,8 +6,10 @@ is what the subscriber reads. No server, no sleeps; the only waits are the loops
 
 import fcntl
 import os
+import signal
 import socket
 import struct
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -129,6 +131,36 @@ def test_the_loops_leave_the_socket_as_python_set_it_up(pair) -> None:
     _loadgen.publish(ours.fileno(), frame, len(frame), 3, 1000, 1000)
     assert state() == before and before[0] != 0
     assert ours.gettimeout() == 2.5
+
+
+class Interrupted(Exception):
+    pass
+
+
+@needs_c
+@pytest.mark.parametrize("loop", ["receive", "publish"])
+def test_a_raising_signal_handler_ends_a_blocked_loop(pair, loop: str) -> None:
+    ours, _ = pair  # nobody writes to us and nobody reads what we write: both loops block
+
+    def raise_interrupted(_signum: int, _frame: object) -> None:
+        raise Interrupted
+
+    previous = signal.signal(signal.SIGUSR1, raise_interrupted)
+    poke = threading.Timer(0.05, signal.pthread_kill, (threading.main_thread().ident, signal.SIGUSR1))
+    poke.start()
+    try:
+        with pytest.raises(Interrupted):
+            if loop == "receive":
+                receive(ours, bytearray(RX_BYTES), 0, 0, 1, timeout_ms=20_000)
+            else:
+                frame = pub(b"bench", b"w" * 1000)
+                assert _loadgen is not None
+                _loadgen.publish(ours.fileno(), frame * 64, len(frame), 10**9, 20_000, 60_000)
+    finally:
+        poke.cancel()
+        poke.join()
+        signal.signal(signal.SIGUSR1, previous)
+    assert fcntl.fcntl(ours.fileno(), fcntl.F_GETFL) & os.O_NONBLOCK  # handed back non-blocking
 
 
 @needs_c
