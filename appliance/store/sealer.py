@@ -85,7 +85,11 @@ class BackgroundSealer:
             _, store = self._waiting.popitem(last=False)
             if store.closed or store.broken:
                 continue
-            job = store.begin_seal()
+            try:
+                job = store.begin_seal()
+            except BrokenError:  # that store's own failure: never raised into another store's append
+                logger.error("store: could not start a seal of %s: the store is broken", store.config.directory)
+                continue
             if job is None:
                 continue
             future = self._executor.submit(job.run)

@@ -238,3 +238,30 @@ def test_a_closed_segment_damaged_before_its_seal_is_never_sealed_around_the_dam
     drain(owner, executor)
     assert kinds(store)[0] == "open" and kinds(store)[1] == "sealed"
     assert not store.has_unsealed()
+
+
+class FailingTrainingRead(FaultFS):
+    """Reading a closed segment to train a dictionary fails (only /a uses a dictionary)."""
+
+    def read_all(self, path: str) -> bytes:
+        if path.startswith("/a/") and path.endswith(".seg"):
+            raise OSError(errno.EIO, "read failed")
+        return super().read_all(path)
+
+
+def test_a_store_that_breaks_starting_its_seal_does_not_fail_another_stores_append() -> None:
+    owner, executor = Owner(), ManualExecutor()
+    sealer = BackgroundSealer(owner.posted.append, executor=executor)
+    fs = FailingTrainingRead()
+    busy = FileStreamStore(FileStoreConfig("/c", segment_bytes=800), ops=fs, sealer=sealer)
+    fill(busy, 0, 12)  # holds the sealer's one job: the others wait in line
+    broken = FileStreamStore(FileStoreConfig("/a", segment_bytes=800, use_dictionary=True), ops=fs, sealer=sealer)
+    fill(broken, 0, 12)
+    healthy = FileStreamStore(FileStoreConfig("/b", segment_bytes=800), ops=fs, sealer=sealer)
+    payloads = fill(healthy, 0, 12)
+    drain(owner, executor)  # /a's turn comes while /b waits behind it
+    assert broken.broken and not healthy.broken
+    payloads |= fill(healthy, 12, 12)
+    drain(owner, executor)
+    assert set(kinds(healthy)[:-1]) == {"sealed"}
+    assert {m.seq: m.payload for m in healthy.scan()} == payloads
