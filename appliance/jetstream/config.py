@@ -109,7 +109,6 @@ CONSUMER_FIELDS: dict[str, Kind] = {
 # Accepted by the decoder (clients send them) but refused when set: never silently ignored.
 UNSUPPORTED_STREAM_FEATURES = (
     "subject_delete_marker_ttl",
-    "subject_transform",
     "republish",
     "allow_msg_counter",
     "allow_atomic",
@@ -156,6 +155,7 @@ class StreamConfig:
     metadata: dict[str, str] = field(default_factory=dict)
     sources: list[dict[str, object]] = field(default_factory=list)  # sources.py
     mirror: dict[str, object] | None = None  # sources.py
+    subject_transform: dict[str, str] | None = None  # transform.py, applied by the service
 
     def to_json(self, *, dynamic_metadata: bool = True) -> dict[str, object]:
         out: dict[str, object] = {"name": self.name}
@@ -186,6 +186,8 @@ class StreamConfig:
         if self.placement:
             out["placement"] = self.placement
         out["compression"] = self.compression
+        if self.subject_transform is not None:
+            out["subject_transform"] = dict(self.subject_transform)
         if self.first_seq:
             out["first_seq"] = self.first_seq
         out.update(allow_direct=self.allow_direct, mirror_direct=self.mirror_direct)
@@ -283,6 +285,13 @@ def parse_stream_config(obj: JsonObject, *, request_level: str = "0") -> StreamC
         if obj.get("mirror"):
             config.mirror = parse_mirror(obj["mirror"], obj)
         config.sources = parse_sources(obj.get("sources"))
+    transform = obj.get("subject_transform")
+    if isinstance(transform, dict) and transform:
+        from appliance.jetstream.transform import compile_transform
+
+        src, dest = str(transform.get("src") or ""), str(transform.get("dest") or "")
+        compile_transform(src, dest, of="stream")
+        config.subject_transform = {"src": src, "dest": dest}
     default_subjects = [] if config.sources or config.mirror else [name]
     config.subjects = list(subjects) if isinstance(subjects, list) and subjects else default_subjects
     placement = obj.get("placement")

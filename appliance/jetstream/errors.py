@@ -185,6 +185,8 @@ SOURCE_TRANSFORMS_WITH_FILTER = ApiError(
 )
 SOURCE_INVALID_SUBJECT_FILTER = ApiError(400, 10145, "source transform source: {err}")
 SOURCE_INVALID_TRANSFORM_DESTINATION = ApiError(400, 10146, "source transform: {err}")
+STREAM_TRANSFORM_INVALID_SOURCE = ApiError(400, 10155, "stream transform source: {err}")
+STREAM_TRANSFORM_INVALID_DESTINATION = ApiError(400, 10156, "stream transform: {err}")
 MESSAGE_TTL_DISABLED = ApiError(400, 10166, "per-message TTL is disabled")
 REQUIRED_API_LEVEL = ApiError(412, 10185, "JetStream minimum api level required")
 

@@ -39,6 +39,7 @@ from appliance.jetstream.host import Timer
 from appliance.jetstream.meta import MetaGroup
 from appliance.jetstream.relay import ACK_PREFIXES, DeliveryRelay, relay_message
 from appliance.jetstream.resources import attach_guard
+from appliance.jetstream.transform import transformed
 from appliance.jetstream.stream import Stream, store_limits
 from appliance.jetstream.subjects import subject_matches
 from appliance.raft.storage import LogStorage
@@ -248,8 +249,9 @@ class AccountJetStream:
             else:
                 publish(subject.decode(), reply or b"", header, data[len(header) :])
 
+        handler = transformed(stream.config, on_msg)  # the stream's subject_transform, if any
         for subject in stream.config.subjects:
-            subs.append(self.client.subscribe(subject.encode(), on_msg))
+            subs.append(self.client.subscribe(subject.encode(), handler))
         if stream.config.allow_direct:
             name = stream.config.name
 
@@ -269,9 +271,11 @@ class AccountJetStream:
         stream = self.streams[config.name]
         old_subjects = stream.config.subjects
         old_direct = stream.config.allow_direct
+        old_transform = stream.config.subject_transform
         stream.update_config(config)
         sources.start(self, stream)
-        if old_subjects != config.subjects or old_direct != config.allow_direct:
+        changed = old_transform != config.subject_transform
+        if old_subjects != config.subjects or old_direct != config.allow_direct or changed:
             self._subscribe_stream(stream)
 
     def close_stream(self, name: str, *, remove: bool) -> None:

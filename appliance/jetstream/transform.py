@@ -1,19 +1,26 @@
-"""Subject transforms of sources and mirrors (`subject_transforms: [{src, dest}]`), pure.
+"""Subject transforms of sources and mirrors (`subject_transforms: [{src, dest}]`) and of a
+stream (`subject_transform: {src, dest}`), pure.
 
 A transform matches subjects by `src` (wildcards allowed) and rewrites them to `dest`, whose
 tokens are literals, `$N` or `{{wildcard(N)}}` (the N-th wildcard token of src, from 1), or a
 trailing `>` standing for what src's `>` matched. Errors carry nats-server's codes and texts
-(10145 for a bad src, 10146 for a bad dest). Other mapping functions ({{partition()}},
+(sources: 10145 for a bad src, 10146 for a bad dest; a stream's: 10155, 10156). Other mapping
+functions ({{partition()}},
 {{split()}}, ...) are refused with 10052.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from appliance.jetstream import errors
 from appliance.jetstream.subjects import is_valid_subject, subject_matches
+
+if TYPE_CHECKING:
+    from appliance.jetstream.config import StreamConfig
 
 FUNCTION = re.compile(r"\{\{\s*([A-Za-z]+)\s*\((.*?)\)\s*\}\}")
 LEGACY = re.compile(r"\$(\d+)")
@@ -42,14 +49,22 @@ class Transform:
         return ".".join(out)
 
 
-def _dest_error(text: str) -> errors.JsApiError:
-    return errors.SOURCE_INVALID_TRANSFORM_DESTINATION.format(err=text)
+ERRORS = {
+    "source": (errors.SOURCE_INVALID_SUBJECT_FILTER, errors.SOURCE_INVALID_TRANSFORM_DESTINATION),
+    "stream": (errors.STREAM_TRANSFORM_INVALID_SOURCE, errors.STREAM_TRANSFORM_INVALID_DESTINATION),
+}
 
 
-def compile_transform(src: str, dest: str) -> Transform:
+def compile_transform(src: str, dest: str, *, of: str = "source") -> Transform:
+    """A transform of a source/mirror (of="source") or of a stream (of="stream")."""
+    bad_src, bad_dest = ERRORS[of]
+
+    def _dest_error(text: str) -> errors.JsApiError:
+        return bad_dest.format(err=text)
+
     source = src or ">"
     if not is_valid_subject(source):
-        raise errors.SOURCE_INVALID_SUBJECT_FILTER.format(err=f"invalid subject {src}")
+        raise bad_src.format(err=f"invalid subject {src}")
     src_tokens = source.split(".")
     wildcards = tuple(i for i, token in enumerate(src_tokens) if token == "*")
     target = dest or source
@@ -112,3 +127,21 @@ def first_match(transforms: list[Transform], subject: str) -> str | None:
         if result is not None:
             return result
     return None
+
+
+Handler = Callable[[bytes, "bytes | None", "bytes | None", bytes], None]
+
+
+def transformed(config: StreamConfig, on_msg: Handler) -> Handler:
+    """on_msg itself, or, for a stream with a subject_transform, on_msg given the stored subject
+    (a subject the transform does not match is stored as it is)."""
+    if not config.subject_transform:
+        return on_msg
+    spec = config.subject_transform
+    transform = compile_transform(spec["src"], spec["dest"], of="stream")
+
+    def on_transformed(subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
+        renamed = transform.apply(subject.decode())
+        on_msg(renamed.encode() if renamed is not None else subject, reply, header, data)
+
+    return on_transformed

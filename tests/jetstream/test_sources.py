@@ -189,6 +189,39 @@ async def transform_scenario(url: str) -> list[object]:
     return answers
 
 
+async def stream_transform_scenario(url: str) -> list[object]:
+    nc = await nats.connect(url, allow_reconnect=False)
+    answers: list[object] = []
+
+    async def step(subject: str, body: object = b"") -> None:
+        answers.append(mask(await request(nc, subject, body)))
+
+    try:
+        swap = {"src": "o.*.*", "dest": "n.{{wildcard(2)}}.{{wildcard(1)}}"}
+        await step("$JS.API.STREAM.CREATE.T", {"name": "T", "subjects": ["o.>"], "subject_transform": swap})
+        for subject in ("o.a.b", "o.c"):  # o.c matches no transform: stored as it is
+            answers.append(json.loads((await nc.request(subject, b"x", timeout=5)).data))
+        for seq in (1, 2):
+            await step("$JS.API.STREAM.MSG.GET.T", {"seq": seq})
+        for name, transform in (
+            ("T2", {"src": "p.*", "dest": "q.$2"}),  # 10156
+            ("T3", {"src": "r..", "dest": "q"}),  # 10155
+            ("T4", {"src": "", "dest": "u.>"}),
+            ("T5", {"src": "v.>", "dest": ""}),
+        ):
+            body = {"name": name, "subjects": [f"{name.lower()}.>"], "subject_transform": transform}
+            await step(f"$JS.API.STREAM.CREATE.{name}", body)
+        await nc.request("t4.x", b"y", timeout=5)
+        await step("$JS.API.STREAM.MSG.GET.T4", {"seq": 1})
+        await step("$JS.API.STREAM.UPDATE.T", {"name": "T", "subjects": ["o.>"],
+                                               "subject_transform": {"src": "o.>", "dest": "m.>"}})
+        await nc.request("o.z", b"z", timeout=5)
+        await step("$JS.API.STREAM.MSG.GET.T", {"seq": 3})
+    finally:
+        await nc.close()
+    return answers
+
+
 @pytest.fixture
 def servers(tmp_path: Path) -> Iterator[tuple[str, str]]:
     options = ServerOptions()
@@ -220,6 +253,14 @@ def test_subject_transforms_as_nats_server(servers: tuple[str, str]) -> None:
     real_url, our_url = servers
     expected = asyncio.run(asyncio.wait_for(transform_scenario(real_url), 60))
     got = asyncio.run(asyncio.wait_for(transform_scenario(our_url), 60))
+    for index, (want, have) in enumerate(zip(expected, got, strict=True)):
+        assert have == want, f"answer {index}"
+
+
+def test_stream_subject_transform_as_nats_server(servers: tuple[str, str]) -> None:
+    real_url, our_url = servers
+    expected = asyncio.run(asyncio.wait_for(stream_transform_scenario(real_url), 60))
+    got = asyncio.run(asyncio.wait_for(stream_transform_scenario(our_url), 60))
     for index, (want, have) in enumerate(zip(expected, got, strict=True)):
         assert have == want, f"answer {index}"
 
