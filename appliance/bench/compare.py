@@ -5,7 +5,9 @@ appliance's default) and appliance (`appliance run -a 127.0.0.1 -p PORT -js -sd 
 127.0.0.1 port (and, for the R3 scenarios, a three-node cluster of each, started when first
 needed), then runs every scenario against each server in turn (A B C A B C ...) for
 --rounds rounds, and writes the medians with appliance/nats-server ratios as a markdown table
-plus a PNG bar chart to bench-results/. A server or scenario that cannot run is shown with its
+plus a PNG bar chart to bench-results/. The pub+sub scenario also runs the C reference client
+(appliance/bench/reference.py) against nats-server in every round: its median is the reference
+column of that row, measured on the same machine at the same time. A server or scenario that cannot run is shown with its
 reason ("cannot run yet: ..."), never left out.
 
     .venv/bin/python -m appliance.bench.compare [--rounds 3] [--scale 1.0] [--only pub,js-pub-sync]
@@ -22,7 +24,7 @@ from pathlib import Path
 
 import click
 
-from appliance.bench import machine
+from appliance.bench import machine, reference
 from appliance.bench.chart import write_chart
 from appliance.bench.plan import BenchRequest
 from appliance.bench.report import BenchReport
@@ -37,9 +39,10 @@ from appliance.bench.servers import (
     start,
 )
 from appliance.bench.stats import median
-from appliance.bench.table import markdown
+from appliance.bench.table import REFERENCE, markdown
 
 RESULTS_DIR = Path("bench-results")
+REFERENCE_FIGURES = {"pub total": "pub", "sub total": "sub", "pub+sub total": "total"}
 TARGETS: tuple[ServerKind, ...] = (NATS_DEFAULT, NATS_SYNC_ALWAYS, APPLIANCE)
 ServerKey = tuple[str, int]  # (server kind name, nodes)
 Log = Callable[[str], None]
@@ -54,12 +57,13 @@ class Scenario:
     reference_msgs_per_s: float | None = None  # nats-server 2.15.1 with a C client on this machine
     nodes: int = 1  # 3: every server kind runs as a three-node cluster
     derived_from: str = ""  # not run itself: another row (`headline`) of that scenario's runs
+    c_reference: bool = False  # every round also runs the C reference client against nats-server
 
 
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario("pub", "core pub 128 B", BenchRequest("pub", msgs=2_000_000), "pub total", 2_500_000),
     Scenario("pubsub", "core pub+sub 128 B (sub rate)", BenchRequest("pubsub", msgs=1_000_000), "sub total",
-             990_000),
+             990_000, c_reference=True),
     # nats bench's "Pub/Sub stats" line: published plus received messages over the whole run
     Scenario("pubsub-total", "core pub+sub 128 B (pub+sub total, as nats bench's Pub/Sub stats)",
              BenchRequest("pubsub", msgs=1_000_000), "pub+sub total", 990_000, derived_from="pubsub"),
@@ -133,6 +137,10 @@ def failure_text(kind: ServerKind, exc: BaseException) -> str:
 def run_all(scenarios: tuple[Scenario, ...], targets: tuple[ServerKind, ...], *, rounds: int, scale: float,
             log: Log = print) -> dict[str, dict[str, Cell]]:
     cells = {s.key: {t.name: Cell() for t in targets} for s in scenarios}
+    with_reference = {s.key for s in scenarios if s.c_reference}
+    for s in scenarios:
+        if s.key in with_reference or s.derived_from in with_reference:
+            cells[s.key][REFERENCE] = Cell()
     keys = {s.key for s in scenarios}
     for s in scenarios:
         if s.derived_from and s.derived_from not in keys:
@@ -150,6 +158,9 @@ def run_all(scenarios: tuple[Scenario, ...], targets: tuple[ServerKind, ...], *,
                 for kind in targets:
                     _one([(cells[key][kind.name], label) for key, label in rows], scenario, request, kind,
                          servers, down, round_number, log)
+                if scenario.c_reference:
+                    _one_reference([(cells[key][REFERENCE], label) for key, label in rows], request,
+                                   servers.get((NATS_DEFAULT.name, scenario.nodes)), round_number, log)
     finally:
         for server in servers.values():
             server.stop()
@@ -196,6 +207,27 @@ def _one(rows: list[tuple[Cell, str]], scenario: Scenario, request: BenchRequest
         for cell in cells:
             cell.failure = failure_text(kind, exc)
         log(f"round {round_number + 1} {scenario.key:18} {kind.name:24} {cells[0].failure}")
+
+
+def _one_reference(rows: list[tuple[Cell, str]], request: BenchRequest, server: RunningServer | None,
+                   round_number: int, log: Log) -> None:
+    """The C reference client against nats-server (defaults) for the same message count and size."""
+    cells = [cell for cell, _ in rows]
+    if cells[0].failure:
+        return
+    try:
+        if server is None:
+            raise reference.ReferenceUnavailable("nats-server (defaults) is not among the targets or did not start")
+        figures = reference.run_reference(reference.build(), server.url, request.msgs, request.size)
+    except (reference.ReferenceUnavailable, OSError) as exc:
+        for cell in cells:
+            cell.failure = f"not measured: {exc}"
+        log(f"round {round_number + 1} C reference: {cells[0].failure}")
+        return
+    for cell, label in rows:
+        cell.msgs_per_s.append(getattr(figures, REFERENCE_FIGURES[label]))
+        cell.load_average.append(os.getloadavg()[0])
+    log(f"round {round_number + 1} C reference client vs nats-server {cells[0].msgs_per_s[-1]:>12,.0f} msgs/s")
 
 
 def write_results(cells: dict[str, dict[str, Cell]], scenarios: tuple[Scenario, ...],

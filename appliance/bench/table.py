@@ -9,6 +9,8 @@ from appliance.bench.servers import APPLIANCE, NATS_DEFAULT, NATS_SYNC_ALWAYS, S
 if TYPE_CHECKING:
     from appliance.bench.compare import Cell, Scenario
 
+REFERENCE = "C reference client"  # the cells of native/bench/reference/pubsub.c against nats-server
+
 
 def rate_text(cell: Cell) -> str:
     value = cell.median_rate()
@@ -26,6 +28,18 @@ def ratio_text(top: Cell | None, bottom: Cell | None) -> str:
     return f"{a / b:.2f}"
 
 
+def reference_of(scenario: Scenario, row: dict[str, Cell]) -> tuple[float | None, str]:
+    """The reference figure: the C reference client measured in this run when there is one (marked
+    "measured"), else the issue's figure for this machine."""
+    live = row.get(REFERENCE)
+    rate = None if live is None else live.median_rate()
+    if rate is not None:
+        return rate, f"{rate:,.0f} measured"
+    if live is not None and live.failure and scenario.reference_msgs_per_s is None:
+        return None, live.failure
+    return scenario.reference_msgs_per_s, _num(scenario.reference_msgs_per_s, ",.0f")
+
+
 def _num(value: float | None, fmt: str) -> str:
     return "–" if value is None else format(value, fmt)
 
@@ -40,7 +54,9 @@ def markdown(cells: dict[str, dict[str, Cell]], scenarios: tuple[Scenario, ...],
          f"Python {info['python']}, {info['nats_server']}; load average at the end {info['load_average']}; "
          f"{info['date']}. Load generator: `appliance bench` (scan: {info['bench_scan']}). "
          f"Medians of {rounds} alternating rounds (A B C ...), message counts x{scale:g}. "
-         "msgs/s of the scenario's headline row; all servers on 127.0.0.1, sharing the machine with the clients."),
+         "msgs/s of the scenario's headline row; all servers on 127.0.0.1, sharing the machine with the clients. "
+         "Reference: the C reference client (native/bench/reference/pubsub.c) against nats-server in the same "
+         "rounds where it says measured, else the issue's C-client figure for this machine."),
         "",
         "| scenario | " + " | ".join(f"{n} msgs/s" for n in names) + " | appliance / nats-server | "
         "appliance / nats-server sync=always | reference (C client) | nats-server / reference |",
@@ -48,14 +64,14 @@ def markdown(cells: dict[str, dict[str, Cell]], scenarios: tuple[Scenario, ...],
     ]
     for s in scenarios:
         row = cells[s.key]
-        reference = s.reference_msgs_per_s
+        reference, reference_text = reference_of(s, row)
         nats = row.get(NATS_DEFAULT.name)
         nats_rate = None if nats is None else nats.median_rate()
         vs_reference = "–" if reference is None or nats_rate is None else f"{nats_rate / reference:.2f}"
         lines.append(f"| {s.title} | " + " | ".join(rate_text(row[n]) for n in names) + " | "
                      f"{ratio_text(row.get(APPLIANCE.name), nats)} | "
                      f"{ratio_text(row.get(APPLIANCE.name), row.get(NATS_SYNC_ALWAYS.name))} | "
-                     f"{_num(reference, ',.0f')} | {vs_reference} |")
+                     f"{reference_text} | {vs_reference} |")
     lines += ["", "Latency p50 (µs), CPU (cores busy, of " + info["cores"] + ") and the machine's 1-minute load "
               "average (other work shares these cores) — medians:", "",
               "| scenario | " + " | ".join(f"{n} p50 µs / client CPU / server CPU / load" for n in names) + " |",
