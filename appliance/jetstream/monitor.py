@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import psutil
 
+from appliance.jetstream import resources
 from appliance.jetstream.api_streams import stream_info
 from appliance.jetstream.request import API_LEVEL
 from appliance.server.monitor.view import ConsumerHealth, JetStreamStats, JetStreamView, StreamHealth
@@ -63,9 +64,12 @@ class JetStreamMonitor:
         options = self.service.options.jetstream
         totals = self.totals()
         accounts = [name for name, ajs in self.service.accounts.items() if ajs.streams]
+        reserved = resources.server_usage(self.service)
         stats = JetStreamStats(
             memory=totals["memory"],
             storage=totals["storage"],
+            reserved_memory=reserved.reserved_memory,
+            reserved_storage=reserved.reserved_storage,
             accounts=len(self.service.accounts),
             api_level=API_LEVEL,
             api_total=sum(a.api_total for a in self.service.accounts.values()),
@@ -132,8 +136,7 @@ class JetStreamMonitor:
                 "id": name,
                 "memory": memory,
                 "storage": storage,
-                "reserved_memory": 0,
-                "reserved_storage": 0,
+                **resources.account_reserved_json(ajs),
                 "accounts": 0,
                 "ha_assets": 0,
                 "api": {"level": 0, "total": ajs.api_total, "errors": ajs.api_errors},

@@ -114,6 +114,19 @@ def limits_json(ajs: AccountJetStream) -> dict[str, object]:
     }
 
 
+UINT64_MAX = 2**64 - 1
+
+
+def account_reserved_json(ajs: AccountJetStream) -> dict[str, object]:
+    """/jsz account_details reserved_memory/storage: nats-server shows the account's limits there,
+    an unlimited one (-1) as Go's uint64 of it."""
+    lim = account_limits(ajs)
+    return {
+        "reserved_memory": lim.max_memory if lim.max_memory >= 0 else UINT64_MAX,
+        "reserved_storage": lim.max_store if lim.max_store >= 0 else UINT64_MAX,
+    }
+
+
 # --- the API path ------------------------------------------------------------------------------
 
 

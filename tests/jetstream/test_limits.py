@@ -211,3 +211,69 @@ accounts { A { users: [{user: a, password: a}], jetstream: { max_mem: 100000 } }
     assert [ack.get("seq") for ack in acks[:49]] == list(range(1, 50))
     refused = {"code": 400, "err_code": 10002, "description": "resource limits exceeded for account"}
     assert all(ack["error"] == refused for ack in acks[49:])
+
+
+def test_jsz_reservations_as_nats_server(tmp_path: Path) -> None:
+    """/jsz: the server's reservations at the top, each account's limits as its `reserved_*`."""
+    text = """
+server_name: S1
+http: 127.0.0.1:%(http)d
+jetstream { store_dir: "%(store)s" }
+accounts { A { users: [{user: a, password: a}], jetstream: enabled }
+           B { users: [{user: b, password: b}], jetstream: { max_file: 5000 } } }
+"""
+    import socket
+    import urllib.request
+
+    from appliance.server.monitor_view import start_monitoring
+
+    def free_port() -> int:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            return int(probe.getsockname()[1])
+
+    async def fill(url: str) -> None:
+        for user in ("a", "b"):
+            nc = await nats.connect(url, user=user, password=user, allow_reconnect=False)
+            try:
+                body = b'{"name":"S","storage":"memory","max_bytes":500}'
+                await nc.request("$JS.API.STREAM.CREATE.S", body, timeout=5)
+            finally:
+                await nc.close()
+
+    def reservations(port: int) -> tuple[object, ...]:
+        url = f"http://127.0.0.1:{port}/jsz?accounts=true"
+        jsz = json.loads(urllib.request.urlopen(url, timeout=5).read())
+        details = sorted(  # $G: appliance lists it (JetStream on, no users), nats-server does not
+            (a["name"], a["reserved_memory"], a["reserved_storage"])
+            for a in jsz["account_details"]
+            if a["name"] != "$G"
+        )
+        return jsz["reserved_memory"], jsz["reserved_storage"], details
+
+    found = []
+    for name in ("real", "ours"):
+        http = free_port()
+        conf = text % {"http": http, "store": tmp_path / name}
+        if name == "real":
+            (tmp_path / "real.conf").write_text(conf)
+            with NatsServer(["-c", str(tmp_path / "real.conf")]) as real:
+                asyncio.run(asyncio.wait_for(fill(real.url), 20))
+                found.append(reservations(http))
+        else:
+            options = options_from_text(conf, filename=str(tmp_path / "ours.conf"))
+            with InProcessServer(options) as ours:
+                listener = socket.socket()
+                listener.bind(("127.0.0.1", 0))
+                listener.listen(16)
+                listener.setblocking(False)
+                core = ours.server
+                assert core is not None
+                monitor = ours.call_async(lambda: start_monitoring(core, listener))
+                try:
+                    asyncio.run(asyncio.wait_for(fill(ours.url), 20))
+                    found.append(reservations(listener.getsockname()[1]))
+                finally:
+                    ours.call_async(monitor.close)
+                    listener.close()
+    assert found[1] == found[0]
