@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 
 from appliance.jetstream.fsync import FsyncThreads
 from appliance.store.layout import SyncJob
@@ -25,7 +26,7 @@ def test_jobs_run_off_the_loop_and_complete_on_it() -> None:
         def failing() -> None:
             raise OSError(5, "Input/output error")
 
-        def done_for(seq: int):  # type: ignore[no-untyped-def]
+        def done_for(seq: int) -> Callable[[OSError | None], None]:
             def done(error: OSError | None) -> None:
                 results.append((seq, error, threading.current_thread() is threading.main_thread()))
                 if len(results) == 3:

@@ -183,4 +183,5 @@ def test_a_failed_fsync_acknowledges_nothing_it_covered(stream: Stream, host: Sc
     host.turn()
     host.fail_fsyncs()
     assert host.sent == []
-    assert stream.store.broken  # type: ignore[attr-defined]  # every later write fails too
+    store = stream.store
+    assert isinstance(store, FileStreamStore) and store.broken  # every later write fails too
