@@ -1,4 +1,5 @@
-/* appliance.bench._loadgen: the bench client's hot loop over inbound MSG/HMSG frames.
+/* appliance.bench._loadgen: the bench clients' hot loops (counting inbound MSG/HMSG frames,
+ * publishing, synchronous requests, answering requests).
  *
  * scan(buf, start, end, flags, out) walks whole MSG/HMSG frames in buf[start:end], counts them
  * and their payload bytes, and optionally appends one reply per message with a reply subject to
@@ -315,12 +316,10 @@ static int receive_blocking(int fd, char *rx, Py_ssize_t capacity, Py_ssize_t *s
         got = recv(fd, rx + *end, (size_t)(capacity - *end), 0);
         error = errno;
         Py_END_ALLOW_THREADS
+        if (got > 0) *end += got;
         if (PyErr_CheckSignals() < 0) return STOP_SIGNALLED; /* Ctrl-C: Python raises it */
         errno = error;
-        if (got > 0) {
-            *end += got;
-            return 0;
-        }
+        if (got > 0) return 0;
         if (got == 0) return STOP_CLOSED;
         if (errno == EINTR) continue;
         return (errno == EAGAIN || errno == EWOULDBLOCK) ? STOP_TIMEOUT : -1;
