@@ -32,8 +32,9 @@ class Host(Protocol):
         """Publish into the stream's account (replies, deliveries, status messages)."""
         ...
 
-    def publish_many(self, messages: list[tuple[bytes, bytes]]) -> None:
-        """Publish (subject, payload) pairs, in order, without headers (PubAcks of one commit)."""
+    def publish_many(self, messages: list[tuple[bytes, bytes]], *, flush_now: bool = False) -> None:
+        """Publish (subject, payload) pairs, in order, without headers (PubAcks of one commit);
+        `flush_now`: onto the sockets before returning."""
         ...
 
     def deliver(self, match: str, subject: str, reply: str, header: bytes | None, payload: bytes) -> int:

@@ -127,8 +127,8 @@ class AccountJetStream:
     def send(self, subject: str, payload: bytes, *, reply: str = "", header: bytes | None = None) -> None:
         self.client.publish(subject.encode(), payload, reply=reply.encode() if reply else None, header=header)
 
-    def publish_many(self, messages: list[tuple[bytes, bytes]]) -> None:
-        self.client.publish_many(messages)
+    def publish_many(self, messages: list[tuple[bytes, bytes]], *, flush_now: bool = False) -> None:
+        self.client.publish_many(messages, flush_now=flush_now)
 
     def deliver(self, match: str, subject: str, reply: str, header: bytes | None, payload: bytes) -> int:
         return self.deliver_raw(

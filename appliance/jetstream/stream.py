@@ -249,7 +249,7 @@ class Stream:
             except OSError as exc:
                 store.fail_sync(job, exc)  # what it covered is never acknowledged
                 return
-            self._release_acks(store.finish_sync(job))
+            self._release_acks(store.finish_sync(job), flush_now=True)  # its publisher is waiting
             return
         self._syncing = True
 
@@ -265,7 +265,7 @@ class Stream:
 
         self.host.run_sync_job(job, done)
 
-    def _release_acks(self, durable_seq: int) -> None:
+    def _release_acks(self, durable_seq: int, *, flush_now: bool = False) -> None:
         acks = self._acks
         if not acks or acks[0][0] > durable_seq:
             return
@@ -277,7 +277,7 @@ class Stream:
             while acks and acks[0][0] <= durable_seq:
                 _, reply, body = acks.popleft()
                 ready.append((reply, body))
-        self.host.publish_many(ready)
+        self.host.publish_many(ready, flush_now=flush_now)
 
     def _arm_interval_sync(self) -> None:
         def tick() -> None:

@@ -66,14 +66,18 @@ class InternalClient:
         self.server.schedule_flush()
         return delivered
 
-    def publish_many(self, messages: list[tuple[bytes, bytes]]) -> None:
+    def publish_many(self, messages: list[tuple[bytes, bytes]], *, flush_now: bool = False) -> None:
         """Route (subject, payload) pairs as this client, in order, with no reply and no headers
-        (a batch of replies: PubAcks released by one fsync)."""
+        (a batch of replies: PubAcks released by one fsync). `flush_now` writes them to the
+        sockets at once rather than on the next loop turn (a publisher waiting on an fsync)."""
         account = self.account
         rng = self.server.rng
         for subject, data in messages:
             route(account, subject, None, None, data, origin=self, echo=False, rng=rng)
-        self.server.schedule_flush()
+        if flush_now:
+            self.server.flush_dirty()
+        else:
+            self.server.schedule_flush()
 
     def close(self) -> None:
         for sub in list(self._handlers):

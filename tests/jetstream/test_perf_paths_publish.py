@@ -42,7 +42,7 @@ class ScriptedHost:
     def send(self, subject: str, payload: bytes, *, reply: str = "", header: bytes | None = None) -> None:
         self.sent.append((subject.encode(), payload))
 
-    def publish_many(self, messages: list[tuple[bytes, bytes]]) -> None:
+    def publish_many(self, messages: list[tuple[bytes, bytes]], *, flush_now: bool = False) -> None:
         self.sent.extend(messages)
 
     def deliver(self, match: str, subject: str, reply: str, header: bytes | None, payload: bytes) -> int:
