@@ -19,6 +19,7 @@ import os
 import random
 from collections.abc import Callable, Sequence
 
+from appliance import limits
 from appliance.clock import Clock
 from appliance.cluster.group import RaftGroup, StateMachine
 from appliance.cluster.raft_storage import DurableStorage
@@ -60,6 +61,7 @@ def start_group(
     clock: Clock,
     rng: random.Random,
     events: Callable[[str], None] | None = None,
+    snapshot_entries: int = limits.RAFT_SNAPSHOT_ENTRIES,
 ) -> RaftGroup:
     """Create the group, replay what its storage holds, and make this peer its leader."""
     group = RaftGroup(
@@ -71,6 +73,7 @@ def start_group(
         clock=clock,
         rng=rng,
         events=events,
+        snapshot_entries=snapshot_entries,
     )
     group.core.campaign()
     for _ in range(ELECTION_READIES_MAX):

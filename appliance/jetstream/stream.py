@@ -113,6 +113,9 @@ class Stream:
             machine=self,
             clock=host.clock,
             rng=random.Random(host.rng.random()),
+            # applied batches live on in the store: the in-memory log drops them soon (it held
+            # every payload until RAFT_SNAPSHOT_ENTRIES batches, hundreds of MB)
+            snapshot_entries=limits.JS_STREAM_LOG_ENTRIES,
         )
         self._arm_expiry()
         if self._file is not None and not host.sync_always:

@@ -185,3 +185,13 @@ def test_a_failed_fsync_acknowledges_nothing_it_covered(stream: Stream, host: Sc
     assert host.sent == []
     store = stream.store
     assert isinstance(store, FileStreamStore) and store.broken  # every later write fails too
+
+
+def test_the_stream_log_keeps_only_recent_batches_in_memory(stream: Stream, host: ScriptedHost) -> None:
+    """Applied batches are in the store; the in-memory RAFT log must not hold every payload."""
+    for _ in range(5 * limits.JS_STREAM_LOG_ENTRIES):
+        stream.publish_raw("s.a", b"", b"", b"x" * 1024)
+        host.turn()
+    storage = stream.group.storage
+    assert storage.last_index() - storage.first_index() < 2 * limits.JS_STREAM_LOG_ENTRIES
+    assert stream.store.state().msgs == 5 * limits.JS_STREAM_LOG_ENTRIES
