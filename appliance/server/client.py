@@ -157,8 +157,9 @@ class ClientConnection(asyncio.Protocol):
         transport.set_write_buffer_limits(high=limits.WRITE_BUFFER_HIGH_BYTES)
         self.server.register(self)
         if self.server.too_many_connections():
+            logger.error("%s:%d - cid:%d - maximum connections exceeded", self.ip, self.port, self.cid)
             self.send_error("maximum connections exceeded")
-            self.close("Max Connections Exceeded")
+            self.close("Maximum Connections Exceeded")
             return
         transport.write(self.server.info_bytes(self))
         loop = self.server.loop

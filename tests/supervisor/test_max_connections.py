@@ -167,7 +167,12 @@ def refused_then_varz(port: int, http_port: int) -> tuple[list[bytes], dict[str,
             with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/varz", timeout=10) as answer:
                 doc = json.load(answer)
             counts = {key: doc[key] for key in ("connections", "total_connections", "max_connections")}
-            return counts if counts["total_connections"] == 2 else None
+            if counts["total_connections"] != 2:
+                return None
+            with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/connz?state=closed", timeout=10) as answer:
+                closed = json.load(answer)["connections"]
+            counts["closed_reasons"] = [conn.get("reason") for conn in closed]
+            return counts if closed else None
 
         return shape, wait_for(varz, "/varz counting both connections")
     finally:
@@ -198,4 +203,5 @@ def test_a_refused_connection_looks_the_same_as_from_nats_server(tmp_path: Path)
                 process.wait(timeout=DEADLINE_S)
     theirs, ours = results
     assert theirs[0] == [b"INFO {", b"-ERR 'maximum connections exceeded'\r\n", b""]
+    assert theirs[1]["closed_reasons"] == ["Maximum Connections Exceeded"]
     assert ours == theirs
