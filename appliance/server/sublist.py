@@ -71,6 +71,7 @@ class Sublist:
         self.cache_hits = 0
         # subjects under these prefixes are matched but never cached: each is used once (acks)
         self.uncached_prefixes: tuple[bytes, ...] = ()
+        self._prefix_results: dict[bytes, Result] = {}  # see _match_uncached
 
     @property
     def cache(self) -> dict[bytes, Result]:
@@ -149,6 +150,8 @@ class Sublist:
                 del level.nodes[token]
 
     def _invalidate(self, pattern: bytes) -> None:
+        if self._prefix_results:
+            self._prefix_results.clear()  # any change may matter to a memoised prefix
         cache = self._cache
         if not cache:
             return
@@ -164,18 +167,50 @@ class Sublist:
         if cached is not None:
             self.cache_hits += 1
             return cached
-        plain: list[Subscription] = []
-        queues: dict[bytes, list[Subscription]] = {}
-        _collect(self._root, subject.split(b"."), 0, plain, queues)
-        if len(plain) > 1:
-            plain = _one_per_link(plain)
-        result: Result = (tuple(plain), tuple(tuple(m) for m in queues.values())) if plain or queues else EMPTY
+        tokens = subject.split(b".")
         if self.uncached_prefixes and subject.startswith(self.uncached_prefixes):
-            return result
+            return self._match_uncached(tokens)
+        result = self._collect_result(tokens)
         cache = self._cache
         if len(cache) >= self._cache_max:
             _evict_oldest(cache, max(1, self._cache_max // CACHE_EVICT_FRACTION))
         cache[subject] = result
+        return result
+
+    def _collect_result(self, tokens: list[bytes]) -> Result:
+        plain: list[Subscription] = []
+        queues: dict[bytes, list[Subscription]] = {}
+        _collect(self._root, tokens, 0, plain, queues)
+        if len(plain) > 1:
+            plain = _one_per_link(plain)
+        return (tuple(plain), tuple(tuple(m) for m in queues.values())) if plain or queues else EMPTY
+
+    def _match_uncached(self, tokens: list[bytes]) -> Result:
+        """A subject used once (an ack): not cached by itself, but when its literal path through
+        the trie ends at a missing token i with no `*` branch on the way, every subject sharing
+        its first i+1 tokens matches the same subscriptions (only `>` nodes on the path, the
+        same ones), so the result is memoised under that prefix until the sublist changes."""
+        level = self._root
+        last = len(tokens) - 1
+        i = 0
+        while True:
+            if level.pwc is not None:
+                return self._collect_result(tokens)
+            node = level.nodes.get(tokens[i])
+            if node is None:
+                break
+            if i == last or node.level is None:
+                return self._collect_result(tokens)
+            level = node.level
+            i += 1
+        key = b".".join(tokens[: i + 1])
+        memo = self._prefix_results
+        result = memo.get(key)
+        if result is None:
+            result = self._collect_result(tokens)
+            if len(memo) >= self._cache_max:
+                memo.clear()
+            memo[key] = result
         return result
 
     def all_subscriptions(self) -> list[Subscription]:

@@ -86,3 +86,43 @@ def test_subjects_under_an_uncached_prefix_match_but_stay_out_of_the_cache() -> 
     assert sublist.match(b"$JS.ACK.S.C.1.1.1.1.0") == ((ack,), ())
     assert sublist.match(b"other") == ((), ())
     assert list(sublist.cache) == [b"other"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(ops=st.lists(st.tuples(st.booleans(), patterns, st.sampled_from([None, b"q1"])), max_size=30),
+       probes=st.lists(st.lists(st.sampled_from([b"a", b"b", b"c", b"d"]), min_size=1, max_size=6)
+                       .map(lambda t: b"a." + b".".join(t)), min_size=1, max_size=10))
+def test_uncached_prefix_results_equal_the_oracle_through_changes(
+        ops: list[tuple[bool, bytes, bytes | None]], probes: list[bytes]) -> None:
+    """Subjects under an uncached prefix are answered from a per-prefix memo when the trie allows
+    it; the memo must follow every insert and remove."""
+    sublist = Sublist(cache_entries_max=4)
+    sublist.uncached_prefixes = (b"a.",)
+    live: list[Subscription] = []
+    for i, (add, pattern, queue) in enumerate(ops):
+        if add or not live:
+            sub = Subscription(None, pattern, queue, str(i).encode())
+            sublist.insert(sub)
+            live.append(sub)
+        else:
+            sub = live.pop(i % len(live))
+            assert sublist.remove(sub)
+        for subject in probes + probes:  # the second pass is answered from the memo
+            assert as_sets(sublist.match(subject)) == oracle(live, subject)
+    assert all(not subject.startswith(b"a.") for subject in sublist.cache)
+
+
+def test_acks_of_one_stream_share_one_memoised_result_until_the_sublist_changes() -> None:
+    sublist = Sublist()
+    sublist.uncached_prefixes = (b"$JS.ACK.",)
+    acks = Subscription(None, b"$JS.ACK.>", None, b"1")
+    everything = Subscription(None, b">", None, b"2")
+    sublist.insert(acks)
+    sublist.insert(everything)
+    first = sublist.match(b"$JS.ACK.S.C.1.1.1.10.5")
+    assert sublist.match(b"$JS.ACK.S.C.1.2.2.11.4") is first  # the same memoised result
+    assert {id(s) for s in first[0]} == {id(acks), id(everything)}
+    deep = Subscription(None, b"$JS.ACK.S.C.1.2.*.*.*", None, b"3")
+    sublist.insert(deep)  # a deeper pattern: the memo is dropped, and this subject now walks on
+    assert {id(s) for s in sublist.match(b"$JS.ACK.S.C.1.2.2.11.4")[0]} == {id(acks), id(everything), id(deep)}
+    assert {id(s) for s in sublist.match(b"$JS.ACK.S.C.1.3.3.12.3")[0]} == {id(acks), id(everything)}
