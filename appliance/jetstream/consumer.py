@@ -267,10 +267,14 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
             sseq = self._redeliver.pop(0)
             if sseq not in self.state.pending:
                 continue
+            dc = self.state.redelivered.get(sseq, 1) + 1
+            if self._exceeds_max_deliver(dc):
+                self._give_up(sseq, dc - 1)
+                continue
             msg = store.load(sseq)
             if msg is None:
                 continue
-            return msg, self.state.redelivered.get(sseq, 1) + 1
+            return msg, dc
         while self._initial:
             msg = store.load(self._initial.popleft())
             if self._pending_count:
@@ -508,7 +512,7 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
         delivered: dict[str, object] = {"consumer_seq": self.next_cseq - 1, "stream_seq": self.next_sseq - 1}
         if state.delivered_ns:
             delivered["last_active"] = rfc3339(state.delivered_ns)
-        if state.pending:
+        if state.pending or state.floor_sseq < state.delivered_sseq:  # held below given-up messages
             floor: dict[str, object] = {"consumer_seq": state.floor_cseq, "stream_seq": state.floor_sseq}
         else:
             floor = {"consumer_seq": self.next_cseq - 1, "stream_seq": self.next_sseq - 1}
@@ -522,7 +526,8 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
             "delivered": delivered,
             "ack_floor": floor,
             "num_ack_pending": len(state.pending),
-            "num_redelivered": len(state.redelivered),
+            # nats-server hides redeliveries when max_deliver is 1 (none can happen); it keeps them
+            "num_redelivered": 0 if self.config.max_deliver == 1 else len(state.redelivered),
             "num_waiting": len(self.waiting),
             "num_pending": self.num_pending(),
         }

@@ -159,16 +159,26 @@ class AckHandling:
     # --- redelivery ------------------------------------------------------------------------------
 
     def _queue_redelivery(self, sseq: int) -> None:
-        max_deliver = self.config.max_deliver
-        if max_deliver > 0 and self.state.redelivered.get(sseq, 1) >= max_deliver:
-            # delivered max_deliver times: given up on, which frees its max_ack_pending slot
-            advisories.max_deliveries(self, sseq, self.state.redelivered.get(sseq, 1))  # type: ignore[arg-type]
-            self._propose(ops.op_acked([sseq], self.host.now_ns()), durable=False, done=self._kick)
+        """A message due again. As nats-server, one delivered max_deliver times is given up on
+        when a delivery is next attempted (`_give_up`, from the delivery loop), not here; only
+        max_deliver 1 gives up at once (nats-server's checkPending counts from 1)."""
+        if self.config.max_deliver == 1:
+            self._give_up(sseq, 1)
             return
         if sseq not in self._redeliver and len(self._redeliver) < limits.JS_REDELIVER_QUEUE_MAX:
             self._redeliver.append(sseq)
             self._redeliver.sort()
         self._kick()
+
+    def _give_up(self, sseq: int, deliveries: int) -> None:
+        """Delivered `deliveries` (= max_deliver) times and never acked: the max-deliveries
+        advisory, then out of the pending set without an ack (consumer_state module doc)."""
+        advisories.max_deliveries(self, sseq, deliveries)  # type: ignore[arg-type]
+        self._deadlines.pop(sseq, None)
+        self._propose(ops.op_gave_up([(sseq, deliveries)], self.host.now_ns()), durable=False, done=self._kick)
+
+    def _exceeds_max_deliver(self, dc: int) -> bool:
+        return self.config.max_deliver > 0 and dc > self.config.max_deliver
 
     def _arm_redelivery(self) -> None:
         if not self._deadlines or self.deleted:

@@ -7,6 +7,7 @@ kind byte, then little-endian int64s), the rare one JSON:
   b"d" + (sseq, cseq, dc, ts_ns) * n      delivered (dc > 1 is a redelivery)
   b"a" + ts_ns + sseq * n                 explicit acks (also +TERM and max-deliver give-ups)
   b"A" + (sseq, cseq, ts_ns)              ack-all up to sseq (delivered as cseq)
+  b"x" + ts_ns + (sseq, dc) * n           given up on: delivered dc (= max_deliver) times, never acked
   {"start": sseq}                         the first delivery starts at sseq (deliver policies)
 
 Logs written before the binary forms carry the JSON forms {"d": [[sseq, cseq, dc, ts], ...]},
@@ -16,6 +17,16 @@ Acks of one operation move the ack floor as nats-server's processAckMsg does one
 (the floor follows an ack of the message right above it, then jumps to just below the lowest
 pending message above), but the jump is taken once per operation, not once per ack: a scan of
 the pending set per ack made a batch of acks quadratic.
+
+Max deliveries, as nats-server 2.15.1 (its consumer store is what CONSUMER.INFO reports): a message
+given up on leaves the pending set but keeps its redelivery count (num_redelivered counts it) and
+does not move the ack floor; it is not acknowledged (a workqueue or interest stream keeps it) and
+is never redelivered, also after a restart. A later explicit ack of it only drops its redelivery
+count (and lets a workqueue/interest stream remove it). The floor passes over it when an ack
+empties the pending set or moves the floor to the next pending message. For ack policy all,
+nats-server also keeps a leader-only floor (`live_*`) that a give-up moves as an ack would; an
+ack-all at or below it is ignored, and an ack-all moves the reported floor only when it acks a
+pending message (to the acked sequences, with no jump to the delivered position).
 """
 
 from __future__ import annotations
@@ -29,6 +40,7 @@ from dataclasses import dataclass, field
 KIND_DELIVERED = ord("d")
 KIND_ACKED = ord("a")
 KIND_ACKED_ALL = ord("A")
+KIND_GAVE_UP = ord("x")
 _LITTLE = sys.byteorder == "little"
 
 
@@ -57,6 +69,8 @@ class ConsumerState:
     floor_ns: int = 0
     pending: dict[int, tuple[int, int]] = field(default_factory=dict)  # sseq -> (cseq, ts_ns)
     redelivered: dict[int, int] = field(default_factory=dict)  # sseq -> delivery count (> 1)
+    live_cseq: int = 0  # the leader's own floor (ack policy all; module doc); restarts at the floor
+    live_sseq: int = 0
 
     def apply(self, data: bytes) -> list[int]:
         """Apply one operation; returns the stream sequences it acknowledged."""
@@ -70,6 +84,10 @@ class ConsumerState:
         if kind == KIND_ACKED_ALL:
             upto, cseq, ts_ns = _int64s(data)
             return self._acked_all(upto, cseq, ts_ns)
+        if kind == KIND_GAVE_UP:
+            values = _int64s(data)
+            self._gave_up(values[1::2], values[2::2])
+            return []
         op = json.loads(data)
         if "d" in op:
             self._delivered(op["d"])
@@ -137,9 +155,13 @@ class ConsumerState:
         floor_cseq = self.floor_cseq
         floor_sseq = self.floor_sseq
         moved = False
+        late = []  # acks of messages given up on (max deliveries): no floor change
         for sseq in seqs:
             entry = pending.pop(sseq, None)
             if entry is None:
+                if sseq in redelivered:
+                    del redelivered[sseq]
+                    late.append(sseq)
                 continue
             if redelivered:
                 redelivered.pop(sseq, None)
@@ -148,7 +170,7 @@ class ConsumerState:
             if cseq == floor_cseq + 1:
                 floor_cseq, floor_sseq, moved = cseq, sseq, True
         if not done:
-            return done
+            return late
         self.floor_ns = ts_ns
         if not pending:
             self.floor_cseq, self.floor_sseq = self.delivered_cseq, self.delivered_sseq
@@ -157,22 +179,65 @@ class ConsumerState:
             if following:
                 floor_cseq, floor_sseq = pending[following][0] - 1, following - 1
             self.floor_cseq, self.floor_sseq = floor_cseq, floor_sseq
-        return done
+        self.live_cseq, self.live_sseq = self.floor_cseq, self.floor_sseq
+        return done + late if late else done
 
     def _acked_all(self, upto: int, cseq: int, ts_ns: int) -> list[int]:
-        if cseq <= self.floor_cseq:
+        """Ack-all up to upto as nats-server's processAckMsg (leader floor) and its consumer store
+        (reported floor) do: see the module doc."""
+        if upto > self.delivered_sseq:
+            return []  # never delivered: nats-server ignores an ack above its next sequence
+        if cseq <= max(self.live_cseq, self.floor_cseq) or upto <= max(self.live_sseq, self.floor_sseq):
             return []
-        done = sorted(s for s in self.pending if s <= upto)
+        pending = self.pending
+        redelivered = self.redelivered
+        gap = upto - max(self.live_sseq, self.floor_sseq)
+        acks_pending = upto in pending
+        done = sorted(s for s in pending if s <= upto)
+        if gap > len(pending):
+            for sseq in done:
+                redelivered.pop(sseq, None)
+        else:
+            seq = upto
+            while seq > upto - gap and pending:
+                pending.pop(seq, None)
+                redelivered.pop(seq, None)
+                seq -= 1
         for sseq in done:
-            del self.pending[sseq]
-            self.redelivered.pop(sseq, None)
-        self.floor_cseq, self.floor_sseq, self.floor_ns = cseq, upto, ts_ns
-        if not self.pending:
-            self.floor_cseq, self.floor_sseq = self.delivered_cseq, self.delivered_sseq
+            pending.pop(sseq, None)
+        self.live_cseq, self.live_sseq = cseq, upto
+        if acks_pending:
+            self.floor_cseq, self.floor_sseq, self.floor_ns = cseq, upto, ts_ns
+        if upto not in done:
+            done.append(upto)  # a workqueue/interest stream drops the acked message itself too
         return done
 
+    def _gave_up(self, seqs: Sequence[int], counts: Sequence[int]) -> None:
+        """Messages delivered max_deliver times and never acked (module doc)."""
+        pending = self.pending
+        for sseq, dc in zip(seqs, counts, strict=True):
+            entry = pending.pop(sseq, None)
+            if entry is None:
+                continue
+            self.redelivered[sseq] = max(self.redelivered.get(sseq, 0), dc)
+            live_cseq = max(self.live_cseq, self.floor_cseq)
+            if not pending:
+                self.live_cseq, self.live_sseq = self.delivered_cseq, self.delivered_sseq
+            elif entry[0] == live_cseq + 1:
+                following = _lowest_above(pending, sseq)
+                self.live_cseq, self.live_sseq = entry[0], sseq
+                if following:
+                    self.live_cseq, self.live_sseq = pending[following][0] - 1, following - 1
+
     def has_acked(self, sseq: int) -> bool:
-        return sseq <= self.floor_sseq or (sseq <= self.delivered_sseq and sseq not in self.pending)
+        """Acknowledged (a message given up on is not: it keeps its redelivery count)."""
+        if sseq <= self.floor_sseq:
+            return True
+        return sseq <= self.delivered_sseq and sseq not in self.pending and sseq not in self.redelivered
+
+    def given_up(self) -> list[int]:
+        """Messages above the floor given up on after max deliveries and not acked since."""
+        return sorted(s for s in self.redelivered if s > self.floor_sseq and s not in self.pending)
 
     def snapshot(self) -> bytes:
         return json.dumps(
@@ -197,6 +262,7 @@ class ConsumerState:
         self.floor_cseq, self.floor_sseq, self.floor_ns = snap["fc"], snap["fs"], snap["ft"]
         self.pending = {s: (c, t) for s, c, t in snap["p"]}
         self.redelivered = {s: n for s, n in snap["r"]}
+        self.live_cseq, self.live_sseq = self.floor_cseq, self.floor_sseq  # as nats-server's restart
 
 
 def _lowest_above(pending: dict[int, tuple[int, int]], sseq: int) -> int:
@@ -231,6 +297,14 @@ def op_acked(seqs: Sequence[int], ts_ns: int) -> bytes:
 
 def op_acked_all(upto: int, cseq: int, ts_ns: int) -> bytes:
     return _pack(KIND_ACKED_ALL, array("q", (upto, cseq, ts_ns)))
+
+
+def op_gave_up(items: Sequence[tuple[int, int]], ts_ns: int) -> bytes:
+    """Given up on after max deliveries: (sseq, delivery count) pairs."""
+    values = array("q", (ts_ns,))
+    for sseq, dc in items:
+        values.extend((sseq, dc))
+    return _pack(KIND_GAVE_UP, values)
 
 
 def op_start(sseq: int) -> bytes:

@@ -1,0 +1,190 @@
+"""max_deliver against nats-server 2.15.1: one pull scenario (ack_wait 0.5 s, max_deliver 2; some
+messages acked, some left to exceed their deliveries; explicit and all ack policies; limits,
+workqueue and interest retention) run on both servers. CONSUMER.INFO's counters and floors, the
+deliveries, the stream's state and the advisories (subject, type, stream_seq, deliveries) must be
+the same; times are masked. The explicit runs also restart the server: nothing given up on is
+redelivered and the state reads the same."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+
+import nats
+import pytest
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+
+from appliance.testing.inproc import InProcessServer
+from appliance.testing.natsserver import NatsServer
+
+pytestmark = pytest.mark.integration
+
+DEADLINE_S = 10.0
+INFO_KEYS = ("delivered", "ack_floor", "num_ack_pending", "num_redelivered", "num_pending", "num_waiting")
+Starter = Callable[[Path], AbstractContextManager[object]]
+
+
+def _info_view(info: dict[str, object]) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for key in INFO_KEYS:
+        value = info.get(key)
+        if isinstance(value, dict):
+            value = {k: v for k, v in value.items() if k != "last_active"}
+        out[key] = value
+    return out
+
+
+class Run:
+    """One client session: API calls, pulls and the consumer advisories it saw."""
+
+    def __init__(self, nc: Client, log: list[object]) -> None:
+        self.nc = nc
+        self.log = log
+        self.events: list[tuple[str, object, object, object]] = []
+        self.inbox = nc.new_inbox()
+
+    async def start(self) -> None:
+        await self.nc.subscribe("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.>", cb=self._on_event)
+        self.sub = await self.nc.subscribe(self.inbox)
+        await self.nc.flush()
+
+    async def _on_event(self, msg: Msg) -> None:
+        event = json.loads(msg.data)
+        self.events.append((msg.subject, event.get("type"), event.get("stream_seq"), event.get("deliveries")))
+
+    async def api(self, subject: str, body: object = b"") -> dict[str, object]:
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        reply = await self.nc.request(subject, data, timeout=5)
+        return json.loads(reply.data)  # type: ignore[no-any-return]
+
+    async def info(self, tag: str) -> None:
+        self.log.append((tag, _info_view(await self.api("$JS.API.CONSUMER.INFO.S.D"))))
+
+    async def stream_state(self, tag: str) -> None:
+        state = (await self.api("$JS.API.STREAM.INFO.S"))["state"]
+        assert isinstance(state, dict)
+        self.log.append((tag, state["messages"], state["first_seq"], state["last_seq"]))
+
+    async def pull(self, tag: str, batch: int, expires_s: float) -> list[Msg]:
+        """One pull request; its messages until the batch is full or a status (408) ends it."""
+        request = {"batch": batch, "expires": int(expires_s * 1e9)}
+        await self.nc.publish("$JS.API.CONSUMER.MSG.NEXT.S.D", json.dumps(request).encode(), reply=self.inbox)
+        got: list[Msg] = []
+        seen: list[object] = []
+        while len(got) < batch:
+            msg = await self.sub.next_msg(timeout=expires_s + DEADLINE_S)
+            if msg.headers and msg.headers.get("Status"):
+                seen.append(("status", msg.headers.get("Status")))
+                break
+            got.append(msg)
+            seen.append((msg.data.decode(), msg.reply.split(".")[4:7]))
+        self.log.append((tag, seen))
+        return got
+
+    async def ack(self, msg: Msg) -> None:
+        await self.nc.request(msg.reply, b"+ACK", timeout=5)  # AckSync: applied when answered
+
+    async def wait_events(self, count: int) -> None:
+        deadline = asyncio.get_running_loop().time() + DEADLINE_S
+        while len(self.events) < count:
+            assert asyncio.get_running_loop().time() < deadline, f"advisories {self.events}"
+            await asyncio.sleep(0.01)
+
+
+async def _first_session(url: str, policy: str, retention: str, log: list[object]) -> list[object]:
+    nc = await nats.connect(url, allow_reconnect=False)
+    try:
+        run = Run(nc, log)
+        await run.start()
+        await run.api("$JS.API.STREAM.CREATE.S", {"name": "S", "subjects": ["s.>"], "retention": retention})
+        await run.api("$JS.API.CONSUMER.CREATE.S.D", {"stream_name": "S", "config": {
+            "durable_name": "D", "ack_policy": policy, "ack_wait": 500_000_000, "max_deliver": 2}})
+        for index in range(1, 6):
+            await nc.request(f"s.{index}", str(index).encode(), timeout=5)
+        first = await run.pull("pull 1", 5, 1.0)
+        await run.info("delivered once")
+        await run.ack(first[0])
+        if policy == "explicit":
+            await run.ack(first[2])
+        await run.info("acked")
+        # ack_wait passes while this request waits: the unacked ones come again (delivery 2)
+        second = await run.pull("pull 2 (redeliveries)", 3 if policy == "explicit" else 4, 3.0)
+        await run.info("redelivered")
+        await run.ack(next(m for m in second if m.data == b"4"))
+        await run.info("acked 4")
+        # max_deliver 2 reached: given up when the next pull looks for them, with the advisory
+        await run.pull("pull 3 (given up)", 5, 0.9)
+        await run.wait_events(2 if policy == "explicit" else 1)
+        await run.info("given up")
+        await run.stream_state("stream after give-up")
+        late = next(m for m in second if m.data == (b"2" if policy == "explicit" else b"5"))
+        await run.ack(late)
+        await run.info("late ack of a given-up message")
+        await run.stream_state("stream after late ack")
+        await nc.request("s.6", b"6", timeout=5)
+        await run.pull("pull 4 (new message)", 1, 1.0)
+        await run.info("delivered 6")
+        await run.pull("pull 5 (nothing redelivered early)", 5, 0.2)
+        return sorted(run.events, key=lambda e: json.dumps(e))
+    finally:
+        await nc.close()
+
+
+async def _after_restart(url: str, log: list[object]) -> list[object]:
+    nc = await nats.connect(url, allow_reconnect=False)
+    try:
+        run = Run(nc, log)
+        await run.start()
+        await run.info("after restart")
+        await run.stream_state("stream after restart")
+        # 6 is pending and its ack_wait passes: redelivered; the given-up 2 and 5 are not
+        again = await run.pull("pull after restart", 1, 3.0)
+        await run.info("after restart and pull")
+        await run.pull("pull after restart (nothing more)", 5, 0.2)
+        for msg in again:
+            await run.ack(msg)
+        await run.info("after restart, all acked")
+        await run.stream_state("stream at the end")
+        return sorted(run.events, key=lambda e: json.dumps(e))
+    finally:
+        await nc.close()
+
+
+def _scenario(start: Starter, tmp: Path, policy: str, retention: str, restart: bool) -> list[object]:
+    log: list[object] = []
+    with start(tmp) as server:
+        log.append(asyncio.run(asyncio.wait_for(
+            _first_session(server.url, policy, retention, log), 60)))  # type: ignore[attr-defined]
+    if restart:
+        with start(tmp) as server:
+            log.append(asyncio.run(asyncio.wait_for(_after_restart(server.url, log), 60)))  # type: ignore[attr-defined]
+    return log
+
+
+def _nats_server(path: Path) -> AbstractContextManager[object]:
+    return NatsServer(["-js", "-sd", str(path / "ns")])
+
+
+def _appliance(path: Path) -> AbstractContextManager[object]:
+    return InProcessServer(jetstream_dir=str(path / "ours"))
+
+
+CASES = [
+    ("explicit", "limits", True),
+    ("explicit", "workqueue", True),
+    ("explicit", "interest", False),
+    ("all", "limits", False),
+    ("all", "interest", False),
+]
+
+
+@pytest.mark.parametrize(("policy", "retention", "restart"), CASES)
+def test_max_deliver_as_nats_server(tmp_path: Path, policy: str, retention: str, restart: bool) -> None:
+    want = _scenario(_nats_server, tmp_path, policy, retention, restart)
+    have = _scenario(_appliance, tmp_path, policy, retention, restart)
+    for index, (expected, actual) in enumerate(zip(want, have, strict=True)):
+        assert actual == expected, f"step {index}: {expected!r}"
