@@ -188,3 +188,62 @@ def test_max_deliver_as_nats_server(tmp_path: Path, policy: str, retention: str,
     have = _scenario(_appliance, tmp_path, policy, retention, restart)
     for index, (expected, actual) in enumerate(zip(want, have, strict=True)):
         assert actual == expected, f"step {index}: {expected!r}"
+
+
+def test_given_up_messages_survive_kill_9(tmp_path: Path) -> None:
+    """A message given up on stays given up when the JetStream worker is killed with SIGKILL:
+    the restarted consumer reports the same state and never redelivers it."""
+    import os
+    import signal
+
+    from appliance.testing.process import ApplianceProcess, free_port
+
+    from .test_kill9 import _jetstream_worker, _wait_for_restart, _wait_until_serving
+
+    port = free_port()
+    url = f"nats://127.0.0.1:{port}"
+
+    async def before(log: list[object]) -> None:
+        nc = await nats.connect(url, allow_reconnect=False)
+        try:
+            run = Run(nc, log)
+            await run.start()
+            await run.api("$JS.API.STREAM.CREATE.S", {"name": "S", "subjects": ["s.>"], "retention": "workqueue"})
+            await run.api("$JS.API.CONSUMER.CREATE.S.D", {"stream_name": "S", "config": {
+                "durable_name": "D", "ack_policy": "explicit", "ack_wait": 300_000_000, "max_deliver": 2}})
+            for index in (1, 2, 3):
+                await nc.request(f"s.{index}", str(index).encode(), timeout=5)
+            first = await run.pull("first", 3, 1.0)
+            await run.ack(first[0])
+            await run.pull("redelivered", 2, 3.0)
+            await run.pull("given up", 5, 0.6)
+            await run.wait_events(2)
+            await run.info("before kill")
+        finally:
+            await nc.close()
+
+    async def after(log: list[object]) -> None:
+        nc = await nats.connect(url, allow_reconnect=False)
+        try:
+            run = Run(nc, log)
+            await run.start()
+            await run.info("after kill")
+            await run.stream_state("stream after kill")
+            await run.pull("nothing redelivered", 5, 0.6)
+        finally:
+            await nc.close()
+
+    log: list[object] = []
+    args = ["-js", "-sd", str(tmp_path / "store"), "-a", "127.0.0.1", "-p", str(port)]
+    with ApplianceProcess(args, log_dir=tmp_path) as app:
+        asyncio.run(asyncio.wait_for(before(log), 30))
+        os.kill(_jetstream_worker(app.log()), signal.SIGKILL)
+        _wait_for_restart(app)
+        _wait_until_serving(port)
+        asyncio.run(asyncio.wait_for(after(log), 30))
+    info = {entry[0]: entry[1] for entry in log if isinstance(entry, tuple) and len(entry) == 2}
+    held = {"delivered": {"consumer_seq": 5, "stream_seq": 3}, "ack_floor": {"consumer_seq": 1, "stream_seq": 1},
+            "num_ack_pending": 0, "num_redelivered": 2, "num_pending": 0, "num_waiting": 0}
+    assert info["before kill"] == info["after kill"] == held
+    assert log[-2] == ("stream after kill", 2, 2, 3)  # a workqueue stream keeps given-up messages
+    assert log[-1] == ("nothing redelivered", [("status", "408")])
