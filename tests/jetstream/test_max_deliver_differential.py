@@ -247,3 +247,41 @@ def test_given_up_messages_survive_kill_9(tmp_path: Path) -> None:
     assert info["before kill"] == info["after kill"] == held
     assert log[-2] == ("stream after kill", 2, 2, 3)  # a workqueue stream keeps given-up messages
     assert log[-1] == ("nothing redelivered", [("status", "408")])
+
+
+async def _max_deliver_one(url: str, log: list[object]) -> list[object]:
+    """max_deliver 1: nats-server gives up when ack_wait expires (no pull needed) and reports
+    num_redelivered 0."""
+    nc = await nats.connect(url, allow_reconnect=False)
+    try:
+        run = Run(nc, log)
+        await run.start()
+        await run.api("$JS.API.STREAM.CREATE.S", {"name": "S", "subjects": ["s.>"], "retention": "interest"})
+        await run.api("$JS.API.CONSUMER.CREATE.S.D", {"stream_name": "S", "config": {
+            "durable_name": "D", "ack_policy": "explicit", "ack_wait": 300_000_000, "max_deliver": 1}})
+        for index in (1, 2, 3):
+            await nc.request(f"s.{index}", str(index).encode(), timeout=5)
+        first = await run.pull("pull", 3, 1.0)
+        await run.ack(first[1])
+        await run.wait_events(2)
+        await run.info("given up at ack_wait")
+        await run.stream_state("stream")
+        await run.pull("nothing redelivered", 3, 0.5)
+        await run.ack(first[0])
+        await run.info("late ack")
+        await run.stream_state("stream after late ack")
+        return sorted(run.events, key=lambda e: json.dumps(e))
+    finally:
+        await nc.close()
+
+
+def test_max_deliver_one_as_nats_server(tmp_path: Path) -> None:
+    results = []
+    for start in (_nats_server, _appliance):
+        log: list[object] = []
+        with start(tmp_path) as server:
+            log.append(asyncio.run(asyncio.wait_for(_max_deliver_one(server.url, log), 30)))  # type: ignore[attr-defined]
+        results.append(log)
+    want, have = results
+    for index, (expected, actual) in enumerate(zip(want, have, strict=True)):
+        assert actual == expected, f"step {index}: {expected!r}"
