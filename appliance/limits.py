@@ -32,6 +32,7 @@ MONITOR_GATHER_TIMEOUT_S = 2.0  # how long /connz and /varz wait for sibling wor
 INTEREST_SYNC_TIMEOUT_S = 1.0  # a PONG waits at most this long for sibling workers to apply interest
 INTEREST_SYNC_WAITERS_MAX = 65_536  # PONGs waiting for an interest sync at once
 LINK_RECORDS_FLUSH_BYTES = 256 * 1024  # messages gathered for a sibling worker before a frame leaves
+LINK_RECORDS_PIPELINE_BYTES = 16 * 1024  # ... one by one (deliver: relays, internal publishers): the sibling starts early
 ALLOCATOR_MMAP_THRESHOLD_BYTES = 8 * 1024 * 1024  # glibc mallopt: smaller blocks (reads, frames, outputs) from the heap
 ALLOCATOR_TRIM_THRESHOLD_BYTES = 32 * 1024 * 1024  # glibc mallopt: free heap kept before returning it to the OS
 CLOSED_CONNECTIONS_MAX = 10_000  # kept for /connz?state=closed (nats-server max_closed_clients)

@@ -1,10 +1,14 @@
 """Core NATS across workers, side by side with nats-server (a benchmark, not a test).
 
     .venv/bin/python benchmarks/workers.py [--msgs N] [--rounds R] [--cpu] [--only NAME]
+    .venv/bin/python benchmarks/workers.py --latency [--requests N] [--rounds R]
 
 --cpu adds, per run, the CPU microseconds per message of each process (utime+stime from
 /proc over the run): the appliance workers (w0, w1), the publisher and the subscriber client.
 --only keeps the scenarios whose name contains NAME (e.g. "cross").
+--latency instead measures core request/reply round trips (one request in flight, raw sockets,
+TCP_NODELAY): the requester on worker 1 and the responder on worker 0 ("cross"), the other way
+round, both on worker 0 / worker 1 ("same"), and nats-server; p50/p99 per round, medians printed.
 --appliance-bench instead runs `appliance bench pub` and `appliance bench pubsub` (the project's
 own load generator, clients landing on any worker) against 2 workers, 1 worker and nats-server.
 
@@ -152,6 +156,103 @@ def pubsub(port: int, *, pub_worker: int | None, sub_worker: int | None, workers
     return float(results["sub"]), per_msg
 
 
+def responder(port: int, worker: int | None, workers: int, ready: mp.Event) -> None:
+    """Answers every request on lat.svc with "ok" to its reply subject, until the socket closes."""
+    sock = connect(port, worker, workers)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.sendall(b"SUB lat.svc 1\r\nPING\r\n")
+    got = b""
+    while b"PONG" not in got:
+        got += sock.recv(4096)
+    ready.set()
+    pending = b""
+    while True:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return
+        pending += chunk
+        answers = []
+        while (end := pending.find(b"\r\n")) >= 0:
+            line = pending[:end]
+            if line.startswith(b"MSG "):
+                fields = line.split()  # MSG lat.svc 1 <reply> <size>
+                after = end + 2 + int(fields[-1]) + 2
+                if len(pending) < after:
+                    break
+                answers.append(b"PUB %s 2\r\nok\r\n" % fields[3])
+                pending = pending[after:]
+            else:
+                if line == b"PING":
+                    answers.append(b"PONG\r\n")
+                pending = pending[end + 2:]
+        if answers:
+            sock.sendall(b"".join(answers))
+
+
+def request_latency(port: int, *, requester_worker: int | None, responder_worker: int | None, workers: int,
+                    requests: int) -> tuple[float, float]:
+    """p50 and p99 (µs) of `requests` request/reply round trips, one in flight."""
+    ready = mp.Event()
+    answering = mp.Process(target=responder, args=(port, responder_worker, workers, ready), daemon=True)
+    answering.start()
+    try:
+        if not ready.wait(30):
+            raise RuntimeError("the responder did not subscribe")
+        sock = connect(port, requester_worker, workers)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.sendall(b"SUB lat.inbox.> 2\r\nPING\r\n")
+        got = b""
+        while b"PONG" not in got:
+            got += sock.recv(4096)
+        sock.settimeout(30)
+        rtts = []
+        for n in range(requests + requests // 10):  # the first tenth warms up, not counted
+            start = time.perf_counter()
+            sock.sendall(b"PUB lat.svc lat.inbox.%d 2\r\nhi\r\n" % n)
+            got = b""
+            while not got.endswith(b"ok\r\n"):
+                chunk = sock.recv(4096)
+                if not chunk:
+                    raise RuntimeError("the server closed the requester")
+                got += chunk
+            if n >= requests // 10:
+                rtts.append(time.perf_counter() - start)
+        sock.close()
+    finally:
+        answering.terminate()
+        answering.join(10)
+    rtts.sort()
+    return rtts[len(rtts) // 2] * 1e6, rtts[min(len(rtts) - 1, int(len(rtts) * 0.99))] * 1e6
+
+
+def latency_main(args: argparse.Namespace, two_port: int, real_port: int) -> None:
+    runs = {
+        "cross: requester w1, responder w0": (two_port, 1, 0, 2),
+        "cross: requester w0, responder w1": (two_port, 0, 1, 2),
+        "same: both on w0": (two_port, 0, 0, 2),
+        "same: both on w1": (two_port, 1, 1, 2),
+        "nats-server": (real_port, None, None, 1),
+    }
+    rows: dict[str, list[tuple[float, float]]] = {}
+    print(f"load average before {os.getloadavg()[0]:.2f}")
+    for _ in range(args.rounds):
+        for name, (port, requester_worker, responder_worker, workers) in runs.items():
+            if args.only not in name:
+                continue
+            p50, p99 = request_latency(port, requester_worker=requester_worker, responder_worker=responder_worker,
+                                       workers=workers, requests=args.requests)
+            rows.setdefault(name, []).append((p50, p99))
+            print(f"{name:36} p50 {p50:8.0f} µs   p99 {p99:8.0f} µs", flush=True)
+    print(f"\nload average after {os.getloadavg()[0]:.2f}")
+    real = rows.get("nats-server")
+    print("\n| request/reply | p50 µs | p99 µs | p50 / nats-server |\n|---|---:|---:|---:|")
+    for name, values in rows.items():
+        p50 = statistics.median(v[0] for v in values)
+        p99 = statistics.median(v[1] for v in values)
+        ratio = f"{p50 / statistics.median(v[0] for v in real):.2f}" if real else "-"
+        print(f"| {name} | {p50:,.0f} | {p99:,.0f} | {ratio} |")
+
+
 def appliance_bench(verb: str, port: int, msgs: int, size: int) -> float:
     """`appliance bench VERB` against 127.0.0.1:port: the publisher's rate (pub) or the subscriber's (pubsub)."""
     done = subprocess.run([sys.executable, "-m", "appliance", "bench", verb, "-s", f"nats://127.0.0.1:{port}",
@@ -185,6 +286,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--cpu", action="store_true", help="CPU µs per message of each process")
     parser.add_argument("--only", default="", help="only the scenarios whose name contains this")
+    parser.add_argument("--latency", action="store_true", help="request/reply round trips across workers")
+    parser.add_argument("--requests", type=int, default=5_000, help="round trips per --latency run")
     parser.add_argument("--appliance-bench", action="store_true",
                         help="appliance bench pub / pubsub against 2 workers, 1 worker, nats-server")
     args = parser.parse_args()
@@ -199,6 +302,9 @@ def main() -> None:
             pids = {two_port: worker_pids(two.process.pid if two.process else None),
                     one_port: worker_pids(one.process.pid if one.process else None),
                     real.port: [real.process.pid]}
+            if args.latency:
+                latency_main(args, two_port, real.port)
+                return
             if args.appliance_bench:
                 bench_main(args, {"appliance 2 workers": two_port, "appliance 1 worker": one_port,
                                   "nats-server": real.port})

@@ -82,7 +82,6 @@ class RingLink:
         self._receiving_paused = False
         self._blocked_bytes: int | None = None  # payload size of the refused frame we wait for
         self._writable_scheduled = False
-        self._bell_due = False  # a doorbell ring for the peer is scheduled for the end of the turn
         self._closed = False
 
     @property
@@ -185,7 +184,7 @@ class RingLink:
             return
         if self._blocked_bytes is not None and not self._writer_still_waits(self._blocked_bytes):
             self._schedule_writable()
-        self._schedule_drain()
+        self._drain()  # in this callback: a woken reader takes the frames now, not a loop turn later
 
     def _schedule_drain(self) -> None:
         if not self._drain_scheduled and self._loop is not None:
@@ -220,16 +219,10 @@ class RingLink:
             self._schedule_drain()
 
     def _ring_peer(self) -> None:
-        """Rings the peer's doorbell once at the end of this loop turn (at once when not started):
-        a turn that sends many frames to a sleeping peer costs one eventfd write."""
-        if self._loop is None:
-            ring_doorbell(self._out_bell)
-        elif not self._bell_due:
-            self._bell_due = True
-            self._loop.call_soon(self._ring_peer_now)
-
-    def _ring_peer_now(self) -> None:
-        self._bell_due = False
+        """Rings the peer's doorbell now. The ring asks for it at most once per sleep of the peer
+        (the first frame after it slept), so a turn that sends many frames costs one eventfd write
+        anyway; ringing at once lets the peer start on the first frame while this worker still
+        produces the rest, instead of after the rest of this loop turn."""
         if not self._closed:  # once closed, the fd may belong to someone else
             ring_doorbell(self._out_bell)
 

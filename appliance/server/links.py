@@ -227,6 +227,7 @@ class LinkPeer:
         self.msgs_in = 0
         self._records = bytearray()
         self._records_flush_bytes = min(limits.LINK_RECORDS_FLUSH_BYTES, link.frame_bytes_max // 2)
+        self._records_pipeline_bytes = min(limits.LINK_RECORDS_PIPELINE_BYTES, self._records_flush_bytes)
         self._dirty = False
         self.receiving_paused = False
         self.acked_seq = 0  # our interest changes this sibling has applied
@@ -255,14 +256,16 @@ class LinkPeer:
     def deliver(self, sub: Subscription, subject: bytes, reply: bytes | None, header: bytes | None,
                 data: bytes) -> None:
         """Add the message to the records going out; they leave as one frame when the server flushes
-        (once per read of a client, like client writes) or when a frame's worth has gathered."""
+        (once per read of a client, like client writes) or when LINK_RECORDS_PIPELINE_BYTES have
+        gathered: a long run of single deliveries (a pull request's batch relayed by JetStream)
+        reaches the sibling in pieces it works on while this worker produces the rest."""
         account = self._account_names.get(sub.account)
         if account is None:
             account = self._account_names[sub.account] = sub.account.encode()
         self.msgs_out += 1
         records = self._records
         append_record(records, account, subject, reply, sub.queue, -1 if header is None else len(header), data)
-        if len(records) >= self._records_flush_bytes:
+        if len(records) >= self._records_pipeline_bytes:
             self.flush()
         elif not self._dirty:
             self._dirty = True
@@ -276,6 +279,8 @@ class LinkPeer:
             if len(payload) > self.link.frame_bytes_max:
                 raise LimitExceeded(f"a message of {len(payload)} bytes does not fit a link frame")
             self.send(KIND_MESSAGE, payload)
+            if not self.closed and not self.backlog:
+                self.link.flush()  # toward the sibling now (a socketpair link would wait for the turn's end)
 
     def send(self, kind: int, payload: bytes | bytearray) -> None:
         if self.closed:

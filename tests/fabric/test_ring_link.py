@@ -1,4 +1,4 @@
-"""What only the shared-memory RingLink has: batched sends, fill levels, coalesced doorbells."""
+"""What only the shared-memory RingLink has: batched sends, fill levels, one doorbell per sleep."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def test_try_send_many_sends_a_prefix_and_says_where_it_stopped(workers: tuple[W
         a.try_send_many(frames)
 
 
-def test_a_sleeping_reader_gets_one_doorbell_per_turn_however_many_frames(
+def test_a_sleeping_reader_is_rung_at_once_and_once_per_sleep_however_many_frames(
     workers: tuple[WorkerMesh, WorkerMesh],
 ) -> None:
     a, b = ring_links(workers)
@@ -77,20 +77,79 @@ def test_a_sleeping_reader_gets_one_doorbell_per_turn_however_many_frames(
 
     try:
         a.start(loop, Idle())
-        loop.run_until_complete(asyncio.sleep(0))
         assert doorbell_count(bell_of_b) == 1, "a starting link wakes its peer once"
+        loop.run_until_complete(asyncio.sleep(0))
         assert native.speedups is not None
         memory = workers[1]._memory
         assert memory is not None
         assert native.speedups.ring_reader_sleep(memory, ring_offset(0, 1, worker_count=2, ring_bytes=4096))
+        assert a.try_send(FrameKind.PING, b"first")
+        assert doorbell_count(bell_of_b) == 1, "rung by the send itself: no loop turn, timer or poll"
         for i in range(10):
             assert a.try_send(FrameKind.PING, bytes([i]))
-        assert doorbell_count(bell_of_b) == 0, "rung at the end of the turn, not per frame"
         loop.run_until_complete(asyncio.sleep(0))
-        assert doorbell_count(bell_of_b) == 1
-        assert len(b.receive()) == 10
+        assert doorbell_count(bell_of_b) == 0, "the reader was rung once for this sleep"
+        assert len(b.receive()) == 11
     finally:
         a.close()
+        loop.close()
+
+
+def test_a_frame_sent_after_the_reader_went_to_sleep_is_handled_in_the_doorbell_callback(
+    workers: tuple[WorkerMesh, WorkerMesh],
+) -> None:
+    """The reader drains, finds its ring empty and sleeps; the writer's next frame rings the
+    doorbell, and the reader's doorbell callback hands it over itself: no later loop turn, timer
+    or periodic poll is needed for the frame to arrive."""
+    a, b = ring_links(workers)
+    loop = asyncio.new_event_loop()
+    got: list[Frame] = []
+
+    class Collect:
+        def on_frames(self, link: Link, frames: list[Frame]) -> None:
+            got.extend(frames)
+
+        def on_writable(self, link: Link) -> None: ...
+        def on_broken(self, link: Link, error: Exception) -> None: ...
+
+    class NoScheduling:
+        """A loop that runs nothing: only the doorbell fd's callback, called by the test."""
+
+        def __init__(self) -> None:
+            self.readers: dict[int, object] = {}
+            self.soon: list[object] = []
+
+        def call_soon(self, callback: object, /) -> object:
+            self.soon.append(callback)
+            return None
+
+        def add_reader(self, fd: int, callback: object, /) -> None:
+            self.readers[fd] = callback
+
+        def remove_reader(self, fd: int, /) -> bool:
+            return self.readers.pop(fd, None) is not None
+
+        def add_writer(self, fd: int, callback: object, /) -> None: ...
+
+        def remove_writer(self, fd: int, /) -> bool:
+            return False
+
+    reader_loop = NoScheduling()
+    try:
+        a.start(loop, Collect())
+        b.start(reader_loop, Collect())
+        assert len(reader_loop.soon) == 1, "the start drains once"
+        reader_loop.soon.pop()()  # type: ignore[operator]  # the ring is empty: the reader sleeps
+        assert got == [] and reader_loop.soon == []
+        assert a.try_send(FrameKind.MESSAGE, b"after the sleep")
+        bell = workers[1].spec.peers[0].in_bell_fd
+        callback = reader_loop.readers[bell]
+        callback()  # type: ignore[operator]  # what the loop runs when the eventfd is readable
+        assert got == [(FrameKind.MESSAGE, b"after the sleep")]
+        assert reader_loop.soon == [], "drained and asleep again: nothing left for a later turn"
+    finally:
+        a.close()
+        b.close()
         loop.close()
 
 
