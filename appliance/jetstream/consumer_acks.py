@@ -175,7 +175,8 @@ class AckHandling:
         advisory, then out of the pending set without an ack (consumer_state module doc)."""
         advisories.max_deliveries(self, sseq, deliveries)  # type: ignore[arg-type]
         self._deadlines.pop(sseq, None)
-        self._propose(ops.op_gave_up([(sseq, deliveries)], self.host.now_ns()), durable=False, done=self._kick)
+        data = ops.op_gave_up([(sseq, deliveries)], self.host.now_ns())
+        self._propose(data, durable=False, done=self._kick)
 
     def _exceeds_max_deliver(self, dc: int) -> bool:
         return self.config.max_deliver > 0 and dc > self.config.max_deliver

@@ -12,6 +12,7 @@ import json
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Protocol
 
 import nats
 import pytest
@@ -25,7 +26,14 @@ pytestmark = pytest.mark.integration
 
 DEADLINE_S = 10.0
 INFO_KEYS = ("delivered", "ack_floor", "num_ack_pending", "num_redelivered", "num_pending", "num_waiting")
-Starter = Callable[[Path], AbstractContextManager[object]]
+
+
+class Served(Protocol):
+    @property
+    def url(self) -> str: ...
+
+
+Starter = Callable[[Path], AbstractContextManager[Served]]
 
 
 def _info_view(info: dict[str, object]) -> dict[str, object]:
@@ -157,19 +165,18 @@ async def _after_restart(url: str, log: list[object]) -> list[object]:
 def _scenario(start: Starter, tmp: Path, policy: str, retention: str, restart: bool) -> list[object]:
     log: list[object] = []
     with start(tmp) as server:
-        log.append(asyncio.run(asyncio.wait_for(
-            _first_session(server.url, policy, retention, log), 60)))  # type: ignore[attr-defined]
+        log.append(asyncio.run(asyncio.wait_for(_first_session(server.url, policy, retention, log), 60)))
     if restart:
         with start(tmp) as server:
-            log.append(asyncio.run(asyncio.wait_for(_after_restart(server.url, log), 60)))  # type: ignore[attr-defined]
+            log.append(asyncio.run(asyncio.wait_for(_after_restart(server.url, log), 60)))
     return log
 
 
-def _nats_server(path: Path) -> AbstractContextManager[object]:
+def _nats_server(path: Path) -> AbstractContextManager[Served]:
     return NatsServer(["-js", "-sd", str(path / "ns")])
 
 
-def _appliance(path: Path) -> AbstractContextManager[object]:
+def _appliance(path: Path) -> AbstractContextManager[Served]:
     return InProcessServer(jetstream_dir=str(path / "ours"))
 
 
@@ -208,7 +215,8 @@ def test_given_up_messages_survive_kill_9(tmp_path: Path) -> None:
         try:
             run = Run(nc, log)
             await run.start()
-            await run.api("$JS.API.STREAM.CREATE.S", {"name": "S", "subjects": ["s.>"], "retention": "workqueue"})
+            await run.api("$JS.API.STREAM.CREATE.S", {
+                "name": "S", "subjects": ["s.>"], "retention": "workqueue"})
             await run.api("$JS.API.CONSUMER.CREATE.S.D", {"stream_name": "S", "config": {
                 "durable_name": "D", "ack_policy": "explicit", "ack_wait": 300_000_000, "max_deliver": 2}})
             for index in (1, 2, 3):
@@ -242,7 +250,8 @@ def test_given_up_messages_survive_kill_9(tmp_path: Path) -> None:
         _wait_until_serving(port)
         asyncio.run(asyncio.wait_for(after(log), 30))
     info = {entry[0]: entry[1] for entry in log if isinstance(entry, tuple) and len(entry) == 2}
-    held = {"delivered": {"consumer_seq": 5, "stream_seq": 3}, "ack_floor": {"consumer_seq": 1, "stream_seq": 1},
+    held = {"delivered": {"consumer_seq": 5, "stream_seq": 3},
+            "ack_floor": {"consumer_seq": 1, "stream_seq": 1},
             "num_ack_pending": 0, "num_redelivered": 2, "num_pending": 0, "num_waiting": 0}
     assert info["before kill"] == info["after kill"] == held
     assert log[-2] == ("stream after kill", 2, 2, 3)  # a workqueue stream keeps given-up messages
@@ -280,7 +289,7 @@ def test_max_deliver_one_as_nats_server(tmp_path: Path) -> None:
     for start in (_nats_server, _appliance):
         log: list[object] = []
         with start(tmp_path) as server:
-            log.append(asyncio.run(asyncio.wait_for(_max_deliver_one(server.url, log), 30)))  # type: ignore[attr-defined]
+            log.append(asyncio.run(asyncio.wait_for(_max_deliver_one(server.url, log), 30)))
         results.append(log)
     want, have = results
     for index, (expected, actual) in enumerate(zip(want, have, strict=True)):
