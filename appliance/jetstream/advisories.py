@@ -171,8 +171,9 @@ def sample_percent(sample_freq: str) -> int:
     return percent
 
 
-def ack_metric(consumer: Consumer, sseq: int) -> None:
-    """`$JS.EVENT.METRIC.CONSUMER.ACK.<stream>.<consumer>` for a sampled ack of a pending message."""
+def ack_metric(consumer: Consumer, sseq: int, acked_cseq: int = 0) -> None:
+    """`$JS.EVENT.METRIC.CONSUMER.ACK.<stream>.<consumer>` for a sampled ack of a pending message
+    (consumer_seq: the acked delivery's, from its ack subject, else the first delivery's)."""
     pending = consumer.state.pending.get(sseq)
     if pending is None:
         return
@@ -180,6 +181,7 @@ def ack_metric(consumer: Consumer, sseq: int) -> None:
     if percent <= 0 or (percent < 100 and consumer.host.rng.randrange(100) >= percent):
         return
     cseq, delivered_ns = pending
+    cseq = acked_cseq or cseq
     stream = consumer.stream.config.name
     fields: dict[str, object] = {
         "stream": stream,

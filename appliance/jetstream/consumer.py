@@ -125,6 +125,7 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
             clock=host.clock,
             rng=random.Random(host.rng.random()),
         )
+        self.state.restarted()
         self.next_sseq = self.state.delivered_sseq + 1
         self.next_cseq = self.state.delivered_cseq + 1
         now = host.now_ns()

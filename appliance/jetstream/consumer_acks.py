@@ -83,7 +83,7 @@ class AckHandling:
         if kind == b"+TER":
             advisories.terminated(self, sseq, tokens, offset, body)  # type: ignore[arg-type]
         elif self.config.sample_freq:
-            advisories.ack_metric(self, sseq)  # type: ignore[arg-type]
+            advisories.ack_metric(self, sseq, _cseq(tokens, offset))  # type: ignore[arg-type]
         self._ack(sseq, _cseq(tokens, offset), reply=reply)  # empty, +ACK, +OK, +TERM
 
     def on_plain_ack(self, sseq_token: bytes, cseq_token: bytes, reply: bytes | None) -> None:
@@ -98,7 +98,7 @@ class AckHandling:
             cseq = 0
         self._last_activity_ns = self.host.now_ns()
         if self.config.sample_freq:
-            advisories.ack_metric(self, sseq)  # type: ignore[arg-type]
+            advisories.ack_metric(self, sseq, cseq)  # type: ignore[arg-type]
         self._ack(sseq, cseq, reply=reply.decode() if reply else "")
 
     def _ack_reply(self, reply: str) -> None:

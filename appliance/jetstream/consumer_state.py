@@ -27,6 +27,12 @@ empties the pending set or moves the floor to the next pending message. For ack 
 nats-server also keeps a leader-only floor (`live_*`) that a give-up moves as an ack would; an
 ack-all at or below it is ignored, and an ack-all moves the reported floor only when it acks a
 pending message (to the acked sequences, with no jump to the delivered position).
+
+One more ack-all detail: nats-server's consumer store ignores a give-up of a message first
+delivered at or below its ack floor's consumer sequence (an ack-all floor can pass the original
+delivery of a message redelivered later), so the store still lists it as pending. Those are kept
+in `held`; `restarted()` (called once after a restart's replay) puts them back into the pending
+set, where they are given up on again (a second advisory) instead of being redelivered.
 """
 
 from __future__ import annotations
@@ -71,6 +77,7 @@ class ConsumerState:
     redelivered: dict[int, int] = field(default_factory=dict)  # sseq -> delivery count (> 1)
     live_cseq: int = 0  # the leader's own floor (ack policy all; module doc); restarts at the floor
     live_sseq: int = 0
+    held: dict[int, tuple[int, int]] = field(default_factory=dict)  # given up, pending again on restart
 
     def apply(self, data: bytes) -> list[int]:
         """Apply one operation; returns the stream sequences it acknowledged."""
@@ -122,9 +129,12 @@ class ConsumerState:
         for sseq, cseq, dc, ts_ns in zip(sseqs, cseqs, counts, stamps, strict=True):
             if sseq <= floor:
                 continue
-            pending[sseq] = (cseq, ts_ns)
             if dc > 1:
                 redelivered[sseq] = dc
+                before = pending.get(sseq)
+                if before is not None:  # a redelivery keeps the original delivery's cseq (nats-server)
+                    cseq = before[0]
+            pending[sseq] = (cseq, ts_ns)
         self.delivered_cseq = max(high_cseq, max(cseqs))
         self.delivered_sseq = max(high_sseq, max(sseqs))
         self.delivered_ns = stamps[-1]
@@ -143,7 +153,8 @@ class ConsumerState:
                 continue
             if sseq <= self.floor_sseq:
                 continue
-            self.pending[sseq] = (cseq, ts_ns)
+            before = self.pending.get(sseq)
+            self.pending[sseq] = (before[0] if before is not None and dc > 1 else cseq, ts_ns)
             if dc > 1:
                 self.redelivered[sseq] = dc
 
@@ -192,7 +203,8 @@ class ConsumerState:
         pending = self.pending
         redelivered = self.redelivered
         gap = upto - max(self.live_sseq, self.floor_sseq)
-        acks_pending = upto in pending
+        held = self.held
+        acks_pending = upto in pending or upto in held
         done = sorted(s for s in pending if s <= upto)
         if gap > len(pending):
             for sseq in done:
@@ -208,6 +220,8 @@ class ConsumerState:
         self.live_cseq, self.live_sseq = cseq, upto
         if acks_pending:
             self.floor_cseq, self.floor_sseq, self.floor_ns = cseq, upto, ts_ns
+            for sseq in [s for s in held if s <= upto]:
+                del held[sseq]
         if upto not in done:
             done.append(upto)  # a workqueue/interest stream drops the acked message itself too
         return done
@@ -220,6 +234,8 @@ class ConsumerState:
             if entry is None:
                 continue
             self.redelivered[sseq] = max(self.redelivered.get(sseq, 0), dc)
+            if entry[0] <= self.floor_cseq:
+                self.held[sseq] = entry
             live_cseq = max(self.live_cseq, self.floor_cseq)
             if not pending:
                 self.live_cseq, self.live_sseq = self.delivered_cseq, self.delivered_sseq
@@ -234,6 +250,14 @@ class ConsumerState:
         if sseq <= self.floor_sseq:
             return True
         return sseq <= self.delivered_sseq and sseq not in self.pending and sseq not in self.redelivered
+
+    def restarted(self) -> None:
+        """After a restart's replay: the leader floor restarts at the floor, and messages the
+        store still held as pending are pending again (module doc)."""
+        self.live_cseq, self.live_sseq = self.floor_cseq, self.floor_sseq
+        if self.held:
+            self.pending.update(self.held)
+            self.held.clear()
 
     def given_up(self) -> list[int]:
         """Messages above the floor given up on after max deliveries and not acked since."""
@@ -250,6 +274,7 @@ class ConsumerState:
                 "ft": self.floor_ns,
                 "p": [[s, c, t] for s, (c, t) in sorted(self.pending.items())],
                 "r": [[s, n] for s, n in sorted(self.redelivered.items())],
+                "h": [[s, c, t] for s, (c, t) in sorted(self.held.items())],
             },
             separators=(",", ":"),
         ).encode()
@@ -262,6 +287,7 @@ class ConsumerState:
         self.floor_cseq, self.floor_sseq, self.floor_ns = snap["fc"], snap["fs"], snap["ft"]
         self.pending = {s: (c, t) for s, c, t in snap["p"]}
         self.redelivered = {s: n for s, n in snap["r"]}
+        self.held = {s: (c, t) for s, c, t in snap.get("h", [])}
         self.live_cseq, self.live_sseq = self.floor_cseq, self.floor_sseq  # as nats-server's restart
 
 

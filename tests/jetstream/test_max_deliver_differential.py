@@ -184,7 +184,7 @@ CASES = [
     ("explicit", "limits", True),
     ("explicit", "workqueue", True),
     ("explicit", "interest", False),
-    ("all", "limits", False),
+    ("all", "limits", True),
     ("all", "interest", False),
 ]
 
