@@ -99,6 +99,40 @@ def test_given_up_messages_survive_a_snapshot_and_the_leader_floor_restarts_at_t
     assert (copy.floor_cseq, copy.floor_sseq) == (copy.live_cseq, copy.live_sseq) == (4, 4)
 
 
+def test_a_redelivery_keeps_the_first_delivery_consumer_sequence() -> None:
+    state = _five_delivered("explicit")
+    state.apply(op_delivered([(2, 6, 2, 30)]))
+    assert state.pending[2] == (2, 30)  # nats-server keeps p.Sequence, updates the time
+    state.apply(op_acked([1, 2], 31))  # so the floor follows the first delivery: 2/2
+    assert (state.floor_cseq, state.floor_sseq) == (2, 2)
+
+
+def test_ack_all_give_up_below_the_floor_is_pending_again_after_a_restart() -> None:
+    """The store ignores a give-up of a message first delivered at or below its floor's consumer
+    sequence: after a restart it is pending again (and given up again on its next attempt)."""
+    state = _five_delivered("all")
+    state.apply(op_delivered([(s, s + 4, 2, 30) for s in range(2, 6)]))  # 2..5 as cseq 6..9
+    state.apply(op_acked_all(4, 8, 31))  # floor 8/4, above 5's first delivery (cseq 5)
+    state.apply(op_gave_up([(5, 2)], 40))
+    assert (state.pending, state.held) == ({}, {5: (5, 30)})
+    copy = ConsumerState("all")
+    copy.restore(state.snapshot())
+    for restarted in (state, copy):  # after a log replay or from a snapshot
+        restarted.restarted()
+        assert restarted.pending == {5: (5, 30)} and restarted.held == {}
+        assert restarted.redelivered == {5: 2}  # its next attempt is past max_deliver 2
+        assert (restarted.live_cseq, restarted.live_sseq) == (8, 4)
+
+
+def test_explicit_give_ups_are_never_held() -> None:
+    state = _five_delivered("explicit")
+    state.apply(op_acked([1], 20))
+    state.apply(op_delivered([(2, 6, 2, 30)]))
+    state.apply(op_gave_up([(2, 2)], 40))
+    state.restarted()
+    assert state.held == {} and 2 not in state.pending
+
+
 def test_the_give_up_operation_is_binary() -> None:
     data = op_gave_up([(2, 2), (5, 3)], 7)
     assert data[:1] == b"x" and len(data) == 1 + 8 * 5
