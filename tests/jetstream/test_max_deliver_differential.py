@@ -304,3 +304,42 @@ def test_max_deliver_one_as_nats_server(tmp_path: Path) -> None:
     want, have = results
     for index, (expected, actual) in enumerate(zip(want, have, strict=True)):
         assert actual == expected, f"step {index}: {expected!r}"
+
+
+async def _push(url: str, log: list[object]) -> list[object]:
+    """A push consumer: given up on as soon as the redelivery is due (it always has a target)."""
+    nc = await nats.connect(url, allow_reconnect=False)
+    try:
+        run = Run(nc, log)
+        await run.start()
+        got: list[Msg] = []
+
+        async def on_msg(msg: Msg) -> None:
+            got.append(msg)
+            log.append(("push", msg.data.decode(), msg.reply.split(".")[4:7]))
+
+        await nc.subscribe("deliver.here", cb=on_msg)
+        await run.api("$JS.API.STREAM.CREATE.S", {"name": "S", "subjects": ["s.>"], "retention": "workqueue"})
+        await run.api("$JS.API.CONSUMER.CREATE.S.D", {"stream_name": "S", "config": {
+            "durable_name": "D", "deliver_subject": "deliver.here", "ack_policy": "explicit",
+            "ack_wait": 300_000_000, "max_deliver": 2}})
+        for index in (1, 2):
+            await nc.request(f"s.{index}", str(index).encode(), timeout=5)
+        await run.wait_events(2)  # both delivered twice, then given up
+        await run.ack(got[0])  # a late ack of 1 (its first delivery's ack subject)
+        await run.info("push given up")
+        await run.stream_state("push stream")
+        return sorted(run.events, key=lambda e: json.dumps(e))
+    finally:
+        await nc.close()
+
+
+def test_push_consumer_max_deliver_as_nats_server(tmp_path: Path) -> None:
+    results = []
+    for start in (_nats_server, _appliance):
+        log: list[object] = []
+        with start(tmp_path) as server:
+            log.append(asyncio.run(asyncio.wait_for(_push(server.url, log), 30)))
+        results.append(sorted(log, key=json.dumps))  # two pushes of one loop turn may interleave
+    want, have = results
+    assert have == want
