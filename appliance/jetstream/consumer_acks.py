@@ -154,15 +154,16 @@ class AckHandling:
             self._arm_redelivery()
         else:
             self._deadlines.pop(sseq, None)
-            self._queue_redelivery(sseq)
+            self._queue_redelivery(sseq, expired=False)
 
     # --- redelivery ------------------------------------------------------------------------------
 
-    def _queue_redelivery(self, sseq: int) -> None:
+    def _queue_redelivery(self, sseq: int, *, expired: bool = True) -> None:
         """A message due again. As nats-server, one delivered max_deliver times is given up on
         when a delivery is next attempted (`_give_up`, from the delivery loop), not here; only
-        max_deliver 1 gives up at once (nats-server's checkPending counts from 1)."""
-        if self.config.max_deliver == 1:
+        an ack_wait expiry with max_deliver 1 gives up at once (nats-server's checkPending
+        counts deliveries from 1); a -NAK waits for the next attempt there too."""
+        if expired and self.config.max_deliver == 1:
             self._give_up(sseq, 1)
             return
         if sseq not in self._redeliver and len(self._redeliver) < limits.JS_REDELIVER_QUEUE_MAX:

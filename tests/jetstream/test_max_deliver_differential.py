@@ -269,8 +269,8 @@ def test_given_up_messages_survive_kill_9(tmp_path: Path) -> None:
 
 
 async def _max_deliver_one(url: str, log: list[object]) -> list[object]:
-    """max_deliver 1: nats-server gives up when ack_wait expires (no pull needed) and reports
-    num_redelivered 0."""
+    """max_deliver 1: nats-server gives up when ack_wait expires (no pull needed), a -NAK'd
+    message on the next delivery attempt, and reports num_redelivered 0."""
     nc = await nats.connect(url, allow_reconnect=False)
     try:
         run = Run(nc, log)
@@ -282,7 +282,9 @@ async def _max_deliver_one(url: str, log: list[object]) -> list[object]:
             await nc.request(f"s.{index}", str(index).encode(), timeout=5)
         first = await run.pull("pull", 3, 1.0)
         await run.ack(first[1])
-        await run.wait_events(2)
+        await nc.request(first[2].reply, b"-NAK", timeout=5)  # given up on the next attempt
+        await run.info("nak'd")
+        await run.pull_until_given_up("pulls", 2)  # 1 is given up at ack_wait, pull or not
         await run.info("given up at ack_wait")
         await run.stream_state("stream")
         await run.pull("nothing redelivered", 3, 0.5)
