@@ -196,7 +196,7 @@ CASES = [
     ("explicit", "workqueue", True),
     ("explicit", "interest", False),
     ("all", "limits", True),
-    ("all", "interest", False),
+    ("all", "interest", True),
 ]
 
 
