@@ -107,11 +107,10 @@ class DeliveryRelay:
         def on_relayed(subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
             if not reply:
                 return
-            parts = reply.split(b"@")
-            if queued and len(parts) >= 3:
-                ack, original, queue = b"@".join(parts[:-2]), parts[-2], parts[-1]
-            else:
-                ack, original, queue = b"@".join(parts[:-1]), parts[-1], None
+            queue: bytes | None = None
+            if queued and reply.count(b"@") >= 2:
+                reply, _, queue = reply.rpartition(b"@")
+            ack, _, original = reply.rpartition(b"@")  # the ack subject may hold '@' itself
             deliver_local(
                 self.server, account, subject[prefix:], original, ack or None, header, data, queue=queue
             )
