@@ -5,9 +5,11 @@ written only by i and read only by j: i rings it when it published into ring iâ†
 and when it freed space in ring jâ†’i that j waits for. So each worker reads one doorbell per peer.
 
 Theory of operation (one asyncio loop, one thread per worker):
-- Draining: on the doorbell, or when started, the link pops one bounded batch, hands it to
-  `on_frames`, and schedules itself again with `call_soon` while frames remain. When the ring is
-  empty it announces sleep (`ring_reader_sleep`), re-checks, and from then on the producer rings.
+- Draining: in the doorbell's own callback, or on the first turn when started, the link pops one
+  bounded batch, hands it to `on_frames`, and schedules itself again with `call_soon` while frames
+  remain. When the ring is empty it announces sleep (`ring_reader_sleep`), re-checks, and from then
+  on the producer rings: at once, in the `try_send` that found the reader asleep (at most once per
+  sleep), so a frame never waits for the end of the sender's turn, a timer or a poll.
 - Writing: `try_send` is one C call. When the ring is full it returns False; a started link
   announces the wait (`ring_writer_wait`) and calls `on_writable` once the consumer freed enough
   (the consumer rings our doorbell), or at once on the next turn if space appeared meanwhile.
