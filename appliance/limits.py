@@ -29,7 +29,8 @@ STALLED_PRODUCERS_MAX = 1024  # producers one slow subscriber may hold paused at
 ACCEPT_BACKLOG = 1024  # listen() backlog of the client port
 LINK_BACKLOG_BYTES_MAX = 64 * 1024 * 1024  # frames waiting for room on one link to a sibling worker
 MONITOR_GATHER_TIMEOUT_S = 2.0  # how long /connz and /varz wait for sibling workers' snapshots
-INTEREST_SYNC_TIMEOUT_S = 1.0  # a PONG waits at most this long for sibling workers to apply interest
+# a PONG waits at most this long for sibling workers to apply interest (1 s can pass on a loaded 2-core box)
+INTEREST_SYNC_TIMEOUT_S = 5.0
 INTEREST_SYNC_WAITERS_MAX = 65_536  # PONGs waiting for an interest sync at once
 LINK_RECORDS_FLUSH_BYTES = 256 * 1024  # messages gathered for a sibling worker before a frame leaves
 LINK_RECORDS_PIPELINE_BYTES = 16 * 1024  # ... one by one (deliver: relays, internal publishers): the sibling starts early
