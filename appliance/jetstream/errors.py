@@ -185,6 +185,13 @@ SOURCE_TRANSFORMS_WITH_FILTER = ApiError(
 )
 SOURCE_INVALID_SUBJECT_FILTER = ApiError(400, 10145, "source transform source: {err}")
 SOURCE_INVALID_TRANSFORM_DESTINATION = ApiError(400, 10146, "source transform: {err}")
+SOURCE_OVERLAPPING_SUBJECT_FILTERS = ApiError(400, 10147, "source filters can not overlap")
+MIRROR_TRANSFORMS_WITH_FILTER = ApiError(
+    400, 10150, "mirror with multiple subject transforms cannot also have a single subject filter"
+)
+MIRROR_INVALID_SUBJECT_FILTER = ApiError(400, 10151, "mirror transform source: {err}")
+MIRROR_OVERLAPPING_SUBJECT_FILTERS = ApiError(400, 10152, "mirror subject filters can not overlap")
+MIRROR_INVALID_TRANSFORM_DESTINATION = ApiError(400, 10154, "mirror transform: {err}")
 STREAM_TRANSFORM_INVALID_SOURCE = ApiError(400, 10155, "stream transform source: {err}")
 STREAM_TRANSFORM_INVALID_DESTINATION = ApiError(400, 10156, "stream transform: {err}")
 MESSAGE_TTL_DISABLED = ApiError(400, 10166, "per-message TTL is disabled")

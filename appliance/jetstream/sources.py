@@ -34,7 +34,7 @@ from appliance.jetstream import errors, ops
 from appliance.jetstream.decode import Kind, decode_object
 from appliance.jetstream.host import Timer
 from appliance.jetstream.storeview import count_live, first_seq_at_or_after_time
-from appliance.jetstream.subjects import is_valid_name, is_valid_subject
+from appliance.jetstream.subjects import is_valid_name, is_valid_subject, subject_is_subset, subjects_overlap
 from appliance.jetstream.transform import Transform, compile_all, first_match
 from appliance.jetstream.wire import append_headers, header_value, parse_rfc3339, rfc3339
 
@@ -91,9 +91,7 @@ def _parse_one(item: object, *, mirror: bool) -> dict[str, object]:
         text = f"subject filter '{filter_subject}' for the {what}: invalid subject"
         raise errors.STREAM_CREATE.format(err=text)
     if obj.get("subject_transforms"):
-        if filter_subject:
-            raise errors.SOURCE_TRANSFORMS_WITH_FILTER.error()
-        compile_all(obj["subject_transforms"])
+        _check_transforms(obj["subject_transforms"], filter_subject, mirror=mirror)
     echo: dict[str, object] = {}
     for field in ECHO_ORDER:
         if obj.get(field):
@@ -106,6 +104,23 @@ def _parse_one(item: object, *, mirror: bool) -> dict[str, object]:
     if "opt_start_time" in echo:
         echo["opt_start_time"] = rfc3339(parse_rfc3339(str(echo["opt_start_time"])))
     return echo
+
+
+def _check_transforms(entries: object, filter_subject: str, *, mirror: bool) -> None:
+    """A source's or mirror's subject_transforms, checked in nats-server's order."""
+    if filter_subject:
+        refusal = errors.MIRROR_TRANSFORMS_WITH_FILTER if mirror else errors.SOURCE_TRANSFORMS_WITH_FILTER
+        raise refusal.error()
+    compiled = compile_all(entries, of="mirror" if mirror else "source")
+    sources = [transform.src for transform in compiled]
+    for outer, first in enumerate(sources):
+        for inner, second in enumerate(sources):
+            if inner == outer:
+                continue
+            if mirror and subjects_overlap(first, second):
+                raise errors.MIRROR_OVERLAPPING_SUBJECT_FILTERS.error()
+            if not mirror and subject_is_subset(first, second):
+                raise errors.SOURCE_OVERLAPPING_SUBJECT_FILTERS.error()
 
 
 def parse_mirror(value: object, config_obj: dict[str, object]) -> dict[str, object]:

@@ -299,7 +299,7 @@ def test_transforms_rename_by_wildcards_and_tail() -> None:
     assert compile_transform("", "").apply("any.thing") == "any.thing"
     chain = [compile_transform("o.a.>", "q.>"), compile_transform("o.>", "r.>")]
     assert [first_match(chain, s) for s in ("o.a.1", "o.b.2", "p.c")] == ["q.1", "r.b.2", None]
-    for src, dest, code in (("o.*", "v.$2", 10146), ("o..x", "v", 10145), ("o.*", "v.{{partition(3,1)}}", 10052)):
+    for src, dest, code in (("o.*", "v.$2", 10146), ("o..x", "v", 10145), ("o.*", "v.{{bogus(3,1)}}", 10146)):
         with pytest.raises(JsApiError) as caught:
             compile_transform(src, dest)
         assert caught.value.entry.err_code == code
