@@ -58,6 +58,41 @@ class Scenario:
     nodes: int = 1  # 3: every server kind runs as a three-node cluster
     derived_from: str = ""  # not run itself: another row (`headline`) of that scenario's runs
     c_reference: bool = False  # every round also runs the C reference client against nats-server
+    # messages against nats-server sync=always (before --scale), when fewer than `request.msgs`: it
+    # fsyncs every message, so its async publish (and the prefill of a fetch/push run) takes ~40 s
+    # per 100 k messages; a rate needs far fewer
+    always_msgs: int | None = None
+
+    def request_for(self, kind: ServerKind, scale: float) -> BenchRequest:
+        """The scaled request run against one kind of server."""
+        request = scaled(self.request, scale)
+        if kind.sync_always and self.always_msgs is not None:
+            request = replace(request, msgs=min(request.msgs, max(10, int(self.always_msgs * scale))))
+        return request
+
+
+ALWAYS_MSGS = 20_000  # nats-server sync=always fsyncs every message (~2.5 k/s): its async/prefill counts
+
+
+def _js_rows() -> tuple[Scenario, ...]:
+    """The issue's JetStream rows, at 128 B and 1 KiB: async publish (window 256), sync publish
+    (p50/p99 in the latency table), fetch with ack explicit and ack all."""
+    rows: list[Scenario] = []
+    for size, tag, label in ((128, "", "128 B"), (1024, "-1k", "1 KiB")):
+        rows += [
+            Scenario(f"js-pub-async{tag}", f"JS R1 async pub {label}, window 256",
+                     BenchRequest("js-pub", msgs=200_000, window=256, size=size), "js-pub total",
+                     140_000 if size == 128 else None, always_msgs=ALWAYS_MSGS),
+            Scenario(f"js-pub-sync{tag}", f"JS R1 sync pub {label}", BenchRequest("js-pub", msgs=20_000, window=0,
+                     size=size), "js-pub total", 10_600 if size == 128 else None),
+            Scenario(f"js-fetch-explicit{tag}", f"JS R1 fetch {label} batch 500, ack explicit",
+                     BenchRequest("js-fetch", msgs=200_000, batch=500, ack="explicit", size=size),
+                     "js-fetch total", 90_000 if size == 128 else None, always_msgs=ALWAYS_MSGS),
+            Scenario(f"js-fetch-all{tag}", f"JS R1 fetch {label} batch 500, ack all",
+                     BenchRequest("js-fetch", msgs=200_000, batch=500, ack="all", size=size), "js-fetch total",
+                     142_000 if size == 128 else None, always_msgs=ALWAYS_MSGS),
+        ]
+    return tuple(rows)
 
 
 SCENARIOS: tuple[Scenario, ...] = (
@@ -68,23 +103,20 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("pubsub-total", "core pub+sub 128 B (pub+sub total, as nats bench's Pub/Sub stats)",
              BenchRequest("pubsub", msgs=1_000_000), "pub+sub total", 990_000, derived_from="pubsub"),
     Scenario("request", "core request/reply 128 B", BenchRequest("request", msgs=20_000), "request total"),
-    Scenario("js-pub-async", "JS R1 async pub 128 B, window 256", BenchRequest("js-pub", msgs=200_000, window=256),
-             "js-pub total", 140_000),
-    Scenario("js-pub-sync", "JS R1 sync pub 128 B", BenchRequest("js-pub", msgs=20_000, window=0), "js-pub total",
-             10_600),
-    Scenario("js-fetch-explicit", "JS R1 fetch batch 500, ack explicit",
-             BenchRequest("js-fetch", msgs=200_000, batch=500, ack="explicit"), "js-fetch total", 90_000),
-    Scenario("js-fetch-all", "JS R1 fetch batch 500, ack all",
-             BenchRequest("js-fetch", msgs=200_000, batch=500, ack="all"), "js-fetch total", 142_000),
-    Scenario("js-push", "JS R1 push, ack none", BenchRequest("js-push", msgs=200_000, ack="none"), "js-push total"),
+    *_js_rows(),
+    # push is timed from the first message to the last: a run needs enough messages to last
+    Scenario("js-push", "JS R1 push, ack none", BenchRequest("js-push", msgs=200_000, ack="none"), "js-push total",
+             always_msgs=5 * ALWAYS_MSGS),
     Scenario("kv-put", "KV put 128 B (sync)", BenchRequest("kv-put", msgs=10_000), "kv-put total"),
     Scenario("kv-get", "KV get 128 B (direct get)", BenchRequest("kv-get", msgs=20_000), "kv-get total"),
     Scenario("r3-js-pub-async", "3-node cluster: JS R3 async pub 128 B, window 256",
-             BenchRequest("js-pub", msgs=100_000, window=256, replicas=3), "js-pub total", nodes=3),
+             BenchRequest("js-pub", msgs=100_000, window=256, replicas=3), "js-pub total", nodes=3,
+             always_msgs=ALWAYS_MSGS),
     Scenario("r3-js-pub-sync", "3-node cluster: JS R3 sync pub 128 B",
              BenchRequest("js-pub", msgs=5_000, window=0, replicas=3), "js-pub total", nodes=3),
     Scenario("r3-js-fetch-explicit", "3-node cluster: JS R3 fetch batch 500, ack explicit",
-             BenchRequest("js-fetch", msgs=100_000, batch=500, ack="explicit", replicas=3), "js-fetch total", nodes=3),
+             BenchRequest("js-fetch", msgs=100_000, batch=500, ack="explicit", replicas=3), "js-fetch total", nodes=3,
+             always_msgs=ALWAYS_MSGS),
 )
 
 
@@ -94,9 +126,14 @@ class Cell:
 
     msgs_per_s: list[float] = field(default_factory=list)
     p50_us: list[float] = field(default_factory=list)
+    p99_us: list[float] = field(default_factory=list)
     client_cores: list[float] = field(default_factory=list)
     server_cores: list[float] = field(default_factory=list)
     load_average: list[float] = field(default_factory=list)  # 1-minute load when each round ended
+    # appliance: the worker(s) the kernel gave the client connection(s) in each round ("w0",
+    # "w0+w1"), told by INFO's client_id; "" for a server with one process
+    placement: list[str] = field(default_factory=list)
+    msgs: int = 0  # messages per run (the scaled count this server was asked for)
     failure: str = ""
 
     def median_rate(self) -> float | None:
@@ -106,22 +143,37 @@ class Cell:
         return median(values) if values else None
 
 
-def headline(report: BenchReport, label: str) -> tuple[float, float | None]:
+def headline(report: BenchReport, label: str) -> tuple[float, float | None, float | None]:
+    """msgs/s, p50 µs and p99 µs of one report row (no latency: None)."""
     row = next(r for r in report.totals if r.label == label)
-    return row.rate.msgs_per_s, None if row.latency is None else row.latency.p50_ns / 1e3
+    if row.latency is None:
+        return row.rate.msgs_per_s, None, None
+    return row.rate.msgs_per_s, row.latency.p50_ns / 1e3, row.latency.p99_ns / 1e3
+
+
+def placement(client_ids: tuple[int, ...], workers: int) -> str:
+    """Which appliance worker served each client: client ids are worker + 1 + k * workers."""
+    if workers <= 1 or not client_ids:
+        return ""
+    return "+".join(f"w{(cid - 1) % workers}" if cid > 0 else "w?" for cid in client_ids)
 
 
 def scaled(request: BenchRequest, scale: float) -> BenchRequest:
     return replace(request, msgs=max(10, int(request.msgs * scale)), keys=min(request.keys, max(10, int(1000 * scale))))
 
 
-def record(cell: Cell, report: BenchReport, label: str) -> None:
+def record(cell: Cell, report: BenchReport, label: str, *, workers: int = 1) -> None:
     if report.errors:
         raise RuntimeError(f"{report.errors} errors, first: {report.first_error}")
-    rate, p50 = headline(report, label)
+    rate, p50, p99 = headline(report, label)
     cell.msgs_per_s.append(rate)
-    if p50 is not None:
+    cell.msgs = report.plan.request.msgs
+    if p50 is not None and p99 is not None:
         cell.p50_us.append(p50)
+        cell.p99_us.append(p99)
+    where = placement(report.client_ids, workers)
+    if where:
+        cell.placement.append(where)
     wall = report.wall_s or 1e-9
     cell.client_cores.append(report.client_cpu_s / wall)
     if report.server_cpu_s is not None:
@@ -156,8 +208,8 @@ def run_all(scenarios: tuple[Scenario, ...], targets: tuple[ServerKind, ...], *,
                 _ensure_started(kind, scenario.nodes, servers, down, log)
             for round_number in range(rounds):
                 for kind in targets:
-                    _one([(cells[key][kind.name], label) for key, label in rows], scenario, request, kind,
-                         servers, down, round_number, log)
+                    _one([(cells[key][kind.name], label) for key, label in rows], scenario,
+                         scenario.request_for(kind, scale), kind, servers, down, round_number, log)
                 if scenario.c_reference:
                     _one_reference([(cells[key][REFERENCE], label) for key, label in rows], request,
                                    servers.get((NATS_DEFAULT.name, scenario.nodes)), round_number, log)
@@ -199,10 +251,12 @@ def _one(rows: list[tuple[Cell, str]], scenario: Scenario, request: BenchRequest
             cell.failure = down[key]
         return
     try:
-        report = run_bench(replace(request, url=server.url), server_pids=server.pids)
+        report = run_bench(replace(request, url=server.url), server_pids=server.pids, settle=True)
         for cell, label in rows:
-            record(cell, report, label)
-        log(f"round {round_number + 1} {scenario.key:18} {kind.name:24} {cells[0].msgs_per_s[-1]:>12,.0f} msgs/s")
+            record(cell, report, label, workers=server.workers())
+        where = cells[0].placement[-1] if cells[0].placement else ""
+        log(f"round {round_number + 1} {scenario.key:18} {kind.name:24} {cells[0].msgs_per_s[-1]:>12,.0f} msgs/s"
+            + (f"  client on {where}" if where else ""))
     except Exception as exc:  # noqa: BLE001 - any failure is a result to show, with its reason
         for cell in cells:
             cell.failure = failure_text(kind, exc)
@@ -240,6 +294,7 @@ def write_results(cells: dict[str, dict[str, Cell]], scenarios: tuple[Scenario, 
                "scenarios": [{"key": s.key, "title": s.title, "headline": s.headline,
                               "reference_msgs_per_s": s.reference_msgs_per_s,
                               "request": asdict(scaled(s.request, scale)),
+                              "requests": {t.name: asdict(s.request_for(t, scale)) for t in targets},
                               "results": {name: asdict(cell) for name, cell in cells[s.key].items()}}
                              for s in scenarios]}
     for name in (f"bench-{stamp}", "latest"):

@@ -111,11 +111,13 @@ def setup_sub(conn: Connection, spec: ClientSpec) -> None:
 def receive_count(conn: Connection, spec: ClientSpec, progress: Progress, result: ClientResult,
                   flags: int = 0, out: bytearray | None = None,
                   after_batch: Callable[[], None] | None = None) -> float:
-    """Count data messages until spec.msgs arrived or the server went idle; returns time of the last.
+    """Count data messages until spec.msgs arrived or the server went idle; returns the measured
+    seconds, timed as `nats bench` times a subscriber: from the first message to the last (the wait
+    for the first one, e.g. a push consumer noticing its new subscriber, is not throughput).
 
     Replies the scan wrote to `out` are sent after every read; `after_batch` runs after every read
     that brought messages."""
-    start = last = time.perf_counter()
+    start_ns, first_ns, last_ns = monotonic_ns(), 0, 0
     while result.msgs < spec.msgs:
         if not conn.fill():
             note_error(result, idle_text(conn, result, spec))
@@ -126,13 +128,15 @@ def receive_count(conn: Connection, spec: ClientSpec, progress: Progress, result
             out.clear()
         if msgs:
             result.msgs += msgs
-            last = time.perf_counter()
+            last_ns = monotonic_ns()
+            first_ns = first_ns or last_ns
             progress(result.msgs)
             if after_batch is not None:
                 after_batch()
         conn.specials.clear()
     result.bytes = result.msgs * spec.size
-    return last - start
+    result.ended_s = (last_ns or start_ns) / 1e9
+    return measured_seconds(start_ns, first_ns, last_ns)
 
 
 def idle_text(conn: Connection, result: ClientResult, spec: ClientSpec) -> str:

@@ -12,6 +12,7 @@ still alive at the end are terminated by pid (they are ours).
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import queue as queue_module
 import time
 from collections.abc import Callable
@@ -74,12 +75,19 @@ def client_main(spec: ClientSpec, slot: int, progress: Any, go: Any, stop: Any, 
         else:
             result = RUNNERS[spec.role](conn, spec, report)
         result.cpu_s = time.process_time() - cpu_start
+        result.client_id = client_id(conn.info)
         if result.ended_s is None:  # a loop that does not know better ended its measurement just now
             result.ended_s = time.clock_gettime(time.CLOCK_MONOTONIC)
         conn.close()
         results.put(("result", slot, result))
     except Exception as exc:  # noqa: BLE001 - every failure goes back to the orchestrator as text
         results.put(("error", slot, f"{spec.role} #{spec.index}: {type(exc).__name__}: {exc}"))
+
+
+def client_id(info: dict[str, object]) -> int:
+    """INFO's client_id (0 when the server sent none or not a number)."""
+    value = info.get("client_id", 0)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def server_cpu_s(pids: tuple[int, ...]) -> float | None:
@@ -98,13 +106,20 @@ def server_cpu_s(pids: tuple[int, ...]) -> float | None:
     return total
 
 
-def run_plan(plan: Plan, *, server_pids: tuple[int, ...] = (), view: ProgressView | None = None) -> Outcome:
+def run_plan(plan: Plan, *, server_pids: tuple[int, ...] = (), view: ProgressView | None = None,
+             settle: bool = False) -> Outcome:
+    """Set up, run the clients, tear down. `settle`: write every dirty page of the machine to disk
+    (sync(2)) between the setup and the clients, so that a run does not pay for the writeback of
+    what an earlier run (maybe of another server) or the prefill left behind: a durable server
+    waits for its fsyncs, and those queue behind that writeback."""
     endpoint = Endpoint.parse(plan.request.url)
     conn = Connection(endpoint, name="bench-setup")
     try:
         plan.setup(conn)
     finally:
         conn.close()
+    if settle:
+        os.sync()
     try:
         return _run_clients(plan, server_pids, view)
     finally:

@@ -52,6 +52,7 @@ class BenchReport:
     cores: int
     busiest_client: tuple[str, float] = ("", 0.0)  # label, CPU seconds per second of its own run
     role_cpu_s: tuple[tuple[str, float], ...] = ()  # CPU seconds of each role's clients together
+    client_ids: tuple[int, ...] = ()  # INFO client_id of each client's connection, in client order
 
     @property
     def errors(self) -> int:
@@ -76,6 +77,7 @@ class BenchReport:
                               for role, cpu in self.role_cpu_s}},
             "errors": self.errors, "first_error": self.first_error,
             "busiest_client": {"client": self.busiest_client[0], "cpu_share": self.busiest_client[1]},
+            "client_ids": list(self.client_ids),
         }
 
     def table(self) -> str:
@@ -157,4 +159,5 @@ def build_report(plan: Plan, outcome: Outcome) -> BenchReport:
     role_cpu = tuple((role, sum(r.cpu_s for r in outcome.clients if r.role == role)) for role in roles)
     return BenchReport(plan, clients, totals, outcome.wall_s, sum(r.cpu_s for r in outcome.clients),
                        outcome.server_cpu_s, first_error, os.cpu_count() or 1,
-                       (f"{busiest.role} #{busiest.index}", busy_share), role_cpu)
+                       (f"{busiest.role} #{busiest.index}", busy_share), role_cpu,
+                       tuple(r.client_id for r in outcome.clients))

@@ -9,6 +9,6 @@ from appliance.bench.report import BenchReport, build_report
 
 
 def run_bench(request: BenchRequest, *, server_pids: tuple[int, ...] = (),
-              view: ProgressView | None = None) -> BenchReport:
+              view: ProgressView | None = None, settle: bool = False) -> BenchReport:
     plan = make_plan(request)
-    return build_report(plan, run_plan(plan, server_pids=server_pids, view=view))
+    return build_report(plan, run_plan(plan, server_pids=server_pids, view=view, settle=settle))

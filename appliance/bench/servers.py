@@ -19,6 +19,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 from appliance.bench.conn import Connection, Endpoint
 
 START_TIMEOUT_S = 30.0
@@ -26,6 +28,7 @@ STOP_TIMEOUT_S = 10.0
 POLL_S = 0.05
 LOG_TAIL_CHARS = 2000
 CLUSTER_NAME = "BENCH"
+READY_ANSWERS_IN_A_ROW = 4  # fresh connections that must find the JetStream API before a run
 
 
 def free_port() -> int:
@@ -115,6 +118,15 @@ class RunningServer:
     def pids(self) -> tuple[int, ...]:
         return tuple(node.proc.pid for node in self.nodes)
 
+    def workers(self) -> int:
+        """Processes serving clients on node 1: an appliance supervisor's worker children, else 1."""
+        if self.kind.program != "appliance":
+            return 1
+        try:
+            return max(1, len(psutil.Process(self.pid).children()))
+        except psutil.Error:
+            return 1
+
     def dead_node(self) -> Node | None:
         return next((node for node in self.nodes if node.proc.poll() is not None), None)
 
@@ -197,29 +209,42 @@ def wait_ready(server: RunningServer, timeout_s: float) -> None:
             if time.monotonic() > deadline:
                 raise ServerStartFailed(f"no INFO on port {node.port} after {timeout_s:.0f}s: {node.reason()}")
             time.sleep(POLL_S)
-    if len(server.nodes) > 1:
-        _wait_meta_leader(server, deadline)
+    _wait_jetstream(server, deadline)
 
 
-def _wait_meta_leader(server: RunningServer, deadline: float) -> None:
+def _wait_jetstream(server: RunningServer, deadline: float) -> None:
+    """Until the JetStream API answers READY_ANSWERS_IN_A_ROW fresh connections in a row: a cluster
+    has elected its meta leader, and every appliance worker (each connection lands on any of them)
+    knows where the API lives. A scenario that started earlier would meet `no responders`."""
     last = "no answer"
-    while time.monotonic() < deadline:
+    answered = 0
+    while answered < READY_ANSWERS_IN_A_ROW:
         dead = server.dead_node()
         if dead is not None:
             raise ServerStartFailed(f"a node exited with code {dead.proc.returncode}: {dead.reason()}")
+        if time.monotonic() >= deadline:
+            raise ServerStartFailed(f"JetStream not ready in time ({last})")
+        last = _jetstream_info(server.url)
+        if last:
+            answered = 0
+            time.sleep(POLL_S * 4)
+        else:
+            answered += 1
+
+
+def _jetstream_info(url: str) -> str:
+    """'' when $JS.API.INFO answered without an error on a fresh connection, else why not."""
+    try:
+        conn = Connection(Endpoint.parse(url), name="bench-ready", timeout_s=1.0)
         try:
-            conn = Connection(Endpoint.parse(server.url), name="bench-ready", timeout_s=1.0)
-            try:
-                reply = conn.request(b"$JS.API.INFO", b"", 1.0)
-            finally:
-                conn.close()
-            if reply.status is None and b'"error"' not in reply.payload:
-                return
-            last = f"status {reply.status}" if reply.status else reply.payload[:160].decode("utf-8", "replace")
-        except (OSError, TimeoutError) as exc:
-            last = f"{type(exc).__name__}: {exc}"
-        time.sleep(POLL_S * 4)
-    raise ServerStartFailed(f"cluster JetStream not ready in time ({last})")
+            reply = conn.request(b"$JS.API.INFO", b"", 1.0)
+        finally:
+            conn.close()
+    except (OSError, TimeoutError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    if reply.status is None and b'"error"' not in reply.payload:
+        return ""
+    return f"status {reply.status}" if reply.status else reply.payload[:160].decode("utf-8", "replace")
 
 
 def _answers_info(port: int) -> bool:

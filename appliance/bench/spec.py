@@ -49,6 +49,7 @@ class ClientResult:
     latency_samples: Samples = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     latency_count: int = 0
     latency_max_ns: int = 0
+    client_id: int = 0  # the server's INFO client_id for this connection (tells an appliance worker)
 
     @property
     def rate(self) -> Rate:

@@ -72,9 +72,10 @@ def markdown(cells: dict[str, dict[str, Cell]], scenarios: tuple[Scenario, ...],
                      f"{ratio_text(row.get(APPLIANCE.name), nats)} | "
                      f"{ratio_text(row.get(APPLIANCE.name), row.get(NATS_SYNC_ALWAYS.name))} | "
                      f"{reference_text} | {vs_reference} |")
-    lines += ["", "Latency p50 (µs), CPU (cores busy, of " + info["cores"] + ") and the machine's 1-minute load "
-              "average (other work shares these cores) — medians:", "",
-              "| scenario | " + " | ".join(f"{n} p50 µs / client CPU / server CPU / load" for n in names) + " |",
+    lines += ["", "Latency p50 / p99 (µs; async publish: publish to ack; fetch: pull request to its last "
+              "message; sync publish, KV, request: round trip), CPU (cores busy, of " + info["cores"] + ") and the "
+              "machine's 1-minute load average (other work shares these cores) — medians:", "",
+              "| scenario | " + " | ".join(f"{n} p50 / p99 µs / client CPU / server CPU / load" for n in names) + " |",
               "|---|" + "---:|" * len(names)]
     for s in scenarios:
         parts = []
@@ -83,7 +84,41 @@ def markdown(cells: dict[str, dict[str, Cell]], scenarios: tuple[Scenario, ...],
             if not c.msgs_per_s:
                 parts.append("–")
                 continue
-            parts.append(f"{_num(c.median_of(c.p50_us), ',.0f')} / {_num(c.median_of(c.client_cores), '.2f')} / "
+            parts.append(f"{_num(c.median_of(c.p50_us), ',.0f')} / {_num(c.median_of(c.p99_us), ',.0f')} / "
+                         f"{_num(c.median_of(c.client_cores), '.2f')} / "
                          f"{_num(c.median_of(c.server_cores), '.2f')} / {_num(c.median_of(c.load_average), '.1f')}")
         lines.append(f"| {s.title} | " + " | ".join(parts) + " |")
+    lines += placement_lines(cells, scenarios, names)
+    lines += message_count_lines(cells, scenarios, names)
     return "\n".join(lines) + "\n"
+
+
+def placement_lines(cells: dict[str, dict[str, Cell]], scenarios: tuple[Scenario, ...], names: list[str]) -> list[str]:
+    """Per round, the appliance worker the client landed on (the kernel picks: INFO's client_id
+    tells which) next to that round's rate: a client on a worker that does not own the stream is
+    relayed over the ring."""
+    rows = []
+    for s in scenarios:
+        for n in names:
+            c = cells[s.key][n]
+            if c.placement and len(c.placement) == len(c.msgs_per_s):
+                rounds = ", ".join(f"{where} {rate:,.0f}" for where, rate in zip(c.placement, c.msgs_per_s))
+                rows.append(f"| {s.title} | {n} | {rounds} |")
+    if not rows:
+        return []
+    return ["", "Client placement on appliance's workers, per round (worker: msgs/s of that round):", "",
+            "| scenario | server | rounds |", "|---|---|---|", *rows]
+
+
+def message_count_lines(cells: dict[str, dict[str, Cell]], scenarios: tuple[Scenario, ...],
+                        names: list[str]) -> list[str]:
+    """Rows where a server ran fewer messages than the others (nats-server sync=always, which
+    fsyncs each message): a rate is a rate, but the reader should know."""
+    notes = []
+    for s in scenarios:
+        counts = {n: cells[s.key][n].msgs for n in names if cells[s.key][n].msgs}
+        if len(set(counts.values())) > 1:
+            notes.append(f"{s.title}: " + ", ".join(f"{n} {count:,}" for n, count in counts.items()))
+    if not notes:
+        return []
+    return ["", "Messages per run where they differ: " + "; ".join(notes) + "."]

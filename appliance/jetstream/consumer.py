@@ -339,9 +339,8 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
         push = self.config.is_push
         now = self.host.now_ns()
         config = self.config
-        runs = (  # pull deliveries that _deliver_run can make
-            not push
-            and len(self._filters) <= 1
+        runs = (  # deliveries that _deliver_run can make
+            len(self._filters) <= 1
             and config.replay_policy != "original"
             and not config.headers_only
         )
@@ -350,6 +349,13 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
                 if not self._push_ready():
                     break
                 request = None
+                if runs and not self._redeliver and not self._initial:
+                    sent = self._deliver_run(None, now, limits.JS_DELIVER_BATCH_MAX - count, new_count, delivered)
+                    if not sent:
+                        break  # no room under max_ack_pending, or no message: as the general path
+                    count += sent
+                    new_count += sent
+                    continue
             else:
                 request = self._first_live_request(now)
                 if request is None:
@@ -382,6 +388,10 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
             count += 1
             delivered.extend(self._deliver(msg, dc, ack, request, now))
         if count:
+            if config.ack_policy == "none":
+                # Nothing stays pending: the state keeps only the highest positions (and the
+                # floors follow them), so one record of the turn's last delivery is the same state.
+                delivered = [max(delivered[0::4]), max(delivered[1::4]), 1, now]
             self._propose(ops.op_delivered_flat(delivered), durable=False)
             self._last_activity_ns = now
             self._delivered_since_heartbeat = True
@@ -392,14 +402,23 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
             self._finish_no_wait()
 
     def _deliver_run(
-        self, request: PullRequest, now: int, limit: int, proposed: int, delivered: list[int]
+        self, request: PullRequest | None, now: int, limit: int, proposed: int, delivered: list[int]
     ) -> int:
-        """The common pull case in one loop: new messages in stream order to one request, no
-        max_bytes, no redeliveries waiting, instant replay, whole messages. Does per message what
-        _next_message, _ack_subject and _deliver do; returns how many it delivered."""
+        """The common case in one loop: new messages in stream order to one pull request (no
+        max_bytes) or to the push subscriber (ready: interest, not held by flow control), no
+        redeliveries waiting, instant replay, whole messages. Does per message what
+        _next_message, _ack_subject and _deliver do; returns how many it delivered. A push run
+        stops where _deliver would send a flow control request, and sends it."""
         config = self.config
         acking = config.ack_policy != "none"
-        room = min(limit, request.batch - request.delivered)
+        if request is not None:
+            room = min(limit, request.batch - request.delivered)
+            target = request.reply
+        else:
+            room = limit
+            if config.flow_control:
+                room = min(room, limits.JS_FLOW_CONTROL_MSGS - self._fc_count)
+            target = config.deliver_subject
         if acking:
             room = min(room, config.max_ack_pending - len(self.state.pending) - proposed)
         if room <= 0:
@@ -407,8 +426,8 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
         prefix = self._ack_prefix
         if prefix is None:
             prefix = self._ack_prefix = f"$JS.ACK.{self.stream.config.name}.{self.name}.".encode()
-        if request.reply != self._target:
-            self._target, self._target_b = request.reply, request.reply.encode()
+        if target != self._target:
+            self._target, self._target_b = target, target.encode()
         deliver = self.host.deliverer(self._target_b)
         load_next = self._load_next
         deadlines = self._deadlines
@@ -438,13 +457,19 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
             delivered += (seq, cseq, 1, now)
             last_ts = msg.timestamp_ns
             sent += 1
-        if sent:
-            self._replay_prev_ts = last_ts
+        if not sent:
+            return 0
+        self._replay_prev_ts = last_ts
+        if request is not None:
             request.delivered += sent
             request.bytes_sent += size
             if request.remaining <= 0:
                 request.cancel_timers()
                 self.waiting.remove(request)
+        elif config.flow_control:
+            self._fc_count += sent
+            if self._fc_count >= limits.JS_FLOW_CONTROL_MSGS:
+                self._send_flow_control()
         return sent
 
     def _ack_subject(self, msg: StoredMsg, dc: int) -> bytes:
