@@ -11,13 +11,10 @@ and per server `jetstream { max_memory_store, max_file_store }`. They are checke
 * on CONSUMER.CREATE: consumers per stream (the smaller of the stream's and the account's
   limit), and max_ack_pending (the default is clamped to the account limit, an explicit value
   above it is refused);
-* on publish, through a guard a stream carries only when a limit applies to its storage type:
-  the account's usage plus the message over the account limit refuses it with 10002, the
-  server's usage already over the server limit with 10023.
-
-The server limits nats-server derives when none is configured (75% of RAM, 75% of free disk)
-are used for reservations on the API path; the publish guard applies configured server limits
-only, so a stream with no configured limit keeps its unguarded publish path.
+* on publish, through the guard every stream carries: the account's usage plus the message
+  over the account limit refuses it with 10002, the server's usage already over the server
+  limit with 10023 — the configured one, or the one nats-server derives when none is
+  configured (75% of RAM, 75% of the store's free disk, taken when the stream opens).
 """
 
 from __future__ import annotations
@@ -69,11 +66,11 @@ def server_limits(service: JetStreamService) -> tuple[int, int]:
     options = service.options.jetstream
     memory = options.max_memory
     if memory < 0:
-        memory = int(psutil.virtual_memory().total * MEMORY_SHARE)
+        memory = psutil.virtual_memory().total // 4 * 3  # MEMORY_SHARE, in nats-server's integer steps
     storage = options.max_storage
     if storage < 0:
         root = service.root if os.path.isdir(service.root) else "/"
-        storage = int(psutil.disk_usage(root).free * STORAGE_SHARE)
+        storage = psutil.disk_usage(root).free // 4 * 3  # STORAGE_SHARE, as nats-server diskAvailable
     return memory, storage
 
 
@@ -188,39 +185,58 @@ def check_consumer(
 
 # --- the publish path -------------------------------------------------------------------------
 
+# What one message can count for at most, on top of the server's max_payload (which covers
+# header and payload): its subject (a control line) and the stores' per-message overhead.
+MSG_BYTES_BOUND_EXTRA = 4096 + 64
+
+
+def used_bytes(streams: Sequence[Stream], storage: str) -> int:
+    """Bytes stored by the streams of one storage type."""
+    return sum(stored_bytes(s.store) for s in streams if s.config.storage == storage)
+
 
 class PublishGuard:
-    """Installed on a stream only when a limit applies to its storage type. A batch that fits
-    whole (usage plus every message's size) goes the stream's usual way (None); otherwise each
-    message is checked: one that would take the account over its limit is refused (10002), one
-    arriving while the server is over its configured limit too (10023), the rest are applied
-    one by one."""
+    """Every stream carries one: nats-server checks each publish against the server's
+    JetStream limit (configured, or derived at start: 75% of RAM / of the free disk) and, when
+    one is set, the account's. A message arriving while the server's usage is already over its
+    limit is refused with 10023 (nats-server's limitsExceeded: the message itself is not
+    counted); one that would take the account over its limit with 10002.
+
+    A batch that fits whole goes the stream's usual way (None): with no account limit that is
+    decided from the server's usage and a bound on the batch (messages x the largest message),
+    without sizing each message; otherwise, and near the limits, each message is checked and
+    applied one by one."""
 
     def __init__(self, ajs: AccountJetStream, account_max: int, server_max: int) -> None:
         self.ajs = ajs
         self.account_max = account_max
         self.server_max = server_max
+        self.msg_bytes_max = ajs.service.options.max_payload + MSG_BYTES_BOUND_EXTRA
+
+    def _server_others(self, stream: Stream) -> int:
+        everything = [s for a in self.ajs.service.accounts.values() for s in a.streams.values()]
+        return used_bytes([s for s in everything if s is not stream], stream.config.storage)
 
     def __call__(self, stream: Stream, msgs: list[ops.InMsg]) -> list[Outcome] | None:
         storage = stream.config.storage
-        others = [s for s in self.ajs.streams.values() if s is not stream]
-        account_others = usage_of(others).used(storage)
-        server_others = 0
-        if self.server_max >= 0:
-            everything = [s for a in self.ajs.service.accounts.values() for s in a.streams.values()]
-            server_others = usage_of([s for s in everything if s is not stream]).used(storage)
+        server_others = self._server_others(stream)
+        mine = stored_bytes(stream.store)
+        if self.account_max < 0 and server_others + mine + len(msgs) * self.msg_bytes_max <= self.server_max:
+            return None
+        account_others = 0
+        if self.account_max >= 0:
+            account_others = used_bytes([s for s in self.ajs.streams.values() if s is not stream], storage)
         size_of = stream.store.msg_size
-        batch = sum(size_of(m.subject, m.header, m.payload) for m in msgs)
-        after = stored_bytes(stream.store) + batch
-        if (self.server_max < 0 or server_others + after <= self.server_max) and (
+        after = mine + sum(size_of(m.subject, m.header, m.payload) for m in msgs)
+        if server_others + after <= self.server_max and (
             self.account_max < 0 or account_others + after <= self.account_max
         ):
             return None
         outcomes: list[Outcome] = []
         for msg in msgs:
             mine = stored_bytes(stream.store)
-            size = stream.store.msg_size(msg.subject, msg.header, msg.payload)
-            if 0 <= self.server_max < server_others + mine:
+            size = size_of(msg.subject, msg.header, msg.payload)
+            if self.server_max < server_others + mine:
                 outcomes.append(Outcome(error=errors.INSUFFICIENT_RESOURCES.error()))
             elif 0 <= self.account_max < account_others + mine + size:
                 outcomes.append(Outcome(error=errors.ACCOUNT_RESOURCES_EXCEEDED.error()))
@@ -230,10 +246,10 @@ class PublishGuard:
 
 
 def attach_guard(ajs: AccountJetStream, stream: Stream) -> None:
-    """Give the stream a publish guard when a limit applies to it, none otherwise."""
+    """Give the stream its publish guard: the server limit always applies (nats-server derives
+    one when none is configured), the account's when it has one for the stream's storage."""
     lim = account_limits(ajs)
-    options = ajs.service.options.jetstream
+    server_memory, server_storage = server_limits(ajs.service)
     memory = stream.config.storage == "memory"
     account_max = lim.max_memory if memory else lim.max_store
-    server_max = options.max_memory if memory else options.max_storage
-    stream.guard = PublishGuard(ajs, account_max, server_max) if account_max >= 0 or server_max >= 0 else None
+    stream.guard = PublishGuard(ajs, account_max, server_memory if memory else server_storage)

@@ -12,6 +12,7 @@ import nats
 import pytest
 
 from appliance.config import options_from_text
+from appliance.jetstream.resources import server_limits
 from appliance.testing.inproc import InProcessServer
 from appliance.testing.natsserver import NatsServer
 
@@ -154,8 +155,8 @@ def test_limits_answer_as_nats_server(servers: tuple[str, str]) -> None:
             assert have == want, f"account {user} step {index}: {step[0]} {step[1][:80]!r}"
 
 
-def test_publish_guard_only_where_a_limit_applies(tmp_path: Path) -> None:
-    """Streams without an account or configured server limit keep the unguarded publish path."""
+def test_every_stream_is_guarded_by_the_server_limit(tmp_path: Path) -> None:
+    """nats-server checks every publish against the server limit (derived when not configured)."""
     text = """
 jetstream { store_dir: "%(store)s", max_file_store: 10MB }
 accounts { A { users: [{user: a, password: a}], jetstream: { max_mem: 100000 } }
@@ -178,10 +179,11 @@ accounts { A { users: [{user: a, password: a}], jetstream: { max_mem: 100000 } }
             asyncio.run(create(server.url, user, name, storage))
         assert server.server is not None
         service = server.server.jetstream_monitor.service  # type: ignore[attr-defined]
-        guards = {name: stream.guard is not None for ajs in service.accounts.values()
-                  for name, stream in ajs.streams.items()}
-    # A: max_mem guards its memory stream; max_file_store (server) guards every file stream
-    assert guards == {"AM": True, "AF": True, "CM": False, "CF": True}
+        guards = {name: (stream.guard.account_max, stream.guard.server_max)
+                  for ajs in service.accounts.values() for name, stream in ajs.streams.items()}
+    derived_memory = server_limits(service)[0]
+    assert guards == {"AM": (100000, derived_memory), "AF": (-1, 10 * 1024 * 1024),
+                      "CM": (-1, derived_memory), "CF": (-1, 10 * 1024 * 1024)}
 
 
 def test_a_burst_stops_exactly_at_the_account_limit(tmp_path: Path) -> None:
