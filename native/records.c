@@ -251,6 +251,52 @@ static Py_ssize_t put_decimal_u64(char *p, uint64_t value) {
     return n;
 }
 
+/* One MSG/HMSG line at p (room checked by the caller): "MSG " subject tail [reply " "] [header " "]
+ * size CRLF data CRLF; HMSG when header_len >= 0. Returns the position after it. */
+static char *put_msg(char *p, const char *subject, Py_ssize_t subject_len, const char *tail, Py_ssize_t tail_len,
+                     const char *reply, Py_ssize_t reply_len, Py_ssize_t header_len, const char *data,
+                     Py_ssize_t data_len) {
+    if (header_len >= 0) {
+        memcpy(p, "HMSG ", 5);
+        p += 5;
+    } else {
+        memcpy(p, "MSG ", 4);
+        p += 4;
+    }
+    memcpy(p, subject, (size_t)subject_len);
+    p += subject_len;
+    memcpy(p, tail, (size_t)tail_len);
+    p += tail_len;
+    if (reply_len > 0) {
+        memcpy(p, reply, (size_t)reply_len);
+        p += reply_len;
+        *p++ = ' ';
+    }
+    if (header_len >= 0) {
+        p += put_decimal_u64(p, (uint64_t)header_len);
+        *p++ = ' ';
+    }
+    p += put_decimal_u64(p, (uint64_t)data_len);
+    *p++ = '\r';
+    *p++ = '\n';
+    memcpy(p, data, (size_t)data_len);
+    p += data_len;
+    *p++ = '\r';
+    *p++ = '\n';
+    return p;
+}
+
+/* The last '@' of reply[0:length], or -1 (a relayed reply is `<ack>@<stream subject>`; the ack
+ * subject may hold '@' itself, the stream subject does not). */
+static Py_ssize_t last_at(const unsigned char *reply, Py_ssize_t length) {
+    for (Py_ssize_t i = length - 1; i >= 0; i--) {
+        if (reply[i] == '@') {
+            return i;
+        }
+    }
+    return -1;
+}
+
 PyObject *appliance_append_msgs(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (nargs != 7 || !PyByteArray_Check(args[0]) || !PyBytes_Check(args[1]) || !PyBytes_Check(args[4])) {
@@ -332,6 +378,76 @@ PyObject *appliance_append_msgs(PyObject *self, PyObject *const *args, Py_ssize_
         p += data_len;
         *p++ = '\r';
         *p++ = '\n';
+        data_bytes += (unsigned long long)data_len;
+    }
+    if (PyByteArray_Resize(out, p - PyByteArray_AS_STRING(out)) < 0) {
+        return NULL;
+    }
+    return Py_BuildValue("(nnK)", count, pos, data_bytes);
+}
+
+PyObject *appliance_append_relayed_msgs(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 7 || !PyByteArray_Check(args[0]) || !PyBytes_Check(args[1]) || !PyBytes_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "append_relayed_msgs(out: bytearray, payload: bytes, start: int, "
+                                         "end: int, tail: bytes, headers: bool, limit: int)");
+        return NULL;
+    }
+    const Py_ssize_t start = PyLong_AsSsize_t(args[2]);
+    const Py_ssize_t end = PyLong_AsSsize_t(args[3]);
+    const int headers = PyObject_IsTrue(args[5]);
+    const Py_ssize_t limit = PyLong_AsSsize_t(args[6]);
+    if (PyErr_Occurred() || headers < 0) {
+        return NULL;
+    }
+    const unsigned char *base = (const unsigned char *)PyBytes_AS_STRING(args[1]);
+    if (start < 0 || end < start || end > PyBytes_GET_SIZE(args[1])) {
+        PyErr_SetString(PyExc_ValueError, "append_relayed_msgs: bad range");
+        return NULL;
+    }
+    const Py_ssize_t tail_len = PyBytes_GET_SIZE(args[4]);
+    /* pass 1: validate (whole record, `<ack>@<subject>` reply with a subject) and size */
+    Py_ssize_t room = 0;
+    Py_ssize_t count = 0;
+    for (Py_ssize_t pos = start; pos < end && count < limit; count++) {
+        record_view r;
+        if (view_record(base, pos, end, &r) < 0) {
+            PyErr_SetString(PyExc_ValueError, "truncated message record in a link frame");
+            return NULL;
+        }
+        const Py_ssize_t at = last_at(r.fields + r.account + r.subject, r.reply);
+        if (at < 0 || at == r.reply - 1) {
+            PyErr_SetString(PyExc_ValueError, "relayed record without an <ack>@<subject> reply");
+            return NULL;
+        }
+        /* "HMSG " subject tail ack " " header " " size CRLF data CRLF (subject + ack < reply) */
+        room += 5 + r.reply + tail_len + 1 + 2 * DECIMAL_DIGITS_MAX + 1 + 2 + r.data + 2;
+        pos = r.next;
+    }
+    PyObject *out = args[0];
+    const Py_ssize_t old = PyByteArray_GET_SIZE(out);
+    if (PyByteArray_Resize(out, old + room) < 0) {
+        return NULL;
+    }
+    char *p = PyByteArray_AS_STRING(out) + old;
+    const char *tail = PyBytes_AS_STRING(args[4]);
+    unsigned long long data_bytes = 0;
+    Py_ssize_t pos = start;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        record_view r;
+        (void)view_record(base, pos, end, &r); /* validated above */
+        pos = r.next;
+        const char *reply = (const char *)r.fields + r.account + r.subject;
+        const Py_ssize_t at = last_at((const unsigned char *)reply, r.reply);
+        const char *data = reply + r.reply + r.queue;
+        Py_ssize_t data_len = r.data;
+        Py_ssize_t header_len = r.header == NO_HEADER ? -1 : (Py_ssize_t)r.header;
+        if (header_len >= 0 && !headers) { /* a client without headers gets the payload alone */
+            data += header_len;
+            data_len -= header_len;
+            header_len = -1;
+        }
+        p = put_msg(p, reply + at + 1, r.reply - at - 1, tail, tail_len, reply, at, header_len, data, data_len);
         data_bytes += (unsigned long long)data_len;
     }
     if (PyByteArray_Resize(out, p - PyByteArray_AS_STRING(out)) < 0) {

@@ -17,6 +17,12 @@ PyObject *appliance_record_runs(PyObject *self, PyObject *arg);
  *             limit: int) -> (count, next, data_bytes): MSG/HMSG lines for up to `limit` records of
  * payload[start:end] (HMSG only when headers is true; otherwise the header block is dropped). */
 PyObject *appliance_append_msgs(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+/* append_relayed_msgs(out: bytearray, payload: bytes, start: int, end: int, tail: bytes, headers: bool,
+ *                     limit: int) -> (count, next, data_bytes): as append_msgs for records relayed by
+ * JetStream (appliance/jetstream/relay.py): each record's reply `<ack>@<stream subject>` is split at
+ * its last '@'; the MSG/HMSG goes out on the stream subject with the ack as its reply (none when the
+ * ack is empty). ValueError, and nothing appended, when a record has no '@' or no stream subject. */
+PyObject *appliance_append_relayed_msgs(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 /* append_pub_records(out: bytearray, events: list, start: int, account: bytes, subject: bytes,
  *                    bytes_max: int) -> (count, data_bytes): one record per PUB event from
  * events[start] on while the subject stays `subject` and len(out) < bytes_max. */
@@ -39,6 +45,8 @@ PyObject *appliance_count_pubs(PyObject *self, PyObject *const *args, Py_ssize_t
      "record_runs(payload) -> list of (account, subject, queue, start, end, count)"},            \
     {"append_msgs", (PyCFunction)(void (*)(void))appliance_append_msgs, METH_FASTCALL,           \
      "append_msgs(out, payload, start, end, tail, headers, limit) -> (count, next, data_bytes)"}, \
+    {"append_relayed_msgs", (PyCFunction)(void (*)(void))appliance_append_relayed_msgs, METH_FASTCALL, \
+     "append_relayed_msgs(out, payload, start, end, tail, headers, limit) -> (count, next, data_bytes)"}, \
     {"append_pub_records", (PyCFunction)(void (*)(void))appliance_append_pub_records, METH_FASTCALL, \
      "append_pub_records(out, events, start, account, subject, bytes_max) -> (count, data_bytes)"}, \
     {"append_pub_msgs", (PyCFunction)(void (*)(void))appliance_append_pub_msgs, METH_FASTCALL,   \

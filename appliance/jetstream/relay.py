@@ -9,14 +9,28 @@ worker is sent as
     reply    <ack subject>@<stream subject>[@<queue>]
 
 (nats-server's route convention `<ack>@<original subject>`) to the relay every JetStream-enabled
-worker runs, which delivers it to its own subscribers under the stream subject.
+worker runs, which delivers it to its own subscribers under the stream subject: a `$JSD` record
+to the plain subscribers of the deliver subject (the sending worker picked queue members itself),
+a `$JSDQ` record to one local member of the named queue group.
+
+Hot path, in runs. The sending worker binds one pull request's target once (`relay_deliverer`):
+each delivery of the batch is one record appended to the link, no routing per message. The
+receiving worker gets those records as one run with one subject (`$JSD.<inbox>`): the relay's run
+handler matches the inbox once and writes the whole run into each local client's output in one C
+call (`append_relayed_msgs`, which splits every reply at its last '@': the ack subject may hold
+'@' itself, the stream subject does not). Internal subscribers, clients with permissions and
+anything unusual (a malformed record) get the records one by one (`on_relayed`, `deliver_local`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from appliance import limits
 from appliance.server.accounts import Account
-from appliance.server.internal import InternalClient
+from appliance.server.client import ClientConnection
+from appliance.server.internal import Handler, InternalClient
+from appliance.server.links import LinkPeer, append_relayed_msgs, record_subject
 from appliance.server.router import pick
 from appliance.server.server import Server
 from appliance.server.sublist import Subscription
@@ -27,6 +41,15 @@ ACK_PREFIXES = (b"$JS.ACK.",)  # ack subjects are unique: matched, never cached,
 
 # The plain subscription each link interest is carried as (one per link subscription, reused).
 _carriers: dict[Subscription, Subscription] = {}
+
+# deliver(subject, reply, header, payload) -> deliveries made; header is None or the header block
+Deliver = Callable[[bytes, "bytes | None", "bytes | None", bytes], int]
+
+
+def relay_reply(ack: bytes | None, subject: bytes, queue: bytes | None) -> bytes:
+    """`<ack>@<stream subject>[@<queue>]`: what a relayed record carries as its reply."""
+    tail = (ack or b"") + b"@" + subject
+    return tail + b"@" + queue if queue else tail
 
 
 def relay_message(
@@ -45,9 +68,38 @@ def relay_message(
             _carriers.clear()
         carrier = Subscription(link_sub.conn, link_sub.subject, None, b"", link_sub.account)
         _carriers[link_sub] = carrier
-    tail = (reply or b"") + b"@" + subject + (b"@" + queue if queue else b"")
     prefix = RELAY_QUEUE_PREFIX if queue else RELAY_PREFIX
-    link_sub.conn.deliver(carrier, prefix + match, tail, header, data)
+    link_sub.conn.deliver(carrier, prefix + match, relay_reply(reply, subject, queue), header, data)
+
+
+def relay_deliverer(link_sub: Subscription, match: bytes) -> Deliver:
+    """`relay_message` bound to one link subscription and target for a run of deliveries made in
+    one call (a pull request's batch): one record appended per message, nothing routed."""
+    peer = link_sub.conn
+    assert isinstance(peer, LinkPeer)
+    queue = link_sub.queue
+    append = peer.deliverer(link_sub, (RELAY_QUEUE_PREFIX if queue else RELAY_PREFIX) + match)
+    if queue:
+        suffix = b"@" + queue
+
+        def deliver_queued(subject: bytes, reply: bytes | None, header: bytes | None, payload: bytes) -> int:
+            tail = (reply or b"") + b"@" + subject + suffix
+            if header is None:
+                append(tail, -1, payload)
+            else:
+                append(tail, len(header), header + payload)
+            return 1
+
+        return deliver_queued
+
+    def deliver_one(subject: bytes, reply: bytes | None, header: bytes | None, payload: bytes) -> int:
+        if header is None:
+            append((reply or b"") + b"@" + subject, -1, payload)
+        else:
+            append((reply or b"") + b"@" + subject, len(header), header + payload)
+        return 1
+
+    return deliver_one
 
 
 def deliver_local(
@@ -61,7 +113,9 @@ def deliver_local(
     *,
     queue: bytes | None = None,
 ) -> int:
-    """Deliver to this worker's own subscribers of `match` (never back over a link) as `subject`."""
+    """Deliver to this worker's own subscribers of `match` (never back over a link) as `subject`:
+    its plain subscribers, or with `queue` one local member of that queue group (the sending
+    worker chose the members of every other group itself)."""
     sublist = account.sublist
     result = sublist.cache.get(match)
     if result is None:
@@ -70,20 +124,43 @@ def deliver_local(
     count = 0
     if queue is None:
         for sub in plain:
-            if not getattr(sub.conn, "is_link", False):
+            if not sub.conn.is_link:
                 sub.conn.deliver(sub, subject, reply, header, data)
                 count += 1
-    for members in queues:
-        if queue is not None and members[0].queue != queue:
-            continue
-        local = tuple(m for m in members if not getattr(m.conn, "is_link", False))
-        if local:
-            chosen = pick(local, None, True, server.rng)
-            if chosen is not None:
-                chosen.conn.deliver(chosen, subject, reply, header, data)
-                count += 1
+    else:
+        for members in queues:
+            if members[0].queue != queue:
+                continue
+            local = tuple(m for m in members if not m.conn.is_link)
+            if local:
+                chosen = pick(local, None, True, server.rng)
+                if chosen is not None:
+                    chosen.conn.deliver(chosen, subject, reply, header, data)
+                    count += 1
     server.schedule_flush()
     return count
+
+
+def write_relayed_run(conn: ClientConnection, sub: Subscription, payload: bytes, start: int, end: int,
+                      count: int) -> None:
+    """The `count` relayed records of payload[start:end] as MSG/HMSG lines for `sub` of `conn` (a
+    client without permissions), as `deliver` would write them one by one; ValueError, and nothing
+    written, when a record is malformed."""
+    if conn.closed:
+        return
+    limit = count
+    if sub.max_msgs:
+        limit = sub.max_msgs - sub.delivered
+        if limit <= 0:
+            return  # auto-unsubscribed earlier in the batch
+    out = bytearray()
+    appended, _, data_bytes = append_relayed_msgs(out, payload, start, end, sub.msg_tail, conn.headers, limit)
+    conn.write(out)
+    conn.out_msgs += appended
+    conn.out_bytes += data_bytes
+    sub.delivered += appended
+    if sub.max_msgs and sub.delivered >= sub.max_msgs:
+        conn.remove_subscription(sub)
 
 
 class DeliveryRelay:
@@ -92,30 +169,65 @@ class DeliveryRelay:
     def __init__(self, server: Server) -> None:
         self.server = server
         self.clients: list[InternalClient] = []
+        self.runs = 0  # runs written whole (run handler), for tests and monitoring
         for account in server.accounts.all():
             if not account.jetstream:
                 continue
             client = InternalClient(server, account, f"JetStream relay {account.name}")
             account.sublist.uncached_prefixes = ACK_PREFIXES
-            client.subscribe(RELAY_PREFIX + b">", self._handler(account, queued=False))
+            client.subscribe(RELAY_PREFIX + b">", self._handler(account, queued=False),
+                             run_handler=self._run_handler(account))
             client.subscribe(RELAY_QUEUE_PREFIX + b">", self._handler(account, queued=True))
             self.clients.append(client)
 
-    def _handler(self, account: Account, *, queued: bool):  # type: ignore[no-untyped-def]
+    def _handler(self, account: Account, *, queued: bool) -> Handler:
         prefix = len(RELAY_QUEUE_PREFIX if queued else RELAY_PREFIX)
 
         def on_relayed(subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
             if not reply:
                 return
             queue: bytes | None = None
-            if queued and reply.count(b"@") >= 2:
+            if queued:
+                if reply.count(b"@") < 2:
+                    return
                 reply, _, queue = reply.rpartition(b"@")
-            ack, _, original = reply.rpartition(b"@")  # the ack subject may hold '@' itself
+            ack, at, original = reply.rpartition(b"@")  # the ack subject may hold '@' itself
+            if not at or not original:
+                return  # not a relayed delivery
             deliver_local(
                 self.server, account, subject[prefix:], original, ack or None, header, data, queue=queue
             )
 
         return on_relayed
+
+    def _run_handler(self, account: Account) -> Callable[[bytes, int, int, int], bool]:
+        prefix = len(RELAY_PREFIX)
+        sublist = account.sublist
+
+        def on_relayed_run(payload: bytes, start: int, end: int, count: int) -> bool:
+            match = record_subject(payload, start)[prefix:]
+            result = sublist.cache.get(match)
+            if result is None:
+                result = sublist.match(match)
+            targets: list[tuple[ClientConnection, Subscription]] = []
+            for sub in result[0]:
+                conn = sub.conn
+                if conn.is_link:
+                    continue
+                if not isinstance(conn, ClientConnection) or conn.perms is not None or sub.max_msgs:
+                    return False  # record by record: an internal subscriber, permissions, a max_msgs
+                if not conn.closed:
+                    targets.append((conn, sub))
+            for index, (conn, sub) in enumerate(targets):
+                try:
+                    write_relayed_run(conn, sub, payload, start, end, count)
+                except ValueError:
+                    assert index == 0, "the first subscriber's run validated every record"
+                    return False  # a malformed record: on_relayed decides record by record
+            self.runs += 1
+            return True
+
+        return on_relayed_run
 
     def close(self) -> None:
         for client in self.clients:

@@ -37,7 +37,7 @@ from appliance.jetstream.fsync import FsyncThreads
 from appliance.jetstream.groups import durable_storage, group_name, memory_storage
 from appliance.jetstream.host import Timer
 from appliance.jetstream.meta import MetaGroup
-from appliance.jetstream.relay import ACK_PREFIXES, DeliveryRelay, relay_message
+from appliance.jetstream.relay import ACK_PREFIXES, DeliveryRelay, relay_deliverer, relay_message
 from appliance.jetstream.resources import attach_guard
 from appliance.jetstream.transform import transformed
 from appliance.jetstream.stream import Stream, store_limits
@@ -165,15 +165,18 @@ class AccountJetStream:
 
     def deliverer(self, key: bytes) -> Callable[[bytes, bytes | None, bytes | None, bytes], int]:
         """`deliver_raw` bound to one target for a run of deliveries in one call: resolved once
-        when a single local subscriber takes it (a pull request's inbox), else routed each time."""
+        when a single subscriber takes it (a pull request's inbox) — a local one, or a sibling
+        worker's (one link record per delivery, see relay.py) — else routed each time."""
         sublist = self.account.sublist
         result = sublist.cache.get(key)
         if result is None:
             result = sublist.match(key)
         plain, queues = result
-        if len(plain) != 1 or queues or getattr(plain[0].conn, "is_link", False):
+        if len(plain) != 1 or queues:
             return functools.partial(self.deliver_raw, key)
         sub = plain[0]
+        if getattr(sub.conn, "is_link", False):
+            return relay_deliverer(sub, key)
         conn_deliver = sub.conn.deliver
         schedule_flush = self.server.schedule_flush
 

@@ -21,6 +21,10 @@ if TYPE_CHECKING:
 # handler(subject, reply, header, data): header is the raw header block or None; when it is a block,
 # data is that block followed by the payload (as HMSG carries it)
 Handler = Callable[[bytes, "bytes | None", "bytes | None", bytes], None]
+# run_handler(payload, start, end, count): a run of `count` link records payload[start:end] with one
+# subject from a sibling worker (appliance/server/links.py) in one call; True when it took the whole
+# run, False (having done nothing) to get the records one by one through the handler
+RunHandler = Callable[[bytes, int, int, int], bool]
 
 
 class InternalClient:
@@ -33,18 +37,23 @@ class InternalClient:
         self.cid = server.next_internal_cid()
         self.closed = False
         self._handlers: dict[Subscription, Handler] = {}
+        self._run_handlers: dict[Subscription, RunHandler] = {}
         self._next_sid = 0
 
-    def subscribe(self, subject: bytes, handler: Handler, *, queue: bytes | None = None) -> Subscription:
+    def subscribe(self, subject: bytes, handler: Handler, *, queue: bytes | None = None,
+                  run_handler: RunHandler | None = None) -> Subscription:
         assert not self.closed
         self._next_sid += 1
         sub = Subscription(self, subject, queue, str(self._next_sid).encode(), self.account.name)
         self._handlers[sub] = handler
+        if run_handler is not None:
+            self._run_handlers[sub] = run_handler
         self.account.sublist.insert(sub)
         self.server.on_interest_change(self.account, sub, added=True)
         return sub
 
     def unsubscribe(self, sub: Subscription) -> None:
+        self._run_handlers.pop(sub, None)
         if self._handlers.pop(sub, None) is not None:
             self.account.sublist.remove(sub)
             self.server.on_interest_change(self.account, sub, added=False)
@@ -55,6 +64,15 @@ class InternalClient:
         if handler is not None:
             sub.delivered += 1
             handler(subject, reply, header, data)
+
+    def deliver_run(self, sub: Subscription, payload: bytes, start: int, end: int, count: int) -> bool:
+        """A run of link records for `sub` (as ClientConnection.deliver_run): to its run handler when it
+        has one and takes it; False sends the caller to `deliver`, record by record."""
+        run_handler = self._run_handlers.get(sub)
+        if run_handler is None or not run_handler(payload, start, end, count):
+            return False
+        sub.delivered += count
+        return True
 
     def publish(self, subject: bytes, data: bytes, *, reply: bytes | None = None, header: bytes | None = None,
                 account: Account | None = None) -> int:
