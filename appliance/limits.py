@@ -117,6 +117,7 @@ STORE_SEAL_WAITING_MAX = 65536  # stores waiting for the background sealer (one 
 STORE_SEAL_ZSTD_LEVEL = 6  # zstd level of sealed blocks (sealing runs off the append path)
 STORE_SEAL_FAST_ZSTD_LEVEL = 3  # zstd level while more than one closed segment waits (catching up)
 STORE_ACTIVE_READAHEAD_BYTES = 64 * 1024  # one read of an unsealed segment serves the loads that follow
+STORE_PREALLOCATE_BYTES = 1024 * 1024  # active segments are fallocated this far ahead of writes
 
 assert STORE_BLOCK_RAW_BYTES <= STORE_SEGMENT_BYTES
 assert PAYLOAD_BYTES_MAX < STORE_RECORD_BYTES_MAX < 2**32, "record length is a u32 on disk"
@@ -160,6 +161,7 @@ JS_API_PAGE_STREAMS_NAMES = 1024  # nats-server JSApiNamesLimit
 JS_API_PAGE_STREAMS_LIST = 256  # nats-server JSApiListLimit
 JS_STREAM_INFO_SUBJECTS_MAX = 100_000  # subjects_filter page of STREAM.INFO
 JS_DIRECT_BATCH_MAX = 1024  # messages one DIRECT.GET batch may return
+JS_DIRECT_TIME_TEXTS_MAX = 4096  # seconds whose RFC 3339 text a worker's direct gets keep (LRU)
 
 assert JS_DELIVER_BATCH_MAX <= JS_REDELIVER_QUEUE_MAX
 JS_FSYNC_THREADS = 4  # executor threads running group-commit fsyncs for all streams of a worker

@@ -1,8 +1,15 @@
 """Direct Get (ADR-31): `$JS.API.DIRECT.GET.<stream>[.<subject>]` answered with raw messages and
-status headers (404 Message Not Found, 408 Empty/Malformed Request, 204 EOB after a batch)."""
+status headers (404 Message Not Found, 408 Empty/Malformed Request, 204 EOB after a batch).
+
+The by-subject form (`$JS.API.DIRECT.GET.<stream>.<subject>`, a KV get) is one request at a time
+from a waiting client, so its cost is latency: it skips the JSON request object and builds the
+reply's header block in one bytes format, with the RFC 3339 text of each second made once.
+"""
 
 from __future__ import annotations
 
+import time
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from appliance import limits
@@ -10,12 +17,14 @@ from appliance.jetstream import errors
 from appliance.jetstream.api_streams import MSG_GET_FIELDS, lookup
 from appliance.jetstream.decode import JsonObject, decode_object, request_body
 from appliance.jetstream.storeview import count_live
-from appliance.jetstream.wire import append_headers, rfc3339, status_headers
+from appliance.jetstream.wire import HEADER_LINE, rfc3339, status_headers
 from appliance.store.api import StoredMsg
 
 if TYPE_CHECKING:
     from appliance.jetstream.service import AccountJetStream
     from appliance.jetstream.stream import Stream
+
+NANOS_PER_SECOND = 1_000_000_000
 
 
 def direct_get(ajs: AccountJetStream, name: str, subject: str, reply: str, body: bytes) -> None:
@@ -24,17 +33,17 @@ def direct_get(ajs: AccountJetStream, name: str, subject: str, reply: str, body:
         return
     prefix = f"$JS.API.DIRECT.GET.{name}."
     if subject.startswith(prefix):
-        obj: JsonObject = {"last_by_subj": subject[len(prefix) :]}
-    else:
-        text = request_body(body)
-        if not text:
-            ajs.send(reply, b"", header=status_headers(408, "Empty Request"))
-            return
-        try:
-            obj = decode_object(text, MSG_GET_FIELDS, "JSApiMsgGetRequest")  # type: ignore[arg-type]
-        except errors.JsApiError:
-            ajs.send(reply, b"", header=status_headers(408, "Malformed Request"))
-            return
+        _direct_last(ajs, stream, subject[len(prefix) :], reply)
+        return
+    text = request_body(body)
+    if not text:
+        ajs.send(reply, b"", header=status_headers(408, "Empty Request"))
+        return
+    try:
+        obj: JsonObject = decode_object(text, MSG_GET_FIELDS, "JSApiMsgGetRequest")  # type: ignore[arg-type]
+    except errors.JsApiError:
+        ajs.send(reply, b"", header=status_headers(408, "Malformed Request"))
+        return
     if obj.get("batch") or obj.get("multi_last"):
         _direct_batch(ajs, stream, reply, obj)
         return
@@ -42,18 +51,50 @@ def direct_get(ajs: AccountJetStream, name: str, subject: str, reply: str, body:
     if msg is None:
         ajs.send(reply, b"", header=status_headers(404, "Message Not Found"))
         return
-    ajs.send(reply, msg.payload, header=_direct_headers(stream, msg, []))
+    ajs.send(reply, msg.payload, header=direct_headers(stream.config.name, msg))
 
 
-def _direct_headers(stream: Stream, msg: StoredMsg, extra: list[tuple[str, str]]) -> bytes:
-    pairs = [
-        ("Nats-Stream", stream.config.name),
-        ("Nats-Subject", msg.subject),
-        ("Nats-Sequence", str(msg.seq)),
-        ("Nats-Time-Stamp", rfc3339(msg.timestamp_ns)),
-        *extra,
-    ]
-    return append_headers(msg.headers, pairs)
+def _direct_last(ajs: AccountJetStream, stream: Stream, subject: str, reply: str) -> None:
+    """The last message on `subject` (the subject form; the request body is ignored, as
+    nats-server does)."""
+    msg = stream.store.load_last(subject) if subject else None
+    if msg is None:
+        ajs.send(reply, b"", header=status_headers(404, "Message Not Found"))
+        return
+    ajs.send(reply, msg.payload, header=direct_headers(stream.config.name, msg))
+
+
+@lru_cache(maxsize=limits.JS_DIRECT_TIME_TEXTS_MAX)
+def _second_text(seconds: int) -> bytes:
+    """The whole-second part of rfc3339 (UTC, no fraction, no "Z")."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)).encode()
+
+
+def time_text(ns: int) -> bytes:
+    """rfc3339(ns) as bytes, the whole-second part made once per second."""
+    if ns <= 0:
+        return rfc3339(ns).encode()
+    seconds, nanos = divmod(ns, NANOS_PER_SECOND)
+    if not nanos:
+        return _second_text(seconds) + b"Z"
+    return b"%s.%sZ" % (_second_text(seconds), (b"%09d" % nanos).rstrip(b"0"))
+
+
+def direct_headers(stream_name: str, msg: StoredMsg, extra: bytes = b"") -> bytes:
+    """The reply's header block: the stored headers (if any), then Nats-Stream, Nats-Subject,
+    Nats-Sequence, Nats-Time-Stamp and `extra` (complete `Key: value\\r\\n` lines)."""
+    added = b"Nats-Stream: %s\r\nNats-Subject: %s\r\nNats-Sequence: %d\r\nNats-Time-Stamp: %s\r\n%s\r\n" % (
+        stream_name.encode(),
+        msg.subject.encode(),
+        msg.seq,
+        time_text(msg.timestamp_ns),
+        extra,
+    )
+    stored = msg.headers
+    if stored:
+        assert stored.endswith(b"\r\n\r\n")
+        return stored[:-2] + added
+    return HEADER_LINE + b"\r\n" + added
 
 
 def _direct_batch(ajs: AccountJetStream, stream: Stream, reply: str, obj: JsonObject) -> None:
@@ -91,16 +132,12 @@ def _direct_batch(ajs: AccountJetStream, stream: Stream, reply: str, obj: JsonOb
         return
     previous = 0
     sent_bytes = 0
+    name = stream.config.name
     for index, msg in enumerate(msgs):
         pending = len(msgs) - index - 1 + remaining_total
         sent_bytes += len(msg.payload) + len(msg.headers)
-        ajs.send(
-            reply,
-            msg.payload,
-            header=_direct_headers(
-                stream, msg, [("Nats-Num-Pending", str(pending)), ("Nats-Last-Sequence", str(previous))]
-            ),
-        )
+        extra = b"Nats-Num-Pending: %d\r\nNats-Last-Sequence: %d\r\n" % (pending, previous)
+        ajs.send(reply, msg.payload, header=direct_headers(name, msg, extra))
         previous = msg.seq
         if max_bytes and sent_bytes >= max_bytes:
             break
