@@ -20,7 +20,7 @@ and per server `jetstream { max_memory_store, max_file_store }`. They are checke
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -234,15 +234,35 @@ class PublishGuard:
             return None
         outcomes: list[Outcome] = []
         for msg in msgs:
-            mine = stored_bytes(stream.store)
-            size = size_of(msg.subject, msg.header, msg.payload)
-            if self.server_max < server_others + mine:
-                outcomes.append(Outcome(error=errors.INSUFFICIENT_RESOURCES.error()))
-            elif 0 <= self.account_max < account_others + mine + size:
-                outcomes.append(Outcome(error=errors.ACCOUNT_RESOURCES_EXCEEDED.error()))
-            else:
-                outcomes.append(stream.apply_checked(msg))
+            refusal = self._refusal(stream, msg, server_others, account_others)
+            outcomes.append(stream.apply_checked(msg) if refusal is None else Outcome(error=refusal))
         return outcomes
+
+    def _refusal(
+        self, stream: Stream, msg: ops.InMsg, server_others: int, account_others: int
+    ) -> errors.JsApiError | None:
+        mine = stored_bytes(stream.store)
+        if self.server_max < server_others + mine:
+            return errors.INSUFFICIENT_RESOURCES.error()
+        if self.account_max >= 0:
+            size = stream.store.msg_size(msg.subject, msg.header, msg.payload)
+            if self.account_max < account_others + mine + size:
+                return errors.ACCOUNT_RESOURCES_EXCEEDED.error()
+        return None
+
+    def admission(self, stream: Stream) -> Callable[[ops.InMsg], errors.JsApiError | None]:
+        """For writes that do not come as publishes (a mirror's): the refusal of each next
+        message by the same rules, usage of the other streams taken once."""
+        server_others = self._server_others(stream)
+        account_others = 0
+        if self.account_max >= 0:
+            others = [s for s in self.ajs.streams.values() if s is not stream]
+            account_others = used_bytes(others, stream.config.storage)
+
+        def refusal(msg: ops.InMsg) -> errors.JsApiError | None:
+            return self._refusal(stream, msg, server_others, account_others)
+
+        return refusal
 
 
 def attach_guard(ajs: AccountJetStream, stream: Stream) -> None:

@@ -26,6 +26,7 @@ import base64
 import hashlib
 import weakref
 from base64 import urlsafe_b64encode
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -33,7 +34,8 @@ from appliance import limits
 from appliance.jetstream import errors, ops
 from appliance.jetstream.decode import Kind, decode_object
 from appliance.jetstream.host import Timer
-from appliance.jetstream.storeview import count_live, first_seq_at_or_after_time
+from appliance.jetstream.storeview import count_live, first_seq_at_or_after_time, last_seq
+from appliance.store.api import StoreLimitError
 from appliance.jetstream.subjects import is_valid_name, is_valid_subject, subject_is_subset, subjects_overlap
 from appliance.jetstream.transform import Transform, compile_all, first_match
 from appliance.jetstream.wire import append_headers, header_value, parse_rfc3339, rfc3339
@@ -152,6 +154,7 @@ class SourceState:
     last_seq: int = 0  # the last source sequence copied
     active_ns: int = 0  # when the source was last read
     missing: bool = False
+    retry_at_ns: int = 0  # a mirror whose last write was refused copies again after this
 
     @property
     def key(self) -> str:
@@ -266,6 +269,9 @@ class Sourcing:
         if source.next_seq == 0:
             source.next_seq = self._start(source, origin)
         if source.mirror:
+            if source.retry_at_ns > source.active_ns:
+                return 0  # a refused message is tried again once the delay is over
+            source.retry_at_ns = 0
             return self._mirror(source, origin)
         read = 0  # messages read this turn, copied or not (bounds the work of one turn)
         for msg in store.scan(source.next_seq, source.filter_subject or ">"):
@@ -304,8 +310,16 @@ class Sourcing:
         if not batch:
             return read
         last = int(str(batch[-1][0]))
+        body: dict[str, object] = {"m": batch, "p": source.last_seq}
         source.next_seq, source.last_seq = max(source.next_seq, last + 1), last
-        self.stream.propose_op(ops.KIND_MIRROR, {"m": batch}, lambda _result: None)
+
+        def on_applied(_stored: object) -> None:
+            mirrored = last_seq(self.stream.store)
+            if mirrored < last:  # stopped at a refused message: copy again from there, later
+                source.last_seq, source.next_seq = mirrored, mirrored + 1
+                source.retry_at_ns = self.ajs.now_ns() + int(limits.JS_SOURCE_POLL_MAX_S * 1e9)
+
+        self.stream.propose_op(ops.KIND_MIRROR, body, on_applied)
         return read
 
     def _start(self, source: SourceState, origin: Stream) -> int:
@@ -397,28 +411,49 @@ def mirror_info(stream: Stream) -> dict[str, object]:
     return entry
 
 
+def _admission(stream: Stream) -> Callable[[ops.InMsg], object]:
+    from appliance.jetstream.resources import PublishGuard  # resources imports stream, which imports us
+
+    guard = stream.guard
+    return guard.admission(stream) if isinstance(guard, PublishGuard) else (lambda _msg: None)
+
+
 def apply_mirror(stream: Stream, body: dict[str, object]) -> int:
     """Apply one MIRROR operation: origin messages stored under their own sequences and times;
-    sequences the origin does not have (deleted, or filtered out) become deleted ones here."""
+    sequences the origin does not have (deleted, or filtered out) become deleted ones here.
+
+    A message the mirror's limits refuse (the server's or the account's JetStream limit, a
+    discard-new max_msgs/max_bytes) stops the batch there, as nats-server's mirror stalls at such
+    a message and retries it later instead of skipping it. A batch proposed behind one that
+    stopped short (`p`, the origin sequence its proposer believed the mirror at, is past the
+    mirror's last sequence) is not applied. Returns the messages stored."""
     store = stream.store
+    if int(str(body.get("p", -1))) > last_seq(store):
+        return 0
+    refusal = _admission(stream)
     stored: list[ops.InMsg] = []
     seqs: list[int] = []
     batch = body.get("m")
     assert isinstance(batch, list)
-    for seq, subject, header, payload, ts_ns in batch:
-        last = store.state().last_seq
-        if seq <= last:
-            continue
-        if seq > last + 1:
-            if store.state().msgs == 0:
-                store.compact(seq)
-            else:
-                for _ in range(seq - last - 1):  # a gap: deleted sequences, as nats-server skips them
-                    (gap,) = stream.append_mirrored([ops.InMsg(subject, b"", b"", ts_ns)])
-                    store.delete(gap)
-        msg = ops.InMsg(subject, base64.b64decode(header), base64.b64decode(payload), ts_ns)
-        seqs.extend(stream.append_mirrored([msg]))
-        stored.append(msg)
+    try:
+        for seq, subject, header, payload, ts_ns in batch:
+            last = store.state().last_seq
+            if seq <= last:
+                continue
+            msg = ops.InMsg(subject, base64.b64decode(header), base64.b64decode(payload), ts_ns)
+            if refusal(msg) is not None:
+                break
+            if seq > last + 1:
+                if store.state().msgs == 0:
+                    store.compact(seq)
+                else:
+                    for _ in range(seq - last - 1):  # a gap: deleted sequences, as nats-server skips them
+                        (gap,) = stream.append_mirrored([ops.InMsg(subject, b"", b"", ts_ns)])
+                        store.delete(gap)
+            seqs.extend(stream.append_mirrored([msg]))
+            stored.append(msg)
+    except StoreLimitError:
+        pass  # discard new: the mirror stops at this message
     if seqs:
         stream.stored_mirrored(stored, seqs)
     return len(seqs)
