@@ -113,7 +113,8 @@ class FileStreamStore:
         self, config: FileStoreConfig, *, ops: FileOps | None = None, sealer: BackgroundSealer | None = None
     ) -> None:
         self.config = config
-        self._ops: FileOps = ops if ops is not None else OsFileOps()
+        preallocate = bounds.STORE_PREALLOCATE_BYTES
+        self._ops: FileOps = ops if ops is not None else OsFileOps(preallocate_bytes=preallocate)
         self._dir = config.directory
         self._index = StreamIndex(config.limits)
         self._segments: list[Segment] = []
@@ -198,6 +199,7 @@ class FileStreamStore:
         SealJob.run() / finish_seal(), e.g. on an executor thread; until then it is read as is.
         """
         old = self._active
+        self._ops.close_file(old.path)  # trims a preallocated tail (fileops.py)
         self._ops.fsync(old.path)
         self._durable_seq = self._written_seq
         self._unsynced = False

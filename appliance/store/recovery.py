@@ -66,7 +66,7 @@ class Recovery:
         try:
             header = segment.decode_header(data, path)
         except CorruptData as exc:
-            if is_last and len(data) < segment.HEADER_BYTES:
+            if is_last and (len(data) < segment.HEADER_BYTES or _zeros_from(data, 0)):
                 logger.warning("store: removing torn new segment %s (%d bytes)", path, len(data))
                 self.ops.remove(path)
                 self.ops.fsync_dir(self.directory)
@@ -89,6 +89,9 @@ class Recovery:
             self._replay(frames, data, seg)
             if stop >= len(data):
                 break
+            if _zeros_from(data, stop):  # preallocated space never written (fileops.py): not torn
+                self._trim_unwritten(seg, stop)
+                break
             detail = _bad_record_detail(data, stop)
             resume = records.resync(data, stop)
             if resume is None and is_last:
@@ -107,6 +110,12 @@ class Recovery:
         seg.size = offset
         self.report.torn_bytes += torn
         self.report.torn_segments.append(seg.path)
+
+    def _trim_unwritten(self, seg: ActiveSegment, offset: int) -> None:
+        logger.debug("store: trimming the unwritten preallocated tail of %s at %d", seg.path, offset)
+        self.ops.truncate(seg.path, offset)
+        self.ops.fsync(seg.path)
+        seg.size = offset
 
     def _recover_sealed(self, path: str, data: bytes, header: segment.FileHeader) -> None:
         try:
@@ -204,6 +213,12 @@ class Recovery:
     def _count_removed(self, removed: list[int]) -> None:
         for seq in removed:
             self.segments[bisect_right(self.names, seq) - 1].live -= 1
+
+
+def _zeros_from(data: bytes, offset: int) -> bool:
+    """Only zero bytes from offset to the end: space a crash left preallocated but never written
+    (an all-zero frame is never a valid record, so no record can hide there)."""
+    return data.count(0, offset) == len(data) - offset
 
 
 def _bad_record_detail(data: bytes, offset: int) -> str:
