@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
     from appliance.jetstream.consumer import Consumer
     from appliance.jetstream.service import AccountJetStream
+    from appliance.server.client import ClientConnection
 
 PREFIX = "$JS.EVENT.ADVISORY"
 TYPE_PREFIX = "io.nats.jetstream.advisory.v1."
@@ -77,20 +78,66 @@ def consumer_action(ajs: AccountJetStream, stream: str, consumer: str, action: s
 # --- the API audit ----------------------------------------------------------------------------
 
 
-def api_audit(ajs: AccountJetStream, subject: str, request: bytes, response: bytes) -> None:
-    """`$JS.EVENT.ADVISORY.API` after an answered API request. The requesting connection is not
-    known to internal subscribers, so `client` carries the account and this server only."""
+def requester(ajs: AccountJetStream, reply: str) -> ClientConnection | None:
+    """The client connection on this worker that asked, found by its reply subject: the
+    connection holding the most specific subscription the reply matches (the requester's inbox
+    beats a wildcard watcher). None when the reply goes to a sibling worker's client (its
+    subscription here is a link), to an internal client, or nowhere."""
+    from appliance.server.client import ClientConnection
+
+    if not reply:
+        return None
+    plain, queues = ajs.account.sublist.match(reply.encode())
+    best: tuple[int, int, int] | None = None
+    found: ClientConnection | None = None
+    for sub in [*plain, *(m for members in queues for m in members)]:
+        conn = sub.conn
+        if not isinstance(conn, ClientConnection):
+            continue
+        tokens = sub.subject.split(b".")
+        rank = (-tokens.count(b">"), len(tokens) - tokens.count(b"*"), -conn.cid)
+        if best is None or rank > best:
+            best, found = rank, conn
+    return found
+
+
+def client_info(ajs: AccountJetStream, conn: ClientConnection | None) -> dict[str, object]:
+    """nats-server's ClientInfo of an advisory (empty fields left out, in its order)."""
+    info: dict[str, object] = {}
+    if conn is not None:
+        info["start"] = rfc3339(int(conn.start_wall_s * 1e9))
+        info["host"] = conn.ip
+        info["id"] = conn.cid
+    info["acc"] = ajs.account.name
+    if conn is not None:
+        info.update({"user": conn.user, "name": conn.name, "lang": conn.lang, "ver": conn.version,
+                     "rtt": int(conn.rtt_s * 1e9)})
+    info["server"] = ajs.server_name
+    info["cluster"] = ajs.server.options.cluster.name
+    info.update({"kind": "Client", "client_type": "nats"})
+    return {key: value for key, value in info.items() if value}
+
+
+def api_audit(
+    ajs: AccountJetStream, subject: str, request: bytes, response: bytes, *, reply: str = ""
+) -> None:
+    """`$JS.EVENT.ADVISORY.API` after an answered API request. `client` describes the requesting
+    connection when it is on this worker (found by its reply subject, see `requester`); a client
+    on a sibling worker is known by account and server only."""
     target = f"{PREFIX}.API"
     if not ajs.has_interest(target):
         return
     fields: dict[str, object] = {
-        "server": ajs.server.server_id,
-        "client": {"acc": ajs.account.name, "server": ajs.server_name, "kind": "Client"},
+        "server": ajs.server_name,
+        "client": client_info(ajs, requester(ajs, reply)),
         "subject": subject,
     }
     if request:
         fields["request"] = request.decode(errors="replace")
     fields["response"] = response.decode(errors="replace")
+    domain = ajs.service.options.jetstream.domain
+    if domain:
+        fields["domain"] = domain
     publish(ajs, target, "api_audit", fields)
 
 

@@ -165,7 +165,7 @@ def dispatch(ajs: AccountJetStream, subject: str, reply: str, header: bytes, bod
         if request.counted:
             ajs.api_total += 1  # nats-server counts a request once it is answered
         if request.response:
-            advisories.api_audit(ajs, subject, body, request.response)
+            advisories.api_audit(ajs, subject, body, request.response, reply=reply)
 
 
 def _error_extras(tokens: list[str]) -> dict[str, object]:
