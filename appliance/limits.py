@@ -153,6 +153,7 @@ JS_DELIVER_BATCH_MAX = 256  # messages a consumer delivers per loop turn before 
 JS_ACK_TARGETS_MAX = 65536  # (stream, consumer) ack-subject tokens remembered per account
 JS_GC_THRESHOLDS = (50_000, 20, 100)  # gc.set_threshold in a worker running JetStream (see service.py)
 JS_RELAY_CARRIERS_MAX = 4096  # link subscriptions whose relay carrier is kept (relay.py); then cleared
+JS_RELAY_PIPELINE_BYTES = 64 * 1024  # a pull batch relayed to a sibling leaves in frames this big (relay.py)
 JS_STREAM_LOG_ENTRIES = 32  # applied publish batches a stream's in-memory RAFT log keeps before compacting
 JS_REDELIVER_QUEUE_MAX = 65536  # stream sequences waiting for redelivery per consumer
 JS_FLOW_CONTROL_MSGS = 1024  # a push consumer with flow_control asks for a response this often

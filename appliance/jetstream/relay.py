@@ -78,7 +78,8 @@ def relay_deliverer(link_sub: Subscription, match: bytes) -> Deliver:
     peer = link_sub.conn
     assert isinstance(peer, LinkPeer)
     queue = link_sub.queue
-    append = peer.deliverer(link_sub, (RELAY_QUEUE_PREFIX if queue else RELAY_PREFIX) + match)
+    subject = (RELAY_QUEUE_PREFIX if queue else RELAY_PREFIX) + match
+    append = peer.deliverer(link_sub, subject, limits.JS_RELAY_PIPELINE_BYTES)
     if queue:
         suffix = b"@" + queue
 

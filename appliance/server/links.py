@@ -313,16 +313,18 @@ class LinkPeer:
             self._dirty = True
             self.fabric.server.dirty.append(self)  # type: ignore[arg-type]
 
-    def deliverer(self, sub: Subscription, subject: bytes) -> Callable[[bytes | None, int, bytes], None]:
+    def deliverer(
+        self, sub: Subscription, subject: bytes, pipeline_bytes: int = limits.LINK_RECORDS_PIPELINE_BYTES
+    ) -> Callable[[bytes | None, int, bytes], None]:
         """`deliver` bound to one of this sibling's subscriptions and one subject, for a run of messages
         made in one call (a pull request's batch relayed by JetStream): (reply, header_size or -1,
-        data with the header block) per message; the frames leave as `deliver`'s do, and the server
-        flushes on the next loop turn at the latest."""
+        data with the header block) per message; a frame leaves each `pipeline_bytes` (at most
+        LINK_RECORDS_FLUSH_BYTES), the rest when the server flushes, on the next loop turn at the latest."""
         account = self._account_names.get(sub.account)
         if account is None:
             account = self._account_names[sub.account] = sub.account.encode()
         queue = sub.queue
-        pipeline_bytes = self._records_pipeline_bytes
+        pipeline_bytes = min(pipeline_bytes, self._records_flush_bytes)
         server = self.fabric.server
 
         def deliver_one(reply: bytes | None, header_size: int, data: bytes) -> None:
