@@ -17,6 +17,7 @@ import nats
 import pytest
 from nats.js.api import AckPolicy, ConsumerConfig
 
+from appliance import limits
 from appliance.config.options import Permissions, ServerOptions, SubjectPermission, User
 from appliance.jetstream.relay import DeliveryRelay
 from appliance.jetstream.service import JetStreamService, start_jetstream, start_relay
@@ -27,6 +28,7 @@ from appliance.testing.rawclient import RawClient
 
 DEADLINE_S = 10.0
 MSGS = 120
+PUSHED = 2 * limits.JS_FLOW_CONTROL_MSGS + 100
 
 
 class Cluster:
@@ -377,3 +379,40 @@ async def _fetch_and_ack(setup_url: str, client_url: str) -> list[object]:
         await nc.close()
         await setup.close()
     return seen
+
+
+def test_a_push_consumer_with_flow_control_and_heartbeats_delivers_in_order_to_worker_1(
+        cluster: Cluster) -> None:
+    """nats-py answers the flow-control requests that cross with the relayed messages; every
+    message arrives once, in stream order, and the consumer ends fully acknowledged."""
+
+    async def scenario() -> None:
+        setup = await nats.connect(cluster.mesh.url(0), allow_reconnect=False)
+        nc = await nats.connect(cluster.mesh.url(1), allow_reconnect=False)
+        try:
+            js_setup, js = setup.jetstream(timeout=5), nc.jetstream(timeout=5)
+            await js_setup.add_stream(name="P", subjects=["p.>"], storage="memory")
+            for index in range(PUSHED):  # past two flow-control requests (JS_FLOW_CONTROL_MSGS)
+                await setup.publish(f"p.{index % 2}", b"%d" % index)
+            deadline = time.monotonic() + DEADLINE_S
+            while (await js_setup.stream_info("P")).state.messages < PUSHED:
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.01)
+            sub = await js.subscribe("p.>", durable="PUSH", flow_control=True, idle_heartbeat=0.5,
+                                     manual_ack=True)
+            got = []
+            while len(got) < PUSHED:
+                msg = await sub.next_msg(timeout=5)
+                got.append(int(msg.data))
+                await msg.ack()
+            assert got == list(range(PUSHED))
+            await nc.flush()
+            deadline = time.monotonic() + DEADLINE_S
+            while (await js.consumer_info("P", "PUSH")).num_ack_pending:
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.01)
+        finally:
+            await nc.close()
+            await setup.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), 30))
