@@ -3,40 +3,33 @@ per-account detail of /jsz (streams, consumers, configs) rendered as nats-server
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
-
-import psutil
 
 from appliance.jetstream import resources
 from appliance.jetstream.api_streams import stream_info
 from appliance.jetstream.request import API_LEVEL
+from appliance.server.accounts import GLOBAL_ACCOUNT
 from appliance.server.monitor.view import ConsumerHealth, JetStreamStats, JetStreamView, StreamHealth
 
 if TYPE_CHECKING:
     from appliance.jetstream.service import JetStreamService
 
-MEMORY_SHARE = 0.75  # nats-server's default max_memory: 75% of RAM
-STORAGE_SHARE = 0.75  # and max_storage: 75% of the store's free disk
 DEFAULT_LIMITS = {"default_max_consumers": 1000}
+
+
+def listed_accounts(service: JetStreamService) -> list[str]:
+    """The accounts nats-server counts as JetStream ones: the global account only when no other
+    account (the system account aside) is configured (nats-server's globalAccountOnly)."""
+    system = service.options.system_account or "$SYS"
+    others = [name for name in service.options.accounts if name not in (GLOBAL_ACCOUNT, system)]
+    return [name for name in service.accounts if not (name == GLOBAL_ACCOUNT and others)]
 
 
 class JetStreamMonitor:
     def __init__(self, service: JetStreamService) -> None:
         self.service = service
-        options = service.options.jetstream
-        self.max_memory = (
-            options.max_memory
-            if options.max_memory >= 0
-            else int(psutil.virtual_memory().total * MEMORY_SHARE)
-        )
-        self.max_storage = (
-            options.max_storage
-            if options.max_storage >= 0
-            else int(
-                psutil.disk_usage(service.root if os.path.isdir(service.root) else "/").free * STORAGE_SHARE
-            )
-        )
+        # configured, or derived at start as nats-server derives them (75% of RAM / free disk)
+        self.max_memory, self.max_storage = resources.server_limits(service)
 
     def totals(self) -> dict[str, int]:
         memory = storage = streams = consumers = messages = size = 0
@@ -63,14 +56,15 @@ class JetStreamMonitor:
     def view(self) -> JetStreamView:
         options = self.service.options.jetstream
         totals = self.totals()
-        accounts = [name for name, ajs in self.service.accounts.items() if ajs.streams]
+        listed = listed_accounts(self.service)
+        accounts = [name for name in listed if self.service.accounts[name].streams]
         reserved = resources.server_usage(self.service)
         stats = JetStreamStats(
             memory=totals["memory"],
             storage=totals["storage"],
             reserved_memory=reserved.reserved_memory,
             reserved_storage=reserved.reserved_storage,
-            accounts=len(self.service.accounts),
+            accounts=len(listed),
             api_level=API_LEVEL,
             api_total=sum(a.api_total for a in self.service.accounts.values()),
             api_errors=sum(a.api_errors for a in self.service.accounts.values()),
@@ -106,8 +100,9 @@ class JetStreamMonitor:
     ) -> list[dict[str, object]]:
         """/jsz `account_details`: one entry per JetStream account (or only `account`)."""
         out: list[dict[str, object]] = []
+        listed = listed_accounts(self.service)
         for name, ajs in sorted(self.service.accounts.items()):
-            if account and name != account:
+            if (account and name != account) or name not in listed:
                 continue
             memory = storage = 0
             stream_detail: list[dict[str, object]] = []
@@ -127,7 +122,7 @@ class JetStreamMonitor:
                 detail["state"] = info["state"]
                 if consumers and stream.consumers:
                     detail["consumer_detail"] = [
-                        _consumer_detail(c.info_json(), c.config.metadata)
+                        _consumer_detail(c.info_json(), c.config.metadata, config=config)
                         for _, c in sorted(stream.consumers.items())
                     ]
                 stream_detail.append(detail)
@@ -141,14 +136,18 @@ class JetStreamMonitor:
                 "ha_assets": 0,
                 "api": {"level": 0, "total": ajs.api_total, "errors": ajs.api_errors},
             }
-            if streams or consumers:
+            if (streams or consumers) and stream_detail:  # omitted when empty, as nats-server
                 entry["stream_detail"] = stream_detail
             out.append(entry)
         return out
 
 
-def _consumer_detail(info: dict[str, object], metadata: dict[str, str]) -> dict[str, object]:
-    config = info.get("config")
-    if isinstance(config, dict):
-        config["metadata"] = dict(sorted(metadata.items()))
+def _consumer_detail(info: dict[str, object], metadata: dict[str, str], *, config: bool) -> dict[str, object]:
+    """A consumer's info as /jsz shows it: its config only when asked for (`config=true`)."""
+    if not config:
+        info.pop("config", None)
+        return info
+    found = info.get("config")
+    if isinstance(found, dict):
+        found["metadata"] = dict(sorted(metadata.items()))
     return info

@@ -246,10 +246,8 @@ accounts { A { users: [{user: a, password: a}], jetstream: enabled }
     def reservations(port: int) -> tuple[object, ...]:
         url = f"http://127.0.0.1:{port}/jsz?accounts=true"
         jsz = json.loads(urllib.request.urlopen(url, timeout=5).read())
-        details = sorted(  # $G: appliance lists it (JetStream on, no users), nats-server does not
-            (a["name"], a["reserved_memory"], a["reserved_storage"])
-            for a in jsz["account_details"]
-            if a["name"] != "$G"
+        details = sorted(
+            (a["name"], a["reserved_memory"], a["reserved_storage"]) for a in jsz["account_details"]
         )
         return jsz["reserved_memory"], jsz["reserved_storage"], details
 
