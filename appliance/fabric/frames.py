@@ -28,7 +28,7 @@ KIND_MAX = 2**32 - 1
 class FrameKind(enum.IntEnum):
     """What a frame carries between workers. Append-only: values are on the wire between processes."""
 
-    HELLO = 1  # a worker (re)started: the peer resets what it knows of it
+    HELLO = 1  # u64 pid (may be empty): a worker (re)started; the peer resets what it knows of it
     PING = 2
     PONG = 3
     INTEREST_ADD = 4  # the sender has a subscription (subject, queue) in an account
@@ -38,6 +38,7 @@ class FrameKind(enum.IntEnum):
     MONITOR_REQUEST = 8  # JSON {"id": n}: send your monitoring snapshot
     MONITOR_REPLY = 9  # JSON {"id": n, "snapshot": {...}}
     INTEREST_ACK = 10  # u64: the sender applied our interest changes up to this sequence number
+    INTEREST_SYNCED = 11  # u64 pid: the whole interest set after INTEREST_RESET is complete (answers HELLO)
 
 
 def record_bytes(payload_bytes: int) -> int:

@@ -4,7 +4,8 @@ Two ends share two one-way queues, each accounted with the ring's arithmetic (`R
 SimLink is full exactly where a RingLink of the same capacity is. Nothing happens behind the
 caller's back: a started end schedules its callbacks through the scheduler it was given (an
 asyncio loop, or the simulator's queue), never from inside try_send or receive. `break_link()`
-is the one fault: both ends become broken, as when a socketpair peer dies.
+is the one fault: both ends become broken, as when a socketpair peer dies;
+`reattach()` is a restart: a successor end on the same queues, as a restarted worker on its rings.
 """
 
 from __future__ import annotations
@@ -97,6 +98,16 @@ class SimLink:
 
     def close(self) -> None:
         self._closed = True
+
+    def reattach(self) -> SimLink:
+        """A restarted worker's end of the same two queues, as a restarted worker attaches to the same
+        rings: what its predecessor left unread is read by the successor. This end is closed."""
+        successor = SimLink(peer=self._peer, outgoing=self._outgoing, incoming=self._incoming)
+        successor._other = self._other
+        if self._other is not None:
+            self._other._other = successor
+        self._closed = True
+        return successor
 
     def break_link(self) -> None:
         """Fault injection: both ends break, as when the peer process dies."""

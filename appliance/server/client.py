@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import select
 import socket
 from typing import TYPE_CHECKING, Any
 
@@ -138,6 +139,9 @@ class ClientConnection(asyncio.Protocol):
         self._paused_reading = False
         self._holding = False  # a bcrypt check or an interest sync is pending; events wait in _held
         self._pongs_owed = 0  # PINGs of this read not answered yet (only with sibling workers)
+        self._pong_deferred = False  # owed PONGs wait for one more read (_settle_pongs)
+        self._read_once = False  # the first read waits for the interest sync (_hold_first_read)
+        self._fd = -1  # the socket's fd, to see whether more input is already waiting
         self._held: list[Event] = []
         self._stalled_producers: dict[ClientConnection, None] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
@@ -151,6 +155,8 @@ class ClientConnection(asyncio.Protocol):
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if sock is not None:
+            self._fd = sock.fileno()
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple):
             self.ip, self.port = str(peer[0]), int(peer[1])
@@ -189,6 +195,8 @@ class ClientConnection(asyncio.Protocol):
         try:
             if self._holding:
                 self._held.extend(events)
+            elif not self._read_once and self._hold_first_read(events):
+                pass  # _pong_after_sync handles it once this worker knows its siblings' interest
             else:
                 self._handle(events, 0)
                 self._settle_pongs()
@@ -320,20 +328,52 @@ class ClientConnection(asyncio.Protocol):
         if self.pongs_seen == 1 and self.protocol >= 1 and self.connected:
             self.write(self.server.connect_info_bytes(self))
 
+    def _hold_first_read(self, events: list[Event]) -> bool:
+        """With sibling workers, a client's first read waits until this worker knows the interest of
+        every live sibling (fabric/sync.py): a worker that has just (re)started must not drop a PUB
+        for a subscription a sibling made long before, only because its answer to our HELLO is still
+        on the way. Returns True when the events are held (reading pauses meanwhile)."""
+        self._read_once = True
+        gate = self.server.interest_gate
+        if gate is None or gate.interest_synced():
+            return False
+        self._holding = True
+        self._held = list(events)
+        self._pause_reading()
+        gate.wait_interest_synced(self._pong_after_sync)
+        return True
+
     def _settle_pongs(self) -> None:
         """With sibling workers, a PONG promises that every subscription the client sent before it —
         and, as on a single nats-server, in the same write — is in place on every worker. Clients
-        (nats-py among them) put the flush PING in front of pending SUBs, so the answer waits until
-        the whole read is handled and the siblings have acknowledged the interest it changed."""
+        put the flush PING in front of pending SUBs: nats-py writes it to the socket at once and its
+        pending SUBs a moment later, in a separate write. So the answer waits until the whole read is
+        handled, and for one more read when more bytes are already waiting in the socket, and then
+        until the siblings have acknowledged the interest those reads changed."""
         if not self._pongs_owed or self._holding or self.closed:
             return
         gate = self.server.interest_gate
+        if gate is not None and not self._pong_deferred and self._more_input_waiting():
+            self._pong_deferred = True  # data_received comes again at once and settles them
+            return
+        self._pong_deferred = False
         if gate is None or gate.interest_synced():
             self._write_owed_pongs()
             return
         self._holding = True
         self._pause_reading()
         gate.wait_interest_synced(self._pong_after_sync)
+
+    def _more_input_waiting(self) -> bool:
+        """Bytes from the client are in the socket already (read in the next turn of the loop)."""
+        if self._fd < 0 or self._paused_reading:
+            return False
+        poller = select.poll()
+        poller.register(self._fd, select.POLLIN)
+        try:
+            return bool(poller.poll(0))
+        except OSError:
+            return False
 
     def _write_owed_pongs(self) -> None:
         owed, self._pongs_owed = self._pongs_owed, 0

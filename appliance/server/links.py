@@ -35,16 +35,19 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import struct
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from appliance import limits, native
 from appliance.errors import ApplianceError, ClosedError, CorruptData, LimitExceeded
 from appliance.fabric.frames import Frame, FrameKind
 from appliance.fabric.link import Link, LinkLoop
+from appliance.fabric.liveness import Liveness, PidfdLiveness
+from appliance.fabric.sync import SiblingSync, decode_pid, encode_pid
 from appliance.protocol import wire
 from appliance.protocol.client_parser import OP_PUB, Event
 from appliance.server.accounts import Account
@@ -69,6 +72,7 @@ KIND_INTEREST_RESET = int(FrameKind.INTEREST_RESET)
 KIND_MONITOR_REQUEST = int(FrameKind.MONITOR_REQUEST)
 KIND_MONITOR_REPLY = int(FrameKind.MONITOR_REPLY)
 KIND_INTEREST_ACK = int(FrameKind.INTEREST_ACK)
+KIND_INTEREST_SYNCED = int(FrameKind.INTEREST_SYNCED)
 _SEQ = struct.Struct("<Q")  # interest frames start with the sender's interest sequence number
 
 
@@ -272,7 +276,6 @@ class LinkPeer:
         self._records_pipeline_bytes = min(limits.LINK_RECORDS_PIPELINE_BYTES, self._records_flush_bytes)
         self._dirty = False
         self.receiving_paused = False
-        self.acked_seq = 0  # our interest changes this sibling has applied
         self.seen_seq = 0  # the sibling's interest changes we have applied
         self._account_names: dict[str, bytes] = {}
 
@@ -403,13 +406,26 @@ class LinkPeer:
         self.interest.clear()
 
 
+class FabricLoop(LinkLoop, Protocol):
+    """What the fabric needs of its event loop: the links' part, and a timer (asyncio loops qualify)."""
+
+    def call_later(self, delay: float, callback: Callable[[], object], /) -> SyncTimer: ...
+
+
+class SyncTimer(Protocol):
+    def cancel(self) -> None: ...
+
+
 class LocalFabric:
     """This worker's links to its siblings; implements the fabric's LinkHandler."""
 
-    def __init__(self, server: Server, links: dict[int, Link], *, sequence_base: int | None = None) -> None:
+    def __init__(self, server: Server, links: dict[int, Link], *, sequence_base: int | None = None,
+                 pid: int | None = None, liveness: Liveness | None = None) -> None:
         """`sequence_base` starts this incarnation's interest and request numbers above those of any
         earlier incarnation of this worker (default: the system-wide monotonic clock in ns), so frames
-        the previous process left in a ring (an ACK, a reply) can never be taken for answers to ours."""
+        the previous process left in a ring (an ACK, a reply) can never be taken for answers to ours.
+        `pid` is this worker's process id as siblings see it (default: os.getpid()); `liveness` tells
+        whether a sibling's process is alive (default: pidfds on the loop given to start())."""
         base = time.monotonic_ns() if sequence_base is None else sequence_base
         self.server = server
         self.peers = {index: LinkPeer(self, link) for index, link in links.items()}
@@ -417,22 +433,28 @@ class LocalFabric:
         self._plain_refs: dict[tuple[str, bytes], int] = {}
         self._accounts: dict[bytes, Account] = {}
         self._next_sid = 0
-        self.interest_seq = base  # the number of our latest interest change sent to siblings
-        for peer in self.peers.values():
-            peer.acked_seq = base  # nothing to wait for until we change interest
-        self._sync_waiters: list[tuple[int, Callable[[], None], asyncio.TimerHandle]] = []
+        # interest sync (fabric/sync.py): PONGs wait for live siblings' ACKs; first reads for their interest
+        self.sync = SiblingSync(self.peers, base)
+        self.pid = os.getpid() if pid is None else pid
+        self._liveness = liveness
+        self._loop: FabricLoop | None = None
+        self._sync_timer: SyncTimer | None = None
         # monitoring across workers: this worker's snapshot, and replies awaited from siblings
         self.snapshot_provider: Callable[[int], dict[str, object]] | None = None
         self._next_request = base
         self._awaiting: dict[int, tuple[asyncio.Future[list[dict[str, object]]], dict[int, dict[str, object]]]] = {}
 
-    def start(self, loop: LinkLoop) -> None:
+    def start(self, loop: FabricLoop) -> None:
+        self._loop = loop
+        if self._liveness is None:
+            self._liveness = PidfdLiveness(loop)
         self.server.interest_listeners.append(self.on_local_interest)
         self.server.interest_gate = self
         self.server.before_client_read = self.poll
+        hello = encode_pid(self.pid)
         for peer in self.peers.values():
             peer.link.start(loop, self)
-            peer.send(KIND_HELLO, b"")
+            peer.send(KIND_HELLO, hello)
 
     def close(self) -> None:
         if self.server.before_client_read == self.poll:
@@ -440,6 +462,16 @@ class LocalFabric:
         for peer in self.peers.values():
             peer.closed = True
             peer.link.close()
+        if self._sync_timer is not None:
+            self._sync_timer.cancel()
+            self._sync_timer = None
+        if self._liveness is not None:
+            self._liveness.close()
+
+    @property
+    def interest_seq(self) -> int:
+        """The number of our latest interest change sent to siblings."""
+        return self.sync.seq
 
     def poll(self) -> None:
         """Take what siblings already sent, before a client's bytes are handled: an interest change a
@@ -477,8 +509,7 @@ class LocalFabric:
                 peer.link.flush()  # interest goes out now, not at the end of the loop turn
 
     def _sequenced(self, interest: bytes) -> bytes:
-        self.interest_seq += 1
-        return _SEQ.pack(self.interest_seq) + interest
+        return _SEQ.pack(self.sync.next_seq()) + interest
 
     def _send_all_interest(self, peer: LinkPeer) -> None:
         for account_name, subject in self._plain_refs:
@@ -489,46 +520,70 @@ class LocalFabric:
                     peer.send(KIND_INTEREST_ADD,
                               self._sequenced(encode_interest(account.name.encode(), sub.subject, sub.queue)))
 
-    # --- the interest gate: PONG after every sibling applied our interest -------------------------
+    # --- the interest gate (fabric/sync.py): PONG after every live sibling applied our interest ------
 
     def interest_synced(self) -> bool:
-        target = self.interest_seq
-        return all(peer.acked_seq >= target for peer in self.peers.values() if not peer.closed)
+        """Every live sibling applied our interest changes, and we know the interest of each (a client's
+        first read and its PONGs wait for this)."""
+        return self.sync.synced()
 
     def wait_interest_synced(self, callback: Callable[[], None]) -> None:
-        if self.interest_synced():
+        """Call `callback` once interest_synced() holds for the changes made so far. Only a sibling whose
+        process is gone stops being waited for; a live one, however slow, is waited for."""
+        if self.sync.synced():
             callback()
             return
-        if len(self._sync_waiters) >= limits.INTEREST_SYNC_WAITERS_MAX:
-            logger.warning("interest sync: too many waiters; answering without waiting")
+        if self.sync.waiting >= limits.INTEREST_SYNC_WAITERS_MAX:
+            logger.warning("interest sync: %d waiters already; answering without waiting", self.sync.waiting)
             callback()
             return
-        target = self.interest_seq
-        entry: list[tuple[int, Callable[[], None], asyncio.TimerHandle]] = []
-        timer = asyncio.get_running_loop().call_later(limits.INTEREST_SYNC_TIMEOUT_S, self._sync_timed_out, entry)
-        waiter = (target, callback, timer)
-        entry.append(waiter)
-        self._sync_waiters.append(waiter)
+        self.sync.add_waiter(callback)
+        self._arm_sync_timer()
 
-    def _sync_timed_out(self, entry: list[tuple[int, Callable[[], None], asyncio.TimerHandle]]) -> None:
-        waiter = entry[0]
-        if waiter in self._sync_waiters:
-            self._sync_waiters.remove(waiter)
-            logger.warning("interest sync: a sibling worker did not acknowledge within %ss",
-                           limits.INTEREST_SYNC_TIMEOUT_S)
-            waiter[1]()
+    def _arm_sync_timer(self) -> None:
+        if self._sync_timer is None and self._loop is not None and self.sync.waiting:
+            self._sync_timer = self._loop.call_later(limits.INTEREST_SYNC_TIMEOUT_S, self._sync_timed_out)
+
+    def _sync_timed_out(self) -> None:
+        """Waiters took INTEREST_SYNC_TIMEOUT_S: a sibling that blocks them is given up on only if its
+        process is gone (a kernel without pidfds learns it here); a live one is waited for, loudly."""
+        self._sync_timer = None
+        liveness = self._liveness
+        for index in self.sync.blocking_waiters():
+            pid = self.sync.siblings[index].pid
+            if pid is not None and liveness is not None and not liveness.alive(pid):
+                self.sync.on_exit(index, pid)
+        self._release_synced()
+        blocking = self.sync.blocking_waiters()
+        if blocking:
+            described = ", ".join(self._describe_sibling(index) for index in blocking)
+            logger.warning("interest sync: %d PONG(s) or first read(s) waited %ss for %s; still waiting",
+                           self.sync.waiting, limits.INTEREST_SYNC_TIMEOUT_S, described)
+            self._arm_sync_timer()
+
+    def _describe_sibling(self, index: int) -> str:
+        sibling = self.sync.siblings[index]
+        if sibling.pid is None:
+            return f"worker {index} (not heard from since this worker started)"
+        state = "ACK" if sibling.known else "interest"
+        return f"worker {index} (pid {sibling.pid}, alive, its {state} not received)"
 
     def _release_synced(self) -> None:
-        if not self._sync_waiters:
-            return
-        floor = min((p.acked_seq for p in self.peers.values() if not p.closed), default=self.interest_seq)
-        ready = [w for w in self._sync_waiters if w[0] <= floor]
-        if not ready:
-            return
-        self._sync_waiters = [w for w in self._sync_waiters if w[0] > floor]
-        for _, callback, timer in ready:
-            timer.cancel()
+        for callback in self.sync.take_released():
             callback()
+        if not self.sync.waiting and self._sync_timer is not None:
+            self._sync_timer.cancel()
+            self._sync_timer = None
+
+    def _watch_sibling(self, index: int, pid: int | None) -> None:
+        if pid is not None and self._liveness is not None:
+            self._liveness.watch(pid, lambda exited: self._on_sibling_exit(index, exited))
+
+    def _on_sibling_exit(self, index: int, pid: int) -> None:
+        if self.sync.on_exit(index, pid):
+            logger.info("worker %d (pid %d) exited: not waiting for its interest ACKs until it is back",
+                        index, pid)
+            self._release_synced()
 
     # --- LinkHandler -----------------------------------------------------------------------------
 
@@ -536,6 +591,7 @@ class LocalFabric:
         peer = self._by_link[id(link)]
         server = self.server
         seen_before = peer.seen_seq
+        sync_changed = False
         previous_producer = server.producer
         server.producer = peer  # type: ignore[assignment]  # a full local subscriber pauses this link
         try:
@@ -549,18 +605,26 @@ class LocalFabric:
                     peer.seen_seq = _SEQ.unpack_from(payload, 0)[0]
                     self._remove_remote_interest(peer, *decode_interest(payload[_SEQ.size:]))
                 elif kind == KIND_INTEREST_ACK:
-                    peer.acked_seq = max(peer.acked_seq, _SEQ.unpack_from(payload, 0)[0])
-                    self._release_synced()
+                    self.sync.on_ack(peer.index, _SEQ.unpack_from(payload, 0)[0])
+                    sync_changed = True
                 elif kind == KIND_HELLO:
-                    logger.debug("worker %d (re)started: forgetting its old interest", peer.index)
+                    pid = decode_pid(payload)
+                    logger.debug("worker %d (re)started (pid %s): forgetting its old interest", peer.index, pid)
                     peer.forget_interest()
                     peer.seen_seq = 0
-                    peer.acked_seq = self.interest_seq  # the new incarnation gets everything again below
+                    self.sync.on_hello(peer.index, pid)  # the new incarnation gets everything again below
+                    self._watch_sibling(peer.index, pid)
                     peer.send(KIND_INTEREST_RESET, b"")
                     self._send_all_interest(peer)
-                    self._release_synced()
+                    peer.send(KIND_INTEREST_SYNCED, encode_pid(self.pid))
+                    sync_changed = True
                 elif kind == KIND_INTEREST_RESET:
                     peer.forget_interest()
+                elif kind == KIND_INTEREST_SYNCED:
+                    pid = decode_pid(payload)
+                    self.sync.on_answer(peer.index, pid)  # we hold its whole interest now
+                    self._watch_sibling(peer.index, pid)
+                    sync_changed = True
                 elif kind == KIND_MONITOR_REQUEST:
                     self._answer_monitor_request(peer, payload)
                 elif kind == KIND_MONITOR_REPLY:
@@ -572,6 +636,8 @@ class LocalFabric:
                 peer.send(KIND_INTEREST_ACK, _SEQ.pack(peer.seen_seq))
             server.flush_dirty()
             server.producer = previous_producer
+        if sync_changed:
+            self._release_synced()  # after the batch: a released client's held reads run as its own producer
 
     def on_writable(self, link: Link) -> None:
         self._by_link[id(link)].drain()
@@ -582,6 +648,7 @@ class LocalFabric:
         logger.warning("link to worker %d broke: %s", peer.index, error)
         peer.forget_interest()
         peer.closed = True
+        self.sync.on_broken(peer.index)
         self._release_synced()
 
     # --- monitoring across workers ----------------------------------------------------------------

@@ -22,6 +22,7 @@ def test_frame_kinds_are_append_only_wire_values() -> None:
         "MONITOR_REQUEST": 8,
         "MONITOR_REPLY": 9,
         "INTEREST_ACK": 10,
+        "INTEREST_SYNCED": 11,
     }
 
 
