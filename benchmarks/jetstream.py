@@ -5,7 +5,9 @@
 
 Every server runs as a real process on 127.0.0.1 with a fresh store, restarted for each round.
 Scenarios, each at 128 B and 1 KiB: R1 async publish (window 256), sync publish (p50/p99 of the
-PubAck round trip), pull fetch (batch 500) with ack explicit and with ack all. The client loops are
+PubAck round trip), pull fetch (batch 500) with ack explicit and with ack all; at 128 B also a push
+consumer (ack none; timed first to last message, as `nats bench`) and KV get (direct get of the
+last message on a key, one request at a time: p50/p99 and rate). The client loops are
 `appliance bench js`'s own (appliance/bench/js.py: the same raw-protocol client for every server),
 run here in-process so that the client's placement on appliance's workers can be chosen: with two
 workers, JetStream lives on worker 0, and a client on worker 1 is relayed across the ring. Every
@@ -39,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 from appliance.bench import jsapi  # noqa: E402
 from appliance.bench.conn import Connection, Endpoint  # noqa: E402
-from appliance.bench.js import run_js_fetch, run_js_pub  # noqa: E402
+from appliance.bench.js import run_js_fetch, run_js_pub, run_js_push, run_kv_get, setup_js_push  # noqa: E402
 from appliance.bench.plan import prefill  # noqa: E402
 from appliance.bench.spec import Ack, ClientResult, ClientSpec  # noqa: E402
 
@@ -49,6 +51,7 @@ PLACEMENT_ATTEMPTS = 64  # connections tried until one lands on the wanted worke
 SIZES = (128, 1024)
 FETCH_BATCH = 500
 ASYNC_WINDOW = 256
+KV_KEYS = 100
 
 
 def free_port() -> int:
@@ -207,6 +210,50 @@ def fetch(url: str, kind: Kind, opts: Options, tag: str, *, size: int, ack: Ack)
         conn.sock.close()
 
 
+def push(url: str, kind: Kind, opts: Options, tag: str, *, size: int) -> dict[str, float]:
+    """A push consumer (ack none) created on the measured connection, then subscribed: timed from
+    the first message to the last."""
+    stream, subject, consumer = f"H{tag}", f"h{tag}", "PUSH"
+    msgs = opts.always_fetch_msgs if kind.server == "nats-server-always" else opts.fetch_msgs
+    fresh_stream(url, stream, subject)
+    setup = Connection(Endpoint.parse(url), name="setup")
+    try:
+        prefill(setup, subject, msgs, size)
+    finally:
+        setup.sock.close()
+    spec = ClientSpec(url=url, role="js-push", index=0, msgs=msgs, size=size, subject=subject,
+                      stream=stream, consumer=consumer, ack="none")
+    conn = placed(url, kind)
+    try:
+        setup_js_push(conn, spec)
+        return summary(run_js_push(conn, spec, lambda _done: None))
+    finally:
+        conn.sock.close()
+
+
+def kv_get(url: str, kind: Kind, opts: Options, tag: str, *, size: int) -> dict[str, float]:
+    """Direct gets of KV_KEYS keys' last values (the subject form), one request at a time."""
+    bucket = f"B{tag}"
+    setup = Connection(Endpoint.parse(url), name="setup")
+    try:
+        jsapi.delete_stream(setup, f"KV_{bucket}")
+        jsapi.create_stream(setup, jsapi.kv_stream_config(bucket, storage="file", replicas=1))
+        for key in range(KV_KEYS):
+            prefill(setup, f"$KV.{bucket}.k{key}", 1, size)
+    finally:
+        setup.sock.close()
+    spec = ClientSpec(url=url, role="kv-get", index=0, msgs=opts.sync_msgs, size=size, subject="",
+                      bucket=bucket, keys=KV_KEYS)
+    conn = placed(url, kind)
+    try:
+        return summary(run_kv_get(conn, spec, lambda _done: None))
+    finally:
+        conn.sock.close()
+
+
+EXTRA = ("push 128", "kv get 128")
+
+
 def scenarios() -> dict[str, Scenario]:
     found: dict[str, Scenario] = {}
     for size in SIZES:
@@ -216,6 +263,8 @@ def scenarios() -> dict[str, Scenario]:
             found[f"fetch {ack} {size}"] = (
                 lambda u, k, o, t, s=size, a=ack: fetch(u, k, o, t, size=s, ack=a)  # type: ignore[misc]
             )
+    found["push 128"] = lambda u, k, o, t: push(u, k, o, t, size=128)
+    found["kv get 128"] = lambda u, k, o, t: kv_get(u, k, o, t, size=128)
     return found
 
 
@@ -267,6 +316,23 @@ def table(results: dict[str, dict[str, list[dict[str, float]]]], rounds: int) ->
     return "\n".join(lines)
 
 
+def extra_table(results: dict[str, dict[str, list[dict[str, float]]]], rounds: int) -> str:
+    def med(kind: str, scenario: str, key: str) -> float:
+        return statistics.median(row[key] for row in results[kind][scenario])
+
+    ns = "nats-server"
+    lines = [f"\n### push and KV get, 128 B (median of {rounds} rounds)\n",
+             "| server | push msgs/s | vs ns | kv get msgs/s | vs ns | kv get p50 µs | kv get p99 µs |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for kind in results:
+        rate = med(kind, "push 128", "msgs_per_s")
+        gets = med(kind, "kv get 128", "msgs_per_s")
+        lines.append(f"| {kind} | {rate:,.0f} | {rate / med(ns, 'push 128', 'msgs_per_s'):.2f}x "
+                     f"| {gets:,.0f} | {gets / med(ns, 'kv get 128', 'msgs_per_s'):.2f}x "
+                     f"| {med(kind, 'kv get 128', 'p50_us'):,.0f} | {med(kind, 'kv get 128', 'p99_us'):,.0f} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -305,8 +371,10 @@ def main() -> None:
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     print(f"\nJetStream R1 (cpus: {os.cpu_count()})\nuptime before: {load_before}\nuptime after:  {uptime()}")
-    if set(chosen) == set(scenarios()):
+    if set(scenarios()) - set(EXTRA) <= set(chosen):
         print(table(results, args.rounds))
+    if set(EXTRA) <= set(chosen):
+        print(extra_table(results, args.rounds))
 
 
 if __name__ == "__main__":

@@ -350,7 +350,8 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
                     break
                 request = None
                 if runs and not self._redeliver and not self._initial:
-                    sent = self._deliver_run(None, now, limits.JS_DELIVER_BATCH_MAX - count, new_count, delivered)
+                    limit = limits.JS_DELIVER_BATCH_MAX - count
+                    sent = self._deliver_run(None, now, limit, new_count, delivered)
                     if not sent:
                         break  # no room under max_ack_pending, or no message: as the general path
                     count += sent

@@ -50,7 +50,9 @@ def test_a_push_run_numbers_deliveries_as_one_at_a_time_and_a_nak_goes_the_gener
         for index in range(total):
             await js.publish(f"p.{index % 3}", b"m%d" % index)
         sub = await nc.subscribe("deliver.p")
-        await create_push(nc, "P", "D", deliver_subject="deliver.p", ack_policy="explicit", ack_wait=30_000_000_000)
+        await create_push(
+            nc, "P", "D", deliver_subject="deliver.p", ack_policy="explicit", ack_wait=30_000_000_000
+        )
         first = await collect(sub, total)
         assert [ack_fields(m.reply) for m in first] == [(1, s, s, total - s) for s in range(1, total + 1)]
         assert [m.subject for m in first[:4]] == ["p.0", "p.1", "p.2", "p.0"]
@@ -111,7 +113,9 @@ def test_a_deliver_group_spreads_a_run_over_its_members_each_message_once(js_ser
         await js.add_stream(name="G", subjects=["g"])
         await fill(js, "g", total)
         members = [await nc.subscribe("deliver.g", queue="workers") for _ in range(2)]
-        await create_push(nc, "G", "Q", deliver_subject="deliver.g", deliver_group="workers", ack_policy="none")
+        await create_push(
+            nc, "G", "Q", deliver_subject="deliver.g", deliver_group="workers", ack_policy="none"
+        )
         seen: list[int] = []
         deadline = asyncio.get_running_loop().time() + WAIT_S
         while len(seen) < total and asyncio.get_running_loop().time() < deadline:
