@@ -12,6 +12,7 @@ from appliance.jetstream.config import CONSUMER_FIELDS, ConsumerConfig, parse_co
 from appliance.jetstream.decode import decode_object
 from appliance.jetstream.request import Request, body_of, optional_object, propose_meta, stream_of
 from appliance.jetstream.subjects import subjects_overlap
+from appliance.jetstream.wire import ZERO_TIME
 
 if TYPE_CHECKING:
     from appliance.jetstream.consumer import Consumer
@@ -77,7 +78,7 @@ def consumer_create(request: Request) -> None:
     action = obj.get("action", "")
     if existing is not None:
         if existing.config.comparable() == config.comparable():
-            request.respond("consumer_create_response", existing.info_json())
+            request.respond("consumer_create_response", info_of(existing))
             return
         if action == "create":
             raise errors.CONSUMER_ALREADY_EXISTS.error()
@@ -100,7 +101,7 @@ def consumer_create(request: Request) -> None:
     if existing is None:
         advisories.consumer_action(request.ajs, stream_name, config.name, "create")
         pause.announce_created(stream.consumers[config.name])
-    request.respond("consumer_create_response", stream.consumers[config.name].info_json())
+    request.respond("consumer_create_response", info_of(stream.consumers[config.name]))
 
 
 def _check_new_consumer(stream: Stream, config: ConsumerConfig) -> None:
@@ -140,7 +141,7 @@ def _consumer(request: Request, stream: Stream, name: str) -> Consumer:
 
 def consumer_info(request: Request) -> None:
     stream = stream_of(request, request.tokens[2])
-    request.respond("consumer_info_response", _consumer(request, stream, request.tokens[3]).info_json())
+    request.respond("consumer_info_response", info_of(_consumer(request, stream, request.tokens[3])))
 
 
 def consumer_delete(request: Request) -> None:
@@ -170,6 +171,15 @@ def consumer_names(request: Request) -> None:
     )
 
 
+def info_of(consumer: Consumer) -> dict[str, object]:
+    """A consumer's info as the API answers it: with its priority group's state last, as
+    nats-server reports a consumer with priority_groups (the first group; nothing pinned)."""
+    info = consumer.info_json()
+    if consumer.config.priority_groups:
+        info["priority_groups"] = [{"group": consumer.config.priority_groups[0], "pinned_ts": ZERO_TIME}]
+    return info
+
+
 def consumer_list(request: Request) -> None:
     stream = stream_of(request, request.tokens[2])
     obj = optional_object(request, PAGE_FIELDS, "JSApiConsumersRequest")
@@ -178,7 +188,7 @@ def consumer_list(request: Request) -> None:
     page = limits.JS_API_PAGE_STREAMS_LIST
     infos = []
     for name in names[offset : offset + page]:
-        info = stream.consumers[name].info_json()
+        info = info_of(stream.consumers[name])
         config = info["config"]
         assert isinstance(config, dict)
         config["metadata"] = {k: v for k, v in stream.consumers[name].config.metadata.items()}

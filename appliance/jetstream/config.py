@@ -8,6 +8,7 @@ text. `to_json()` renders the config with nats-server's field order and omitempt
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 
 from appliance.jetstream import errors
@@ -404,6 +405,9 @@ CONSUMER_ECHO_ORDER = (
     "direct",
     "metadata",
     "pause_until",
+    "priority_groups",
+    "priority_policy",
+    "priority_timeout",
 )
 ALWAYS_ECHOED = ("deliver_policy", "ack_policy", "replay_policy", "num_replicas")
 
@@ -441,6 +445,9 @@ class ConsumerConfig:
     direct: bool = False
     metadata: dict[str, str] = field(default_factory=dict)
     pause_until: str = ""
+    priority_groups: list[str] = field(default_factory=list)
+    priority_policy: str = ""  # "" is nats-server's none (left out of the JSON)
+    priority_timeout: int = 0  # the pinned TTL, ns
 
     @property
     def is_push(self) -> bool:
@@ -479,10 +486,11 @@ def parse_consumer_config(
     """A ConsumerConfig with nats-server's defaults (setConsumerConfigRecoveryDefaults) and checks."""
     config = ConsumerConfig()
     for key, value in obj.items():
-        if key in ("priority_groups", "priority_policy", "priority_timeout"):
-            continue
         setattr(config, key, list(value) if isinstance(value, list) else value)
+    _parse_priority(config)
     config.metadata = {k: v for k, v in config.metadata.items() if not k.startswith("_nats.")}
+    if config.priority_policy or config.priority_timeout or config.priority_groups:
+        request_level = str(max(int(request_level) if request_level.isdigit() else 0, 1))  # API level 1
     config.metadata[REQUEST_LEVEL_KEY] = request_level
     if config.opt_start_time:
         try:
@@ -521,6 +529,48 @@ def _apply_consumer_defaults(config: ConsumerConfig, stream: StreamConfig, *, ep
         config.opt_start_time = rfc3339(parse_rfc3339(config.opt_start_time))
 
 
+PRIORITY_POLICIES = ("overflow", "pinned_client", "prioritized")
+GROUP_NAME = re.compile(r"[a-zA-Z0-9/_=-]{1,16}")
+PINNED_TTL_DEFAULT_NS = 120 * 1_000_000_000  # nats-server's JsDefaultPinnedTTL
+
+
+def _parse_priority(config: ConsumerConfig) -> None:
+    """priority_policy as nats-server decodes it ("none" is the default, left out when echoed),
+    and its defaults: a negative priority_timeout is 0, pinned_client's is 2 minutes."""
+    policy = config.priority_policy
+    if policy == "none":
+        config.priority_policy = ""
+    elif policy and policy not in PRIORITY_POLICIES:
+        raise errors.INVALID_JSON.format(err=f'unknown priority policy: "{policy}"')
+    if config.priority_timeout < 0:
+        config.priority_timeout = 0
+    if config.priority_policy == "pinned_client" and not config.priority_timeout:
+        config.priority_timeout = PINNED_TTL_DEFAULT_NS
+
+
+def _check_priority(config: ConsumerConfig) -> None:
+    if config.priority_policy:
+        if config.is_push:
+            raise errors.CONSUMER_PUSH_WITH_PRIORITY_GROUP.error()
+        if not config.priority_groups:
+            raise errors.CONSUMER_PRIORITY_POLICY_WITHOUT_GROUP.error()
+        for group in config.priority_groups:
+            if not group:
+                raise errors.CONSUMER_EMPTY_GROUP_NAME.error()
+            if GROUP_NAME.fullmatch(group) is None:
+                raise errors.CONSUMER_INVALID_GROUP_NAME.error()
+        if config.priority_policy == "pinned_client":
+            # Deliveries would need the Nats-Pin-Id header and the 423 / UNPIN protocol: refused,
+            # never accepted and silently run as another policy.
+            raise errors.STREAM_INVALID_CONFIG.format(
+                err="consumer priority policy pinned_client is not supported by this server"
+            )
+    elif config.priority_groups:
+        raise errors.CONSUMER_PRIORITY_GROUP_WITH_POLICY_NONE.error()
+    elif config.priority_timeout > 0:
+        raise errors.CONSUMER_PINNED_TTL_WITHOUT_PRIORITY_POLICY.error()
+
+
 def _check_consumer(config: ConsumerConfig, stream: StreamConfig) -> None:
     if config.durable_name and config.name and config.durable_name != config.name:
         raise errors.CONSUMER_CREATE_DURABLE_AND_NAME_MISMATCH.error()
@@ -552,6 +602,7 @@ def _check_consumer(config: ConsumerConfig, stream: StreamConfig) -> None:
             )
         if config.deliver_policy != "all":
             raise errors.CONSUMER_WQ_CONSUMER_NOT_DELIVER_ALL.error()
+    _check_priority(config)
 
 
 def _check_delivery(config: ConsumerConfig) -> None:

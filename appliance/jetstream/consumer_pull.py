@@ -65,12 +65,35 @@ class PullRequests:
         self._kick()
 
     def _first_live_request(self, now: int) -> PullRequest | None:
-        while self.waiting:
-            request = self.waiting[0]
-            if request.expires_at_ns and request.expires_at_ns <= now:
-                self._end_request(request, 408, "Request Timeout")
-                continue
-            return request
+        """The request the next message goes to: the oldest live one, except that with the
+        overflow policy a request with min_pending / min_ack_pending waits until the consumer's
+        num_pending or num_ack_pending reaches either, and with the prioritized policy the
+        lowest priority number goes first (oldest first within one). Expired requests end (408)."""
+        policy = self.config.priority_policy
+        if not policy:  # the hot path: the head of the queue, once the expired ahead of it end
+            while self.waiting:
+                request = self.waiting[0]
+                if request.expires_at_ns and request.expires_at_ns <= now:
+                    self._end_request(request, 408, "Request Timeout")
+                    continue
+                return request
+            return None
+        for request in [r for r in self.waiting if r.expires_at_ns and r.expires_at_ns <= now]:
+            self._end_request(request, 408, "Request Timeout")
+        if not self.waiting:
+            return None
+        if policy == "prioritized":
+            return min(self.waiting, key=lambda r: r.priority)  # min() keeps the first of equals
+        pending: int | None = None
+        for request in self.waiting:
+            if not (request.min_pending or request.min_ack_pending):
+                return request
+            if request.min_ack_pending and request.min_ack_pending <= len(self.state.pending):
+                return request
+            if request.min_pending:
+                pending = self.num_pending() if pending is None else pending
+                if request.min_pending <= pending:
+                    return request
         return None
 
     def _finish_no_wait(self) -> None:

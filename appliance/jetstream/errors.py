@@ -195,6 +195,24 @@ MIRROR_INVALID_TRANSFORM_DESTINATION = ApiError(400, 10154, "mirror transform: {
 STREAM_TRANSFORM_INVALID_SOURCE = ApiError(400, 10155, "stream transform source: {err}")
 STREAM_TRANSFORM_INVALID_DESTINATION = ApiError(400, 10156, "stream transform: {err}")
 MESSAGE_TTL_DISABLED = ApiError(400, 10166, "per-message TTL is disabled")
+# Pull consumer priority groups
+CONSUMER_PRIORITY_POLICY_WITHOUT_GROUP = ApiError(
+    400, 10159, "Setting PriorityPolicy requires at least one PriorityGroup to be set"
+)
+CONSUMER_EMPTY_GROUP_NAME = ApiError(400, 10161, "Group name cannot be an empty string")
+CONSUMER_INVALID_GROUP_NAME = ApiError(
+    400, 10162,
+    "Valid priority group name must match A-Z, a-z, 0-9, -_/=)+ and may not exceed 16 characters",
+)
+CONSUMER_PUSH_WITH_PRIORITY_GROUP = ApiError(
+    400, 10178, "priority groups can not be used with push consumers"
+)
+CONSUMER_PRIORITY_GROUP_WITH_POLICY_NONE = ApiError(
+    400, 10196, "consumer can not have priority groups when policy is none"
+)
+CONSUMER_PINNED_TTL_WITHOUT_PRIORITY_POLICY = ApiError(
+    400, 10197, "PinnedTTL cannot be set when PriorityPolicy is none"
+)
 REQUIRED_API_LEVEL = ApiError(412, 10185, "JetStream minimum api level required")
 
 # Texts nats-server puts in {err} of the generic entries above.

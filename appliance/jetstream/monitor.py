@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from appliance.jetstream import resources
+from appliance.jetstream.api_consumers import info_of
 from appliance.jetstream.api_streams import stream_info
 from appliance.jetstream.request import API_LEVEL
 from appliance.server.accounts import GLOBAL_ACCOUNT
@@ -122,7 +123,7 @@ class JetStreamMonitor:
                 detail["state"] = info["state"]
                 if consumers and stream.consumers:
                     detail["consumer_detail"] = [
-                        _consumer_detail(c.info_json(), c.config.metadata, config=config)
+                        _consumer_detail(info_of(c), c.config.metadata, config=config)
                         for _, c in sorted(stream.consumers.items())
                     ]
                 stream_detail.append(detail)

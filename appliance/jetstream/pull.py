@@ -10,6 +10,9 @@ from appliance.jetstream.host import Timer
 from appliance.jetstream.wire import go_duration
 
 
+PRIORITY_LAST = 2**31 - 1  # a request without a priority group comes after every priority
+
+
 @dataclass(slots=True)
 class PullRequest:
     reply: str
@@ -18,6 +21,10 @@ class PullRequest:
     expires_at_ns: int = 0  # 0: never
     no_wait: bool = False
     heartbeat_ns: int = 0
+    group: str = ""  # priority group (priority_groups consumers)
+    min_pending: int = 0  # overflow: served only once num_pending reaches this ...
+    min_ack_pending: int = 0  # ... or num_ack_pending this
+    priority: int = PRIORITY_LAST  # prioritized: 0 is served first
     delivered: int = 0
     bytes_sent: int = 0
     timer: Timer | None = None
@@ -50,6 +57,7 @@ class BadPull(Exception):
 def parse_pull(body: bytes, reply: str, config: ConsumerConfig, now_ns: int) -> PullRequest:
     text = body.strip()
     batch, expires, no_wait, max_bytes, heartbeat = 1, 0, False, 0, 0
+    group: dict[str, object] | None = None  # nats-server's priorityGroup: only a JSON request has one
     if text.startswith(b"{"):
         try:
             obj = json.loads(text)
@@ -62,6 +70,7 @@ def parse_pull(body: bytes, reply: str, config: ConsumerConfig, now_ns: int) -> 
         no_wait = bool(obj.get("no_wait"))
         max_bytes = int(obj.get("max_bytes") or 0)
         heartbeat = int(obj.get("idle_heartbeat") or 0)
+        group = obj
         if batch <= 0:
             batch = 1
     elif text:
@@ -77,7 +86,7 @@ def parse_pull(body: bytes, reply: str, config: ConsumerConfig, now_ns: int) -> 
         raise BadPull(409, f"Exceeded MaxRequestMaxBytes of {config.max_bytes}")
     if heartbeat and (not expires or heartbeat * 2 > expires):
         raise BadPull(400, "Bad Request - heartbeat value too large")
-    return PullRequest(
+    request = PullRequest(
         reply=reply,
         batch=batch,
         max_bytes=max_bytes,
@@ -85,3 +94,28 @@ def parse_pull(body: bytes, reply: str, config: ConsumerConfig, now_ns: int) -> 
         no_wait=no_wait,
         heartbeat_ns=heartbeat,
     )
+    if group is not None:
+        _priority(request, group, config)
+    return request
+
+
+def _priority(request: PullRequest, obj: dict[str, object], config: ConsumerConfig) -> None:
+    """A JSON pull request's priority group fields, checked as nats-server checks them."""
+    request.min_pending = int(str(obj.get("min_pending") or 0))
+    request.min_ack_pending = int(str(obj.get("min_ack_pending") or 0))
+    priority = int(str(obj.get("priority") or 0))
+    policy = config.priority_policy
+    if (request.min_pending or request.min_ack_pending) and policy != "overflow":
+        raise BadPull(400, "Bad Request - Not a Overflow Priority consumer")
+    if obj.get("id") and policy != "pinned_client":
+        raise BadPull(400, "Bad Request - Not a Pinned Client Priority consumer")
+    if not 0 <= priority <= 9:
+        raise BadPull(400, "Bad Request - Priority must be between 0 and 9")
+    request.priority = priority
+    if not policy:
+        return
+    request.group = str(obj.get("group") or "")
+    if not request.group:
+        raise BadPull(400, "Bad Request - Priority Group missing")
+    if request.group not in config.priority_groups:
+        raise BadPull(400, "Bad Request - Invalid Priority Group")
