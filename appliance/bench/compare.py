@@ -129,6 +129,9 @@ class Cell:
     p99_us: list[float] = field(default_factory=list)
     client_cores: list[float] = field(default_factory=list)
     server_cores: list[float] = field(default_factory=list)
+    # server CPU per headline message: what the server spends, whatever share of the cores the
+    # scheduler gave it (a busy machine gives a many-threaded server more of them)
+    server_us_per_msg: list[float] = field(default_factory=list)
     load_average: list[float] = field(default_factory=list)  # 1-minute load when each round ended
     # appliance: the worker(s) the kernel gave the client connection(s) in each round ("w0",
     # "w0+w1"), told by INFO's client_id; "" for a server with one process
@@ -178,6 +181,9 @@ def record(cell: Cell, report: BenchReport, label: str, *, workers: int = 1) -> 
     cell.client_cores.append(report.client_cpu_s / wall)
     if report.server_cpu_s is not None:
         cell.server_cores.append(report.server_cpu_s / wall)
+        messages = next(r for r in report.totals if r.label == label).rate.msgs
+        if messages:
+            cell.server_us_per_msg.append(report.server_cpu_s * 1e6 / messages)
     cell.load_average.append(os.getloadavg()[0])
 
 

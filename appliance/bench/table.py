@@ -73,9 +73,11 @@ def markdown(cells: dict[str, dict[str, Cell]], scenarios: tuple[Scenario, ...],
                      f"{ratio_text(row.get(APPLIANCE.name), row.get(NATS_SYNC_ALWAYS.name))} | "
                      f"{reference_text} | {vs_reference} |")
     lines += ["", "Latency p50 / p99 (µs; async publish: publish to ack; fetch: pull request to its last "
-              "message; sync publish, KV, request: round trip), CPU (cores busy, of " + info["cores"] + ") and the "
+              "message; sync publish, KV, request: round trip), CPU (cores busy, of " + info["cores"] + "), the "
+              "server's CPU per message (µs; independent of the share of the cores the scheduler gave it) and the "
               "machine's 1-minute load average (other work shares these cores) — medians:", "",
-              "| scenario | " + " | ".join(f"{n} p50 / p99 µs / client CPU / server CPU / load" for n in names) + " |",
+              "| scenario | " + " | ".join(f"{n} p50 / p99 µs / client CPU / server CPU / server µs per msg / load"
+                                          for n in names) + " |",
               "|---|" + "---:|" * len(names)]
     for s in scenarios:
         parts = []
@@ -86,7 +88,8 @@ def markdown(cells: dict[str, dict[str, Cell]], scenarios: tuple[Scenario, ...],
                 continue
             parts.append(f"{_num(c.median_of(c.p50_us), ',.0f')} / {_num(c.median_of(c.p99_us), ',.0f')} / "
                          f"{_num(c.median_of(c.client_cores), '.2f')} / "
-                         f"{_num(c.median_of(c.server_cores), '.2f')} / {_num(c.median_of(c.load_average), '.1f')}")
+                         f"{_num(c.median_of(c.server_cores), '.2f')} / {_num(c.median_of(c.server_us_per_msg), ',.1f')} / "
+                         f"{_num(c.median_of(c.load_average), '.1f')}")
         lines.append(f"| {s.title} | " + " | ".join(parts) + " |")
     lines += placement_lines(cells, scenarios, names)
     lines += message_count_lines(cells, scenarios, names)

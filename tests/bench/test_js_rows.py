@@ -52,6 +52,7 @@ def test_the_table_has_p99_placement_per_round_and_the_differing_message_counts(
             NATS_DEFAULT.name: Cell([7000.0], p50_us=[98.0], p99_us=[250.0], msgs=5000),
             NATS_SYNC_ALWAYS.name: Cell([1100.0], p50_us=[620.0], p99_us=[2100.0], msgs=5000),
             APPLIANCE.name: Cell([900.0, 950.0], p50_us=[990.0, 1000.0], p99_us=[3000.0, 3100.0],
+                                 server_cores=[0.5, 0.5], server_us_per_msg=[500.0, 540.0],
                                  placement=["w1", "w0"], msgs=5000),
         },
         "js-pub-async-1k": {
@@ -64,6 +65,7 @@ def test_the_table_has_p99_placement_per_round_and_the_differing_message_counts(
     lines = text.splitlines()
     sync_latency = [line for line in lines if line.startswith("| JS R1 sync pub 128 B |")][1]
     assert "| 98 / 250 / " in sync_latency and "| 995 / 3,050 / " in sync_latency
+    assert " / 0.50 / 520.0 / " in sync_latency  # server cores busy, then server CPU µs per message
     assert "| JS R1 sync pub 128 B | appliance | w1 900, w0 950 |" in lines
     assert "| JS R1 async pub 1 KiB, window 256 | appliance | w0 60,000 |" in lines
     counts = next(line for line in lines if line.startswith("Messages per run where they differ"))
