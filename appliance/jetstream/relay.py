@@ -73,25 +73,12 @@ def relay_message(
 
 
 def relay_deliverer(link_sub: Subscription, match: bytes) -> Deliver:
-    """`relay_message` bound to one link subscription and target for a run of deliveries made in
-    one call (a pull request's batch): one record appended per message, nothing routed."""
+    """`relay_message` bound to one plain link subscription and target for a run of deliveries made
+    in one call (a pull request's batch): one record appended per message, nothing routed; the
+    records leave in JS_RELAY_PIPELINE_BYTES frames (fewer, larger writes on the sibling)."""
     peer = link_sub.conn
-    assert isinstance(peer, LinkPeer)
-    queue = link_sub.queue
-    subject = (RELAY_QUEUE_PREFIX if queue else RELAY_PREFIX) + match
-    append = peer.deliverer(link_sub, subject, limits.JS_RELAY_PIPELINE_BYTES)
-    if queue:
-        suffix = b"@" + queue
-
-        def deliver_queued(subject: bytes, reply: bytes | None, header: bytes | None, payload: bytes) -> int:
-            tail = (reply or b"") + b"@" + subject + suffix
-            if header is None:
-                append(tail, -1, payload)
-            else:
-                append(tail, len(header), header + payload)
-            return 1
-
-        return deliver_queued
+    assert isinstance(peer, LinkPeer) and link_sub.queue is None
+    append = peer.deliverer(link_sub, RELAY_PREFIX + match, limits.JS_RELAY_PIPELINE_BYTES)
 
     def deliver_one(subject: bytes, reply: bytes | None, header: bytes | None, payload: bytes) -> int:
         if header is None:

@@ -5,18 +5,26 @@ input included (nothing written, ValueError)."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import Any, cast
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from appliance import limits
+from appliance.jetstream.relay import relay_deliverer
 from appliance.protocol import wire
 from appliance.server.links import (
+    LinkPeer,
+    LocalFabric,
     append_record_py,
     append_relayed_msgs,
     append_relayed_msgs_py,
     decode_records_py,
     record_subject,
 )
+from appliance.server.sublist import Subscription
 
 IMPLEMENTATIONS = [append_relayed_msgs_py, append_relayed_msgs]
 Delivery = tuple[bytes, bytes, "bytes | None", bytes]  # ack, stream subject, header block, payload
@@ -126,3 +134,63 @@ def test_record_subject_reads_a_runs_subject_and_refuses_a_cut_record() -> None:
         record_subject(payload[:10], 0)
     with pytest.raises(ValueError):
         record_subject(payload[:20], 0)
+
+
+# --- the sending worker: a pull batch bound once to a sibling's subscription --------------------
+
+
+class RecordingLink:
+    """A link that takes every frame."""
+
+    def __init__(self) -> None:
+        self.peer = 1
+        self.frame_bytes_max = 1 << 20
+        self.sent: list[tuple[int, bytes]] = []
+
+    def try_send(self, kind: int, payload: bytes | bytearray) -> bool:
+        self.sent.append((kind, bytes(payload)))
+        return True
+
+    def flush(self) -> bool:
+        return True
+
+
+class RecordingServer:
+    def __init__(self) -> None:
+        self.dirty: list[object] = []
+        self.producer = None
+        self.flushes_scheduled = 0
+
+    def schedule_flush(self) -> None:
+        self.flushes_scheduled += 1
+
+
+def test_a_relayed_pull_batch_leaves_in_relay_sized_frames_and_the_rest_at_the_flush() -> None:
+    server = RecordingServer()
+    link = RecordingLink()
+    peer = LinkPeer(cast(LocalFabric, SimpleNamespace(server=server)), cast(Any, link))
+    sub = Subscription(peer, b"_INBOX.f", None, b"L1", "$G")
+    deliver = relay_deliverer(sub, b"_INBOX.f")
+    header = b"NATS/1.0\r\nK: v\r\n\r\n"
+    count = 3 * limits.JS_RELAY_PIPELINE_BYTES // 200
+    for n in range(count):
+        with_header = header if n % 2 else None
+        ack = b"$JS.ACK.S.C.1.%d.%d.0.0" % (n, n)
+        assert deliver(b"orders.%d" % (n % 3), ack, with_header, b"p" * 150) == 1
+    assert len(link.sent) >= 2, "frames left while the batch was being made"
+    assert all(len(frame) <= limits.JS_RELAY_PIPELINE_BYTES + 300 for _, frame in link.sent)
+    assert peer in server.dirty, "the rest leaves when the server flushes"
+    assert server.flushes_scheduled == len(link.sent) + 1, "a flush asked for once per frame, not per message"
+    peer.flush()  # the end of the turn
+    records = [record for _, frame in link.sent for record in decode_records_py(frame)]
+    assert [r[1] for r in records] == [b"$JSD._INBOX.f"] * count
+    assert [r[2] for r in records] == [b"$JS.ACK.S.C.1.%d.%d.0.0@orders.%d" % (n, n, n % 3)
+                                       for n in range(count)]
+    assert [r[4] for r in records] == [header if n % 2 else None for n in range(count)]
+    assert peer.msgs_out == count
+    # what the receiving worker writes for a client of that inbox: the stream subjects and acks again
+    out = bytearray()
+    payload = b"".join(frame for _, frame in link.sent)
+    assert append_relayed_msgs(out, payload, 0, len(payload), b" 1 ", True, count)[0] == count
+    assert out.startswith(b"MSG orders.0 1 $JS.ACK.S.C.1.0.0.0.0 150\r\n" + b"p" * 150 + b"\r\n"
+                          b"HMSG orders.1 1 $JS.ACK.S.C.1.1.1.0.0 %d 168\r\n" % len(header))
