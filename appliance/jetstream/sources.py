@@ -35,10 +35,11 @@ from appliance.jetstream import errors, ops
 from appliance.jetstream.decode import Kind, decode_object
 from appliance.jetstream.host import Timer
 from appliance.jetstream.storeview import count_live, first_seq_at_or_after_time, last_seq
-from appliance.store.api import StoreLimitError
 from appliance.jetstream.subjects import is_valid_name, is_valid_subject, subject_is_subset, subjects_overlap
 from appliance.jetstream.transform import Transform, compile_all, first_match
 from appliance.jetstream.wire import append_headers, header_value, parse_rfc3339, rfc3339
+from appliance.server.internal import InternalClient
+from appliance.store.api import StoreLimitError
 
 if TYPE_CHECKING:
     from appliance.jetstream.service import AccountJetStream
@@ -201,6 +202,13 @@ class Sourcing:
         # a publish to an origin's subjects wakes the tailers at once (they poll otherwise)
         self._watched: set[str] = set()
         self._subs: list[Subscription] = []
+        # each copy's PubAck comes back here: a refused one stalls its source (see _on_copy_ack);
+        # an own client, as the account's (which sends the PubAcks) gets no echo of its messages
+        self._ack_prefix = f"{ACK_PREFIX}{self.ident}."
+        self._acks: InternalClient | None = None
+        if mirror is None:
+            self._acks = InternalClient(ajs.server, ajs.account, f"JetStream sources {stream.config.name}")
+            self._acks.subscribe(f"{self._ack_prefix}>".encode(), self._on_copy_ack)
 
     def _recover(self) -> None:
         """Each source's position: after the last message the stream copied from it."""
@@ -268,11 +276,12 @@ class Sourcing:
         self._watch(origin)
         if source.next_seq == 0:
             source.next_seq = self._start(source, origin)
+        if source.retry_at_ns > source.active_ns:
+            return 0  # a refused message is tried again once the delay is over
+        source.retry_at_ns = 0
         if source.mirror:
-            if source.retry_at_ns > source.active_ns:
-                return 0  # a refused message is tried again once the delay is over
-            source.retry_at_ns = 0
             return self._mirror(source, origin)
+        index = self.states.index(source)
         read = 0  # messages read this turn, copied or not (bounds the work of one turn)
         for msg in store.scan(source.next_seq, source.filter_subject or ">"):
             source.next_seq = msg.seq + 1
@@ -281,11 +290,26 @@ class Sourcing:
             if subject is not None:  # a message no transform matches is not copied
                 value = f"{source.name} {msg.seq} {source.key} {source.dests} {msg.subject} {self.ident}"
                 header = append_headers(msg.headers, [(HDR_SOURCE.decode(), value)])
-                self.stream.on_publish(subject, "", header, msg.payload)
+                self.stream.on_publish(subject, f"{self._ack_prefix}{index}.{msg.seq}", header, msg.payload)
                 source.last_seq = msg.seq
             if read >= limits.JS_SOURCE_BATCH_MAX:
                 break
         return read
+
+    def _on_copy_ack(self, subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
+        """A copied message's PubAck. A refused copy (a discard-new limit, the server's or the
+        account's JetStream limit, ...) stalls its source there, as nats-server retries a source
+        from the message it could not store: copying starts again from it after a delay. Copies
+        of later messages already in flight may have been stored: they are copied again then."""
+        if b'"error"' not in data or self.stopped:
+            return
+        index_text, _, seq_text = subject.decode()[len(self._ack_prefix) :].partition(".")
+        if not index_text.isdigit() or not seq_text.isdigit() or int(index_text) >= len(self.states):
+            return
+        source, seq = self.states[int(index_text)], int(seq_text)
+        if seq < source.next_seq:
+            source.next_seq, source.last_seq = seq, seq - 1
+            source.retry_at_ns = self.ajs.now_ns() + int(limits.JS_SOURCE_POLL_MAX_S * 1e9)
 
     def _mirror(self, source: SourceState, origin: Stream) -> int:
         batch: list[list[object]] = []
@@ -361,6 +385,9 @@ class Sourcing:
         for sub in self._subs:
             self.ajs.client.unsubscribe(sub)
         self._subs.clear()
+        if self._acks is not None:
+            self._acks.close()
+            self._acks = None
 
 
 def _key_of(echo: dict[str, object]) -> str:
@@ -372,6 +399,9 @@ def _key_of(echo: dict[str, object]) -> str:
 
 def _start_time(source: dict[str, object]) -> int:
     return parse_rfc3339(str(source["opt_start_time"])) if source.get("opt_start_time") else 0
+
+
+ACK_PREFIX = "$JSSRC."  # PubAcks of a stream's source copies: $JSSRC.<ident>.<source index>.<origin seq>
 
 
 def _ident(account: str, stream: str) -> str:

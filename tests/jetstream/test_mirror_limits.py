@@ -2,7 +2,7 @@
 stalls at the first origin message its limits refuse — the server's JetStream limit (10023), the
 account's (10002), a discard-new max_msgs / max_bytes — and never skips it; when a refusal came
 from the server's or the account's limit it copies on from that message once space is freed.
-A discard-old mirror drops its oldest messages as any stream does."""
+A discard-old mirror drops its oldest messages as any stream does. Sources stall alike."""
 
 from __future__ import annotations
 
@@ -142,3 +142,41 @@ def test_a_discard_new_mirror_copies_on_once_purged(tmp_path: Path) -> None:
 
     with InProcessServer(jetstream_dir=str(tmp_path / "s")) as server:
         assert asyncio.run(asyncio.wait_for(main(server.url), 60)) == (10, 350, 11, 20)  # o.10 .. o.19
+
+
+async def sourcing(url: str) -> list[object]:
+    """Sources stall the same way (nats-server retries a source from the message it could not
+    store): a discard-new stream and a discard-new work queue fill up and stop; after a purge the
+    source copies on from the refused message, none skipped."""
+    nc = await nats.connect(url, allow_reconnect=False)
+    answers: list[object] = []
+    try:
+        await request(nc, "$JS.API.STREAM.CREATE.O", {"name": "O", "subjects": ["o.>"]})
+        for name, extra in (("SN", {"max_msgs": 10}), ("WQ", {"max_msgs": 5, "retention": "workqueue"})):
+            created = await request(nc, f"$JS.API.STREAM.CREATE.{name}",
+                                    {"name": name, "sources": [{"name": "O"}], "discard": "new", **extra})
+            answers.append((name, created.get("error")))
+        for index in range(30):
+            await request(nc, f"o.{index}", b"m")
+        for name in ("SN", "WQ"):
+            answers.append((name, await settled(nc, name)))
+        await request(nc, "$JS.API.STREAM.PURGE.SN")
+        answers.append(("SN", "after purge", await reaches(nc, "SN", 20)))
+        info = await request(nc, "$JS.API.STREAM.MSG.GET.SN", {"seq": 11})
+        message = info["message"]
+        assert isinstance(message, dict)
+        answers.append(message["subject"])  # the first message refused is the first copied after
+    finally:
+        await nc.close()
+    return answers
+
+
+def test_sources_stall_at_their_limits_as_nats_server(tmp_path: Path) -> None:
+    with (
+        NatsServer(["-js", "-sd", str(tmp_path / "ns")]) as real,
+        InProcessServer(jetstream_dir=str(tmp_path / "ours")) as ours,
+    ):
+        expected = asyncio.run(asyncio.wait_for(sourcing(real.url), 60))
+        got = asyncio.run(asyncio.wait_for(sourcing(ours.url), 60))
+    assert got == expected
+    assert got[-1] == "o.10"
