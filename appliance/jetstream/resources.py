@@ -20,6 +20,7 @@ and per server `jetstream { max_memory_store, max_file_store }`. They are checke
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -202,16 +203,31 @@ class PublishGuard:
     limit is refused with 10023 (nats-server's limitsExceeded: the message itself is not
     counted); one that would take the account over its limit with 10002.
 
-    A batch that fits whole goes the stream's usual way (None): with no account limit that is
-    decided from the server's usage and a bound on the batch (messages x the largest message),
-    without sizing each message; otherwise, and near the limits, each message is checked and
-    applied one by one."""
+    A batch that fits whole goes the stream's usual way (None). With no account limit that is
+    decided without a scan of the streams or sizing each message: from the server's ServerBudget
+    and a bound on the batch (messages x the largest message). Otherwise, and near the limits,
+    each message is checked and applied one by one."""
 
-    def __init__(self, ajs: AccountJetStream, account_max: int, server_max: int) -> None:
+    def __init__(
+        self, ajs: AccountJetStream, account_max: int, server_max: int, budget: ServerBudget
+    ) -> None:
         self.ajs = ajs
         self.account_max = account_max
         self.server_max = server_max
+        self.budget = budget
         self.msg_bytes_max = ajs.service.options.max_payload + MSG_BYTES_BOUND_EXTRA
+
+    def _fits_budget(self, stream: Stream, count: int) -> bool:
+        budget = self.budget
+        bound = count * self.msg_bytes_max
+        if not budget.valid or budget.scanned + budget.since + bound > self.server_max:
+            everything = [s for a in self.ajs.service.accounts.values() for s in a.streams.values()]
+            budget.scanned = used_bytes(everything, stream.config.storage)
+            budget.since, budget.valid = 0, True
+            if budget.scanned + bound > self.server_max:
+                return False
+        budget.since += bound
+        return True
 
     def _server_others(self, stream: Stream) -> int:
         everything = [s for a in self.ajs.service.accounts.values() for s in a.streams.values()]
@@ -219,10 +235,10 @@ class PublishGuard:
 
     def __call__(self, stream: Stream, msgs: list[ops.InMsg]) -> list[Outcome] | None:
         storage = stream.config.storage
+        if self.account_max < 0 and self._fits_budget(stream, len(msgs)):
+            return None
         server_others = self._server_others(stream)
         mine = stored_bytes(stream.store)
-        if self.account_max < 0 and server_others + mine + len(msgs) * self.msg_bytes_max <= self.server_max:
-            return None
         account_others = 0
         if self.account_max >= 0:
             account_others = used_bytes([s for s in self.ajs.streams.values() if s is not stream], storage)
@@ -253,6 +269,7 @@ class PublishGuard:
     def admission(self, stream: Stream) -> Callable[[ops.InMsg], errors.JsApiError | None]:
         """For writes that do not come as publishes (a mirror's): the refusal of each next
         message by the same rules, usage of the other streams taken once."""
+        self.budget.valid = False  # these writes do not count in the budget: scan again next time
         server_others = self._server_others(stream)
         account_others = 0
         if self.account_max >= 0:
@@ -265,6 +282,29 @@ class PublishGuard:
         return refusal
 
 
+@dataclass(slots=True)
+class ServerBudget:
+    """An upper bound of the server's usage of one storage type, so that publishes need not scan
+    every stream: the usage the last scan found plus the most each batch let through since could
+    have added. Writes that bypass the publish guard (a mirror's) invalidate it; deletes and
+    purges only make it pessimistic. A batch that would not fit under it triggers a new scan."""
+
+    scanned: int = 0
+    since: int = 0
+    valid: bool = False
+
+
+def _budget(service: JetStreamService, storage: str) -> ServerBudget:
+    """The one budget of a server and storage type, shared by its streams' guards."""
+    per_storage = _budgets.get(service)
+    if per_storage is None:
+        per_storage = _budgets[service] = {}
+    return per_storage.setdefault(storage, ServerBudget())
+
+
+_budgets: weakref.WeakKeyDictionary[JetStreamService, dict[str, ServerBudget]] = weakref.WeakKeyDictionary()
+
+
 def attach_guard(ajs: AccountJetStream, stream: Stream) -> None:
     """Give the stream its publish guard: the server limit always applies (nats-server derives
     one when none is configured), the account's when it has one for the stream's storage."""
@@ -272,4 +312,5 @@ def attach_guard(ajs: AccountJetStream, stream: Stream) -> None:
     server_memory, server_storage = server_limits(ajs.service)
     memory = stream.config.storage == "memory"
     account_max = lim.max_memory if memory else lim.max_store
-    stream.guard = PublishGuard(ajs, account_max, server_memory if memory else server_storage)
+    server_max = server_memory if memory else server_storage
+    stream.guard = PublishGuard(ajs, account_max, server_max, _budget(ajs.service, stream.config.storage))

@@ -131,3 +131,43 @@ def test_accounts_share_the_server_limit_as_in_nats_server(servers: tuple[str, s
     expected = asyncio.run(asyncio.wait_for(two_accounts(real_url), 60))
     got = asyncio.run(asyncio.wait_for(two_accounts(our_url), 60))
     assert masked(got) == masked(expected)
+
+
+SMALL = """
+max_payload: 1024
+jetstream { store_dir: "%(store)s", max_memory_store: 100000, max_file_store: 100000 }
+"""
+
+
+async def small_fill(url: str) -> list[object]:
+    """Batches far below the limit pass on the server's budget, unsized; the last ones near it
+    are sized message by message: the refusal must still come at the same message."""
+    nc = await nats.connect(url, allow_reconnect=False)
+    answers: list[object] = []
+    try:
+        for storage in ("memory", "file"):
+            config = json.dumps({"name": storage, "subjects": [f"{storage}.>"], "storage": storage})
+            await nc.request(f"$JS.API.STREAM.CREATE.{storage}", config.encode(), timeout=5)
+            inbox = nc.new_inbox()
+            sub = await nc.subscribe(inbox)
+            for _ in range(130):  # no waiting: they arrive in batches
+                await nc.publish(f"{storage}.x", b"y" * 900, reply=inbox)
+            acks = [json.loads((await sub.next_msg(timeout=5)).data) for _ in range(130)]
+            # stored ones and refusals, counted: a file stream's PubAck waits for its fsync, so
+            # refusals may overtake them
+            stored = sorted(ack["seq"] for ack in acks if "error" not in ack)
+            answers.append((stored, [ack["error"]["err_code"] for ack in acks if "error" in ack]))
+    finally:
+        await nc.close()
+    return answers
+
+
+def test_the_budget_path_refuses_at_the_same_message(tmp_path: Path) -> None:
+    real_conf = tmp_path / "real.conf"
+    real_conf.write_text(SMALL % {"store": tmp_path / "ns"})
+    ours = options_from_text(SMALL % {"store": tmp_path / "ours"}, filename=str(tmp_path / "ours.conf"))
+    with NatsServer(["-c", str(real_conf)]) as real, InProcessServer(ours) as mine:
+        expected = asyncio.run(asyncio.wait_for(small_fill(real.url), 60))
+        got = asyncio.run(asyncio.wait_for(small_fill(mine.url), 60))
+    assert got == expected
+    assert all(refused and set(refused) == {10023} for _, refused in got)  # type: ignore[misc]
