@@ -239,20 +239,20 @@ class Stream:
     def _maybe_sync(self) -> None:
         if self._syncing or not self._acks or self._file is None:
             return
-        job = self._file.begin_sync()
-        if job is None:
-            self._release_acks(self._file.durable_seq)
-            return
         store = self._file
         if len(self._acks) <= limits.JS_INLINE_FSYNC_ACKS_MAX:
             # A lone publisher waits for this one fsync anyway: run it here rather than pay a
             # thread hand-off each way (sync publish latency); many waiting acks go off-loop.
             try:
-                job.run()
-            except OSError as exc:
-                store.fail_sync(job, exc)  # what it covered is never acknowledged
+                durable = store.sync()
+            except BrokenError as exc:  # the fsync failed: what it covered is never acknowledged
+                logger.error("stream %s: %s", self.config.name, exc)
                 return
-            self._release_acks(store.finish_sync(job), flush_now=True)  # its publisher is waiting
+            self._release_acks(durable, flush_now=True)  # its publisher is waiting
+            return
+        job = store.begin_sync()
+        if job is None:
+            self._release_acks(store.durable_seq)
             return
         self._syncing = True
 

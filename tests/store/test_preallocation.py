@@ -84,7 +84,9 @@ def test_reopening_a_file_continues_at_its_end(tmp_path: Path) -> None:
     assert Path(path).read_bytes() == b"abZ"
 
 
-def test_without_fallocate_support_appends_stay_plain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_fallocate_support_appends_stay_plain(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def unsupported(fd: int, offset: int, length: int) -> None:
         raise OSError(95, "Operation not supported")
 
