@@ -73,6 +73,7 @@ def test_the_table_has_p99_placement_per_round_and_the_differing_message_counts(
     assert "JS R1 sync pub" not in counts
 
 
+@pytest.mark.integration
 def test_an_appliance_server_counts_its_workers() -> None:
     server = servers.start(APPLIANCE)
     try:
