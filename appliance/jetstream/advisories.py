@@ -75,6 +75,16 @@ def consumer_action(ajs: AccountJetStream, stream: str, consumer: str, action: s
     publish(ajs, subject, "consumer_action", {"stream": stream, "consumer": consumer, "action": action})
 
 
+def consumer_unpinned(ajs: AccountJetStream, stream: str, consumer: str, group: str, reason: str) -> None:
+    """`$JS.EVENT.ADVISORY.CONSUMER.UNPINNED.<stream>.<consumer>` (nats-server sends it on an
+    UNPIN request whether or not a client was pinned)."""
+    fields: dict[str, object] = {"account": ajs.account.name, "stream": stream, "consumer": consumer}
+    if ajs.domain:
+        fields["domain"] = ajs.domain
+    fields.update({"group": group, "reason": reason})
+    publish(ajs, f"{PREFIX}.CONSUMER.UNPINNED.{stream}.{consumer}", "consumer_group_unpinned", fields)
+
+
 # --- the API audit ----------------------------------------------------------------------------
 
 

@@ -22,6 +22,7 @@ from appliance.jetstream.api_consumers import (
     consumer_info,
     consumer_list,
     consumer_names,
+    consumer_unpin,
 )
 from appliance.jetstream.api_streams import (
     account_info,
@@ -203,6 +204,7 @@ KINDS = {
     "CONSUMER.LIST": "consumer_list_response",
     "CONSUMER.LEADER": "consumer_leader_stepdown_response",
     "CONSUMER.PAUSE": "consumer_pause_response",
+    "CONSUMER.UNPIN": "consumer_unpin_response",
 }
 
 
@@ -242,6 +244,8 @@ def _route(tokens: list[str]) -> Handler | None:
             return cluster_required
         if verb == "PAUSE" and count == 4:
             return consumer_pause
+        if verb == "UNPIN" and count == 4:
+            return consumer_unpin
     return None
 
 

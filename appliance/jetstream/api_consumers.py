@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 from appliance import limits
 from appliance.jetstream import advisories, errors, pause, resources
 from appliance.jetstream.api_streams import PAGE_FIELDS
-from appliance.jetstream.config import CONSUMER_FIELDS, ConsumerConfig, parse_consumer_config
-from appliance.jetstream.decode import decode_object
+from appliance.jetstream.config import CONSUMER_FIELDS, GROUP_NAME, ConsumerConfig, parse_consumer_config
+from appliance.jetstream.decode import Kind, decode_object, parse_json
 from appliance.jetstream.request import Request, body_of, optional_object, propose_meta, stream_of
 from appliance.jetstream.subjects import subjects_overlap
 from appliance.jetstream.wire import ZERO_TIME
@@ -169,6 +169,31 @@ def consumer_names(request: Request) -> None:
         "consumer_names_response",
         {"total": len(names), "offset": offset, "limit": page, "consumers": names[offset : offset + page]},
     )
+
+
+UNPIN_FIELDS: dict[str, Kind] = {"group": "str"}
+
+
+def consumer_unpin(request: Request) -> None:
+    """`$JS.API.CONSUMER.UNPIN.<stream>.<consumer>` with `{"group"}`, checked in nats-server's
+    order. No client is ever pinned here (pinned_client is refused), so a valid request only
+    answers and sends the UNPINNED advisory, as nats-server does when nobody is pinned."""
+    parsed = parse_json(request.body.strip())  # a lenient decode there: unknown fields are ignored
+    known = {k: v for k, v in parsed.items() if k in UNPIN_FIELDS} if isinstance(parsed, dict) else parsed
+    obj = decode_object(known, UNPIN_FIELDS, "JSApiConsumerUnpinRequest")
+    group = str(obj.get("group") or "")
+    if not group:
+        raise errors.INVALID_JSON.format(err="consumer group not specified")
+    if GROUP_NAME.fullmatch(group) is None:
+        raise errors.CONSUMER_INVALID_GROUP_NAME.error()
+    stream = stream_of(request, request.tokens[2])
+    consumer = stream.consumers.get(request.tokens[3])
+    if consumer is None:
+        raise errors.CONSUMER_NOT_FOUND.error()
+    if group not in consumer.config.priority_groups:
+        raise errors.CONSUMER_INVALID_PRIORITY_GROUP.error()
+    advisories.consumer_unpinned(request.ajs, stream.config.name, consumer.name, group, "admin")
+    request.respond("consumer_unpin_response", {})
 
 
 def info_of(consumer: Consumer) -> dict[str, object]:

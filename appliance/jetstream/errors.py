@@ -199,6 +199,9 @@ MESSAGE_TTL_DISABLED = ApiError(400, 10166, "per-message TTL is disabled")
 CONSUMER_PRIORITY_POLICY_WITHOUT_GROUP = ApiError(
     400, 10159, "Setting PriorityPolicy requires at least one PriorityGroup to be set"
 )
+CONSUMER_INVALID_PRIORITY_GROUP = ApiError(
+    400, 10160, "Provided priority group does not exist for this consumer"
+)
 CONSUMER_EMPTY_GROUP_NAME = ApiError(400, 10161, "Group name cannot be an empty string")
 CONSUMER_INVALID_GROUP_NAME = ApiError(
     400, 10162,

@@ -125,9 +125,36 @@ async def scenario(url: str) -> list[object]:
         answers.append(mask(await request(nc, "$JS.API.CONSUMER.INFO.S.O")))
         await ack_all(nc, "N", 6)
         answers.append(mask(await request(nc, "$JS.API.CONSUMER.INFO.S.N")))
+        answers.extend(await unpins(nc))
     finally:
         await nc.close()
     return answers
+
+
+UNPINS: list[tuple[str, bytes]] = [
+    ("S.O", b'{"group":"A"}'),
+    ("S.O", b'{"group":"Z"}'),  # 10160
+    ("S.O", b"{}"),  # 10025: group not specified
+    ("S.O", b""),  # 10025: unexpected end of JSON input
+    ("S.O", b'{"group":"bad group"}'),  # 10162
+    ("S.O", b'{"group":"A","x":1}'),  # 10025: unknown field
+    ("S.NOPE", b'{"group":"A"}'),  # 10014
+    ("NOPE.O", b'{"group":"A"}'),  # 10059
+    ("S.N", b'{"group":"A"}'),  # 10160: no priority groups at all
+]
+
+
+async def unpins(nc: Client) -> list[object]:
+    """CONSUMER.UNPIN answers, and the UNPINNED advisory a valid one sends (nobody is pinned)."""
+    events = await nc.subscribe("$JS.EVENT.ADVISORY.CONSUMER.UNPINNED.>")
+    await nc.flush()
+    out: list[object] = []
+    for target, body in UNPINS:
+        out.append(await request(nc, f"$JS.API.CONSUMER.UNPIN.{target}", body))
+    event = json.loads((await events.next_msg(timeout=WAIT_S)).data)
+    out.append({k: v for k, v in event.items() if k not in ("id", "timestamp")})
+    await events.unsubscribe()
+    return out
 
 
 async def prioritized(url: str) -> list[object]:
