@@ -17,6 +17,7 @@ from appliance.store.api import StoredMsg, StreamState
 from appliance.store.filestore import FileStoreConfig, FileStreamStore
 from appliance.store.layout import DICT_NAME, RecoveryReport
 from appliance.store.overlay import OverlayOps
+from appliance.store.recovery import unwritten_tail
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +117,7 @@ def verify(directory: str) -> list[CorruptData]:
             problems.extend(segment.verify_sealed(data, zdict=zdict if header.dict_id else None, path=path))
             continue
         _frames, stop = records.scan_frames(data, segment.HEADER_BYTES)
-        if stop != len(data):
+        if stop != len(data) and not unwritten_tail(data, stop):  # a zero tail is preallocated space
             tail = "torn tail (recovery truncates it)" if i == len(paths) - 1 else "damaged record"
             problems.append(CorruptData(f"{tail}: {len(data) - stop} bytes", path=path, offset=stop))
     return problems

@@ -66,7 +66,7 @@ class Recovery:
         try:
             header = segment.decode_header(data, path)
         except CorruptData as exc:
-            if is_last and (len(data) < segment.HEADER_BYTES or _zeros_from(data, 0)):
+            if is_last and (len(data) < segment.HEADER_BYTES or unwritten_tail(data, 0)):
                 logger.warning("store: removing torn new segment %s (%d bytes)", path, len(data))
                 self.ops.remove(path)
                 self.ops.fsync_dir(self.directory)
@@ -89,7 +89,7 @@ class Recovery:
             self._replay(frames, data, seg)
             if stop >= len(data):
                 break
-            if _zeros_from(data, stop):  # preallocated space never written (fileops.py): not torn
+            if unwritten_tail(data, stop):  # preallocated space never written (fileops.py): not torn
                 self._trim_unwritten(seg, stop)
                 break
             detail = _bad_record_detail(data, stop)
@@ -215,7 +215,7 @@ class Recovery:
             self.segments[bisect_right(self.names, seq) - 1].live -= 1
 
 
-def _zeros_from(data: bytes, offset: int) -> bool:
+def unwritten_tail(data: bytes, offset: int) -> bool:
     """Only zero bytes from offset to the end: space a crash left preallocated but never written
     (an all-zero frame is never a valid record, so no record can hide there)."""
     return data.count(0, offset) == len(data) - offset

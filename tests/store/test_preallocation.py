@@ -251,3 +251,20 @@ def test_kill_9_mid_stream_keeps_every_acknowledged_message(tmp_path: Path) -> N
     assert seqs[: acknowledged] == list(range(1, acknowledged + 1))
     assert all(m.payload == b"v%06d" % (m.seq - 1) for m in recovered.scan())
     recovered.close()
+
+
+def test_inspect_verify_passes_a_zero_tail_and_still_finds_a_torn_record(tmp_path: Path) -> None:
+    from appliance.store.inspect import verify
+
+    store = store_in(tmp_path / "s")
+    for i in range(10):
+        store.store_msg("a", b"", b"v%d" % i, i)
+    written = store.segments()[-1].size
+    image = crash_image(tmp_path / "s", tmp_path / "crashed")
+    store.close()
+    assert verify(str(image)) == []  # the preallocated tail of a running (or crashed) store
+    with active_file(image).open("r+b") as f:
+        f.seek(written)
+        f.write(records.encode_msg(11, b"a", b"", b"half", 11)[:20])
+    problems = verify(str(image))
+    assert len(problems) == 1 and "torn tail" in str(problems[0])
