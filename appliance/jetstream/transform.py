@@ -237,7 +237,7 @@ def _match(src_tokens: tuple[bytes, ...], tokens: list[bytes]) -> bool:
 
 
 def _is_literal(tokens: list[bytes]) -> bool:
-    return all(token and token not in (b"*", b">") for token in tokens)
+    return b"" not in tokens and b"*" not in tokens and b">" not in tokens
 
 
 def _split(token: bytes, delimiter: bytes) -> list[bytes]:
@@ -300,10 +300,11 @@ class Transform:
     steps: tuple[Step, ...]  # empty: the subject is kept as it is
     wildcard_positions: tuple[int, ...]  # token indexes of src's `*`s
     rng: random.Random | None = None  # for {{random()}}
+    src_tokens: tuple[bytes, ...] = ()  # src split once, for matching
 
-    @property
-    def src_tokens(self) -> tuple[bytes, ...]:
-        return tuple(self.src.encode().split(b"."))
+    def __post_init__(self) -> None:
+        if not self.src_tokens:
+            object.__setattr__(self, "src_tokens", tuple(self.src.encode().split(b".")))
 
     def apply(self, subject: str) -> str | None:
         """The transformed subject, or None when src does not match it (invalid UTF-8 that a
