@@ -118,6 +118,7 @@ STORE_SEAL_ZSTD_LEVEL = 6  # zstd level of sealed blocks (sealing runs off the a
 STORE_SEAL_FAST_ZSTD_LEVEL = 3  # zstd level while more than one closed segment waits (catching up)
 STORE_ACTIVE_READAHEAD_BYTES = 64 * 1024  # one read of an unsealed segment serves the loads that follow
 STORE_PREALLOCATE_BYTES = 1024 * 1024  # active segments are fallocated this far ahead of writes
+STORE_PREALLOCATE_MIN_BYTES = 64 * 1024  # ... growing from this with the file (small streams stay small)
 
 assert STORE_BLOCK_RAW_BYTES <= STORE_SEGMENT_BYTES
 assert PAYLOAD_BYTES_MAX < STORE_RECORD_BYTES_MAX < 2**32, "record length is a u32 on disk"

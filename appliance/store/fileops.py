@@ -10,12 +10,13 @@ directory). Durability rules the store relies on:
 - a created, renamed or removed name is durable after `fsync_dir(directory)`.
 
 Preallocation (OsFileOps(preallocate_bytes=N)): an appended file is extended ahead of its writes
-with posix_fallocate, N bytes at a time, so a later fdatasync of an append into that space does
-not also commit a new file size and newly allocated blocks (on ext4 about 30% cheaper: the sync
-publish path). The file then ends in zero bytes that are not data: OsFileOps tracks each open
-file's logical end, writes there with pwrite, never reads past it, and trims the tail when the file
-is closed. After a crash the tail is still there: recovery treats a run of zero bytes after the
-last whole record as unwritten space (a zero frame is never a valid record), not as a torn write.
+with posix_fallocate (by the file's own size, at least STORE_PREALLOCATE_MIN_BYTES, at most N),
+so a later fdatasync of an append into that space does not also commit a new file size and newly
+allocated blocks (on ext4 about 30% cheaper: the sync publish path). The file then ends in zero
+bytes that are not data: OsFileOps tracks each open file's logical end, writes there with pwrite,
+never reads past it, and trims the tail when the file is closed. After a crash the tail is still
+there: recovery treats a run of zero bytes after the last whole record as unwritten space (a zero
+frame is never a valid record), not as a torn write.
 """
 
 from __future__ import annotations
@@ -158,8 +159,11 @@ class OsFileOps:
         self._ends[path] = after
 
     def _extend(self, path: str, fd: int, needed: int) -> None:
-        start = max(self._allocated.get(path, 0), self._ends[path])
-        target = needed + self._preallocate
+        end = self._ends[path]
+        start = max(self._allocated.get(path, 0), end)
+        # ahead by the file's own size, from STORE_PREALLOCATE_MIN_BYTES up to preallocate_bytes:
+        # many small streams do not each hold a megabyte of allocated zeros
+        target = needed + min(self._preallocate, max(limits.STORE_PREALLOCATE_MIN_BYTES, end))
         try:
             os.posix_fallocate(fd, start, target - start)
         except OSError:  # not supported here (or no space): plain appends from now on

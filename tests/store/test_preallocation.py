@@ -57,6 +57,22 @@ def test_appends_extend_the_file_ahead_and_reads_see_only_the_data(tmp_path: Pat
     assert Path(path).read_bytes() == b"head-one-two"  # the unused tail is trimmed on close
 
 
+def test_the_space_ahead_grows_with_the_file_up_to_the_limit(tmp_path: Path) -> None:
+    ops = OsFileOps(preallocate_bytes=4 * limits.STORE_PREALLOCATE_MIN_BYTES)
+    path = str(tmp_path / "f")
+    ops.create(path, b"h")
+    ops.append(path, b"x")
+    assert os.path.getsize(path) == 2 + limits.STORE_PREALLOCATE_MIN_BYTES  # a small file: the minimum
+    block = b"y" * 4096
+    while ops.size(path) < 10 * limits.STORE_PREALLOCATE_MIN_BYTES:
+        ops.append(path, block)
+        ahead = os.path.getsize(path) - ops.size(path)
+        assert 0 <= ahead <= 4 * limits.STORE_PREALLOCATE_MIN_BYTES + len(block)  # never past the limit
+    ops.close()
+    blocks = (10 * limits.STORE_PREALLOCATE_MIN_BYTES - 2 + len(block) - 1) // len(block)
+    assert os.path.getsize(path) == 2 + len(block) * blocks  # trimmed to the data
+
+
 def test_a_write_larger_than_the_chunk_is_covered_whole(tmp_path: Path) -> None:
     ops = OsFileOps(preallocate_bytes=CHUNK)
     path = str(tmp_path / "f")
@@ -112,9 +128,10 @@ def test_the_active_segment_is_preallocated_and_every_message_reads_back_as_it_i
         seq = store.store_msg("a", b"", b"m%03d" % i, i)
         loaded = store.load(seq)
         assert loaded is not None and loaded.payload == b"m%03d" % i
-    assert active_file(tmp_path / "s").stat().st_size >= limits.STORE_PREALLOCATE_BYTES
+    written = store.segments()[-1].size
+    assert active_file(tmp_path / "s").stat().st_size > written  # allocated ahead
     store.close()
-    assert active_file(tmp_path / "s").stat().st_size < limits.STORE_PREALLOCATE_BYTES  # trimmed
+    assert active_file(tmp_path / "s").stat().st_size == written  # trimmed
 
 
 def test_a_crash_leaves_a_zero_tail_that_recovery_trims_without_calling_it_torn(tmp_path: Path) -> None:
@@ -164,7 +181,7 @@ def test_a_new_segment_that_is_only_zeros_is_removed_as_torn(tmp_path: Path) -> 
         store.store_msg("a", b"", b"x%d" % i, i)
     store.close()
     lost = tmp_path / "s" / segment.segment_name(6)  # rolled into, then the crash lost its header
-    lost.write_bytes(bytes(limits.STORE_PREALLOCATE_BYTES))
+    lost.write_bytes(bytes(limits.STORE_PREALLOCATE_MIN_BYTES))
     recovered = store_in(tmp_path / "s")
     assert recovered.recovery.torn_segments == [str(lost)]
     assert recovered.recovery.corrupt == []
