@@ -237,6 +237,7 @@ class PublishGuard:
         storage = stream.config.storage
         if self.account_max < 0 and self._fits_budget(stream, len(msgs)):
             return None
+        self.budget.valid = False  # what this path lets through is not in the budget: scan next time
         server_others = self._server_others(stream)
         mine = stored_bytes(stream.store)
         account_others = 0
