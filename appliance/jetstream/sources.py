@@ -15,9 +15,11 @@ batches of origin messages as one MIRROR operation of the stream's RAFT log, app
 `apply_mirror` (a gap in the origin becomes deleted sequences, as nats-server's skipped ones). A
 mirror has no subjects and no other sources, and its mirror config can not be updated.
 
-Subject transforms (transform.py) rename what is copied; a message no transform matches is not
-copied. Not here (refused with 10052): external sources and mirrors, mapping functions other
-than wildcard.
+Subject transforms (transform.py, every mapping function of nats-server) rename what is copied;
+a message no transform matches is not copied. Limits: a copy the stream refuses (a discard-new
+limit, the server's or the account's JetStream limit) stalls its source or mirror at that message,
+tried again after a delay and never skipped, as nats-server retries a source or mirror from the
+message it could not store. Not here (refused with 10052): external sources and mirrors.
 """
 
 from __future__ import annotations
@@ -155,7 +157,7 @@ class SourceState:
     last_seq: int = 0  # the last source sequence copied
     active_ns: int = 0  # when the source was last read
     missing: bool = False
-    retry_at_ns: int = 0  # a mirror whose last write was refused copies again after this
+    retry_at_ns: int = 0  # a source or mirror whose last copy was refused copies again after this
 
     @property
     def key(self) -> str:
