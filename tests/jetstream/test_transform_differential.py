@@ -200,3 +200,57 @@ def test_random_lands_below_its_ceiling_on_both_servers(servers: tuple[str, str]
         stored = asyncio.run(asyncio.wait_for(random_partitions(url), 30))
         assert [s.split(".")[2] for s in stored] == [f"m{i}" for i in range(20)]
         assert {s.split(".")[1] for s in stored} <= {"0", "1", "2", "3"}
+
+
+def random_dests(seed: int, count: int) -> list[str]:
+    """Destinations for a `<prefix>.*.*` source drawn from the mapping grammar, valid or not:
+    function names in several spellings, argument counts and values in and out of range."""
+    import random
+
+    rng = random.Random(seed)
+    names = ["wildcard", "Wildcard", "partition", "Partition", "split", "Split", "splitFromLeft",
+             "SplitFromRight", "slicefromleft", "SliceFromRight", "left", "Right", "random", "LEFT", "nope"]
+    args = ["0", "1", "2", "3", "-1", "x", "", " 1", "2 ", "-", "ab", "99999999999"]
+
+    def token() -> str:
+        roll = rng.random()
+        if roll < 0.2:
+            return rng.choice(["lit", "$1", "$2", "$3", "$x", "$0"])
+        inner = ", ".join(rng.choice(args) for _ in range(rng.randint(0, 3)))
+        return f"{{{{{rng.choice(['', ' '])}{rng.choice(names)}({inner}){rng.choice(['', ' '])}}}}}"
+
+    return ["d." + ".".join(token() for _ in range(rng.randint(1, 3))) for _ in range(count)]
+
+
+FUZZ_SUBJECTS = ["abcdef.x", "-a-b-.yz", "q.abcdefghij", "h\u00e9llo.w-o-r-l-d"]
+
+
+async def fuzz(url: str, dests: list[str]) -> list[object]:
+    nc = await nats.connect(url, allow_reconnect=False)
+    answers: list[object] = []
+    try:
+        for index, dest in enumerate(dests):
+            prefix = f"f{index}"
+            body = {"name": f"F{index}", "subjects": [f"{prefix}.*.*"],
+                    "subject_transform": {"src": f"{prefix}.*.*", "dest": dest}}
+            created = await request(nc, f"$JS.API.STREAM.CREATE.F{index}", body)
+            answers.append((dest, created.get("error")))
+            if "error" in created or "random" in dest.lower():
+                continue
+            for subject in FUZZ_SUBJECTS:
+                await nc.request(f"{prefix}.{subject}", b"x", timeout=5)
+            answers.append((dest, await stored_subjects(nc, f"F{index}", len(FUZZ_SUBJECTS))))
+    finally:
+        await nc.close()
+    return answers
+
+
+@pytest.mark.parametrize("seed", [7, 2026])
+def test_random_destinations_as_nats_server(servers: tuple[str, str], seed: int) -> None:
+    dests = random_dests(seed, 60)
+    real_url, our_url = servers
+    expected = asyncio.run(asyncio.wait_for(fuzz(real_url, dests), 90))
+    got = asyncio.run(asyncio.wait_for(fuzz(our_url, dests), 90))
+    for want, have in zip(expected, got, strict=True):
+        assert have == want
+    assert any(error is None for _, error in expected[::2] if not isinstance(error, list))  # some valid
