@@ -17,8 +17,9 @@ import nats
 import pytest
 from nats.js.api import AckPolicy, ConsumerConfig
 
-from appliance import limits
+from appliance import limits, native
 from appliance.config.options import Permissions, ServerOptions, SubjectPermission, User
+from appliance.fabric.mesh import Transport
 from appliance.jetstream.relay import DeliveryRelay
 from appliance.jetstream.service import JetStreamService, start_jetstream, start_relay
 from appliance.server.internal import InternalClient
@@ -27,6 +28,7 @@ from appliance.testing.inproc_mesh import InProcessMesh
 from appliance.testing.rawclient import RawClient
 
 DEADLINE_S = 10.0
+TRANSPORTS: list[Transport] = ["socketpair"] + (["ring"] if native.ENABLED else [])
 MSGS = 120
 PUSHED = 2 * limits.JS_FLOW_CONTROL_MSGS + 100
 
@@ -48,8 +50,9 @@ def jetstream_options(tmp_path: Path) -> ServerOptions:
     return options
 
 
-def started(options: ServerOptions, **mesh_args: int) -> Iterator[Cluster]:
-    with InProcessMesh(2, options=options, **mesh_args) as mesh:  # type: ignore[arg-type]
+def started(options: ServerOptions, *, transport: Transport | None = None,
+            ring_bytes: int = limits.RING_BYTES) -> Iterator[Cluster]:
+    with InProcessMesh(2, options=options, transport=transport, ring_bytes=ring_bytes) as mesh:
         service = mesh.call(start_jetstream, mesh.servers[0])
         relay = mesh.call(start_relay, mesh.servers[1])
         try:
@@ -59,9 +62,9 @@ def started(options: ServerOptions, **mesh_args: int) -> Iterator[Cluster]:
             mesh.call(relay.close)
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    yield from started(jetstream_options(tmp_path))
+@pytest.fixture(params=TRANSPORTS)
+def cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    yield from started(jetstream_options(tmp_path), transport=request.param)
 
 
 def connect(port: int, *, headers: bool = True, user: str = "") -> RawClient:
