@@ -21,9 +21,8 @@ DEFAULT_LIMITS = {"default_max_consumers": 1000}
 def listed_accounts(service: JetStreamService) -> list[str]:
     """The accounts nats-server counts as JetStream ones: the global account only when no other
     account (the system account aside) is configured (nats-server's globalAccountOnly)."""
-    system = service.options.system_account or "$SYS"
-    others = [name for name in service.options.accounts if name not in (GLOBAL_ACCOUNT, system)]
-    return [name for name in service.accounts if not (name == GLOBAL_ACCOUNT and others)]
+    global_too = resources.global_account_jetstream(service.options)
+    return [name for name in service.accounts if name != GLOBAL_ACCOUNT or global_too]
 
 
 class JetStreamMonitor:

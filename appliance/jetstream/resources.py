@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import psutil
 
-from appliance.config.options import AccountJetStreamLimits
+from appliance.config.options import AccountJetStreamLimits, ServerOptions
 from appliance.jetstream import errors
 from appliance.jetstream.config import DEFAULT_MAX_ACK_PENDING, ConsumerConfig, StreamConfig
 from appliance.jetstream.storeview import stored_bytes
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from appliance.jetstream import ops
     from appliance.jetstream.service import AccountJetStream, JetStreamService
     from appliance.jetstream.stream import Stream
+    from appliance.server.server import Server
 
 MEMORY_SHARE = 0.75  # nats-server's default max_memory_store: 75% of RAM
 STORAGE_SHARE = 0.75  # and max_file_store: 75% of the store's free disk
@@ -123,6 +124,21 @@ def account_reserved_json(ajs: AccountJetStream) -> dict[str, object]:
         "reserved_memory": lim.max_memory if lim.max_memory >= 0 else UINT64_MAX,
         "reserved_storage": lim.max_store if lim.max_store >= 0 else UINT64_MAX,
     }
+
+
+def global_account_jetstream(options: ServerOptions) -> bool:
+    """Does the global account get JetStream? nats-server enables it there only when no other
+    account (the system account aside) is configured (server.go globalAccountOnly)."""
+    system = options.system_account or "$SYS"
+    return options.jetstream.enabled and all(name in ("$G", system) for name in options.accounts)
+
+
+def settle_global_account(server: Server) -> None:
+    """Before JetStream starts: the global account is a JetStream one only as nats-server's is
+    (its API then answers 10039 "JetStream not enabled for account", /jsz does not list it)."""
+    global_account = server.accounts.get("$G")
+    if global_account is not None and not global_account_jetstream(server.options):
+        global_account.jetstream = False
 
 
 # --- the API path ------------------------------------------------------------------------------

@@ -38,7 +38,7 @@ from appliance.jetstream.groups import durable_storage, group_name, memory_stora
 from appliance.jetstream.host import Timer
 from appliance.jetstream.meta import MetaGroup
 from appliance.jetstream.relay import ACK_PREFIXES, DeliveryRelay, relay_deliverer, relay_message
-from appliance.jetstream.resources import attach_guard
+from appliance.jetstream.resources import attach_guard, settle_global_account
 from appliance.jetstream.transform import transformed
 from appliance.jetstream.stream import Stream, store_limits
 from appliance.jetstream.subjects import subject_matches
@@ -441,6 +441,7 @@ class JetStreamService:
         self.started_ns = time.time_ns()
 
     def start(self) -> None:
+        settle_global_account(self.server)  # hook (resources.py): $G's JetStream as nats-server's
         for account in self.server.accounts.all():
             if account.jetstream:
                 self.accounts[account.name] = AccountJetStream(self, account)

@@ -119,3 +119,28 @@ def test_jsz_as_nats_server(tmp_path: Path, config: str, user: str | None, queri
         got = read(port, queries)
     for want, have in zip(expected, got, strict=True):
         assert have == want
+
+
+NO_USERS = """
+jetstream { store_dir: "%(store)s" }
+accounts { A { jetstream: enabled } }
+"""
+
+
+async def global_account_info(url: str) -> object:
+    nc = await nats.connect(url, allow_reconnect=False)  # no users: the client lands in $G
+    try:
+        return json.loads((await nc.request("$JS.API.INFO", b"", timeout=5)).data)
+    finally:
+        await nc.close()
+
+
+def test_the_global_account_has_no_jetstream_beside_configured_accounts(tmp_path: Path) -> None:
+    real_conf = tmp_path / "real.conf"
+    real_conf.write_text(NO_USERS % {"store": tmp_path / "ns"})
+    ours = options_from_text(NO_USERS % {"store": tmp_path / "ours"}, filename=str(tmp_path / "ours.conf"))
+    with NatsServer(["-c", str(real_conf)]) as real, InProcessServer(ours) as mine:
+        expected = asyncio.run(asyncio.wait_for(global_account_info(real.url), 20))
+        got = asyncio.run(asyncio.wait_for(global_account_info(mine.url), 20))
+    assert got == expected
+    assert expected["error"]["err_code"] == 10039  # type: ignore[index]
