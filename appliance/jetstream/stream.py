@@ -263,6 +263,11 @@ class Stream:
             if error is not None:
                 store.fail_sync(job, error)  # what it covered is never acknowledged
                 return
+            if store.broken:
+                # Another fsync of this file failed meanwhile (a DELETE's sync on the loop): the
+                # kernel reports a write-back error to one fsync of the shared file description
+                # only, so this one's success does not prove its pages reached the disk.
+                return
             self._release_acks(store.finish_sync(job))
             self._maybe_sync()
 

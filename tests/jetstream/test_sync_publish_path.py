@@ -13,6 +13,7 @@ import pytest
 
 from appliance import limits
 from appliance.clock import ManualClock
+from appliance.errors import BrokenError
 from appliance.jetstream.config import parse_stream_config
 from appliance.jetstream.stream import Stream, store_limits
 from appliance.store.filestore import FileStoreConfig, FileStreamStore
@@ -174,3 +175,27 @@ def test_publishes_on_a_preallocated_segment_read_back_and_survive_a_reopen(
         assert [m.payload for m in reopened.store.scan(1)] == [b"m%d" % i for i in range(20)]
     finally:
         reopened.close()
+
+
+def test_an_fsync_that_succeeds_after_another_one_failed_releases_nothing(
+    stream: Stream, host: FlushRecordingHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for index in range(limits.JS_INLINE_FSYNC_ACKS_MAX + 4):  # enough acks for an off-loop fsync
+        stream.publish_raw("s.a", b"r%d" % index, b"", b"x")
+    host.turn()
+    assert len(host.jobs) == 1 and host.sent == []
+    store = stream.store
+    assert isinstance(store, FileStreamStore)
+
+    def failing(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    assert store.delete(1)  # a DELETE's removal record, then its sync on the loop fails
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "fdatasync", failing)
+        with pytest.raises(BrokenError):
+            store.sync()
+    job, done = host.jobs.pop()
+    job.run()  # the off-loop fsync itself reports success: the error went to the other caller
+    done(None)
+    assert host.sent == []  # nothing it covered is acknowledged
