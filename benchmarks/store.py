@@ -1,6 +1,7 @@
 """Segment store benchmark: append, read and compression, next to this disk's own limits.
 
     .venv/bin/python benchmarks/store.py [--dir DIR] [--seconds S] [--repeat N]
+        [--only disk|fsync|append|read|compression]
 
 Prints a Markdown table. Every row is measured `--repeat` times and the best and median are
 shown (the machine is shared: report ratios, not single numbers). Durability is never skipped:
@@ -31,6 +32,7 @@ import zstandard
 from appliance import limits
 from appliance.store import segment, speedups
 from appliance.store.commit import GroupCommitter
+from appliance.store.fileops import OsFileOps
 from appliance.store.filestore import FileStoreConfig, FileStreamStore
 from appliance.store.layout import SealedSegment, SyncJob
 from appliance.store.sealer import BackgroundSealer
@@ -435,11 +437,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument(
-        "--only", choices=("disk", "append", "read", "compression"), action="append",
+        "--only", choices=("disk", "fsync", "append", "read", "compression"), action="append",
         help="run only these sections (repeatable; default: all)",
     )
     args = parser.parse_args()
-    sections = set(args.only or ("disk", "append", "read", "compression"))
+    sections = set(args.only or ("disk", "fsync", "append", "read", "compression"))
     root = tempfile.mkdtemp(prefix="store-bench-", dir=args.dir)
     counter = iter(range(1_000_000))
 
@@ -453,6 +455,8 @@ def main() -> None:
               f"{os.cpu_count()} CPUs, load average at start {os.getloadavg()[0]:.1f}\n")
         if "disk" in sections:
             disk_limits(root, args.seconds, args.repeat)
+        if "fsync" in sections:
+            lone_fsyncs(fresh, args.repeat)
         if "append" in sections:
             appends(fresh, args.seconds, args.repeat)
         if "read" in sections:
@@ -469,6 +473,44 @@ def disk_limits(root: str, seconds: float, times: int) -> None:
     print("| disk limit | best | median |\n|---|---|---|")
     print(f"| fdatasync of 4 KiB appends /s (serial) | {max(fsyncs):,.0f} | {statistics.median(fsyncs):,.0f} |")
     print(f"| sequential write MB/s (1 MiB writes + fdatasync) | {max(seq_mb):,.0f} | {statistics.median(seq_mb):,.0f} |")
+
+
+LONE_SYNCS = 400  # one-message appends each made durable, per measurement
+
+
+def lone_store_syncs(directory: str, *, preallocate: bool) -> tuple[float, float, float]:
+    """A sync publisher's store work: one 128 B message appended, then FileStreamStore.sync()
+    (fdatasync), LONE_SYNCS times. Returns latency p10 and p50 µs and CPU µs per message."""
+    ops = OsFileOps(preallocate_bytes=limits.STORE_PREALLOCATE_BYTES if preallocate else 0)
+    store = FileStreamStore(FileStoreConfig(directory, sync_always=False), ops=ops)
+    payload = b"p" * 128
+    samples = []
+    cpu_start = time.process_time()
+    try:
+        for i in range(LONE_SYNCS):
+            start = time.perf_counter_ns()
+            store.append_batch([("lone.sync", b"", payload, i)])
+            store.sync()
+            samples.append(time.perf_counter_ns() - start)
+        cpu_us = (time.process_time() - cpu_start) * 1e6 / LONE_SYNCS
+    finally:
+        store.close()
+    samples.sort()
+    return samples[len(samples) // 10] / 1000, samples[len(samples) // 2] / 1000, cpu_us
+
+
+def lone_fsyncs(fresh: Callable[[], str], times: int) -> None:
+    """The sync publish path's fsync with and without preallocated segments, alternating."""
+    rows: dict[bool, list[tuple[float, float, float]]] = {True: [], False: []}
+    for _ in range(times):
+        for preallocate in (False, True):
+            rows[preallocate].append(lone_store_syncs(fresh(), preallocate=preallocate))
+    print("\n| one 128 B message + sync (a sync publish's store work) | p10 µs | p50 µs | CPU µs/msg |"
+          "\n|---|---|---|---|")
+    for preallocate, label in ((False, "plain appends"), (True, "preallocated segment (default)")):
+        got = rows[preallocate]
+        p10, p50, cpu = (statistics.median(r[k] for r in got) for k in range(3))
+        print(f"| {label} | {p10:,.0f} | {p50:,.0f} | {cpu:,.0f} |")
 
 
 def appends(fresh: Callable[[], str], seconds: float, times: int) -> None:
