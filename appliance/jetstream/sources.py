@@ -29,7 +29,7 @@ import hashlib
 import weakref
 from base64 import urlsafe_b64encode
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from appliance import limits
@@ -158,6 +158,8 @@ class SourceState:
     active_ns: int = 0  # when the source was last read
     missing: bool = False
     retry_at_ns: int = 0  # a source or mirror whose last copy was refused copies again after this
+    refused_seq: int = 0  # the origin sequence a source is stalled at (0: not stalled)
+    copied_ahead: set[int] = field(default_factory=set)  # stored after it, not to copy again
 
     @property
     def key(self) -> str:
@@ -284,17 +286,22 @@ class Sourcing:
         if source.mirror:
             return self._mirror(source, origin)
         index = self.states.index(source)
+        # stalled at a refused copy: only that message, until its PubAck says it is stored
+        most = 1 if source.refused_seq else limits.JS_SOURCE_BATCH_MAX
         read = 0  # messages read this turn, copied or not (bounds the work of one turn)
         for msg in store.scan(source.next_seq, source.filter_subject or ">"):
             source.next_seq = msg.seq + 1
             read += 1
+            if source.copied_ahead and msg.seq in source.copied_ahead:
+                source.copied_ahead.discard(msg.seq)  # stored while an earlier copy was refused
+                continue
             subject = first_match(list(source.transforms), msg.subject) if source.transforms else msg.subject
             if subject is not None:  # a message no transform matches is not copied
                 value = f"{source.name} {msg.seq} {source.key} {source.dests} {msg.subject} {self.ident}"
                 header = append_headers(msg.headers, [(HDR_SOURCE.decode(), value)])
                 self.stream.on_publish(subject, f"{self._ack_prefix}{index}.{msg.seq}", header, msg.payload)
                 source.last_seq = msg.seq
-            if read >= limits.JS_SOURCE_BATCH_MAX:
+            if read >= most:
                 break
         return read
 
@@ -302,15 +309,25 @@ class Sourcing:
         """A copied message's PubAck. A refused copy (a discard-new limit, the server's or the
         account's JetStream limit, ...) stalls its source there, as nats-server retries a source
         from the message it could not store: copying starts again from it after a delay. Copies
-        of later messages already in flight may have been stored: they are copied again then."""
-        if b'"error"' not in data or self.stopped:
-            return
+        of later messages already in flight that were stored (a per-subject limit refuses only
+        some) are remembered and not copied again."""
+        refused = b'"error"' in data
+        if self.stopped or (not refused and not any(s.refused_seq for s in self.states)):
+            return  # the common case: a stored copy, no source stalled
         index_text, _, seq_text = subject.decode()[len(self._ack_prefix) :].partition(".")
         if not index_text.isdigit() or not seq_text.isdigit() or int(index_text) >= len(self.states):
             return
         source, seq = self.states[int(index_text)], int(seq_text)
+        if not refused:
+            if source.refused_seq and seq > source.refused_seq:
+                if len(source.copied_ahead) < limits.JS_SOURCE_BATCH_MAX:
+                    source.copied_ahead.add(seq)
+            elif seq == source.refused_seq:
+                source.refused_seq = 0  # the refused message is stored now
+            return
         if seq < source.next_seq:
             source.next_seq, source.last_seq = seq, seq - 1
+            source.refused_seq = seq
             source.retry_at_ns = self.ajs.now_ns() + int(limits.JS_SOURCE_POLL_MAX_S * 1e9)
 
     def _mirror(self, source: SourceState, origin: Stream) -> int:

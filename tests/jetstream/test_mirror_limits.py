@@ -180,3 +180,33 @@ def test_sources_stall_at_their_limits_as_nats_server(tmp_path: Path) -> None:
         got = asyncio.run(asyncio.wait_for(sourcing(ours.url), 60))
     assert got == expected
     assert got[-1] == "o.10"
+
+
+def test_a_source_refused_on_one_subject_copies_the_rest_once(tmp_path: Path) -> None:
+    """A per-subject discard-new limit refuses one copy while later copies in flight are stored:
+    once the refused one fits, it is copied and the later ones are not copied a second time."""
+
+    async def main(url: str) -> list[str]:
+        nc = await nats.connect(url, allow_reconnect=False)
+        try:
+            await request(nc, "$JS.API.STREAM.CREATE.O", {"name": "O", "subjects": ["o.>"]})
+            for subject in ("o.a", "o.b", "o.a", "o.c"):
+                await request(nc, subject, b"m")
+            await request(nc, "$JS.API.STREAM.CREATE.D", {  # its first turn copies all four at once
+                "name": "D", "sources": [{"name": "O"}], "max_msgs_per_subject": 1, "discard": "new",
+                "discard_new_per_subject": True})
+            assert (await settled(nc, "D"))[0] == 3  # o.a, o.b, o.c: the second o.a refused
+            await request(nc, "$JS.API.STREAM.PURGE.D", {"filter": "o.a"})
+            await reaches(nc, "D", 4)
+            await request(nc, "o.d", b"m")  # copied next: the source is not stalled on a second o.c
+            await reaches(nc, "D", 5)
+            info = await request(nc, "$JS.API.STREAM.INFO.D", {"subjects_filter": ">"})
+            state = info["state"]
+            assert isinstance(state, dict)
+            return sorted(state["subjects"])  # type: ignore[arg-type]
+        finally:
+            await nc.close()
+
+    with InProcessServer(jetstream_dir=str(tmp_path / "s")) as server:
+        subjects = asyncio.run(asyncio.wait_for(main(server.url), 60))
+    assert subjects == ["o.a", "o.b", "o.c", "o.d"]
