@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from appliance.jetstream.stream import Stream
 
 NANOS_PER_SECOND = 1_000_000_000
+NOT_FOUND = status_headers(404, "Message Not Found")
 
 
 def direct_get(ajs: AccountJetStream, name: str, subject: str, reply: str, body: bytes) -> None:
@@ -49,7 +50,7 @@ def direct_get(ajs: AccountJetStream, name: str, subject: str, reply: str, body:
         return
     msg = lookup(stream, obj)
     if msg is None:
-        ajs.send(reply, b"", header=status_headers(404, "Message Not Found"))
+        ajs.send(reply, b"", header=NOT_FOUND)
         return
     ajs.send(reply, msg.payload, header=direct_headers(stream.config.name, msg))
 
@@ -59,7 +60,7 @@ def _direct_last(ajs: AccountJetStream, stream: Stream, subject: str, reply: str
     nats-server does)."""
     msg = stream.store.load_last(subject) if subject else None
     if msg is None:
-        ajs.send(reply, b"", header=status_headers(404, "Message Not Found"))
+        ajs.send(reply, b"", header=NOT_FOUND)
         return
     ajs.send(reply, msg.payload, header=direct_headers(stream.config.name, msg))
 
@@ -128,7 +129,7 @@ def _direct_batch(ajs: AccountJetStream, stream: Stream, reply: str, obj: JsonOb
         up_to = 0
         remaining_total = count_live(store, seq, [filter_subject]) if msgs else 0
     if not msgs:
-        ajs.send(reply, b"", header=status_headers(404, "Message Not Found"))
+        ajs.send(reply, b"", header=NOT_FOUND)
         return
     previous = 0
     sent_bytes = 0
