@@ -16,6 +16,8 @@ import psutil  # type: ignore[import-untyped]
 import pytest
 from nats.aio.client import Client as NATS
 
+from appliance.testing.clients import flush_after_subs
+
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 Start = Callable[..., Any]
 WORKERS = 3
@@ -36,7 +38,7 @@ async def every_pair_passes_messages(port: int, round_name: str) -> None:
         inboxes = []
         for worker, client in enumerate(clients):
             inboxes.append(await client.subscribe(f"to.{worker}"))
-            await client.flush()  # the PONG waits until the siblings applied the interest
+            await flush_after_subs(client)  # the PONG waits until the siblings applied the interest
         for sender, client in enumerate(clients):
             for receiver in range(WORKERS):
                 for i in range(20):
