@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from appliance import limits
 from appliance.store import records, segment
@@ -285,3 +287,49 @@ def test_inspect_verify_passes_a_zero_tail_and_still_finds_a_torn_record(tmp_pat
         f.write(records.encode_msg(11, b"a", b"", b"half", 11)[:20])
     problems = verify(str(image))
     assert len(problems) == 1 and "torn tail" in str(problems[0])
+
+
+# --- property: whatever suffix of the unsynced writes a crash loses ---------------------------
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    payload_sizes=st.lists(st.integers(min_value=0, max_value=600), min_size=1, max_size=30),
+    synced=st.integers(min_value=0, max_value=30),
+    cut=st.floats(min_value=0.0, max_value=1.0),
+)
+def test_losing_any_unsynced_suffix_recovers_exactly_the_whole_records_before_it(
+    tmp_path_factory: pytest.TempPathFactory, payload_sizes: list[int], synced: int, cut: float
+) -> None:
+    """The disk keeps a prefix of the file up to some byte at or after the last sync; the rest of
+    the preallocated file reads as zeros. Recovery serves exactly the records wholly inside that
+    prefix, never reports corruption, and calls it torn only when part of a record is left."""
+    root = tmp_path_factory.mktemp("crash")
+    store = store_in(root / "s")
+    synced = min(synced, len(payload_sizes))
+    ends = []
+    for i, size in enumerate(payload_sizes):
+        store.store_msg("p.%d" % (i % 3), b"", bytes([i % 251 + 1]) * size, i)
+        ends.append(store.segments()[-1].size)
+        if i + 1 == synced:
+            store.sync()
+    start = segment.HEADER_BYTES if synced == 0 else ends[synced - 1]
+    kept = start + round(cut * (ends[-1] - start))  # the crash keeps bytes [0, kept)
+    image = crash_image(root / "s", root / "crashed")
+    store.close()
+    path = active_file(image)
+    length = path.stat().st_size
+    with path.open("r+b") as f:
+        f.seek(kept)
+        f.write(bytes(length - kept))
+    recovered = store_in(image)
+    whole = sum(1 for end in ends if end <= kept)
+    assert recovered.recovery.corrupt == []
+    assert [m.seq for m in recovered.scan()] == list(range(1, whole + 1))
+    expected = [bytes([i % 251 + 1]) * payload_sizes[i] for i in range(whole)]
+    assert [m.payload for m in recovered.scan()] == expected
+    boundaries = {segment.HEADER_BYTES, *ends}
+    if recovered.recovery.torn_bytes:
+        assert kept not in boundaries  # torn only when a record was cut
+    assert path.stat().st_size == (max(e for e in boundaries if e <= kept))
+    recovered.close()
