@@ -158,7 +158,7 @@ class SourceState:
     active_ns: int = 0  # when the source was last read
     missing: bool = False
     retry_at_ns: int = 0  # a source or mirror whose last copy was refused copies again after this
-    refused_seq: int = 0  # the origin sequence a source is stalled at (0: not stalled)
+    refused_seq: int = 0  # the origin sequence a source or mirror is stalled at (0: not stalled)
     copied_ahead: set[int] = field(default_factory=set)  # stored after it, not to copy again
 
     @property
@@ -360,7 +360,10 @@ class Sourcing:
             mirrored = last_seq(self.stream.store)
             if mirrored < last:  # stopped at a refused message: copy again from there, later
                 source.last_seq, source.next_seq = mirrored, mirrored + 1
+                source.refused_seq = mirrored + 1
                 source.retry_at_ns = self.ajs.now_ns() + int(limits.JS_SOURCE_POLL_MAX_S * 1e9)
+            else:
+                source.refused_seq = 0
 
         self.stream.propose_op(ops.KIND_MIRROR, body, on_applied)
         return read
@@ -383,6 +386,9 @@ class Sourcing:
             if origin is not None and source.next_seq:
                 filters = [source.filter_subject] if source.filter_subject else []
                 lag = count_live(origin.store, source.next_seq, filters)
+                if source.refused_seq:
+                    # nats-server's lag while stalled: the refused message's pending count, less one
+                    lag = max(lag - 2, 0)
             entry["lag"] = lag
             if source.last_seq:
                 entry["seq"] = source.last_seq
