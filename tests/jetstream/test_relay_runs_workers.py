@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import socket
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -419,3 +420,35 @@ def test_a_push_consumer_with_flow_control_and_heartbeats_delivers_in_order_to_w
             await setup.close()
 
     asyncio.run(asyncio.wait_for(scenario(), 30))
+
+
+def test_a_client_on_worker_1_that_stops_reading_is_a_slow_consumer_and_its_batch_stays_pending(
+        tmp_path: Path) -> None:
+    """Nothing relayed is dropped silently: a client that stops reading is closed as a slow
+    consumer (as nats-server does), and what it did not acknowledge stays pending at the consumer."""
+    options = jetstream_options(tmp_path)
+    options.max_pending = 256 * 1024
+    for cluster in started(options):
+        near, far = connect(cluster.mesh.ports[0]), connect(cluster.mesh.ports[1])
+        try:
+            request(near, "$JS.API.STREAM.CREATE.S", {"name": "S", "subjects": ["s.>"], "storage": "memory"})
+            payload = b"z" * 4096
+            total = 3000
+            near.send(b"".join(b"PUB s.k %d\r\n%s\r\n" % (len(payload), payload) for _ in range(total)))
+            deadline = time.monotonic() + DEADLINE_S
+            while stored(near) != total:
+                assert time.monotonic() < deadline
+            request(near, "$JS.API.CONSUMER.CREATE.S.B",
+                    {"stream_name": "S", "config": {"durable_name": "B", "ack_policy": "explicit",
+                                                    "max_ack_pending": total}})
+            far.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            far.send(b'SUB _INBOX.f 7\r\nPUB $JS.API.CONSUMER.MSG.NEXT.S.B _INBOX.f 14\r\n{"batch":3000}\r\n')
+            server1 = cluster.mesh.servers[1]
+            deadline = time.monotonic() + DEADLINE_S
+            while not cluster.mesh.call(lambda: server1.slow_consumers):
+                assert time.monotonic() < deadline, "the client that does not read was never closed"
+                time.sleep(0.01)
+            wait_consumer(near, "B", lambda info: info["num_ack_pending"] == total)
+        finally:
+            near.close()
+            far.close()
