@@ -13,6 +13,7 @@ import nats
 import pytest
 
 from appliance.config import options_from_text
+from appliance.testing.clients import flush_after_subs
 from appliance.testing.inproc import InProcessServer
 from appliance.testing.natsserver import NatsServer
 
@@ -39,7 +40,7 @@ async def audits(url: str) -> list[dict[str, object]]:
     try:
         sub = await watcher.subscribe("$JS.EVENT.ADVISORY.API")
         wide = await watcher.subscribe(">")  # a wildcard watcher matches every reply too
-        await watcher.flush()
+        await flush_after_subs(watcher)  # SUBs on the wire before the PING, for nats-server too
         await requester.request("$JS.API.INFO", b"", timeout=5)
         await requester.request("$JS.API.STREAM.CREATE.S", b'{"name":"S","subjects":["s"]}', timeout=5)
         await anonymous_name.request("$JS.API.STREAM.INFO.S", b"", timeout=5)
