@@ -452,3 +452,29 @@ def test_a_client_on_worker_1_that_stops_reading_is_a_slow_consumer_and_its_batc
         finally:
             near.close()
             far.close()
+
+
+def test_a_subscription_with_max_msgs_on_worker_1_gets_exactly_as_many_as_on_worker_0(
+        cluster: Cluster) -> None:
+    """UNSUB <sid> 7 with a batch of 20: the record-by-record path stops at 7, as worker 0 does."""
+    near, far = connect(cluster.mesh.ports[0]), connect(cluster.mesh.ports[1])
+    try:
+        make_stream(near)
+        got = []
+        for client, consumer in ((near, b"A"), (far, b"B")):
+            client.send(b'SUB _INBOX.m 5\r\nUNSUB 5 7\r\nPUB $JS.API.CONSUMER.MSG.NEXT.S.%s _INBOX.m 12\r\n'
+                        b'{"batch":20}\r\n' % consumer)
+            deadline = time.monotonic() + DEADLINE_S
+            seen = b""
+            while seen.count(b"MSG s.") < 7:  # PING until the 7 arrived, then once more for any extra
+                assert time.monotonic() < deadline
+                client.send(b"PING\r\n")
+                seen += client.read_until(b"PONG\r\n")
+            client.send(b"PING\r\n")
+            seen += client.read_until(b"PONG\r\n")
+            got.append(seen.replace(b"PONG\r\n", b""))
+        assert got[0].count(b"MSG s.") == 7
+        assert got[1] == got[0].replace(b"$JS.ACK.S.A.", b"$JS.ACK.S.B.")
+    finally:
+        near.close()
+        far.close()
