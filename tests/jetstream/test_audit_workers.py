@@ -13,6 +13,7 @@ import nats
 
 from appliance.config.options import ServerOptions
 from appliance.jetstream.service import start_jetstream, start_relay
+from appliance.testing.clients import flush_after_subs
 from appliance.testing.inproc_mesh import InProcessMesh
 
 
@@ -22,7 +23,7 @@ async def audits(url0: str, url1: str) -> list[dict[str, object]]:
     far = await nats.connect(url1, name="far", allow_reconnect=False)
     try:
         sub = await watcher.subscribe("$JS.EVENT.ADVISORY.API")
-        await watcher.flush()
+        await flush_after_subs(watcher)  # SUB on the wire before the PING (the others publish)
         await near.request("$JS.API.INFO", b"", timeout=5)
         first = json.loads((await sub.next_msg(timeout=5)).data)
         await far.request("$JS.API.INFO", b"", timeout=5)
