@@ -32,6 +32,7 @@ from appliance.errors import ApplianceError
 READY_TIMEOUT_S = 60.0  # clients spawn (imports), connect and set up within this
 POLL_S = 0.1
 JOIN_TIMEOUT_S = 5.0
+LAST_WORDS_S = 2.0  # a client found dead: how long its already-sent result may take to arrive
 
 Runner = Callable[[Connection, ClientSpec, core.Progress], ClientResult]
 RUNNERS: dict[str, Runner] = {
@@ -171,9 +172,16 @@ def _next(results: Any, procs: list[Any], waiting: set[int]) -> tuple[str, int, 
         kind, slot, value = results.get(timeout=POLL_S)
     except queue_module.Empty:
         dead = [i for i in waiting if not procs[i].is_alive()]
-        if dead:
-            raise BenchFailed(f"client process {dead[0]} exited (code {procs[dead[0]].exitcode}) without a result")
-        return None
+        if not dead:
+            return None
+        # A client puts its result and exits: the result may have reached the queue after the
+        # get above gave up and before the liveness check. Only a dead client whose queue stays
+        # empty after that went without a result.
+        try:
+            kind, slot, value = results.get(timeout=LAST_WORDS_S)
+        except queue_module.Empty:
+            raise BenchFailed(
+                f"client process {dead[0]} exited (code {procs[dead[0]].exitcode}) without a result") from None
     if kind == "error":
         raise BenchFailed(str(value))
     return kind, slot, value
