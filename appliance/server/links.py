@@ -13,8 +13,11 @@ Messages cross one link at most: what arrives from a sibling is delivered locall
 Interest: a worker tells every sibling about its subscriptions — plain ones reference-counted
 per (account, subject), so a sibling holds one entry per subject; queue ones one by one. On start
 a worker sends HELLO; a worker receiving HELLO forgets what it knew of that sibling and answers
-INTEREST_RESET followed by its whole interest, so the sibling replaces (never duplicates) what it
-held. That is how a restarted worker learns the mesh, and the mesh forgets the dead one.
+INTEREST_RESET followed by its whole interest and INTEREST_SYNCED, so the sibling replaces (never
+duplicates) what it held. That is how a restarted worker learns the mesh, and the mesh forgets the
+dead one. The interest gate (fabric/sync.py) builds nats-server's promise on it: a PONG waits until
+every live sibling acknowledged our interest changes, and a client's first read waits until we know
+every live sibling's interest; only a sibling whose process is gone (pidfd) is not waited for.
 
 Hot path, in runs: a client's read usually holds a burst of PUBs on one subject. When the only
 subscriber of that subject here is a sibling, the whole run becomes records in one C call
