@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from appliance.bench.servers import APPLIANCE, NATS_DEFAULT, NATS_SYNC_ALWAYS, ServerKind
+from appliance.bench.stats import median
 
 if TYPE_CHECKING:
     from appliance.bench.compare import Cell, Scenario
@@ -106,11 +107,17 @@ def placement_lines(cells: dict[str, dict[str, Cell]], scenarios: tuple[Scenario
             c = cells[s.key][n]
             if c.placement and len(c.placement) == len(c.msgs_per_s):
                 rounds = ", ".join(f"{where} {rate:,.0f}" for where, rate in zip(c.placement, c.msgs_per_s))
-                rows.append(f"| {s.title} | {n} | {rounds} |")
+                by_worker: dict[str, list[float]] = {}
+                for where, rate in zip(c.placement, c.msgs_per_s):
+                    by_worker.setdefault(where, []).append(rate)
+                medians = ", ".join(f"{where} {median(rates):,.0f} ({len(rates)})"
+                                    for where, rates in sorted(by_worker.items()))
+                rows.append(f"| {s.title} | {n} | {rounds} | {medians} |")
     if not rows:
         return []
-    return ["", "Client placement on appliance's workers, per round (worker: msgs/s of that round):", "",
-            "| scenario | server | rounds |", "|---|---|---|", *rows]
+    return ["", "Client placement on appliance's workers, per round (worker: msgs/s of that round), and the "
+            "median per placement (rounds):", "",
+            "| scenario | server | rounds | median by placement |", "|---|---|---|---|", *rows]
 
 
 def message_count_lines(cells: dict[str, dict[str, Cell]], scenarios: tuple[Scenario, ...],

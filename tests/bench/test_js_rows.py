@@ -66,8 +66,8 @@ def test_the_table_has_p99_placement_per_round_and_the_differing_message_counts(
     sync_latency = [line for line in lines if line.startswith("| JS R1 sync pub 128 B |")][1]
     assert "| 98 / 250 / " in sync_latency and "| 995 / 3,050 / " in sync_latency
     assert " / 0.50 / 520.0 / " in sync_latency  # server cores busy, then server CPU µs per message
-    assert "| JS R1 sync pub 128 B | appliance | w1 900, w0 950 |" in lines
-    assert "| JS R1 async pub 1 KiB, window 256 | appliance | w0 60,000 |" in lines
+    assert "| JS R1 sync pub 128 B | appliance | w1 900, w0 950 | w0 950 (1), w1 900 (1) |" in lines
+    assert "| JS R1 async pub 1 KiB, window 256 | appliance | w0 60,000 | w0 60,000 (1) |" in lines
     counts = next(line for line in lines if line.startswith("Messages per run where they differ"))
     assert "JS R1 async pub 1 KiB, window 256: nats-server 50,000, nats-server sync=always 5,000" in counts
     assert "JS R1 sync pub" not in counts
