@@ -40,8 +40,8 @@ SCRIPT: list[list[str]] = [
     ],
     ["stream", "add", "ORDERS", "--subjects", "orders.>", "--defaults"],
     ["stream", "add", "R3", "--subjects", "r3", "--defaults", "--replicas", "3"],
-    ["pub", "orders.new", "first"],
-    ["pub", "orders.new", "n{{.Count}}", "--count", "3", "-H", "X-Trace:7"],
+    ["pub", "orders.new", "first", "-J"],  # -J: stored in order (awaited PubAcks)
+    ["pub", "orders.new", "n{{.Count}}", "--count", "3", "-H", "X-Trace:7", "-J"],
     ["pub", "orders.old", "x", "-J"],
     ["stream", "info", "ORDERS"],
     ["stream", "get", "ORDERS", "2"],
