@@ -133,8 +133,12 @@ class SiblingSync:
         sibling.acked_seq = self.seq
 
     def on_answer(self, index: int, pid: int | None) -> None:
-        """INTEREST_SYNCED: the sibling's whole interest, sent after INTEREST_RESET, is complete."""
+        """INTEREST_SYNCED: the sibling's whole interest, sent after INTEREST_RESET, is complete.
+        An answer from an incarnation whose exit was already seen is stale (frames it wrote before
+        dying): it does not bring the sibling back, only a successor's HELLO does."""
         sibling = self.siblings[index]
+        if sibling.gone and pid is not None and pid == sibling.pid:
+            return
         if pid is not None:
             sibling.pid = pid
         sibling.known = True
