@@ -11,7 +11,9 @@ import pytest
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
+from appliance.config.options import ServerOptions
 from appliance.testing.inproc import InProcessServer
+from appliance.testing.natsserver import NatsServer
 
 SCENARIO_TIMEOUT_S = 30.0
 
@@ -21,6 +23,19 @@ Scenario = Callable[[Client, JetStreamContext], Awaitable[None]]
 @pytest.fixture
 def store_dir(tmp_path: Path) -> str:
     return str(tmp_path / "store")
+
+
+@pytest.fixture
+def servers(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """(nats-server URL, appliance URL): the real nats-server 2.15.1 and ours side by side, both named S1,
+    for differential tests."""
+    options = ServerOptions()
+    options.server_name = "S1"
+    with (
+        NatsServer(["-js", "-sd", str(tmp_path / "ns"), "-n", "S1"]) as real,
+        InProcessServer(options, jetstream_dir=str(tmp_path / "ours")) as ours,
+    ):
+        yield real.url, ours.url
 
 
 @pytest.fixture

@@ -7,18 +7,13 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import nats
 import pytest
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from appliance.config.options import ServerOptions
-from appliance.testing.inproc import InProcessServer
-from appliance.testing.natsserver import NatsServer
 
 pytestmark = pytest.mark.integration
 
@@ -163,17 +158,6 @@ async def scenario(url: str) -> tuple[list[object], list[tuple[str, object]], li
     finally:
         await nc.close()
     return rec.answers, sorted(rec.events, key=lambda e: (e[0], json.dumps(e[1], sort_keys=True))), deliveries
-
-
-@pytest.fixture
-def servers(tmp_path: Path) -> Iterator[tuple[str, str]]:
-    options = ServerOptions()
-    options.server_name = "S1"
-    with (
-        NatsServer(["-js", "-sd", str(tmp_path / "ns"), "-n", "S1"]) as real,
-        InProcessServer(options, jetstream_dir=str(tmp_path / "ours")) as ours,
-    ):
-        yield real.url, ours.url
 
 
 def test_advisories_and_pause_as_nats_server(servers: tuple[str, str]) -> None:

@@ -5,15 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
-from pathlib import Path
 
 import nats
 import pytest
 
-from appliance.config.options import ServerOptions
-from appliance.testing.inproc import InProcessServer
-from appliance.testing.natsserver import NatsServer
 
 pytestmark = pytest.mark.integration
 
@@ -244,17 +239,6 @@ async def replay(url: str, script: list[Step]) -> list[object]:
     finally:
         await nc.close()
     return answers
-
-
-@pytest.fixture
-def servers(tmp_path: Path) -> Iterator[tuple[str, str]]:
-    options = ServerOptions()
-    options.server_name = "S1"
-    with (
-        NatsServer(["-js", "-sd", str(tmp_path / "ns"), "-n", "S1"]) as real,
-        InProcessServer(options, jetstream_dir=str(tmp_path / "ours")) as ours,
-    ):
-        yield real.url, ours.url
 
 
 @pytest.mark.parametrize("script", [STREAMS_SCRIPT, CONSUMERS_SCRIPT], ids=["streams", "consumers"])

@@ -4,17 +4,12 @@ Direct Get answers from nats-server 2.15.1 and from appliance, compared with tim
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from pathlib import Path
 
 import nats
 import pytest
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from appliance.config.options import ServerOptions
-from appliance.testing.inproc import InProcessServer
-from appliance.testing.natsserver import NatsServer
 
 pytestmark = pytest.mark.integration
 
@@ -78,17 +73,6 @@ async def observe(url: str) -> list[list[tuple[object, ...]]]:
     finally:
         await nc.close()
     return seen
-
-
-@pytest.fixture
-def servers(tmp_path: Path) -> Iterator[tuple[str, str]]:
-    options = ServerOptions()
-    options.server_name = "S1"
-    with (
-        NatsServer(["-js", "-sd", str(tmp_path / "ns"), "-n", "S1"]) as real,
-        InProcessServer(options, jetstream_dir=str(tmp_path / "ours")) as ours,
-    ):
-        yield real.url, ours.url
 
 
 def test_pull_and_direct_get_messages_match_nats_server(servers: tuple[str, str]) -> None:

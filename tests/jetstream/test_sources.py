@@ -8,17 +8,13 @@ import asyncio
 import base64
 import json
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import nats
 import pytest
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
-from appliance.config.options import ServerOptions
 from appliance.testing.inproc import InProcessServer
-from appliance.testing.natsserver import NatsServer
 
 from .conftest import api, run_with
 
@@ -220,17 +216,6 @@ async def stream_transform_scenario(url: str) -> list[object]:
     finally:
         await nc.close()
     return answers
-
-
-@pytest.fixture
-def servers(tmp_path: Path) -> Iterator[tuple[str, str]]:
-    options = ServerOptions()
-    options.server_name = "S1"
-    with (
-        NatsServer(["-js", "-sd", str(tmp_path / "ns"), "-n", "S1"]) as real,
-        InProcessServer(options, jetstream_dir=str(tmp_path / "ours")) as ours,
-    ):
-        yield real.url, ours.url
 
 
 def test_sources_as_nats_server(servers: tuple[str, str]) -> None:

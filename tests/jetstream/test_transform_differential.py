@@ -8,16 +8,11 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import nats
 import pytest
 from nats.aio.client import Client
 
-from appliance.config.options import ServerOptions
-from appliance.testing.inproc import InProcessServer
-from appliance.testing.natsserver import NatsServer
 
 pytestmark = pytest.mark.integration
 
@@ -152,17 +147,6 @@ async def source_transforms(url: str) -> list[object]:
     finally:
         await nc.close()
     return answers
-
-
-@pytest.fixture
-def servers(tmp_path: Path) -> Iterator[tuple[str, str]]:
-    options = ServerOptions()
-    options.server_name = "S1"
-    with (
-        NatsServer(["-js", "-sd", str(tmp_path / "ns"), "-n", "S1"]) as real,
-        InProcessServer(options, jetstream_dir=str(tmp_path / "ours")) as ours,
-    ):
-        yield real.url, ours.url
 
 
 def test_stream_transform_functions_as_nats_server(servers: tuple[str, str]) -> None:
