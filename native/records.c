@@ -297,26 +297,46 @@ static Py_ssize_t last_at(const unsigned char *reply, Py_ssize_t length) {
     return -1;
 }
 
+/* The arguments append_msgs and append_relayed_msgs share:
+ * (out: bytearray, payload: bytes, start: int, end: int, tail: bytes, headers: bool, limit: int),
+ * checked, with payload[start:end] inside the payload. -1 with an exception set when not. */
+typedef struct {
+    Py_ssize_t start, end, limit, tail_len;
+    int headers;
+    const unsigned char *base;
+} msgs_args;
+
+static int parse_msgs_args(PyObject *const *args, Py_ssize_t nargs, const char *name, msgs_args *a) {
+    if (nargs != 7 || !PyByteArray_Check(args[0]) || !PyBytes_Check(args[1]) || !PyBytes_Check(args[4])) {
+        PyErr_Format(PyExc_TypeError, "%s(out: bytearray, payload: bytes, start: int, end: int, "
+                                      "tail: bytes, headers: bool, limit: int)", name);
+        return -1;
+    }
+    a->start = PyLong_AsSsize_t(args[2]);
+    a->end = PyLong_AsSsize_t(args[3]);
+    a->headers = PyObject_IsTrue(args[5]);
+    a->limit = PyLong_AsSsize_t(args[6]);
+    if (PyErr_Occurred() || a->headers < 0) {
+        return -1;
+    }
+    if (a->start < 0 || a->end < a->start || a->end > PyBytes_GET_SIZE(args[1])) {
+        PyErr_Format(PyExc_ValueError, "%s: bad range", name);
+        return -1;
+    }
+    a->base = (const unsigned char *)PyBytes_AS_STRING(args[1]);
+    a->tail_len = PyBytes_GET_SIZE(args[4]);
+    return 0;
+}
+
 PyObject *appliance_append_msgs(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 7 || !PyByteArray_Check(args[0]) || !PyBytes_Check(args[1]) || !PyBytes_Check(args[4])) {
-        PyErr_SetString(PyExc_TypeError, "append_msgs(out: bytearray, payload: bytes, start: int, end: int, "
-                                         "tail: bytes, headers: bool, limit: int)");
+    msgs_args a;
+    if (parse_msgs_args(args, nargs, "append_msgs", &a) < 0) {
         return NULL;
     }
-    const Py_ssize_t start = PyLong_AsSsize_t(args[2]);
-    const Py_ssize_t end = PyLong_AsSsize_t(args[3]);
-    const int headers = PyObject_IsTrue(args[5]);
-    const Py_ssize_t limit = PyLong_AsSsize_t(args[6]);
-    if (PyErr_Occurred() || headers < 0) {
-        return NULL;
-    }
-    const unsigned char *base = (const unsigned char *)PyBytes_AS_STRING(args[1]);
-    if (start < 0 || end < start || end > PyBytes_GET_SIZE(args[1])) {
-        PyErr_SetString(PyExc_ValueError, "append_msgs: bad range");
-        return NULL;
-    }
-    const Py_ssize_t tail_len = PyBytes_GET_SIZE(args[4]);
+    const Py_ssize_t start = a.start, end = a.end, limit = a.limit, tail_len = a.tail_len;
+    const int headers = a.headers;
+    const unsigned char *base = a.base;
     /* pass 1: validate and size */
     Py_ssize_t room = 0;
     Py_ssize_t count = 0;
@@ -388,24 +408,13 @@ PyObject *appliance_append_msgs(PyObject *self, PyObject *const *args, Py_ssize_
 
 PyObject *appliance_append_relayed_msgs(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 7 || !PyByteArray_Check(args[0]) || !PyBytes_Check(args[1]) || !PyBytes_Check(args[4])) {
-        PyErr_SetString(PyExc_TypeError, "append_relayed_msgs(out: bytearray, payload: bytes, start: int, "
-                                         "end: int, tail: bytes, headers: bool, limit: int)");
+    msgs_args a;
+    if (parse_msgs_args(args, nargs, "append_relayed_msgs", &a) < 0) {
         return NULL;
     }
-    const Py_ssize_t start = PyLong_AsSsize_t(args[2]);
-    const Py_ssize_t end = PyLong_AsSsize_t(args[3]);
-    const int headers = PyObject_IsTrue(args[5]);
-    const Py_ssize_t limit = PyLong_AsSsize_t(args[6]);
-    if (PyErr_Occurred() || headers < 0) {
-        return NULL;
-    }
-    const unsigned char *base = (const unsigned char *)PyBytes_AS_STRING(args[1]);
-    if (start < 0 || end < start || end > PyBytes_GET_SIZE(args[1])) {
-        PyErr_SetString(PyExc_ValueError, "append_relayed_msgs: bad range");
-        return NULL;
-    }
-    const Py_ssize_t tail_len = PyBytes_GET_SIZE(args[4]);
+    const Py_ssize_t start = a.start, end = a.end, limit = a.limit, tail_len = a.tail_len;
+    const int headers = a.headers;
+    const unsigned char *base = a.base;
     /* pass 1: validate (whole record, `<ack>@<subject>` reply with a subject) and size */
     Py_ssize_t room = 0;
     Py_ssize_t count = 0;
