@@ -8,6 +8,7 @@ import asyncio
 import base64
 import json
 import time
+from collections.abc import Awaitable, Callable
 
 import nats
 import pytest
@@ -218,34 +219,16 @@ async def stream_transform_scenario(url: str) -> list[object]:
     return answers
 
 
-def test_sources_as_nats_server(servers: tuple[str, str]) -> None:
+@pytest.mark.parametrize(
+    "run",
+    [scenario, mirror_scenario, transform_scenario, stream_transform_scenario],
+    ids=["sources", "mirrors", "subject_transforms", "stream_subject_transform"],
+)
+def test_answers_as_nats_server(servers: tuple[str, str], run: Callable[[str], Awaitable[list[object]]]) -> None:
+    """The same scenario against nats-server 2.15.1 and appliance gives the same answers, one by one."""
     real_url, our_url = servers
-    expected = asyncio.run(asyncio.wait_for(scenario(real_url), 60))
-    got = asyncio.run(asyncio.wait_for(scenario(our_url), 60))
-    for index, (want, have) in enumerate(zip(expected, got, strict=True)):
-        assert have == want, f"answer {index}"
-
-
-def test_mirrors_as_nats_server(servers: tuple[str, str]) -> None:
-    real_url, our_url = servers
-    expected = asyncio.run(asyncio.wait_for(mirror_scenario(real_url), 60))
-    got = asyncio.run(asyncio.wait_for(mirror_scenario(our_url), 60))
-    for index, (want, have) in enumerate(zip(expected, got, strict=True)):
-        assert have == want, f"answer {index}"
-
-
-def test_subject_transforms_as_nats_server(servers: tuple[str, str]) -> None:
-    real_url, our_url = servers
-    expected = asyncio.run(asyncio.wait_for(transform_scenario(real_url), 60))
-    got = asyncio.run(asyncio.wait_for(transform_scenario(our_url), 60))
-    for index, (want, have) in enumerate(zip(expected, got, strict=True)):
-        assert have == want, f"answer {index}"
-
-
-def test_stream_subject_transform_as_nats_server(servers: tuple[str, str]) -> None:
-    real_url, our_url = servers
-    expected = asyncio.run(asyncio.wait_for(stream_transform_scenario(real_url), 60))
-    got = asyncio.run(asyncio.wait_for(stream_transform_scenario(our_url), 60))
+    expected = asyncio.run(asyncio.wait_for(run(real_url), 60))
+    got = asyncio.run(asyncio.wait_for(run(our_url), 60))
     for index, (want, have) in enumerate(zip(expected, got, strict=True)):
         assert have == want, f"answer {index}"
 
