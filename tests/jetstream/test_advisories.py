@@ -68,7 +68,7 @@ class Recorder:
     async def wait_events(self, predicate: str, count: int = 1) -> None:
         deadline = time.monotonic() + DEADLINE_S
         while sum(1 for subject, _ in self.events if predicate in subject) < count:
-            assert time.monotonic() < deadline, f"no {predicate} advisory"
+            assert time.monotonic() < deadline, f"no {predicate} advisory; seen: {[e[0] for e in self.events]}"
             await asyncio.sleep(0.01)
 
 
@@ -152,7 +152,8 @@ async def scenario(url: str) -> tuple[list[object], list[tuple[str, object]], li
             "name": "EPH", "inactive_threshold": 200_000_000}})
         await rec.wait_events("CONSUMER.DELETED.ADV.EPH")
         await rec.api("$JS.API.CONSUMER.DELETE.ADV.D1")
-        await rec.api("$JS.API.STREAM.DELETE.ADV")
+        deleted = await rec.api("$JS.API.STREAM.DELETE.ADV")
+        assert deleted.get("success") is True, deleted
         await rec.wait_events("STREAM.DELETED")
         await rec.wait_events("ADVISORY.API", len(rec.answers))
     finally:
@@ -160,9 +161,25 @@ async def scenario(url: str) -> tuple[list[object], list[tuple[str, object]], li
     return rec.answers, sorted(rec.events, key=lambda e: (e[0], json.dumps(e[1], sort_keys=True))), deliveries
 
 
+REFERENCE_ATTEMPTS = 3
+
+
+def reference(url: str) -> tuple[list[object], list[tuple[str, object]], list[object]]:
+    """The scenario against nats-server. 2.15.1 now and then (about 1 run in 10 here) answers the
+    stream delete with success and sends the consumers' DELETED advisories but never the stream's
+    STREAM.DELETED; such a run is not a reference and is run again. Appliance gets no retry."""
+    for _ in range(REFERENCE_ATTEMPTS - 1):
+        try:
+            return asyncio.run(asyncio.wait_for(scenario(url), 60))
+        except AssertionError as exc:
+            if not str(exc).startswith("no STREAM.DELETED advisory"):
+                raise
+    return asyncio.run(asyncio.wait_for(scenario(url), 60))
+
+
 def test_advisories_and_pause_as_nats_server(servers: tuple[str, str]) -> None:
     real_url, our_url = servers
-    want_answers, want_events, want_deliveries = asyncio.run(asyncio.wait_for(scenario(real_url), 60))
+    want_answers, want_events, want_deliveries = reference(real_url)
     answers, events, deliveries = asyncio.run(asyncio.wait_for(scenario(our_url), 60))
     for index, (want, have) in enumerate(zip(want_answers, answers, strict=True)):
         assert have == want, f"answer {index}"
