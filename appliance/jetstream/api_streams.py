@@ -10,6 +10,7 @@ from appliance import limits
 from appliance.jetstream import advisories, errors, ops, resources, sources
 from appliance.jetstream.config import STREAM_FIELDS, StreamConfig, parse_stream_config
 from appliance.jetstream.decode import JsonObject, decode_object
+from appliance.jetstream.republish import settle_update
 from appliance.jetstream.request import (
     API_LEVEL,
     Request,
@@ -94,6 +95,7 @@ def stream_create(request: Request) -> None:
 
 def stream_update(request: Request) -> None:
     config = _stream_config_request(request)
+    config.republish = settle_update(config.republish)
     ajs = request.ajs
     stream = stream_of(request, config.name)
     old = stream.config

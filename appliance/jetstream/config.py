@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from appliance.jetstream import errors
 from appliance.jetstream.decode import JsonObject, Kind
+from appliance.jetstream.republish import parse_republish
 from appliance.jetstream.subjects import is_valid_name, is_valid_subject, subjects_overlap
 from appliance.jetstream.wire import parse_rfc3339, rfc3339
 
@@ -110,7 +111,6 @@ CONSUMER_FIELDS: dict[str, Kind] = {
 # Accepted by the decoder (clients send them) but refused when set: never silently ignored.
 UNSUPPORTED_STREAM_FEATURES = (
     "subject_delete_marker_ttl",
-    "republish",
     "allow_msg_counter",
     "allow_atomic",
     "allow_msg_schedules",
@@ -157,6 +157,7 @@ class StreamConfig:
     sources: list[dict[str, object]] = field(default_factory=list)  # sources.py
     mirror: dict[str, object] | None = None  # sources.py
     subject_transform: dict[str, str] | None = None  # transform.py, applied by the service
+    republish: dict[str, object] | None = None  # republish.py, applied by the stream
 
     def to_json(self, *, dynamic_metadata: bool = True) -> dict[str, object]:
         out: dict[str, object] = {"name": self.name}
@@ -191,6 +192,8 @@ class StreamConfig:
             out["subject_transform"] = dict(self.subject_transform)
         if self.first_seq:
             out["first_seq"] = self.first_seq
+        if self.republish is not None:
+            out["republish"] = dict(self.republish)
         out.update(allow_direct=self.allow_direct, mirror_direct=self.mirror_direct)
         if self.discard_new_per_subject:
             out["discard_new_per_subject"] = True
@@ -310,6 +313,10 @@ def parse_stream_config(obj: JsonObject, *, request_level: str = "0") -> StreamC
     config.metadata[REQUEST_LEVEL_KEY] = request_level
     _apply_stream_defaults(config)
     _check_stream(config)
+    if obj.get("republish") is not None:
+        config.republish = parse_republish(
+            obj["republish"], subjects=config.subjects, subject_transform=config.subject_transform
+        )
     return config
 
 

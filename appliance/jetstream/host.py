@@ -37,6 +37,11 @@ class Host(Protocol):
         `flush_now`: onto the sockets before returning."""
         ...
 
+    def republish(self, subject: bytes, header: bytes, payload: bytes) -> None:
+        """Publish a stream's copy of a stored message (republish.py) into the account as a
+        client of its own: every subscriber gets it, other streams included."""
+        ...
+
     def deliver(self, match: str, subject: str, reply: str, header: bytes | None, payload: bytes) -> int:
         """Route on `match` (an inbox or deliver subject) but hand the message over as `subject`."""
         ...

@@ -104,6 +104,9 @@ class AccountJetStream:
         self.account = account
         self.server = service.server
         self.client = InternalClient(service.server, account, f"JetStream {account.name}")
+        # streams' republished copies leave from a client of their own: the account's JetStream
+        # client gets no echo of what it sends, and other streams may capture the copies
+        self.republisher = InternalClient(service.server, account, f"JetStream republish {account.name}")
         account.sublist.uncached_prefixes = ACK_PREFIXES  # every ack subject is used once
         self.streams: dict[str, Stream] = {}
         self._stream_subs: dict[str, list[Subscription]] = {}
@@ -129,6 +132,9 @@ class AccountJetStream:
 
     def publish_many(self, messages: list[tuple[bytes, bytes]], *, flush_now: bool = False) -> None:
         self.client.publish_many(messages, flush_now=flush_now)
+
+    def republish(self, subject: bytes, header: bytes, payload: bytes) -> None:
+        self.republisher.publish(subject, payload, header=header)
 
     def deliver(self, match: str, subject: str, reply: str, header: bytes | None, payload: bytes) -> int:
         return self.deliver_raw(
@@ -417,6 +423,7 @@ class AccountJetStream:
         for name in list(self.streams):
             self.close_stream(name, remove=False)
         self.client.close()
+        self.republisher.close()
 
 
 class JetStreamService:

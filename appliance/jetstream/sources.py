@@ -505,7 +505,7 @@ def apply_mirror(stream: Stream, body: dict[str, object]) -> int:
                     for _ in range(seq - last - 1):  # a gap: deleted sequences, as nats-server skips them
                         (gap,) = stream.append_mirrored([ops.InMsg(subject, b"", b"", ts_ns)])
                         store.delete(gap)
-            seqs.extend(stream.append_mirrored([msg]))
+            seqs.append(stream.mirror_one(msg))
             stored.append(msg)
     except StoreLimitError:
         pass  # discard new: the mirror stops at this message

@@ -63,6 +63,15 @@ def last_seq(store: api.StreamStore) -> int:
     return index.last_seq if index is not None else store.state().last_seq
 
 
+def last_seq_of_subject(store: api.StreamStore, subject: str) -> int:
+    """The sequence of the last live message on a literal subject (0: none)."""
+    index = _index(store)
+    if index is not None:
+        return index.last_live(subject) or 0
+    msg = store.load_last(subject)
+    return msg.seq if msg is not None else 0
+
+
 def subject_of(store: api.StreamStore, seq: int) -> str | None:
     index = _index(store)
     if index is not None:

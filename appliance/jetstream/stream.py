@@ -26,8 +26,9 @@ from appliance.jetstream import errors, ops
 from appliance.jetstream.config import StreamConfig
 from appliance.jetstream.groups import memory_storage, start_group
 from appliance.jetstream.host import Host, Timer
+from appliance.jetstream.republish import republisher_for
 from appliance.jetstream.sources import apply_mirror
-from appliance.jetstream.storeview import last_seq, subject_of
+from appliance.jetstream.storeview import last_seq, last_seq_of_subject, subject_of
 from appliance.jetstream.subjects import subject_matches
 from appliance.jetstream.wire import go_json, header_value, parse_go_duration
 from appliance.raft.types import Entry, EntryType
@@ -98,6 +99,8 @@ class Stream:
         self._proposed: dict[int, tuple[bytes, list[ops.InMsg]]] = {}  # id(entry data) -> messages
         self._syncing = False
         self._ack_prefix: bytes | None = None  # b'{"stream":"NAME","seq":' (PubAck hot path)
+        self._republisher = republisher_for(config.name, config.republish)
+        self._republishing = False  # a copy is being routed: the stream ignores its own copies
         self._expiry_timer: Timer | None = None
         self._interval_timer: Timer | None = None
         self._rebuild_dedupe()
@@ -155,7 +158,7 @@ class Stream:
 
     def publish_raw(self, subject: str, reply: bytes, header: bytes, payload: bytes) -> None:
         """A publish to the stream's subjects; `reply` (b"" for none) gets the PubAck."""
-        if self.deleted:
+        if self.deleted or self._republishing:
             return
         inbox = self._inbox
         if len(inbox) >= limits.JS_PUBLISH_BATCH_MAX:
@@ -320,8 +323,9 @@ class Stream:
                 return guarded
         outcomes: list[Outcome | int] = []
         run: list[ops.InMsg] = []
+        one_by_one = self.config.sealed or self.config.retention != "limits" or self._republisher is not None
         for msg in msgs:
-            if msg.header or self.config.sealed or self.config.retention != "limits":
+            if msg.header or one_by_one:
                 if run:
                     outcomes.extend(self._store_run(run))
                     run = []
@@ -404,6 +408,7 @@ class Stream:
             msg_id = rollup = ""
         if 0 <= config.max_msg_size < len(header) + len(msg.payload):
             raise errors.STREAM_MESSAGE_EXCEEDS_MAXIMUM.error()
+        previous = last_seq_of_subject(self.store, msg.subject) if self._republisher is not None else 0
         try:
             (seq,) = self._append([(msg.subject, header, msg.payload, msg.ts_ns)])
         except api.StoreLimitError as exc:
@@ -423,8 +428,31 @@ class Stream:
         ttl = header_value(header, HDR_TTL) if header else None
         if ttl is not None:
             self._add_ttl(seq, msg.ts_ns, parse_ttl(ttl))
-        self._apply_retention_on_store(seq, msg.subject)
+        if not self._apply_retention_on_store(seq, msg.subject) and self._republisher is not None:
+            self._republish(msg, seq, previous)
         return Outcome(seq)
+
+    def mirror_one(self, msg: ops.InMsg) -> int:
+        """Store one message of a mirror's origin (with its time) and republish it."""
+        previous = last_seq_of_subject(self.store, msg.subject) if self._republisher is not None else 0
+        (seq,) = self._append([msg])
+        if self._republisher is not None:
+            self._republish(msg, seq, previous)
+        return seq
+
+    def _republish(self, msg: ops.InMsg, seq: int, previous: int) -> None:
+        """The stored message's copy to the republish destination (republish.py)."""
+        republisher = self._republisher
+        assert republisher is not None
+        subject = republisher.target(msg.subject)
+        if subject is None:
+            return
+        header = republisher.header(msg.header, msg.subject, seq, msg.ts_ns, previous, len(msg.payload))
+        self._republishing = True
+        try:
+            self.host.republish(subject, header, b"" if republisher.headers_only else msg.payload)
+        finally:
+            self._republishing = False
 
     def _check_expectations(self, msg: ops.InMsg) -> None:
         header = msg.header
@@ -449,10 +477,13 @@ class Stream:
             if _int(expected_seq) != actual:
                 raise errors.STREAM_WRONG_LAST_SEQUENCE.format(seq=actual)
 
-    def _apply_retention_on_store(self, seq: int, subject: str) -> None:
+    def _apply_retention_on_store(self, seq: int, subject: str) -> bool:
+        """Interest retention: a message no consumer wants is dropped at once (True)."""
         if self.config.retention == "interest" and not any(c.wants(subject) for c in self.consumers.values()):
             self.store.delete(seq)
             self._removed()
+            return True
+        return False
 
     # --- dedupe ------------------------------------------------------------------------------------
 
@@ -584,6 +615,7 @@ class Stream:
 
     def update_config(self, config: StreamConfig) -> None:
         self.config = config
+        self._republisher = republisher_for(config.name, config.republish)
         self.store.set_limits(store_limits(config))
         self._removed()
         if self._expiry_timer is not None:

@@ -204,9 +204,11 @@ def _shape(subject: str) -> tuple[int, bool] | None:
     return tokens.count("*"), tokens[-1] == ">"
 
 
-def build_steps(src: str, dest: str) -> tuple[Step, ...]:
-    """The steps of dest (nats-server's NewSubjectTransform after ValidateMapping); MappingError."""
-    _check_tokens(dest)
+def build_steps(src: str, dest: str, *, check_tokens: bool = True) -> tuple[Step, ...]:
+    """The steps of dest (nats-server's NewSubjectTransform, after ValidateMapping unless
+    `check_tokens` is False, as for a stream's republish); MappingError."""
+    if check_tokens:
+        _check_tokens(dest)
     src_shape, dest_shape = _shape(src), _shape(dest)
     if src_shape is None or dest_shape is None or dest_shape[0] > 0 or src_shape[1] != dest_shape[1]:
         raise MappingError("invalid subject")
