@@ -4,8 +4,10 @@ Once a message is stored, a stream with republish publishes a copy into its acco
 subject its transform gives: `src` (">" when left out) must match the stored subject, `dest`
 names the copy's subject and may use `$N` and the mapping functions of transform.py. Every
 subscriber of the account gets the copy, core clients on any worker and other streams alike, but
-not the stream itself (nats-server's stream client gets no echo of what it sends). The copy
-carries the stored headers followed by
+not the stream itself: create refuses a destination on the stream's own subjects, and the one
+way left to it (an update with an empty dest, which becomes ">") makes nats-server 2.15.1 store
+each copy again and republish it again, without end; here the stream drops its own copies. The
+copy carries the stored headers followed by
 
     Nats-Stream, Nats-Subject, Nats-Sequence, Nats-Time-Stamp, Nats-Last-Sequence
 
@@ -23,6 +25,7 @@ can build. An empty `dest` is accepted and republishes nothing; an update turns 
 
 from __future__ import annotations
 
+import logging
 import random
 
 from appliance.jetstream import errors
@@ -35,6 +38,8 @@ from appliance.protocol.subjects import is_valid_publish_subject
 FIELDS: dict[str, Kind] = {"src": "str", "dest": "str", "headers_only": "bool"}
 FULL_WILDCARD = ">"
 HEADER_START = b"NATS/1.0\r\n"
+
+logger = logging.getLogger(__name__)
 
 
 def _invalid(text: str) -> errors.JsApiError:
@@ -73,10 +78,18 @@ def parse_republish(
 
 
 def settle_update(republish: dict[str, object] | None) -> dict[str, object] | None:
-    """What an update stores: nats-server's update path turns an empty dest into ">"."""
+    """What an update stores: nats-server's update path turns an empty dest into ">", and
+    refuses (10069) a src that can not be republished to it (create never checked it)."""
     if republish is None or republish.get("dest"):
         return republish
-    return {**republish, "dest": FULL_WILDCARD}
+    src = str(republish.get("src") or "") or FULL_WILDCARD
+    try:
+        compile_republish(src, FULL_WILDCARD)
+    except MappingError as exc:
+        raise errors.STREAM_UPDATE.format(
+            err=f"stream configuration for republish from '{src}' to '{FULL_WILDCARD}': {exc}"
+        ) from None
+    return {**republish, "src": src, "dest": FULL_WILDCARD}
 
 
 def compile_republish(src: str, dest: str) -> Transform | None:
@@ -127,7 +140,12 @@ class Republisher:
 def republisher_for(stream: str, republish: dict[str, object] | None) -> Republisher | None:
     if not republish:
         return None
-    transform = compile_republish(str(republish.get("src") or ""), str(republish.get("dest") or ""))
+    src, dest = str(republish.get("src") or ""), str(republish.get("dest") or "")
+    try:
+        transform = compile_republish(src, dest)
+    except MappingError as exc:  # checked before it was stored: only a damaged record gets here
+        logger.error("stream %s: republish from %r to %r not built: %s", stream, src, dest, exc)
+        return None
     if transform is None:
         return None
     return Republisher(stream, transform, headers_only=bool(republish.get("headers_only")))
