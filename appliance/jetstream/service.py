@@ -66,6 +66,12 @@ PEER_FILE = "peer"
 NATS_DEFAULT_SYNC_INTERVAL_S = 120.0
 
 
+def compresses(config: StreamConfig) -> bool:
+    """`compression: s2` compresses sealed segments (with zstd, appliance's block codec);
+    `none`, nats-server's default, stores them uncompressed as nats-server does."""
+    return config.compression != "none"
+
+
 def durable_by_default(options: ServerOptions) -> bool:
     """PubAcks wait for fsync (group commit) unless a sync_interval other than nats-server's
     default was configured: durability is the default (DESIGN.md §5), `sync_interval` relaxes it.
@@ -226,8 +232,13 @@ class AccountJetStream:
             directory = os.path.join(self.stream_dir(config.name), "msgs")
             os.makedirs(directory, exist_ok=True)
             store = FileStreamStore(
-                FileStoreConfig(directory=directory, limits=store_limits(config), sync_always=False),
-                sealer=self.service.sealer,  # segments are compressed off the loop
+                FileStoreConfig(
+                    directory=directory,
+                    limits=store_limits(config),
+                    sync_always=False,
+                    compress=compresses(config),
+                ),
+                sealer=self.service.sealer,  # segments are sealed (and compressed) off the loop
             )
         if config.first_seq > 1 and store.state().last_seq == 0:
             store.compact(config.first_seq)  # a new stream starts at first_seq
@@ -282,6 +293,8 @@ class AccountJetStream:
         old_direct = stream.config.allow_direct
         old_transform = stream.config.subject_transform
         stream.update_config(config)
+        if isinstance(stream.store, FileStreamStore):
+            stream.store.set_compression(compresses(config))
         sources.start(self, stream)
         changed = old_transform != config.subject_transform
         if old_subjects != config.subjects or old_direct != config.allow_direct or changed:

@@ -106,6 +106,7 @@ class FileStoreConfig:
     # given a BackgroundSealer (sealer.py), which does that on its thread.
     seal_inline: bool = True
     zstd_level: int = bounds.STORE_SEAL_ZSTD_LEVEL
+    compress: bool = True  # False: sealed blocks keep the records uncompressed (compression "none")
 
 
 class FileStreamStore:
@@ -129,6 +130,7 @@ class FileStreamStore:
         self._sealing: set[str] = set()  # segments with a seal job handed out and not finished
         self._seal_retry_later: set[str] = set()  # a seal failed off-thread: retried after the next roll
         self._closed = False
+        self._compress = config.compress  # set_compression(): a stream update
         self.fast_seals = 0  # seals at STORE_SEAL_FAST_ZSTD_LEVEL because a backlog waited
         self.backpressure_seals = 0  # rolls that sealed inline because the backlog was too long
         self._written_seq = 0
@@ -258,18 +260,19 @@ class FileStreamStore:
             # A backlog (more than this segment waits) is sealed at the fast level to catch up.
             backlog = self._unsealed_count() > 1
             level = min(self.config.zstd_level, bounds.STORE_SEAL_FAST_ZSTD_LEVEL) if backlog else self.config.zstd_level
-            job = self._seal_job(k, seg, level)
+            job = self._seal_job(k, seg, level if self._compress else None)
             if job is not None:
                 self._sealing.add(seg.path)
-                self.fast_seals += level != self.config.zstd_level
+                self.fast_seals += self._compress and level != self.config.zstd_level
                 return job
             # Damaged (reported at recovery): keep it as it is, never rewrite around the damage.
             self._unsealable.add(seg.path)
         return None
 
-    def _seal_job(self, k: int, seg: ActiveSegment, level: int) -> SealJob | None:
+    def _seal_job(self, k: int, seg: ActiveSegment, level: int | None) -> SealJob | None:
+        """level None: the blocks are stored uncompressed."""
         dead = self._index.dead_in(seg.first_seq, self._names[k + 1] - 1)
-        training = self.config.use_dictionary and self._zdict is None
+        training = self.config.use_dictionary and self._zdict is None and level is not None
         first_seq, block_raw_bytes, path, ops = seg.first_seq, self.config.block_raw_bytes, seg.path, self._ops
         encode: Callable[[], bytes]
         if dead or training:  # the owner picks the records (and trains once): rarely taken
@@ -278,13 +281,13 @@ class FileStreamStore:
             if stop != len(raw):
                 return None
             keep = [f for f in frames if f[2] != records.Kind.MSG or f[3] not in dead] if dead else frames
-            zdict = self._maybe_train(keep, raw)
+            zdict = self._maybe_train(keep, raw) if level is not None else None
 
             def encode() -> bytes:
                 return segment.encode_sealed(first_seq, keep, raw, zdict=zdict, block_raw_bytes=block_raw_bytes, level=level)
 
         else:  # every record stays: read, check and plan (natively) off the owner's thread too
-            zdict = self._zdict
+            zdict = self._zdict if level is not None else None
 
             def encode() -> bytes:
                 raw = ops.read_all(path)
@@ -550,6 +553,16 @@ class FileStreamStore:
     def next_expiry_ns(self) -> int | None:
         return self._index.next_expiry_ns()
 
+    @property
+    def compressing(self) -> bool:
+        """Whether segments sealed from now on are compressed."""
+        return self._compress
+
+    def set_compression(self, compress: bool) -> None:
+        """Whether segments sealed from now on are compressed (a stream's `compression` changed);
+        sealed ones stay as they are, both kinds are read alike."""
+        self._compress = compress
+
     @_fails_closed
     def set_limits(self, store_limits: api.StoreLimits) -> None:
         self._index.limits = store_limits
@@ -590,7 +603,7 @@ class FileStreamStore:
                     base += end - offset
         new = segment.encode_sealed(
             seg.first_seq, frames, b"".join(chunks), zdict=zdict, block_raw_bytes=self.config.block_raw_bytes,
-            level=self.config.zstd_level,
+            level=self.config.zstd_level if self._compress else None,
         )
         write_atomic(self._ops, seg.path, new)
         rebuilt = sealed_from(seg.path, seg.first_seq, seg.dict_id, segment.read_footer(new, seg.path)[0])

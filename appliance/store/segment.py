@@ -9,7 +9,9 @@ Sealed segment (immutable, written to a temporary name, fsynced, renamed into pl
 
     file header (32 B) = magic "APLSEGZ\\0" | version u16 | flags u16 | first_seq u64 | dict_id u32
                          | 0 u32 | crc u32                      (flags bit 0: blocks use a dictionary)
-    blocks...            = block header (56 B) | zstd frame of whole records
+    blocks...            = block header (56 B) | zstd frame of whole records (compressed, or
+                           for a stream with `compression: none` a frame of raw zstd blocks:
+                           the records verbatim, read by any zstd decoder)
         block header     = magic u32 | first_seq u64 | last_seq u64 | ts_min i64 | ts_max i64
                            | msg_count u32 | raw_len u32 | comp_len u32 | data_crc u32 | header_crc u32
     footer index         = one 48 B entry per block: offset u64 | first_seq u64 | last_seq u64
@@ -27,7 +29,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import zstandard
@@ -158,9 +160,10 @@ def encode_sealed(
     *,
     zdict: zstandard.ZstdCompressionDict | None,
     block_raw_bytes: int = limits.STORE_BLOCK_RAW_BYTES,
-    level: int = limits.STORE_SEAL_ZSTD_LEVEL,
+    level: int | None = limits.STORE_SEAL_ZSTD_LEVEL,
 ) -> bytes:
-    """A whole sealed segment holding the records `frames` point at in `raw` (chosen by the caller)."""
+    """A whole sealed segment holding the records `frames` point at in `raw` (chosen by the caller);
+    level None stores the blocks uncompressed."""
     blocks = (
         (b"".join([raw[offset:end] for offset, end, _kind, _seq, _ts in group]), block_meta(group))
         for group in split_blocks(frames, block_raw_bytes)
@@ -174,7 +177,7 @@ def encode_sealed_plan(
     plans: list[BlockPlan],
     *,
     zdict: zstandard.ZstdCompressionDict | None,
-    level: int = limits.STORE_SEAL_ZSTD_LEVEL,
+    level: int | None = limits.STORE_SEAL_ZSTD_LEVEL,
 ) -> bytes:
     """A whole sealed segment whose blocks are contiguous ranges of raw (the fast path)."""
     blocks = ((raw[p[0] : p[1]], (p[2], p[3], p[4], p[5], p[6])) for p in plans)
@@ -186,14 +189,19 @@ def assemble_sealed(
     blocks: Iterable[tuple[bytes, BlockMeta]],
     *,
     zdict: zstandard.ZstdCompressionDict | None,
-    level: int,
+    level: int | None,
 ) -> bytes:
-    compressor = zstandard.ZstdCompressor(level=level, dict_data=zdict, write_content_size=True, write_dict_id=False)
+    compress: Callable[[bytes], bytes]
+    if level is None:
+        compress, zdict = stored_frame, None
+    else:
+        compressor = zstandard.ZstdCompressor(level=level, dict_data=zdict, write_content_size=True, write_dict_id=False)
+        compress = compressor.compress
     parts = [encode_sealed_header(first_seq, zdict.dict_id() if zdict is not None else 0)]
     offset = HEADER_BYTES
     index: list[bytes] = []
     for data, (first, last, ts_min, ts_max, count) in blocks:
-        compressed = compressor.compress(data)
+        compressed = compress(data)
         head = BLOCK_HEADER.pack(
             BLOCK_MAGIC, first, last, ts_min, ts_max, count, len(data), len(compressed), zlib.crc32(compressed), 0
         )[:-4]
@@ -205,6 +213,27 @@ def assemble_sealed(
     trailer_head = struct.pack("<QIII", offset, len(index), zlib.crc32(index_bytes), 0)
     parts.append(trailer_head + struct.pack("<I", zlib.crc32(trailer_head)) + TRAILER_MAGIC)
     return b"".join(parts)
+
+
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+STORED_FRAME_DESCRIPTOR = 0xE0  # an 8-byte content size, single segment, no checksum, no dictionary
+ZSTD_RAW_BLOCK_MAX = 128 * 1024
+
+
+def stored_frame(data: bytes) -> bytes:
+    """`data` as a zstd frame of raw (uncompressed) blocks (RFC 8878 §3.1.1): stored verbatim,
+    decoded by any zstd decoder (a copy), so a sealed file needs no second block format."""
+    parts = [ZSTD_MAGIC, bytes([STORED_FRAME_DESCRIPTOR]), struct.pack("<Q", len(data))]
+    view = memoryview(data)
+    start = 0
+    while True:
+        chunk = view[start : start + ZSTD_RAW_BLOCK_MAX]
+        start += len(chunk)
+        last = start >= len(data)
+        parts.append((len(chunk) << 3 | int(last)).to_bytes(3, "little"))  # block type 0: raw
+        parts.append(bytes(chunk))
+        if last:
+            return b"".join(parts)
 
 
 # --- reading sealed segments ------------------------------------------------------------------------
