@@ -75,6 +75,10 @@ def add_stream_config(cols: Columns, config: JsonDict) -> None:
 
 def _add_options(cols: Columns, config: JsonDict) -> None:
     cols.title("Options")
+    republish = config.get("republish")
+    if isinstance(republish, dict):
+        label = "Republishing Headers" if republish.get("headers_only") else "Republishing"
+        cols.row(label, f"{republish.get('src', '')} to {republish.get('dest', '')}")
     cols.row("Retention", _RETENTION.get(config.get("retention", "limits"), config.get("retention", "")))
     cols.row("Acknowledgments", not config.get("no_ack", False))
     discard = _DISCARD.get(config.get("discard", "old"), config.get("discard", ""))

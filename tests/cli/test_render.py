@@ -253,10 +253,12 @@ def test_rarer_config_and_state_rows_appear_only_when_set() -> None:
         discard="new",
         discard_new_per_subject=True,
         no_ack=True,
+        republish={"src": ">", "dest": "rp.>", "headers_only": True},
     )
     info["state"].update(num_deleted=2)
     text = stream_info_text(info, tz=UTC)
     for line in [
+        "Republishing Headers: > to rp.>",
         "Sealed: true",
         "Compression: S2 Compression",
         "First Sequence: 100",
@@ -272,6 +274,7 @@ def test_rarer_config_and_state_rows_appear_only_when_set() -> None:
         assert line + "\n" in text
     plain = stream_info_text(load("stream_info_r3.json"), tz=UTC)
     for label in [
+        "Republishing",
         "Sealed",
         "Compression",
         "Direct Get",
