@@ -70,7 +70,8 @@ def parse_republish(
     try:
         compile_republish(src, dest)
     except MappingError:
-        raise _invalid(f"stream configuration for republish with transform from '{src}' to '{dest}' not valid") from None
+        text = f"stream configuration for republish with transform from '{src}' to '{dest}' not valid"
+        raise _invalid(text) from None
     echo: dict[str, object] = {"src": src, "dest": dest}
     if obj.get("headers_only"):
         echo["headers_only"] = True

@@ -195,7 +195,9 @@ def assemble_sealed(
     if level is None:
         compress, zdict = stored_frame, None
     else:
-        compressor = zstandard.ZstdCompressor(level=level, dict_data=zdict, write_content_size=True, write_dict_id=False)
+        compressor = zstandard.ZstdCompressor(
+            level=level, dict_data=zdict, write_content_size=True, write_dict_id=False
+        )
         compress = compressor.compress
     parts = [encode_sealed_header(first_seq, zdict.dict_id() if zdict is not None else 0)]
     offset = HEADER_BYTES
