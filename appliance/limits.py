@@ -185,3 +185,4 @@ JS_SOURCE_POLL_MIN_S = 0.005  # a source with nothing new looks again after this
 JS_SOURCE_POLL_MAX_S = 0.25  # ... doubling up to this
 JS_SOURCE_RECOVERY_SCAN_MAX = 100_000  # messages read back on start to find each source's position
 JS_SOURCE_WATCHED_MAX = 64  # origin streams whose publishes wake one stream's source tailers
+JS_REPUBLISH_TARGETS_CACHED = 4096  # subject -> republish subject, per stream with republish (cleared when full)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import random
 
+from appliance import limits
 from appliance.jetstream import errors
 from appliance.jetstream.decode import Kind, decode_object
 from appliance.jetstream.subjects import subjects_overlap
@@ -109,18 +110,29 @@ def compile_republish(src: str, dest: str) -> Transform | None:
 class Republisher:
     """A stream's republish at run time: the subject of each copy and its header block."""
 
-    __slots__ = ("_prefix", "_transform", "headers_only")
+    __slots__ = ("_prefix", "_targets", "_transform", "headers_only")
 
     def __init__(self, stream: str, transform: Transform, *, headers_only: bool) -> None:
         self._transform = transform
         self._prefix = b"Nats-Stream: " + stream.encode() + b"\r\nNats-Subject: "
         self.headers_only = headers_only
+        # subject -> target, for transforms without {{random()}} (a KV key is written again and again)
+        self._targets: dict[str, bytes | None] | None = (
+            None if any(step.kind == "random" for step in transform.steps) else {}
+        )
 
     def target(self, subject: str) -> bytes | None:
         """The copy's subject, or None: src does not match, or the result cannot be published."""
+        targets = self._targets
+        if targets is not None and subject in targets:
+            return targets[subject]
         out = self._transform.apply_bytes(subject.encode())
-        if out is None or not is_valid_publish_subject(out):
-            return None
+        if out is not None and not is_valid_publish_subject(out):
+            out = None
+        if targets is not None:
+            if len(targets) >= limits.JS_REPUBLISH_TARGETS_CACHED:
+                targets.clear()
+            targets[subject] = out
         return out
 
     def header(self, stored: bytes, subject: str, seq: int, ts_ns: int, last_seq: int, size: int) -> bytes:

@@ -323,7 +323,12 @@ class Stream:
                 return guarded
         outcomes: list[Outcome | int] = []
         run: list[ops.InMsg] = []
-        one_by_one = self.config.sealed or self.config.retention != "limits" or self._republisher is not None
+        config = self.config
+        one_by_one = config.sealed or config.retention != "limits" or (
+            # a copy names the previous message of its subject: known ahead for a run unless a
+            # stream-wide limit may remove it while the run is stored
+            self._republisher is not None and config.discard == "old" and (config.max_msgs > 0 or config.max_bytes > 0)
+        )
         for msg in msgs:
             if msg.header or one_by_one:
                 if run:
@@ -344,6 +349,7 @@ class Stream:
         while start < len(run):
             chunk = run[start : start + limits.STORE_BATCH_MSGS_MAX]
             before = last_seq(self.store)
+            previous = self._previous_seqs(chunk, before) if self._republisher is not None else None
             try:
                 seqs = self._append(chunk)  # InMsg is laid out as MsgInput; these have no header
             except api.StoreLimitError as exc:
@@ -352,12 +358,32 @@ class Stream:
                 outcomes.extend(seqs)
                 outcomes.append(Outcome(error=_store_error(exc.reason)))
                 self._stored(chunk[:stored], seqs)
+                if previous is not None:
+                    self._republish_run(chunk[:stored], seqs, previous)
                 start += stored + 1
                 continue
             outcomes.extend(seqs)
             self._stored(chunk, seqs)
+            if previous is not None:
+                self._republish_run(chunk, seqs, previous)
             start += len(chunk)
         return outcomes
+
+    def _previous_seqs(self, chunk: Sequence[ops.InMsg], before: int) -> list[int]:
+        """For each message of a run about to be stored from sequence before+1 on, the last
+        sequence of its subject just before it is stored (Nats-Last-Sequence of its copy)."""
+        last: dict[str, int] = {}
+        out: list[int] = []
+        for offset, msg in enumerate(chunk):
+            subject = msg.subject
+            found = last.get(subject)
+            out.append(last_seq_of_subject(self.store, subject) if found is None else found)
+            last[subject] = before + 1 + offset
+        return out
+
+    def _republish_run(self, msgs: Sequence[ops.InMsg], seqs: Sequence[int], previous: list[int]) -> None:
+        for msg, seq, last in zip(msgs, seqs, previous, strict=False):
+            self._republish(msg, seq, last)
 
     def _append(self, msgs: Sequence[api.MsgInput]) -> list[int]:
         if self._file is not None:

@@ -264,3 +264,23 @@ def test_update_changes_the_republish_of_a_live_stream(stream: Stream, host: Hos
     stream.publish_raw("s.a", b"", b"", b"after")
     host.turn()
     assert [(s, _fields(h)["Nats-Msg-Size"], p) for s, h, p in host.republished] == [(b"rp.s.a", "5", b"")]
+
+
+@pytest.mark.parametrize(
+    ("limits", "expected"),
+    [
+        ({}, ["0", "0", "1", "3", "2"]),
+        ({"max_msgs_per_subject": 1}, ["0", "0", "1", "3", "2"]),  # the previous one is still there
+        ({"max_msgs": 1}, ["0", "0", "0", "3", "0"]),  # a newer message of another subject removed it
+        ({"max_msgs": 1, "discard": "new"}, ["0"]),  # the rest are refused
+    ],
+)
+def test_a_run_of_publishes_names_the_previous_message_of_each_subject(
+    host: Host, limits: dict[str, object], expected: list[str]
+) -> None:
+    stream = _stream(host, republish={"dest": "rp.>"}, **limits)
+    for subject in ("s.a", "s.b", "s.a", "s.a", "s.b"):
+        stream.publish_raw(subject, b"", b"", b"x")
+    host.turn()  # one run of five header-less messages
+    assert [_fields(h)["Nats-Last-Sequence"] for _, h, _ in host.republished] == expected
+    stream.close()

@@ -108,6 +108,8 @@ STREAMS: list[dict[str, object]] = [
     {"name": "MIRROR", "mirror": {"name": "ORIGIN"}, "republish": {"dest": "rp.mirror.>"}},
     {"name": "SOURCED", "sources": [{"name": "ORIGIN"}], "republish": {"src": "o.*", "dest": "rp.src.$1"}},
     {"name": "INTEREST", "subjects": ["n.>"], "retention": "interest", "republish": {"dest": "rp.interest.>"}},
+    {"name": "ONE", "subjects": ["one.>"], "max_msgs": 1, "republish": {"dest": "rp.one.>"}},
+    {"name": "PER", "subjects": ["per.>"], "max_msgs_per_subject": 1, "republish": {"dest": "rp.per.>"}},
 ]
 # (subject, headers or None, payload)
 PUBLISHES: list[tuple[str, dict[str, str] | None, bytes]] = [
@@ -125,8 +127,10 @@ PUBLISHES: list[tuple[str, dict[str, str] | None, bytes]] = [
     ("o.b", None, b"o2"),
     ("o.a", None, b"o3"),
     ("n.x", None, b"nobody is interested"),
+    ("one.a", None, b"1"), ("one.b", None, b"2"), ("one.a", None, b"3"),  # max_msgs removed one.a
+    ("per.a", None, b"1"), ("per.b", None, b"2"), ("per.a", None, b"3"),
 ]
-EXPECTED_COPIES = 3 + 3 + 1 + 3 * 2 + 3  # plain, headers only, INTO, mirror + source, KV
+EXPECTED_COPIES = 3 + 3 + 1 + 3 * 2 + 3 + 3 + 3  # plain, headers only, INTO, mirror + source, KV, ONE, PER
 
 
 def _frames(raw: bytes) -> list[tuple[bytes, bytes, bytes]]:
