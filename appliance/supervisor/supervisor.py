@@ -24,6 +24,7 @@ import os
 import selectors
 import signal
 import subprocess
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ from appliance.supervisor.control import ControlServer, JsonObject, server_socke
 from appliance.supervisor.health import Health, assess_health
 from appliance.supervisor.identity import generate_server_id
 from appliance.supervisor.notify import Notifier
+from appliance.supervisor.registry import Registration, register, unregister
 from appliance.supervisor.report import ProcessSample, status_report, worker_entry
 from appliance.supervisor.restart import RestartPolicy, RestartTracker, failures_after_exit, restart_delay_s
 from appliance.supervisor.sockets import Listeners, join_host_port, open_listeners
@@ -125,6 +127,7 @@ class Supervisor:
         self.listeners: Listeners | None = None
         self.table: StatusTable | None = None
         self.control: ControlServer | None = None
+        self.registration: Path | None = None  # our entry in the run dir (appliance/supervisor/registry.py)
         self.mesh: RingMesh | None = None  # the local links between workers (none with one worker)
         self.own_process = psutil.Process()
         self.own_sample = ProcessSample()
@@ -184,6 +187,10 @@ class Supervisor:
             self.mesh = create_mesh(count, ring_bytes=self.options.appliance.ring_bytes)
         self.control = ControlServer(server_socket_path(self.listeners.client_port), self._answer)
         self.control.register(self.selector)
+        try:
+            self.registration = register(self._registration())
+        except OSError as exc:  # the server runs; only a bare `appliance status` will not find it
+            logger.warning("Could not register in %s: %s", self.control.path.parent, exc)
         on_wake: EventHandler = lambda mask: self._drain_wake_pipe()
         self.selector.register(self._wake_read, selectors.EVENT_READ, on_wake)
         cores = [p.core for p in placements]
@@ -229,7 +236,21 @@ class Supervisor:
             slot.worker.process.wait()
             self._forget_process(slot, WorkerState.STOPPED)
 
+    def _registration(self) -> Registration:
+        assert self.listeners is not None and self.control is not None
+        cluster_port = self.options.cluster.port
+        return Registration(
+            pid=os.getpid(), server_name=self.server_name,
+            client_url=join_host_port(self.options.host, self.listeners.client_port),
+            client_port=self.listeners.client_port, http_port=self.listeners.http_port,
+            cluster_port=cluster_port if cluster_port > 0 else None,
+            config_file=str(Path(self.options.config_file).resolve()) if self.options.config_file else "",
+            control_socket=str(self.control.path),
+            started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.start_wall_s)))
+
     def _teardown(self) -> None:
+        if self.registration is not None:
+            unregister(self.registration)
         if self.control is not None:
             self.control.close()
         if self.table is not None:
