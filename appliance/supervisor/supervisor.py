@@ -205,7 +205,8 @@ class Supervisor:
             self._spawn(slot, now)
 
     def _log_banner(self) -> None:
-        logger.info("Starting nats-server")
+        # what runs, for an operator reading journald; the lines after keep nats-server's shape
+        logger.info("Starting appliance %s (nats-server %s protocol)", __version__, NATS_VERSION)
         logger.info("  Version:  %s", NATS_VERSION)
         logger.info("  Git:      [appliance %s]", __version__)
         logger.info("  Name:     %s", self.server_name)
