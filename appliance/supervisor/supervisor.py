@@ -47,6 +47,7 @@ from appliance.supervisor.notify import Notifier
 from appliance.supervisor.registry import Registration, register, unregister
 from appliance.supervisor.report import ProcessSample, status_report, worker_entry
 from appliance.supervisor.restart import RestartPolicy, RestartTracker, failures_after_exit, restart_delay_s
+from appliance.store.store_dir import store_dir_problem, store_root_of
 from appliance.supervisor.sockets import Listeners, join_host_port, open_listeners
 from appliance.supervisor.spawn import SpawnedWorker, spawn_worker
 from appliance.supervisor.status_table import StatusTable, WorkerState
@@ -180,6 +181,8 @@ class Supervisor:
         placements = topology.place_workers(count, topology=nodes, usable=usable)
         for node in sorted(set(self.options.appliance.numa_store_dirs) - set(nodes.nodes)):
             logger.warning("appliance.numa_store_dirs names NUMA node %d, which this host does not have", node)
+        if self.options.jetstream.enabled:
+            self._check_store_dirs(placements)
         self.listeners = open_listeners(self.options)
         self._write_pid_file()
         self.table = StatusTable.create(count)
@@ -203,6 +206,18 @@ class Supervisor:
         self.slots = [WorkerSlot(placement=p) for p in placements]
         for slot in self.slots:
             self._spawn(slot, now)
+
+    def _check_store_dirs(self, placements: list[topology.Placement]) -> None:
+        """Every store dir a worker will use exists (created if missing), is a directory and takes
+        a written, fsynced page; else the server does not start (nats-server's words, and the path)."""
+        configured = self.options.jetstream.store_dir
+        bases = {topology.store_dir_for_node(self.options.appliance.numa_store_dirs, p.numa_node, configured)
+                 for p in placements}
+        for base in sorted(bases):
+            for path in ([base] if base else []) + [store_root_of(base)]:
+                problem = store_dir_problem(path)
+                if problem is not None:
+                    raise StartupError(f"Can't start JetStream: {problem}: {path}")
 
     def _log_banner(self) -> None:
         # what runs, for an operator reading journald; the lines after keep nats-server's shape
