@@ -345,6 +345,8 @@ class Supervisor:
         extra: dict[str, object] = {
             "store_dir": topology.store_dir_for_node(self.options.appliance.numa_store_dirs, placement.numa_node,
                                                      self.options.jetstream.store_dir),
+            # the server's CPUs (/varz cores, nats-server's runtime.NumCPU), not the one a worker is pinned to
+            "server_cores": len(topology.usable_cpus()),
         }
         extra_fds: tuple[int, ...] = ()
         if self.mesh is not None:
