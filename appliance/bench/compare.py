@@ -406,7 +406,7 @@ def main(rounds: int, scale: float, only: str, target_names: str, out_dir: Path)
 
 def command_line() -> str:
     """How this run was started, for the table: `make bench ARGS="..."` runs this module."""
-    return " ".join(shlex.quote(arg) for arg in ["python -m appliance.bench.compare", *sys.argv[1:]])
+    return " ".join(["python -m appliance.bench.compare", *(shlex.quote(arg) for arg in sys.argv[1:])])
 
 
 if __name__ == "__main__":

@@ -70,6 +70,7 @@ def markdown(cells: dict[str, dict[str, Cell]], scenarios: tuple[Scenario, ...],
          "msgs/s of the scenario's headline row; all servers on 127.0.0.1, sharing the machine with the clients. "
          "Reference: the C reference client (native/bench/reference/pubsub.c) against nats-server in the same "
          "rounds where it says measured, else the issue's C-client figure for this machine."),
+        "",
         *([f"Command: `{command}`", ""] if command else []),
         "| scenario | " + " | ".join(f"{n} msgs/s" for n in names) + " | appliance / nats-server | "
         "appliance / nats-server sync=always | reference (C client) | nats-server / reference |",

@@ -7,7 +7,14 @@ import os
 from pathlib import Path
 
 from appliance.supervisor.control import SYSTEM_RUN_DIR, run_dirs, server_socket_path
-from appliance.supervisor.registry import Registration, entry_path, live_entries, parse_entry, register, unregister
+from appliance.supervisor.registry import (
+    Registration,
+    entry_path,
+    live_entries,
+    parse_entry,
+    register,
+    unregister,
+)
 
 
 def registration(port: int, socket_dir: Path, *, pid: int = 4242) -> Registration:

@@ -172,7 +172,7 @@ def test_several_servers_are_listed_and_a_dead_ones_entry_is_cleaned(tmp_path: P
     env = {"APPLIANCE_RUN_DIR": str(directory)}
     ports = [free_port(), free_port()]
     configs = []
-    for name, port in zip(("one", "two"), ports):
+    for name, port in zip(("one", "two"), ports, strict=True):
         configs.append(tmp_path / f"{name}.conf")
         configs[-1].write_text(f"server_name: {name}\nlisten: 127.0.0.1:{port}\nappliance {{ workers: 1 }}\n")
     with ApplianceProcess(["-c", str(configs[0])], log_dir=tmp_path, env=env), \
@@ -180,7 +180,7 @@ def test_several_servers_are_listed_and_a_dead_ones_entry_is_cleaned(tmp_path: P
         code, output = bare_status(directory)
         assert code == 2, output
         assert "2 appliance servers run on this host; choose one with -p PORT" in output
-        for name, port in zip(("one", "two"), ports):
+        for name, port in zip(("one", "two"), ports, strict=True):
             assert f"{name}: clients 127.0.0.1:{port}" in output and f"(appliance status -p {port})" in output
         code, output = bare_status(directory, "--json")
         assert code == 2 and [s["server_name"] for s in json.loads(output)["servers"]] == ["one", "two"][
