@@ -50,7 +50,8 @@ def _integer(field: str, *, unset_at: int) -> Any:
             number = int(_text(answer))
         except ValueError:
             raise FlagError(f"{_text(answer)!r} is not a whole number") from None
-        return replace(flags, **{field: None if number == unset_at else number})
+        changes: dict[str, Any] = {field: None if number == unset_at else number}
+        return replace(flags, **changes)
 
     return apply
 

@@ -43,7 +43,8 @@ def _count(field: str, *, minimum: int | None = None) -> Any:
             raise FlagError(f"{_text(answer)!r} is not a whole number") from None
         if minimum is not None and number < minimum:
             raise FlagError(f"must be at least {minimum}")
-        return replace(flags, **{field: number if minimum is not None or number > 0 else -1})
+        changes: dict[str, Any] = {field: number if minimum is not None or number > 0 else -1}
+        return replace(flags, **changes)
 
     return apply
 
@@ -52,7 +53,8 @@ def _size(field: str) -> Any:
     def apply(flags: StreamFlags, answer: str | bool) -> StreamFlags:
         text = _text(answer)
         size = parse_size(text, flag="size")
-        return replace(flags, **{field: text if size > 0 else "-1"})
+        changes: dict[str, Any] = {field: text if size > 0 else "-1"}
+        return replace(flags, **changes)
 
     return apply
 
@@ -60,10 +62,10 @@ def _size(field: str) -> Any:
 def _duration(field: str, *, unlimited: str) -> Any:
     def apply(flags: StreamFlags, answer: str | bool) -> StreamFlags:
         text = _text(answer)
-        if text == "-1":
-            return replace(flags, **{field: unlimited})
-        parse_duration_ns(text, flag="duration")
-        return replace(flags, **{field: text})
+        if text != "-1":
+            parse_duration_ns(text, flag="duration")
+        changes: dict[str, Any] = {field: unlimited if text == "-1" else text}
+        return replace(flags, **changes)
 
     return apply
 
