@@ -10,8 +10,8 @@ writable, $XDG_RUNTIME_DIR/appliance, the temp dir):
 
 written atomically (temp file, rename) once the control socket listens, removed at shutdown.
 `appliance status` reads every entry of every run dir: an entry whose supervisor is gone (its
-pid does not exist or its socket does not accept) is stale; it is ignored and removed (with the
-socket file nobody answers on). Which entries are stale is decided by `live_entries` from two
+pid does not exist, or nobody listens on its socket: refused or missing) is stale; it is ignored
+and removed (with the socket file nobody listens on). A supervisor too busy to accept is alive. Which entries are stale is decided by `live_entries` from two
 injected probes, so the rule is tested without processes.
 """
 
@@ -135,10 +135,14 @@ def pid_alive(pid: int) -> bool:
 
 
 def socket_answers(path: Path) -> bool:
+    """False only when nobody listens on `path` (refused, gone, not a socket); a listener too busy
+    to accept within PROBE_TIMEOUT_S is alive (`appliance status` then says it is unreachable)."""
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         probe.settimeout(PROBE_TIMEOUT_S)
         probe.connect(str(path))
+    except (TimeoutError, BlockingIOError):
+        return True
     except OSError:
         return False
     finally:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from pathlib import Path
 
 from appliance.supervisor.control import SYSTEM_RUN_DIR, run_dirs, server_socket_path
@@ -13,6 +14,7 @@ from appliance.supervisor.registry import (
     live_entries,
     parse_entry,
     register,
+    socket_answers,
     unregister,
 )
 
@@ -74,3 +76,13 @@ def test_a_user_registers_under_xdg_runtime_dir_and_root_under_run(tmp_path: Pat
     else:
         assert path == tmp_path / "appliance" / "appliance-4333.sock"
         assert (tmp_path / "appliance").stat().st_mode & 0o777 == 0o700
+
+
+def test_only_a_socket_nobody_listens_on_is_dead(tmp_path: Path) -> None:
+    path = tmp_path / "s.sock"
+    assert not socket_answers(path)  # missing
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as bound:
+        bound.bind(str(path))
+        assert not socket_answers(path)  # bound, not listening: refused
+        bound.listen(1)
+        assert socket_answers(path)
