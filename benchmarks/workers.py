@@ -18,7 +18,9 @@ Scenarios, each at 128 B and 1 KiB, alternating targets every round (medians rep
   - appliance, 1 worker; nats-server 2.15.1
 A connection's worker is read from its INFO client_id (worker k of n hands out k+1, k+1+n, ...).
 Raw protocol clients in separate processes; the publisher ends with PING/PONG, the subscriber
-counts bytes, so neither parses more than it must.
+counts bytes, so neither parses more than it must. A run reports a rate only when every message
+arrived (the subscriber received exactly msgs × the size of one MSG); otherwise it fails with
+what arrived, and so does an `appliance bench` run with errors or a short count.
 """
 
 from __future__ import annotations
@@ -89,6 +91,21 @@ def connect(port: int, worker: int | None, workers: int) -> socket.socket:
     raise RuntimeError(f"no connection landed on worker {worker}")
 
 
+class Incomplete(RuntimeError):
+    """Not every message arrived: no rate is reported for such a run."""
+
+
+def arrived_rate(received_bytes: int, per_msg: int, msgs: int, elapsed_s: float) -> float:
+    """Messages per second of a subscriber that read `received_bytes` of MSG frames `per_msg` bytes
+    each, when exactly `msgs` arrived; Incomplete otherwise."""
+    if received_bytes != per_msg * msgs:
+        raise Incomplete(f"{received_bytes // per_msg:,} of {msgs:,} messages arrived "
+                         f"({received_bytes:,} of {per_msg * msgs:,} bytes)")
+    if elapsed_s <= 0:
+        raise Incomplete(f"no measurable time for {msgs:,} messages")
+    return msgs / elapsed_s
+
+
 def publisher(port: int, worker: int | None, workers: int, msgs: int, size: int, go: mp.Event, out: mp.Queue) -> None:
     sock = connect(port, worker, workers)
     one = b"PUB bench.w %d\r\n%s\r\n" % (size, b"x" * size)
@@ -121,14 +138,21 @@ def subscriber(port: int, worker: int | None, workers: int, msgs: int, size: int
     per = len(b"MSG bench.w 1 %d\r\n" % size) + size + 2
     total, received, start = per * msgs, 0, None
     sock.settimeout(30)
-    while received < total:
-        chunk = sock.recv(1 << 20)
-        if not chunk:
-            break
-        if start is None:
-            start = time.perf_counter()
-        received += len(chunk)
-    out.put(("sub", (received // per) / (time.perf_counter() - (start or time.perf_counter()))))
+    try:
+        while received < total:
+            chunk = sock.recv(1 << 20)
+            if not chunk:
+                break
+            if start is None:
+                start = time.perf_counter()
+            received += len(chunk)
+    except TimeoutError:
+        pass  # nothing for 30 s: reported below with what arrived
+    elapsed = time.perf_counter() - (start or time.perf_counter())
+    try:
+        out.put(("sub", arrived_rate(received, per, msgs, elapsed)))
+    except Incomplete as exc:
+        out.put(("sub_failed", str(exc)))
     out.put(("sub_cpu", own_cpu_s()))
     sock.close()
 
@@ -150,6 +174,8 @@ def pubsub(port: int, *, pub_worker: int | None, sub_worker: int | None, workers
     after = cpu_s(server_pids)
     pub.join(30)
     sub.join(30)
+    if "sub_failed" in results:
+        raise Incomplete(f"port {port}: {results['sub_failed']}")
     per_msg = {f"w{i}": (a - b) * 1e6 / msgs for i, (a, b) in enumerate(zip(after, before, strict=True))}
     per_msg["pub"] = results["pub_cpu"] * 1e6 / msgs
     per_msg["sub"] = results["sub_cpu"] * 1e6 / msgs
@@ -260,7 +286,11 @@ def appliance_bench(verb: str, port: int, msgs: int, size: int) -> float:
                           capture_output=True, check=True, timeout=300)
     report = json.loads(done.stdout)
     wanted = "pub #0" if verb == "pub" else "sub #0"
-    return float(next(c["msgs_per_s"] for c in report["clients"] if c["client"] == wanted))
+    client = next(c for c in report["clients"] if c["client"] == wanted)
+    if report["errors"] or client["msgs"] != msgs:
+        raise Incomplete(f"appliance bench {verb} on port {port}: {client['msgs']:,} of {msgs:,} messages, "
+                         f"{report['errors']} errors ({report.get('first_error', '')})")
+    return float(client["msgs_per_s"])
 
 
 def bench_main(args: argparse.Namespace, ports: dict[str, int]) -> None:

@@ -1,6 +1,10 @@
-"""Suite-wide checks: the native module is in use unless explicitly disabled."""
+"""Suite-wide checks: the native module is in use unless explicitly disabled. Every server a test
+starts registers in a run dir of this session (APPLIANCE_RUN_DIR), so `appliance status` in a test
+never meets servers of other sessions or of the host, and the host's run dir stays clean."""
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -11,5 +15,9 @@ NATIVE_SOURCES = list((Path(__file__).resolve().parent.parent / "native").glob("
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
+    if not os.environ.get("APPLIANCE_RUN_DIR"):
+        run_dir = tempfile.mkdtemp(prefix="appliance-run-")
+        os.environ["APPLIANCE_RUN_DIR"] = run_dir
+        session.config.add_cleanup(lambda: shutil.rmtree(run_dir, ignore_errors=True))
     if NATIVE_SOURCES and os.environ.get("APPLIANCE_NO_NATIVE") != "1":
         assert native.ENABLED, "appliance._native is not built: run `make test` (or set APPLIANCE_NO_NATIVE=1)"

@@ -38,7 +38,7 @@ def write_chart(cells: dict[str, dict[str, Cell]], scenarios: tuple[Scenario, ..
     ax.set_ylabel("msgs/s (median, log scale)")
     ax.set_xticks(range(len(scenarios)))
     ax.set_xticklabels([s.title for s in scenarios], rotation=30, ha="right", fontsize=8)
-    ax.set_title("appliance vs nats-server 2.15.1 (n/a: cannot run yet)")
+    ax.set_title("appliance vs nats-server 2.15.1 (n/a: not run or failed, see the table)")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

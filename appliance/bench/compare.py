@@ -7,8 +7,14 @@ needed), then runs every scenario against each server in turn (A B C A B C ...) 
 --rounds rounds, and writes the medians with appliance/nats-server ratios as a markdown table
 plus a PNG bar chart to bench-results/. The pub+sub scenario also runs the C reference client
 (appliance/bench/reference.py) against nats-server in every round: its median is the reference
-column of that row, measured on the same machine at the same time. A server or scenario that cannot run is shown with its
-reason ("cannot run yet: ..."), never left out.
+column of that row, measured on the same machine at the same time.
+
+Nothing is left out of the table. A scenario appliance does not support yet is declared by name
+in NOT_YET (with why) and shown as "cannot run yet: ..." without being run; anything else that
+goes wrong (a timeout, an exception, a server that exits) is "failed: ...", and the command exits
+1 when any appliance scenario failed. A ratio only divides runs of the same message count: where
+nats-server sync=always runs fewer messages (it fsyncs each one), appliance also runs that count
+in every round (cell MATCHED) and the sync=always ratio uses it.
 
     .venv/bin/python -m appliance.bench.compare [--rounds 3] [--scale 1.0] [--only pub,js-pub-sync]
 """
@@ -17,6 +23,8 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -122,6 +130,28 @@ SCENARIOS: tuple[Scenario, ...] = (
 )
 
 
+# Scenarios the server does not support yet, by key, with why: appliance is not run on them and the
+# table says "cannot run yet: <why>". Everything else that does not produce a figure has failed.
+NOT_YET: dict[str, str] = {
+    key: "JetStream clustering (replicas > 1 across routed nodes) is not built yet (issue 13)"
+    for key in ("r3-js-pub-async", "r3-js-pub-sync", "r3-js-fetch-explicit")
+}
+
+
+def matched(count: int) -> str:
+    """The cell name of appliance's extra runs at another server's message count."""
+    return f"{APPLIANCE.name} at {count:,} msgs"
+
+
+def matched_counts(scenario: Scenario, targets: tuple[ServerKind, ...], scale: float) -> tuple[int, ...]:
+    """Message counts of the other targets that appliance's own request does not run: appliance also
+    runs each of them, so that every ratio divides runs of the same length."""
+    if APPLIANCE not in targets:
+        return ()
+    own = scenario.request_for(APPLIANCE, scale).msgs
+    return tuple(sorted({scenario.request_for(t, scale).msgs for t in targets if t != APPLIANCE} - {own}))
+
+
 @dataclass(slots=True)
 class Cell:
     """All rounds of one scenario against one server."""
@@ -189,14 +219,29 @@ def record(cell: Cell, report: BenchReport, label: str, *, workers: int = 1) -> 
     cell.load_average.append(os.getloadavg()[0])
 
 
-def failure_text(kind: ServerKind, exc: BaseException) -> str:
+def failure_text(exc: BaseException) -> str:
+    """What the table says of a run that went wrong, whichever server: "failed: <why>"."""
     reason = f"{type(exc).__name__}: {exc}".replace("\n", " ").strip()[:300]
-    return f"cannot run yet: {reason}" if kind.program == "appliance" else f"failed: {reason}"
+    return f"failed: {reason}"
+
+
+def not_yet_text(key: str) -> str:
+    return f"cannot run yet: {NOT_YET[key]}"
+
+
+def failed_cells(cells: dict[str, dict[str, Cell]], name: str = APPLIANCE.name) -> list[tuple[str, str]]:
+    """(scenario key, failure) of every cell of a server (and its matched-count runs) that failed."""
+    return [(key, cell.failure) for key, row in cells.items() for cell_name, cell in row.items()
+            if (cell_name == name or cell_name.startswith(f"{name} at ")) and cell.failure.startswith("failed: ")]
 
 
 def run_all(scenarios: tuple[Scenario, ...], targets: tuple[ServerKind, ...], *, rounds: int, scale: float,
             log: Log = print) -> dict[str, dict[str, Cell]]:
     cells = {s.key: {t.name: Cell() for t in targets} for s in scenarios}
+    for s in scenarios:
+        source = next((x for x in scenarios if x.key == s.derived_from), s)
+        for count in matched_counts(source, targets, scale):
+            cells[s.key][matched(count)] = Cell()
     with_reference = {s.key for s in scenarios if s.c_reference}
     for s in scenarios:
         if s.key in with_reference or s.derived_from in with_reference:
@@ -212,12 +257,23 @@ def run_all(scenarios: tuple[Scenario, ...], targets: tuple[ServerKind, ...], *,
         for scenario in (s for s in scenarios if not s.derived_from):
             request = scaled(scenario.request, scale)
             rows = [(s.key, s.headline) for s in scenarios if s is scenario or s.derived_from == scenario.key]
-            for kind in targets:
+            if scenario.key in NOT_YET and APPLIANCE in targets:
+                for key, _ in rows:
+                    for name, cell in cells[key].items():
+                        if name == APPLIANCE.name or name.startswith(f"{APPLIANCE.name} at "):
+                            cell.failure = not_yet_text(scenario.key)
+            run_on = tuple(t for t in targets if not (t == APPLIANCE and scenario.key in NOT_YET))
+            for kind in run_on:
                 _ensure_started(kind, scenario.nodes, servers, down, log)
+            extra = () if scenario.key in NOT_YET else matched_counts(scenario, targets, scale)
             for round_number in range(rounds):
-                for kind in targets:
+                for kind in run_on:
                     _one([(cells[key][kind.name], label) for key, label in rows], scenario,
                          scenario.request_for(kind, scale), kind, servers, down, round_number, log)
+                for count in extra:
+                    _one([(cells[key][matched(count)], label) for key, label in rows], scenario,
+                         replace(scenario.request_for(APPLIANCE, scale), msgs=count), APPLIANCE, servers, down,
+                         round_number, log, name=matched(count))
                 if scenario.c_reference:
                     _one_reference([(cells[key][REFERENCE], label) for key, label in rows], request,
                                    servers.get((NATS_DEFAULT.name, scenario.nodes)), round_number, log)
@@ -237,13 +293,15 @@ def _ensure_started(kind: ServerKind, nodes: int, servers: dict[ServerKey, Runni
         servers[key] = start(kind, nodes=nodes)
     except ServerStartFailed as exc:
         where = "" if nodes == 1 else f" ({nodes}-node cluster)"
-        down[key] = failure_text(kind, exc)
+        down[key] = failure_text(exc)
         log(f"{kind.name}{where}: {down[key]}")
 
 
 def _one(rows: list[tuple[Cell, str]], scenario: Scenario, request: BenchRequest, kind: ServerKind,
-         servers: dict[ServerKey, RunningServer], down: dict[ServerKey, str], round_number: int, log: Log) -> None:
+         servers: dict[ServerKey, RunningServer], down: dict[ServerKey, str], round_number: int, log: Log,
+         *, name: str = "") -> None:
     """One run of a scenario against one server; each (cell, report row) pair records its figure."""
+    name = name or kind.name
     key = (kind.name, scenario.nodes)
     cells = [cell for cell, _ in rows]
     if key in down:
@@ -254,7 +312,7 @@ def _one(rows: list[tuple[Cell, str]], scenario: Scenario, request: BenchRequest
         return  # it failed in an earlier round: do not hammer it again
     server = servers[key]
     if server.dead_node() is not None:
-        down[key] = failure_text(kind, RuntimeError(f"server exited: {server.reason()}"))
+        down[key] = failure_text(RuntimeError(f"server exited: {server.reason()}"))
         for cell in cells:
             cell.failure = down[key]
         return
@@ -263,12 +321,12 @@ def _one(rows: list[tuple[Cell, str]], scenario: Scenario, request: BenchRequest
         for cell, label in rows:
             record(cell, report, label, workers=server.workers())
         where = cells[0].placement[-1] if cells[0].placement else ""
-        log(f"round {round_number + 1} {scenario.key:18} {kind.name:24} {cells[0].msgs_per_s[-1]:>12,.0f} msgs/s"
+        log(f"round {round_number + 1} {scenario.key:18} {name:24} {cells[0].msgs_per_s[-1]:>12,.0f} msgs/s"
             + (f"  client on {where}" if where else ""))
     except Exception as exc:  # noqa: BLE001 - any failure is a result to show, with its reason
         for cell in cells:
-            cell.failure = failure_text(kind, exc)
-        log(f"round {round_number + 1} {scenario.key:18} {kind.name:24} {cells[0].failure}")
+            cell.failure = failure_text(exc)
+        log(f"round {round_number + 1} {scenario.key:18} {name:24} {cells[0].failure}")
 
 
 def _one_reference(rows: list[tuple[Cell, str]], request: BenchRequest, server: RunningServer | None,
@@ -293,12 +351,14 @@ def _one_reference(rows: list[tuple[Cell, str]], request: BenchRequest, server: 
 
 
 def write_results(cells: dict[str, dict[str, Cell]], scenarios: tuple[Scenario, ...],
-                  targets: tuple[ServerKind, ...], *, rounds: int, scale: float, out_dir: Path) -> Path:
+                  targets: tuple[ServerKind, ...], *, rounds: int, scale: float, out_dir: Path,
+                  command: str = "") -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     info = machine.describe()
-    text = markdown(cells, scenarios, targets, info=info, rounds=rounds, scale=scale)
-    payload = {"machine": info, "rounds": rounds, "scale": scale, "targets": [t.name for t in targets],
+    text = markdown(cells, scenarios, targets, info=info, rounds=rounds, scale=scale, command=command)
+    payload = {"machine": info, "command": command, "rounds": rounds, "scale": scale,
+               "targets": [t.name for t in targets], "not_yet": NOT_YET,
                "scenarios": [{"key": s.key, "title": s.title, "headline": s.headline,
                               "reference_msgs_per_s": s.reference_msgs_per_s,
                               "request": asdict(scaled(s.request, scale)),
@@ -333,9 +393,20 @@ def main(rounds: int, scale: float, only: str, target_names: str, out_dir: Path)
         raise click.BadParameter(f"no known target in {sorted(names)}")
     cells = run_all(scenarios, targets, rounds=rounds, scale=scale,
                     log=lambda line: click.echo(line, err=True))
-    path = write_results(cells, scenarios, targets, rounds=rounds, scale=scale, out_dir=out_dir)
+    path = write_results(cells, scenarios, targets, rounds=rounds, scale=scale, out_dir=out_dir,
+                         command=command_line())
     click.echo(path.read_text())
     click.echo(f"written: {path}, {path.with_suffix('.json')}, {path.with_suffix('.png')}", err=True)
+    failed = failed_cells(cells)
+    if failed:
+        for key, failure in failed:
+            click.echo(f"appliance {key}: {failure}", err=True)
+        raise SystemExit(f"{len(failed)} appliance scenario(s) failed (see above)")
+
+
+def command_line() -> str:
+    """How this run was started, for the table: `make bench ARGS="..."` runs this module."""
+    return " ".join(["python -m appliance.bench.compare", *(shlex.quote(arg) for arg in sys.argv[1:])])
 
 
 if __name__ == "__main__":

@@ -21,12 +21,24 @@ def rate_text(cell: Cell) -> str:
 
 
 def ratio_text(top: Cell | None, bottom: Cell | None) -> str:
+    """top / bottom of the medians; never of runs of different message counts."""
     if top is None or bottom is None:
         return "–"
+    if top.msgs and bottom.msgs and top.msgs != bottom.msgs:
+        return f"– ({top.msgs:,} vs {bottom.msgs:,} msgs)"
     a, b = top.median_rate(), bottom.median_rate()
     if a is None or b is None or b == 0:
         return "–"
     return f"{a / b:.2f}"
+
+
+def appliance_for(row: dict[str, Cell], other: Cell | None) -> Cell | None:
+    """appliance's cell with the same message count as `other` (its matched-count runs when its own
+    request ran more), else its main cell."""
+    main = row.get(APPLIANCE.name)
+    if other is None or main is None or not other.msgs or main.msgs in (0, other.msgs):
+        return main
+    return row.get(f"{APPLIANCE.name} at {other.msgs:,} msgs", main)
 
 
 def reference_of(scenario: Scenario, row: dict[str, Cell]) -> tuple[float | None, str]:
@@ -46,7 +58,7 @@ def _num(value: float | None, fmt: str) -> str:
 
 
 def markdown(cells: dict[str, dict[str, Cell]], scenarios: tuple[Scenario, ...], targets: tuple[ServerKind, ...],
-             *, info: dict[str, str], rounds: int, scale: float) -> str:
+             *, info: dict[str, str], rounds: int, scale: float, command: str = "") -> str:
     names = [t.name for t in targets]
     lines = [
         "## Benchmark: appliance vs nats-server 2.15.1",
@@ -59,6 +71,7 @@ def markdown(cells: dict[str, dict[str, Cell]], scenarios: tuple[Scenario, ...],
          "Reference: the C reference client (native/bench/reference/pubsub.c) against nats-server in the same "
          "rounds where it says measured, else the issue's C-client figure for this machine."),
         "",
+        *([f"Command: `{command}`", ""] if command else []),
         "| scenario | " + " | ".join(f"{n} msgs/s" for n in names) + " | appliance / nats-server | "
         "appliance / nats-server sync=always | reference (C client) | nats-server / reference |",
         "|---|" + "---:|" * (len(names) + 4),
@@ -66,12 +79,12 @@ def markdown(cells: dict[str, dict[str, Cell]], scenarios: tuple[Scenario, ...],
     for s in scenarios:
         row = cells[s.key]
         reference, reference_text = reference_of(s, row)
-        nats = row.get(NATS_DEFAULT.name)
+        nats, always = row.get(NATS_DEFAULT.name), row.get(NATS_SYNC_ALWAYS.name)
         nats_rate = None if nats is None else nats.median_rate()
         vs_reference = "–" if reference is None or nats_rate is None else f"{nats_rate / reference:.2f}"
         lines.append(f"| {s.title} | " + " | ".join(rate_text(row[n]) for n in names) + " | "
-                     f"{ratio_text(row.get(APPLIANCE.name), nats)} | "
-                     f"{ratio_text(row.get(APPLIANCE.name), row.get(NATS_SYNC_ALWAYS.name))} | "
+                     f"{ratio_text(appliance_for(row, nats), nats)} | "
+                     f"{ratio_text(appliance_for(row, always), always)} | "
                      f"{reference_text} | {vs_reference} |")
     lines += ["", "Latency p50 / p99 (µs; async publish: publish to ack; fetch: pull request to its last "
               "message; sync publish, KV, request: round trip), CPU (cores busy, of " + info["cores"] + "), the "
@@ -123,12 +136,16 @@ def placement_lines(cells: dict[str, dict[str, Cell]], scenarios: tuple[Scenario
 def message_count_lines(cells: dict[str, dict[str, Cell]], scenarios: tuple[Scenario, ...],
                         names: list[str]) -> list[str]:
     """Rows where a server ran fewer messages than the others (nats-server sync=always, which
-    fsyncs each message): a rate is a rate, but the reader should know."""
+    fsyncs each message), with appliance's rate at that count: the ratio column uses it."""
     notes = []
     for s in scenarios:
         counts = {n: cells[s.key][n].msgs for n in names if cells[s.key][n].msgs}
         if len(set(counts.values())) > 1:
-            notes.append(f"{s.title}: " + ", ".join(f"{n} {count:,}" for n, count in counts.items()))
+            extra = [f"{name} {rate_text(cell)} msgs/s" for name, cell in cells[s.key].items()
+                     if name.startswith(f"{APPLIANCE.name} at ")]
+            notes.append(f"{s.title}: " + ", ".join(f"{n} {count:,}" for n, count in counts.items())
+                         + (f" ({', '.join(extra)})" if extra else ""))
     if not notes:
         return []
-    return ["", "Messages per run where they differ: " + "; ".join(notes) + "."]
+    return ["", "Messages per run where they differ (a ratio divides runs of the same count: appliance also ran "
+            "the smaller count in every round): " + "; ".join(notes) + "."]

@@ -2,7 +2,8 @@
 
 `add` names the consumer durably (`name` = `durable_name`) on `CONSUMER.CREATE.<stream>.<name>`;
 `next` sends one pull request per message to `CONSUMER.MSG.NEXT` and acks it unless `--no-ack`.
-Never prompts: `rm` needs `-f`.
+`add` on a terminal asks natscli's questions for what its flags left out (consumer_questions.py);
+nothing else prompts: `rm` needs `-f`.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from appliance import limits
-from appliance.cli import jsapi
-from appliance.cli.consumer_config import ConsumerFlags, consumer_config
+from appliance.cli import jsapi, prompts
+from appliance.cli.consumer_config import ConsumerFlags, consumer_config, missing_flags
+from appliance.cli.consumer_questions import next_consumer_question
 from appliance.cli.format import NS_PER_S
 from appliance.cli.jsapi import API_NAME, CommandError, Connection, JsonDict, api_request, connection_options
 from appliance.cli.render_consumer import consumer_info_text, consumer_list_table, next_message_header
@@ -69,6 +71,7 @@ def consumer() -> None:
 @click.option("--inactive-threshold", default=None, help="Remove after this long without activity.")
 @click.option("--replicas", type=click.IntRange(0, 5), default=None, help="0 inherits the stream's.")
 @click.option("--description", default=None)
+@click.option("--headers-only/--no-headers-only", default=None, help="Deliver headers only, without bodies.")
 @click.option(
     "--defaults", "use_defaults", is_flag=True, help="Pull, explicit ack, deliver all for what is not given."
 )
@@ -80,6 +83,8 @@ def add(
     """Create a consumer: `consumer add ORDERS NEW --pull --ack explicit --filter orders.new`."""
     try:
         flags = ConsumerFlags(**values)  # type: ignore[arg-type]
+        if not use_defaults and missing_flags(flags) and prompts.on_terminal():
+            flags = prompts.ask_missing(flags, next_consumer_question)  # natscli's questions
         config = consumer_config(name, flags, use_defaults=use_defaults)
     except FlagError as exc:
         jsapi.fail(str(exc))

@@ -1,8 +1,9 @@
 """From `consumer add` flags to a JetStream ConsumerConfig (pure).
 
-Without `--defaults` the kind (`--pull` or `--deliver SUBJECT`) and `--ack` must be given, since
-this CLI never prompts; with it, natscli's answers apply: pull, explicit ack, deliver all,
-instant replay. Fields not given are left out so the server's defaults apply.
+Without `--defaults` the kind (`--pull` or `--deliver SUBJECT`) and `--ack` must be given, or on a
+terminal natscli's questions ask for them (consumer_questions.py); with it, natscli's answers
+apply: pull, explicit ack, deliver all, instant replay. Fields not given are left out so the
+server's defaults apply.
 """
 
 from __future__ import annotations
@@ -34,6 +35,13 @@ class ConsumerFlags:
     inactive_threshold: str | None = None
     replicas: int | None = None
     description: str | None = None
+    headers_only: bool | None = None
+
+
+def missing_flags(flags: ConsumerFlags) -> list[str]:
+    """The flags `consumer add` needs without --defaults (on a terminal it asks for them instead)."""
+    return ([] if flags.pull or flags.deliver_subject is not None else ["--pull or --deliver SUBJECT"]) + (
+        [] if flags.ack_policy else ["--ack"])
 
 
 def consumer_config(name: str, flags: ConsumerFlags, *, use_defaults: bool) -> JsonDict:
@@ -42,11 +50,10 @@ def consumer_config(name: str, flags: ConsumerFlags, *, use_defaults: bool) -> J
         raise FlagError("--pull and --deliver are exclusive")
     push = flags.deliver_subject is not None
     if not use_defaults:
-        missing = ([] if flags.pull or push else ["--pull or --deliver SUBJECT"]) + (
-            [] if flags.ack_policy else ["--ack"]
-        )
+        missing = missing_flags(flags)
         if missing:
-            raise FlagError(f"{', '.join(missing)} required (or pass --defaults); this CLI never prompts")
+            raise FlagError(f"{', '.join(missing)} required (or pass --defaults); not asking: stdin is not a "
+                            "terminal")
     config: JsonDict = {
         "name": name,
         "durable_name": name,
@@ -76,6 +83,8 @@ def consumer_config(name: str, flags: ConsumerFlags, *, use_defaults: bool) -> J
     _maybe(config, "max_waiting", flags.max_waiting)
     _maybe(config, "num_replicas", flags.replicas)
     _maybe(config, "flow_control", flags.flow_control)
+    if flags.headers_only:
+        config["headers_only"] = True
     for key, text, flag in (
         ("ack_wait", flags.ack_wait, "--wait"),
         ("idle_heartbeat", flags.heartbeat, "--heartbeat"),

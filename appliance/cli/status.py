@@ -4,30 +4,33 @@ Exit codes: 0 healthy, 1 degraded (a worker starting, restarting, late or in lam
 2 down (no worker serves, the supervisor is stopping, or it cannot be reached within
 limits.STATUS_CLIENT_TIMEOUT_S). The supervisor answers on its own, so this works while workers
 are wedged. Which socket: `--socket PATH`, else the rule of appliance/supervisor/control.py for
-`--port` or the port of `-c FILE` (default 4222).
+`--port` or the port of `-c FILE`; with none of these, the one supervisor registered on this host
+(appliance/supervisor/registry.py). Several registered: exit 2 with the list and how to choose;
+none: exit 2 saying that no server runs.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import click
 
 from appliance import limits
 from appliance.errors import BrokenError, ConfigError
-from appliance.supervisor.control import JsonObject, find_socket_path, request
+from appliance.supervisor.control import JsonObject, find_socket_path, request, run_dirs
+from appliance.supervisor.registry import running
 
 EXIT_DOWN = 2
 EXIT_CODES = {"ok": 0, "degraded": 1, "down": 2}
-DEFAULT_PORT = 4222
 
 
 @click.command()
 @click.option("-c", "--config", "config_file", type=click.Path(dir_okay=False, path_type=Path),
               help="The server's config file (its client port names the control socket).")
-@click.option("-p", "--port", type=int, help="The server's client port (default 4222).")
+@click.option("-p", "--port", type=int, help="The server's client port (default: the one server registered here).")
 @click.option("--socket", "socket_path", type=click.Path(path_type=Path), help="The control socket itself.")
 @click.option("--json", "as_json", is_flag=True, help="Print the supervisor's answer as JSON.")
 @click.option("--timeout", "timeout_s", type=float, default=limits.STATUS_CLIENT_TIMEOUT_S, show_default=True,
@@ -36,7 +39,8 @@ def status(config_file: Path | None, port: int | None, socket_path: Path | None,
            timeout_s: float) -> None:
     """Show the health of the local server; exit 0 healthy, 1 degraded, 2 down."""
     try:
-        path = socket_path or find_socket_path(_port(config_file, port))
+        path = socket_path or (find_socket_path(_port(config_file, port)) if config_file or port is not None
+                               else _registered_socket(as_json=as_json))
     except ConfigError as exc:
         for problem in exc.problems:
             click.echo(f"appliance: {problem}", err=True)
@@ -56,11 +60,34 @@ def status(config_file: Path | None, port: int | None, socket_path: Path | None,
     sys.exit(EXIT_CODES.get(str(answer.get("health")), EXIT_DOWN))
 
 
+def _registered_socket(*, as_json: bool) -> Path:
+    """The control socket of the only supervisor registered on this host; exits 2 when there is
+    none or more than one (listing them)."""
+    servers = running()
+    if len(servers) == 1:
+        return Path(servers[0].control_socket)
+    if not servers:
+        searched = ", ".join(str(d) for d in run_dirs())
+        reason = f"no appliance server runs on this host (no live registration in {searched})"
+        if as_json:
+            click.echo(json.dumps({"health": "down", "reasons": [reason], "servers": []}, indent=2))
+        else:
+            click.echo(f"Health: DOWN\n  - {reason}")
+        sys.exit(EXIT_DOWN)
+    choose = "choose one with -p PORT (its client port), -c FILE (its config) or --socket PATH"
+    if as_json:
+        click.echo(json.dumps({"health": "unknown", "reasons": [f"{len(servers)} servers run: {choose}"],
+                               "servers": [asdict(server) for server in servers]}, indent=2))
+    else:
+        click.echo(f"{len(servers)} appliance servers run on this host; {choose}:")
+        click.echo("\n".join(f"  {server.describe()}" for server in servers))
+    sys.exit(EXIT_DOWN)
+
+
 def _port(config_file: Path | None, port: int | None) -> int:
     if port is not None:
         return port
-    if config_file is None:
-        return DEFAULT_PORT
+    assert config_file is not None, "called with -p or -c"
     from appliance.config.load import load_config
 
     configured = load_config(str(config_file)).port

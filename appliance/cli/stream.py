@@ -1,7 +1,8 @@
 """`appliance stream add|edit|info|ls|rm|purge|get|view|cluster`: the `nats stream` verbs.
 
 Each verb is a few standard `$JS.API.STREAM.*` requests through nats-py and a rendering from
-render_stream; `--json` prints the API's own JSON. Never prompts: destructive verbs need `-f`.
+render_stream; `--json` prints the API's own JSON. `add` on a terminal asks natscli's questions
+for what its flags left out (stream_questions.py); nothing else prompts: destructive verbs need `-f`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 import click
 from nats.aio.client import Client
 
-from appliance.cli import jsapi
+from appliance.cli import jsapi, prompts
 from appliance.cli.format import local_time, parse_go_time
 from appliance.cli.jsapi import API_NAME, CommandError, Connection, JsonDict, api_request, connection_options
 from appliance.cli.render_message import parse_header_block, stored_message_text, view_message_text
@@ -24,8 +25,10 @@ from appliance.cli.stream_config import (
     FlagError,
     StreamFlags,
     edited_stream_config,
+    missing_flags,
     new_stream_config,
 )
+from appliance.cli.stream_questions import next_stream_question
 
 API = "$JS.API.STREAM"
 
@@ -94,7 +97,10 @@ stream.add_command(cluster)
 def add(name: str, use_defaults: bool, as_json: bool, conn: Connection, **values: Any) -> None:
     """Create a stream: `stream add ORDERS --subjects 'orders.>' --replicas 3 --storage file`."""
     try:
-        config = new_stream_config(name, _flags(values), use_defaults=use_defaults)
+        flags = _flags(values)
+        if not use_defaults and missing_flags(flags) and prompts.on_terminal():
+            flags = prompts.ask_missing(flags, next_stream_question)  # natscli's questions
+        config = new_stream_config(name, flags, use_defaults=use_defaults)
     except FlagError as exc:
         jsapi.fail(str(exc))
 

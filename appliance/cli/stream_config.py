@@ -153,13 +153,20 @@ def flags_to_fields(flags: StreamFlags) -> JsonDict:
     return fields
 
 
+def missing_flags(flags: StreamFlags) -> list[str]:
+    """The flags `stream add` needs without --defaults (on a terminal it asks for them instead)."""
+    fields = flags_to_fields(flags)
+    return [flag for key, flag in REQUIRED_WITHOUT_DEFAULTS if key not in fields]
+
+
 def new_stream_config(name: str, flags: StreamFlags, *, use_defaults: bool) -> JsonDict:
     """The StreamConfig of `stream add`: flags over natscli's defaults (with --defaults)."""
     fields = flags_to_fields(flags)
     if not use_defaults:
-        missing = [flag for key, flag in REQUIRED_WITHOUT_DEFAULTS if key not in fields]
+        missing = missing_flags(flags)
         if missing:
-            raise FlagError(f"{', '.join(missing)} required (or pass --defaults); this CLI never prompts")
+            raise FlagError(f"{', '.join(missing)} required (or pass --defaults); not asking: stdin is not a "
+                            "terminal")
     return {"name": name, **DEFAULTS, **fields}
 
 

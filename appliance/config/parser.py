@@ -139,7 +139,9 @@ class _Parser:
         try:
             tokens = tokenize(self.text)
         except LexError as error:
-            raise ConfigError([f"{self.filename}:{error.line}:{error.column}: {error.message}"]) from None
+            # nats-server's words ("Parse error on line N: '...'", which wrappers look for) after our position
+            raise ConfigError([f"{self.filename}:{error.line}:{error.column}: Parse error on line {error.line}: "
+                               f"'{error.message}'"]) from None
         for token in tokens:
             self.step(token)
         return self.root

@@ -16,7 +16,6 @@ import logging
 import os
 import random
 import shutil
-import tempfile
 import time
 from collections.abc import Callable
 
@@ -53,13 +52,13 @@ from appliance.store.filestore import FileStoreConfig, FileStreamStore
 from appliance.store.sealer import BackgroundSealer
 from appliance.store.layout import SyncJob
 from appliance.store.memory import MemoryStreamStore
+from appliance.store.store_dir import store_root_of
 
 logger = logging.getLogger(__name__)
 
 
 def store_root(options: ServerOptions) -> str:
-    base = options.jetstream.store_dir or os.path.join(tempfile.gettempdir(), "appliance")
-    return os.path.join(base, "jetstream")
+    return store_root_of(options.jetstream.store_dir)
 
 
 PEER_FILE = "peer"

@@ -130,8 +130,9 @@ class ServerMonitorView:
     """
 
     def __init__(self, server: Server, http_listener: socket.socket | None,
-                 fabric: LocalFabric | None = None) -> None:
+                 fabric: LocalFabric | None = None, *, cores: int | None = None) -> None:
         self._server = server
+        self._cores = cores  # the server's CPUs when this process is pinned to fewer (a worker)
         self._fabric = fabric
         self._peers: list[dict[str, Any]] = []
         if fabric is not None:
@@ -259,7 +260,7 @@ class ServerMonitorView:
         with self._process.oneshot():
             rss = self._process.memory_info().rss
             cpu = self._process.cpu_percent()
-        cores = len(os.sched_getaffinity(0))
+        cores = self._cores or len(os.sched_getaffinity(0))
         return ProcessUsage(rss_bytes=rss, cpu_percent=cpu, cores=cores, max_procs=1)
 
     def connections(self, state: ConnState) -> list[ConnectionInfo]:
@@ -347,8 +348,8 @@ def provide_snapshots(server: Server, fabric: LocalFabric) -> None:
     ServerMonitorView(server, None, fabric)
 
 
-async def start_monitoring(server: Server, listener: socket.socket, fabric: LocalFabric | None = None
-                           ) -> MonitorServer:
-    monitor = MonitorServer(MonitorApp(ServerMonitorView(server, listener, fabric)), listener)
+async def start_monitoring(server: Server, listener: socket.socket, fabric: LocalFabric | None = None,
+                           *, cores: int | None = None) -> MonitorServer:
+    monitor = MonitorServer(MonitorApp(ServerMonitorView(server, listener, fabric, cores=cores)), listener)
     await monitor.start()
     return monitor

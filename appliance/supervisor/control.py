@@ -2,10 +2,12 @@
 
 Where the socket is (the rule `appliance status` follows too):
     <run dir>/appliance-<client port>.sock
-where <run dir> is $APPLIANCE_RUN_DIR when set; otherwise /run/appliance when it exists and is
-writable (systemd's RuntimeDirectory=appliance), else the temp dir ($TMPDIR or /tmp). The client
+where <run dir> is $APPLIANCE_RUN_DIR when set (tests point it at a temp dir); otherwise the first
+usable of /run/appliance (created when running as root; systemd's RuntimeDirectory=appliance),
+$XDG_RUNTIME_DIR/appliance (created, mode 0700) and the temp dir ($TMPDIR or /tmp). The client
 port is the real bound port, so `appliance status --port 4222` or `-c FILE` (its port) finds the
-server; `--socket PATH` names it directly. The socket is mode 0660.
+server; `--socket PATH` names it directly. The socket is mode 0660. Next to it the supervisor
+registers itself (appliance/supervisor/registry.py), so a bare `appliance status` finds it.
 
 Protocol: one JSON object per line. The client sends {"request": "status"}; the supervisor
 answers one JSON line and closes. The server side is non-blocking and lives in the supervisor's
@@ -24,7 +26,7 @@ import socket
 import stat
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,6 +36,7 @@ from appliance.errors import BrokenError, LimitExceeded
 logger = logging.getLogger(__name__)
 
 RUN_DIR_ENV = "APPLIANCE_RUN_DIR"
+XDG_RUNTIME_DIR_ENV = "XDG_RUNTIME_DIR"
 SYSTEM_RUN_DIR = Path("/run/appliance")
 SOCKET_MODE = 0o660
 
@@ -47,23 +50,40 @@ def socket_name(port: int) -> str:
     return f"appliance-{port}.sock"
 
 
-def run_dirs(environ: dict[str, str] | None = None) -> list[Path]:
+def run_dirs(environ: Mapping[str, str] | None = None) -> list[Path]:
+    """The run dirs, in the order a supervisor tries them and `appliance status` reads them."""
     env = os.environ if environ is None else environ
     if env.get(RUN_DIR_ENV):
         return [Path(env[RUN_DIR_ENV])]
-    return [SYSTEM_RUN_DIR, Path(tempfile.gettempdir())]
+    dirs = [SYSTEM_RUN_DIR]
+    if env.get(XDG_RUNTIME_DIR_ENV):
+        dirs.append(Path(env[XDG_RUNTIME_DIR_ENV]) / "appliance")
+    return [*dirs, Path(tempfile.gettempdir())]
 
 
-def server_socket_path(port: int, environ: dict[str, str] | None = None) -> Path:
-    """Where a supervisor serving `port` puts its control socket."""
+def server_socket_path(port: int, environ: Mapping[str, str] | None = None, *, is_root: bool | None = None) -> Path:
+    """Where a supervisor serving `port` puts its control socket (creating the run dir it may own)."""
     dirs = run_dirs(environ)
+    root = os.geteuid() == 0 if is_root is None else is_root
     for directory in dirs:
+        if directory != dirs[-1] and (root or directory != SYSTEM_RUN_DIR):
+            _make_run_dir(directory)
         if directory.is_dir() and os.access(directory, os.W_OK | os.X_OK):
             return directory / socket_name(port)
     return dirs[-1] / socket_name(port)
 
 
-def find_socket_path(port: int, environ: dict[str, str] | None = None) -> Path:
+def _make_run_dir(directory: Path) -> None:
+    """Create a run dir whose parent exists (/run, $XDG_RUNTIME_DIR, $APPLIANCE_RUN_DIR's); never a tree."""
+    try:
+        directory.mkdir(mode=0o700 if directory != SYSTEM_RUN_DIR else 0o755)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        logger.debug("run dir %s not usable: %s", directory, exc)
+
+
+def find_socket_path(port: int, environ: Mapping[str, str] | None = None) -> Path:
     """Where `appliance status` looks for the supervisor of `port`: the first socket that exists."""
     candidates = [directory / socket_name(port) for directory in run_dirs(environ)]
     for path in candidates:

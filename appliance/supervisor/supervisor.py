@@ -24,6 +24,7 @@ import os
 import selectors
 import signal
 import subprocess
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -43,8 +44,10 @@ from appliance.supervisor.control import ControlServer, JsonObject, server_socke
 from appliance.supervisor.health import Health, assess_health
 from appliance.supervisor.identity import generate_server_id
 from appliance.supervisor.notify import Notifier
+from appliance.supervisor.registry import Registration, register, unregister
 from appliance.supervisor.report import ProcessSample, status_report, worker_entry
 from appliance.supervisor.restart import RestartPolicy, RestartTracker, failures_after_exit, restart_delay_s
+from appliance.store.store_dir import store_dir_problem, store_root_of
 from appliance.supervisor.sockets import Listeners, join_host_port, open_listeners
 from appliance.supervisor.spawn import SpawnedWorker, spawn_worker
 from appliance.supervisor.status_table import StatusTable, WorkerState
@@ -125,6 +128,7 @@ class Supervisor:
         self.listeners: Listeners | None = None
         self.table: StatusTable | None = None
         self.control: ControlServer | None = None
+        self.registration: Path | None = None  # our entry in the run dir (appliance/supervisor/registry.py)
         self.mesh: RingMesh | None = None  # the local links between workers (none with one worker)
         self.own_process = psutil.Process()
         self.own_sample = ProcessSample()
@@ -177,6 +181,8 @@ class Supervisor:
         placements = topology.place_workers(count, topology=nodes, usable=usable)
         for node in sorted(set(self.options.appliance.numa_store_dirs) - set(nodes.nodes)):
             logger.warning("appliance.numa_store_dirs names NUMA node %d, which this host does not have", node)
+        if self.options.jetstream.enabled:
+            self._check_store_dirs(placements)
         self.listeners = open_listeners(self.options)
         self._write_pid_file()
         self.table = StatusTable.create(count)
@@ -184,6 +190,10 @@ class Supervisor:
             self.mesh = create_mesh(count, ring_bytes=self.options.appliance.ring_bytes)
         self.control = ControlServer(server_socket_path(self.listeners.client_port), self._answer)
         self.control.register(self.selector)
+        try:
+            self.registration = register(self._registration())
+        except OSError as exc:  # the server runs; only a bare `appliance status` will not find it
+            logger.warning("Could not register in %s: %s", self.control.path.parent, exc)
         on_wake: EventHandler = lambda mask: self._drain_wake_pipe()
         self.selector.register(self._wake_read, selectors.EVENT_READ, on_wake)
         cores = [p.core for p in placements]
@@ -197,8 +207,21 @@ class Supervisor:
         for slot in self.slots:
             self._spawn(slot, now)
 
+    def _check_store_dirs(self, placements: list[topology.Placement]) -> None:
+        """Every store dir a worker will use exists (created if missing), is a directory and takes
+        a written, fsynced page; else the server does not start (nats-server's words, and the path)."""
+        configured = self.options.jetstream.store_dir
+        bases = {topology.store_dir_for_node(self.options.appliance.numa_store_dirs, p.numa_node, configured)
+                 for p in placements}
+        for base in sorted(bases):
+            for path in ([base] if base else []) + [store_root_of(base)]:
+                problem = store_dir_problem(path)
+                if problem is not None:
+                    raise StartupError(f"Can't start JetStream: {problem}: {path}")
+
     def _log_banner(self) -> None:
-        logger.info("Starting nats-server")
+        # what runs, for an operator reading journald; the lines after keep nats-server's shape
+        logger.info("Starting appliance %s (nats-server %s protocol)", __version__, NATS_VERSION)
         logger.info("  Version:  %s", NATS_VERSION)
         logger.info("  Git:      [appliance %s]", __version__)
         logger.info("  Name:     %s", self.server_name)
@@ -229,7 +252,21 @@ class Supervisor:
             slot.worker.process.wait()
             self._forget_process(slot, WorkerState.STOPPED)
 
+    def _registration(self) -> Registration:
+        assert self.listeners is not None and self.control is not None
+        cluster_port = self.options.cluster.port
+        return Registration(
+            pid=os.getpid(), server_name=self.server_name,
+            client_url=join_host_port(self.options.host, self.listeners.client_port),
+            client_port=self.listeners.client_port, http_port=self.listeners.http_port,
+            cluster_port=cluster_port if cluster_port > 0 else None,
+            config_file=str(Path(self.options.config_file).resolve()) if self.options.config_file else "",
+            control_socket=str(self.control.path),
+            started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.start_wall_s)))
+
     def _teardown(self) -> None:
+        if self.registration is not None:
+            unregister(self.registration)
         if self.control is not None:
             self.control.close()
         if self.table is not None:
@@ -308,6 +345,8 @@ class Supervisor:
         extra: dict[str, object] = {
             "store_dir": topology.store_dir_for_node(self.options.appliance.numa_store_dirs, placement.numa_node,
                                                      self.options.jetstream.store_dir),
+            # the server's CPUs (/varz cores, nats-server's runtime.NumCPU), not the one a worker is pinned to
+            "server_cores": len(topology.usable_cpus()),
         }
         extra_fds: tuple[int, ...] = ()
         if self.mesh is not None:

@@ -80,7 +80,8 @@ async def serve_worker(ctx: WorkerContext) -> int:
 async def _start_monitor(server: Server, ctx: WorkerContext, fabric: LocalFabric | None) -> MonitorServer:
     assert ctx.http_listener is not None
     ctx.http_listener.setblocking(False)
-    return await start_monitoring(server, ctx.http_listener, fabric)
+    cores = ctx.extra.get("server_cores")
+    return await start_monitoring(server, ctx.http_listener, fabric, cores=cores if isinstance(cores, int) else None)
 
 
 def _start_fabric(server: Server, ctx: WorkerContext,

@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from appliance.bench import compare, servers
 
@@ -19,8 +20,8 @@ def test_alternating_rounds_against_nats_server_and_appliance(tmp_path: Path) ->
         nats = cells[scenario.key][servers.NATS_DEFAULT.name]
         assert len(nats.msgs_per_s) == 2 and nats.failure == ""
         appliance = cells[scenario.key][servers.APPLIANCE.name]
-        # until the server can serve a scenario, the table says so with the reason
-        assert len(appliance.msgs_per_s) == 2 or appliance.failure.startswith("cannot run yet: ")
+        assert len(appliance.msgs_per_s) == 2 and appliance.failure == "", appliance.failure
+    assert compare.failed_cells(cells) == []
     assert [line.split()[:3] for line in lines if line.startswith("round")][:2] == [
         ["round", "1", "pub"], ["round", "1", "pub"]]  # A B, then A B again
 
@@ -74,3 +75,44 @@ def test_without_nats_server_the_reference_says_why() -> None:
     scenarios = tuple(s for s in compare.SCENARIOS if s.key == "pubsub")
     cells = compare.run_all(scenarios, (), rounds=1, scale=0.001, log=lambda _line: None)
     assert cells["pubsub"][compare.REFERENCE].failure.startswith("not measured: nats-server (defaults) is not")
+
+
+def test_appliance_also_runs_the_smaller_count_of_nats_server_sync_always(tmp_path: Path) -> None:
+    scenarios = tuple(s for s in compare.SCENARIOS if s.key == "js-pub-async")
+    targets = (servers.NATS_SYNC_ALWAYS, servers.APPLIANCE)
+    lines: list[str] = []
+    cells = compare.run_all(scenarios, targets, rounds=1, scale=0.001, log=lines.append)
+    row = cells["js-pub-async"]
+    assert (row[servers.APPLIANCE.name].msgs, row[servers.NATS_SYNC_ALWAYS.name].msgs) == (200, 20)
+    same = row[compare.matched(20)]
+    assert same.failure == "" and same.msgs == 20 and len(same.msgs_per_s) == 1
+    text = compare.write_results(cells, scenarios, targets, rounds=1, scale=0.001, out_dir=tmp_path,
+                                 command="python -m appliance.bench.compare --only js-pub-async").read_text()
+    line = next(x for x in text.splitlines() if x.startswith("| JS R1 async pub 128 B"))
+    expected = same.msgs_per_s[0] / row[servers.NATS_SYNC_ALWAYS.name].msgs_per_s[0]
+    assert f"| {expected:.2f} |" in line
+    assert json.loads((tmp_path / "latest.json").read_text())["command"].endswith("--only js-pub-async")
+
+
+def test_a_scenario_declared_not_yet_is_not_run_and_says_why() -> None:
+    scenarios = tuple(s for s in compare.SCENARIOS if s.key == "r3-js-pub-sync")
+    lines: list[str] = []
+    cells = compare.run_all(scenarios, (servers.APPLIANCE,), rounds=1, scale=0.001, log=lines.append)
+    cell = cells["r3-js-pub-sync"][servers.APPLIANCE.name]
+    assert cell.failure == "cannot run yet: " + compare.NOT_YET["r3-js-pub-sync"] and not cell.msgs_per_s
+    assert lines == [] and compare.failed_cells(cells) == []
+
+
+def test_make_bench_exits_non_zero_when_an_appliance_scenario_failed(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    def run_all(scenarios: tuple[compare.Scenario, ...], targets: tuple[servers.ServerKind, ...],
+                **_: object) -> dict[str, dict[str, compare.Cell]]:
+        return {"pub": {servers.NATS_DEFAULT.name: compare.Cell([1e6], msgs=2000),
+                        servers.APPLIANCE.name: compare.Cell(failure="failed: TimeoutError: no PONG")}}
+
+    monkeypatch.setattr(compare, "run_all", run_all)
+    result = CliRunner().invoke(compare.main, ["--only", "pub", "--targets", "nats-server,appliance",
+                                               "--out", str(tmp_path)])
+    assert result.exit_code == 1
+    assert "appliance pub: failed: TimeoutError: no PONG" in result.output
+    assert "1 appliance scenario(s) failed" in result.output

@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 
-from appliance.bench.compare import SCENARIOS, Cell, failure_text
+from appliance.bench.compare import SCENARIOS, Cell, failure_text, matched
 from appliance.bench.orchestrate import Outcome
 from appliance.bench.plan import BenchRequest, make_plan
 from appliance.bench.progress import ProgressView, human_rate, render
@@ -75,19 +75,37 @@ def test_comparison_table_shows_ratios_and_reasons() -> None:
                 NATS_SYNC_ALWAYS.name: Cell([2_000_000]),
                 APPLIANCE.name: Cell([1_050_000])},
         "pubsub": {NATS_DEFAULT.name: Cell([900_000]), NATS_SYNC_ALWAYS.name: Cell([900_000]),
-                   APPLIANCE.name: Cell(failure=failure_text(APPLIANCE, TimeoutError("no PONG")))},
+                   APPLIANCE.name: Cell(failure=failure_text(TimeoutError("no PONG")))},
     }
     text = markdown(cells, scenarios, (NATS_DEFAULT, NATS_SYNC_ALWAYS, APPLIANCE), info=INFO, rounds=3, scale=1.0)
     pub_row = next(line for line in text.splitlines() if line.startswith("| core pub 128 B"))
     assert "| 2,100,000 | 2,000,000 | 1,050,000 | 0.50 | 0.53 | 2,500,000 | 0.84 |" in pub_row
     pubsub_row = next(line for line in text.splitlines() if line.startswith("| core pub+sub"))
-    assert "cannot run yet: TimeoutError: no PONG" in pubsub_row
+    assert "failed: TimeoutError: no PONG" in pubsub_row
     assert "Test CPU, 2 cores" in text and "Medians of 3 alternating rounds" in text
 
 
-def test_a_failing_nats_server_is_not_called_unfinished() -> None:
-    assert failure_text(NATS_DEFAULT, OSError("x")) == "failed: OSError: x"
-    assert failure_text(APPLIANCE, OSError("x")) == "cannot run yet: OSError: x"
+def test_a_failure_of_any_server_is_called_failed_not_unfinished() -> None:
+    assert failure_text(OSError("x")) == "failed: OSError: x"
+    assert failure_text(TimeoutError("no PONG")) == "failed: TimeoutError: no PONG"
+
+
+def test_a_ratio_never_divides_runs_of_different_message_counts() -> None:
+    scenarios = tuple(s for s in SCENARIOS if s.key == "js-pub-async")
+    always = Cell([2_000.0], msgs=20_000)
+    row = {NATS_DEFAULT.name: Cell([80_000.0], msgs=200_000), NATS_SYNC_ALWAYS.name: always,
+           APPLIANCE.name: Cell([60_000.0], msgs=200_000)}
+    text = markdown({"js-pub-async": row}, scenarios, (NATS_DEFAULT, NATS_SYNC_ALWAYS, APPLIANCE), info=INFO,
+                    rounds=1, scale=1.0, command="python -m appliance.bench.compare --scale 1")
+    line = next(line for line in text.splitlines() if line.startswith("| JS R1 async pub 128 B"))
+    assert "| 0.75 | – (200,000 vs 20,000 msgs) |" in line  # no matched run: no ratio
+    row[matched(20_000)] = Cell([50_000.0], msgs=20_000)
+    text = markdown({"js-pub-async": row}, scenarios, (NATS_DEFAULT, NATS_SYNC_ALWAYS, APPLIANCE), info=INFO,
+                    rounds=1, scale=1.0, command="python -m appliance.bench.compare --scale 1")
+    line = next(line for line in text.splitlines() if line.startswith("| JS R1 async pub 128 B"))
+    assert "| 0.75 | 25.00 |" in line  # appliance's own 20,000-message runs against sync=always's
+    assert "Command: `python -m appliance.bench.compare --scale 1`" in text
+    assert "appliance at 20,000 msgs 50,000 msgs/s" in text
 
 
 def test_several_clients_of_a_role_get_a_spread_line() -> None:

@@ -93,7 +93,7 @@ def test_stream_add_errors_are_nats_style_lines(server: NatsServer) -> None:
     assert (
         fails(server, "stream", "add", "X")
         == "nats: error: --subjects, --storage, --replicas required (or pass --defaults); "
-        "this CLI never prompts\n"
+        "not asking: stdin is not a terminal\n"
     )
     ok(server, "stream", "add", "DUP", "--subjects", "dup", "--defaults")
     assert (
@@ -288,7 +288,7 @@ def test_push_consumer_and_defaults(server: NatsServer) -> None:
     assert (
         fails(server, "consumer", "add", "PUSH", "Q")
         == "nats: error: --pull or --deliver SUBJECT, --ack required (or pass --defaults); "
-        "this CLI never prompts\n"
+        "not asking: stdin is not a terminal\n"
     )
 
 

@@ -340,6 +340,24 @@ def test_both_report_every_unknown_field_with_its_line(nats_server: RunServer, t
     assert problems == [f'{path}:2:1: unknown field "foo_bar"', f'{path}:3:1: unknown field "baz"']
 
 
+@pytest.mark.parametrize("text", ["port: 4333\nserver_name: a b c }\n", "port: 4333\nfoo { a: 1 \n",
+                                  "port: 4333\nfoo = [1,2\n}\n", 'a: "\\q"\n'])
+def test_a_syntax_error_says_parse_error_with_nats_servers_text(nats_server: RunServer, tmp_path: Path,
+                                                                text: str) -> None:
+    """Tools that wrap nats-server look for its "Parse error on line N: '...'"; ours says the same
+    words after file:line:col."""
+    path = write_case(tmp_path, "syntax", text)
+    real = nats_server(["-c", path.name], CASE_ENV, tmp_path)
+    assert real.returncode == 1
+    said = real.stderr.strip().removeprefix("nats-server: ")
+    assert said.startswith("Parse error on line ")
+    with pytest.raises(ConfigError) as caught:
+        options_from_text(text, filename=str(path), env=CASE_ENV)
+    [problem] = caught.value.problems
+    position, _, words = problem.partition(": ")
+    assert position.startswith(f"{path}:") and words == said
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))

@@ -229,6 +229,12 @@ def test_syntax_errors_carry_file_line_and_column() -> None:
     assert problem("a: 1\nb: \"x\\q\"\n").startswith("t.conf:2:")
 
 
+def test_syntax_errors_say_parse_error_as_nats_server_does() -> None:
+    assert problem("port: 4333\nserver_name: a b c }\n") == (
+        "t.conf:2:17: Parse error on line 2: 'Expected a top-level value to end with a new line, comment or EOF, "
+        "but got 'b' instead.'")
+
+
 # --- tokens ---------------------------------------------------------------------------------
 def test_include_is_a_keyword_where_a_key_starts() -> None:
     kinds = [(t.kind, t.text) for t in tokenize("include ./inc/extra.conf\nm { include 'x.conf' }\n")]

@@ -78,7 +78,7 @@ def test_path_rule_uses_the_env_dir_first(tmp_path: Path) -> None:
 
 
 def test_path_rule_without_env_is_run_dir_or_temp_dir() -> None:
-    path = server_socket_path(4222, {})
+    path = server_socket_path(4222, {}, is_root=False)  # as root it would create /run/appliance on the host
     assert path.name == "appliance-4222.sock"
     assert path.parent in (SYSTEM_RUN_DIR, Path(tempfile.gettempdir()))
 

