@@ -38,7 +38,7 @@ from appliance.jetstream.config import (
 from appliance.jetstream.decode import decode_object
 from appliance.jetstream.request import TYPE_PREFIX, Request, body_of
 from appliance.jetstream.stream import HDR_TTL, parse_ttl, store_limits
-from appliance.jetstream.wire import go_json, header_value
+from appliance.jetstream.wire import go_json, header_value, parse_rfc3339
 from appliance.store import api as store_api
 from appliance.store import archive, s2frame
 from appliance.store.filestore import FileStoreConfig, FileStreamStore
@@ -248,7 +248,7 @@ class RestoreSession:
         assert self.state is not None and self.store is not None
         last_seq = max(self.last_seq, _uint(self.state.get("last_seq", 0), "last_seq"))
         store = self.store
-        store.finish_restore(last_seq, store.state().last_ts_ns)  # type: ignore[attr-defined]
+        store.finish_restore(last_seq, self._last_ts_ns(store))  # type: ignore[attr-defined]
         if isinstance(store, FileStreamStore):
             store.close()
             target = ajs.stream_dir(self.name)
@@ -286,6 +286,17 @@ class RestoreSession:
             raise ApplianceError(why)
         advisories.stream_action(ajs, self.name, "create")
         return stream
+
+    def _last_ts_ns(self, store: store_api.StreamStore) -> int:
+        """The backup's last_ts (the time of its last message, kept when that one was deleted)."""
+        assert self.state is not None
+        text = self.state.get("last_ts")
+        if isinstance(text, str) and text and not text.startswith("0001-01-01"):
+            try:
+                return max(parse_rfc3339(text), store.state().last_ts_ns)
+            except ValueError:
+                pass
+        return store.state().last_ts_ns
 
     def _fail(self, reply: str, exc: Exception) -> None:
         logger.warning("Restore failed for stream '%s > %s': %s", self.ajs.account.name, self.name, exc)
