@@ -104,6 +104,7 @@ class RestoreSession:
         self.bytes = 0
         self.workdir = os.path.join(ajs.service.root, ajs.account.name, "_restore", self.id)
         self.done = False
+        self.failure: Exception | None = None  # the backup is bad: the upload is drained, then refused
         self._max_payload = ajs.server.options.max_payload
         ajs.restoring[self.name] = self
         self._sub = ajs.client.subscribe(self.subject.encode(), self._on_chunk)
@@ -123,13 +124,20 @@ class RestoreSession:
             self._timer.cancel()
             self._timer = None
         if not body:
-            self._complete(reply_s)
+            if self.failure is not None:
+                self._fail(reply_s, self.failure)
+            else:
+                self._complete(reply_s)
             return
-        try:
-            self._feed(body)
-        except (ApplianceError, OSError, ValueError) as exc:
-            self._fail(reply_s, exc)
-            return
+        if self.failure is None:
+            try:
+                self._feed(body)
+            except (ApplianceError, OSError, ValueError) as exc:
+                # nats-server finds a bad backup while the upload goes on: the chunks are still
+                # acknowledged and the answer to the last (empty) one carries the error
+                self.failure = exc
+                logger.warning("Restore failed for stream '%s > %s': %s", self.ajs.account.name, self.name, exc)
+                self._discard()
         self.bytes += len(body)
         self._timer = self.ajs.call_later(RESTORE_STALL_S, self._stalled)
         self.ajs.send(reply_s, b"")
@@ -299,7 +307,8 @@ class RestoreSession:
         return store.state().last_ts_ns
 
     def _fail(self, reply: str, exc: Exception) -> None:
-        logger.warning("Restore failed for stream '%s > %s': %s", self.ajs.account.name, self.name, exc)
+        if exc is not self.failure:
+            logger.warning("Restore failed for stream '%s > %s': %s", self.ajs.account.name, self.name, exc)
         self._close()
         error = _restore_failed(exc)
         body = {"type": TYPE_PREFIX + "stream_create_response", "error": error.as_json()}
@@ -322,6 +331,10 @@ class RestoreSession:
             self._timer = None
         self.ajs.client.unsubscribe(self._sub)
         self.ajs.restoring.pop(self.name, None)
+        self._discard()
+
+    def _discard(self) -> None:
+        """Drop what was restored so far (the store and its directory)."""
         if self.store is not None:
             self.store.close()
             self.store = None
