@@ -4,6 +4,7 @@ consumer state; and backups move between appliance and nats-server 2.15.1 both w
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -126,3 +127,59 @@ def test_backups_move_between_nats_server_and_appliance(servers: tuple[str, str]
     # nats-server's 'bytes' count differs from ours only for the stream as a whole
     assert ours_into_ns["messages"] == ours_before["messages"]
     assert ours_into_ns["consumers"] == ours_before["consumers"]
+
+
+async def _raw_snapshot(nc: Client, *, ack: bool) -> tuple[int, dict | None]:
+    """Chunks received and the end marker's headers, acking or not."""
+    inbox = nc.new_inbox()
+    got: list[int] = []
+    end: list[dict | None] = []
+    done = asyncio.Event()
+
+    async def on_chunk(msg):  # type: ignore[no-untyped-def]
+        if not msg.data:
+            end.append(dict(msg.headers) if msg.headers else None)
+            done.set()
+            return
+        got.append(len(msg.data))
+        if ack and msg.reply:
+            await nc.publish(msg.reply, b"")
+
+    sub = await nc.subscribe(inbox, cb=on_chunk)
+    body = {"deliver_subject": inbox, "chunk_size": 1024, "window_size": 4096}
+    await api(nc, "$JS.API.STREAM.SNAPSHOT.ORDERS", json.dumps(body).encode())
+    await asyncio.wait_for(done.wait(), 10)
+    await sub.unsubscribe()
+    return len(got), end[0]
+
+
+def test_snapshot_flow_control_window_and_timeout(js_server: InProcessServer) -> None:
+    """Without acks the server stops at the window (4 chunks) and ends with 408 No Flow Response."""
+
+    async def scenario(nc: Client, js: JetStreamContext) -> None:
+        await _fill(nc, js)
+        chunks, end = await _raw_snapshot(nc, ack=False)
+        assert chunks == 4
+        assert end == {"Status": "408", "Description": "No Flow Response"}
+        chunks, end = await _raw_snapshot(nc, ack=True)
+        assert chunks > 4 and end == {"Status": "204"}
+
+    run_with(js_server.url, scenario)
+
+
+def test_restore_needs_a_reply_per_chunk_and_refuses_a_second_restore(js_server: InProcessServer) -> None:
+    async def scenario(nc: Client, js: JetStreamContext) -> None:
+        first = await api(nc, "$JS.API.STREAM.RESTORE.R", b'{"config":{"name":"R","subjects":["r"]}}')
+        second = await api(nc, "$JS.API.STREAM.RESTORE.R", b'{"config":{"name":"R","subjects":["r"]}}')
+        assert second["error"]["err_code"] == 10130  # one restore of a name at a time
+        await nc.publish(first["deliver_subject"], b"no reply")  # abandons the restore
+        await nc.flush()
+        deadline = asyncio.get_running_loop().time() + 5
+        while True:
+            again = await api(nc, "$JS.API.STREAM.RESTORE.R", b'{"config":{"name":"R","subjects":["r"]}}')
+            if "error" not in again or asyncio.get_running_loop().time() > deadline:
+                break
+            await asyncio.sleep(0.05)
+        assert again["deliver_subject"].startswith("$JS.SNAPSHOT.RESTORE.R.")
+
+    run_with(js_server.url, scenario)
