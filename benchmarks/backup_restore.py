@@ -1,6 +1,6 @@
 """Backup and restore of a large stream against a real `appliance run` (a benchmark, not a test).
 
-    .venv/bin/python benchmarks/backup_restore.py [--mb 100] [--size 1024] [--workers N]
+    .venv/bin/python benchmarks/backup_restore.py [--mb 100] [--size 1024]
 
 Fills a file stream with --mb MiB of random --size byte messages on 16 subjects, gives two
 durable consumers some state (one with acks and pending acks, one filtered), takes a backup with
@@ -142,13 +142,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=int, default=100)
     parser.add_argument("--size", type=int, default=1024)
-    parser.add_argument("--workers", type=int, default=0, help="appliance workers (0: one per core)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         port = free_port()
         run_args = ["-a", "127.0.0.1", "-p", str(port), "-js", "-sd", f"{tmp}/store"]
-        env = {"APPLIANCE_WORKERS": str(args.workers)} if args.workers else None
-        with ApplianceProcess(run_args, log_dir=Path(tmp), env=env) as server:
+        with ApplianceProcess(run_args, log_dir=Path(tmp)) as server:
             result = asyncio.run(run(f"nats://127.0.0.1:{server.client_port}", args.mb, args.size, f"{tmp}/backup"))
     print(json.dumps(result))
 
