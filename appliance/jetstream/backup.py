@@ -28,6 +28,7 @@ from appliance.jetstream import advisories, errors
 from appliance.jetstream.api_streams import stream_info
 from appliance.jetstream.decode import decode_object
 from appliance.jetstream.request import Request, body_of, stream_of
+from appliance.jetstream.wire import rfc3339
 from appliance.protocol.subjects import is_valid_publish_subject
 from appliance.store import archive, s2frame
 
@@ -84,13 +85,26 @@ def stream_snapshot(request: Request) -> None:
     window_size = max(min(max(1024, window_size), 32 * 1024 * 1024), chunk_size)
     info = stream_info(stream, cluster=False)
     consumers = [] if obj.get("no_consumers") else list(stream.consumers.values())
-    sender = SnapshotSender(request.ajs, stream, deliver, chunk_size, window_size // chunk_size, consumers)
+    ajs = request.ajs
+    client = advisories.client_info(ajs, advisories.requester(ajs, request.reply))
+    sender = SnapshotSender(ajs, stream, deliver, chunk_size, window_size // chunk_size, consumers, client)
     request.respond(
         "stream_snapshot_response",
         {"config": stream.config.to_json(dynamic_metadata=False), "state": info["state"]},
     )
+    advise(ajs, "SNAPSHOT_CREATE", "snapshot_create", stream.config.name, {"state": info["state"], "client": client})
     logger.info("Starting snapshot for stream '%s > %s'", request.ajs.account.name, stream.config.name)
     sender.start()
+
+
+def advise(ajs: AccountJetStream, event: str, kind: str, stream: str, fields: dict[str, object]) -> None:
+    """`$JS.EVENT.ADVISORY.STREAM.<event>.<stream>` (snapshot and restore advisories)."""
+    body: dict[str, object] = {"stream": stream, **fields}
+    if ajs.domain:
+        body["domain"] = ajs.domain
+    if body.get("error") == "":
+        del body["error"]
+    advisories.publish(ajs, f"{advisories.PREFIX}.STREAM.{event}.{stream}", kind, body)
 
 
 def consumer_state_json(consumer: Consumer, last_seq: int) -> dict[str, object]:
@@ -193,8 +207,11 @@ class SnapshotSender:
         chunk_size: int,
         max_inflight: int,
         consumers: list[Consumer],
+        client: dict[str, object],
     ) -> None:
         self.ajs = ajs
+        self.client = client
+        self.started_ns = ajs.now_ns()
         self.stream = stream
         self.deliver = deliver
         self.chunk_size = chunk_size
@@ -280,6 +297,8 @@ class SnapshotSender:
             self._timer = None
         self.ajs.client.unsubscribe(self._ack_sub)
         self.ajs.send(self.deliver, b"", header=header)
+        fields = {"start": rfc3339(self.started_ns), "end": rfc3339(self.ajs.now_ns()), "client": self.client}
+        advise(self.ajs, "SNAPSHOT_COMPLETE", "snapshot_complete", self.stream.config.name, {**fields, "error": error})
         name = f"'{self.ajs.account.name} > {self.stream.config.name}'"
         if error:
             logger.warning("Snapshot for stream %s failed: %s", name, error)

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING
 
 from appliance.errors import ApplianceError
 from appliance.jetstream import advisories, errors, resources
-from appliance.jetstream.api_streams import stream_info
-from appliance.jetstream.backup import is_empty_request
+from appliance.jetstream.api_streams import check_overlap, stream_info
+from appliance.jetstream.backup import advise, is_empty_request
 from appliance.jetstream.config import (
     CONSUMER_FIELDS,
     STREAM_FIELDS,
@@ -38,7 +38,7 @@ from appliance.jetstream.config import (
 from appliance.jetstream.decode import decode_object
 from appliance.jetstream.request import TYPE_PREFIX, Request, body_of
 from appliance.jetstream.stream import HDR_TTL, parse_ttl, store_limits
-from appliance.jetstream.wire import go_json, header_value, parse_rfc3339
+from appliance.jetstream.wire import go_json, header_value, parse_rfc3339, rfc3339
 from appliance.store import api as store_api
 from appliance.store import archive, s2frame
 from appliance.store.filestore import FileStoreConfig, FileStreamStore
@@ -73,7 +73,9 @@ def stream_restore(request: Request) -> None:
     resources.check_stream_create(ajs, config)
     if name in ajs.streams or name in ajs.restoring:
         raise errors.STREAM_NAME_EXIST_RESTORE_FAILED.error()
-    session = RestoreSession(ajs, config)
+    client = advisories.client_info(ajs, advisories.requester(ajs, request.reply))
+    advise(ajs, "RESTORE_CREATE", "restore_create", name, {"client": client})
+    session = RestoreSession(ajs, config, client)
     request.respond("stream_restore_response", {"deliver_subject": session.subject})
     logger.info("Starting restore for stream '%s > %s'", ajs.account.name, name)
 
@@ -88,8 +90,10 @@ def _restore_failed(exc: Exception) -> errors.JsApiError:
 class RestoreSession:
     """One restore in progress (module doc)."""
 
-    def __init__(self, ajs: AccountJetStream, config: StreamConfig) -> None:
+    def __init__(self, ajs: AccountJetStream, config: StreamConfig, client: dict[str, object]) -> None:
         self.ajs = ajs
+        self.client = client
+        self.started_ns = ajs.now_ns()
         self.config = config
         self.name = config.name
         self.id = advisories.new_id(ajs.rng)
@@ -242,6 +246,7 @@ class RestoreSession:
             self._fail(reply, exc)
             return
         self._close()
+        self._advise_complete()
         info = stream_info(stream, cluster=False)
         self.ajs.send(reply, go_json({"type": TYPE_PREFIX + "stream_create_response", **info}))
         logger.info(
@@ -253,6 +258,10 @@ class RestoreSession:
         ajs = self.ajs
         if self.name in ajs.streams:
             raise errors.STREAM_NAME_EXIST_RESTORE_FAILED.error()
+        try:
+            check_overlap(ajs, self.config)
+        except errors.JsApiError as exc:  # nats-server wraps what adding the stream says
+            raise ApplianceError(f"error adding stream: {exc.description} ({exc.entry.err_code})") from None
         assert self.state is not None and self.store is not None
         last_seq = max(self.last_seq, _uint(self.state.get("last_seq", 0), "last_seq"))
         store = self.store
@@ -310,10 +319,20 @@ class RestoreSession:
         if exc is not self.failure:
             logger.warning("Restore failed for stream '%s > %s': %s", self.ajs.account.name, self.name, exc)
         self._close()
+        self._advise_complete()
         error = _restore_failed(exc)
         body = {"type": TYPE_PREFIX + "stream_create_response", "error": error.as_json()}
         self.ajs.api_errors += 1
         self.ajs.send(reply, go_json(body))
+
+    def _advise_complete(self) -> None:
+        fields = {
+            "start": rfc3339(self.started_ns),
+            "end": rfc3339(self.ajs.now_ns()),
+            "bytes": self.bytes,
+            "client": self.client,
+        }
+        advise(self.ajs, "RESTORE_COMPLETE", "restore_complete", self.name, fields)
 
     def abandon(self, why: str) -> None:
         logger.warning("restore for stream '%s > %s' %s", self.ajs.account.name, self.name, why)

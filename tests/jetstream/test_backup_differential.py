@@ -171,3 +171,48 @@ def test_restore_upload_protocol_matches(servers: tuple[str, str], case: str) ->
 
     real, ours = _both(servers, scenario)
     assert ours == real
+
+
+def test_advisories_and_overlap_on_restore_match(servers: tuple[str, str], tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The snapshot/restore advisories (subjects, types, keys) and a restore whose subjects
+    overlap a stream created meanwhile (refused when the upload ends)."""
+    from appliance.cli.jsapi import ApiError
+    from appliance.cli.stream_backup import backup_stream, restore_stream
+
+    async def scenario(nc: Client, js: JetStreamContext) -> list:
+        seen: list[tuple[str, str, list[str], list[str]]] = []
+
+        async def on_advisory(msg):  # type: ignore[no-untyped-def]
+            body = json.loads(msg.data)
+            if "SNAPSHOT" in msg.subject or "RESTORE" in msg.subject:
+                # rtt: nats-server has measured one by then; appliance's client_info leaves a 0 out
+                client_keys = sorted(set(body.get("client", {})) - {"rtt"})
+                seen.append((msg.subject, body["type"], sorted(body), client_keys))
+
+        sub = await nc.subscribe("$JS.EVENT.ADVISORY.STREAM.>", cb=on_advisory)
+        directory = tmp_path / f"b{len(str(nc.connected_url))}{id(seen)}"
+        await js.add_stream(name="T", subjects=["t.>"])
+        for i in range(5):
+            await js.publish(f"t.{i}", b"m")
+        await backup_stream(nc, "T", str(directory))
+        await api(nc, "$JS.API.STREAM.DELETE.T")
+        await js.add_stream(name="U", subjects=["t.>"])
+        outcome: list[object] = []
+        try:
+            await restore_stream(nc, str(directory))
+            outcome.append("restored")
+        except ApiError as exc:
+            outcome.append((exc.code, exc.err_code, exc.description))
+        await api(nc, "$JS.API.STREAM.DELETE.U")
+        restored = await restore_stream(nc, str(directory))
+        outcome.append(restored["state"]["messages"])
+        await nc.flush()
+        for _ in range(100):
+            if len(seen) >= 6:
+                break
+            await asyncio.sleep(0.02)
+        await sub.unsubscribe()
+        return [outcome, sorted(seen)]
+
+    real, ours = _both(servers, scenario)
+    assert ours == real
