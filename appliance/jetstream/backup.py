@@ -116,7 +116,10 @@ def consumer_state_json(consumer: Consumer, last_seq: int) -> dict[str, object]:
         for sseq, (cseq, ts) in sorted(state.pending.items())
         if sseq <= last_seq
     }
-    redelivered = {str(sseq): count for sseq, count in sorted(state.redelivered.items()) if sseq <= last_seq}
+    # nats-server keeps redeliveries (delivery count - 1); appliance keeps the delivery count
+    redelivered = {
+        str(sseq): count - 1 for sseq, count in sorted(state.redelivered.items()) if sseq <= last_seq and count > 1
+    }
     out: dict[str, object] = {
         "delivered": {"consumer_seq": state.delivered_cseq, "stream_seq": min(state.delivered_sseq, last_seq)},
         "ack_floor": {"consumer_seq": state.floor_cseq, "stream_seq": min(state.floor_sseq, last_seq)},

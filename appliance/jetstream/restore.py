@@ -383,7 +383,8 @@ def seed_state(state: dict[str, object]) -> str:
         "fs": _uint(floor.get("stream_seq", 0), "ack_floor"),
         "ft": 0,
         "p": sorted(rows),
-        "r": sorted([_uint(s, "redelivered"), _uint(n, "redelivered")] for s, n in redelivered.items()),
+        # nats-server's redelivered counts redeliveries; appliance keeps the delivery count
+        "r": sorted([_uint(s, "redelivered"), _uint(n, "redelivered") + 1] for s, n in redelivered.items()),
         "h": [],
     }
     return json.dumps(snapshot, separators=(",", ":"))

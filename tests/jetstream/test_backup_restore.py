@@ -29,6 +29,12 @@ async def _fill(nc: Client, js: JetStreamContext, storage: str = "file") -> None
     msgs = await sub.fetch(20)
     for msg in msgs[:12]:
         await msg.ack()
+    await msgs[12].nak()
+    for _ in range(10):  # nats-server may hand out a new message before the redelivery
+        again = await sub.fetch(1)
+        if again[0].metadata.num_delivered == 2:
+            break
+    assert again[0].metadata.num_delivered == 2  # a redelivery, pending again
     await sub.unsubscribe()
 
 
