@@ -5,6 +5,8 @@
  * s2_decode(block): the decoded bytes of one S2 (or Snappy) compressed block: a uvarint length,
  *   then literal and copy elements; S2's repeat (a copy-1 with offset 0 reuses the last offset).
  *   ValueError for anything malformed; the output never exceeds the declared length.
+ * s2_encode(data): a greedy Snappy-compatible block of at most 64 KiB (literals, copy-1, copy-2),
+ *   which every S2 and Snappy decoder reads.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -189,9 +191,123 @@ static PyObject *native_s2_decode(PyObject *module, PyObject *arg) {
     return out;
 }
 
+
+/* --- encoding: a greedy Snappy-compatible block (copies and literals; no S2 repeats) ------- */
+
+#define S2_ENCODE_BLOCK_MAX 65536u /* blocks this small keep every offset within copy-2 */
+#define HASH_BITS 14
+
+static size_t put_uvarint(uint8_t *dst, uint64_t v) {
+    size_t n = 0;
+    while (v >= 0x80) {
+        dst[n++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    dst[n++] = (uint8_t)v;
+    return n;
+}
+
+static size_t emit_literal(uint8_t *dst, const uint8_t *lit, size_t len) {
+    size_t n = 0, x = len - 1;
+    if (x < 60) {
+        dst[n++] = (uint8_t)(x << 2);
+    } else if (x < 256) {
+        dst[n++] = 60 << 2;
+        dst[n++] = (uint8_t)x;
+    } else {
+        dst[n++] = 61 << 2; /* len <= 65536: two bytes suffice */
+        dst[n++] = (uint8_t)x;
+        dst[n++] = (uint8_t)(x >> 8);
+    }
+    memcpy(dst + n, lit, len);
+    return n + len;
+}
+
+static size_t emit_copy2(uint8_t *dst, size_t offset, size_t len) {
+    dst[0] = (uint8_t)(0x02 | ((len - 1) << 2));
+    dst[1] = (uint8_t)offset;
+    dst[2] = (uint8_t)(offset >> 8);
+    return 3;
+}
+
+static size_t emit_copy(uint8_t *dst, size_t offset, size_t len) {
+    size_t n = 0;
+    while (len >= 68) {
+        n += emit_copy2(dst + n, offset, 64);
+        len -= 64;
+    }
+    if (len > 64) {
+        n += emit_copy2(dst + n, offset, 60);
+        len -= 60;
+    }
+    if (len >= 12 || offset >= 2048) return n + emit_copy2(dst + n, offset, len);
+    dst[n++] = (uint8_t)(0x01 | ((len - 4) << 2) | ((offset >> 8) << 5));
+    dst[n++] = (uint8_t)offset;
+    return n;
+}
+
+static uint32_t hash4(uint32_t v) { return (v * 0x1E35A7BDu) >> (32 - HASH_BITS); }
+
+/* Encode src (at most S2_ENCODE_BLOCK_MAX bytes) into dst; returns the encoded length. dst must
+ * hold 32 + len + len / 6 bytes (Snappy's MaxEncodedLen). */
+static size_t s2_encode_block(const uint8_t *src, size_t len, uint8_t *dst) {
+    size_t d = put_uvarint(dst, len);
+    if (len < 16) return d + (len ? emit_literal(dst + d, src, len) : 0);
+    uint32_t table[1 << HASH_BITS];
+    memset(table, 0, sizeof table);
+    size_t lit = 0, i = 1, limit = len - 4;
+    uint32_t skip = 32;
+    table[hash4(load_le(src, 4))] = 0;
+    while (i <= limit) {
+        uint32_t here = load_le(src + i, 4);
+        uint32_t h = hash4(here);
+        size_t candidate = table[h];
+        table[h] = (uint32_t)i;
+        if (candidate < i && load_le(src + candidate, 4) == here) {
+            size_t match = 4;
+            while (i + match < len && src[candidate + match] == src[i + match]) match++;
+            if (i > lit) d += emit_literal(dst + d, src + lit, i - lit);
+            d += emit_copy(dst + d, i - candidate, match);
+            i += match;
+            lit = i;
+            skip = 32;
+            if (i <= limit) table[hash4(load_le(src + i - 1, 4))] = (uint32_t)(i - 1);
+            continue;
+        }
+        i += skip++ >> 5; /* step faster over data that does not compress */
+    }
+    if (lit < len) d += emit_literal(dst + d, src + lit, len - lit);
+    return d;
+}
+
+static PyObject *native_s2_encode(PyObject *module, PyObject *arg) {
+    (void)module;
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    size_t len = (size_t)view.len;
+    if (len > S2_ENCODE_BLOCK_MAX) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "s2_encode: block larger than 64 KiB");
+        return NULL;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(32 + len + len / 6));
+    if (out == NULL) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    size_t n;
+    Py_BEGIN_ALLOW_THREADS
+    n = s2_encode_block((const uint8_t *)view.buf, len, (uint8_t *)PyBytes_AS_STRING(out));
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    if (_PyBytes_Resize(&out, (Py_ssize_t)n) < 0) return NULL;
+    return out;
+}
+
 static PyMethodDef s2_methods[] = {
     {"crc32c", (PyCFunction)(void (*)(void))native_crc32c, METH_FASTCALL, "CRC-32C of data, continuing crc."},
     {"s2_decode", native_s2_decode, METH_O, "The decoded bytes of one S2/Snappy block."},
+    {"s2_encode", native_s2_encode, METH_O, "One Snappy-compatible block (at most 64 KiB of input)."},
     {NULL, NULL, 0, NULL},
 };
 

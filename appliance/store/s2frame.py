@@ -8,10 +8,12 @@ nats-server's stream snapshots are wrapped in, and so what `nats stream backup` 
                              type 01: uncompressed bytes
     skippable chunks         types 80..fe (padding, index): ignored
 
-The writer emits uncompressed chunks (every S2 reader takes them; the backup is not compressed,
-see README); the reader takes both kinds, so backups made by nats-server decode too. Both are
-incremental and hold at most one chunk. CRC-32C and block decoding run in C (native/s2.c) when the
-extension is built; the pure-Python twins here are the reference and the fallback.
+The writer compresses each 64 KiB piece into a Snappy-compatible block (native/s2.c, greedy LZ77;
+no S2-only elements, so any Snappy or S2 reader decodes it) and stores a piece that does not
+shrink (or every piece, without the C extension); the reader takes both kinds, so backups made by
+nats-server decode too. Both are incremental and hold at most one chunk. CRC-32C and block
+decoding run in C when the extension is built; the pure-Python twins here are the reference and
+the fallback.
 """
 
 from __future__ import annotations
@@ -149,6 +151,9 @@ def _load_native() -> ModuleType | None:
 _native = _load_native()
 crc32c: Callable[..., int] = _native.crc32c if _native is not None else crc32c_py
 s2_decode: Callable[[bytes | memoryview], bytes] = _native.s2_decode if _native is not None else s2_decode_py
+# compression only in C: without it the frames are stored (a pure-Python encoder would be slower
+# than sending the bytes as they are)
+s2_encode: Callable[[bytes | memoryview], bytes] | None = _native.s2_encode if _native is not None else None
 
 
 def masked_crc(data: bytes | memoryview) -> int:
@@ -157,15 +162,21 @@ def masked_crc(data: bytes | memoryview) -> int:
 
 
 def frame(data: bytes | memoryview, *, first: bool) -> bytes:
-    """`data` as uncompressed data chunks (after the stream identifier when first)."""
+    """`data` as data chunks (after the stream identifier when first): compressed where that
+    saves at least an eighth (as Snappy's writer decides), else stored."""
     view = memoryview(data)
     parts = [MAGIC_CHUNK] if first else []
     for start in range(0, len(view), WRITE_CHUNK_BYTES):
         piece = view[start : start + WRITE_CHUNK_BYTES]
-        size = len(piece) + 4
-        parts.append(bytes((CHUNK_UNCOMPRESSED, size & 0xFF, (size >> 8) & 0xFF, size >> 16)))
+        kind, body = CHUNK_UNCOMPRESSED, piece
+        if s2_encode is not None:
+            packed = s2_encode(piece)
+            if len(packed) < len(piece) - len(piece) // 8:
+                kind, body = CHUNK_COMPRESSED, memoryview(packed)
+        size = len(body) + 4
+        parts.append(bytes((kind, size & 0xFF, (size >> 8) & 0xFF, size >> 16)))
         parts.append(masked_crc(piece).to_bytes(4, "little"))
-        parts.append(bytes(piece))
+        parts.append(bytes(body))
     return b"".join(parts)
 
 

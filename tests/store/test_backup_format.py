@@ -111,3 +111,23 @@ def test_archive_refuses_damage() -> None:
     huge = archive.MAGIC + bytes([1, 2, 2]) + bytes([0]) + bytes([0xFF, 0xFF, 0xFF, 0xFF, 0x7F])
     with pytest.raises(CorruptData, match="larger"):
         archive.ArchiveReader().feed(huge)
+
+
+@pytest.mark.skipif(s2frame.s2_encode is None, reason="compression needs the C extension")
+@settings(max_examples=80)
+@given(st.one_of(st.binary(max_size=65536), st.lists(st.sampled_from([b"abc", b"hello ", b"\x00" * 9, b"xyzzy"]), max_size=4000).map(b"".join)))
+def test_block_encode_round_trips(data: bytes) -> None:
+    data = data[:65536]
+    assert s2frame.s2_encode is not None
+    block = s2frame.s2_encode(data)
+    assert s2frame.s2_decode(block) == data
+    assert s2frame.s2_decode_py(block) == data
+
+
+@pytest.mark.skipif(s2frame.s2_encode is None, reason="compression needs the C extension")
+def test_frames_compress_what_shrinks() -> None:
+    framed = s2frame.frame(b'{"order": 1, "status": "new"} ' * 5000, first=True)
+    assert framed[len(s2frame.MAGIC_CHUNK)] == s2frame.CHUNK_COMPRESSED
+    assert len(framed) < 20_000
+    reader = s2frame.FrameReader()
+    assert reader.feed(framed) == b'{"order": 1, "status": "new"} ' * 5000
