@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import replace
 import os
 import shutil
 from typing import TYPE_CHECKING
@@ -174,6 +175,9 @@ class RestoreSession:
         self.state = state
         self.consumers_left = _uint(state.get("consumer_count", 0), "consumer_count")
         first_seq = _uint(state.get("first_seq", 0), "first_seq")
+        # the account and server must have room for the whole backup (nats-server reserves it)
+        backup_bytes = _uint(state.get("bytes", 0), "bytes")
+        resources.check_stream_create(self.ajs, replace(self.config, max_bytes=max(self.config.max_bytes, backup_bytes)))
         self.store = self._open_store()
         if first_seq > 1:
             self.store.compact(first_seq)  # start at the backup's first sequence

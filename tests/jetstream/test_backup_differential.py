@@ -216,3 +216,43 @@ def test_advisories_and_overlap_on_restore_match(servers: tuple[str, str], tmp_p
 
     real, ours = _both(servers, scenario)
     assert ours == real
+
+
+LIMITED = 'jetstream { store_dir: "%(store)s", max_memory_store: 100000, max_file_store: 100000 }\n'
+
+
+def test_restore_beyond_the_storage_limit_matches(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A backup larger than the server's file store limit: refused when the upload ends."""
+    from appliance.cli.jsapi import ApiError
+    from appliance.cli.stream_backup import backup_stream, restore_stream
+    from appliance.config import options_from_text
+    from appliance.testing.inproc import InProcessServer
+    from appliance.testing.natsserver import NatsServer
+
+    async def take(nc: Client, js: JetStreamContext) -> None:
+        await js.add_stream(name="BIG", subjects=["big"])
+        rng = random.Random(3)
+        for _ in range(200):
+            await js.publish("big", rng.randbytes(1000))
+        await backup_stream(nc, "BIG", str(tmp_path / "backup"))
+
+    outcomes: list[object] = []
+
+    async def put(nc: Client, js: JetStreamContext) -> None:
+        try:
+            await restore_stream(nc, str(tmp_path / "backup"))
+            outcomes.append("restored")
+        except ApiError as exc:
+            outcomes.append((exc.code, exc.err_code, exc.description))
+        outcomes.append((await api(nc, "$JS.API.STREAM.NAMES")).get("streams") or [])
+
+    with NatsServer(["-js", "-sd", str(tmp_path / "source")]) as source:
+        run_with(source.url, take)
+    real_conf = tmp_path / "real.conf"
+    real_conf.write_text(LIMITED % {"store": tmp_path / "ns"})
+    ours = options_from_text(LIMITED % {"store": tmp_path / "ours"}, filename=str(tmp_path / "ours.conf"))
+    with NatsServer(["-c", str(real_conf)]) as real, InProcessServer(ours) as mine:
+        run_with(real.url, put)
+        run_with(mine.url, put)
+    assert outcomes[2:] == outcomes[:2]
+    assert outcomes[0] == (500, 10047, "insufficient storage resources available")
