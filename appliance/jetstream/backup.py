@@ -52,6 +52,7 @@ WINDOW_DEFAULT = 8 * 1024 * 1024
 SNAPSHOT_ACK_TIMEOUT_S = 5.0
 INTEREST_WAIT_S = 2.0
 INTEREST_POLL_S = 0.05
+INTEREST_WATCH_S = 0.1
 CHUNKS_PER_TURN = 16  # chunks sent per loop turn, so a big window does not hold the loop
 BATCH_BYTES = 256 * 1024  # archive bytes produced per read of the store
 HDR_DONE = b"NATS/1.0 204\r\n\r\n"
@@ -231,9 +232,11 @@ class SnapshotSender:
         self._timer: Timer | None = None
         self._scheduled = False
         self._waited_s = 0.0
+        self._last_send_s = 0.0
         self._had_interest = False
 
     def start(self) -> None:
+        self._timer = None
         self._had_interest = self.ajs.has_interest(self.deliver)
         if self._had_interest or self._waited_s >= INTEREST_WAIT_S:
             self._arm_ack_timer()
@@ -284,14 +287,23 @@ class SnapshotSender:
             self._schedule()
 
     def _arm_ack_timer(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer = self.ajs.call_later(SNAPSHOT_ACK_TIMEOUT_S, self._ack_timeout)
+        """Each chunk sent restarts the ack deadline; one watch timer runs meanwhile."""
+        self._last_send_s = self.ajs.clock.monotonic()
+        if self._timer is None:
+            self._timer = self.ajs.call_later(INTEREST_WATCH_S, self._watch)
 
-    def _ack_timeout(self) -> None:
+    def _watch(self) -> None:
+        """While chunks are out: the receiver going away ends the snapshot at once (nats-server
+        is told by its sublist), no ack for SNAPSHOT_ACK_TIMEOUT_S ends it too."""
         self._timer = None
-        if not self.done:
+        if self.done:
+            return
+        if self._had_interest and not self.ajs.has_interest(self.deliver):
+            self._finish(HDR_NO_INTEREST, "no interest")
+        elif self.ajs.clock.monotonic() - self._last_send_s >= SNAPSHOT_ACK_TIMEOUT_S:
             self._finish(HDR_NO_FLOW, "no flow response")
+        else:
+            self._timer = self.ajs.call_later(INTEREST_WATCH_S, self._watch)
 
     def _finish(self, header: bytes | None, error: str) -> None:
         self.done = True

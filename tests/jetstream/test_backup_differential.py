@@ -256,3 +256,37 @@ def test_restore_beyond_the_storage_limit_matches(tmp_path) -> None:  # type: ig
         run_with(mine.url, put)
     assert outcomes[2:] == outcomes[:2]
     assert outcomes[0] == (500, 10047, "insufficient storage resources available")
+
+
+def test_receiver_going_away_ends_the_snapshot_as_nats_server(servers: tuple[str, str]) -> None:
+    """A receiver that unsubscribes mid-snapshot: SNAPSHOT_COMPLETE says "no interest" at once
+    (well before the 5 s ack timeout)."""
+
+    async def scenario(nc: Client, js: JetStreamContext) -> list:
+        await _stream(js, 40, 2000)
+        done = asyncio.Event()
+        completed: list[str] = []
+
+        async def on_complete(msg):  # type: ignore[no-untyped-def]
+            completed.append(json.loads(msg.data).get("error", ""))
+            done.set()
+
+        await nc.subscribe("$JS.EVENT.ADVISORY.STREAM.SNAPSHOT_COMPLETE.S", cb=on_complete)
+        inbox = nc.new_inbox()
+        got: list[int] = []
+
+        async def on_chunk(msg):  # type: ignore[no-untyped-def]
+            got.append(len(msg.data))  # never acked
+
+        sub = await nc.subscribe(inbox, cb=on_chunk)
+        body = {"deliver_subject": inbox, "chunk_size": 4096, "window_size": 8192}
+        await api(nc, "$JS.API.STREAM.SNAPSHOT.S", json.dumps(body).encode())
+        while len(got) < 2:
+            await asyncio.sleep(0.01)
+        started = asyncio.get_running_loop().time()
+        await sub.unsubscribe()
+        await asyncio.wait_for(done.wait(), 10)
+        return [completed, asyncio.get_running_loop().time() - started < 2.0]
+
+    real, ours = _both(servers, scenario)
+    assert ours == real == [["no interest"], True]

@@ -189,3 +189,23 @@ def test_restore_needs_a_reply_per_chunk_and_refuses_a_second_restore(js_server:
         assert again["deliver_subject"].startswith("$JS.SNAPSHOT.RESTORE.R.")
 
     run_with(js_server.url, scenario)
+
+
+def test_a_stalled_restore_is_abandoned(js_server: InProcessServer) -> None:
+    """No chunk for 5 s: the restore ends (its deliver subject is gone, the name is free)."""
+
+    async def scenario(nc: Client, js: JetStreamContext) -> None:
+        first = await api(nc, "$JS.API.STREAM.RESTORE.R", b'{"config":{"name":"R","subjects":["r"]}}')
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        while "error" in (again := await api(nc, "$JS.API.STREAM.RESTORE.R", b'{"config":{"name":"R"}}')):
+            assert loop.time() - started < 10, again
+            await asyncio.sleep(0.2)
+        assert loop.time() - started >= 4.5  # not before the stall timeout
+        try:
+            await nc.request(first["deliver_subject"], b"late chunk", timeout=1)
+            raise AssertionError("an abandoned restore took a chunk")
+        except Exception as exc:  # noqa: BLE001 - nobody is there any more
+            assert "no responders" in str(exc)
+
+    run_with(js_server.url, scenario)
