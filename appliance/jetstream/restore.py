@@ -40,6 +40,7 @@ from appliance.jetstream.decode import decode_object
 from appliance.jetstream.request import TYPE_PREFIX, Request, body_of
 from appliance.jetstream.stream import HDR_TTL, parse_ttl, store_limits
 from appliance.jetstream.wire import go_json, header_value, parse_rfc3339, rfc3339
+from appliance.protocol.subjects import is_valid_publish_subject
 from appliance.store import api as store_api
 from appliance.store import archive, s2frame
 from appliance.store.filestore import FileStoreConfig, FileStreamStore
@@ -54,6 +55,7 @@ logger = logging.getLogger(__name__)
 RESTORE_FIELDS: dict[str, object] = {"config": "object", "state": "object"}
 RESTORE_STALL_S = 5.0
 RESTORE_BATCH_MSGS = 1024
+SEQ_LIMIT = 1 << 63  # sequences and counters are int64 inside the store and consumer state
 
 
 def stream_restore(request: Request) -> None:
@@ -221,6 +223,8 @@ class RestoreSession:
             raise ApplianceError("expected message sequence")
         if seq <= self.last_seq:
             raise ApplianceError(f"message sequence {seq} out of order")
+        if seq >= SEQ_LIMIT or not is_valid_publish_subject(item.name.encode()):
+            raise ApplianceError(f"message sequence {seq} is not a valid message")
         if item.header_size + item.payload_size > self._max_payload:
             raise ApplianceError(f"message sequence {seq} exceeds maximum payload size")
         if 0 <= self.config.max_msg_size < item.header_size + item.payload_size:
@@ -399,7 +403,7 @@ def _uint(value: object, what: str) -> int:
         number = int(str(value))
     except ValueError:
         raise ApplianceError(f"{what}: not a number") from None
-    if number < 0 or number >= 1 << 64:
+    if number < 0 or number >= SEQ_LIMIT:
         raise ApplianceError(f"{what}: out of range")
     return number
 

@@ -8,6 +8,7 @@ import asyncio
 import json
 from pathlib import Path
 
+import pytest
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
@@ -207,5 +208,69 @@ def test_a_stalled_restore_is_abandoned(js_server: InProcessServer) -> None:
             raise AssertionError("an abandoned restore took a chunk")
         except Exception as exc:  # noqa: BLE001 - nobody is there any more
             assert "no responders" in str(exc)
+
+    run_with(js_server.url, scenario)
+
+
+def _backup(*entries: bytes, end: bool = True) -> bytes:
+    from appliance.store import archive, s2frame
+
+    raw = archive.MAGIC + b"".join(entries) + (archive.END if end else b"")
+    return s2frame.frame(raw, first=True)
+
+
+def _state(**fields: object) -> bytes:
+    from appliance.store import archive
+
+    state = {"messages": 1, "bytes": 40, "first_seq": 1, "last_seq": 1, "consumer_count": 0, **fields}
+    return archive.entry("state.json", 1, 0, b"", json.dumps(state).encode())
+
+
+def _msg(seq: int, subject: str = "r.1") -> bytes:
+    from appliance.store import archive
+
+    return archive.entry(subject, 1_700_000_000_000_000_000, seq, b"", b"payload")
+
+
+def _consumer(record: object) -> bytes:
+    from appliance.store import archive
+
+    return archive.entry("consumers/C", 1, 0, b"", json.dumps(record).encode())
+
+
+@pytest.mark.parametrize(
+    ("backup", "why"),
+    [
+        (_backup(_state(), _msg(1), end=False), "backup was truncated"),
+        (_backup(_msg(1)), "expected state.json first"),
+        (_backup(_state(last_seq=3), _msg(2), _msg(2)), "out of order"),
+        (_backup(_state(), _msg(1 << 63)), "not a valid message"),
+        (_backup(_state(), _msg(1, "r.*")), "not a valid message"),
+        (_backup(_state(consumer_count=1), _consumer({"config": {"durable_name": "C"}})), "missing state"),
+        (_backup(_state(consumer_count=1), _consumer({"state": {}})), "missing config"),
+        (_backup(_state(consumer_count=1), _consumer([1, 2])), "missing config"),
+        (_backup(_state(consumer_count=1), _consumer({"config": {"ack_policy": 7}, "state": {}})), "invalid JSON"),
+        (_backup(_state(consumer_count=1), _consumer({"config": {"durable_name": "C"}, "state": {"pending": 3}})), "malformed"),
+        (_backup(_state(first_seq="x")), "not a number"),
+        (b"\xff\x06\x00\x00S2sTwO" + b"\x00\x10\x00\x00" + b"\x00" * 16, "s2"),
+        (b"plain text, not a backup", "not an S2 stream"),
+    ],
+)
+def test_damaged_backups_are_refused(js_server: InProcessServer, backup: bytes, why: str) -> None:
+    """Damaged or hostile backups: every chunk is answered, the end answer is 10062 (or the
+    config's own error) naming the cause, no stream is left behind, the server goes on."""
+
+    async def scenario(nc: Client, js: JetStreamContext) -> None:
+        answer = await api(nc, "$JS.API.STREAM.RESTORE.R", b'{"config":{"name":"R","subjects":["r.>"]}}')
+        deliver = answer["deliver_subject"]
+        for start in range(0, len(backup), 7):
+            reply = await nc.request(deliver, backup[start : start + 7], timeout=5)
+            assert reply.data == b""
+        final = json.loads((await nc.request(deliver, b"", timeout=5)).data)
+        assert final["type"] == "io.nats.jetstream.api.v1.stream_create_response"
+        assert why in final["error"]["description"], final
+        names = await api(nc, "$JS.API.STREAM.NAMES")
+        assert not names.get("streams")
+        await js.add_stream(name="R", subjects=["r.>"])  # the name and the directory are free
 
     run_with(js_server.url, scenario)
