@@ -1,4 +1,5 @@
-/* S2/Snappy framing helpers for stream backups (appliance/store/s2frame.py is the reference).
+/* Stream backup helpers: S2/Snappy framing (appliance/store/s2frame.py is the reference) and
+ * nats-server's backup archive entries (appliance/store/archive.py).
  *
  * crc32c(data, crc=0): CRC-32C (Castagnoli) as the framing format's chunk checksum needs it
  *   (before masking); slicing-by-8 tables.
@@ -304,10 +305,93 @@ static PyObject *native_s2_encode(PyObject *module, PyObject *arg) {
     return out;
 }
 
+
+/* --- nats-server's backup archive entries (appliance/store/archive.py is the reference) ---- */
+
+/* 1: a value; 0: the buffer ends first; -1: more than 64 bits. */
+static int archive_uvarint(const uint8_t *p, size_t n, size_t *pos, uint64_t *out) {
+    uint64_t value = 0;
+    for (int shift = 0; *pos < n; shift += 7) {
+        if (shift > 63) return -1;
+        uint8_t byte = p[(*pos)++];
+        value |= (uint64_t)(byte & 0x7F) << shift;
+        if (!(byte & 0x80)) {
+            *out = value;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* archive_entries(buffer, pos, name_max, entry_max) -> ([(name, ts, seq, hsize, psize, data)], next)
+ * Whole entries from pos, stopping after the all-zero end entry or at an incomplete one. */
+static PyObject *native_archive_entries(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "archive_entries(buffer, pos, name_max, entry_max)");
+        return NULL;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    unsigned long long name_max = PyLong_AsUnsignedLongLong(args[2]);
+    unsigned long long entry_max = PyLong_AsUnsignedLongLong(args[3]);
+    if (PyErr_Occurred()) return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    const uint8_t *p = (const uint8_t *)view.buf;
+    size_t n = (size_t)view.len;
+    size_t pos = start < 0 ? n : (size_t)start;
+    PyObject *out = PyList_New(0);
+    if (out == NULL) goto fail;
+    while (pos < n) {
+        size_t at = pos;
+        uint64_t v[5];
+        int rc = 1;
+        for (int i = 0; i < 5 && rc == 1; i++) rc = archive_uvarint(p, n, &at, &v[i]);
+        if (rc < 0) {
+            PyErr_SetString(PyExc_ValueError, "archive: varint overflows 64 bits");
+            goto fail;
+        }
+        if (rc == 0) break;
+        uint64_t name_len = v[0], header_size = v[3], payload_size = v[4];
+        if (name_len > name_max || header_size > entry_max || payload_size > entry_max ||
+            header_size + payload_size > entry_max) {
+            PyErr_SetString(PyExc_ValueError, "archive: entry larger than allowed");
+            goto fail;
+        }
+        size_t body = name_len + header_size + payload_size;
+        if (body > n - at) break;
+        int64_t timestamp = (int64_t)(v[1] >> 1) ^ -(int64_t)(v[1] & 1);
+        PyObject *name = PyUnicode_DecodeUTF8((const char *)p + at, (Py_ssize_t)name_len, "strict");
+        if (name == NULL) {
+            PyErr_Clear();
+            PyErr_SetString(PyExc_ValueError, "archive: entry name is not UTF-8");
+            goto fail;
+        }
+        PyObject *item = Py_BuildValue("(NLKKKy#)", name, (long long)timestamp, (unsigned long long)v[2],
+                                       (unsigned long long)header_size, (unsigned long long)payload_size,
+                                       (const char *)p + at + name_len, (Py_ssize_t)(header_size + payload_size));
+        if (item == NULL || PyList_Append(out, item) < 0) {
+            Py_XDECREF(item);
+            goto fail;
+        }
+        Py_DECREF(item);
+        pos = at + body;
+        if (name_len == 0 && v[1] == 0 && v[2] == 0 && body == 0) break; /* the end of the backup */
+    }
+    PyBuffer_Release(&view);
+    return Py_BuildValue("(Nn)", out, (Py_ssize_t)pos);
+fail:
+    Py_XDECREF(out);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
 static PyMethodDef s2_methods[] = {
     {"crc32c", (PyCFunction)(void (*)(void))native_crc32c, METH_FASTCALL, "CRC-32C of data, continuing crc."},
     {"s2_decode", native_s2_decode, METH_O, "The decoded bytes of one S2/Snappy block."},
     {"s2_encode", native_s2_encode, METH_O, "One Snappy-compatible block (at most 64 KiB of input)."},
+    {"archive_entries", (PyCFunction)(void (*)(void))native_archive_entries, METH_FASTCALL,
+     "Whole backup archive entries from pos: (entries, next position)."},
     {NULL, NULL, 0, NULL},
 };
 

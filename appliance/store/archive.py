@@ -16,9 +16,11 @@ most one entry (bounded by ENTRY_BYTES_MAX).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from typing import NamedTuple
 
 from appliance.errors import CorruptData
+from appliance.store import s2frame
 
 MAGIC = b"NATSARC1"
 NAME_BYTES_MAX = 1 << 20  # as nats-server's reader
@@ -27,8 +29,7 @@ STATE_NAME = "state.json"
 CONSUMER_PREFIX = "consumers/"
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
+class Entry(NamedTuple):
     name: str
     timestamp: int
     seq: int
@@ -82,7 +83,7 @@ def entry(name: str, timestamp: int, seq: int, headers: bytes, payload: bytes) -
 END = entry("", 0, 0, b"", b"")
 
 
-def _read_uvarint(buffer: bytearray, pos: int) -> tuple[int, int] | None:
+def _read_uvarint(buffer: bytes | bytearray, pos: int) -> tuple[int, int] | None:
     """(value, next position), or None when the buffer ends first."""
     value = shift = 0
     while pos < len(buffer):
@@ -93,8 +94,50 @@ def _read_uvarint(buffer: bytearray, pos: int) -> tuple[int, int] | None:
             return value, pos
         shift += 7
         if shift > 63:
-            raise CorruptData("archive: varint overflows 64 bits")
+            raise ValueError("archive: varint overflows 64 bits")
     return None
+
+
+EntryTuple = tuple[str, int, int, int, int, bytes]
+
+
+def archive_entries_py(
+    buffer: bytes | bytearray, pos: int, name_max: int, entry_max: int
+) -> tuple[list[EntryTuple], int]:
+    """Whole entries from pos, stopping after the end entry or at an incomplete one; ValueError
+    for damage. The reference of native/s2.c's archive_entries."""
+    out: list[EntryTuple] = []
+    while pos < len(buffer):
+        at = pos
+        values: list[int] = []
+        for _ in range(5):
+            got = _read_uvarint(buffer, at)
+            if got is None:
+                return out, pos
+            value, at = got
+            values.append(value)
+        name_len, zigzag, seq, header_size, payload_size = values
+        if name_len > name_max or header_size + payload_size > entry_max:
+            raise ValueError("archive: entry larger than allowed")
+        end = at + name_len + header_size + payload_size
+        if end > len(buffer):
+            return out, pos
+        try:
+            name = bytes(buffer[at : at + name_len]).decode()
+        except UnicodeDecodeError:
+            raise ValueError("archive: entry name is not UTF-8") from None
+        timestamp = (zigzag >> 1) ^ -(zigzag & 1)
+        out.append((name, timestamp, seq, header_size, payload_size, bytes(buffer[at + name_len : end])))
+        pos = end
+        if not name_len and not zigzag and not seq and end == at:
+            break
+    return out, pos
+
+
+_native = s2frame.NATIVE
+archive_entries: Callable[[bytes | bytearray, int, int, int], tuple[list[EntryTuple], int]] = (
+    _native.archive_entries if _native is not None else archive_entries_py
+)
 
 
 class ArchiveReader:
@@ -108,52 +151,27 @@ class ArchiveReader:
     def feed(self, data: bytes) -> list[Entry]:
         buffer = self._buffer
         buffer += data
-        out: list[Entry] = []
         pos = 0
         if not self._magic:
             if len(buffer) < len(MAGIC):
-                return out
+                return []
             if bytes(buffer[: len(MAGIC)]) != MAGIC:
                 raise CorruptData("not a stream backup archive (no NATSARC1 magic)")
             self._magic = True
             pos = len(MAGIC)
-        while pos < len(buffer):
-            if self.ended:
+        if self.ended and pos < len(buffer):
+            raise CorruptData("archive: data after the end-of-backup entry")
+        try:
+            found, pos = archive_entries(buffer, pos, NAME_BYTES_MAX, ENTRY_BYTES_MAX)
+        except ValueError as exc:
+            raise CorruptData(str(exc)) from None
+        out = [Entry(*item) for item in found]
+        if out and out[-1].is_end:
+            self.ended = True
+            if pos < len(buffer):
                 raise CorruptData("archive: data after the end-of-backup entry")
-            parsed = self._head(buffer, pos)
-            if parsed is None:
-                break
-            name_len, timestamp, seq, header_size, payload_size, body = parsed
-            end = body + name_len + header_size + payload_size
-            if end > len(buffer):
-                break
-            name_end = body + name_len
-            try:
-                name = bytes(buffer[body:name_end]).decode()
-            except UnicodeDecodeError:
-                raise CorruptData("archive: entry name is not UTF-8") from None
-            item = Entry(name, timestamp, seq, header_size, payload_size, bytes(buffer[name_end:end]))
-            out.append(item)
-            pos = end
-            if item.is_end:
-                self.ended = True
         del buffer[:pos]
         return out
-
-    @staticmethod
-    def _head(buffer: bytearray, pos: int) -> tuple[int, int, int, int, int, int] | None:
-        values: list[int] = []
-        for _ in range(5):
-            got = _read_uvarint(buffer, pos)
-            if got is None:
-                return None
-            value, pos = got
-            values.append(value)
-        name_len, zigzag, seq, header_size, payload_size = values
-        timestamp = (zigzag >> 1) ^ -(zigzag & 1)
-        if name_len > NAME_BYTES_MAX or header_size + payload_size > ENTRY_BYTES_MAX:
-            raise CorruptData("archive: entry larger than allowed")
-        return name_len, timestamp, seq, header_size, payload_size, pos
 
     def finish(self) -> None:
         if not self.ended:

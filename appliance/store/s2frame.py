@@ -149,6 +149,7 @@ def _load_native() -> ModuleType | None:
 
 
 _native = _load_native()
+NATIVE = _native  # native/s2.c's module (also archive.py's parser), None without the extension
 crc32c: Callable[..., int] = _native.crc32c if _native is not None else crc32c_py
 s2_decode: Callable[[bytes | memoryview], bytes] = _native.s2_decode if _native is not None else s2_decode_py
 # compression only in C: without it the frames are stored (a pure-Python encoder would be slower

@@ -131,3 +131,23 @@ def test_frames_compress_what_shrinks() -> None:
     assert len(framed) < 20_000
     reader = s2frame.FrameReader()
     assert reader.feed(framed) == b'{"order": 1, "status": "new"} ' * 5000
+
+
+@settings(max_examples=60)
+@given(entries, st.binary(max_size=40))
+def test_native_archive_parser_matches_python(items: list[tuple[str, int, int, bytes, bytes]], tail: bytes) -> None:
+    from appliance.store.s2frame import NATIVE
+
+    data = b"".join(archive.entry(*item) for item in items) + tail
+    expected: object
+    try:
+        expected = archive.archive_entries_py(data, 0, archive.NAME_BYTES_MAX, archive.ENTRY_BYTES_MAX)
+    except ValueError as exc:
+        expected = str(exc)
+    if NATIVE is None:
+        return
+    try:
+        got: object = NATIVE.archive_entries(data, 0, archive.NAME_BYTES_MAX, archive.ENTRY_BYTES_MAX)
+    except ValueError as exc:
+        got = str(exc)
+    assert got == expected
