@@ -109,7 +109,7 @@ class RestoreSession:
         self.store: store_api.StreamStore | None = None
         self.last_seq = 0
         self.bytes = 0
-        self.workdir = os.path.join(ajs.service.root, ajs.account.name, "_restore", self.id)
+        self.workdir = os.path.join(restore_dir(ajs.service.root, ajs.account.name), self.id)
         self.done = False
         self.failure: Exception | None = None  # the backup is bad: the upload is drained, then refused
         self._max_payload = ajs.server.options.max_payload
@@ -366,6 +366,16 @@ class RestoreSession:
             self.store.close()
             self.store = None
         shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def restore_dir(root: str, account: str) -> str:
+    return os.path.join(root, account, "_restore")
+
+
+def remove_leftovers(root: str, account: str) -> None:
+    """Restores cut short by a crash or kill leave their work directories: nothing in them was
+    ever a stream, so they go at start."""
+    shutil.rmtree(restore_dir(root, account), ignore_errors=True)
 
 
 def seed_state(state: dict[str, object]) -> str:

@@ -39,7 +39,7 @@ from appliance.jetstream.host import Timer
 from appliance.jetstream.meta import MetaGroup
 from appliance.jetstream.relay import ACK_PREFIXES, DeliveryRelay, relay_deliverer, relay_message
 from appliance.jetstream.resources import attach_guard, settle_global_account
-from appliance.jetstream.restore import RestoreSession
+from appliance.jetstream.restore import RestoreSession, remove_leftovers
 from appliance.jetstream.transform import transformed
 from appliance.jetstream.stream import Stream, store_limits
 from appliance.jetstream.subjects import subject_matches
@@ -122,6 +122,7 @@ class AccountJetStream:
         self.api_errors = 0
         self.restoring: dict[str, RestoreSession] = {}  # restores in progress (restore.py), by stream
         self.restored_stores: dict[str, store_api.StreamStore] = {}  # a memory store a restore hands over
+        remove_leftovers(service.root, account.name)
 
     # --- Host ---------------------------------------------------------------------------------------
 

@@ -274,3 +274,27 @@ def test_damaged_backups_are_refused(js_server: InProcessServer, backup: bytes, 
         await js.add_stream(name="R", subjects=["r.>"])  # the name and the directory are free
 
     run_with(js_server.url, scenario)
+
+
+def test_backup_without_consumers_and_leftovers_of_a_cut_restore(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    with InProcessServer(jetstream_dir=str(store)) as server:
+
+        async def scenario(nc: Client, js: JetStreamContext) -> None:
+            await _fill(nc, js)
+            await backup_stream(nc, "ORDERS", str(tmp_path / "backup"), consumers=False)
+            await api(nc, "$JS.API.STREAM.DELETE.ORDERS")
+            await restore_stream(nc, str(tmp_path / "backup"))
+            info = await api(nc, "$JS.API.STREAM.INFO.ORDERS")
+            assert info["state"]["messages"] == 298 and info["state"]["consumer_count"] == 0
+            # a restore in progress at shutdown: abandoned, its work directory removed
+            answer = await api(nc, "$JS.API.STREAM.RESTORE.CUT", b'{"config":{"name":"CUT","subjects":["cut"]}}')
+            await nc.request(answer["deliver_subject"], _backup(_state(), _msg(1, "cut"), end=False), timeout=5)
+            assert any((store / "jetstream" / "$G" / "_restore").iterdir())
+
+        run_with(server.url, scenario)
+    leftovers = store / "jetstream" / "$G" / "_restore"
+    assert not any(leftovers.iterdir())
+    (leftovers / "killed" / "msgs").mkdir(parents=True)  # what a kill -9 mid-restore leaves
+    with InProcessServer(jetstream_dir=str(store)):
+        assert not leftovers.exists()
