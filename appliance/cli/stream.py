@@ -1,4 +1,4 @@
-"""`appliance stream add|edit|info|ls|rm|purge|get|view|cluster`: the `nats stream` verbs.
+"""`appliance stream add|edit|info|ls|rm|purge|get|view|cluster|backup|restore`: the `nats stream` verbs.
 
 Each verb is a few standard `$JS.API.STREAM.*` requests through nats-py and a rendering from
 render_stream; `--json` prints the API's own JSON. `add` on a terminal asks natscli's questions
@@ -20,6 +20,7 @@ from appliance.cli.format import local_time, parse_go_time
 from appliance.cli.jsapi import API_NAME, CommandError, Connection, JsonDict, api_request, connection_options
 from appliance.cli.render_message import parse_header_block, stored_message_text, view_message_text
 from appliance.cli.render_stream import stream_info_text, stream_list_table
+from appliance.cli.stream_backup import backup, restore
 from appliance.cli.stream_cluster import cluster
 from appliance.cli.stream_config import (
     FlagError,
@@ -84,6 +85,8 @@ def stream() -> None:
 
 
 stream.add_command(cluster)
+stream.add_command(backup)
+stream.add_command(restore)
 
 
 @stream.command("add")

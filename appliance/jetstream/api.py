@@ -36,8 +36,10 @@ from appliance.jetstream.api_streams import (
     stream_purge,
     stream_update,
 )
+from appliance.jetstream.backup import stream_snapshot
 from appliance.jetstream.direct import direct_get
 from appliance.jetstream.pause import PAUSE_EXTRAS, consumer_pause
+from appliance.jetstream.restore import stream_restore
 from appliance.jetstream.request import API_LEVEL, API_PREFIX, TYPE_PREFIX, Request
 from appliance.jetstream.wire import go_json
 from appliance.server.internal import InternalClient
@@ -181,6 +183,8 @@ def _error_extras(tokens: list[str]) -> dict[str, object]:
         return {"purged": 0}
     if head == "CONSUMER.PAUSE":
         return dict(PAUSE_EXTRAS)
+    if head == "STREAM.RESTORE":
+        return {"deliver_subject": ""}
     return {}
 
 
@@ -196,6 +200,8 @@ KINDS = {
     "STREAM.MSG": "stream_msg_get_response",
     "STREAM.LEADER": "stream_leader_stepdown_response",
     "STREAM.PEER": "stream_remove_peer_response",
+    "STREAM.SNAPSHOT": "stream_snapshot_response",
+    "STREAM.RESTORE": "stream_restore_response",
     "CONSUMER.CREATE": "consumer_create_response",
     "CONSUMER.DURABLE": "consumer_create_response",
     "CONSUMER.INFO": "consumer_info_response",
@@ -259,6 +265,8 @@ STREAM_HANDLERS: dict[str, Handler] = {
     "INFO": stream_info_handler,
     "DELETE": stream_delete,
     "PURGE": stream_purge,
+    "SNAPSHOT": stream_snapshot,
+    "RESTORE": stream_restore,
 }
 
 __all__ = ["API_LEVEL", "dispatch", "subscribe_api", "direct_get"]

@@ -23,6 +23,7 @@ from appliance.jetstream.subjects import subjects_overlap
 from appliance.jetstream.wire import rfc3339
 
 if TYPE_CHECKING:
+    from appliance.jetstream.service import AccountJetStream
     from appliance.jetstream.stream import Stream
 
 
@@ -55,7 +56,12 @@ def _stream_config_request(request: Request) -> StreamConfig:
 
 
 def _check_overlap(request: Request, config: StreamConfig) -> None:
-    for other in request.ajs.streams.values():
+    check_overlap(request.ajs, config)
+
+
+def check_overlap(ajs: AccountJetStream, config: StreamConfig) -> None:
+    """10065 when config's subjects overlap another stream's (create, update, restore)."""
+    for other in ajs.streams.values():
         if other.config.name == config.name:
             continue
         for mine in config.subjects:

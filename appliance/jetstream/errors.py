@@ -217,6 +217,11 @@ CONSUMER_PINNED_TTL_WITHOUT_PRIORITY_POLICY = ApiError(
     400, 10197, "PinnedTTL cannot be set when PriorityPolicy is none"
 )
 REQUIRED_API_LEVEL = ApiError(412, 10185, "JetStream minimum api level required")
+# Stream snapshot and restore (backup.py, restore.py)
+SNAPSHOT_DELIVER_SUBJECT_INVALID = ApiError(400, 10015, "deliver subject not valid")
+STREAM_RESTORE = ApiError(500, 10062, "restore failed: {err}")
+STREAM_SNAPSHOT = ApiError(500, 10064, "snapshot failed: {err}")
+STREAM_NAME_EXIST_RESTORE_FAILED = ApiError(400, 10130, "stream name already in use, cannot restore")
 
 # Texts nats-server puts in {err} of the generic entries above.
 CONFIG_STORAGE_CHANGE = "stream configuration update can not change storage type"

@@ -38,10 +38,12 @@ from appliance.jetstream.host import Timer
 from appliance.jetstream.meta import MetaGroup
 from appliance.jetstream.relay import ACK_PREFIXES, DeliveryRelay, relay_deliverer, relay_message
 from appliance.jetstream.resources import attach_guard, settle_global_account
+from appliance.jetstream.restore import RestoreSession, remove_leftovers
 from appliance.jetstream.transform import transformed
 from appliance.jetstream.stream import Stream, store_limits
 from appliance.jetstream.subjects import subject_matches
 from appliance.raft.storage import LogStorage
+from appliance.raft.types import ConfState, Snapshot, SnapshotMeta
 from appliance.server.accounts import Account
 from appliance.server.internal import InternalClient
 from appliance.server.router import pick
@@ -126,6 +128,9 @@ class AccountJetStream:
         self.rng = service.rng
         self.api_total = 0
         self.api_errors = 0
+        self.restoring: dict[str, RestoreSession] = {}  # restores in progress (restore.py), by stream
+        self.restored_stores: dict[str, store_api.StreamStore] = {}  # a memory store a restore hands over
+        remove_leftovers(service.root, account.name)
 
     # --- Host ---------------------------------------------------------------------------------------
 
@@ -225,8 +230,11 @@ class AccountJetStream:
         return os.path.join(self.service.root, self.account.name, "streams", name)
 
     def open_stream(self, config: StreamConfig, created_ns: int) -> Stream:
-        if config.storage == "memory":
-            store: store_api.StreamStore = MemoryStreamStore(store_limits(config))
+        restored = self.restored_stores.pop(config.name, None)
+        if restored is not None:
+            store: store_api.StreamStore = restored
+        elif config.storage == "memory":
+            store = MemoryStreamStore(store_limits(config))
         else:
             directory = os.path.join(self.stream_dir(config.name), "msgs")
             os.makedirs(directory, exist_ok=True)
@@ -342,9 +350,12 @@ class AccountJetStream:
         return durable_storage(root, name, self.service.peer)
 
     def open_consumer(
-        self, stream: Stream, config: ConsumerConfig, created_ns: int, *, fresh: bool
+        self, stream: Stream, config: ConsumerConfig, created_ns: int, *, fresh: bool, seed: bytes = b""
     ) -> Consumer:
+        """`seed`: a restored consumer's state (a state snapshot), its RAFT log's first snapshot."""
         storage = self.consumer_storage(stream, config)
+        if seed:
+            storage.apply_snapshot(Snapshot(SnapshotMeta(1, 1, ConfState((self.service.peer,))), seed))
         consumer = Consumer(
             stream=stream,
             config=config,
@@ -419,7 +430,8 @@ class AccountJetStream:
             if existing is not None:
                 existing.update_config(config)
             else:
-                self.open_consumer(stream, config, int(str(op["created"])), fresh=True)
+                seed = str(op.get("state", "")).encode()  # a restored consumer (restore.py)
+                self.open_consumer(stream, config, int(str(op["created"])), fresh=not seed, seed=seed)
         elif kind == "consumer_del":
             self.close_consumer(str(op["stream"]), str(op["consumer"]), remove=True)
 
@@ -432,6 +444,8 @@ class AccountJetStream:
                     consumer.on_interest()
 
     def close(self) -> None:
+        for session in list(self.restoring.values()):
+            session.abandon("ended by shutdown")
         for name in list(self.streams):
             self.close_stream(name, remove=False)
         self.client.close()

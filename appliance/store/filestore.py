@@ -715,20 +715,25 @@ class FileStreamStore:
             store.compact(first_seq)
         step = bounds.STORE_BATCH_MSGS_MAX // 16
         for start in range(0, len(msgs), step):
-            store._append_restored(msgs[start : start + step])
-        if last_seq > store._index.last_seq or last_ts_ns != store._index.last_ts_ns:
-            # keeps last_seq and the last timestamp across a reopen
-            record = records.encode_delete([(last_seq, last_seq)], last_ts_ns)
-            store._ops.append(store._active.path, record)
-            store._active.size += len(record)
-            store._index.advance_last(last_seq)
-            store._index.last_ts_ns = last_ts_ns
-            store._unsynced = True
-        store.sync()
+            store.append_restored(msgs[start : start + step])
+        store.finish_restore(last_seq, last_ts_ns)
         return store
 
-    def _append_restored(self, msgs: list[api.StoredMsg]) -> None:
-        """Messages with their own sequences (gaps allowed), as a snapshot holds them."""
+    def finish_restore(self, last_seq: int, last_ts_ns: int) -> None:
+        """End a restore: last_seq and the last timestamp as the snapshot had them (also across
+        a reopen, when the last messages were deleted), all of it synced."""
+        if last_seq > self._index.last_seq or last_ts_ns != self._index.last_ts_ns:
+            record = records.encode_delete([(last_seq, last_seq)], last_ts_ns)
+            self._ops.append(self._active.path, record)
+            self._active.size += len(record)
+            self._index.advance_last(last_seq)
+            self._index.last_ts_ns = last_ts_ns
+            self._unsynced = True
+        self.sync()
+
+    def append_restored(self, msgs: list[api.StoredMsg]) -> None:
+        """Messages with their own ascending sequences (gaps allowed), as a snapshot holds them;
+        into a store being restored (limits not applied). finish_restore() ends it."""
         parts: list[bytes] = []
         position = self._active.size
         for msg in msgs:

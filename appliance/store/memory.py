@@ -31,6 +31,16 @@ class MemoryStreamStore:
         store._index.last_ts_ns = last_ts_ns
         return store
 
+    def append_restored(self, msgs: list[api.StoredMsg]) -> None:
+        """Messages with their own ascending sequences (gaps allowed), as a snapshot holds them."""
+        for msg in msgs:
+            self._index.add(msg.seq, msg.subject, self.msg_size(msg.subject, msg.headers, msg.payload), msg.timestamp_ns)
+            self._msgs[msg.seq] = (msg.subject, msg.headers, msg.payload, msg.timestamp_ns)
+
+    def finish_restore(self, last_seq: int, last_ts_ns: int) -> None:
+        self._index.advance_last(last_seq)
+        self._index.last_ts_ns = last_ts_ns
+
     def msg_size(self, subject: str, headers: bytes, payload: bytes) -> int:
         return api.memory_msg_size(subject, headers, payload)
 
