@@ -71,10 +71,11 @@ class CorruptRegion:
     """Damaged bytes that recovery will not serve: RAFT repairs the sequences from peers."""
 
     path: str
-    offset: int
+    offset: int  # -1: the bytes are gone (a missing file)
     first_seq: int  # 0 when unknown
-    last_seq: int
+    last_seq: int  # < first_seq: no message was lost (a removal record, a footer)
     detail: str
+    length: int = 0  # damaged bytes from offset, when known
 
     def covers(self, seq: int) -> bool:
         return self.first_seq <= seq <= self.last_seq and self.first_seq > 0
@@ -87,6 +88,7 @@ class RecoveryReport:
     torn_segments: list[str] = field(default_factory=list)
     tmp_files_removed: int = 0
     corrupt: list[CorruptRegion] = field(default_factory=list)
+    repaired: list[str] = field(default_factory=list)  # damage recovery fixed from what was intact
 
 
 @dataclass(slots=True)

@@ -162,17 +162,67 @@ def scan_frames(buf: bytes | memoryview, start: int = 0) -> tuple[list[Frame], i
     return found, offset
 
 
-def resync(buf: bytes | memoryview, start: int) -> int | None:
-    """The first offset after start where a valid record begins, or None (used after damage)."""
-    for offset in range(start + 1, len(buf) - HEAD_BYTES + 1):
+def resync(buf: bytes | memoryview, start: int, min_seq: int = 0) -> int | None:
+    """The first offset after start where the record chain safely resumes, or None (after damage).
+
+    A candidate must be a whole record with a valid checksum (seeded with its length, so a length
+    read from damaged bytes cannot pass), a known kind and a sequence of at least min_seq (the
+    chain of messages only moves forward). It must also be followed by the end of the buffer, by zero bytes
+    only (preallocated space), or by another whole valid record: one accidental match inside
+    damaged bytes or inside a payload that holds record bytes is not enough to resume.
+    """
+    size = len(buf)
+    kinds = _KINDS
+    body_min = BODY_HEAD.size
+    offset = start
+    while True:
+        offset += 1
+        if offset + HEAD_BYTES > size:
+            return None
         length = int.from_bytes(buf[offset : offset + 4], "little")
-        if length < BODY_HEAD.size or offset + FRAME.size + length > len(buf):
-            continue
-        if buf[offset + FRAME.size] not in _KINDS:
+        if length < body_min or offset + FRAME.size + length > size or buf[offset + FRAME.size] not in kinds:
             continue
         try:
-            decode_at(buf, offset)
+            record = decode_at(buf, offset)
         except BadRecord:
             continue
+        if (record.kind == Kind.MSG and record.seq < min_seq) or not _chain_continues(buf, record.end):
+            continue
         return offset
-    return None
+
+
+def _chain_continues(buf: bytes | memoryview, offset: int) -> bool:
+    if offset >= len(buf) or bytes(buf[offset:]).count(0) == len(buf) - offset:
+        return True
+    try:
+        decode_at(buf, offset)
+    except BadRecord:
+        return False
+    return True
+
+
+# One stretch of damaged bytes in a record chain: [begin, end) and the offset where the chain
+# resumes (end), or None when nothing valid follows (end is then the end of the buffer).
+Damage = tuple[int, int, int | None]
+
+
+def damaged_spans(buf: bytes | memoryview, start: int) -> list[Damage]:
+    """Every damaged stretch of a record chain from start (records before and after are whole).
+
+    Trailing zero bytes (preallocated, never written) are not damage. Used by verify; recovery
+    walks the same way with the sequence bound (resync's min_seq) it knows from the index.
+    """
+    spans: list[Damage] = []
+    offset = start
+    size = len(buf)
+    while offset < size:
+        frames, stop = scan_frames(buf, offset)
+        if stop >= size or bytes(buf[stop:]).count(0) == size - stop:
+            break
+        msg_seqs = [f[3] for f in frames if f[2] == Kind.MSG]
+        resume = resync(buf, stop, msg_seqs[-1] + 1 if msg_seqs else 0)
+        spans.append((stop, size if resume is None else resume, resume))
+        if resume is None:
+            break
+        offset = resume
+    return spans
