@@ -32,6 +32,7 @@ the owner reopens it, and recovery finds what is really on disk.
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import os
 from bisect import bisect_right
@@ -50,6 +51,7 @@ from appliance.store.index import StreamIndex
 from appliance.store.layout import (
     DICT_NAME,
     ActiveSegment,
+    CorruptRegion,
     RecoveryReport,
     SealedSegment,
     SealJob,
@@ -158,8 +160,10 @@ class FileStreamStore:
             self._seal_all_now()
         elif self._sealer is not None and self.has_unsealed():
             self._sealer.request(self)
-        for region in self.recovery.corrupt:
-            logger.error("store: corrupt data not served: %s:%d: %s", region.path, region.offset, region.detail)
+        for line in self.lost().regions:
+            logger.error("store: corrupt data not served (until repaired): %s", line)
+        for line in self.recovery.repaired:
+            logger.warning("store: repaired on open: %s", line)
 
     def _dict_for(self, dict_id: int) -> zstandard.ZstdCompressionDict | None:
         return dict_for(self._zdict, dict_id)
@@ -602,17 +606,74 @@ class FileStreamStore:
 
     def load(self, seq: int) -> api.StoredMsg | None:
         if not self._index.is_live(seq):
-            for region in self.recovery.corrupt:
-                if region.covers(seq):
-                    raise CorruptData(f"seq {seq} is in a corrupt region", path=region.path, offset=region.offset)
+            if seq >= self._index.first_seq:
+                for region in self.recovery.corrupt:
+                    if region.covers(seq):
+                        raise CorruptData(
+                            f"message {seq} is lost: the stored record is damaged ({region.detail})",
+                            path=region.path, offset=region.offset,
+                        )
             return None
         hot = self._hot
         if hot is not None and hot[0] <= seq <= hot[1]:
             return self._from_block(hot, seq)
         seg = self._segment_of(seq)
-        if isinstance(seg, ActiveSegment):
-            return self._load_active(seg, seq)
-        return self._load_sealed(seg, seq)
+        try:
+            if isinstance(seg, ActiveSegment):
+                return self._load_active(seg, seq)
+            return self._load_sealed(seg, seq)
+        except CorruptData as exc:  # damaged since recovery: the record (or its block) is lost
+            k = seg.block_for(seq) if isinstance(seg, SealedSegment) else None
+            block = seg.blocks[k] if isinstance(seg, SealedSegment) and k is not None else None
+            self.quarantine(exc, [seq] if block is None else self.live_between(block.first_seq, block.last_seq))
+            raise
+
+    def live_between(self, first: int, last: int) -> list[int]:
+        return list(itertools.takewhile(lambda s: s <= last, self._index.live_seqs(first)))
+
+    def quarantine(self, damage: CorruptData, seqs: list[int]) -> None:
+        """Damage found while reading (after recovery): the sequences it hides become lost, as if
+        recovery had found it. Nothing is written: a repair (or the next recovery) decides."""
+        path = damage.path or self._dir
+        offset = damage.offset if damage.offset is not None else 0
+        lost = [seq for seq in seqs if self._index.is_live(seq)]
+        for seq in lost:
+            self._index.remove(seq)
+            self._segment_of(seq).live -= 1
+        self._hot = None
+        detail = str(damage).removeprefix(f"{path}:{offset}: ")
+        for first, last in records.to_ranges(lost) or [(1, 0)]:
+            self.recovery.corrupt.append(CorruptRegion(path, offset, first, last, detail))
+        logger.error("store: corrupt data found while reading, not served: %s:%d: sequences %s: %s",
+                     path, offset, records.to_ranges(lost), detail)
+
+    def lost(self) -> api.LostData:
+        """The damage recovery (or a read) found that still matters, as LostData."""
+        index = self._index
+        paths = {seg.path for seg in self._segments}
+        listed: list[int] = []
+        count = damaged_bytes = 0
+        lines: list[str] = []
+        for region in self.recovery.corrupt:
+            holds_seqs = region.last_seq >= region.first_seq > 0
+            if holds_seqs and region.last_seq < index.first_seq:
+                continue  # removed since (purge, limits): nothing left to repair
+            if not holds_seqs and region.path not in paths:
+                continue  # the damaged file is gone
+            first = max(region.first_seq, index.first_seq)
+            if holds_seqs:
+                count += region.last_seq - first + 1
+                room = bounds.STORE_LOST_LISTED_MAX - len(listed)
+                listed.extend(range(first, min(region.last_seq, first + room - 1) + 1))
+                span = f"sequences {first}..{region.last_seq}"
+            else:
+                span = "no message lost"
+            damaged_bytes += region.length
+            where = region.path if region.offset < 0 else f"{region.path}:{region.offset}"
+            lines.append(f"{where}: {span}: {region.detail}")
+        if not lines:
+            return api.NO_LOSS
+        return api.LostData(tuple(listed), count, damaged_bytes, tuple(lines))
 
     def _load_active(self, seg: ActiveSegment, seq: int) -> api.StoredMsg:
         """From a read-ahead chunk of the file (its bytes never change while the generation holds)."""
