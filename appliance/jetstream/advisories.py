@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from appliance.jetstream.consumer import Consumer
     from appliance.jetstream.service import AccountJetStream
     from appliance.server.client import ClientConnection
+    from appliance.store.api import LostData
 
 PREFIX = "$JS.EVENT.ADVISORY"
 TYPE_PREFIX = "io.nats.jetstream.advisory.v1."
@@ -70,6 +71,18 @@ def stream_action(ajs: AccountJetStream, stream: str, action: str) -> None:
     publish(ajs, subject, "stream_action", {"stream": stream, "action": action})
 
 
+def stream_corrupt(host: Publisher, stream: str, lost: LostData) -> None:
+    """`$JS.EVENT.ADVISORY.STREAM.CORRUPT.<stream>` (appliance's own; nats-server has none): the
+    store holds damaged data it will not serve until repaired."""
+    fields: dict[str, object] = {"stream": stream, "lost": lost_json(lost), "regions": list(lost.regions)}
+    publish(host, f"{PREFIX}.STREAM.CORRUPT.{stream}", "stream_corrupt", fields)
+
+
+def lost_json(lost: LostData) -> dict[str, object]:
+    """nats-server's LostStreamData (`state.lost` of stream info)."""
+    return {"msgs": list(lost.msgs), "bytes": lost.bytes}
+
+
 def consumer_action(ajs: AccountJetStream, stream: str, consumer: str, action: str) -> None:
     subject = f"{PREFIX}.CONSUMER.{CONSUMER_ACTIONS[action]}.{stream}.{consumer}"
     publish(ajs, subject, "consumer_action", {"stream": stream, "consumer": consumer, "action": action})
@@ -94,6 +107,7 @@ def requester(ajs: AccountJetStream, reply: str) -> ClientConnection | None:
     beats a wildcard watcher). None when the reply goes to a sibling worker's client (its
     subscription here is a link), to an internal client, or nowhere."""
     from appliance.server.client import ClientConnection
+    from appliance.store.api import LostData
 
     if not reply:
         return None

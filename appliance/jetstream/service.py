@@ -472,18 +472,30 @@ class JetStreamService:
             for record in streams.values():
                 config_record = record["config"]
                 assert isinstance(config_record, dict)
-                stream = ajs.open_stream(
-                    stream_config_from_record(config_record), int(str(record["created"]))
-                )
+                config = stream_config_from_record(config_record)
+                try:
+                    stream = ajs.open_stream(config, int(str(record["created"])))
+                except (OSError, ApplianceError) as exc:
+                    self._not_opened(account_name, config.name, "", exc)  # the others open
+                    continue
                 consumers = record["consumers"]
                 assert isinstance(consumers, dict)
                 for consumer_record in consumers.values():
-                    config = consumer_config_from_record(consumer_record["config"])
-                    if not config.durable_name:
-                        gone.append((account_name, stream.config.name, config.name))
+                    consumer_config = consumer_config_from_record(consumer_record["config"])
+                    if not consumer_config.durable_name:
+                        gone.append((account_name, stream.config.name, consumer_config.name))
                         continue
-                    ajs.open_consumer(stream, config, int(str(consumer_record["created"])), fresh=False)
+                    try:
+                        ajs.open_consumer(stream, consumer_config, int(str(consumer_record["created"])), fresh=False)
+                    except (OSError, ApplianceError) as exc:
+                        self._not_opened(account_name, config.name, consumer_config.name, exc)
         return gone
+
+    def _not_opened(self, account: str, stream: str, consumer: str, exc: BaseException) -> None:
+        """One stream or consumer could not be opened: contained to it, reported by /healthz."""
+        label = f"'{account} > {stream}" + (f" > {consumer}'" if consumer else "'")
+        logger.error("JetStream could not open %s: %s", label, exc)
+        self.failures[(account, stream if not consumer else f"{stream} > {consumer}")] = str(exc)
 
     def _on_meta_change(self, op: dict[str, object]) -> None:
         ajs = self.accounts.get(str(op["acc"]))

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from appliance import limits
-from appliance.errors import BrokenError, LimitExceeded, NotLeader, ProposalDropped
-from appliance.jetstream import errors, ops
+from appliance.errors import BrokenError, CorruptData, LimitExceeded, NotLeader, ProposalDropped
+from appliance.jetstream import advisories, errors, ops
 from appliance.jetstream.config import StreamConfig
 from appliance.jetstream.groups import memory_storage, start_group
 from appliance.jetstream.host import Host, Timer
@@ -100,6 +100,7 @@ class Stream:
         self._ack_prefix: bytes | None = None  # b'{"stream":"NAME","seq":' (PubAck hot path)
         self._expiry_timer: Timer | None = None
         self._interval_timer: Timer | None = None
+        self.report_damage()
         self._rebuild_dedupe()
         self._ttls: list[tuple[int, int]] = []  # heap of (expires_ns, seq): per-message TTL (Nats-TTL)
         self._ttl_timer: Timer | None = None
@@ -454,6 +455,19 @@ class Stream:
             self.store.delete(seq)
             self._removed()
 
+    # --- damage on disk ----------------------------------------------------------------------------
+
+    def report_damage(self) -> None:
+        """Log (once per open) and advise what the store found damaged and will not serve."""
+        lost = self.store.lost()
+        if not lost.damaged:
+            return
+        logger.error(
+            "JetStream stream '%s' opened with damaged data: %d message(s) lost until repaired (%s)",
+            self.config.name, lost.count, "; ".join(lost.regions),
+        )
+        advisories.stream_corrupt(self.host, self.config.name, lost)
+
     # --- dedupe ------------------------------------------------------------------------------------
 
     def _expire_dedupe(self, now_ns: int) -> None:
@@ -474,7 +488,10 @@ class Stream:
         found: list[tuple[str, int, int]] = []
         seq = state.last_seq
         while seq >= state.first_seq and len(found) < limits.JS_DEDUPE_IDS_MAX:
-            msg = self.store.load(seq)
+            try:
+                msg = self.store.load(seq)
+            except CorruptData:
+                msg = None  # a lost message (reported by the store and by report_damage) holds no id
             seq -= 1
             if msg is None:
                 continue

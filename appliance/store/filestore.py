@@ -732,12 +732,27 @@ class FileStreamStore:
         return msg
 
     def load_next(self, filter_subject: str, start_seq: int) -> api.StoredMsg | None:
-        seq = self._index.next_live(start_seq, filter_subject)
-        return None if seq is None else self.load(seq)
+        """The next matching message; one found damaged now is quarantined and skipped."""
+        for _attempt in range(bounds.STORE_DAMAGED_SKIPS_MAX):
+            seq = self._index.next_live(start_seq, filter_subject)
+            if seq is None:
+                return None
+            try:
+                return self.load(seq)
+            except CorruptData:
+                start_seq = seq + 1  # quarantined by load(): no longer live
+        raise CorruptData(f"more than {bounds.STORE_DAMAGED_SKIPS_MAX} damaged records in a row", path=self._dir)
 
     def load_last(self, filter_subject: str) -> api.StoredMsg | None:
-        seq = self._index.last_live(filter_subject)
-        return None if seq is None else self.load(seq)
+        for _attempt in range(bounds.STORE_DAMAGED_SKIPS_MAX):
+            seq = self._index.last_live(filter_subject)
+            if seq is None:
+                return None
+            try:
+                return self.load(seq)
+            except CorruptData:
+                continue  # quarantined by load(): the one before it is the last now
+        raise CorruptData(f"more than {bounds.STORE_DAMAGED_SKIPS_MAX} damaged records in a row", path=self._dir)
 
     def scan(self, start_seq: int = 1, filter_subject: str = ">") -> Iterator[api.StoredMsg]:
         """Sequential read: decodes each block or active file once, yields live matching messages."""

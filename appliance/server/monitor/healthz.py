@@ -33,6 +33,7 @@ STREAM_PROBLEMS = {
     "not_recovered": "JetStream stream {label} could not be recovered",
     "write_error": "JetStream stream {label} write error: {detail}",
     "not_current": "JetStream stream {label} is not current: {detail}",
+    "damaged": "JetStream stream {label} has damaged data: {detail}",
 }
 
 
@@ -152,12 +153,14 @@ def check_assets(
             text = STREAM_PROBLEMS[stream.state].format(label=label, detail=stream.detail)
             health.problem("STREAM", text, final=False, account=stream.account, stream=stream.name)
             continue
-        if not clustered:
-            continue  # a single server only checks that its streams recovered
         for consumer in stream.consumers:
             if consumer.state == "ok" or (options.consumer and consumer.name != options.consumer):
                 continue
+            if not clustered and consumer.state != "not_recovered":
+                continue  # a single server only checks that its streams and consumers recovered
             text = f"JetStream consumer '{stream.account} > {stream.name} > {consumer.name}' is not current: "
+            if consumer.state == "not_recovered":
+                text = f"JetStream consumer '{stream.account} > {stream.name} > {consumer.name}' could not be recovered: "
             health.problem(
                 "CONSUMER", text + consumer.detail, final=False, account=stream.account, stream=stream.name,
                 consumer=consumer.name,

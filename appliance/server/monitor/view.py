@@ -177,7 +177,8 @@ class JetStreamStats:
     api_inflight: int = 0
 
 
-AssetState = Literal["ok", "not_current", "not_recovered", "write_error"]
+# damaged: opened, but the store holds damaged data it does not serve until repaired (appliance)
+AssetState = Literal["ok", "not_current", "not_recovered", "write_error", "damaged"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,204 @@
+"""`appliance run` on a damaged store directory: every damage case starts the real server process
+and asserts what still works (issue 12 §1). The stream directory is filled once per module: the
+server creates the streams and a durable consumer, then the EVENTS stream gets 100,000 messages
+through the store itself (three segments: two sealed, one active) so each test runs in seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+import nats
+import pytest
+from nats.js.errors import APIError
+
+from appliance.store.filestore import FileStoreConfig, FileStreamStore
+from appliance.store.layout import SealedSegment
+from appliance.testing.process import ApplianceProcess, free_port
+
+pytestmark = pytest.mark.integration
+
+MSGS = 100_000  # written offline into EVENTS (plus PUBLISHED through the server first)
+PUBLISHED = 10
+SUBJECTS = 20
+
+
+def run(coro: object) -> object:
+    return asyncio.run(asyncio.wait_for(coro, 60))  # type: ignore[arg-type]
+
+
+def body(seq: int) -> bytes:
+    return json.dumps({"seq": seq, "kind": "order", "data": "x" * 120}).encode()
+
+
+def two_ports() -> tuple[int, int]:
+    port = free_port()
+    http = free_port()
+    while http == port:
+        http = free_port()
+    return port, http
+
+
+def args(store: Path, port: int, http: int) -> list[str]:
+    return ["-a", "127.0.0.1", "-p", str(port), "-m", str(http), "-js", "-sd", str(store)]
+
+
+def events_dir(store: Path) -> Path:
+    return store / "jetstream" / "$G" / "streams" / "EVENTS" / "msgs"
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("pristine")
+    store = base / "store"
+    port, http = two_ports()
+
+    async def create() -> None:
+        nc = await nats.connect(f"nats://127.0.0.1:{port}")
+        js = nc.jetstream()
+        await js.add_stream(name="EVENTS", subjects=["events.>"])
+        await js.add_stream(name="OTHER", subjects=["other.>"])
+        for i in range(PUBLISHED):
+            await js.publish(f"events.{i % SUBJECTS}", body(i + 1))
+            await js.publish("other.x", b"other %d" % i)
+        await js.pull_subscribe("events.>", durable="READER", stream="EVENTS")
+        await nc.close()
+
+    with ApplianceProcess(args(store, port, http), log_dir=base):
+        run(create())
+    store_config = FileStoreConfig(str(events_dir(store)), sync_always=False)
+    events = FileStreamStore(store_config)
+    for start in range(PUBLISHED, PUBLISHED + MSGS, 500):
+        events.store_batch([(f"events.{i % SUBJECTS}", b"", body(i + 1), 10**18 + i) for i in range(start, start + 500)])
+    segments = events.segments()
+    assert [type(s).__name__ for s in segments] == ["SealedSegment", "SealedSegment", "ActiveSegment"], segments
+    events.close()
+    return store
+
+
+class Running:
+    def __init__(self, app: ApplianceProcess, port: int, http: int) -> None:
+        self.app, self.port, self.http = app, port, http
+
+    def healthz(self) -> tuple[int, dict[str, object]]:
+        try:
+            answer = urllib.request.urlopen(f"http://127.0.0.1:{self.http}/healthz?details=true", timeout=10)
+            return answer.status, json.loads(answer.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read())
+
+    def status_exit(self) -> tuple[int, str]:
+        done = subprocess.run([sys.executable, "-m", "appliance", "status", "-p", str(self.port)],
+                              capture_output=True, text=True, timeout=30)
+        return done.returncode, done.stdout + done.stderr
+
+    def jsz(self) -> dict[str, object]:
+        url = f"http://127.0.0.1:{self.http}/jsz?streams=true"
+        return json.loads(urllib.request.urlopen(url, timeout=10).read())  # type: ignore[no-any-return]
+
+
+def start_on(pristine: Path, tmp_path: Path, damage: Callable[[Path], None]) -> tuple[ApplianceProcess, Running]:
+    store = tmp_path / "store"
+    shutil.copytree(pristine, store)
+    damage(store)
+    port, http = two_ports()
+    app = ApplianceProcess(args(store, port, http), log_dir=tmp_path)  # started by `with`
+    return app, Running(app, port, http)
+
+
+async def read_all_events(port: int, expect: int) -> tuple[list[int], dict[str, object]]:
+    """Every EVENTS message through the durable pull consumer (never stalls), and stream info."""
+    nc = await nats.connect(f"nats://127.0.0.1:{port}")
+    js = nc.jetstream()
+    sub = await js.pull_subscribe("events.>", durable="READER", stream="EVENTS")
+    seqs: list[int] = []
+    while len(seqs) < expect:
+        for msg in await sub.fetch(1000, timeout=10):
+            meta = msg.metadata
+            assert json.loads(msg.data)["seq"] == meta.sequence.stream, "never wrong bytes"
+            seqs.append(meta.sequence.stream)
+            await msg.ack()
+    info = await nc.request("$JS.API.STREAM.INFO.EVENTS", b"", timeout=10)
+    other = await js.get_msg("OTHER", PUBLISHED)
+    assert other.data == b"other %d" % (PUBLISHED - 1), "the undamaged stream serves"
+    await nc.close()
+    return seqs, json.loads(info.data)
+
+
+async def msg_get(port: int, seq: int) -> dict[str, object]:
+    nc = await nats.connect(f"nats://127.0.0.1:{port}")
+    answer = await nc.request("$JS.API.STREAM.MSG.GET.EVENTS", json.dumps({"seq": seq}).encode(), timeout=10)
+    await nc.close()
+    return json.loads(answer.data)  # type: ignore[no-any-return]
+
+
+TOTAL = PUBLISHED + MSGS
+
+
+def segment_files(store: Path) -> list[Path]:
+    return sorted(events_dir(store).glob("*.seg"))
+
+
+def lost_seqs(tmp_path: Path) -> list[int]:
+    """What the offline tool finds lost in the damaged copy (it never modifies the directory)."""
+    done = subprocess.run([sys.executable, "-m", "appliance", "store", "inspect", str(events_dir(tmp_path / "store"))],
+                          capture_output=True, text=True, timeout=60)
+    seqs: list[int] = []
+    for line in done.stdout.splitlines():
+        if line.strip().startswith("corrupt ") and " seq " in line:
+            first, last = line.split(" seq ")[1].split(":")[0].split("..")
+            seqs.extend(range(int(first), int(last) + 1))
+    return seqs
+
+
+def flip(path: Path, offset: int) -> None:
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        byte = f.read(1)
+        f.seek(offset)
+        f.write(bytes([byte[0] ^ 0x40]))
+
+
+def assert_damaged_but_serving(app: ApplianceProcess, server: Running, lost: list[int]) -> None:
+    """The consumer gets every other message, in order, without stalling; the stream, /jsz,
+    /healthz, `appliance status` and MSG.GET say what is lost; the log says it once."""
+    seqs, info = run(read_all_events(server.port, TOTAL - len(lost)))  # type: ignore[misc]
+    assert seqs == sorted(seqs)
+    assert sorted(set(range(1, TOTAL + 1)) - set(seqs)) == lost, "every intact record before and after is served"
+    state = info["state"]
+    assert state["messages"] == TOTAL - len(lost) and state["last_seq"] == TOTAL
+    assert state["lost"]["msgs"] == lost and state["lost"]["bytes"] > 0
+    answer = run(msg_get(server.port, lost[0]))
+    assert answer["error"]["code"] == 500 and answer["error"]["err_code"] == 10051  # type: ignore[index]
+    assert "lost" in answer["error"]["description"], answer  # type: ignore[index]
+    assert run(msg_get(server.port, lost[-1] + 1))["message"]["seq"] == lost[-1] + 1  # type: ignore[index]
+    code, health = server.healthz()
+    assert code == 503 and health["status"] == "error", health
+    assert health["errors"][0]["type"] == "STREAM" and health["errors"][0]["stream"] == "EVENTS"  # type: ignore[index]
+    assert "damaged data" in health["errors"][0]["error"]  # type: ignore[index]
+    jsz_state = server.jsz()["account_details"][0]["stream_detail"]  # type: ignore[index]
+    assert [s["state"]["lost"]["msgs"] for s in jsz_state if s["name"] == "EVENTS"] == [lost]
+    exit_code, text = server.status_exit()
+    assert exit_code == 1 and "unrepaired damage" in text, text
+    log = app.log()
+    assert log.count("corrupt data not served") == 1, log
+    assert "Traceback" not in log and "exited" not in log, log
+
+
+def test_a_flipped_byte_mid_active_segment_loses_one_record(pristine: Path, tmp_path: Path) -> None:
+    def damage(store: Path) -> None:
+        active = segment_files(store)[-1]
+        flip(active, os.path.getsize(active) // 2)
+
+    app, server = start_on(pristine, tmp_path, damage)
+    with app:
+        assert_damaged_but_serving(app, server, lost_seqs(tmp_path))
