@@ -462,9 +462,9 @@ class Stream:
         lost = self.store.lost()
         if not lost.damaged:
             return
-        logger.error(
-            "JetStream stream '%s' opened with damaged data: %d message(s) lost until repaired (%s)",
-            self.config.name, lost.count, "; ".join(lost.regions),
+        logger.error(  # each region was logged by the store with file:offset and sequences
+            "JetStream stream '%s' opened with damaged data: %d message(s) lost until repaired, %d region(s)",
+            self.config.name, lost.count, len(lost.regions),
         )
         advisories.stream_corrupt(self.host, self.config.name, lost)
 

@@ -140,6 +140,7 @@ class FileStreamStore:
         self._broken: OSError | None = None
         self._unsealable: set[str] = set()
         self.recovery = RecoveryReport()
+        self._lost_floor = 0  # lost sequences below it were purged, compacted or expired since
         self._recover()
 
     # --- recovery ---------------------------------------------------------------------------------
@@ -496,6 +497,7 @@ class FileStreamStore:
             return
         last_ts = self._index.last_ts_ns
         if first:
+            self._lost_floor = max(self._lost_floor, first)
             record = records.encode_first(first, last_ts)
         else:
             record = records.encode_delete(records.to_ranges(removed), last_ts)
@@ -529,6 +531,8 @@ class FileStreamStore:
             removed = index.skip_to(index.last_seq + 1)
             self._persist_removal(removed, first=index.last_seq + 1)
             return len(removed)
+        if up_to_seq and not subject:
+            self._lost_floor = max(self._lost_floor, up_to_seq)
         plan = index.purge_plan(subject, keep=keep, up_to_seq=up_to_seq)
         for seq in plan:
             index.remove(seq)
@@ -548,6 +552,7 @@ class FileStreamStore:
     def expire(self, now_ns: int) -> int:
         removed = self._index.expire(now_ns)
         if removed:
+            self._lost_floor = max(self._lost_floor, removed[-1] + 1)  # lost ones below were older
             self._persist_removal(removed)
         return len(removed)
 
@@ -606,7 +611,7 @@ class FileStreamStore:
 
     def load(self, seq: int) -> api.StoredMsg | None:
         if not self._index.is_live(seq):
-            if seq >= self._index.first_seq:
+            if seq >= self._lost_floor:
                 for region in self.recovery.corrupt:
                     if region.covers(seq):
                         raise CorruptData(
@@ -656,11 +661,11 @@ class FileStreamStore:
         lines: list[str] = []
         for region in self.recovery.corrupt:
             holds_seqs = region.last_seq >= region.first_seq > 0
-            if holds_seqs and region.last_seq < index.first_seq:
-                continue  # removed since (purge, limits): nothing left to repair
+            if holds_seqs and region.last_seq < self._lost_floor:
+                continue  # removed since (purge, compact, expiry): nothing left to repair
             if not holds_seqs and region.path not in paths:
                 continue  # the damaged file is gone
-            first = max(region.first_seq, index.first_seq)
+            first = max(region.first_seq, self._lost_floor)
             if holds_seqs:
                 count += region.last_seq - first + 1
                 room = bounds.STORE_LOST_LISTED_MAX - len(listed)

@@ -263,7 +263,7 @@ class Recovery:
                 continue
             ranges = records.to_ranges(lost)
             for lo, hi in ranges:
-                detail = f"sequences {lo}..{hi} missing between {name} and {next_name} (a segment file is gone?)"
+                detail = f"missing between {name} and {next_name} (a segment file is gone?)"
                 self._corrupt(os.path.join(self.directory, name), -1, lo, hi, detail)
 
     def _explained(self, seq: int) -> bool:
