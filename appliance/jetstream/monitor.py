@@ -85,6 +85,7 @@ class JetStreamMonitor:
             limits=dict(DEFAULT_LIMITS),
             accounts=tuple(accounts),
             streams=streams,
+            damage=tuple(line for key, line in self.service.damage.items() if key == ("", "meta")),
         )
 
     def health(self) -> tuple[StreamHealth, ...]:
@@ -100,6 +101,10 @@ class JetStreamMonitor:
                     for key, why in failures.items()
                     if key[0] == name and key[1].startswith(prefix)
                 ]
+                damaged = {k[1][len(prefix) :]: why for k, why in self.service.damage.items()
+                           if k[0] == name and k[1].startswith(prefix)}
+                consumers = [ConsumerHealth(c.name, "damaged", damaged[c.name]) if c.name in damaged else c
+                             for c in consumers]
                 lost = stream.store.lost()
                 if lost.damaged:
                     detail = f"{lost.count} message(s) lost until repaired: " + "; ".join(lost.regions)
@@ -113,7 +118,8 @@ class JetStreamMonitor:
 
     def damaged_streams(self) -> int:
         """Streams with unrepaired damage or that could not be opened (`appliance status`)."""
-        return sum(1 for s in self.health() if s.state != "ok" or any(c.state != "ok" for c in s.consumers))
+        assets = sum(1 for s in self.health() if s.state != "ok" or any(c.state != "ok" for c in s.consumers))
+        return assets + (("", "meta") in self.service.damage)
 
     def details(
         self, *, account: str, streams: bool, consumers: bool, config: bool

@@ -636,6 +636,12 @@ class FileStreamStore:
     def live_between(self, first: int, last: int) -> list[int]:
         return list(itertools.takewhile(lambda s: s <= last, self._index.live_seqs(first)))
 
+    def is_current(self, seg: Segment, generation: int) -> bool:
+        """seg (seen at generation) is still what the store reads: not sealed, erased or dropped since."""
+        if not any(s is seg for s in self._segments):
+            return False
+        return not isinstance(seg, ActiveSegment) or seg.generation == generation
+
     def quarantine(self, damage: CorruptData, seqs: list[int]) -> None:
         """Damage found while reading (after recovery): the sequences it hides become lost, as if
         recovery had found it. Nothing is written: a repair (or the next recovery) decides."""

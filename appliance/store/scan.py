@@ -26,6 +26,7 @@ def scan_segments(store: FileStreamStore, start_seq: int, filter_subject: str) -
     for seg in store.segments():
         if seg.live == 0:
             continue
+        generation = seg.generation if isinstance(seg, ActiveSegment) else 0
         if isinstance(seg, ActiveSegment):
             if not seg.offsets or index.last_seq < start:
                 continue
@@ -39,8 +40,10 @@ def scan_segments(store: FileStreamStore, start_seq: int, filter_subject: str) -
         for first, last, lazy in batches:
             try:
                 loaded = lazy()
-            except CorruptData as exc:  # damaged since recovery: lost from now on, never served
-                store.quarantine(exc, store.live_between(first, last))
+            except CorruptData as exc:
+                if not store.is_current(seg, generation):
+                    raise  # a view from before a seal or erase: the caller reads again
+                store.quarantine(exc, store.live_between(first, last))  # damaged since recovery: lost
                 continue
             dead = index.dead_in(first, last)
             if everything and not dead:
@@ -81,6 +84,7 @@ def _active_messages(store: FileStreamStore, seg: ActiveSegment, start: int) -> 
 def _checked_messages(store: FileStreamStore, raw: bytes, seg: ActiveSegment, start: int) -> Iterator[api.StoredMsg]:
     """Record by record through the offsets map: the active file holds a damaged record (a record
     damaged since recovery is quarantined: lost from now on, never served)."""
+    generation = seg.generation
     for seq, offset in list(seg.offsets.items()):
         if seq < start or not store.index.is_live(seq):
             continue
@@ -89,6 +93,9 @@ def _checked_messages(store: FileStreamStore, raw: bytes, seg: ActiveSegment, st
             if record.seq != seq:
                 raise records.BadRecord(f"record at {offset} is not seq {seq}")
         except records.BadRecord as exc:
-            store.quarantine(CorruptData(str(exc), path=seg.path, offset=offset), [seq])
+            damage = CorruptData(str(exc), path=seg.path, offset=offset)
+            if not store.is_current(seg, generation):
+                raise damage from exc  # a view from before a seal or erase: the caller reads again
+            store.quarantine(damage, [seq])
             continue
         yield api.StoredMsg(seq, record.subject, record.headers, record.payload, record.timestamp_ns)

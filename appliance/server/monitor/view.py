@@ -226,6 +226,7 @@ class JetStreamView:
     meta_detail: str = ""  # error text for write_error / apply_error
     accounts: tuple[str, ...] = ()  # accounts that have JetStream assets (assigned anywhere, when clustered)
     streams: tuple[StreamHealth, ...] = ()  # assets held by this server
+    damage: tuple[str, ...] = ()  # JetStream-wide damage recovered from (a meta log damaged mid-file)
 
 
 class ServerView(Protocol):
