@@ -268,3 +268,84 @@ def test_a_damaged_footer_is_rebuilt_and_everything_is_served(pristine: Path, tm
     done = subprocess.run([sys.executable, "-m", "appliance", "store", "inspect", "--verify", str(tmp_path / "store")],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def frame_offsets(path: Path) -> list[int]:
+    """Where each record of a RAFT log file starts (u32 length, u32 crc, body)."""
+    data = path.read_bytes()
+    offsets, offset = [], 0
+    while offset < len(data):
+        offsets.append(offset)
+        offset += 8 + int.from_bytes(data[offset : offset + 4], "little")
+    return offsets
+
+
+def test_a_damaged_consumer_log_redelivers_and_everything_else_serves(pristine: Path, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    shutil.copytree(pristine, store)
+    port, http = two_ports()
+
+    async def ack_some() -> None:
+        nc = await nats.connect(f"nats://127.0.0.1:{port}")
+        sub = await nc.jetstream().pull_subscribe("events.>", durable="READER", stream="EVENTS")
+        for _ in range(6):
+            for msg in await sub.fetch(5, timeout=10):
+                await msg.ack_sync()
+        await nc.close()
+
+    with ApplianceProcess(args(store, port, http), log_dir=tmp_path):
+        run(ack_some())
+    log = store / "jetstream" / "$G" / "streams" / "EVENTS" / "consumers" / "READER" / "log"
+    offsets = frame_offsets(log)
+    assert len(offsets) > 8
+    flip(log, offsets[len(offsets) // 2] + 12)  # inside a record in the middle of the log
+
+    async def after() -> tuple[int, int]:
+        nc = await nats.connect(f"nats://127.0.0.1:{port}")
+        js = nc.jetstream()
+        sub = await js.pull_subscribe("events.>", durable="READER", stream="EVENTS")
+        first = (await sub.fetch(1, timeout=10))[0]
+        info = await js.consumer_info("EVENTS", "READER")
+        assert (await js.get_msg("OTHER", 1)).data == b"other 0"
+        await nc.close()
+        return first.metadata.sequence.stream, info.ack_floor.stream_seq
+
+    app = ApplianceProcess(args(store, port, http), log_dir=tmp_path)
+    server = Running(app, port, http)
+    with app:
+        first, floor = run(after())  # type: ignore[misc]
+        assert first <= 31 and first == floor + 1, "an older ack state: redelivery, never a skipped message"
+        code, health = server.healthz()
+        assert code == 503 and health["errors"][0]["consumer"] == "READER", health  # type: ignore[index]
+        assert "recovered from a damaged log" in health["errors"][0]["error"]  # type: ignore[index]
+        assert server.status_exit()[0] == 1
+        assert "Traceback" not in app.log()
+    assert log.with_name("log.damaged").exists(), "the damaged log is kept for a post-mortem"
+
+
+def test_a_damaged_meta_log_keeps_what_it_can_and_reports_the_rest(pristine: Path, tmp_path: Path) -> None:
+    def damage(store: Path) -> None:
+        meta = store / "jetstream" / "_raft" / "_meta" / "log"
+        entries = frame_offsets(meta)
+        flip(meta, entries[-4] + 20)  # the entry that defined OTHER (EVENTS is defined before it)
+
+    app, server = start_on(pristine, tmp_path, damage)
+
+    async def check() -> None:
+        nc = await nats.connect(f"nats://127.0.0.1:{server.port}")
+        js = nc.jetstream()
+        info = await js.stream_info("EVENTS")
+        assert info.state.messages == TOTAL
+        ack = await js.publish("events.new", b"still writable")
+        assert ack.seq == TOTAL + 1
+        await nc.close()
+
+    with app:
+        run(check())
+        code, health = server.healthz()
+        texts = [e["error"] for e in health["errors"]]  # type: ignore[union-attr]
+        assert code == 503 and any("meta log recovered from damage" in t for t in texts), health
+        assert any("'$G > OTHER' could not be recovered" in t for t in texts), "its data is kept and reported"
+        assert server.status_exit()[0] == 1
+        assert "Traceback" not in app.log()
+    assert (tmp_path / "store" / "jetstream" / "$G" / "streams" / "OTHER" / "msgs").is_dir(), "never deleted"
