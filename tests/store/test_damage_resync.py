@@ -1,0 +1,138 @@
+"""Damage in the middle of an active segment: recovery resyncs to the next valid record.
+
+Properties over random messages and random damage (hypothesis): a damaged record is never served
+(no wrong bytes, ever), every record the damage did not touch is served, before and after it,
+the lost sequences are reported (`lost()`), and loading one says it is lost.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from appliance.errors import CorruptData
+from appliance.store import records, segment
+from appliance.store.filestore import FileStoreConfig, FileStreamStore
+from appliance.store.layout import ActiveSegment
+from appliance.store.recovery import incomplete_write
+from appliance.testing.faultfs import FaultFS
+
+DIRECTORY = "/d"
+
+messages = st.lists(
+    st.tuples(st.sampled_from(["a", "b.c", "orders.eu.1"]), st.binary(max_size=300)), min_size=3, max_size=40
+)
+
+
+def filled(msgs: list[tuple[str, bytes]]) -> tuple[FaultFS, str, dict[int, tuple[str, bytes]], list[tuple[int, int, int]]]:
+    """A closed store of msgs in one active segment; (fs, path, seq -> msg, (seq, offset, end))."""
+    fs = FaultFS()
+    store = FileStreamStore(FileStoreConfig(DIRECTORY, segment_bytes=1 << 20), ops=fs)
+    truth = {}
+    for subject, payload in msgs:
+        seq = store.store_msg(subject, b"", payload, 1000 + len(truth))
+        truth[seq] = (subject, payload)
+    active = store.segments()[-1]
+    assert isinstance(active, ActiveSegment)
+    path = active.path
+    store.close()
+    frames, _ = records.scan_frames(fs.read_all(path), segment.HEADER_BYTES)
+    return fs, path, truth, [(f[3], f[0], f[1]) for f in frames]
+
+
+def reopened(fs: FaultFS) -> FileStreamStore:
+    return FileStreamStore(FileStoreConfig(DIRECTORY, segment_bytes=1 << 20), ops=fs)
+
+
+def check(store: FileStreamStore, truth: dict[int, tuple[str, bytes]], hit: set[int]) -> None:
+    served = {m.seq: (m.subject, m.payload) for m in store.scan()}
+    for seq, msg in served.items():
+        assert truth[seq] == msg, f"seq {seq} served wrong bytes"
+    assert set(truth) - hit <= set(served), "every record the damage did not touch is served"
+    lost = store.lost()
+    missing = sorted(set(truth) - set(served))
+    assert set(lost.msgs) <= hit, "only damaged records are called lost"
+    for seq in lost.msgs:
+        with pytest.raises(CorruptData, match="is lost"):
+            store.load(seq)
+    assert set(missing) <= set(lost.msgs) | {max(truth)}, "a missing record is reported lost (or was a torn tail)"
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(messages, st.integers(0, 2**31), st.integers(1, 255))
+def test_one_damaged_byte_loses_exactly_its_record(msgs: list[tuple[str, bytes]], where: int, xor: int) -> None:
+    fs, path, truth, frames = filled(msgs)
+    size = frames[-1][2]
+    offset = segment.HEADER_BYTES + where % (size - segment.HEADER_BYTES)
+    hit = {seq for seq, begin, end in frames if begin <= offset < end}
+    damaged = fs.after_crash("flush")
+    for bit in range(8):
+        if xor >> bit & 1:
+            damaged.flip_bit(path, offset * 8 + bit)
+    store = reopened(damaged)
+    check(store, truth, hit)
+    if hit != {max(truth)}:  # damage before the last record is never truncated as a torn tail
+        assert store.recovery.torn_bytes == 0
+        assert set(store.lost().msgs) == hit
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(messages, st.lists(st.integers(0, 2**31), min_size=1, max_size=4), st.integers(1, 600))
+def test_damaged_stretches_never_serve_wrong_bytes(msgs: list[tuple[str, bytes]], wheres: list[int], run: int) -> None:
+    """Several flipped bytes, or a zeroed run (a lost page): never wrong bytes, never a crash."""
+    fs, path, truth, frames = filled(msgs)
+    size = frames[-1][2]
+    damaged = fs.after_crash("flush")
+    hit: set[int] = set()
+    data = bytearray(damaged.read_all(path))
+    for where in wheres:
+        offset = segment.HEADER_BYTES + where % (size - segment.HEADER_BYTES)
+        end = min(offset + (run if len(wheres) == 1 else 1), size)
+        for at in range(offset, end):
+            if data[at] and len(wheres) == 1:
+                damaged.flip_bit(path, at * 8 + (data[at].bit_length() - 1))  # clears a set bit: zero-ish run
+            elif len(wheres) > 1:
+                damaged.flip_bit(path, at * 8)
+        hit |= {seq for seq, begin, stop in frames if begin < end and offset < stop}
+    store = reopened(damaged)
+    served = {m.seq: (m.subject, m.payload) for m in store.scan()}
+    for seq, msg in served.items():
+        assert truth[seq] == msg, f"seq {seq} served wrong bytes"
+    assert set(store.lost().msgs) <= hit
+
+
+def test_a_record_after_the_damage_that_holds_a_record_in_its_payload_is_not_mistaken() -> None:
+    """A payload made of valid record bytes: resync after damage before it must not resume inside
+    the payload (the candidate must be a forward message followed by a valid record)."""
+    inner = records.encode_msg(2, b"forged", b"", b"not the real message 2", 5)
+    fs, path, truth, frames = filled([("a", b"first"), ("b", inner), ("c", b"third"), ("d", b"fourth")])
+    damaged = fs.after_crash("flush")
+    damaged.flip_bit(path, (frames[1][1] + 2) * 8)  # the length field of record 2
+    store = reopened(damaged)
+    served = {m.seq: (m.subject, m.payload) for m in store.scan()}
+    assert served == {1: truth[1], 3: truth[3], 4: truth[4]}
+    assert store.lost().msgs == (2,)
+
+
+def test_only_an_incomplete_last_write_is_a_torn_tail() -> None:
+    record = records.encode_msg(7, b"s", b"", b"payload", 1)
+    whole = segment.encode_active_header(7) + record
+    assert incomplete_write(whole[:-3], segment.HEADER_BYTES), "cut short"
+    assert incomplete_write(whole[:-3] + bytes(3 + 4096), segment.HEADER_BYTES), "zeros where the write stopped"
+    flipped = bytearray(whole)
+    flipped[segment.HEADER_BYTES + 20] ^= 1
+    assert not incomplete_write(bytes(flipped), segment.HEADER_BYTES), "a whole record with a bad checksum"
+
+
+def test_a_whole_damaged_last_record_is_kept_and_its_sequence_never_reused() -> None:
+    fs, path, truth, frames = filled([("a", b"one"), ("b", b"two"), ("c", b"three")])
+    damaged = fs.after_crash("flush")
+    damaged.flip_bit(path, (frames[-1][1] + 30) * 8)  # inside the body of the last record
+    store = reopened(damaged)
+    assert store.recovery.torn_bytes == 0 and store.lost().msgs == (3,)
+    assert store.store_msg("d", b"", b"four", 9) == 4, "the lost sequence is not handed out again"
+    store.close()
+    again = reopened(damaged)
+    assert {m.seq: m.payload for m in again.scan()} == {1: b"one", 2: b"two", 4: b"four"}
+    assert again.lost().msgs == (3,)
