@@ -107,7 +107,6 @@ def requester(ajs: AccountJetStream, reply: str) -> ClientConnection | None:
     beats a wildcard watcher). None when the reply goes to a sibling worker's client (its
     subscription here is a link), to an internal client, or nowhere."""
     from appliance.server.client import ClientConnection
-    from appliance.store.api import LostData
 
     if not reply:
         return None

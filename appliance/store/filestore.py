@@ -660,7 +660,6 @@ class FileStreamStore:
 
     def lost(self) -> api.LostData:
         """The damage recovery (or a read) found that still matters, as LostData."""
-        index = self._index
         paths = {seg.path for seg in self._segments}
         listed: list[int] = []
         count = damaged_bytes = 0

@@ -217,7 +217,7 @@ def _frame_at(data: bytes, offset: int) -> int | None:
     if offset + FRAME.size > len(data):
         return None
     length, checksum = FRAME.unpack_from(data, offset)
-    end = offset + FRAME.size + length
+    end: int = offset + FRAME.size + length
     if length == 0 or end > len(data) or zlib.crc32(data[offset + FRAME.size : end]) != checksum:
         return None
     try:

@@ -184,9 +184,9 @@ def resync(buf: bytes | memoryview, start: int, min_seq: int = 0) -> int | None:
             hinted = _declared_end(buf, start)
             record = _candidate(buf, hinted, floor) if hinted is not None else None
             # its length led to the very next message (or a removal record): its bytes were the damage
-            if hinted is not None and record is not None and (record.kind != Kind.MSG or record.seq == floor):
-                if _strong(buf, hinted, record):
-                    return hinted
+            leads_on = record is not None and (record.kind != Kind.MSG or record.seq == floor)
+            if hinted is not None and record is not None and leads_on and _strong(buf, hinted, record):
+                return hinted
     weak: tuple[int, Record] | None = None
     offset = start
     while True:

@@ -85,6 +85,7 @@ def test_damaged_stretches_never_serve_wrong_bytes(msgs: list[tuple[str, bytes]]
     size = frames[-1][2]
     damaged = fs.after_crash("flush")
     hit: set[int] = set()
+    assert sorted(truth) == [f[0] for f in frames]
     data = bytearray(damaged.read_all(path))
     for where in wheres:
         offset = segment.HEADER_BYTES + where % (size - segment.HEADER_BYTES)
@@ -126,7 +127,7 @@ def test_only_an_incomplete_last_write_is_a_torn_tail() -> None:
 
 
 def test_a_whole_damaged_last_record_is_kept_and_its_sequence_never_reused() -> None:
-    fs, path, truth, frames = filled([("a", b"one"), ("b", b"two"), ("c", b"three")])
+    fs, path, _truth, frames = filled([("a", b"one"), ("b", b"two"), ("c", b"three")])
     damaged = fs.after_crash("flush")
     damaged.flip_bit(path, (frames[-1][1] + 30) * 8)  # inside the body of the last record
     store = reopened(damaged)

@@ -80,7 +80,7 @@ def store_dir_with_two_streams(base: Path) -> tuple[Path, Path]:
     for i in range(300):
         store.store_msg(f"events.{i % 20}", b"", b'{"event":%d,"pad":"%s"}' % (i, b"x" * 100), T0 + i)
     store.close()
-    return streams / "EVENTS", sorted((streams / "EVENTS" / "msgs").glob("*.seg"))[-1]
+    return streams / "EVENTS", max((streams / "EVENTS" / "msgs").glob("*.seg"))
 
 
 def test_verify_finds_damage_below_a_store_dir_a_stream_dir_and_a_msgs_dir(tmp_path: Path) -> None:
