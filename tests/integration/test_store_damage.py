@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -76,8 +77,9 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
         run(create())
     store_config = FileStoreConfig(str(events_dir(store)), sync_always=False)
     events = FileStreamStore(store_config)
+    now = time.time_ns()  # recent: reopening walks back over them (the duplicate window)
     for start in range(PUBLISHED, PUBLISHED + MSGS, 500):
-        events.store_batch([(f"events.{i % SUBJECTS}", b"", body(i + 1), 10**18 + i) for i in range(start, start + 500)])
+        events.store_batch([(f"events.{i % SUBJECTS}", b"", body(i + 1), now + i) for i in range(start, start + 500)])
     segments = events.segments()
     assert [type(s).__name__ for s in segments] == ["SealedSegment", "SealedSegment", "ActiveSegment"], segments
     events.close()
