@@ -21,9 +21,11 @@ cache (scan.py).
 Removals (delete, purge, limits, expiry) append DELETE / FIRST records to the active segment.
 Only the oldest segment is ever removed (once it has no live message), so a removal record
 always outlives the messages it removes. Recovery (recovery.py) replays every segment in order
-into a fresh `StreamIndex`, truncates a torn tail of the last segment, and reports damaged
-records or blocks elsewhere as `CorruptRegion`s that are never served (loading one raises
-CorruptData).
+into a fresh `StreamIndex`, truncates a torn tail (an incomplete last write) of the last segment,
+and reports damaged records or blocks elsewhere as `CorruptRegion`s that are never served: their
+sequences are a gap (`lost()`, nats-server's LostStreamData; loading one raises CorruptData
+"message N is lost"). Damage met later while reading is quarantined the same way (`quarantine`),
+in memory only: nothing is rewritten around it, so a repair (a peer's copy) can fill the gap.
 
 Fail closed: an OSError during a write or fsync breaks the store (BrokenError from then on);
 the owner reopens it, and recovery finds what is really on disk.
