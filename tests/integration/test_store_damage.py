@@ -65,7 +65,7 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
     async def create() -> None:
         nc = await nats.connect(f"nats://127.0.0.1:{port}")
         js = nc.jetstream()
-        await js.add_stream(name="EVENTS", subjects=["events.>"])
+        await js.add_stream(name="EVENTS", subjects=["events.>"], allow_direct=True)
         await js.add_stream(name="OTHER", subjects=["other.>"])
         for i in range(PUBLISHED):
             await js.publish(f"events.{i % SUBJECTS}", body(i + 1))
@@ -142,6 +142,21 @@ async def msg_get(port: int, seq: int) -> dict[str, object]:
     return json.loads(answer.data)  # type: ignore[no-any-return]
 
 
+async def lost_read(port: int, seq: int) -> tuple[dict[str, object], str, dict[str, object]]:
+    """MSG.GET and DIRECT.GET of a lost sequence, and the advisory the first one sends."""
+    nc = await nats.connect(f"nats://127.0.0.1:{port}")
+    advisories = await nc.subscribe("$JS.EVENT.ADVISORY.STREAM.CORRUPT.EVENTS")
+    await nc.flush()
+    request = json.dumps({"seq": seq}).encode()
+    answer = await nc.request("$JS.API.STREAM.MSG.GET.EVENTS", request, timeout=10)
+    direct = await nc.request("$JS.API.DIRECT.GET.EVENTS", request, timeout=10)
+    advisory = await advisories.next_msg(timeout=10)
+    await nc.close()
+    status = (direct.headers or {}).get("Status", "") + " " + (direct.headers or {}).get("Description", "")
+    assert not direct.data, "never the bytes of a lost message"
+    return json.loads(answer.data), status, json.loads(advisory.data)
+
+
 TOTAL = PUBLISHED + MSGS
 LISTED = limits.STORE_LOST_LISTED_MAX
 
@@ -180,9 +195,12 @@ def assert_damaged_but_serving(app: ApplianceProcess, server: Running, lost: lis
     state = info["state"]
     assert state["messages"] == TOTAL - len(lost) and state["last_seq"] == TOTAL
     assert state["lost"]["msgs"] == lost[:LISTED] and state["lost"]["bytes"] >= 0
-    answer = run(msg_get(server.port, lost[0]))
+    answer, direct, advisory = run(lost_read(server.port, lost[0]))  # type: ignore[misc]
     assert answer["error"]["code"] == 500 and answer["error"]["err_code"] == 10051  # type: ignore[index]
-    assert "lost" in answer["error"]["description"], answer  # type: ignore[index]
+    assert f"message {lost[0]} is lost" in answer["error"]["description"], answer  # type: ignore[index]
+    assert direct.startswith("500 Message Lost"), direct
+    assert advisory["type"] == "io.nats.jetstream.advisory.v1.stream_corrupt" and advisory["stream"] == "EVENTS"
+    assert advisory["lost"]["msgs"] == lost[:LISTED]
     assert run(msg_get(server.port, lost[-1] + 1))["message"]["seq"] == lost[-1] + 1  # type: ignore[index]
     code, health = server.healthz()
     assert code == 503 and health["status"] == "error", health
