@@ -137,3 +137,32 @@ def test_a_whole_damaged_last_record_is_kept_and_its_sequence_never_reused() -> 
     again = reopened(damaged)
     assert {m.seq: m.payload for m in again.scan()} == {1: b"one", 2: b"two", 4: b"four"}
     assert again.lost().msgs == (3,)
+
+
+def test_damage_met_while_reading_is_quarantined_not_raised_out_of_scans() -> None:
+    """A sealed block damaged after the store opened: the read that meets it fails with a clear
+    error, its messages become lost (never served), scans and next/last reads skip them."""
+    fs = FaultFS()
+    store = FileStreamStore(FileStoreConfig(DIRECTORY, segment_bytes=1500, block_raw_bytes=300, block_cache_bytes=0), ops=fs)
+    for i in range(60):
+        store.store_msg("ev", b"", b"event-%03d" % i, 1000 + i)
+    sealed = store.segments()[0]
+    assert not isinstance(sealed, ActiveSegment)
+    block = sealed.blocks[1]
+    fs.flip_bit(sealed.path, (block.data_offset + 3) * 8)  # under the open store
+    with pytest.raises(CorruptData, match="block checksum"):
+        store.load(block.first_seq)
+    lost = store.lost()
+    assert lost.msgs == tuple(range(block.first_seq, block.last_seq + 1))
+    with pytest.raises(CorruptData, match="is lost"):
+        store.load(block.first_seq)
+    served = [m.seq for m in store.scan()]
+    assert served == [s for s in range(1, 61) if not block.first_seq <= s <= block.last_seq]
+    after = store.load_next(">", block.first_seq)
+    assert after is not None and after.seq == block.last_seq + 1
+    other = sealed.blocks[2]
+    fs.flip_bit(sealed.path, (other.data_offset + 3) * 8)  # met first by a scan this time
+    gone = set(range(block.first_seq, block.last_seq + 1)) | set(range(other.first_seq, other.last_seq + 1))
+    assert [m.seq for m in store.scan()] == [s for s in range(1, 61) if s not in gone]
+    assert set(store.lost().msgs) == gone
+    store.close()
