@@ -85,12 +85,46 @@ class Recovery:
                 self.report.torn_bytes += len(data)
                 self.report.torn_segments.append(path)
                 return
-            self._corrupt(path, 0, 0, 0, str(exc))
-            return
+            rebuilt = self._rebuilt_header(path, data)
+            if rebuilt is None:
+                last = next_first - 1 if next_first else 0
+                first = self.index.last_seq + 1
+                if last >= first:
+                    self.index.advance_last(last)
+                self._corrupt(path, 0, first if last >= first else 0, last if last >= first else 0, str(exc), len(data))
+                return
+            logger.warning("store: rebuilt the damaged header of %s (%s)", path, exc)
+            self.report.repaired.append(f"{path}: segment header rebuilt from its name and contents")
+            data, header = rebuilt
         if header.sealed:
             self._recover_sealed(path, data, header)
         else:
             self._recover_active(path, data, header.first_seq, is_last=is_last, next_first=next_first)
+
+    def _rebuilt_header(self, path: str, data: bytes) -> tuple[bytes, segment.FileHeader] | None:
+        """A segment whose 32-byte header is damaged but whose contents are whole: the header is
+        rewritten from the file name (its first sequence) and what follows it (records or blocks
+        and a footer). None when the contents do not prove what the segment was."""
+        first = _first_of(os.path.basename(path))
+        if not first or len(data) < segment.HEADER_BYTES:
+            return None
+        body = data[segment.HEADER_BYTES :]
+        candidates: list[bytes] = []
+        if data.endswith(segment.TRAILER_MAGIC):
+            ids = [0] + ([self.zdict.dict_id()] if self.zdict is not None else [])
+            candidates += [segment.encode_sealed_header(first, dict_id) for dict_id in ids]
+        else:
+            frames, stop = speedups.scan_frames(data, segment.HEADER_BYTES)
+            if frames and frames[0][3] >= first and (stop == len(data) or unwritten_tail(data, stop)):
+                candidates.append(segment.encode_active_header(first))
+        for head in candidates:
+            repaired = head + body
+            header = segment.decode_header(repaired, path)
+            if header.sealed and segment.verify_sealed(repaired, zdict=dict_for(self.zdict, header.dict_id), path=path):
+                continue
+            write_atomic(self.ops, path, repaired)
+            return repaired, header
+        return None
 
     def _recover_active(self, path: str, data: bytes, first_seq: int, *, is_last: bool, next_first: int) -> None:
         """Replay the record chain; a damaged stretch is skipped to the next valid record (resync).

@@ -166,3 +166,20 @@ def test_damage_met_while_reading_is_quarantined_not_raised_out_of_scans() -> No
     assert [m.seq for m in store.scan()] == [s for s in range(1, 61) if s not in gone]
     assert set(store.lost().msgs) == gone
     store.close()
+
+
+@pytest.mark.parametrize("sealed", [False, True])
+def test_a_damaged_segment_header_is_rebuilt_from_the_name_and_contents(sealed: bool) -> None:
+    fs = FaultFS()
+    store = FileStreamStore(FileStoreConfig(DIRECTORY, segment_bytes=1500, block_raw_bytes=300), ops=fs)
+    for i in range(60):
+        store.store_msg("ev", b"", b"event-%03d" % i, 1000 + i)
+    seg = store.segments()[0 if sealed else -1]
+    assert isinstance(seg, ActiveSegment) != sealed
+    store.close()
+    damaged = fs.after_crash("flush")
+    damaged.flip_bit(seg.path, 12 * 8 + 1)  # the first_seq field of the header
+    again = reopened(damaged)
+    assert again.recovery.corrupt == [] and len(again.recovery.repaired) == 1
+    assert [m.payload for m in again.scan()] == [b"event-%03d" % i for i in range(60)]
+    assert segment.decode_header(damaged.read_all(seg.path)).first_seq == seg.first_seq
