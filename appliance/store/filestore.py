@@ -523,7 +523,11 @@ class FileStreamStore:
         seg = self._segment_of(seq)
         self._persist_removal([seq])
         if erase and any(s is seg for s in self._segments):
-            self._rewrite_without(seg, seq)
+            if any(region.path == seg.path for region in self.recovery.corrupt):
+                # never rewrite around damage (a repair needs it as found): removed, not erased
+                logger.warning("store: %s holds damaged data; seq %d is deleted but not erased", seg.path, seq)
+            else:
+                self._rewrite_without(seg, seq)
         return True
 
     @_fails_closed

@@ -183,3 +183,14 @@ def test_a_damaged_segment_header_is_rebuilt_from_the_name_and_contents(sealed: 
     assert again.recovery.corrupt == [] and len(again.recovery.repaired) == 1
     assert [m.payload for m in again.scan()] == [b"event-%03d" % i for i in range(60)]
     assert segment.decode_header(damaged.read_all(seg.path)).first_seq == seg.first_seq
+
+
+def test_an_erase_in_a_damaged_segment_deletes_without_rewriting_around_the_damage() -> None:
+    fs, path, truth, frames = filled([("a", b"one"), ("b", b"two"), ("c", b"three"), ("d", b"four")])
+    damaged = fs.after_crash("flush")
+    damaged.flip_bit(path, (frames[1][1] + 20) * 8)
+    store = reopened(damaged)
+    before = damaged.read_all(path)
+    assert store.delete(3, erase=True)
+    assert damaged.read_all(path).startswith(before), "the damaged bytes stay as found (appended to only)"
+    assert [m.seq for m in store.scan()] == [1, 4] and store.lost().msgs == (2,)
