@@ -65,8 +65,8 @@ from appliance.store.layout import (
 )
 from appliance.store.memory import state_of
 from appliance.store.recovery import Recovery
-from appliance.store.sealer import BackgroundSealer
 from appliance.store.scan import scan_segments
+from appliance.store.sealer import BackgroundSealer
 
 logger = logging.getLogger(__name__)
 

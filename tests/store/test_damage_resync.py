@@ -186,7 +186,7 @@ def test_a_damaged_segment_header_is_rebuilt_from_the_name_and_contents(sealed: 
 
 
 def test_an_erase_in_a_damaged_segment_deletes_without_rewriting_around_the_damage() -> None:
-    fs, path, truth, frames = filled([("a", b"one"), ("b", b"two"), ("c", b"three"), ("d", b"four")])
+    fs, path, _truth, frames = filled([("a", b"one"), ("b", b"two"), ("c", b"three"), ("d", b"four")])
     damaged = fs.after_crash("flush")
     damaged.flip_bit(path, (frames[1][1] + 20) * 8)
     store = reopened(damaged)
