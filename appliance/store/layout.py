@@ -68,7 +68,15 @@ def segment_path(directory: str, first_seq: int) -> str:
 
 @dataclass(frozen=True, slots=True)
 class CorruptRegion:
-    """Damaged bytes that recovery will not serve: RAFT repairs the sequences from peers."""
+    """Damaged bytes the store will not serve: the gap marker a repair fills.
+
+    The sequences first_seq..last_seq are absent from the index (a gap, like deleted messages)
+    but not removed: no DELETE record is written and the damaged bytes are never rewritten
+    around, so recovery finds the same region again until it is repaired. A repair (a peer's
+    copy of the sequences, later issue) rewrites this file (path) atomically with the peer's
+    records in place of bytes offset..offset+length, as erase rewrites a segment; recovery then
+    finds no region and the sequences are live again.
+    """
 
     path: str
     offset: int  # -1: the bytes are gone (a missing file)
