@@ -113,6 +113,8 @@ class Recovery:
         if data.endswith(segment.TRAILER_MAGIC):
             ids = [0] + ([self.zdict.dict_id()] if self.zdict is not None else [])
             candidates += [segment.encode_sealed_header(first, dict_id) for dict_id in ids]
+        elif unwritten_tail(data, segment.HEADER_BYTES):  # nothing written after the header yet
+            candidates.append(segment.encode_active_header(first))
         else:
             frames, stop = speedups.scan_frames(data, segment.HEADER_BYTES)
             if frames and frames[0][3] >= first and (stop == len(data) or unwritten_tail(data, stop)):

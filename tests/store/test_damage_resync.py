@@ -194,3 +194,15 @@ def test_an_erase_in_a_damaged_segment_deletes_without_rewriting_around_the_dama
     assert store.delete(3, erase=True)
     assert damaged.read_all(path).startswith(before), "the damaged bytes stay as found (appended to only)"
     assert [m.seq for m in store.scan()] == [1, 4] and store.lost().msgs == (2,)
+
+
+def test_a_damaged_header_of_an_empty_active_segment_is_rebuilt() -> None:
+    fs = FaultFS()
+    store = FileStreamStore(FileStoreConfig(DIRECTORY), ops=fs)
+    path = store.segments()[-1].path
+    store.close()
+    damaged = fs.after_crash("flush")
+    damaged.flip_bit(path, 16 * 8)
+    again = reopened(damaged)
+    assert again.recovery.corrupt == [] and not again.lost().damaged
+    assert again.store_msg("a", b"", b"first", 1) == 1
