@@ -8,6 +8,7 @@ records (DELETE, FIRST) are applied as they come, so the result is the state at 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from bisect import bisect_right
@@ -70,6 +71,7 @@ class Recovery:
         self._removed = _merged(self._removed)
         self._removed_firsts = [lo for lo, _hi in self._removed]
         self._unexplained_gaps()
+        self._trim_explained()
         self.report.segments = len(self.segments)
         return self
 
@@ -301,6 +303,20 @@ class Recovery:
             for lo, hi in ranges:
                 detail = f"missing between {name} and {next_name} (a segment file is gone?)"
                 self._corrupt(os.path.join(self.directory, name), -1, lo, hi, detail)
+
+    def _trim_explained(self) -> None:
+        """A damaged record whose message a later DELETE or FIRST record removed lost nothing:
+        regions keep only the sequences no removal accounts for (the damage itself stays)."""
+        trimmed: list[CorruptRegion] = []
+        for region in self.report.corrupt:
+            if not region.last_seq >= region.first_seq > 0:
+                trimmed.append(region)
+                continue
+            kept = records.to_ranges([s for s in range(region.first_seq, region.last_seq + 1) if not self._explained(s)])
+            if not kept:
+                trimmed.append(dataclasses.replace(region, first_seq=0, last_seq=0))
+            trimmed += [dataclasses.replace(region, first_seq=lo, last_seq=hi) for lo, hi in kept]
+        self.report.corrupt = trimmed
 
     def _explained(self, seq: int) -> bool:
         if seq < self._first_floor:

@@ -206,3 +206,21 @@ def test_a_damaged_header_of_an_empty_active_segment_is_rebuilt() -> None:
     again = reopened(damaged)
     assert again.recovery.corrupt == [] and not again.lost().damaged
     assert again.store_msg("a", b"", b"first", 1) == 1
+
+
+def test_a_damaged_record_of_a_message_deleted_later_loses_nothing() -> None:
+    fs = FaultFS()
+    store = FileStreamStore(FileStoreConfig(DIRECTORY), ops=fs)
+    for payload in (b"one", b"two", b"three"):
+        store.store_msg("a", b"", payload, 1)
+    offset = store.segments()[-1].offsets[2]  # type: ignore[union-attr]
+    store.delete(2)
+    path = store.segments()[-1].path
+    store.close()
+    damaged = fs.after_crash("flush")
+    damaged.flip_bit(path, (offset + 30) * 8)
+    again = reopened(damaged)
+    lost = again.lost()
+    assert lost.msgs == () and lost.count == 0 and lost.damaged, "damaged bytes, no message lost"
+    assert "no message lost" in lost.regions[0]
+    assert [m.payload for m in again.scan()] == [b"one", b"three"]
