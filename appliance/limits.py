@@ -117,6 +117,8 @@ STORE_SEAL_WAITING_MAX = 65536  # stores waiting for the background sealer (one 
 STORE_SEAL_ZSTD_LEVEL = 6  # zstd level of sealed blocks (sealing runs off the append path)
 STORE_SEAL_FAST_ZSTD_LEVEL = 3  # zstd level while more than one closed segment waits (catching up)
 STORE_ACTIVE_READAHEAD_BYTES = 64 * 1024  # one read of an unsealed segment serves the loads that follow
+STORE_DAMAGED_SKIPS_MAX = 1024  # records found damaged (and quarantined) by one load_next/load_last
+STORE_LOST_LISTED_MAX = 10_000  # lost sequences listed in stream info `state.lost.msgs` (all are counted)
 STORE_PREALLOCATE_BYTES = 1024 * 1024  # active segments are fallocated this far ahead of writes
 STORE_PREALLOCATE_MIN_BYTES = 64 * 1024  # ... growing from this with the file (small streams stay small)
 

@@ -37,13 +37,34 @@ class DurableStorage:
         self.memory = MemoryStorage(bootstrap)
         recovered = self.file.recover()
         self.torn_bytes = recovered.torn_bytes
-        if not recovered.records:
+        self.damage: list[str] = []  # what a log damaged mid-file lost (empty: nothing)
+        if not recovered.records and not recovered.damaged:
             self.file.rewrite(_snapshot_record(self.memory.snapshot()), [], HardStateRecord(0, "", 0))
             return
+        skipped = 0
         for record in recovered.records:
-            self._replay(record)
+            skipped += self._replay(record)
+        if recovered.damaged:
+            self._rebuild_after_damage(recovered.damaged, skipped)
 
-    def _replay(self, record: EntriesBatch | HardStateRecord | SnapshotRecord) -> None:
+    def _rebuild_after_damage(self, damaged: list[tuple[int, int]], skipped: int) -> None:
+        """The log was damaged mid-file: keep the contiguous log replayed from it (entries after
+        a hole are dropped: RAFT logs have none), clamp the commit to it, and rewrite the file so
+        appends go on from a clean log. The state machine then restarts from an older point:
+        a consumer redelivers what it had acked since, never skips a message."""
+        memory = self.memory
+        state = memory.hard_state()
+        if state.commit > memory.last_index():
+            memory.save(HardState(state.term, state.vote, memory.last_index()), [], sync=False)
+        stretches = ", ".join(f"{begin}..{end}" for begin, end in damaged)
+        self.damage.append(
+            f"{self.file.name}: damaged bytes {stretches} skipped; {skipped} entr(y/ies) after a hole dropped; "
+            f"recovered up to index {memory.last_index()} (the damaged file is kept as {self.file.name}.damaged)"
+        )
+        self.compact(memory.snapshot())
+
+    def _replay(self, record: EntriesBatch | HardStateRecord | SnapshotRecord) -> int:
+        """Apply one record; returns how many entries it could not (a hole after damage)."""
         if isinstance(record, SnapshotRecord):
             meta = SnapshotMeta(record.index, record.term, ConfState(record.voters))
             self.memory = _fresh_from(Snapshot(meta, record.data), self.memory.hard_state())
@@ -51,7 +72,10 @@ class DurableStorage:
             self.memory.save(HardState(record.term, record.vote, record.commit), [], sync=False)
         else:
             entries = [Entry(r.term, r.index, EntryType(r.type), r.data) for r in record.entries]
+            if entries and entries[0].index > self.memory.last_index() + 1:
+                return len(entries)  # after a damaged stretch: a hole the log cannot hold
             self.memory.save(None, entries, sync=False)
+        return 0
 
     # --- read side -------------------------------------------------------------------------------
     def initial_state(self) -> tuple[HardState, ConfState]:

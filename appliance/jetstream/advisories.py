@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from appliance.jetstream.consumer import Consumer
     from appliance.jetstream.service import AccountJetStream
     from appliance.server.client import ClientConnection
+    from appliance.store.api import LostData
 
 PREFIX = "$JS.EVENT.ADVISORY"
 TYPE_PREFIX = "io.nats.jetstream.advisory.v1."
@@ -68,6 +69,18 @@ def publish(
 def stream_action(ajs: AccountJetStream, stream: str, action: str) -> None:
     subject = f"{PREFIX}.STREAM.{STREAM_ACTIONS[action]}.{stream}"
     publish(ajs, subject, "stream_action", {"stream": stream, "action": action})
+
+
+def stream_corrupt(host: Publisher, stream: str, lost: LostData) -> None:
+    """`$JS.EVENT.ADVISORY.STREAM.CORRUPT.<stream>` (appliance's own; nats-server has none): the
+    store holds damaged data it will not serve until repaired."""
+    fields: dict[str, object] = {"stream": stream, "lost": lost_json(lost), "regions": list(lost.regions)}
+    publish(host, f"{PREFIX}.STREAM.CORRUPT.{stream}", "stream_corrupt", fields)
+
+
+def lost_json(lost: LostData) -> dict[str, object]:
+    """nats-server's LostStreamData (`state.lost` of stream info)."""
+    return {"msgs": list(lost.msgs), "bytes": lost.bytes}
 
 
 def consumer_action(ajs: AccountJetStream, stream: str, consumer: str, action: str) -> None:

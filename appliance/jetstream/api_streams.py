@@ -7,6 +7,7 @@ import base64
 from typing import TYPE_CHECKING
 
 from appliance import limits
+from appliance.errors import CorruptData
 from appliance.jetstream import advisories, errors, ops, resources, sources
 from appliance.jetstream.config import STREAM_FIELDS, StreamConfig, parse_stream_config
 from appliance.jetstream.decode import JsonObject, decode_object
@@ -191,6 +192,9 @@ def stream_info(
         out["num_deleted"] = state.num_deleted
         if deleted_details and state.deleted:
             out["deleted"] = list(state.deleted)
+    lost = stream.store.lost()
+    if lost.damaged:
+        out["lost"] = advisories.lost_json(lost)
     out["consumer_count"] = len(stream.consumers)
     if state.msgs == 0:
         out["first_seq"] = state.last_seq + 1 if state.last_seq else 0
@@ -301,6 +305,23 @@ def msg_get(request: Request) -> None:
 
 
 def lookup(stream: Stream, obj: JsonObject):  # type: ignore[no-untyped-def]
+    """The message a MSG.GET / DIRECT.GET asks for; a lost (damaged) one is an error, never bytes."""
+    try:
+        return _lookup(stream, obj)
+    except CorruptData as exc:
+        advisories.stream_corrupt(stream.host, stream.config.name, stream.store.lost())
+        raise errors.STREAM_GENERAL.format(err=_lost_text(exc)) from exc
+
+
+def _lost_text(exc: CorruptData) -> str:
+    """What a client is told: the store's description without the server's file paths."""
+    text = str(exc)
+    if exc.path and text.startswith(exc.path):
+        text = text.split(": ", 1)[-1]
+    return text
+
+
+def _lookup(stream: Stream, obj: JsonObject):  # type: ignore[no-untyped-def]
     seq = int(str(obj.get("seq", 0)))
     if obj.get("last_by_subj"):
         return stream.store.load_last(str(obj["last_by_subj"]))

@@ -13,6 +13,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from appliance import limits
+from appliance.errors import CorruptData
 from appliance.jetstream import errors
 from appliance.jetstream.api_streams import MSG_GET_FIELDS, lookup
 from appliance.jetstream.decode import JsonObject, decode_object, request_body
@@ -48,7 +49,11 @@ def direct_get(ajs: AccountJetStream, name: str, subject: str, reply: str, body:
     if obj.get("batch") or obj.get("multi_last"):
         _direct_batch(ajs, stream, reply, obj)
         return
-    msg = lookup(stream, obj)
+    try:
+        msg = lookup(stream, obj)
+    except errors.JsApiError as exc:  # a lost (damaged) message: never its bytes
+        ajs.send(reply, b"", header=status_headers(500, f"Message Lost: {exc}"))
+        return
     if msg is None:
         ajs.send(reply, b"", header=NOT_FOUND)
         return
@@ -113,7 +118,10 @@ def _direct_batch(ajs: AccountJetStream, stream: Stream, reply: str, obj: JsonOb
                 if last is not None:
                     seqs.add(last)
         for seq in sorted(seqs)[:batch]:
-            msg = store.load(seq)
+            try:
+                msg = store.load(seq)
+            except CorruptData:
+                continue  # lost (damaged): quarantined by the store, never sent
             if msg is not None:
                 msgs.append(msg)
         remaining_total = 0

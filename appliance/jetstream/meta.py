@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 
 from appliance.clock import Clock
 from appliance.jetstream.groups import durable_storage, memory_storage, start_group
+from appliance.raft.storage import LogStorage
 from appliance.raft.types import Entry, EntryType
 
 Record = dict[str, object]
@@ -67,7 +68,14 @@ class MetaGroup:
         self.state = MetaState()
         self.live = False
         self.on_change: OnChange | None = None
-        storage = durable_storage(root, "_meta", peer) if root is not None else memory_storage(peer)
+        self.damage: list[str] = []  # what recovering a durable log damaged mid-file lost
+        storage: LogStorage
+        if root is not None:
+            durable = durable_storage(root, "_meta", peer)
+            self.damage = list(durable.damage)
+            storage = durable
+        else:
+            storage = memory_storage(peer)
         self.group = start_group(name="_meta", peer=peer, storage=storage, machine=self, clock=clock, rng=rng)
         self.live = True
 

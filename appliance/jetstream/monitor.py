@@ -69,15 +69,7 @@ class JetStreamMonitor:
             api_total=sum(a.api_total for a in self.service.accounts.values()),
             api_errors=sum(a.api_errors for a in self.service.accounts.values()),
         )
-        streams = tuple(
-            StreamHealth(
-                account=name,
-                name=stream.config.name,
-                consumers=tuple(ConsumerHealth(c) for c in stream.consumers),
-            )
-            for name, ajs in self.service.accounts.items()
-            for stream in ajs.streams.values()
-        )
+        streams = self.health()
         return JetStreamView(
             enabled=True,
             clustered=False,
@@ -93,7 +85,41 @@ class JetStreamMonitor:
             limits=dict(DEFAULT_LIMITS),
             accounts=tuple(accounts),
             streams=streams,
+            damage=tuple(line for key, line in self.service.damage.items() if key == ("", "meta")),
         )
+
+    def health(self) -> tuple[StreamHealth, ...]:
+        """Every stream held here: damaged data, or could not be opened (service.failures)."""
+        failures = self.service.failures
+        out: list[StreamHealth] = []
+        for name, ajs in self.service.accounts.items():
+            for stream in ajs.streams.values():
+                consumers = [ConsumerHealth(c) for c in stream.consumers]
+                prefix = f"{stream.config.name} > "
+                consumers += [
+                    ConsumerHealth(key[1][len(prefix) :], "not_recovered", why)
+                    for key, why in failures.items()
+                    if key[0] == name and key[1].startswith(prefix)
+                ]
+                damaged = {k[1][len(prefix) :]: why for k, why in self.service.damage.items()
+                           if k[0] == name and k[1].startswith(prefix)}
+                consumers = [ConsumerHealth(c.name, "damaged", damaged[c.name]) if c.name in damaged else c
+                             for c in consumers]
+                lost = stream.store.lost()
+                if lost.damaged:
+                    detail = f"{lost.count} message(s) lost until repaired: " + "; ".join(lost.regions)
+                    out.append(StreamHealth(name, stream.config.name, "damaged", detail, tuple(consumers)))
+                else:
+                    out.append(StreamHealth(name, stream.config.name, consumers=tuple(consumers)))
+            for (account, stream_name), why in failures.items():
+                if account == name and " > " not in stream_name and stream_name not in ajs.streams:
+                    out.append(StreamHealth(name, stream_name, "not_recovered", why))
+        return tuple(out)
+
+    def damaged_streams(self) -> int:
+        """Streams with unrepaired damage or that could not be opened (`appliance status`)."""
+        assets = sum(1 for s in self.health() if s.state != "ok" or any(c.state != "ok" for c in s.consumers))
+        return assets + (("", "meta") in self.service.damage)
 
     def details(
         self, *, account: str, streams: bool, consumers: bool, config: bool

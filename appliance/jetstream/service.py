@@ -347,7 +347,12 @@ class AccountJetStream:
         if stream.config.storage == "memory" or not config.durable_name or config.mem_storage:
             return memory_storage(self.service.peer)
         root = os.path.join(self.stream_dir(stream.config.name), "consumers")
-        return durable_storage(root, name, self.service.peer)
+        storage = durable_storage(root, name, self.service.peer)
+        for line in storage.damage:
+            label = f"'{self.account.name} > {stream.config.name} > {name}'"
+            logger.error("JetStream consumer %s recovered from a damaged log (it redelivers): %s", label, line)
+            self.service.damage[(self.account.name, f"{stream.config.name} > {name}")] = line
+        return storage
 
     def open_consumer(
         self, stream: Stream, config: ConsumerConfig, created_ns: int, *, fresh: bool, seed: bytes = b""
@@ -467,11 +472,16 @@ class JetStreamService:
         self.sealer = BackgroundSealer(self.loop.call_soon_threadsafe)
         self.accounts: dict[str, AccountJetStream] = {}
         self.failures: dict[tuple[str, str], str] = {}  # (account, stream) -> why it is not open
+        # (account, "stream > consumer") or ("", "meta"): a RAFT log recovered from damage mid-file
+        self.damage: dict[tuple[str, str], str] = {}
         self.disabled: list[InternalClient] = []  # accounts without JetStream: answered 10039
         self.meta = MetaGroup(
             root=os.path.join(self.root, "_raft"), peer=self.peer, clock=self.clock, rng=self.rng
         )
         self.started_ns = time.time_ns()
+        for line in self.meta.damage:
+            logger.error("JetStream meta log recovered from damage (definitions after it are lost): %s", line)
+            self.damage[("", "meta")] = line
 
     def start(self) -> None:
         settle_global_account(self.server)  # hook (resources.py): $G's JetStream as nats-server's
@@ -505,18 +515,43 @@ class JetStreamService:
             for record in streams.values():
                 config_record = record["config"]
                 assert isinstance(config_record, dict)
-                stream = ajs.open_stream(
-                    stream_config_from_record(config_record), int(str(record["created"]))
-                )
+                config = stream_config_from_record(config_record)
+                try:
+                    stream = ajs.open_stream(config, int(str(record["created"])))
+                except (OSError, ApplianceError) as exc:
+                    self._not_opened(account_name, config.name, "", exc)  # the others open
+                    continue
                 consumers = record["consumers"]
                 assert isinstance(consumers, dict)
                 for consumer_record in consumers.values():
-                    config = consumer_config_from_record(consumer_record["config"])
-                    if not config.durable_name:
-                        gone.append((account_name, stream.config.name, config.name))
+                    consumer_config = consumer_config_from_record(consumer_record["config"])
+                    if not consumer_config.durable_name:
+                        gone.append((account_name, stream.config.name, consumer_config.name))
                         continue
-                    ajs.open_consumer(stream, config, int(str(consumer_record["created"])), fresh=False)
+                    try:
+                        ajs.open_consumer(stream, consumer_config, int(str(consumer_record["created"])), fresh=False)
+                    except (OSError, ApplianceError) as exc:
+                        self._not_opened(account_name, config.name, consumer_config.name, exc)
+        self._orphans()
         return gone
+
+    def _orphans(self) -> None:
+        """Stream directories on disk that the meta state does not hold (its log lost them):
+        never deleted, reported until they are defined again or removed by an operator."""
+        for account_name, ajs in self.accounts.items():
+            streams_dir = os.path.join(self.root, account_name, "streams")
+            if not os.path.isdir(streams_dir):
+                continue
+            for name in sorted(os.listdir(streams_dir)):
+                if name not in ajs.streams and (account_name, name) not in self.failures:
+                    why = "stream data found on disk without a definition (lost with a damaged meta log?)"
+                    self._not_opened(account_name, name, "", ApplianceError(why))
+
+    def _not_opened(self, account: str, stream: str, consumer: str, exc: BaseException) -> None:
+        """One stream or consumer could not be opened: contained to it, reported by /healthz."""
+        label = f"'{account} > {stream}" + (f" > {consumer}'" if consumer else "'")
+        logger.error("JetStream could not open %s: %s", label, exc)
+        self.failures[(account, stream if not consumer else f"{stream} > {consumer}")] = str(exc)
 
     def _on_meta_change(self, op: dict[str, object]) -> None:
         ajs = self.accounts.get(str(op["acc"]))

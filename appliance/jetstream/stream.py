@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from appliance import limits
-from appliance.errors import BrokenError, LimitExceeded, NotLeader, ProposalDropped
-from appliance.jetstream import errors, ops
+from appliance.errors import BrokenError, CorruptData, LimitExceeded, NotLeader, ProposalDropped
+from appliance.jetstream import advisories, errors, ops
 from appliance.jetstream.config import StreamConfig
 from appliance.jetstream.groups import memory_storage, start_group
 from appliance.jetstream.host import Host, Timer
@@ -103,6 +103,7 @@ class Stream:
         self._republishing = False  # a copy is being routed: the stream ignores its own copies
         self._expiry_timer: Timer | None = None
         self._interval_timer: Timer | None = None
+        self.report_damage()
         self._rebuild_dedupe()
         self._ttls: list[tuple[int, int]] = []  # heap of (expires_ns, seq): per-message TTL (Nats-TTL)
         self._ttl_timer: Timer | None = None
@@ -511,6 +512,19 @@ class Stream:
             return True
         return False
 
+    # --- damage on disk ----------------------------------------------------------------------------
+
+    def report_damage(self) -> None:
+        """Log (once per open) and advise what the store found damaged and will not serve."""
+        lost = self.store.lost()
+        if not lost.damaged:
+            return
+        logger.error(  # each region was logged by the store with file:offset and sequences
+            "JetStream stream '%s' opened with damaged data: %d message(s) lost until repaired, %d region(s)",
+            self.config.name, lost.count, len(lost.regions),
+        )
+        advisories.stream_corrupt(self.host, self.config.name, lost)
+
     # --- dedupe ------------------------------------------------------------------------------------
 
     def _expire_dedupe(self, now_ns: int) -> None:
@@ -531,7 +545,10 @@ class Stream:
         found: list[tuple[str, int, int]] = []
         seq = state.last_seq
         while seq >= state.first_seq and len(found) < limits.JS_DEDUPE_IDS_MAX:
-            msg = self.store.load(seq)
+            try:
+                msg = self.store.load(seq)
+            except CorruptData:
+                msg = None  # a lost message (reported by the store and by report_damage) holds no id
             seq -= 1
             if msg is None:
                 continue

@@ -61,6 +61,26 @@ class StreamState:
     deleted: tuple[int, ...] = field(default=())
 
 
+@dataclass(frozen=True, slots=True)
+class LostData:
+    """What a store holds damaged and will not serve until it is repaired (nats-server's
+    LostStreamData: `msgs`, `bytes`), with the count when more sequences are lost than listed and
+    one line per damaged region (file:offset, sequences, what is wrong) for operators."""
+
+    msgs: tuple[int, ...] = ()  # lost sequences, the first STORE_LOST_LISTED_MAX of them
+    count: int = 0  # every lost sequence
+    bytes: int = 0  # damaged bytes on disk, where known
+    regions: tuple[str, ...] = ()
+
+    @property
+    def damaged(self) -> bool:
+        """Unrepaired damage (some regions lose no message: a removal record, a block header)."""
+        return bool(self.regions)
+
+
+NO_LOSS = LostData()
+
+
 class StoreLimitError(LimitExceeded):
     """A store was refused by a stream limit (discard new, or a message over max_msg_size).
 
@@ -143,6 +163,10 @@ class StreamStore(Protocol):
     def subject_counts(self, filter_subject: str = ">") -> dict[str, int]: ...
 
     def msg_size(self, subject: str, headers: bytes, payload: bytes) -> int: ...
+
+    def lost(self) -> LostData:
+        """Damage found on disk and not repaired; loading a lost sequence raises CorruptData."""
+        ...
 
     def snapshot(self) -> Iterator[bytes]: ...
 

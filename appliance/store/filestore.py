@@ -21,9 +21,11 @@ cache (scan.py).
 Removals (delete, purge, limits, expiry) append DELETE / FIRST records to the active segment.
 Only the oldest segment is ever removed (once it has no live message), so a removal record
 always outlives the messages it removes. Recovery (recovery.py) replays every segment in order
-into a fresh `StreamIndex`, truncates a torn tail of the last segment, and reports damaged
-records or blocks elsewhere as `CorruptRegion`s that are never served (loading one raises
-CorruptData).
+into a fresh `StreamIndex`, truncates a torn tail (an incomplete last write) of the last segment,
+and reports damaged records or blocks elsewhere as `CorruptRegion`s that are never served: their
+sequences are a gap (`lost()`, nats-server's LostStreamData; loading one raises CorruptData
+"message N is lost"). Damage met later while reading is quarantined the same way (`quarantine`),
+in memory only: nothing is rewritten around it, so a repair (a peer's copy) can fill the gap.
 
 Fail closed: an OSError during a write or fsync breaks the store (BrokenError from then on);
 the owner reopens it, and recovery finds what is really on disk.
@@ -32,6 +34,7 @@ the owner reopens it, and recovery finds what is really on disk.
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import os
 from bisect import bisect_right
@@ -50,6 +53,7 @@ from appliance.store.index import StreamIndex
 from appliance.store.layout import (
     DICT_NAME,
     ActiveSegment,
+    CorruptRegion,
     RecoveryReport,
     SealedSegment,
     SealJob,
@@ -61,8 +65,8 @@ from appliance.store.layout import (
 )
 from appliance.store.memory import state_of
 from appliance.store.recovery import Recovery
-from appliance.store.sealer import BackgroundSealer
 from appliance.store.scan import scan_segments
+from appliance.store.sealer import BackgroundSealer
 
 logger = logging.getLogger(__name__)
 
@@ -140,6 +144,7 @@ class FileStreamStore:
         self._broken: OSError | None = None
         self._unsealable: set[str] = set()
         self.recovery = RecoveryReport()
+        self._lost_floor = 0  # lost sequences below it were purged, compacted or expired since
         self._recover()
 
     # --- recovery ---------------------------------------------------------------------------------
@@ -160,8 +165,10 @@ class FileStreamStore:
             self._seal_all_now()
         elif self._sealer is not None and self.has_unsealed():
             self._sealer.request(self)
-        for region in self.recovery.corrupt:
-            logger.error("store: corrupt data not served: %s:%d: %s", region.path, region.offset, region.detail)
+        for line in self.lost().regions:
+            logger.error("store: corrupt data not served (until repaired): %s", line)
+        for line in self.recovery.repaired:
+            logger.warning("store: repaired on open: %s", line)
 
     def _dict_for(self, dict_id: int) -> zstandard.ZstdCompressionDict | None:
         return dict_for(self._zdict, dict_id)
@@ -495,6 +502,7 @@ class FileStreamStore:
             return
         last_ts = self._index.last_ts_ns
         if first:
+            self._lost_floor = max(self._lost_floor, first)
             record = records.encode_first(first, last_ts)
         else:
             record = records.encode_delete(records.to_ranges(removed), last_ts)
@@ -518,7 +526,11 @@ class FileStreamStore:
         seg = self._segment_of(seq)
         self._persist_removal([seq])
         if erase and any(s is seg for s in self._segments):
-            self._rewrite_without(seg, seq)
+            if any(region.path == seg.path for region in self.recovery.corrupt):
+                # never rewrite around damage (a repair needs it as found): removed, not erased
+                logger.warning("store: %s holds damaged data; seq %d is deleted but not erased", seg.path, seq)
+            else:
+                self._rewrite_without(seg, seq)
         return True
 
     @_fails_closed
@@ -528,6 +540,8 @@ class FileStreamStore:
             removed = index.skip_to(index.last_seq + 1)
             self._persist_removal(removed, first=index.last_seq + 1)
             return len(removed)
+        if up_to_seq and not subject:
+            self._lost_floor = max(self._lost_floor, up_to_seq)
         plan = index.purge_plan(subject, keep=keep, up_to_seq=up_to_seq)
         for seq in plan:
             index.remove(seq)
@@ -547,6 +561,7 @@ class FileStreamStore:
     def expire(self, now_ns: int) -> int:
         removed = self._index.expire(now_ns)
         if removed:
+            self._lost_floor = max(self._lost_floor, removed[-1] + 1)  # lost ones below were older
             self._persist_removal(removed)
         return len(removed)
 
@@ -615,17 +630,79 @@ class FileStreamStore:
 
     def load(self, seq: int) -> api.StoredMsg | None:
         if not self._index.is_live(seq):
-            for region in self.recovery.corrupt:
-                if region.covers(seq):
-                    raise CorruptData(f"seq {seq} is in a corrupt region", path=region.path, offset=region.offset)
+            if seq >= self._lost_floor:
+                for region in self.recovery.corrupt:
+                    if region.covers(seq):
+                        raise CorruptData(
+                            f"message {seq} is lost: the stored record is damaged ({region.detail})",
+                            path=region.path, offset=region.offset,
+                        )
             return None
         hot = self._hot
         if hot is not None and hot[0] <= seq <= hot[1]:
             return self._from_block(hot, seq)
         seg = self._segment_of(seq)
-        if isinstance(seg, ActiveSegment):
-            return self._load_active(seg, seq)
-        return self._load_sealed(seg, seq)
+        try:
+            if isinstance(seg, ActiveSegment):
+                return self._load_active(seg, seq)
+            return self._load_sealed(seg, seq)
+        except CorruptData as exc:  # damaged since recovery: the record (or its block) is lost
+            k = seg.block_for(seq) if isinstance(seg, SealedSegment) else None
+            block = seg.blocks[k] if isinstance(seg, SealedSegment) and k is not None else None
+            self.quarantine(exc, [seq] if block is None else self.live_between(block.first_seq, block.last_seq))
+            raise
+
+    def live_between(self, first: int, last: int) -> list[int]:
+        return list(itertools.takewhile(lambda s: s <= last, self._index.live_seqs(first)))
+
+    def is_current(self, seg: Segment, generation: int) -> bool:
+        """seg (seen at generation) is still what the store reads: not sealed, erased or dropped since."""
+        if not any(s is seg for s in self._segments):
+            return False
+        return not isinstance(seg, ActiveSegment) or seg.generation == generation
+
+    def quarantine(self, damage: CorruptData, seqs: list[int]) -> None:
+        """Damage found while reading (after recovery): the sequences it hides become lost, as if
+        recovery had found it. Nothing is written: a repair (or the next recovery) decides."""
+        path = damage.path or self._dir
+        offset = damage.offset if damage.offset is not None else 0
+        lost = [seq for seq in seqs if self._index.is_live(seq)]
+        for seq in lost:
+            self._index.remove(seq)
+            self._segment_of(seq).live -= 1
+        self._hot = None
+        detail = str(damage).removeprefix(f"{path}:{offset}: ")
+        for first, last in records.to_ranges(lost) or [(1, 0)]:
+            self.recovery.corrupt.append(CorruptRegion(path, offset, first, last, detail))
+        logger.error("store: corrupt data found while reading, not served: %s:%d: sequences %s: %s",
+                     path, offset, records.to_ranges(lost), detail)
+
+    def lost(self) -> api.LostData:
+        """The damage recovery (or a read) found that still matters, as LostData."""
+        paths = {seg.path for seg in self._segments}
+        listed: list[int] = []
+        count = damaged_bytes = 0
+        lines: list[str] = []
+        for region in self.recovery.corrupt:
+            holds_seqs = region.last_seq >= region.first_seq > 0
+            if holds_seqs and region.last_seq < self._lost_floor:
+                continue  # removed since (purge, compact, expiry): nothing left to repair
+            if not holds_seqs and region.path not in paths:
+                continue  # the damaged file is gone
+            first = max(region.first_seq, self._lost_floor)
+            if holds_seqs:
+                count += region.last_seq - first + 1
+                room = bounds.STORE_LOST_LISTED_MAX - len(listed)
+                listed.extend(range(first, min(region.last_seq, first + room - 1) + 1))
+                span = f"sequences {first}..{region.last_seq}"
+            else:
+                span = "no message lost"
+            damaged_bytes += region.length
+            where = region.path if region.offset < 0 else f"{region.path}:{region.offset}"
+            lines.append(f"{where}: {span}: {region.detail}")
+        if not lines:
+            return api.NO_LOSS
+        return api.LostData(tuple(listed), count, damaged_bytes, tuple(lines))
 
     def _load_active(self, seg: ActiveSegment, seq: int) -> api.StoredMsg:
         """From a read-ahead chunk of the file (its bytes never change while the generation holds)."""
@@ -684,12 +761,27 @@ class FileStreamStore:
         return msg
 
     def load_next(self, filter_subject: str, start_seq: int) -> api.StoredMsg | None:
-        seq = self._index.next_live(start_seq, filter_subject)
-        return None if seq is None else self.load(seq)
+        """The next matching message; one found damaged now is quarantined and skipped."""
+        for _attempt in range(bounds.STORE_DAMAGED_SKIPS_MAX):
+            seq = self._index.next_live(start_seq, filter_subject)
+            if seq is None:
+                return None
+            try:
+                return self.load(seq)
+            except CorruptData:
+                start_seq = seq + 1  # quarantined by load(): no longer live
+        raise CorruptData(f"more than {bounds.STORE_DAMAGED_SKIPS_MAX} damaged records in a row", path=self._dir)
 
     def load_last(self, filter_subject: str) -> api.StoredMsg | None:
-        seq = self._index.last_live(filter_subject)
-        return None if seq is None else self.load(seq)
+        for _attempt in range(bounds.STORE_DAMAGED_SKIPS_MAX):
+            seq = self._index.last_live(filter_subject)
+            if seq is None:
+                return None
+            try:
+                return self.load(seq)
+            except CorruptData:
+                continue  # quarantined by load(): the one before it is the last now
+        raise CorruptData(f"more than {bounds.STORE_DAMAGED_SKIPS_MAX} damaged records in a row", path=self._dir)
 
     def scan(self, start_seq: int = 1, filter_subject: str = ">") -> Iterator[api.StoredMsg]:
         """Sequential read: decodes each block or active file once, yields live matching messages."""

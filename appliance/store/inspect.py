@@ -17,7 +17,7 @@ from appliance.store.api import StoredMsg, StreamState
 from appliance.store.filestore import FileStoreConfig, FileStreamStore
 from appliance.store.layout import DICT_NAME, RecoveryReport
 from appliance.store.overlay import OverlayOps
-from appliance.store.recovery import unwritten_tail
+from appliance.store.recovery import incomplete_write
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +66,7 @@ def segment_row(path: str, data: bytes) -> SegmentRow:
     except CorruptData:
         return SegmentRow(name, "damaged", 0, 0, 0, 0, 0, 0, 0, len(data))
     if not header.sealed:
-        frames, _ = records.scan_frames(data, segment.HEADER_BYTES)
+        frames = _intact_frames(data)
         msgs = [f for f in frames if f[2] == records.Kind.MSG]
         times = [f[4] for f in msgs]
         return SegmentRow(
@@ -86,6 +86,18 @@ def segment_row(path: str, data: bytes) -> SegmentRow:
     )
 
 
+def _intact_frames(data: bytes) -> list[records.Frame]:
+    """Every valid record of an active segment, including those after a damaged stretch."""
+    frames: list[records.Frame] = []
+    offset = segment.HEADER_BYTES
+    for _begin, _end, resume in records.damaged_spans(data, offset):
+        frames += records.scan_frames(data, offset)[0]
+        if resume is None:
+            return frames
+        offset = resume
+    return frames + records.scan_frames(data, offset)[0]
+
+
 def inspect(directory: str) -> Inspection:
     store = FileStreamStore(FileStoreConfig(directory, sync_always=False), ops=OverlayOps())
     try:
@@ -101,7 +113,8 @@ def inspect(directory: str) -> Inspection:
 
 
 def verify(directory: str) -> list[CorruptData]:
-    """Every checksum of every segment: sealed blocks, footers, and each active record."""
+    """Every checksum of every segment: sealed blocks, footers, each active record; and segment
+    files missing between others (what recovery would report lost)."""
     problems: list[CorruptData] = []
     zdict = _dictionary(directory)
     paths = _segment_paths(directory)
@@ -116,11 +129,72 @@ def verify(directory: str) -> list[CorruptData]:
         if header.sealed:
             problems.extend(segment.verify_sealed(data, zdict=zdict if header.dict_id else None, path=path))
             continue
-        _frames, stop = records.scan_frames(data, segment.HEADER_BYTES)
-        if stop != len(data) and not unwritten_tail(data, stop):  # a zero tail is preallocated space
-            tail = "torn tail (recovery truncates it)" if i == len(paths) - 1 else "damaged record"
-            problems.append(CorruptData(f"{tail}: {len(data) - stop} bytes", path=path, offset=stop))
+        problems.extend(_active_problems(path, data, is_last=i == len(paths) - 1))
+    problems.extend(_missing(directory))
     return problems
+
+
+def _active_problems(path: str, data: bytes, *, is_last: bool) -> list[CorruptData]:
+    """Damaged stretches of an active segment, each resynced to the next valid record: only an
+    incomplete last write is a torn tail; anything else keeps the records after it."""
+    found: list[CorruptData] = []
+    for begin, end, resume in records.damaged_spans(data, segment.HEADER_BYTES):
+        if resume is None and is_last and incomplete_write(data, begin):
+            text = f"torn tail (recovery truncates it): {end - begin} bytes"
+        elif resume is None:
+            text = f"damaged records: {end - begin} bytes to the end of the segment (kept, reported lost)"
+        else:
+            text = f"damaged records: {end - begin} bytes; the records after offset {resume} are intact"
+        found.append(CorruptData(text, path=path, offset=begin))
+    return found
+
+
+def _missing(directory: str) -> list[CorruptData]:
+    """Sequence ranges recovery finds missing between segments (a segment file gone)."""
+    store = FileStreamStore(FileStoreConfig(directory, sync_always=False), ops=OverlayOps())
+    try:
+        return [
+            CorruptData(f"{directory}: sequences {r.first_seq}..{r.last_seq} {r.detail}")
+            for r in store.recovery.corrupt
+            if r.offset < 0
+        ]
+    finally:
+        store.close()
+
+
+@dataclass(frozen=True, slots=True)
+class StreamDir:
+    """One stream's message directory found under a path a user gave."""
+
+    label: str  # "ACCOUNT > STREAM" when the layout says so, else the directory
+    directory: str
+
+
+def find_streams(path: str) -> list[StreamDir]:
+    """The stream directories at or below path: a msgs dir, a stream dir, an account, a store
+    dir (the -sd directory or its jetstream/ child). Empty when there is none."""
+    path = os.path.abspath(path)
+    if _holds_segments(path):
+        return [StreamDir(_label(path), path)]
+    found: list[StreamDir] = []
+    for root, dirs, files in os.walk(path):
+        dirs[:] = sorted(d for d in dirs if d != "_raft")  # RAFT logs hold no stream data
+        if any(f.endswith(".seg") for f in files):
+            found.append(StreamDir(_label(root), root))
+            dirs[:] = []
+    return found
+
+
+def _holds_segments(path: str) -> bool:
+    return os.path.isdir(path) and any(n.endswith(".seg") for n in os.listdir(path))
+
+
+def _label(msgs_dir: str) -> str:
+    """`ACCOUNT > STREAM` for <store>/jetstream/<account>/streams/<stream>/msgs."""
+    parts = msgs_dir.rstrip(os.sep).split(os.sep)
+    if len(parts) >= 4 and parts[-1] == "msgs" and parts[-3] == "streams":
+        return f"{parts[-4]} > {parts[-2]}"
+    return msgs_dir
 
 
 def dump(directory: str, start_seq: int = 1, filter_subject: str = ">") -> Iterator[StoredMsg]:

@@ -68,13 +68,22 @@ def segment_path(directory: str, first_seq: int) -> str:
 
 @dataclass(frozen=True, slots=True)
 class CorruptRegion:
-    """Damaged bytes that recovery will not serve: RAFT repairs the sequences from peers."""
+    """Damaged bytes the store will not serve: the gap marker a repair fills.
+
+    The sequences first_seq..last_seq are absent from the index (a gap, like deleted messages)
+    but not removed: no DELETE record is written and the damaged bytes are never rewritten
+    around, so recovery finds the same region again until it is repaired. A repair (a peer's
+    copy of the sequences, later issue) rewrites this file (path) atomically with the peer's
+    records in place of bytes offset..offset+length, as erase rewrites a segment; recovery then
+    finds no region and the sequences are live again.
+    """
 
     path: str
-    offset: int
+    offset: int  # -1: the bytes are gone (a missing file)
     first_seq: int  # 0 when unknown
-    last_seq: int
+    last_seq: int  # < first_seq: no message was lost (a removal record, a footer)
     detail: str
+    length: int = 0  # damaged bytes from offset, when known
 
     def covers(self, seq: int) -> bool:
         return self.first_seq <= seq <= self.last_seq and self.first_seq > 0
@@ -87,6 +96,7 @@ class RecoveryReport:
     torn_segments: list[str] = field(default_factory=list)
     tmp_files_removed: int = 0
     corrupt: list[CorruptRegion] = field(default_factory=list)
+    repaired: list[str] = field(default_factory=list)  # damage recovery fixed from what was intact
 
 
 @dataclass(slots=True)

@@ -132,6 +132,9 @@ class MemoryStreamStore:
         index = self._index
         return snapshot.encode(index.first_seq, index.last_seq, index.last_ts_ns, self.scan())
 
+    def lost(self) -> api.LostData:
+        return api.NO_LOSS
+
     def close(self) -> None:
         self._msgs.clear()
 

@@ -13,7 +13,9 @@ Record frame (little endian):  [u32 body_len][u32 crc32(body)][body]   body = [u
 
 Recovery: records are replayed in order. A bad or short record that reaches the end of the file
 is a torn tail (a write cut by a crash): it is truncated away, durably. A bad record followed by
-more data is corruption in the middle and raises CorruptData (never silently dropped).
+more data is corruption in the middle: decode_all raises CorruptData; RaftLogFile.recover then
+salvages every whole record around it (never silently: it reports the damaged stretches and
+keeps the file as found beside the log) and the owner rebuilds the log from what it replayed.
 Compaction rewrites the file atomically (LogFiles.replace): snapshot, remaining entries, state.
 """
 
@@ -37,6 +39,9 @@ HARD_STATE = struct.Struct("<QQH")
 SNAPSHOT_HEADER = struct.Struct("<QQH")
 U16 = struct.Struct("<H")
 U32 = struct.Struct("<I")
+
+
+DAMAGED_SUFFIX = ".damaged"  # a log damaged mid-file, kept as found after its rebuild
 
 
 class RecordKind(enum.IntEnum):
@@ -92,6 +97,7 @@ class Recovered:
 
     records: list[EntriesBatch | HardStateRecord | SnapshotRecord] = field(default_factory=list)
     torn_bytes: int = 0
+    damaged: list[tuple[int, int]] = field(default_factory=list)  # [begin, end) skipped mid-file
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +189,52 @@ def decode_all(data: bytes, *, name: str = "") -> tuple[list[EntriesBatch | Hard
     return records, offset
 
 
+def salvage(data: bytes) -> tuple[list[EntriesBatch | HardStateRecord | SnapshotRecord], int, list[tuple[int, int]]]:
+    """decode_all for a log damaged in the middle: every whole record, skipping each damaged
+    stretch to the next offset where a valid record starts and the chain goes on (a checksummed
+    frame followed by another one or by the end). Returns (records, valid_length, damaged)."""
+    found: list[EntriesBatch | HardStateRecord | SnapshotRecord] = []
+    damaged: list[tuple[int, int]] = []
+    offset = 0
+    while True:
+        try:
+            part, valid = decode_all(data[offset:])
+            return found + part, offset + valid, damaged
+        except CorruptData as exc:
+            stop = offset + max(exc.offset, 0)
+            part, _ = decode_all(data[offset:stop])
+            found += part
+            resume = _resync(data, stop)
+            if resume is None:  # nothing valid follows: the rest is one damaged stretch
+                damaged.append((stop, len(data)))
+                return found, len(data), damaged
+            damaged.append((stop, resume))
+            offset = resume
+
+
+def _frame_at(data: bytes, offset: int) -> int | None:
+    """The end of a valid, decodable record at offset, or None."""
+    if offset + FRAME.size > len(data):
+        return None
+    length, checksum = FRAME.unpack_from(data, offset)
+    end: int = offset + FRAME.size + length
+    if length == 0 or end > len(data) or zlib.crc32(data[offset + FRAME.size : end]) != checksum:
+        return None
+    try:
+        _decode_body(data[offset + FRAME.size : end])
+    except (CorruptData, struct.error, UnicodeDecodeError):
+        return None
+    return end
+
+
+def _resync(data: bytes, start: int) -> int | None:
+    for offset in range(start + 1, len(data) - FRAME.size):
+        end = _frame_at(data, offset)
+        if end is not None and (end == len(data) or _frame_at(data, end) is not None):
+            return offset
+    return None
+
+
 # --- the log file -----------------------------------------------------------------------------
 class RaftLogFile:
     def __init__(self, files: LogFiles, name: str) -> None:
@@ -190,8 +242,16 @@ class RaftLogFile:
         self.name = name
 
     def recover(self) -> Recovered:
+        """The records of the log; a torn tail is cut off. Damage in the middle is skipped to the
+        next valid record (salvage); the caller rebuilds the log file from what it replays and
+        the damaged original is kept beside it as `<name>.damaged`."""
         data = self.files.read(self.name)
-        records, valid = decode_all(data, name=self.name)
+        try:
+            records, valid = decode_all(data, name=self.name)
+        except CorruptData:
+            records, valid, damaged = salvage(data)
+            self.files.replace(self.name + DAMAGED_SUFFIX, data)
+            return Recovered(records, 0, damaged)
         if valid < len(data):
             self.files.truncate(self.name, valid)
         return Recovered(records, len(data) - valid)

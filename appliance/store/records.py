@@ -162,17 +162,107 @@ def scan_frames(buf: bytes | memoryview, start: int = 0) -> tuple[list[Frame], i
     return found, offset
 
 
-def resync(buf: bytes | memoryview, start: int) -> int | None:
-    """The first offset after start where a valid record begins, or None (used after damage)."""
-    for offset in range(start + 1, len(buf) - HEAD_BYTES + 1):
-        length = int.from_bytes(buf[offset : offset + 4], "little")
-        if length < BODY_HEAD.size or offset + FRAME.size + length > len(buf):
+def resync(buf: bytes | memoryview, start: int, min_seq: int = 0) -> int | None:
+    """Where the record chain safely resumes after the damaged record at start, or None.
+
+    A candidate is a whole record with a valid checksum (seeded with its length, so a length read
+    from damaged bytes cannot pass), a known kind and, for a message, a sequence of at least
+    min_seq (messages only move forward). Where the damaged record's header plausibly names
+    message min_seq and its length leads to message min_seq + 1 (or to a removal record), the
+    chain resumes there without looking inside its bytes. Otherwise the bytes are scanned. A payload may hold record bytes (a forged record), so a candidate is
+    *strong* when the record after it is valid too (or the end, or zeros) with a higher sequence,
+    else *weak*; the earliest strong one is taken, unless a weak one comes first with a lower
+    sequence (an intact record between two damaged ones is kept). A candidate never reuses the
+    sequence the damaged record's header names when that header is plausible.
+    """
+    size = len(buf)
+    floor = min_seq
+    if start + HEAD_BYTES <= size and buf[start + FRAME.size] == Kind.MSG:
+        named = int.from_bytes(buf[start + FRAME.size + 1 : start + FRAME.size + 9], "little")
+        if named == min_seq:
+            floor = min_seq + 1  # the damaged record is that message: nothing else may claim it
+            hinted = _declared_end(buf, start)
+            record = _candidate(buf, hinted, floor) if hinted is not None else None
+            # its length led to the very next message (or a removal record): its bytes were the damage
+            leads_on = record is not None and (record.kind != Kind.MSG or record.seq == floor)
+            if hinted is not None and record is not None and leads_on and _strong(buf, hinted, record):
+                return hinted
+    weak: tuple[int, Record] | None = None
+    offset = start
+    while True:
+        offset += 1
+        if offset + HEAD_BYTES > size:
+            return None if weak is None else weak[0]
+        record = _candidate(buf, offset, floor)
+        if record is None:
             continue
-        if buf[offset + FRAME.size] not in _KINDS:
+        if not _strong(buf, offset, record):
+            if weak is None:
+                weak = (offset, record)
             continue
-        try:
-            decode_at(buf, offset)
-        except BadRecord:
-            continue
+        if weak is not None and (weak[1].kind != Kind.MSG or record.kind != Kind.MSG or weak[1].seq < record.seq):
+            return weak[0]
         return offset
-    return None
+
+
+def _declared_end(buf: bytes | memoryview, offset: int) -> int | None:
+    """Where the record at offset ends by its (unverified) length field, if inside the buffer."""
+    if offset + FRAME.size > len(buf):
+        return None
+    end = offset + FRAME.size + int.from_bytes(buf[offset : offset + 4], "little")
+    return end if offset + HEAD_BYTES <= end < len(buf) else None
+
+
+def _candidate(buf: bytes | memoryview, offset: int, min_seq: int) -> Record | None:
+    """The whole valid record at offset (a message at min_seq or later), or None."""
+    if offset + HEAD_BYTES > len(buf):
+        return None
+    length = int.from_bytes(buf[offset : offset + 4], "little")
+    if length < BODY_HEAD.size or offset + FRAME.size + length > len(buf) or buf[offset + FRAME.size] not in _KINDS:
+        return None
+    try:
+        record = decode_at(buf, offset)
+    except BadRecord:
+        return None
+    if record.kind == Kind.MSG and record.seq < min_seq:
+        return None
+    return record
+
+
+def _strong(buf: bytes | memoryview, offset: int, record: Record | None = None) -> bool:
+    """The record at offset is followed by the end, by zeros only, or by another valid record
+    (a message after a message has a higher sequence)."""
+    if record is None:
+        record = decode_at(buf, offset)
+    end = record.end
+    if end >= len(buf) or bytes(buf[end:]).count(0) == len(buf) - end:
+        return True
+    after = _candidate(buf, end, record.seq + 1 if record.kind == Kind.MSG else 0)
+    return after is not None
+
+
+# One stretch of damaged bytes in a record chain: [begin, end) and the offset where the chain
+# resumes (end), or None when nothing valid follows (end is then the end of the buffer).
+Damage = tuple[int, int, int | None]
+
+
+def damaged_spans(buf: bytes | memoryview, start: int) -> list[Damage]:
+    """Every damaged stretch of a record chain from start (records before and after are whole).
+
+    Trailing zero bytes (preallocated, never written) are not damage. Used by verify; recovery
+    walks the same way with the sequence bound (resync's min_seq) it knows from the index.
+    """
+    spans: list[Damage] = []
+    offset = start
+    size = len(buf)
+    while offset < size:
+        frames, stop = scan_frames(buf, offset)
+        if stop >= size or bytes(buf[stop:]).count(0) == size - stop:
+            break
+        msg_seqs = [f[3] for f in frames if f[2] == Kind.MSG]
+        resume = resync(buf, stop, msg_seqs[-1] + 1 if msg_seqs else 0)
+        spans.append((stop, size if resume is None else resume, resume))
+        if resume is None:
+            break
+        offset = resume
+    return spans

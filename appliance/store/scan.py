@@ -26,6 +26,7 @@ def scan_segments(store: FileStreamStore, start_seq: int, filter_subject: str) -
     for seg in store.segments():
         if seg.live == 0:
             continue
+        generation = seg.generation if isinstance(seg, ActiveSegment) else 0
         if isinstance(seg, ActiveSegment):
             if not seg.offsets or index.last_seq < start:
                 continue
@@ -37,11 +38,18 @@ def scan_segments(store: FileStreamStore, start_seq: int, filter_subject: str) -
                 if info.last_seq >= start
             ]
         for first, last, lazy in batches:
+            try:
+                loaded = lazy()
+            except CorruptData as exc:
+                if not store.is_current(seg, generation):
+                    raise  # a view from before a seal or erase: the caller reads again
+                store.quarantine(exc, store.live_between(first, last))  # damaged since recovery: lost
+                continue
             dead = index.dead_in(first, last)
             if everything and not dead:
-                yield from lazy()
+                yield from loaded
                 continue
-            for msg in lazy():
+            for msg in loaded:
                 if dead and msg.seq in dead:
                     continue
                 if not everything:
@@ -68,18 +76,26 @@ def _active_messages(store: FileStreamStore, seg: ActiveSegment, start: int) -> 
         _frames, stop = speedups.scan_frames(raw, segment.HEADER_BYTES)
         if stop == len(raw):
             return speedups.block_msgs(raw[segment.HEADER_BYTES :], start, api.StoredMsg)  # type: ignore[return-value]
-        return list(_checked_messages(raw, seg, start))
+        return list(_checked_messages(store, raw, seg, start))
 
     return load
 
 
-def _checked_messages(raw: bytes, seg: ActiveSegment, start: int) -> Iterator[api.StoredMsg]:
-    """Record by record through the offsets map: the active file holds a damaged record."""
+def _checked_messages(store: FileStreamStore, raw: bytes, seg: ActiveSegment, start: int) -> Iterator[api.StoredMsg]:
+    """Record by record through the offsets map: the active file holds a damaged record (a record
+    damaged since recovery is quarantined: lost from now on, never served)."""
+    generation = seg.generation
     for seq, offset in list(seg.offsets.items()):
-        if seq < start:
+        if seq < start or not store.index.is_live(seq):
             continue
         try:
             record = records.decode_at(raw, offset)
+            if record.seq != seq:
+                raise records.BadRecord(f"record at {offset} is not seq {seq}")
         except records.BadRecord as exc:
-            raise CorruptData(str(exc), path=seg.path, offset=offset) from exc
+            damage = CorruptData(str(exc), path=seg.path, offset=offset)
+            if not store.is_current(seg, generation):
+                raise damage from exc  # a view from before a seal or erase: the caller reads again
+            store.quarantine(damage, [seq])
+            continue
         yield api.StoredMsg(seq, record.subject, record.headers, record.payload, record.timestamp_ns)

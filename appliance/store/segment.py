@@ -238,6 +238,15 @@ def stored_frame(data: bytes) -> bytes:
             return b"".join(parts)
 
 
+def with_footer(head_and_blocks: bytes, blocks: list[BlockInfo]) -> bytes:
+    """A sealed segment's header and blocks with a fresh footer index and trailer (repair)."""
+    index_bytes = b"".join(
+        INDEX_ENTRY.pack(b.offset, b.first_seq, b.last_seq, b.ts_min, b.ts_max, b.msg_count, b.comp_len) for b in blocks
+    )
+    trailer_head = struct.pack("<QIII", len(head_and_blocks), len(blocks), zlib.crc32(index_bytes), 0)
+    return head_and_blocks + index_bytes + trailer_head + struct.pack("<I", zlib.crc32(trailer_head)) + TRAILER_MAGIC
+
+
 # --- reading sealed segments ------------------------------------------------------------------------
 
 

@@ -2,7 +2,8 @@
 
 - ok: every worker is serving and heartbeating;
 - degraded: the server serves, but some worker is starting, restarting, late, or draining
-  (lame duck), or the restart budget is being spent;
+  (lame duck), or the restart budget is being spent, or a JetStream stream holds damaged data
+  it does not serve until repaired (or could not be opened);
 - down: no worker serves clients (all starting, dead or stopping), or the supervisor is stopping.
 
 `appliance status` exits 0, 1, 2 for ok, degraded, down.
@@ -53,6 +54,9 @@ def assess_health(
         else:
             assert row.state == WorkerState.EMPTY
             reasons.append(f"worker {row.index} not started")
+    damaged = sum(row.damaged_assets for row in rows if row.state in (WorkerState.READY, WorkerState.LAME_DUCK))
+    if damaged:
+        reasons.append(f"{damaged} JetStream stream(s)/consumer(s) with unrepaired damage (see /healthz?details=true)")
     if stopping:
         return Health("down", ["supervisor is stopping", *reasons])
     if not rows or serving == 0:

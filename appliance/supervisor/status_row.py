@@ -36,6 +36,7 @@ FIELD_FORMATS: list[tuple[str, str]] = [
     ("bytes_out", "Q"),
     ("ring_fill", "d"),
     ("admitted", "q"),  # client connections this worker admitted and still has (admission.py)
+    ("damaged_assets", "q"),  # JetStream streams/consumers with unrepaired damage or not opened
 ]
 
 
@@ -107,6 +108,10 @@ class StatusRowWriter:
         """The fullest outbound ring of this worker, 0.0 (empty) to 1.0 (full)."""
         assert 0.0 <= fraction <= 1.0
         self._f64[OFFSETS["ring_fill"] // 8] = fraction
+
+    def set_damaged_assets(self, count: int) -> None:
+        """Streams or consumers held here with unrepaired damage (or that could not be opened)."""
+        self._i64[OFFSETS["damaged_assets"] // 8] = count
 
     def close(self) -> None:
         """Release the views (the mapping can only be closed after this)."""

@@ -91,6 +91,7 @@ class RowSnapshot:
     bytes_in: int
     bytes_out: int
     ring_fill: float
+    damaged_assets: int = 0  # JetStream streams/consumers with unrepaired damage (worker's count)
 
 
 class StatusTable:
@@ -139,7 +140,7 @@ class StatusTable:
     def reset_row(self, index: int, *, pid: int, core: int, numa_node: int, restarts: int, now_mono_s: float) -> None:
         """Supervisor: a new process takes slot `index` (the old one is gone; counters restart)."""
         row = self.rows[index]
-        for name in ("connections", "msgs_in", "msgs_out", "bytes_in", "bytes_out", "heartbeats", "seq"):
+        for name in ("connections", "msgs_in", "msgs_out", "bytes_in", "bytes_out", "heartbeats", "seq", "damaged_assets"):
             row[name] = 0  # not `admitted`: the new worker may already count connections (release_admitted did it)
         row["ring_fill"] = 0.0
         row["pid"] = pid
@@ -201,4 +202,5 @@ def _snapshot_of(index: int, row: np.void) -> RowSnapshot:
         bytes_in=int(row["bytes_in"]),
         bytes_out=int(row["bytes_out"]),
         ring_fill=float(row["ring_fill"]),
+        damaged_assets=int(row["damaged_assets"]),
     )

@@ -38,7 +38,11 @@ class ApplianceProcess:
             self.process = subprocess.Popen([sys.executable, "-m", "appliance", "run", *self.args],
                                             stdout=log, stderr=subprocess.STDOUT, env=self.env,
                                             start_new_session=True)
-        self.wait_log("Server is ready")
+        try:
+            self.wait_log("Server is ready")
+        except BaseException:
+            self.stop()  # `with` never calls __exit__ when __enter__ raises: never leave it running
+            raise
         return self
 
     def wait_log(self, text: str, *, timeout_s: float = READY_TIMEOUT_S) -> str:

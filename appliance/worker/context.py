@@ -25,6 +25,8 @@ class StatusRow(Protocol):
 
     def set_ring_fill(self, fraction: float) -> None: ...
 
+    def set_damaged_assets(self, count: int) -> None: ...
+
 
 class ConnectionGate(Protocol):
     """Server-wide max_connections shared with the sibling workers (appliance/supervisor/admission.py)."""

@@ -114,4 +114,6 @@ async def _heartbeat(server: Server, ctx: WorkerContext, fabric: LocalFabric | N
                                 bytes_in=in_bytes, bytes_out=out_bytes)
             if fabric is not None:
                 status.set_ring_fill(fabric.ring_fill())
+            monitor = getattr(server, "jetstream_monitor", None)  # set while JetStream runs here
+            status.set_damaged_assets(monitor.damaged_streams() if monitor is not None else 0)
         await asyncio.sleep(HEARTBEAT_INTERVAL_S)

@@ -93,3 +93,36 @@ def test_the_simulated_disk_loses_unsynced_writes_and_may_tear_the_last_one() ->
     disk.crash(random.Random(3), torn=True)
     assert disk.read("f").startswith(b"durable")
     assert b"durable0123456789".startswith(disk.read("f"))
+
+
+def test_a_log_damaged_in_the_middle_is_salvaged_rebuilt_and_kept_as_found(tmp_path: Path) -> None:
+    """DurableStorage keeps the contiguous log before the damage (entries after a hole cannot be
+    held), clamps the commit, rewrites the file cleanly and keeps the damaged one beside it."""
+    from appliance.cluster.raft_storage import DurableStorage
+    from appliance.raft.types import ConfState, Entry, EntryType, HardState
+
+    files = OsLogFiles(str(tmp_path))
+    storage = DurableStorage(files, "log", bootstrap=ConfState(("p",)))
+    for index in range(1, 9):
+        storage.save(HardState(1, "p", index), [Entry(1, index, EntryType.NORMAL, b"op %d" % index)], sync=True)
+    files.close()
+    path = tmp_path / "log"
+    original = path.read_bytes()
+    records, _ = decode_all(original)
+    offsets, offset = [], 0
+    for record in records:
+        if isinstance(record, EntriesBatch):
+            offsets.append(offset)
+        offset += 8 + int.from_bytes(original[offset : offset + 4], "little")
+    damaged = bytearray(original)
+    damaged[offsets[len(offsets) // 2] + 10] ^= 0x20  # an entries record in the middle
+    path.write_bytes(bytes(damaged))
+    again = DurableStorage(OsLogFiles(str(tmp_path)), "log", bootstrap=ConfState(("p",)))
+    assert again.damage and "damaged bytes" in again.damage[0]
+    last = again.last_index()
+    assert last == len(offsets) // 2, "the entries before the damaged record"
+    assert [e.data for e in again.entries(1, last + 1, 1 << 20)] == [b"op %d" % i for i in range(1, last + 1)]
+    assert again.hard_state().commit <= last
+    assert (tmp_path / "log.damaged").read_bytes() == bytes(damaged)
+    decode_all(path.read_bytes())  # the rebuilt log is clean: no CorruptData
+    assert DurableStorage(OsLogFiles(str(tmp_path)), "log").damage == []

@@ -110,7 +110,7 @@ def test_every_flipped_bit_of_a_sealed_segment_is_detected_and_never_served() ->
         damaged = fs.after_crash("flush")
         damaged.flip_bit(first.path, bit)
         reopened = FileStreamStore(config, ops=damaged)
-        assert reopened.recovery.corrupt, f"bit {bit} not reported on open"
+        assert reopened.recovery.corrupt or reopened.recovery.repaired, f"bit {bit} not reported on open"
         for msg in reopened.scan():
             assert truth[msg.seq] == msg, f"bit {bit} served a wrong message"
 

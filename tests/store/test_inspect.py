@@ -70,3 +70,49 @@ def test_dump_prints_live_messages_with_a_subject_filter(tmp_path: Path) -> None
     dumped = [line for line in result.output.splitlines() if " orders." in line]
     assert len(dumped) == 40
     assert dumped[0].startswith("3 2023-11-14T22:13:20.002Z orders.2 hdr=0 {\"order\":2")
+
+
+def store_dir_with_two_streams(base: Path) -> tuple[Path, Path]:
+    """The layout of `-sd base`: base/jetstream/<account>/streams/<stream>/msgs."""
+    streams = base / "jetstream" / "$G" / "streams"
+    make_stream(streams / "GOOD" / "msgs")
+    store = FileStreamStore(FileStoreConfig(str(streams / "EVENTS" / "msgs"), segment_bytes=1 << 20))
+    for i in range(300):
+        store.store_msg(f"events.{i % 20}", b"", b'{"event":%d,"pad":"%s"}' % (i, b"x" * 100), T0 + i)
+    store.close()
+    return streams / "EVENTS", max((streams / "EVENTS" / "msgs").glob("*.seg"))
+
+
+def test_verify_finds_damage_below_a_store_dir_a_stream_dir_and_a_msgs_dir(tmp_path: Path) -> None:
+    stream_dir, active = store_dir_with_two_streams(tmp_path / "sd")
+    data = bytearray(active.read_bytes())
+    middle = len(data) // 2
+    data[middle] ^= 0x40
+    active.write_bytes(bytes(data))
+    for path in (tmp_path / "sd", tmp_path / "sd" / "jetstream", stream_dir, stream_dir / "msgs"):
+        result = CliRunner().invoke(main, ["store", "inspect", "--verify", str(path)])
+        assert result.exit_code == 1, (path, result.output)
+        assert "damaged records" in result.output and "records after offset" in result.output
+        assert "torn tail (" not in result.output, "damage mid-segment is never called a torn tail"
+    whole = CliRunner().invoke(main, ["store", "inspect", "--verify", str(tmp_path / "sd")]).output
+    summaries = [line for line in whole.splitlines() if line.startswith("$G > ")]
+    assert [line.split(":")[0] for line in summaries] == ["$G > EVENTS", "$G > GOOD"]
+    assert "Messages: 299" in summaries[0] and "Verify: 1 problem(s)" in summaries[0]
+    assert "Messages: 119" in summaries[1] and "Verify: OK" in summaries[1]
+    single = CliRunner().invoke(main, ["store", "inspect", "--verify", str(stream_dir)]).output
+    assert single.count("SEGMENT ") == 1, "the segment table is printed once"
+    assert "seq " in single and "Messages: 299" in single
+
+
+def test_a_path_without_stream_data_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "empty" / "jetstream").mkdir(parents=True)
+    result = CliRunner().invoke(main, ["store", "inspect", "--verify", str(tmp_path / "empty")])
+    assert result.exit_code == 2
+    assert f"no stream found under {tmp_path / 'empty'}" in result.output
+
+
+def test_a_good_store_dir_verifies_ok_with_one_line_per_stream(tmp_path: Path) -> None:
+    store_dir_with_two_streams(tmp_path / "sd")
+    result = CliRunner().invoke(main, ["store", "inspect", "--verify", str(tmp_path / "sd")])
+    assert result.exit_code == 0, result.output
+    assert result.output.count("Verify: OK") == 3  # two streams and the total

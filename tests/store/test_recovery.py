@@ -90,7 +90,7 @@ def test_a_damaged_block_in_a_sealed_segment_is_reported_with_file_and_offset() 
     assert reopened.state().last_seq == 60
 
 
-def test_a_damaged_footer_is_reported_but_the_blocks_still_serve() -> None:
+def test_a_damaged_footer_is_rebuilt_from_the_block_headers_and_the_blocks_still_serve() -> None:
     fs = FaultFS()
     payloads = filled(fs, 30)
     store = small_store(fs)
@@ -99,8 +99,12 @@ def test_a_damaged_footer_is_reported_but_the_blocks_still_serve() -> None:
     store.close()
     fs.flip_bit(first.path, (fs.size(first.path) - 40) * 8)  # inside the footer index
     reopened = small_store(fs)
-    assert [r.path for r in reopened.recovery.corrupt] == [first.path]
+    assert reopened.recovery.corrupt == []
+    assert [r.split(":")[0] for r in reopened.recovery.repaired] == [first.path]
+    assert segment.verify_sealed(fs.read_all(first.path), zdict=None) == [], "the file is whole again"
     assert {m.seq: m.payload for m in reopened.scan()} == payloads
+    reopened.close()
+    assert small_store(fs).recovery.repaired == [], "repaired once, on disk"
 
 
 def test_the_per_stream_dictionary_is_trained_used_and_required() -> None:

@@ -84,3 +84,9 @@ def test_health_levels_follow_from_the_rows(specs: list[tuple[WorkerState, float
     assert (level == "ok") == all_fresh
     assert (level == "down") == (not serving)
     assert (reasons == []) == (level == "ok")
+
+
+def test_a_stream_with_unrepaired_damage_makes_the_server_degraded() -> None:
+    level, reasons, code = health(row(0, damaged_assets=1), row(1))
+    assert (level, code) == ("degraded", 1)
+    assert reasons == ["1 JetStream stream(s)/consumer(s) with unrepaired damage (see /healthz?details=true)"]

@@ -33,6 +33,7 @@ STREAM_PROBLEMS = {
     "not_recovered": "JetStream stream {label} could not be recovered",
     "write_error": "JetStream stream {label} write error: {detail}",
     "not_current": "JetStream stream {label} is not current: {detail}",
+    "damaged": "JetStream stream {label} has damaged data: {detail}",
 }
 
 
@@ -152,12 +153,17 @@ def check_assets(
             text = STREAM_PROBLEMS[stream.state].format(label=label, detail=stream.detail)
             health.problem("STREAM", text, final=False, account=stream.account, stream=stream.name)
             continue
-        if not clustered:
-            continue  # a single server only checks that its streams recovered
         for consumer in stream.consumers:
             if consumer.state == "ok" or (options.consumer and consumer.name != options.consumer):
                 continue
-            text = f"JetStream consumer '{stream.account} > {stream.name} > {consumer.name}' is not current: "
+            if not clustered and consumer.state not in ("not_recovered", "damaged"):
+                continue  # a single server only checks that its streams and consumers recovered
+            label = f"'{stream.account} > {stream.name} > {consumer.name}'"
+            text = f"JetStream consumer {label} is not current: "
+            if consumer.state == "not_recovered":
+                text = f"JetStream consumer {label} could not be recovered: "
+            elif consumer.state == "damaged":
+                text = f"JetStream consumer {label} recovered from a damaged log (redelivering): "
             health.problem(
                 "CONSUMER", text + consumer.detail, final=False, account=stream.account, stream=stream.name,
                 consumer=consumer.name,
@@ -176,6 +182,8 @@ def check(view: ServerView, health: Health, options: HealthzOptions) -> None:
         health.problem("JETSTREAM", JS_NOT_ENABLED)
     if options.js_enabled_only:
         return
+    for line in js.damage:
+        health.problem("JETSTREAM", f"JetStream meta log recovered from damage: {line}", final=False)
     if js.clustered and js.meta_state != "ok":
         health.problem("JETSTREAM", META_PROBLEMS[js.meta_state].format(detail=js.meta_detail), replace=True)
     if js.clustered and options.js_meta_only:

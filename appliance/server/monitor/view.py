@@ -177,7 +177,8 @@ class JetStreamStats:
     api_inflight: int = 0
 
 
-AssetState = Literal["ok", "not_current", "not_recovered", "write_error"]
+# damaged: opened, but the store holds damaged data it does not serve until repaired (appliance)
+AssetState = Literal["ok", "not_current", "not_recovered", "write_error", "damaged"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,6 +226,7 @@ class JetStreamView:
     meta_detail: str = ""  # error text for write_error / apply_error
     accounts: tuple[str, ...] = ()  # accounts that have JetStream assets (assigned anywhere, when clustered)
     streams: tuple[StreamHealth, ...] = ()  # assets held by this server
+    damage: tuple[str, ...] = ()  # JetStream-wide damage recovered from (a meta log damaged mid-file)
 
 
 class ServerView(Protocol):
