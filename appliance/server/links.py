@@ -48,9 +48,10 @@ from typing import TYPE_CHECKING, Protocol
 from appliance import limits, native
 from appliance.errors import ApplianceError, ClosedError, CorruptData, LimitExceeded
 from appliance.fabric.frames import Frame, FrameKind
-from appliance.fabric.link import Link, LinkLoop
+from appliance.fabric.link import Link, LinkLoop, handler_failed
 from appliance.fabric.liveness import Liveness, PidfdLiveness
 from appliance.fabric.sync import SiblingSync, decode_pid, encode_pid
+from appliance.log import ContainedErrors
 from appliance.protocol import wire
 from appliance.protocol.client_parser import OP_PUB, Event
 from appliance.server.accounts import Account
@@ -62,6 +63,7 @@ if TYPE_CHECKING:
     from appliance.server.server import Server
 
 logger = logging.getLogger(__name__)
+FRAME_ERRORS = ContainedErrors(logger)  # frames from siblings whose handling raised (dropped one by one)
 
 _RECORD = struct.Struct("<HHHHII")  # account, subject, reply, queue lengths; header length or NO_HEADER; data
 _RECORD_NAMES = struct.Struct("<HH")  # the first two fields of _RECORD: account and subject lengths
@@ -280,6 +282,7 @@ class LinkPeer:
         self._dirty = False
         self.receiving_paused = False
         self.seen_seq = 0  # the sibling's interest changes we have applied
+        self.batches_in = 0  # batches of frames taken from the link (the liveness watch's progress)
         self._account_names: dict[str, bytes] = {}
 
     def deliver_pubs(self, sub: Subscription, events: list[Event], start: int) -> tuple[int, int]:
@@ -488,7 +491,10 @@ class LocalFabric:
                     self.on_broken(peer.link, error)
                     continue
                 if frames:
-                    self.on_frames(peer.link, frames)
+                    try:
+                        self.on_frames(peer.link, frames)
+                    except Exception as error:  # the client read that polled goes on (see link.py)
+                        handler_failed("on_frames", peer.index, error)
 
     # --- local interest → siblings ---------------------------------------------------------------
 
@@ -591,56 +597,68 @@ class LocalFabric:
     # --- LinkHandler -----------------------------------------------------------------------------
 
     def on_frames(self, link: Link, frames: list[Frame]) -> None:
+        """Apply a batch of frames from a sibling. A frame whose handling raises is dropped alone
+        (logged once per kind: FRAME_ERRORS) and the batch goes on: a failing request, a malformed
+        frame or a bug in one subscriber's handler never costs the frames behind it, nor the link."""
         peer = self._by_link[id(link)]
         server = self.server
         seen_before = peer.seen_seq
         sync_changed = False
         previous_producer = server.producer
         server.producer = peer  # type: ignore[assignment]  # a full local subscriber pauses this link
+        peer.batches_in += 1
         try:
             for kind, payload in frames:
-                if kind == KIND_MESSAGE:
-                    self._deliver_records(peer, payload)
-                elif kind == KIND_INTEREST_ADD:
-                    peer.seen_seq = _SEQ.unpack_from(payload, 0)[0]
-                    self._add_remote_interest(peer, *decode_interest(payload[_SEQ.size:]))
-                elif kind == KIND_INTEREST_REMOVE:
-                    peer.seen_seq = _SEQ.unpack_from(payload, 0)[0]
-                    self._remove_remote_interest(peer, *decode_interest(payload[_SEQ.size:]))
-                elif kind == KIND_INTEREST_ACK:
-                    self.sync.on_ack(peer.index, _SEQ.unpack_from(payload, 0)[0])
-                    sync_changed = True
-                elif kind == KIND_HELLO:
-                    pid = decode_pid(payload)
-                    logger.debug("worker %d (re)started (pid %s): forgetting its old interest", peer.index, pid)
-                    peer.forget_interest()
-                    peer.seen_seq = 0
-                    self.sync.on_hello(peer.index, pid)  # the new incarnation gets everything again below
-                    self._watch_sibling(peer.index, pid)
-                    peer.send(KIND_INTEREST_RESET, b"")
-                    self._send_all_interest(peer)
-                    peer.send(KIND_INTEREST_SYNCED, encode_pid(self.pid))
-                    sync_changed = True
-                elif kind == KIND_INTEREST_RESET:
-                    peer.forget_interest()
-                elif kind == KIND_INTEREST_SYNCED:
-                    pid = decode_pid(payload)
-                    self.sync.on_answer(peer.index, pid)  # we hold its whole interest now
-                    self._watch_sibling(peer.index, pid)
-                    sync_changed = True
-                elif kind == KIND_MONITOR_REQUEST:
-                    self._answer_monitor_request(peer, payload)
-                elif kind == KIND_MONITOR_REPLY:
-                    self._take_monitor_reply(peer, payload)
-        except (ApplianceError, ValueError, struct.error, UnicodeDecodeError):
-            logger.exception("bad frame from worker %d", peer.index)
+                try:
+                    sync_changed = self._on_frame(peer, kind, payload) or sync_changed
+                except Exception as error:
+                    FRAME_ERRORS.contain(f"frame of kind {kind} from worker {peer.index}", error)
         finally:
-            if peer.seen_seq != seen_before:
-                peer.send(KIND_INTEREST_ACK, _SEQ.pack(peer.seen_seq))
-            server.flush_dirty()
-            server.producer = previous_producer
+            try:
+                if peer.seen_seq != seen_before:
+                    peer.send(KIND_INTEREST_ACK, _SEQ.pack(peer.seen_seq))
+                server.flush_dirty()
+            finally:
+                server.producer = previous_producer
         if sync_changed:
             self._release_synced()  # after the batch: a released client's held reads run as its own producer
+
+    def _on_frame(self, peer: LinkPeer, kind: int, payload: bytes) -> bool:
+        """One frame from `peer`; True when it changed the interest sync state."""
+        if kind == KIND_MESSAGE:
+            self._deliver_records(peer, payload)
+        elif kind == KIND_INTEREST_ADD:
+            peer.seen_seq = _SEQ.unpack_from(payload, 0)[0]
+            self._add_remote_interest(peer, *decode_interest(payload[_SEQ.size:]))
+        elif kind == KIND_INTEREST_REMOVE:
+            peer.seen_seq = _SEQ.unpack_from(payload, 0)[0]
+            self._remove_remote_interest(peer, *decode_interest(payload[_SEQ.size:]))
+        elif kind == KIND_INTEREST_ACK:
+            self.sync.on_ack(peer.index, _SEQ.unpack_from(payload, 0)[0])
+            return True
+        elif kind == KIND_HELLO:
+            pid = decode_pid(payload)
+            logger.debug("worker %d (re)started (pid %s): forgetting its old interest", peer.index, pid)
+            peer.forget_interest()
+            peer.seen_seq = 0
+            self.sync.on_hello(peer.index, pid)  # the new incarnation gets everything again below
+            self._watch_sibling(peer.index, pid)
+            peer.send(KIND_INTEREST_RESET, b"")
+            self._send_all_interest(peer)
+            peer.send(KIND_INTEREST_SYNCED, encode_pid(self.pid))
+            return True
+        elif kind == KIND_INTEREST_RESET:
+            peer.forget_interest()
+        elif kind == KIND_INTEREST_SYNCED:
+            pid = decode_pid(payload)
+            self.sync.on_answer(peer.index, pid)  # we hold its whole interest now
+            self._watch_sibling(peer.index, pid)
+            return True
+        elif kind == KIND_MONITOR_REQUEST:
+            self._answer_monitor_request(peer, payload)
+        elif kind == KIND_MONITOR_REPLY:
+            self._take_monitor_reply(peer, payload)
+        return False
 
     def on_writable(self, link: Link) -> None:
         self._by_link[id(link)].drain()

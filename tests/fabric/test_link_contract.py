@@ -333,6 +333,54 @@ def test_a_handler_may_answer_on_the_same_link_from_on_frames(transport: str) ->
         made.close()
 
 
+@pytest.mark.parametrize("loop_name", sorted(LOOPS))
+def test_a_handler_that_raises_loses_its_batch_only_and_the_link_keeps_draining(transport: str,
+                                                                                loop_name: str) -> None:
+    """A handler's exception (here a RecursionError, as deeply nested JSON raised in a JetStream API
+    handler) stays in the link: nothing reaches the loop's exception handler, and frames sent later,
+    once the reader had gone idle, still arrive (a ring whose drain died never slept, so its producer
+    never rang again: the link was dead for good)."""
+    made = make_pair(transport, 4096)
+    loop = LOOPS[loop_name]()
+    escaped: list[dict[str, object]] = []
+    loop.set_exception_handler(lambda _loop, context: escaped.append(context))
+    consumer = Collector(expected=3, loop=loop)
+    raised: list[bytes] = []
+
+    class Failing(Collector):
+        def on_frames(self, link: Link, frames: list[Frame]) -> None:
+            for frame in frames:
+                if frame[1].startswith(b"boom"):
+                    raised.append(frame[1])
+                    raise RecursionError("maximum recursion depth exceeded (injected)")
+                consumer.on_frames(link, [frame])
+
+    async def until(condition: Callable[[], bool]) -> None:
+        while not condition():
+            await asyncio.sleep(0.001)
+
+    try:
+        made.a.start(loop, Collector(expected=0, loop=loop))
+        made.b.start(loop, Failing(expected=0, loop=loop))
+        for round_number in range(3):
+            assert made.a.try_send(FrameKind.MESSAGE, b"boom %d" % round_number)
+            loop.run_until_complete(asyncio.wait_for(until(lambda n=round_number: len(raised) > n), DEADLINE_S))
+            for _ in range(20):  # the reader goes idle (a ring announces its sleep) before the next frame
+                loop.run_until_complete(asyncio.sleep(0))
+            assert made.a.try_send(FrameKind.MESSAGE, b"after %d" % round_number)
+            loop.run_until_complete(asyncio.wait_for(until(lambda n=round_number: len(consumer.frames) > n),
+                                                     DEADLINE_S))
+        assert consumer.done is not None
+        loop.run_until_complete(asyncio.wait_for(consumer.done, DEADLINE_S))
+        assert consumer.frames == [(FrameKind.MESSAGE, b"after %d" % n) for n in range(3)]
+        assert escaped == []
+    finally:
+        made.a.close()
+        made.b.close()
+        loop.close()
+        made.close()
+
+
 # --- a peer that goes away --------------------------------------------------------------------------
 
 
