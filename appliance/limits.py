@@ -85,6 +85,7 @@ RING_BYTES = 8 * 1024 * 1024  # data bytes of one SPSC ring (one per ordered wor
 RING_BYTES_MIN = 4096  # smallest ring accepted (tests use small rings to exercise wrap-around)
 FRAME_BYTES_MAX = RING_BYTES // 4  # largest frame payload; a link's own maximum is min(this, capacity // 4)
 LINK_BATCH_FRAMES_MAX = 256  # frames handed to a link's consumer in one batch
+LINK_STUCK_S = 10.0  # frames from a sibling untaken this long: the worker stops heartbeating (drain_watch.py)
 LINK_BATCH_BYTES_MAX = 1024 * 1024  # payload bytes in one batch (a single larger frame still goes alone)
 LINK_READ_CHUNK_BYTES = 256 * 1024  # one socket read of the socketpair fallback
 ADMISSION_LOCK_TRIES = 1000  # tries (yielding the CPU between) for the server-wide max_connections lock

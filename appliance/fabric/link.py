@@ -89,6 +89,10 @@ class Link(Protocol):
 
     def start(self, loop: LinkLoop, handler: LinkHandler) -> None: ...
 
+    def incoming_waiting(self) -> bool:
+        """Frames from the peer are in the link, not yet taken (for the worker's DrainWatch)."""
+        ...
+
     def pause_receiving(self) -> None:
         """A started link stops calling on_frames (frames stay in the link; it fills up)."""
         ...

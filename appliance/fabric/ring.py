@@ -156,6 +156,12 @@ class RingLink:
         in_head, in_tail = _native.ring_counters(self._memory, self._in)
         return out_head - out_tail, in_head - in_tail
 
+    def incoming_waiting(self) -> bool:
+        if self._closed:
+            return False
+        head, tail = _native.ring_counters(self._memory, self._in)
+        return bool(head != tail)
+
     def start(self, loop: LinkLoop, handler: LinkHandler) -> None:
         assert self._loop is None, "a link is started once"
         if self._closed:

@@ -88,6 +88,9 @@ class SimLink:
     def flush(self) -> bool:
         return True
 
+    def incoming_waiting(self) -> bool:
+        return not self._closed and bool(self._incoming.frames)
+
     def start(self, loop: Scheduler, handler: LinkHandler) -> None:
         assert self._scheduler is None, "a link is started once"
         self._check_usable()

@@ -180,6 +180,9 @@ class SocketpairLink:
         self._watch_writes(bool(self._tx_pending))
         return not self._tx_pending
 
+    def incoming_waiting(self) -> bool:
+        return not self._closed and bool(self._rx_frames)
+
     def start(self, loop: LinkLoop, handler: LinkHandler) -> None:
         assert self._loop is None, "a link is started once"
         self._check_usable()

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from appliance import limits, native
 from appliance.errors import ApplianceError, ClosedError, CorruptData, LimitExceeded
+from appliance.fabric.drain_watch import DrainWatch
 from appliance.fabric.frames import Frame, FrameKind
 from appliance.fabric.link import Link, LinkLoop, handler_failed
 from appliance.fabric.liveness import Liveness, PidfdLiveness
@@ -282,7 +283,8 @@ class LinkPeer:
         self._dirty = False
         self.receiving_paused = False
         self.seen_seq = 0  # the sibling's interest changes we have applied
-        self.batches_in = 0  # batches of frames taken from the link (the liveness watch's progress)
+        self.batches_in = 0  # batches of frames taken from the link (the drain watch's progress)
+        self.drain_watch = DrainWatch(limits.LINK_STUCK_S)
         self._account_names: dict[str, bytes] = {}
 
     def deliver_pubs(self, sub: Subscription, events: list[Event], start: int) -> tuple[int, int]:
@@ -709,6 +711,14 @@ class LocalFabric:
         replies[peer.index] = reply["snapshot"]
         if len(replies) == len(self.peers) and not future.done():
             future.set_result(list(replies.values()))
+
+    def stuck_links(self, now_s: float) -> list[int]:
+        """Siblings whose frames to us have waited, unpaused and untaken, for LINK_STUCK_S (drain_watch.py):
+        this worker is not doing its share and should be restarted. Called once per heartbeat."""
+        return [peer.index for peer in self.peers.values()
+                if not peer.closed and peer.drain_watch.stuck(
+                    now_s, waiting=peer.link.incoming_waiting(), paused=peer.receiving_paused,
+                    progress=peer.batches_in)]
 
     def ring_fill(self) -> float:
         """The fullest outbound link of this worker, 0.0 to 1.0 (for the supervisor's status table)."""

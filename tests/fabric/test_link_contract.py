@@ -144,6 +144,17 @@ def test_a_batch_holds_at_most_frames_max_frames(pair: LinkPair) -> None:
     assert [len(receive(pair, 7)) for _ in range(4)] == [7, 7, 6, 0]
 
 
+def test_incoming_waiting_tells_whether_frames_wait_to_be_taken(pair: LinkPair) -> None:
+    assert not pair.b.incoming_waiting()
+    assert send(pair, FrameKind.MESSAGE, b"x")
+    pair.a.flush()
+    if isinstance(pair.b, SocketpairLink):
+        pair.b._read_socket()  # a started link reads its socket when the loop says it is readable
+    assert pair.b.incoming_waiting()
+    assert receive_all(pair) == [(FrameKind.MESSAGE, b"x")]
+    assert not pair.b.incoming_waiting()
+
+
 def test_both_directions_are_independent(pair: LinkPair) -> None:
     while send(pair, FrameKind.MESSAGE, bytes(500)):
         pass
