@@ -65,6 +65,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 FRAME_ERRORS = ContainedErrors(logger)  # frames from siblings whose handling raised (dropped one by one)
+GATHER_WARNING_QUIET_S = 10.0  # at most one warning this often about siblings slow to answer monitoring
 
 _RECORD = struct.Struct("<HHHHII")  # account, subject, reply, queue lengths; header length or NO_HEADER; data
 _RECORD_NAMES = struct.Struct("<HH")  # the first two fields of _RECORD: account and subject lengths
@@ -448,8 +449,11 @@ class LocalFabric:
         self._loop: FabricLoop | None = None
         self._sync_timer: SyncTimer | None = None
         # monitoring across workers: this worker's snapshot, and replies awaited from siblings
-        self.snapshot_provider: Callable[[int], dict[str, object]] | None = None
+        # (frame_bytes_max, parts wanted) -> this worker's snapshot; parts: see server/monitor/endpoint.py
+        self.snapshot_provider: Callable[[int, frozenset[str]], dict[str, object]] | None = None
         self._next_request = base
+        self._gather_timeouts = 0
+        self._gather_warned_mono_s = float("-inf")
         self._awaiting: dict[int, tuple[asyncio.Future[list[dict[str, object]]], dict[int, dict[str, object]]]] = {}
 
     def start(self, loop: FabricLoop) -> None:
@@ -676,8 +680,10 @@ class LocalFabric:
 
     # --- monitoring across workers ----------------------------------------------------------------
 
-    async def gather_snapshots(self, timeout_s: float = limits.MONITOR_GATHER_TIMEOUT_S) -> list[dict[str, object]]:
-        """Every sibling's monitoring snapshot (those that answer within the timeout)."""
+    async def gather_snapshots(self, parts: frozenset[str],
+                               timeout_s: float = limits.MONITOR_GATHER_TIMEOUT_S) -> list[dict[str, object]]:
+        """Every sibling's monitoring snapshot, with the `parts` asked for (those that answer within the
+        timeout). Callers keep one gather in flight (server/monitor/gather.py)."""
         if not self.peers:
             return []
         self._next_request += 1
@@ -685,22 +691,29 @@ class LocalFabric:
         future: asyncio.Future[list[dict[str, object]]] = asyncio.get_running_loop().create_future()
         replies: dict[int, dict[str, object]] = {}
         self._awaiting[request_id] = (future, replies)
-        payload = json.dumps({"id": request_id}).encode()
+        payload = json.dumps({"id": request_id, "parts": sorted(parts)}).encode()
         for peer in self.peers.values():
             peer.send(KIND_MONITOR_REQUEST, payload)
         try:
             return await asyncio.wait_for(future, timeout_s)
         except TimeoutError:
-            logger.warning("monitoring: %d of %d sibling workers did not answer in %ss",
-                           len(self.peers) - len(replies), len(self.peers), timeout_s)
+            self._gather_timeouts += 1
+            now = time.monotonic()
+            if now - self._gather_warned_mono_s >= GATHER_WARNING_QUIET_S:  # never a warning per request
+                silent = ", ".join(str(peer.index) for peer in self.peers.values() if peer.index not in replies)
+                logger.warning("monitoring: sibling worker(s) %s did not answer in %ss (%d gather(s) timed out "
+                               "since the last warning)", silent, timeout_s, self._gather_timeouts)
+                self._gather_warned_mono_s = now
+                self._gather_timeouts = 0
             return list(replies.values())
         finally:
             self._awaiting.pop(request_id, None)
 
     def _answer_monitor_request(self, peer: LinkPeer, payload: bytes) -> None:
-        request_id = json.loads(payload)["id"]
-        snapshot = self.snapshot_provider(peer.link.frame_bytes_max) if self.snapshot_provider else {}
-        peer.send(KIND_MONITOR_REPLY, json.dumps({"id": request_id, "snapshot": snapshot}).encode())
+        request = json.loads(payload)
+        parts = frozenset(request.get("parts", ()))
+        snapshot = self.snapshot_provider(peer.link.frame_bytes_max, parts) if self.snapshot_provider else {}
+        peer.send(KIND_MONITOR_REPLY, json.dumps({"id": request["id"], "snapshot": snapshot}).encode())
 
     def _take_monitor_reply(self, peer: LinkPeer, payload: bytes) -> None:
         reply = json.loads(payload)

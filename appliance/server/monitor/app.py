@@ -15,7 +15,7 @@ import email.utils
 from collections.abc import Mapping
 
 from . import connz, healthz, index, jsz, subsz, system, varz
-from .endpoint import NOT_FOUND, Endpoint, HttpStats, RequestContext, Response, text_response
+from .endpoint import NOT_FOUND, NOTHING, Endpoint, HttpStats, RequestContext, Response, text_response
 from .params import BadRequest, Query
 from .view import ServerView
 
@@ -47,6 +47,16 @@ class MonitorApp:
             return endpoint.handle(context)
         except BadRequest as problem:
             return text_response(400, str(problem))
+
+    def needs(self, path: str, query: str) -> frozenset[str]:
+        """What the endpoint of `path` needs gathered from sibling workers before it answers."""
+        endpoint = self._routes.get(path)
+        if endpoint is None:
+            return NOTHING
+        try:
+            return endpoint.needs(Query(query))
+        except BadRequest:
+            return NOTHING  # the endpoint answers 400 without looking at the view
 
     def system_reply(self, name: str, body: bytes, *, seq: int) -> bytes | None:
         """The reply to a `$SYS.REQ.SERVER...<name>` request (see system.py); None: not for this server."""

@@ -17,9 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .durations import go_duration, rfc3339_nano, uptime, wall_ns
-from .endpoint import Endpoint, RequestContext, Response, json_response
+from .endpoint import NOTHING, PART_CLOSED, PART_OPEN, Endpoint, RequestContext, Response, json_response
 from .gojson import JsonValue
-from .params import BadRequest
+from .params import BadRequest, Query
 from .view import ConnectionInfo, ConnState, ServerView, SubscriptionInfo
 
 GLOBAL_ACCOUNT = "$G"
@@ -255,4 +255,14 @@ def handle(ctx: RequestContext) -> Response:
     return json_response(connz_json(ctx.view, options))
 
 
-ENDPOINT = Endpoint(paths=("/connz",), handle=handle, title="Connections")
+def needs(query: Query) -> frozenset[str]:
+    """The siblings' open or closed connections, as `state` asks."""
+    state = query.state()
+    if state == "open":
+        return frozenset({PART_OPEN})
+    if state == "closed":
+        return frozenset({PART_CLOSED})
+    return frozenset({PART_OPEN, PART_CLOSED}) if state == "any" else NOTHING
+
+
+ENDPOINT = Endpoint(paths=("/connz",), handle=handle, title="Connections", needs=needs)

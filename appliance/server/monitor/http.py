@@ -173,7 +173,7 @@ class MonitorServer:
             return False
         refresh = getattr(self.app.view, "refresh", None)  # a multi-worker view gathers its siblings first
         if refresh is not None:
-            await refresh()
+            await refresh(self.app.needs(request.path, request.query))
         response = self.app.respond(request.path, request.query)
         await self._answer(
             writer, response, connection=request.connection_header, head_only=request.method == "HEAD"
