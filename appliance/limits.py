@@ -38,7 +38,7 @@ ALLOCATOR_MMAP_THRESHOLD_BYTES = 8 * 1024 * 1024  # glibc mallopt: smaller block
 ALLOCATOR_TRIM_THRESHOLD_BYTES = 32 * 1024 * 1024  # glibc mallopt: free heap kept before returning it to the OS
 CLOSED_CONNECTIONS_MAX = 10_000  # kept for /connz?state=closed (nats-server max_closed_clients)
 HTTP_BODY_BYTES_MAX = 64 * 1024  # a monitoring request body (read and ignored, as nats-server does)
-HTTP_CONNECTIONS_MAX = 128  # open monitoring connections; more are answered 503 and closed
+HTTP_CONNECTIONS_MAX = 1024  # open monitoring connections (nats-server serves 500 at once); more get 503 and close
 HTTP_IDLE_TIMEOUT_S = 30.0  # a monitoring connection silent this long (mid-request or kept alive) is closed
 
 # --- bench load generator (appliance/bench) -------------------------------------------------------
