@@ -733,6 +733,19 @@ class LocalFabric:
                     now_s, waiting=peer.link.incoming_waiting(), paused=peer.receiving_paused,
                     progress=peer.batches_in)]
 
+    @property
+    def index(self) -> int:
+        """This worker's index: the mesh joins workers 0..n-1 each to every other, so ours is the one
+        no link leads to."""
+        return min(set(range(len(self.peers) + 1)) - set(self.peers))
+
+    def queue_lengths(self) -> dict[str, int]:
+        """This worker's internal queues toward its siblings, by name (/ipqueuesz)."""
+        queues = {f"link to worker {peer.index} backlog": len(peer.backlog) for peer in self.peers.values()}
+        queues["interest sync waiters"] = self.sync.waiting
+        queues["monitoring gathers awaited"] = len(self._awaiting)
+        return queues
+
     def ring_fill(self) -> float:
         """The fullest outbound link of this worker, 0.0 to 1.0 (for the supervisor's status table)."""
         fullest = 0.0

@@ -23,17 +23,20 @@ from appliance.server.monitor.endpoint import (
     PART_COUNTERS,
     PART_OPEN,
     PART_PROCESS,
+    PART_QUEUES,
     PART_SUBLISTS,
     PARTS,
 )
 from appliance.server.monitor.gather import GatherCoalescer
 from appliance.server.monitor.http import MonitorServer
 from appliance.server.monitor.view import (
+    AccountInfo,
     ByKindCounts,
     ConnectionInfo,
     ConnState,
     JetStreamView,
     ProcessUsage,
+    RouteInfo,
     ServerCounters,
     SublistStats,
     SubscriptionInfo,
@@ -93,8 +96,11 @@ class WorkerSnapshot:
         if PART_CLOSED in parts:
             snapshot["closed"] = [_connection_dict(c) for c in view.local_connections("closed")]
         if PART_SUBLISTS in parts:
-            snapshot["sublists"] = [{"account": name, "stats": dataclasses.asdict(stats)}
+            snapshot["sublists"] = [{"account": name, "stats": dataclasses.asdict(stats),
+                                     "clients": view.local_account_clients(name)}
                                     for name, stats in view.account_sublist_stats(None)]
+        if PART_QUEUES in parts:
+            snapshot["queues"] = view.local_queues()
         if PART_PROCESS in parts:
             snapshot["process"] = dataclasses.asdict(view.local_process_usage())
         # a snapshot must fit one frame: drop closed connections first, then the newest open ones
@@ -321,6 +327,38 @@ class ServerMonitorView:
                 continue
             found.extend(subscription_info(s, conn.cid) for s in conn.subs.values())
         return found
+
+    def accounts(self) -> list[AccountInfo]:
+        clients: dict[str, int] = {}
+        for peer in self._peers:
+            for raw in peer.get("sublists", ()):
+                clients[raw["account"]] = clients.get(raw["account"], 0) + int(raw.get("clients", 0))
+        return [AccountInfo(name=account.name, is_system=account.is_system, jetstream_enabled=account.jetstream,
+                            client_connections=account.clients + clients.get(account.name, 0))
+                for account in self._server.accounts.all()]
+
+    def local_account_clients(self, name: str) -> int:
+        account = self._server.accounts.get(name)
+        return account.clients if account is not None else 0
+
+    def routes(self) -> list[RouteInfo]:
+        """This build has no route connections (the server runs standalone); the cluster layer fills
+        this list once routes exist, and /routez renders whatever it holds."""
+        return []
+
+    def internal_queues(self) -> dict[str, int]:
+        queues = self.local_queues()
+        for peer in self._peers:
+            queues.update(peer.get("queues", {}))
+        return queues
+
+    def local_queues(self) -> dict[str, int]:
+        """This worker's queues, named with the worker: link backlogs, interest sync, monitoring."""
+        if self._fabric is None:
+            return {}  # one worker: no queue between workers
+        prefix = f"worker {self._fabric.index}: "
+        local = self._fabric.queue_lengths()
+        return {prefix + name: length for name, length in local.items()}
 
     def jetstream(self) -> JetStreamView | None:
         # JetStream (a higher layer) registers its monitor on the server when it starts

@@ -14,7 +14,7 @@ from __future__ import annotations
 import email.utils
 from collections.abc import Mapping
 
-from . import connz, healthz, index, jsz, subsz, system, varz
+from . import accountz, connz, healthz, index, ipqueuesz, jsz, leafz, raftz, routez, stacksz, subsz, system, varz
 from .endpoint import NOT_FOUND, NOTHING, Endpoint, HttpStats, RequestContext, Response, text_response
 from .params import BadRequest, Query
 from .view import ServerView
@@ -26,7 +26,43 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     subsz.ENDPOINT,
     healthz.ENDPOINT,
     jsz.ENDPOINT,
+    accountz.ENDPOINT,
+    routez.ENDPOINT,
+    leafz.LEAFZ,
+    leafz.GATEWAYZ,
+    raftz.ENDPOINT,
+    ipqueuesz.ENDPOINT,
+    stacksz.ENDPOINT,
 )
+
+
+def clean_path(path: str) -> str:
+    """Go's http.ServeMux cleanPath: one slash between elements, `.` and `..` resolved, a trailing
+    slash kept. A request whose path is not clean gets a 307 to the clean one (`//varz` -> `/varz`)."""
+    if not path.startswith("/"):
+        path = "/" + path
+    elements: list[str] = []
+    for element in path.split("/"):
+        if element in ("", "."):
+            continue
+        if element == "..":
+            if elements:
+                elements.pop()
+            continue
+        elements.append(element)
+    cleaned = "/" + "/".join(elements)
+    if path.endswith("/") and cleaned != "/":
+        cleaned += "/"
+    return cleaned
+
+
+GO_HTML_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&#34;", "'": "&#39;"})
+
+
+def redirect(location: str) -> Response:
+    """Go's http.Redirect for a GET: 307 with a small HTML body naming the new location."""
+    body = f'<a href="{location.translate(GO_HTML_ESCAPES)}">Temporary Redirect</a>.\n\n'
+    return Response(307, (("Content-Type", "text/html; charset=utf-8"), ("Location", location)), body.encode())
 
 
 class MonitorApp:
@@ -39,6 +75,9 @@ class MonitorApp:
         self._routes: Mapping[str, Endpoint] = {path: e for e in self.endpoints for path in e.paths}
 
     def respond(self, path: str, query: str) -> Response:
+        cleaned = clean_path(path)
+        if cleaned != path:
+            return redirect(cleaned + ("?" + query if query else ""))
         endpoint = self._routes.get(path)
         if endpoint is None:
             return NOT_FOUND

@@ -65,13 +65,15 @@ class RequestContext:
 
 
 # What an endpoint needs of the sibling workers' snapshots (ServerView.refresh gathers only that):
-# counters, process usage, open and closed connections, sublist statistics.
+# counters, process usage, open and closed connections, per-account sublist statistics and client
+# counts, internal queue lengths.
 PART_COUNTERS = "counters"
 PART_PROCESS = "process"
 PART_OPEN = "open"
 PART_CLOSED = "closed"
 PART_SUBLISTS = "sublists"
-PARTS = frozenset({PART_COUNTERS, PART_PROCESS, PART_OPEN, PART_CLOSED, PART_SUBLISTS})
+PART_QUEUES = "queues"
+PARTS = frozenset({PART_COUNTERS, PART_PROCESS, PART_OPEN, PART_CLOSED, PART_SUBLISTS, PART_QUEUES})
 NOTHING: frozenset[str] = frozenset()
 
 

@@ -80,9 +80,14 @@ def parse_head(head: bytes) -> Request:
         raise _error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE)
     connection = headers.get("connection", "").lower()
     keep_alive = connection != "close" if version == "HTTP/1.1" else connection == "keep-alive"
-    url = urlsplit(target)
-    path = unquote(url.path) or "/"
-    return Request(method.upper(), path, url.query, keep_alive, body_bytes, http10=version == "HTTP/1.0")
+    if target.startswith("/"):  # origin form: `//varz` is a path (to redirect), not an authority
+        raw_path, _, query = target.partition("?")
+        query = query.partition("#")[0]
+    else:  # absolute form: http://host:port/path?query
+        url = urlsplit(target)
+        raw_path, query = url.path, url.query
+    path = unquote(raw_path) or "/"
+    return Request(method.upper(), path, query, keep_alive, body_bytes, http10=version == "HTTP/1.0")
 
 
 def render(response: Response, *, date: str, connection: str | None, head_only: bool) -> bytes:
