@@ -25,8 +25,11 @@ from appliance.server.monitor.endpoint import (
     PART_PROCESS,
     PART_QUEUES,
     PART_SUBLISTS,
+    PART_TOP,
     PARTS,
 )
+from appliance.server.monitor import connz
+from appliance.server.monitor.durations import wall_ns
 from appliance.server.monitor.gather import GatherCoalescer
 from appliance.server.monitor.http import MonitorServer
 from appliance.server.monitor.view import (
@@ -91,10 +94,15 @@ class WorkerSnapshot:
         snapshot: dict[str, object] = {}
         if PART_COUNTERS in parts:
             snapshot["counters"] = dataclasses.asdict(view.local_counters())
-        if PART_OPEN in parts:
-            snapshot["open"] = [_connection_dict(c) for c in view.local_connections("open")]
-        if PART_CLOSED in parts:
-            snapshot["closed"] = [_connection_dict(c) for c in view.local_connections("closed")]
+        page = next((part for part in parts if part.startswith(PART_TOP)), None)
+        now_ns = wall_ns(view.now_wall_s())
+        for state, part in (("open", PART_OPEN), ("closed", PART_CLOSED)):
+            if part in parts:
+                conns = view.local_connections(state)  # type: ignore[arg-type]
+                snapshot[f"{state}_total"] = len(conns)
+                if page is not None:
+                    conns = connz.top(conns, page, now_ns)
+                snapshot[state] = [_connection_dict(c) for c in conns]
         if PART_SUBLISTS in parts:
             snapshot["sublists"] = [{"account": name, "stats": dataclasses.asdict(stats),
                                      "clients": view.local_account_clients(name)}
@@ -279,6 +287,14 @@ class ServerMonitorView:
         if state in ("closed", "any"):
             found.extend(self._server.closed_clients)  # recorded when each closed (conn_info.py)
         return found
+
+    def connection_count(self, state: ConnState) -> int:
+        count = len(self.local_connections(state))
+        for peer in self._peers:
+            for listed in ("open", "closed"):
+                if state in (listed, "any"):
+                    count += int(peer.get(f"{listed}_total", len(peer.get(listed, ()))))
+        return count
 
     def has_account(self, name: str) -> bool:
         return self._server.accounts.get(name) is not None

@@ -121,6 +121,9 @@ class FakeServerView:
             return list(self.closed_connections)
         return opened + self.closed_connections
 
+    def connection_count(self, state: ConnState) -> int:
+        return len(self.connections(state))
+
     def has_account(self, name: str) -> bool:
         return name in self.account_names
 

@@ -74,6 +74,9 @@ PART_CLOSED = "closed"
 PART_SUBLISTS = "sublists"
 PART_QUEUES = "queues"
 PARTS = frozenset({PART_COUNTERS, PART_PROCESS, PART_OPEN, PART_CLOSED, PART_SUBLISTS, PART_QUEUES})
+# "top:<sort>:<n>" with open/closed: only the first n connections in /connz order `sort` (and the count of
+# all): a page of /connz never needs more of any worker, so a sibling never ships its 10,000 closed
+PART_TOP = "top:"
 NOTHING: frozenset[str] = frozenset()
 
 

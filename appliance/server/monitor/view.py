@@ -333,6 +333,11 @@ class ServerView(Protocol):
         """Client connections (open, recently closed, or both), any order."""
         ...
 
+    def connection_count(self, state: ConnState) -> int:
+        """How many connections `connections(state)` stands for (every worker's, also those it did
+        not list because the page could not show them)."""
+        ...
+
     def has_account(self, name: str) -> bool: ...
 
     def sublist_stats(self, account: str | None) -> list[SublistStats]:
