@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import socket
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -21,11 +22,13 @@ from urllib.parse import unquote, urlsplit
 
 from appliance import limits
 from appliance.errors import ApplianceError
+from appliance.log import ContainedErrors
 
 from .app import MonitorApp
 from .endpoint import Response, text_response
 
 HEAD_END = b"\r\n\r\n"
+ENDPOINT_ERRORS = ContainedErrors(logging.getLogger(__name__))
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,10 +179,14 @@ class MonitorServer:
         except HttpError as problem:
             await self._answer(writer, problem.response, connection="close")
             return False
-        refresh = getattr(self.app.view, "refresh", None)  # a multi-worker view gathers its siblings first
-        if refresh is not None:
-            await refresh(self.app.needs(request.path, request.query))
-        response = self.app.respond(request.path, request.query)
+        try:
+            refresh = getattr(self.app.view, "refresh", None)  # a multi-worker view gathers its siblings first
+            if refresh is not None:
+                await refresh(self.app.needs(request.path, request.query))
+            response = self.app.respond(request.path, request.query)
+        except Exception as error:  # a bug answering one request: that request gets a 500, the server goes on
+            ENDPOINT_ERRORS.contain(f"monitoring {request.path}", error)
+            response = _error(HTTPStatus.INTERNAL_SERVER_ERROR).response
         await self._answer(
             writer, response, connection=request.connection_header, head_only=request.method == "HEAD"
         )

@@ -163,6 +163,25 @@ def test_connections_beyond_the_limit_get_503(monkeypatch: pytest.MonkeyPatch, r
     run(scenario)
 
 
+def test_an_endpoint_that_raises_answers_500_and_the_server_serves_on(
+    monkeypatch: pytest.MonkeyPatch, run: Runner
+) -> None:
+    def failing(self: FakeServerView) -> object:
+        raise RecursionError("maximum recursion depth exceeded (injected)")
+
+    monkeypatch.setattr(FakeServerView, "counters", failing)
+
+    async def scenario(server: MonitorServer) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(b"GET /varz HTTP/1.1\r\n\r\nGET /healthz HTTP/1.1\r\n\r\n")
+        status, _, body = await read_response(reader)
+        assert (status, body) == (500, b"500 Internal Server Error")
+        assert (await read_response(reader))[0] == 200  # the same connection goes on
+        writer.close()
+
+    run(scenario)
+
+
 def test_a_silent_connection_is_closed_after_the_idle_timeout(
     monkeypatch: pytest.MonkeyPatch, run: Runner
 ) -> None:
