@@ -141,4 +141,4 @@ def test_monitoring_under_many_connections_answers_everything_and_workers_stay_l
         after = status(port)
         assert after["health"] == "ok", after
         assert [worker["pid"] for worker in after["workers"]] == pids  # type: ignore[union-attr]
-        assert server.log().count("did not answer") <= 1
+        assert server.log().count("did not answer") <= 2  # rate-limited: never one per request
