@@ -221,9 +221,11 @@ class ServerMonitorView:
     def ready_error(self) -> str | None:
         return None if self._server.ready else "Server is not ready to accept connections"
 
-    async def refresh(self, parts: frozenset[str] = PARTS) -> None:
-        """Gather the `parts` of every sibling's snapshot that the next answer reads (see GatherCoalescer)."""
+    async def refresh(self, parts: frozenset[str] = PARTS) -> list[dict[str, Any]]:
+        """Gather the `parts` of every sibling's snapshot that the next answer reads (see GatherCoalescer);
+        returns what was gathered (the same list for every request that shared the gather)."""
         self._peers = await self._gather.gather(parts) if self._gather is not None and parts else []
+        return self._peers
 
     def counters(self) -> ServerCounters:
         total = self.local_counters()

@@ -100,7 +100,8 @@ def test_monitoring_under_many_connections_answers_everything_and_workers_stay_l
             async def client_meanwhile() -> None:
                 nonlocal client_rounds
                 while not burst_over.is_set() or client_rounds < 3:
-                    await on_one.flush(timeout=30)  # PING answered
+                    await on_one.flush(timeout=30)  # PING answered, on the sibling
+                    await on_zero.flush(timeout=30)  # and on worker 0, which answers the HTTP requests
                     assert (await on_one.request("svc.echo", b"", timeout=30)).data == b"pong"
                     client_rounds += 1
 

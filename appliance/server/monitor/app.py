@@ -87,6 +87,12 @@ class MonitorApp:
         except BadRequest as problem:
             return text_response(400, str(problem))
 
+    def count(self, path: str) -> None:
+        """Count a request of `path` answered with an answer made for an earlier one (http.py)."""
+        endpoint = self._routes.get(path)
+        if endpoint is not None:
+            self.stats.count(endpoint.paths[0])
+
     def needs(self, path: str, query: str) -> frozenset[str]:
         """What the endpoint of `path` needs gathered from sibling workers before it answers."""
         endpoint = self._routes.get(path)

@@ -182,6 +182,41 @@ def test_an_endpoint_that_raises_answers_500_and_the_server_serves_on(
     run(scenario)
 
 
+def test_a_burst_sharing_one_gather_gets_one_rendering_per_page_and_every_request_counted() -> None:
+    class GatheringView(FakeServerView):  # type: ignore[misc]
+        gathered: list[dict[str, object]] = [{"from": "sibling"}]
+        renders = 0
+
+        async def refresh(self, parts: frozenset[str]) -> list[dict[str, object]]:
+            await asyncio.sleep(0.01)
+            return self.gathered  # the same list for every request of the burst, as GatherCoalescer
+
+        def counters(self) -> object:
+            GatheringView.renders += 1
+            return FakeServerView.counters(self)
+
+    async def scenario() -> None:
+        app = MonitorApp(GatheringView())
+        server = MonitorServer(app, listener())
+        await server.start()
+        try:
+            async def get(path: str) -> int:
+                reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+                writer.write(f"GET {path} HTTP/1.1\r\nConnection: close\r\n\r\n".encode())
+                status = (await read_response(reader))[0]
+                writer.close()
+                return status
+
+            statuses = await asyncio.gather(*(get("/varz") for _ in range(30)), get("/varz?x=1"))
+            assert statuses == [200] * 31
+            assert GatheringView.renders == 2  # /varz once, /varz?x=1 once
+            assert app.stats.snapshot()["/varz"] == 31
+        finally:
+            await server.close()
+
+    asyncio.run(scenario())
+
+
 def test_a_silent_connection_is_closed_after_the_idle_timeout(
     monkeypatch: pytest.MonkeyPatch, run: Runner
 ) -> None:
