@@ -250,6 +250,8 @@ def test_parse_head_decodes_path_and_keeps_the_query_raw() -> None:
     absolute = parse_head(b"GET http://127.0.0.1:8222/varz HTTP/1.1\r\n\r\n")
     assert absolute.path == "/varz"
     assert parse_head(b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").keep_alive is True
+    doubled = parse_head(b"GET //varz?subs=1 HTTP/1.1\r\n\r\n")  # a path (redirected), not an authority
+    assert (doubled.path, doubled.query) == ("//varz", "subs=1")
 
 
 def test_close_ends_kept_alive_connections() -> None:
