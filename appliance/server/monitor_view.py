@@ -17,7 +17,9 @@ from appliance import NATS_VERSION
 from appliance.config.options import ServerOptions
 from appliance.server.conn_info import connection_info, subscription_info
 from appliance.server.links import LocalFabric
+from appliance.server.monitor import connz
 from appliance.server.monitor.app import MonitorApp
+from appliance.server.monitor.durations import wall_ns
 from appliance.server.monitor.endpoint import (
     PART_CLOSED,
     PART_COUNTERS,
@@ -28,8 +30,6 @@ from appliance.server.monitor.endpoint import (
     PART_TOP,
     PARTS,
 )
-from appliance.server.monitor import connz
-from appliance.server.monitor.durations import wall_ns
 from appliance.server.monitor.gather import GatherCoalescer
 from appliance.server.monitor.http import MonitorServer
 from appliance.server.monitor.view import (
