@@ -38,7 +38,7 @@ ALLOCATOR_MMAP_THRESHOLD_BYTES = 8 * 1024 * 1024  # glibc mallopt: smaller block
 ALLOCATOR_TRIM_THRESHOLD_BYTES = 32 * 1024 * 1024  # glibc mallopt: free heap kept before returning it to the OS
 CLOSED_CONNECTIONS_MAX = 10_000  # kept for /connz?state=closed (nats-server max_closed_clients)
 HTTP_BODY_BYTES_MAX = 64 * 1024  # a monitoring request body (read and ignored, as nats-server does)
-HTTP_CONNECTIONS_MAX = 128  # open monitoring connections; more are answered 503 and closed
+HTTP_CONNECTIONS_MAX = 1024  # open monitoring connections (nats-server serves 500 at once); more get 503 and close
 HTTP_IDLE_TIMEOUT_S = 30.0  # a monitoring connection silent this long (mid-request or kept alive) is closed
 
 # --- bench load generator (appliance/bench) -------------------------------------------------------
@@ -85,6 +85,7 @@ RING_BYTES = 8 * 1024 * 1024  # data bytes of one SPSC ring (one per ordered wor
 RING_BYTES_MIN = 4096  # smallest ring accepted (tests use small rings to exercise wrap-around)
 FRAME_BYTES_MAX = RING_BYTES // 4  # largest frame payload; a link's own maximum is min(this, capacity // 4)
 LINK_BATCH_FRAMES_MAX = 256  # frames handed to a link's consumer in one batch
+LINK_STUCK_S = 10.0  # frames from a sibling untaken this long: the worker stops heartbeating (drain_watch.py)
 LINK_BATCH_BYTES_MAX = 1024 * 1024  # payload bytes in one batch (a single larger frame still goes alone)
 LINK_READ_CHUNK_BYTES = 256 * 1024  # one socket read of the socketpair fallback
 ADMISSION_LOCK_TRIES = 1000  # tries (yielding the CPU between) for the server-wide max_connections lock

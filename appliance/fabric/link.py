@@ -18,18 +18,30 @@ deterministic tests) keeps the same contract:
 - `flush()` moves buffered bytes toward the peer without blocking (a started link does it by
   itself at the end of the loop turn); it returns True when nothing stays buffered.
 - `close()` unregisters from the loop; later calls to try_send raise ClosedError.
+- A started link contains what its handler raises (`handler_failed`): the failure is logged (once
+  per kind, then counted), the batch that failed is the handler's loss, and the link goes on
+  draining. An exception never leaves a link into the event loop, where nobody would reschedule
+  the drain and the link would stop for good (a ring whose reader never sleeps is never rung).
 
 Frames handed to `on_frames` or returned by `receive` are owned by the caller (immutable bytes).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Protocol
 
 from appliance.fabric.frames import Frame
+from appliance.log import ContainedErrors
 
 Payload = bytes | bytearray | memoryview
+HANDLER_ERRORS = ContainedErrors(logging.getLogger("appliance.fabric"))
+
+
+def handler_failed(what: str, peer: int, error: Exception) -> None:
+    """A link's handler raised from `what` (on_frames, on_writable, on_broken) for the link to `peer`."""
+    HANDLER_ERRORS.contain(f"link handler {what} (link to worker {peer})", error)
 
 
 class Scheduler(Protocol):
@@ -76,6 +88,10 @@ class Link(Protocol):
     def flush(self) -> bool: ...
 
     def start(self, loop: LinkLoop, handler: LinkHandler) -> None: ...
+
+    def incoming_waiting(self) -> bool:
+        """Frames from the peer are in the link, not yet taken (for the worker's DrainWatch)."""
+        ...
 
     def pause_receiving(self) -> None:
         """A started link stops calling on_frames (frames stay in the link; it fills up)."""

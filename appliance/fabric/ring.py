@@ -29,7 +29,7 @@ from types import ModuleType
 from appliance import limits, native
 from appliance.errors import ClosedError, CorruptData, LimitExceeded
 from appliance.fabric.frames import KIND_MAX, KIND_RESERVED, Frame, frame_bytes_max
-from appliance.fabric.link import LinkHandler, LinkLoop, Payload
+from appliance.fabric.link import LinkHandler, LinkLoop, Payload, handler_failed
 
 # A stand-in without attributes keeps this module importable (and typed) when native is off.
 _native: ModuleType = native.speedups or ModuleType("appliance._native (not built)")
@@ -156,6 +156,12 @@ class RingLink:
         in_head, in_tail = _native.ring_counters(self._memory, self._in)
         return out_head - out_tail, in_head - in_tail
 
+    def incoming_waiting(self) -> bool:
+        if self._closed:
+            return False
+        head, tail = _native.ring_counters(self._memory, self._in)
+        return bool(head != tail)
+
     def start(self, loop: LinkLoop, handler: LinkHandler) -> None:
         assert self._loop is None, "a link is started once"
         if self._closed:
@@ -211,10 +217,16 @@ class RingLink:
             frames = self.receive()
         except CorruptData as error:
             self.close()
-            self._handler.on_broken(self, error)
+            try:
+                self._handler.on_broken(self, error)
+            except Exception as failure:
+                handler_failed("on_broken", self._peer, failure)
             return
         if frames:
-            self._handler.on_frames(self, frames)
+            try:
+                self._handler.on_frames(self, frames)
+            except Exception as error:  # contained: the drain below goes on (see link.py)
+                handler_failed("on_frames", self._peer, error)
         if self._closed:
             return
         if len(frames) == limits.LINK_BATCH_FRAMES_MAX or not _native.ring_reader_sleep(self._memory, self._in):
@@ -248,4 +260,7 @@ class RingLink:
             return
         self._blocked_bytes = None
         assert self._handler is not None
-        self._handler.on_writable(self)
+        try:
+            self._handler.on_writable(self)
+        except Exception as error:
+            handler_failed("on_writable", self._peer, error)

@@ -15,7 +15,7 @@ from collections import deque
 from appliance import limits
 from appliance.errors import BrokenError, ClosedError, LimitExceeded
 from appliance.fabric.frames import KIND_MAX, KIND_RESERVED, Frame, RingSpace, frame_bytes_max
-from appliance.fabric.link import LinkHandler, Payload, Scheduler
+from appliance.fabric.link import LinkHandler, Payload, Scheduler, handler_failed
 
 
 class _Direction:
@@ -88,6 +88,9 @@ class SimLink:
     def flush(self) -> bool:
         return True
 
+    def incoming_waiting(self) -> bool:
+        return not self._closed and bool(self._incoming.frames)
+
     def start(self, loop: Scheduler, handler: LinkHandler) -> None:
         assert self._scheduler is None, "a link is started once"
         self._check_usable()
@@ -150,7 +153,10 @@ class SimLink:
             return
         assert self._handler is not None
         frames = self.receive()
-        self._handler.on_frames(self, frames)
+        try:
+            self._handler.on_frames(self, frames)
+        except Exception as error:  # contained, as by every link (link.py)
+            handler_failed("on_frames", self.peer, error)
         self._schedule_drain()
 
     def _maybe_writable(self) -> None:
@@ -167,7 +173,10 @@ class SimLink:
             return
         self._blocked_bytes = None
         assert self._handler is not None
-        self._handler.on_writable(self)
+        try:
+            self._handler.on_writable(self)
+        except Exception as error:
+            handler_failed("on_writable", self.peer, error)
 
 
 def sim_link_pair(

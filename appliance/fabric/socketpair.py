@@ -53,7 +53,7 @@ from appliance.fabric.frames import (
     RingSpace,
     frame_bytes_max,
 )
-from appliance.fabric.link import LinkHandler, LinkLoop, Payload
+from appliance.fabric.link import LinkHandler, LinkLoop, Payload, handler_failed
 
 CREDIT = struct.Struct("<Q")
 WIRE_HEADER = struct.Struct("<IIII")  # len, kind, seq, check
@@ -179,6 +179,9 @@ class SocketpairLink:
                 self._credit_at = self._credit_at - sent if self._credit_at >= sent else None
         self._watch_writes(bool(self._tx_pending))
         return not self._tx_pending
+
+    def incoming_waiting(self) -> bool:
+        return not self._closed and bool(self._rx_frames)
 
     def start(self, loop: LinkLoop, handler: LinkHandler) -> None:
         assert self._loop is None, "a link is started once"
@@ -324,7 +327,13 @@ class SocketpairLink:
         self._unregister()
         if self._handler is not None and self._loop is not None:
             handler = self._handler
-            self._loop.call_soon(lambda: handler.on_broken(self, error))
+            self._loop.call_soon(self._tell_broken, handler, error)
+
+    def _tell_broken(self, handler: LinkHandler, error: BrokenError) -> None:
+        try:
+            handler.on_broken(self, error)
+        except Exception as failure:
+            handler_failed("on_broken", self._peer, failure)
 
     def _unregister(self) -> None:
         if self._loop is not None:
@@ -372,7 +381,10 @@ class SocketpairLink:
         assert self._handler is not None
         frames = self.receive()
         if frames:
-            self._handler.on_frames(self, frames)
+            try:
+                self._handler.on_frames(self, frames)
+            except Exception as error:  # contained: the drain below goes on (see link.py)
+                handler_failed("on_frames", self._peer, error)
         if self._rx_frames:
             self._schedule_drain()
 
@@ -387,4 +399,7 @@ class SocketpairLink:
             return
         self._blocked_bytes = None
         assert self._handler is not None
-        self._handler.on_writable(self)
+        try:
+            self._handler.on_writable(self)
+        except Exception as error:
+            handler_failed("on_writable", self._peer, error)

@@ -4,13 +4,19 @@ system services). They take part in routing exactly like client connections.
 A handler runs synchronously inside the routing of the message that matched; it must not block.
 It may publish (replies are routed at once). Messages published outside a client read are
 flushed to sockets on the next loop turn.
+
+What a handler raises stays here: that one message is dropped (a request gets no reply, as an
+unanswerable one at nats-server), the failure is logged once per kind (`HANDLER_ERRORS`), and the
+routing that called us — a client's read, a sibling worker's link — goes on with the next message.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from appliance.log import ContainedErrors
 from appliance.server.accounts import Account
 from appliance.server.router import route
 from appliance.server.sublist import Subscription
@@ -25,6 +31,7 @@ Handler = Callable[[bytes, "bytes | None", "bytes | None", bytes], None]
 # subject from a sibling worker (appliance/server/links.py) in one call; True when it took the whole
 # run, False (having done nothing) to get the records one by one through the handler
 RunHandler = Callable[[bytes, int, int, int], bool]
+HANDLER_ERRORS = ContainedErrors(logging.getLogger(__name__))
 
 
 class InternalClient:
@@ -63,16 +70,28 @@ class InternalClient:
         handler = self._handlers.get(sub)
         if handler is not None:
             sub.delivered += 1
-            handler(subject, reply, header, data)
+            try:
+                handler(subject, reply, header, data)
+            except Exception as error:
+                self._failed(sub, error)
 
     def deliver_run(self, sub: Subscription, payload: bytes, start: int, end: int, count: int) -> bool:
         """A run of link records for `sub` (as ClientConnection.deliver_run): to its run handler when it
         has one and takes it; False sends the caller to `deliver`, record by record."""
         run_handler = self._run_handlers.get(sub)
-        if run_handler is None or not run_handler(payload, start, end, count):
+        if run_handler is None:
             return False
+        try:
+            if not run_handler(payload, start, end, count):
+                return False
+        except Exception as error:
+            self._failed(sub, error)  # the run is dropped, as one message would be
         sub.delivered += count
         return True
+
+    def _failed(self, sub: Subscription, error: Exception) -> None:
+        HANDLER_ERRORS.contain(f"internal subscription {sub.subject.decode(errors='replace')!r} of {self.name}",
+                               error)
 
     def publish(self, subject: bytes, data: bytes, *, reply: bytes | None = None, header: bytes | None = None,
                 account: Account | None = None) -> int:

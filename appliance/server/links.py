@@ -47,10 +47,12 @@ from typing import TYPE_CHECKING, Protocol
 
 from appliance import limits, native
 from appliance.errors import ApplianceError, ClosedError, CorruptData, LimitExceeded
+from appliance.fabric.drain_watch import DrainWatch
 from appliance.fabric.frames import Frame, FrameKind
-from appliance.fabric.link import Link, LinkLoop
+from appliance.fabric.link import Link, LinkLoop, handler_failed
 from appliance.fabric.liveness import Liveness, PidfdLiveness
 from appliance.fabric.sync import SiblingSync, decode_pid, encode_pid
+from appliance.log import ContainedErrors
 from appliance.protocol import wire
 from appliance.protocol.client_parser import OP_PUB, Event
 from appliance.server.accounts import Account
@@ -62,6 +64,8 @@ if TYPE_CHECKING:
     from appliance.server.server import Server
 
 logger = logging.getLogger(__name__)
+FRAME_ERRORS = ContainedErrors(logger)  # frames from siblings whose handling raised (dropped one by one)
+GATHER_WARNING_QUIET_S = 10.0  # at most one warning this often about siblings slow to answer monitoring
 
 _RECORD = struct.Struct("<HHHHII")  # account, subject, reply, queue lengths; header length or NO_HEADER; data
 _RECORD_NAMES = struct.Struct("<HH")  # the first two fields of _RECORD: account and subject lengths
@@ -280,6 +284,8 @@ class LinkPeer:
         self._dirty = False
         self.receiving_paused = False
         self.seen_seq = 0  # the sibling's interest changes we have applied
+        self.batches_in = 0  # batches of frames taken from the link (the drain watch's progress)
+        self.drain_watch = DrainWatch(limits.LINK_STUCK_S)
         self._account_names: dict[str, bytes] = {}
 
     def deliver_pubs(self, sub: Subscription, events: list[Event], start: int) -> tuple[int, int]:
@@ -443,8 +449,11 @@ class LocalFabric:
         self._loop: FabricLoop | None = None
         self._sync_timer: SyncTimer | None = None
         # monitoring across workers: this worker's snapshot, and replies awaited from siblings
-        self.snapshot_provider: Callable[[int], dict[str, object]] | None = None
+        # (frame_bytes_max, parts wanted) -> this worker's snapshot; parts: see server/monitor/endpoint.py
+        self.snapshot_provider: Callable[[int, frozenset[str]], dict[str, object]] | None = None
         self._next_request = base
+        self._gather_timeouts = 0
+        self._gather_warned_mono_s = float("-inf")
         self._awaiting: dict[int, tuple[asyncio.Future[list[dict[str, object]]], dict[int, dict[str, object]]]] = {}
 
     def start(self, loop: FabricLoop) -> None:
@@ -488,7 +497,10 @@ class LocalFabric:
                     self.on_broken(peer.link, error)
                     continue
                 if frames:
-                    self.on_frames(peer.link, frames)
+                    try:
+                        self.on_frames(peer.link, frames)
+                    except Exception as error:  # the client read that polled goes on (see link.py)
+                        handler_failed("on_frames", peer.index, error)
 
     # --- local interest → siblings ---------------------------------------------------------------
 
@@ -591,56 +603,68 @@ class LocalFabric:
     # --- LinkHandler -----------------------------------------------------------------------------
 
     def on_frames(self, link: Link, frames: list[Frame]) -> None:
+        """Apply a batch of frames from a sibling. A frame whose handling raises is dropped alone
+        (logged once per kind: FRAME_ERRORS) and the batch goes on: a failing request, a malformed
+        frame or a bug in one subscriber's handler never costs the frames behind it, nor the link."""
         peer = self._by_link[id(link)]
         server = self.server
         seen_before = peer.seen_seq
         sync_changed = False
         previous_producer = server.producer
         server.producer = peer  # type: ignore[assignment]  # a full local subscriber pauses this link
+        peer.batches_in += 1
         try:
             for kind, payload in frames:
-                if kind == KIND_MESSAGE:
-                    self._deliver_records(peer, payload)
-                elif kind == KIND_INTEREST_ADD:
-                    peer.seen_seq = _SEQ.unpack_from(payload, 0)[0]
-                    self._add_remote_interest(peer, *decode_interest(payload[_SEQ.size:]))
-                elif kind == KIND_INTEREST_REMOVE:
-                    peer.seen_seq = _SEQ.unpack_from(payload, 0)[0]
-                    self._remove_remote_interest(peer, *decode_interest(payload[_SEQ.size:]))
-                elif kind == KIND_INTEREST_ACK:
-                    self.sync.on_ack(peer.index, _SEQ.unpack_from(payload, 0)[0])
-                    sync_changed = True
-                elif kind == KIND_HELLO:
-                    pid = decode_pid(payload)
-                    logger.debug("worker %d (re)started (pid %s): forgetting its old interest", peer.index, pid)
-                    peer.forget_interest()
-                    peer.seen_seq = 0
-                    self.sync.on_hello(peer.index, pid)  # the new incarnation gets everything again below
-                    self._watch_sibling(peer.index, pid)
-                    peer.send(KIND_INTEREST_RESET, b"")
-                    self._send_all_interest(peer)
-                    peer.send(KIND_INTEREST_SYNCED, encode_pid(self.pid))
-                    sync_changed = True
-                elif kind == KIND_INTEREST_RESET:
-                    peer.forget_interest()
-                elif kind == KIND_INTEREST_SYNCED:
-                    pid = decode_pid(payload)
-                    self.sync.on_answer(peer.index, pid)  # we hold its whole interest now
-                    self._watch_sibling(peer.index, pid)
-                    sync_changed = True
-                elif kind == KIND_MONITOR_REQUEST:
-                    self._answer_monitor_request(peer, payload)
-                elif kind == KIND_MONITOR_REPLY:
-                    self._take_monitor_reply(peer, payload)
-        except (ApplianceError, ValueError, struct.error, UnicodeDecodeError):
-            logger.exception("bad frame from worker %d", peer.index)
+                try:
+                    sync_changed = self._on_frame(peer, kind, payload) or sync_changed
+                except Exception as error:
+                    FRAME_ERRORS.contain(f"frame of kind {kind} from worker {peer.index}", error)
         finally:
-            if peer.seen_seq != seen_before:
-                peer.send(KIND_INTEREST_ACK, _SEQ.pack(peer.seen_seq))
-            server.flush_dirty()
-            server.producer = previous_producer
+            try:
+                if peer.seen_seq != seen_before:
+                    peer.send(KIND_INTEREST_ACK, _SEQ.pack(peer.seen_seq))
+                server.flush_dirty()
+            finally:
+                server.producer = previous_producer
         if sync_changed:
             self._release_synced()  # after the batch: a released client's held reads run as its own producer
+
+    def _on_frame(self, peer: LinkPeer, kind: int, payload: bytes) -> bool:
+        """One frame from `peer`; True when it changed the interest sync state."""
+        if kind == KIND_MESSAGE:
+            self._deliver_records(peer, payload)
+        elif kind == KIND_INTEREST_ADD:
+            peer.seen_seq = _SEQ.unpack_from(payload, 0)[0]
+            self._add_remote_interest(peer, *decode_interest(payload[_SEQ.size:]))
+        elif kind == KIND_INTEREST_REMOVE:
+            peer.seen_seq = _SEQ.unpack_from(payload, 0)[0]
+            self._remove_remote_interest(peer, *decode_interest(payload[_SEQ.size:]))
+        elif kind == KIND_INTEREST_ACK:
+            self.sync.on_ack(peer.index, _SEQ.unpack_from(payload, 0)[0])
+            return True
+        elif kind == KIND_HELLO:
+            pid = decode_pid(payload)
+            logger.debug("worker %d (re)started (pid %s): forgetting its old interest", peer.index, pid)
+            peer.forget_interest()
+            peer.seen_seq = 0
+            self.sync.on_hello(peer.index, pid)  # the new incarnation gets everything again below
+            self._watch_sibling(peer.index, pid)
+            peer.send(KIND_INTEREST_RESET, b"")
+            self._send_all_interest(peer)
+            peer.send(KIND_INTEREST_SYNCED, encode_pid(self.pid))
+            return True
+        elif kind == KIND_INTEREST_RESET:
+            peer.forget_interest()
+        elif kind == KIND_INTEREST_SYNCED:
+            pid = decode_pid(payload)
+            self.sync.on_answer(peer.index, pid)  # we hold its whole interest now
+            self._watch_sibling(peer.index, pid)
+            return True
+        elif kind == KIND_MONITOR_REQUEST:
+            self._answer_monitor_request(peer, payload)
+        elif kind == KIND_MONITOR_REPLY:
+            self._take_monitor_reply(peer, payload)
+        return False
 
     def on_writable(self, link: Link) -> None:
         self._by_link[id(link)].drain()
@@ -656,8 +680,10 @@ class LocalFabric:
 
     # --- monitoring across workers ----------------------------------------------------------------
 
-    async def gather_snapshots(self, timeout_s: float = limits.MONITOR_GATHER_TIMEOUT_S) -> list[dict[str, object]]:
-        """Every sibling's monitoring snapshot (those that answer within the timeout)."""
+    async def gather_snapshots(self, parts: frozenset[str],
+                               timeout_s: float = limits.MONITOR_GATHER_TIMEOUT_S) -> list[dict[str, object]]:
+        """Every sibling's monitoring snapshot, with the `parts` asked for (those that answer within the
+        timeout). Callers keep one gather in flight (server/monitor/gather.py)."""
         if not self.peers:
             return []
         self._next_request += 1
@@ -665,22 +691,29 @@ class LocalFabric:
         future: asyncio.Future[list[dict[str, object]]] = asyncio.get_running_loop().create_future()
         replies: dict[int, dict[str, object]] = {}
         self._awaiting[request_id] = (future, replies)
-        payload = json.dumps({"id": request_id}).encode()
+        payload = json.dumps({"id": request_id, "parts": sorted(parts)}).encode()
         for peer in self.peers.values():
             peer.send(KIND_MONITOR_REQUEST, payload)
         try:
             return await asyncio.wait_for(future, timeout_s)
         except TimeoutError:
-            logger.warning("monitoring: %d of %d sibling workers did not answer in %ss",
-                           len(self.peers) - len(replies), len(self.peers), timeout_s)
+            self._gather_timeouts += 1
+            now = time.monotonic()
+            if now - self._gather_warned_mono_s >= GATHER_WARNING_QUIET_S:  # never a warning per request
+                silent = ", ".join(str(peer.index) for peer in self.peers.values() if peer.index not in replies)
+                logger.warning("monitoring: sibling worker(s) %s did not answer in %ss (%d gather(s) timed out "
+                               "since the last warning)", silent, timeout_s, self._gather_timeouts)
+                self._gather_warned_mono_s = now
+                self._gather_timeouts = 0
             return list(replies.values())
         finally:
             self._awaiting.pop(request_id, None)
 
     def _answer_monitor_request(self, peer: LinkPeer, payload: bytes) -> None:
-        request_id = json.loads(payload)["id"]
-        snapshot = self.snapshot_provider(peer.link.frame_bytes_max) if self.snapshot_provider else {}
-        peer.send(KIND_MONITOR_REPLY, json.dumps({"id": request_id, "snapshot": snapshot}).encode())
+        request = json.loads(payload)
+        parts = frozenset(request.get("parts", ()))
+        snapshot = self.snapshot_provider(peer.link.frame_bytes_max, parts) if self.snapshot_provider else {}
+        peer.send(KIND_MONITOR_REPLY, json.dumps({"id": request["id"], "snapshot": snapshot}).encode())
 
     def _take_monitor_reply(self, peer: LinkPeer, payload: bytes) -> None:
         reply = json.loads(payload)
@@ -691,6 +724,27 @@ class LocalFabric:
         replies[peer.index] = reply["snapshot"]
         if len(replies) == len(self.peers) and not future.done():
             future.set_result(list(replies.values()))
+
+    def stuck_links(self, now_s: float) -> list[int]:
+        """Siblings whose frames to us have waited, unpaused and untaken, for LINK_STUCK_S (drain_watch.py):
+        this worker is not doing its share and should be restarted. Called once per heartbeat."""
+        return [peer.index for peer in self.peers.values()
+                if not peer.closed and peer.drain_watch.stuck(
+                    now_s, waiting=peer.link.incoming_waiting(), paused=peer.receiving_paused,
+                    progress=peer.batches_in)]
+
+    @property
+    def index(self) -> int:
+        """This worker's index: the mesh joins workers 0..n-1 each to every other, so ours is the one
+        no link leads to."""
+        return min(set(range(len(self.peers) + 1)) - set(self.peers))
+
+    def queue_lengths(self) -> dict[str, int]:
+        """This worker's internal queues toward its siblings, by name (/ipqueuesz)."""
+        queues = {f"link to worker {peer.index} backlog": len(peer.backlog) for peer in self.peers.values()}
+        queues["interest sync waiters"] = self.sync.waiting
+        queues["monitoring gathers awaited"] = len(self._awaiting)
+        return queues
 
     def ring_fill(self) -> float:
         """The fullest outbound link of this worker, 0.0 to 1.0 (for the supervisor's status table)."""

@@ -15,58 +15,36 @@ import psutil
 
 from appliance import NATS_VERSION
 from appliance.config.options import ServerOptions
-from appliance.server.client import ClientConnection
+from appliance.server.conn_info import connection_info, subscription_info
 from appliance.server.links import LocalFabric
+from appliance.server.monitor import connz
 from appliance.server.monitor.app import MonitorApp
+from appliance.server.monitor.durations import wall_ns
+from appliance.server.monitor.endpoint import (
+    PART_CLOSED,
+    PART_COUNTERS,
+    PART_OPEN,
+    PART_PROCESS,
+    PART_QUEUES,
+    PART_SUBLISTS,
+    PART_TOP,
+    PARTS,
+)
+from appliance.server.monitor.gather import GatherCoalescer
 from appliance.server.monitor.http import MonitorServer
 from appliance.server.monitor.view import (
+    AccountInfo,
     ByKindCounts,
     ConnectionInfo,
     ConnState,
     JetStreamView,
     ProcessUsage,
+    RouteInfo,
     ServerCounters,
     SublistStats,
     SubscriptionInfo,
 )
 from appliance.server.server import Server
-from appliance.server.sublist import Subscription
-
-
-def _subscription_info(sub: Subscription, cid: int) -> SubscriptionInfo:
-    return SubscriptionInfo(
-        subject=sub.subject.decode(errors="replace"),
-        sid=sub.sid.decode(errors="replace"),
-        cid=cid,
-        account=sub.account,
-        queue=sub.queue.decode(errors="replace") if sub.queue else "",
-        msgs=sub.delivered,
-        max_msgs=sub.max_msgs,
-    )
-
-
-def _connection_info(conn: ClientConnection) -> ConnectionInfo:
-    return ConnectionInfo(
-        cid=conn.cid,
-        ip=conn.ip,
-        port=conn.port,
-        start_wall_s=conn.start_wall_s,
-        last_activity_wall_s=conn.last_activity_wall_s,
-        account=conn.account.name,
-        rtt_s=conn.rtt_s,
-        pending_bytes=conn.pending_bytes(),
-        in_msgs=conn.in_msgs,
-        out_msgs=conn.out_msgs,
-        in_bytes=conn.in_bytes,
-        out_bytes=conn.out_bytes,
-        subscriptions=tuple(_subscription_info(s, conn.cid) for s in conn.subs.values()),
-        name=conn.name,
-        lang=conn.lang,
-        version=conn.version,
-        authorized_user=conn.user,
-        stop_wall_s=conn.stop_wall_s if conn.closed else None,
-        reason=conn.close_reason if conn.closed else "",
-    )
 
 
 def _config_digest(options: ServerOptions) -> str:
@@ -95,23 +73,48 @@ def _add_counters(a: ServerCounters, b: ServerCounters) -> ServerCounters:
     return ServerCounters(**summed)  # type: ignore[arg-type]
 
 
+_CONNECTION_FIELDS = tuple(ConnectionInfo.__dataclass_fields__)
+_SUBSCRIPTION_FIELDS = tuple(SubscriptionInfo.__dataclass_fields__)
+
+
+def _connection_dict(info: ConnectionInfo) -> dict[str, object]:
+    """`dataclasses.asdict` of a ConnectionInfo without its deep copies (thousands per snapshot)."""
+    out = {name: getattr(info, name) for name in _CONNECTION_FIELDS}
+    out["subscriptions"] = [{name: getattr(sub, name) for name in _SUBSCRIPTION_FIELDS}
+                            for sub in info.subscriptions]
+    return out
+
+
 class WorkerSnapshot:
-    """What one worker reports to worker 0 for /varz, /connz and /subsz (JSON over a link)."""
+    """What one worker reports to worker 0 for /varz, /connz and /subsz (JSON over a link): only the
+    parts the request names (monitor/endpoint.py PARTS), so a /varz never costs a list of connections."""
 
     @staticmethod
-    def build(view: ServerMonitorView, frame_bytes_max: int) -> dict[str, object]:
-        snapshot: dict[str, object] = {
-            "counters": dataclasses.asdict(view.local_counters()),
-            "open": [dataclasses.asdict(c) for c in view.local_connections("open")],
-            "closed": [dataclasses.asdict(c) for c in view.local_connections("closed")],
-            "sublists": [{"account": name, "stats": dataclasses.asdict(stats)}
-                         for name, stats in view.account_sublist_stats(None)],
-            "process": dataclasses.asdict(view.local_process_usage()),
-        }
+    def build(view: ServerMonitorView, frame_bytes_max: int, parts: frozenset[str] = PARTS) -> dict[str, object]:
+        snapshot: dict[str, object] = {}
+        if PART_COUNTERS in parts:
+            snapshot["counters"] = dataclasses.asdict(view.local_counters())
+        page = next((part for part in parts if part.startswith(PART_TOP)), None)
+        now_ns = wall_ns(view.now_wall_s())
+        for state, part in (("open", PART_OPEN), ("closed", PART_CLOSED)):
+            if part in parts:
+                conns = view.local_connections(state)  # type: ignore[arg-type]
+                snapshot[f"{state}_total"] = len(conns)
+                if page is not None:
+                    conns = connz.top(conns, page, now_ns)
+                snapshot[state] = [_connection_dict(c) for c in conns]
+        if PART_SUBLISTS in parts:
+            snapshot["sublists"] = [{"account": name, "stats": dataclasses.asdict(stats),
+                                     "clients": view.local_account_clients(name)}
+                                    for name, stats in view.account_sublist_stats(None)]
+        if PART_QUEUES in parts:
+            snapshot["queues"] = view.local_queues()
+        if PART_PROCESS in parts:
+            snapshot["process"] = dataclasses.asdict(view.local_process_usage())
         # a snapshot must fit one frame: drop closed connections first, then the newest open ones
         while len(json.dumps(snapshot)) > frame_bytes_max * 9 // 10:
             for key in ("closed", "open"):
-                items = snapshot[key]
+                items = snapshot.get(key, [])
                 assert isinstance(items, list)
                 if items:
                     del items[len(items) // 2:]
@@ -135,8 +138,10 @@ class ServerMonitorView:
         self._cores = cores  # the server's CPUs when this process is pinned to fewer (a worker)
         self._fabric = fabric
         self._peers: list[dict[str, Any]] = []
+        self._gather = GatherCoalescer(fabric.gather_snapshots) if fabric is not None else None
         if fabric is not None:
-            fabric.snapshot_provider = lambda frame_bytes_max: WorkerSnapshot.build(self, frame_bytes_max)
+            fabric.snapshot_provider = lambda frame_bytes_max, parts: WorkerSnapshot.build(self, frame_bytes_max,
+                                                                                           parts)
         self._http = http_listener.getsockname()[:2] if http_listener is not None else ("", 0)
         self._digest = _config_digest(server.options)
         self._config_load_wall_s = server.start_wall_s
@@ -217,12 +222,17 @@ class ServerMonitorView:
     def ready_error(self) -> str | None:
         return None if self._server.ready else "Server is not ready to accept connections"
 
-    async def refresh(self) -> None:
-        self._peers = await self._fabric.gather_snapshots() if self._fabric is not None else []
+    async def refresh(self, parts: frozenset[str] = PARTS) -> list[dict[str, Any]]:
+        """Gather the `parts` of every sibling's snapshot that the next answer reads (see GatherCoalescer);
+        returns what was gathered (the same list for every request that shared the gather)."""
+        self._peers = await self._gather.gather(parts) if self._gather is not None and parts else []
+        return self._peers
 
     def counters(self) -> ServerCounters:
         total = self.local_counters()
         for peer in self._peers:
+            if "counters" not in peer:
+                continue
             raw = dict(peer["counters"])
             for name in ("slow_consumer_stats", "stale_connection_stats"):
                 raw[name] = ByKindCounts(**raw[name])
@@ -252,9 +262,10 @@ class ServerMonitorView:
 
     def process_usage(self) -> ProcessUsage:
         local = self.local_process_usage()
-        rss = local.rss_bytes + sum(int(p["process"]["rss_bytes"]) for p in self._peers)
-        cpu = local.cpu_percent + sum(float(p["process"]["cpu_percent"]) for p in self._peers)
-        return ProcessUsage(rss_bytes=rss, cpu_percent=cpu, cores=local.cores, max_procs=1 + len(self._peers))
+        peers = [p["process"] for p in self._peers if "process" in p]
+        rss = local.rss_bytes + sum(int(p["rss_bytes"]) for p in peers)
+        cpu = local.cpu_percent + sum(float(p["cpu_percent"]) for p in peers)
+        return ProcessUsage(rss_bytes=rss, cpu_percent=cpu, cores=local.cores, max_procs=1 + len(peers))
 
     def local_process_usage(self) -> ProcessUsage:
         with self._process.oneshot():
@@ -267,18 +278,26 @@ class ServerMonitorView:
         found = self.local_connections(state)
         for peer in self._peers:
             if state in ("open", "any"):
-                found.extend(_connection_from_dict(c) for c in peer["open"])
+                found.extend(_connection_from_dict(c) for c in peer.get("open", ()))
             if state in ("closed", "any"):
-                found.extend(_connection_from_dict(c) for c in peer["closed"])
+                found.extend(_connection_from_dict(c) for c in peer.get("closed", ()))
         return found
 
     def local_connections(self, state: ConnState) -> list[ConnectionInfo]:
         found: list[ConnectionInfo] = []
         if state in ("open", "any"):
-            found.extend(_connection_info(c) for c in self._server.clients.values())
+            found.extend(connection_info(c) for c in self._server.clients.values())
         if state in ("closed", "any"):
-            found.extend(_connection_info(c) for c in self._server.closed_clients)
+            found.extend(self._server.closed_clients)  # recorded when each closed (conn_info.py)
         return found
+
+    def connection_count(self, state: ConnState) -> int:
+        count = len(self.local_connections(state))
+        for peer in self._peers:
+            for listed in ("open", "closed"):
+                if state in (listed, "any"):
+                    count += int(peer.get(f"{listed}_total", len(peer.get(listed, ()))))
+        return count
 
     def has_account(self, name: str) -> bool:
         return self._server.accounts.get(name) is not None
@@ -286,7 +305,7 @@ class ServerMonitorView:
     def sublist_stats(self, account: str | None) -> list[SublistStats]:
         stats = [s for _, s in self.account_sublist_stats(account)]
         for peer in self._peers:
-            stats.extend(SublistStats(**raw["stats"]) for raw in peer["sublists"]
+            stats.extend(SublistStats(**raw["stats"]) for raw in peer.get("sublists", ())
                          if account is None or raw["account"] == account)
         return stats
 
@@ -315,7 +334,7 @@ class ServerMonitorView:
     def subscriptions(self, account: str | None) -> list[SubscriptionInfo]:
         found = self.local_subscriptions(account)
         for peer in self._peers:
-            for raw in peer["open"]:
+            for raw in peer.get("open", ()):
                 found.extend(SubscriptionInfo(**sub) for sub in raw["subscriptions"]
                              if account is None or sub["account"] == account)
         return found
@@ -325,8 +344,40 @@ class ServerMonitorView:
         for conn in self._server.clients.values():
             if account is not None and conn.account.name != account:
                 continue
-            found.extend(_subscription_info(s, conn.cid) for s in conn.subs.values())
+            found.extend(subscription_info(s, conn.cid) for s in conn.subs.values())
         return found
+
+    def accounts(self) -> list[AccountInfo]:
+        clients: dict[str, int] = {}
+        for peer in self._peers:
+            for raw in peer.get("sublists", ()):
+                clients[raw["account"]] = clients.get(raw["account"], 0) + int(raw.get("clients", 0))
+        return [AccountInfo(name=account.name, is_system=account.is_system, jetstream_enabled=account.jetstream,
+                            client_connections=account.clients + clients.get(account.name, 0))
+                for account in self._server.accounts.all()]
+
+    def local_account_clients(self, name: str) -> int:
+        account = self._server.accounts.get(name)
+        return account.clients if account is not None else 0
+
+    def routes(self) -> list[RouteInfo]:
+        """This build has no route connections (the server runs standalone); the cluster layer fills
+        this list once routes exist, and /routez renders whatever it holds."""
+        return []
+
+    def internal_queues(self) -> dict[str, int]:
+        queues = self.local_queues()
+        for peer in self._peers:
+            queues.update(peer.get("queues", {}))
+        return queues
+
+    def local_queues(self) -> dict[str, int]:
+        """This worker's queues, named with the worker: link backlogs, interest sync, monitoring."""
+        if self._fabric is None:
+            return {}  # one worker: no queue between workers
+        prefix = f"worker {self._fabric.index}: "
+        local = self._fabric.queue_lengths()
+        return {prefix + name: length for name, length in local.items()}
 
     def jetstream(self) -> JetStreamView | None:
         # JetStream (a higher layer) registers its monitor on the server when it starts

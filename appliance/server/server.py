@@ -22,6 +22,8 @@ from appliance.protocol import wire
 from appliance.server.accounts import GLOBAL_ACCOUNT, Account, AccountRegistry
 from appliance.server.auth import Authenticator
 from appliance.server.client import ClientConnection
+from appliance.server.conn_info import connection_info
+from appliance.server.monitor.view import ConnectionInfo
 from appliance.server.sublist import Subscription
 
 from collections.abc import Callable
@@ -80,7 +82,8 @@ class Server:
         self.accounts = AccountRegistry(options)
         self.auth = Authenticator(options)
         self.clients: dict[int, ClientConnection] = {}
-        self.closed_clients: deque[ClientConnection] = deque(maxlen=limits.CLOSED_CONNECTIONS_MAX)
+        # the last CLOSED_CONNECTIONS_MAX closed connections, as recorded when each closed
+        self.closed_clients: deque[ConnectionInfo] = deque(maxlen=limits.CLOSED_CONNECTIONS_MAX)
         self.dirty: list[ClientConnection] = []
         self.producer: ClientConnection | None = None  # the connection whose input is being handled
         self.loop: asyncio.AbstractEventLoop = asyncio.get_event_loop()
@@ -186,7 +189,7 @@ class Server:
             retired[1] += conn.in_bytes
             retired[2] += conn.out_msgs
             retired[3] += conn.out_bytes
-            self.closed_clients.append(conn)
+            self.closed_clients.append(connection_info(conn))
 
     def too_many_connections(self) -> bool:
         """Whether the connection registered last is over max_connections (server-wide with a gate)."""

@@ -32,7 +32,10 @@ class SpawnedWorker:
 
 
 def worker_command(bootstrap_fd: int) -> list[str]:
-    return [sys.executable, "-m", "appliance.worker", str(bootstrap_fd)]
+    """`-P`: the worker's sys.path does not start with the directory the server was started in, so a
+    file there named like a module (`http.py`, `asyncio.py`, an `appliance/` directory) is never
+    imported in its place (nor run in the server by whoever can write to that directory)."""
+    return [sys.executable, "-P", "-m", "appliance.worker", str(bootstrap_fd)]
 
 
 def spawn_worker(bootstrap: WorkerBootstrap) -> SpawnedWorker:

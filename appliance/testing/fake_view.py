@@ -16,10 +16,12 @@ from appliance.config.options import ServerOptions
 from appliance.server.monitor.app import MonitorApp
 from appliance.server.monitor.endpoint import Response
 from appliance.server.monitor.view import (
+    AccountInfo,
     ConnectionInfo,
     ConnState,
     JetStreamView,
     ProcessUsage,
+    RouteInfo,
     ServerCounters,
     SublistStats,
     SubscriptionInfo,
@@ -57,6 +59,8 @@ class FakeServerView:
     account_names: list[str] = field(default_factory=lambda: ["$G", "$SYS"])
     stats_by_account: dict[str, SublistStats] = field(default_factory=dict)
     jetstream_view: JetStreamView | None = None
+    route_list: list[RouteInfo] = field(default_factory=list)
+    queues: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.start_wall_s = self.start_wall_s or self.clock.wall()
@@ -117,6 +121,9 @@ class FakeServerView:
             return list(self.closed_connections)
         return opened + self.closed_connections
 
+    def connection_count(self, state: ConnState) -> int:
+        return len(self.connections(state))
+
     def has_account(self, name: str) -> bool:
         return name in self.account_names
 
@@ -136,6 +143,18 @@ class FakeServerView:
 
     def jetstream(self) -> JetStreamView | None:
         return self.jetstream_view
+
+    def accounts(self) -> list[AccountInfo]:
+        return [AccountInfo(name=name, is_system=name == self.system_account,
+                            jetstream_enabled=self.jetstream_view is not None and name != self.system_account,
+                            client_connections=sum(c.account == name for c in self.open_connections.values()))
+                for name in self.account_names]
+
+    def routes(self) -> list[RouteInfo]:
+        return list(self.route_list)
+
+    def internal_queues(self) -> dict[str, int]:
+        return dict(self.queues)
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,20 +24,26 @@ def free_port() -> int:
 class ApplianceProcess:
     """`python -m appliance run ARGS`, stderr to a file; waits for `Server is ready`."""
 
-    def __init__(self, args: list[str], *, log_dir: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(self, args: list[str], *, log_dir: Path, env: dict[str, str] | None = None,
+                 cwd: Path | None = None) -> None:
+        """`cwd`: start it there as a user would, with the `appliance` console script of this
+        environment (not `python -m`, which would put that directory first on the supervisor's path)."""
         self.args = args
         self.log_path = log_dir / f"appliance-{time.monotonic_ns()}.log"
         self.env = {**os.environ, **(env or {})}
+        self.cwd = cwd
         self.process: subprocess.Popen[bytes] | None = None
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def start(self) -> ApplianceProcess:
+        command = [sys.executable, "-m", "appliance"]
+        if self.cwd is not None:
+            command = [str(Path(sys.executable).with_name("appliance"))]
         with open(self.log_path, "wb") as log:
-            self.process = subprocess.Popen([sys.executable, "-m", "appliance", "run", *self.args],
-                                            stdout=log, stderr=subprocess.STDOUT, env=self.env,
-                                            start_new_session=True)
+            self.process = subprocess.Popen([*command, "run", *self.args], stdout=log, stderr=subprocess.STDOUT,
+                                            env=self.env, cwd=self.cwd, start_new_session=True)
         try:
             self.wait_log("Server is ready")
         except BaseException:

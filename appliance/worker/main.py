@@ -10,6 +10,7 @@ import asyncio
 import logging
 import signal
 
+from appliance import limits
 from appliance.fabric.mesh import WorkerMesh, WorkerMeshSpec, attach_mesh
 from appliance.jetstream.service import start_jetstream, start_relay
 from appliance.server.links import LocalFabric
@@ -105,9 +106,18 @@ def _start_fabric(server: Server, ctx: WorkerContext,
 
 
 async def _heartbeat(server: Server, ctx: WorkerContext, fabric: LocalFabric | None) -> None:
+    """Heartbeat while this worker does its work: a loop that stops runs no heartbeat, and a worker
+    whose links from siblings are no longer drained stops heartbeating on purpose, so that `status`
+    reports it late (degraded) and the supervisor restarts it rather than it answering OK for ever."""
     status = ctx.status
+    stuck_reported = False
     while True:
-        if status is not None:
+        stuck = fabric.stuck_links(server.clock.monotonic()) if fabric is not None else []
+        if stuck and not stuck_reported:
+            logger.error("frames from worker(s) %s have not been taken for %ss: this worker stops heartbeating "
+                         "so that the supervisor restarts it", ", ".join(map(str, stuck)), limits.LINK_STUCK_S)
+        stuck_reported = bool(stuck)
+        if status is not None and not stuck:
             in_msgs, in_bytes, out_msgs, out_bytes = server.totals()
             status.heartbeat()
             status.set_counters(connections=len(server.clients), msgs_in=in_msgs, msgs_out=out_msgs,

@@ -8,8 +8,26 @@ queues, as a restarted worker reads the same rings.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import pytest
+
 from appliance import limits
+from appliance.fabric import link
+from appliance.server import internal, links
 from appliance.testing.sim_workers import SimClient, SimWorker, SimWorkers
+
+
+
+@pytest.fixture(autouse=True)
+def no_contained_errors() -> Iterator[None]:
+    """Links, the fabric and internal clients contain what their handlers raise (the worker goes on);
+    here, where every step is deterministic, a contained error is a bug: fail on it."""
+    counters = (link.HANDLER_ERRORS, links.FRAME_ERRORS, internal.HANDLER_ERRORS)
+    before = [counter.total for counter in counters]
+    yield
+    assert [counter.total for counter in counters] == before, "an exception was contained (see the log)"
+
 
 CONNECT = b'CONNECT {"verbose":false,"pedantic":false,"protocol":1}\r\nPING\r\n'
 

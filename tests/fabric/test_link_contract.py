@@ -144,6 +144,17 @@ def test_a_batch_holds_at_most_frames_max_frames(pair: LinkPair) -> None:
     assert [len(receive(pair, 7)) for _ in range(4)] == [7, 7, 6, 0]
 
 
+def test_incoming_waiting_tells_whether_frames_wait_to_be_taken(pair: LinkPair) -> None:
+    assert not pair.b.incoming_waiting()
+    assert send(pair, FrameKind.MESSAGE, b"x")
+    pair.a.flush()
+    if isinstance(pair.b, SocketpairLink):
+        pair.b._read_socket()  # a started link reads its socket when the loop says it is readable
+    assert pair.b.incoming_waiting()
+    assert receive_all(pair) == [(FrameKind.MESSAGE, b"x")]
+    assert not pair.b.incoming_waiting()
+
+
 def test_both_directions_are_independent(pair: LinkPair) -> None:
     while send(pair, FrameKind.MESSAGE, bytes(500)):
         pass
@@ -326,6 +337,54 @@ def test_a_handler_may_answer_on_the_same_link_from_on_frames(transport: str) ->
         assert pongs.done is not None
         loop.run_until_complete(asyncio.wait_for(pongs.done, DEADLINE_S))
         assert pongs.frames == [(FrameKind.PONG, i.to_bytes(4, "big")) for i in range(50)]
+    finally:
+        made.a.close()
+        made.b.close()
+        loop.close()
+        made.close()
+
+
+@pytest.mark.parametrize("loop_name", sorted(LOOPS))
+def test_a_handler_that_raises_loses_its_batch_only_and_the_link_keeps_draining(transport: str,
+                                                                                loop_name: str) -> None:
+    """A handler's exception (here a RecursionError, as deeply nested JSON raised in a JetStream API
+    handler) stays in the link: nothing reaches the loop's exception handler, and frames sent later,
+    once the reader had gone idle, still arrive (a ring whose drain died never slept, so its producer
+    never rang again: the link was dead for good)."""
+    made = make_pair(transport, 4096)
+    loop = LOOPS[loop_name]()
+    escaped: list[dict[str, object]] = []
+    loop.set_exception_handler(lambda _loop, context: escaped.append(context))
+    consumer = Collector(expected=3, loop=loop)
+    raised: list[bytes] = []
+
+    class Failing(Collector):
+        def on_frames(self, link: Link, frames: list[Frame]) -> None:
+            for frame in frames:
+                if frame[1].startswith(b"boom"):
+                    raised.append(frame[1])
+                    raise RecursionError("maximum recursion depth exceeded (injected)")
+                consumer.on_frames(link, [frame])
+
+    async def until(condition: Callable[[], bool]) -> None:
+        while not condition():
+            await asyncio.sleep(0.001)
+
+    try:
+        made.a.start(loop, Collector(expected=0, loop=loop))
+        made.b.start(loop, Failing(expected=0, loop=loop))
+        for round_number in range(3):
+            assert made.a.try_send(FrameKind.MESSAGE, b"boom %d" % round_number)
+            loop.run_until_complete(asyncio.wait_for(until(lambda n=round_number: len(raised) > n), DEADLINE_S))
+            for _ in range(20):  # the reader goes idle (a ring announces its sleep) before the next frame
+                loop.run_until_complete(asyncio.sleep(0))
+            assert made.a.try_send(FrameKind.MESSAGE, b"after %d" % round_number)
+            loop.run_until_complete(asyncio.wait_for(until(lambda n=round_number: len(consumer.frames) > n),
+                                                     DEADLINE_S))
+        assert consumer.done is not None
+        loop.run_until_complete(asyncio.wait_for(consumer.done, DEADLINE_S))
+        assert consumer.frames == [(FrameKind.MESSAGE, b"after %d" % n) for n in range(3)]
+        assert escaped == []
     finally:
         made.a.close()
         made.b.close()

@@ -211,6 +211,99 @@ def test_monitoring_covers_every_worker(mesh: InProcessMesh) -> None:
     run(scenario())
 
 
+def test_connz_pages_over_every_workers_connections_with_the_full_total(mesh: InProcessMesh) -> None:
+    """Each sibling sends only the first offset+limit of its connections in the page's order (and its
+    count): the page and `total` are those of all connections of every worker, as one server's."""
+    from appliance.server.monitor.app import MonitorApp
+    from appliance.server.monitor_view import ServerMonitorView
+
+    async def scenario() -> None:
+        for worker in (0, 1):
+            for i in range(6):
+                client = await nats.connect(mesh.url(worker), name=f"w{worker}-{i}")
+                for _ in range(i if worker else 0):
+                    await client.publish("x", b"")  # on worker 1, more messages from later clients
+                await client.flush()
+                await client.close()
+
+        async def ask(path: str, query: str) -> dict[str, object]:
+            listener = __import__("socket").socket()
+            try:
+                view = ServerMonitorView(mesh.servers[0], listener, mesh.fabrics[0])
+                app = MonitorApp(view)
+                await view.refresh(app.needs(path, query))
+                import json
+                return json.loads(app.respond(path, query).body)  # type: ignore[no-any-return]
+            finally:
+                listener.close()
+
+        def on_loop(path: str, query: str) -> dict[str, object]:
+            assert mesh._loop is not None
+            return asyncio.run_coroutine_threadsafe(ask(path, query), mesh._loop).result(10)
+
+        def closed_total() -> int:
+            return int(on_loop("/connz", "state=closed&limit=1")["total"])  # type: ignore[call-overload]
+
+        deadline = time.monotonic() + 10
+        while await asyncio.to_thread(closed_total) < 12:
+            assert time.monotonic() < deadline, "closed connections not recorded"
+            await asyncio.sleep(0.01)
+        everything = await asyncio.to_thread(on_loop, "/connz", "state=closed&limit=100")
+        all_cids = sorted(c["cid"] for c in everything["connections"])  # type: ignore[union-attr,index]
+        assert len(all_cids) == 12
+        page = await asyncio.to_thread(on_loop, "/connz", "state=closed&offset=2&limit=4")
+        assert page["total"] == 12 and page["num_connections"] == 4
+        assert [c["cid"] for c in page["connections"]] == all_cids[2:6]  # type: ignore[union-attr,index]
+        busiest = await asyncio.to_thread(on_loop, "/connz", "state=closed&sort=msgs_from&limit=2")
+        assert busiest["total"] == 12
+        assert [c["name"] for c in busiest["connections"]] == ["w1-5", "w1-4"]  # type: ignore[union-attr,index]
+
+    run(scenario())
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_connz_counts_every_closed_connection_of_a_sibling_even_beyond_a_frame(transport: str) -> None:
+    """With 64 KiB links a frame holds ~40 connections; a sibling with 150 closed ones once cut its list
+    to fit (wrong `total`, missing connections). Now it sends the page's share and its count."""
+    from appliance.server.monitor.app import MonitorApp
+    from appliance.server.monitor_view import ServerMonitorView
+
+    with InProcessMesh(2, transport=transport, ring_bytes=64 * 1024) as small:  # type: ignore[arg-type]
+        async def scenario() -> None:
+            for _ in range(150):
+                client = await nats.connect(small.url(1), name="churn-with-a-longish-name-to-fill-frames")
+                await client.close()
+
+            async def ask(query: str) -> dict[str, object]:
+                listener = __import__("socket").socket()
+                try:
+                    view = ServerMonitorView(small.servers[0], listener, small.fabrics[0])
+                    app = MonitorApp(view)
+                    await view.refresh(app.needs("/connz", query))
+                    import json
+                    return json.loads(app.respond("/connz", query).body)  # type: ignore[no-any-return]
+                finally:
+                    listener.close()
+
+            def on_loop(query: str) -> dict[str, object]:
+                assert small._loop is not None
+                return asyncio.run_coroutine_threadsafe(ask(query), small._loop).result(10)
+
+            def recorded() -> int:
+                return len(small.call(lambda: list(small.servers[1].closed_clients)))
+
+            deadline = time.monotonic() + 10
+            while await asyncio.to_thread(recorded) < 150:
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.01)
+            cids = sorted(small.call(lambda: [c.cid for c in small.servers[1].closed_clients]))
+            page = await asyncio.to_thread(on_loop, "state=closed&limit=10&offset=5")
+            assert page["total"] == 150
+            assert [c["cid"] for c in page["connections"]] == cids[5:15]  # type: ignore[union-attr,index]
+
+        run(scenario())
+
+
 def test_pong_means_every_worker_knows_the_subscription(mesh: InProcessMesh) -> None:
     """SUB + PING on worker 1, then at once PUB on worker 0: delivered, as on a single server."""
     from appliance.testing.rawclient import RawClient

@@ -14,8 +14,8 @@ from __future__ import annotations
 import email.utils
 from collections.abc import Mapping
 
-from . import connz, healthz, index, jsz, subsz, system, varz
-from .endpoint import NOT_FOUND, Endpoint, HttpStats, RequestContext, Response, text_response
+from . import accountz, connz, healthz, index, ipqueuesz, jsz, leafz, raftz, routez, stacksz, subsz, system, varz
+from .endpoint import NOT_FOUND, NOTHING, Endpoint, HttpStats, RequestContext, Response, text_response
 from .params import BadRequest, Query
 from .view import ServerView
 
@@ -26,7 +26,43 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     subsz.ENDPOINT,
     healthz.ENDPOINT,
     jsz.ENDPOINT,
+    accountz.ENDPOINT,
+    routez.ENDPOINT,
+    leafz.LEAFZ,
+    leafz.GATEWAYZ,
+    raftz.ENDPOINT,
+    ipqueuesz.ENDPOINT,
+    stacksz.ENDPOINT,
 )
+
+
+def clean_path(path: str) -> str:
+    """Go's http.ServeMux cleanPath: one slash between elements, `.` and `..` resolved, a trailing
+    slash kept. A request whose path is not clean gets a 307 to the clean one (`//varz` -> `/varz`)."""
+    if not path.startswith("/"):
+        path = "/" + path
+    elements: list[str] = []
+    for element in path.split("/"):
+        if element in ("", "."):
+            continue
+        if element == "..":
+            if elements:
+                elements.pop()
+            continue
+        elements.append(element)
+    cleaned = "/" + "/".join(elements)
+    if path.endswith("/") and cleaned != "/":
+        cleaned += "/"
+    return cleaned
+
+
+GO_HTML_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&#34;", "'": "&#39;"})
+
+
+def redirect(location: str) -> Response:
+    """Go's http.Redirect for a GET: 307 with a small HTML body naming the new location."""
+    body = f'<a href="{location.translate(GO_HTML_ESCAPES)}">Temporary Redirect</a>.\n\n'
+    return Response(307, (("Content-Type", "text/html; charset=utf-8"), ("Location", location)), body.encode())
 
 
 class MonitorApp:
@@ -39,6 +75,9 @@ class MonitorApp:
         self._routes: Mapping[str, Endpoint] = {path: e for e in self.endpoints for path in e.paths}
 
     def respond(self, path: str, query: str) -> Response:
+        cleaned = clean_path(path)
+        if cleaned != path:
+            return redirect(cleaned + ("?" + query if query else ""))
         endpoint = self._routes.get(path)
         if endpoint is None:
             return NOT_FOUND
@@ -47,6 +86,22 @@ class MonitorApp:
             return endpoint.handle(context)
         except BadRequest as problem:
             return text_response(400, str(problem))
+
+    def count(self, path: str) -> None:
+        """Count a request of `path` answered with an answer made for an earlier one (http.py)."""
+        endpoint = self._routes.get(path)
+        if endpoint is not None:
+            self.stats.count(endpoint.paths[0])
+
+    def needs(self, path: str, query: str) -> frozenset[str]:
+        """What the endpoint of `path` needs gathered from sibling workers before it answers."""
+        endpoint = self._routes.get(path)
+        if endpoint is None:
+            return NOTHING
+        try:
+            return endpoint.needs(Query(query))
+        except BadRequest:
+            return NOTHING  # the endpoint answers 400 without looking at the view
 
     def system_reply(self, name: str, body: bytes, *, seq: int) -> bytes | None:
         """The reply to a `$SYS.REQ.SERVER...<name>` request (see system.py); None: not for this server."""

@@ -17,9 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .durations import go_duration, rfc3339_nano, uptime, wall_ns
-from .endpoint import Endpoint, RequestContext, Response, json_response
+from .endpoint import NOTHING, PART_CLOSED, PART_OPEN, PART_TOP, Endpoint, RequestContext, Response, json_response
 from .gojson import JsonValue
-from .params import BadRequest
+from .params import BadRequest, Query
 from .view import ConnectionInfo, ConnState, ServerView, SubscriptionInfo
 
 GLOBAL_ACCOUNT = "$G"
@@ -69,7 +69,10 @@ CLOSED_ONLY_SORTS = ("stop", "reason")
 
 
 def decode(ctx: RequestContext) -> ConnzOptions:
-    query = ctx.query
+    return decode_query(ctx.query)
+
+
+def decode_query(query: Query) -> ConnzOptions:
     sort = query.get("sort")
     auth = query.boolean("auth")
     subs, subs_detail = query.subs()
@@ -198,7 +201,8 @@ def select(view: ServerView, options: ConnzOptions) -> tuple[list[ConnectionInfo
     in_scope = [
         c for c in view.connections(options.state) if not options.account or c.account == options.account
     ]
-    total = len(in_scope)
+    # every connection of the state counts, also those a sibling did not send (beyond the page: `needs`)
+    total = len(in_scope) if options.account else view.connection_count(options.state)
     if options.cid:
         found = [c for c in in_scope if c.cid == options.cid]
         in_scope = [c for c in found if c.stop_wall_s is None] or found[:1]
@@ -255,4 +259,24 @@ def handle(ctx: RequestContext) -> Response:
     return json_response(connz_json(ctx.view, options))
 
 
-ENDPOINT = Endpoint(paths=("/connz",), handle=handle, title="Connections")
+def needs(query: Query) -> frozenset[str]:
+    """The siblings' open or closed connections, as `state` asks; without filters, only as many of each
+    worker's as the page can show (`PART_TOP`): the first offset+limit in the page's order."""
+    options = decode_query(query)
+    parts = {"open": {PART_OPEN}, "closed": {PART_CLOSED}, "any": {PART_OPEN, PART_CLOSED}}.get(options.state or "")
+    if parts is None:
+        return NOTHING
+    sort = options.sort or "cid"
+    unfiltered = not (options.cid or options.user or options.account or options.mqtt_client or options.filter_subject)
+    if unfiltered and (sort in SORTS or sort == "reason"):
+        parts = parts | {f"{PART_TOP}{sort}:{options.offset + options.limit}"}
+    return frozenset(parts)
+
+
+def top(conns: list[ConnectionInfo], part: str, now_ns: int) -> list[ConnectionInfo]:
+    """The connections a `PART_TOP` part asks a worker for: the first n in the page's order."""
+    sort, _, keep = part[len(PART_TOP):].rpartition(":")
+    return ordered(conns, sort, now_ns)[: int(keep)]
+
+
+ENDPOINT = Endpoint(paths=("/connz",), handle=handle, title="Connections", needs=needs)

@@ -64,8 +64,29 @@ class RequestContext:
         self.stats.count(self.stat_path)
 
 
+# What an endpoint needs of the sibling workers' snapshots (ServerView.refresh gathers only that):
+# counters, process usage, open and closed connections, per-account sublist statistics and client
+# counts, internal queue lengths.
+PART_COUNTERS = "counters"
+PART_PROCESS = "process"
+PART_OPEN = "open"
+PART_CLOSED = "closed"
+PART_SUBLISTS = "sublists"
+PART_QUEUES = "queues"
+PARTS = frozenset({PART_COUNTERS, PART_PROCESS, PART_OPEN, PART_CLOSED, PART_SUBLISTS, PART_QUEUES})
+# "top:<sort>:<n>" with open/closed: only the first n connections in /connz order `sort` (and the count of
+# all): a page of /connz never needs more of any worker, so a sibling never ships its 10,000 closed
+PART_TOP = "top:"
+NOTHING: frozenset[str] = frozenset()
+
+
+def needs_nothing(query: Query) -> frozenset[str]:
+    return NOTHING
+
+
 @dataclass(frozen=True, slots=True)
 class Endpoint:
     paths: tuple[str, ...]  # the first is the name counted in http_req_stats
     handle: Callable[[RequestContext], Response]
     title: str  # link text on the / index page
+    needs: Callable[[Query], frozenset[str]] = needs_nothing  # parts of the siblings' snapshots (PARTS)

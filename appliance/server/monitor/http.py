@@ -8,12 +8,18 @@ at most `HTTP_CONNECTIONS_MAX` connections are served, the rest get 503 and are 
 
 HTTP/1.1 keeps the connection open unless the client says `Connection: close`; HTTP/1.0 closes unless
 it says `keep-alive`. HEAD gets the headers of GET without a body.
+
+Bursts (a multi-worker view): the requests of a burst wait for one shared gather of the siblings'
+snapshots (`refresh` returns it), then are answered one per loop turn (`_render_turn`), so the
+clients served by this worker's loop get their turns between answers rather than after the whole
+burst; requests for the same page that shared a gather share its answer (rendered once).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import socket
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -21,11 +27,14 @@ from urllib.parse import unquote, urlsplit
 
 from appliance import limits
 from appliance.errors import ApplianceError
+from appliance.log import ContainedErrors
 
 from .app import MonitorApp
 from .endpoint import Response, text_response
 
 HEAD_END = b"\r\n\r\n"
+ENDPOINT_ERRORS = ContainedErrors(logging.getLogger(__name__))
+SHARED_ANSWERS_MAX = 64  # distinct pages answered from one gather and kept for the rest of its burst
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,9 +89,14 @@ def parse_head(head: bytes) -> Request:
         raise _error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE)
     connection = headers.get("connection", "").lower()
     keep_alive = connection != "close" if version == "HTTP/1.1" else connection == "keep-alive"
-    url = urlsplit(target)
-    path = unquote(url.path) or "/"
-    return Request(method.upper(), path, url.query, keep_alive, body_bytes, http10=version == "HTTP/1.0")
+    if target.startswith("/"):  # origin form: `//varz` is a path (to redirect), not an authority
+        raw_path, _, query = target.partition("?")
+        query = query.partition("#")[0]
+    else:  # absolute form: http://host:port/path?query
+        url = urlsplit(target)
+        raw_path, query = url.path, url.query
+    path = unquote(raw_path) or "/"
+    return Request(method.upper(), path, query, keep_alive, body_bytes, http10=version == "HTTP/1.0")
 
 
 def render(response: Response, *, date: str, connection: str | None, head_only: bool) -> bytes:
@@ -103,6 +117,9 @@ class MonitorServer:
     def __init__(self, app: MonitorApp, listener: socket.socket) -> None:
         self.app = app
         self.listener = listener
+        self._render_turn = asyncio.Lock()
+        self._shared_gather: object | None = None  # the gather the answers below were made from
+        self._shared_answers: dict[tuple[str, str], Response] = {}  # bounded: SHARED_ANSWERS_MAX
         # open connections and their handler tasks; beyond HTTP_CONNECTIONS_MAX only while a 503 is written
         self._writers: set[asyncio.StreamWriter] = set()
         self._handlers: set[asyncio.Task[None]] = set()
@@ -171,14 +188,39 @@ class MonitorServer:
         except HttpError as problem:
             await self._answer(writer, problem.response, connection="close")
             return False
-        refresh = getattr(self.app.view, "refresh", None)  # a multi-worker view gathers its siblings first
-        if refresh is not None:
-            await refresh()
-        response = self.app.respond(request.path, request.query)
+        try:
+            refresh = getattr(self.app.view, "refresh", None)  # a multi-worker view gathers its siblings first
+            gathered = None
+            if refresh is not None:
+                gathered = await refresh(self.app.needs(request.path, request.query))
+            async with self._render_turn:
+                response = self._respond(request, gathered)
+                await asyncio.sleep(0)  # one answer per loop turn: clients of this worker run in between
+        except Exception as error:  # a bug answering one request: that request gets a 500, the server goes on
+            ENDPOINT_ERRORS.contain(f"monitoring {request.path}", error)
+            response = _error(HTTPStatus.INTERNAL_SERVER_ERROR).response
         await self._answer(
             writer, response, connection=request.connection_header, head_only=request.method == "HEAD"
         )
         return request.keep_alive
+
+    def _respond(self, request: Request, gathered: object | None) -> Response:
+        """The app's answer; the same page asked again from the same gather gets the same answer."""
+        if gathered is None or not isinstance(gathered, list) or not gathered:
+            return self.app.respond(request.path, request.query)  # nothing gathered: nothing to share
+        key = (request.path, request.query)
+        if gathered is self._shared_gather:
+            shared = self._shared_answers.get(key)
+            if shared is not None:
+                self.app.count(request.path)
+                return shared
+        else:
+            self._shared_gather = gathered
+            self._shared_answers.clear()
+        response = self.app.respond(request.path, request.query)
+        if response.status == 200 and len(self._shared_answers) < SHARED_ANSWERS_MAX:
+            self._shared_answers[key] = response
+        return response
 
     async def _answer(
         self,

@@ -11,9 +11,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .durations import rfc3339_nano, wall_ns
-from .endpoint import Endpoint, RequestContext, Response, json_response
+from .endpoint import PART_OPEN, PART_SUBLISTS, Endpoint, RequestContext, Response, json_response
 from .gojson import JsonValue
-from .params import BadRequest
+from .params import BadRequest, Query
 from .view import ServerView, SublistStats, SubscriptionInfo
 
 SUBSCRIPTIONS_LIMIT_DEFAULT = 1024  # nats-server DefaultSubListSize
@@ -117,4 +117,9 @@ def handle(ctx: RequestContext) -> Response:
     return json_response(subsz_json(ctx.view, decode(ctx)))
 
 
-ENDPOINT = Endpoint(paths=("/subsz", "/subscriptionsz"), handle=handle, title="Subscriptions")
+def needs(query: Query) -> frozenset[str]:
+    """Sublist statistics; with `subs`, the subscriptions of the siblings' open connections too."""
+    return frozenset({PART_SUBLISTS, PART_OPEN}) if query.boolean("subs") else frozenset({PART_SUBLISTS})
+
+
+ENDPOINT = Endpoint(paths=("/subsz", "/subscriptionsz"), handle=handle, title="Subscriptions", needs=needs)

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 from . import jsinfo
 from .durations import rfc3339_nano, uptime, wall_ns
-from .endpoint import Endpoint, RequestContext, Response, json_response
+from .endpoint import PART_COUNTERS, PART_PROCESS, Endpoint, RequestContext, Response, json_response
 from .gojson import JsonValue
 from .view import ByKindCounts, ServerView
 
@@ -155,4 +155,5 @@ def handle(ctx: RequestContext) -> Response:
     return json_response(varz_json(ctx.view, ctx.stats.snapshot()))
 
 
-ENDPOINT = Endpoint(paths=("/varz",), handle=handle, title="General")
+ENDPOINT = Endpoint(paths=("/varz",), handle=handle, title="General",
+                    needs=lambda query: frozenset({PART_COUNTERS, PART_PROCESS}))

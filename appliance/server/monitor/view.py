@@ -84,6 +84,40 @@ class SublistStats:
 
 
 @dataclass(frozen=True, slots=True)
+class AccountInfo:
+    """An account as /accountz shows it; counts cover every worker of the host."""
+
+    name: str
+    is_system: bool = False
+    jetstream_enabled: bool = False
+    client_connections: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RouteInfo:
+    """One route connection to another server of the cluster, as /routez lists it."""
+
+    rid: int
+    remote_id: str
+    remote_name: str
+    did_solicit: bool
+    is_configured: bool
+    ip: str
+    port: int
+    start_wall_s: float
+    last_activity_wall_s: float
+    rtt_s: float = 0.0
+    pending_bytes: int = 0
+    in_msgs: int = 0
+    out_msgs: int = 0
+    in_bytes: int = 0
+    out_bytes: int = 0
+    subscriptions: tuple[str, ...] = ()  # the remote interest this route carries (subjects)
+    compression: str = "off"
+    account: str = ""  # a route pinned to one account; "" for a shared route
+
+
+@dataclass(frozen=True, slots=True)
 class ByKindCounts:
     """nats-server's per-connection-kind counters (`slow_consumer_stats`, `stale_connection_stats`)."""
 
@@ -301,6 +335,11 @@ class ServerView(Protocol):
         """Client connections (open, recently closed, or both), any order."""
         ...
 
+    def connection_count(self, state: ConnState) -> int:
+        """How many connections `connections(state)` stands for (every worker's, also those it did
+        not list because the page could not show them)."""
+        ...
+
     def has_account(self, name: str) -> bool: ...
 
     def sublist_stats(self, account: str | None) -> list[SublistStats]:
@@ -312,3 +351,15 @@ class ServerView(Protocol):
         ...
 
     def jetstream(self) -> JetStreamView | None: ...
+
+    def accounts(self) -> list[AccountInfo]:
+        """Every account this server knows (any order)."""
+        ...
+
+    def routes(self) -> list[RouteInfo]:
+        """Route connections to other servers of the cluster (none while standalone)."""
+        ...
+
+    def internal_queues(self) -> Mapping[str, int]:
+        """Items waiting in each of the server's internal queues (/ipqueuesz), by queue name."""
+        ...

@@ -163,6 +163,60 @@ def test_connections_beyond_the_limit_get_503(monkeypatch: pytest.MonkeyPatch, r
     run(scenario)
 
 
+def test_an_endpoint_that_raises_answers_500_and_the_server_serves_on(
+    monkeypatch: pytest.MonkeyPatch, run: Runner
+) -> None:
+    def failing(self: FakeServerView) -> object:
+        raise RecursionError("maximum recursion depth exceeded (injected)")
+
+    monkeypatch.setattr(FakeServerView, "counters", failing)
+
+    async def scenario(server: MonitorServer) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(b"GET /varz HTTP/1.1\r\n\r\nGET /healthz HTTP/1.1\r\n\r\n")
+        status, _, body = await read_response(reader)
+        assert (status, body) == (500, b"500 Internal Server Error")
+        assert (await read_response(reader))[0] == 200  # the same connection goes on
+        writer.close()
+
+    run(scenario)
+
+
+def test_a_burst_sharing_one_gather_gets_one_rendering_per_page_and_every_request_counted() -> None:
+    class GatheringView(FakeServerView):  # type: ignore[misc]
+        gathered: list[dict[str, object]] = [{"from": "sibling"}]
+        renders = 0
+
+        async def refresh(self, parts: frozenset[str]) -> list[dict[str, object]]:
+            await asyncio.sleep(0.01)
+            return self.gathered  # the same list for every request of the burst, as GatherCoalescer
+
+        def counters(self) -> object:
+            GatheringView.renders += 1
+            return FakeServerView.counters(self)
+
+    async def scenario() -> None:
+        app = MonitorApp(GatheringView())
+        server = MonitorServer(app, listener())
+        await server.start()
+        try:
+            async def get(path: str) -> int:
+                reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+                writer.write(f"GET {path} HTTP/1.1\r\nConnection: close\r\n\r\n".encode())
+                status = (await read_response(reader))[0]
+                writer.close()
+                return status
+
+            statuses = await asyncio.gather(*(get("/varz") for _ in range(30)), get("/varz?x=1"))
+            assert statuses == [200] * 31
+            assert GatheringView.renders == 2  # /varz once, /varz?x=1 once
+            assert app.stats.snapshot()["/varz"] == 31
+        finally:
+            await server.close()
+
+    asyncio.run(scenario())
+
+
 def test_a_silent_connection_is_closed_after_the_idle_timeout(
     monkeypatch: pytest.MonkeyPatch, run: Runner
 ) -> None:
@@ -196,6 +250,8 @@ def test_parse_head_decodes_path_and_keeps_the_query_raw() -> None:
     absolute = parse_head(b"GET http://127.0.0.1:8222/varz HTTP/1.1\r\n\r\n")
     assert absolute.path == "/varz"
     assert parse_head(b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").keep_alive is True
+    doubled = parse_head(b"GET //varz?subs=1 HTTP/1.1\r\n\r\n")  # a path (redirected), not an authority
+    assert (doubled.path, doubled.query) == ("//varz", "subs=1")
 
 
 def test_close_ends_kept_alive_connections() -> None:

@@ -1,0 +1,64 @@
+"""`/accountz`: the accounts of this server; `?acc=NAME` gives one account's detail.
+
+The detail carries what this server has of nats-server's AccountInfo: name, JetStream, client
+connections and subscriptions counted over every worker, the sublist statistics summed as /subsz sums
+them. Accounts here have no imports or exports (the config does not define them), so those lists,
+empty, are left out as nats-server leaves out empty ones.
+"""
+
+from __future__ import annotations
+
+from .durations import rfc3339_nano, wall_ns
+from .endpoint import PART_SUBLISTS, Endpoint, RequestContext, Response, json_response, text_response
+from .gojson import JsonValue
+from .params import Query
+from .subsz import summed
+from .view import AccountInfo, ServerView
+
+
+def detail_json(view: ServerView, account: AccountInfo) -> dict[str, JsonValue]:
+    stats = summed(view.sublist_stats(account.name))
+    out: dict[str, JsonValue] = {
+        "account_name": account.name,
+        "update_time": rfc3339_nano(wall_ns(view.config_load_wall_s)),
+    }
+    if account.is_system:
+        out["is_system"] = True
+    out.update({
+        "expired": False,
+        "complete": True,
+        "jetstream_enabled": account.jetstream_enabled,
+        "leafnode_connections": 0,
+        "client_connections": account.client_connections,
+        "subscriptions": stats["num_subscriptions"],
+        "name_tag": account.name,
+        "sublist_stats": stats,
+    })
+    return out
+
+
+def handle(ctx: RequestContext) -> Response:
+    ctx.count()
+    view = ctx.view
+    out: dict[str, JsonValue] = {
+        "server_id": view.server_id,
+        "now": rfc3339_nano(wall_ns(view.now_wall_s())),
+        "system_account": view.system_account,
+    }
+    wanted = ctx.query.get("acc")
+    accounts = view.accounts()
+    if not wanted:
+        out["accounts"] = sorted(account.name for account in accounts)
+        return json_response(out)
+    found = [account for account in accounts if account.name == wanted]
+    if not found:
+        return text_response(400, f"Account {wanted} does not exist")
+    out["account_detail"] = detail_json(view, found[0])
+    return json_response(out)
+
+
+def needs(query: Query) -> frozenset[str]:
+    return frozenset({PART_SUBLISTS})  # per-account subscriptions and client counts of every worker
+
+
+ENDPOINT = Endpoint(paths=("/accountz",), handle=handle, title="Accounts", needs=needs)
