@@ -316,6 +316,10 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
             # sealed since (renamed over the active file) or removed reads wrong. Read again.
             return self._load_next(start)
         self._cursor = None
+        if kept:
+            # A kept cursor read the active file as it was then: messages stored since are
+            # beyond its end. Its end is not the stream's; look again from start.
+            return self._load_next(start)
         return None
 
     def _peek_next(self, start: int) -> StoredMsg | None:

@@ -29,7 +29,7 @@ from appliance.jetstream.host import Host, Timer
 from appliance.jetstream.sources import apply_mirror
 from appliance.jetstream.storeview import last_seq, subject_of
 from appliance.jetstream.subjects import subject_matches
-from appliance.jetstream.wire import go_json, header_value, parse_go_duration
+from appliance.jetstream.wire import go_json, header_value, parse_go_duration, strip_status
 from appliance.raft.types import Entry, EntryType
 from appliance.store import api
 from appliance.store.filestore import FileStreamStore
@@ -157,6 +157,8 @@ class Stream:
         """A publish to the stream's subjects; `reply` (b"" for none) gets the PubAck."""
         if self.deleted:
             return
+        if header and header[8:9] != b"\r":
+            header = strip_status(header)  # a status line is not stored (nats-server)
         inbox = self._inbox
         if len(inbox) >= limits.JS_PUBLISH_BATCH_MAX:
             self._flush_inbox()
