@@ -163,6 +163,7 @@ JS_API_PAGE_STREAMS_NAMES = 1024  # nats-server JSApiNamesLimit
 JS_API_PAGE_STREAMS_LIST = 256  # nats-server JSApiListLimit
 JS_STREAM_INFO_SUBJECTS_MAX = 100_000  # subjects_filter page of STREAM.INFO
 JS_DIRECT_BATCH_MAX = 1024  # messages one DIRECT.GET batch may return
+JS_DIRECT_MULTI_MAX = 1024  # subjects one DIRECT.GET multi_last may resolve (nats-server: 413 beyond)
 JS_DIRECT_TIME_TEXTS_MAX = 4096  # seconds whose RFC 3339 text a worker's direct gets keep (LRU)
 
 assert JS_DELIVER_BATCH_MAX <= JS_REDELIVER_QUEUE_MAX

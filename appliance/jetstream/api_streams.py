@@ -18,6 +18,7 @@ from appliance.jetstream.request import (
     propose_meta,
     stream_of,
 )
+from appliance.jetstream.msg_get import lookup, parse_msg_get
 from appliance.jetstream.subjects import subjects_overlap
 from appliance.jetstream.wire import rfc3339
 
@@ -263,44 +264,20 @@ def stream_list(request: Request) -> None:
     )
 
 
-MSG_GET_FIELDS: dict[str, object] = {
-    "seq": "uint",
-    "last_by_subj": "str",
-    "next_by_subj": "str",
-    "batch": "int",
-    "max_bytes": "int",
-    "start_time": "time",
-    "multi_last": "strs",
-    "up_to_seq": "uint",
-    "up_to_time": "time",
-}
-
-
 def msg_get(request: Request) -> None:
+    req = parse_msg_get(request.body)  # validated before the stream is looked up, as nats-server
     stream = stream_of(request, request.tokens[3])
-    obj = optional_object(request, MSG_GET_FIELDS, "JSApiMsgGetRequest")
-    msg = lookup(stream, obj)
+    msg = lookup(stream, req)
     if msg is None:
         raise errors.NO_MESSAGE_FOUND.error()
     message: dict[str, object] = {"subject": msg.subject, "seq": msg.seq}
-    if msg.headers:
+    if msg.headers and not req.no_hdr:
         message["hdrs"] = base64.b64encode(msg.headers).decode()
     if msg.payload:
         message["data"] = base64.b64encode(msg.payload).decode()
     message["time"] = rfc3339(msg.timestamp_ns)
     request.counted = False
     request.respond("stream_msg_get_response", {"message": message})
-
-
-def lookup(stream: Stream, obj: JsonObject):  # type: ignore[no-untyped-def]
-    seq = int(str(obj.get("seq", 0)))
-    if obj.get("last_by_subj"):
-        return stream.store.load_last(str(obj["last_by_subj"]))
-    if obj.get("next_by_subj"):
-        return stream.store.load_next(str(obj["next_by_subj"]), max(seq, 1))
-    if seq:
-        return stream.store.load(seq)
-    return None
 
 
 MSG_DELETE_FIELDS: dict[str, object] = {"seq": "uint", "no_erase": "bool"}
