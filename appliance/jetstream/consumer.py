@@ -572,9 +572,42 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
         return info
 
     def update_config(self, config: ConsumerConfig) -> None:
-        previous, self.config = self.config.pause_until, config
-        pause.arm(self, previous=previous)
+        """An update (CONSUMER.CREATE with a changed config that api_consumers allowed) takes
+        effect on the live consumer, as nats-server's updateConfig: new filters select from the
+        current position on; ack_wait / backoff move the deadlines of messages pending now;
+        max_deliver, max_ack_pending, headers_only and the request limits are read per
+        delivery; inactive_threshold restarts its timer; a new deliver subject gets every
+        pending message again."""
+        old, self.config = self.config, config
+        if config.filters != self._filters:
+            self._filters = config.filters
+            self._cursor = None
+            self._pending_count = None
+        if (old.ack_wait, old.backoff) != (config.ack_wait, config.backoff):
+            self._move_deadlines(old)
+        if old.inactive_threshold != config.inactive_threshold:
+            self._rearm_inactive()
+        if config.is_push and old.deliver_subject != config.deliver_subject:
+            self._fc_reply = ""
+            self._fc_count = 0
+            for sseq in sorted(self.state.pending):
+                self._deadlines.pop(sseq, None)
+                self._queue_redelivery(sseq, expired=False)
+        pause.arm(self, previous=old.pause_until)
         self._kick()
+
+    def _move_deadlines(self, old: ConsumerConfig) -> None:
+        """Pending messages whose deadline came from the old ack_wait / backoff get one from the
+        new (counted from their delivery); a -NAK delay keeps its own."""
+        for sseq, (_cseq, ts_ns) in self.state.pending.items():
+            due = self._deadlines.get(sseq)
+            dc = self.state.redelivered.get(sseq, 1)
+            if due is not None and due == ts_ns + self._ack_wait_ns(dc, old):
+                self._deadlines[sseq] = ts_ns + self._ack_wait_ns(dc)
+        if self._redeliver_timer is not None:
+            self._redeliver_timer.cancel()
+            self._redeliver_timer = None
+        self._arm_redelivery()
 
     def stop(self, *, deleted: bool) -> None:
         if self.deleted:

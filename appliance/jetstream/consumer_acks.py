@@ -205,11 +205,13 @@ class AckHandling:
                 self._queue_redelivery(sseq)
         self._arm_redelivery()
 
-    def _ack_wait_ns(self, dc: int) -> int:
-        backoff = self.config.backoff
+    def _ack_wait_ns(self, dc: int, config: ConsumerConfig | None = None) -> int:
+        """How long delivery number dc waits for its ack (under `config`, by default the current)."""
+        config = config or self.config
+        backoff = config.backoff
         if backoff:
             return backoff[min(dc - 1, len(backoff) - 1)]
-        return self.config.ack_wait or 30 * NS
+        return config.ack_wait or 30 * NS
 
 
 def _cseq(tokens: list[str], offset: int) -> int:

@@ -99,6 +99,16 @@ class PushDelivery:
         if config.inactive_threshold:
             self._inactive_timer = self.host.call_later(config.inactive_threshold / NS, self._check_inactive)
 
+    def _rearm_inactive(self) -> None:
+        """inactive_threshold changed: its timer starts again with the new value (or stops)."""
+        if self._inactive_timer is not None:
+            self._inactive_timer.cancel()
+            self._inactive_timer = None
+        if self.config.inactive_threshold and not self.deleted:
+            self._inactive_timer = self.host.call_later(
+                self.config.inactive_threshold / NS, self._check_inactive
+            )
+
     def _push_heartbeat(self) -> None:
         self._heartbeat_timer = None
         if self.deleted:
