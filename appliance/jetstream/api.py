@@ -22,6 +22,7 @@ from appliance.jetstream.api_consumers import (
     consumer_info,
     consumer_list,
     consumer_names,
+    consumer_reset,
     consumer_unpin,
 )
 from appliance.jetstream.api_streams import (
@@ -165,7 +166,7 @@ def dispatch(ajs: AccountJetStream, subject: str, reply: str, header: bytes, bod
     finally:
         if request.counted:
             ajs.api_total += 1  # nats-server counts a request once it is answered
-        if request.response:
+        if request.response and request.audited:
             advisories.api_audit(ajs, subject, body, request.response, reply=reply)
 
 
@@ -205,6 +206,7 @@ KINDS = {
     "CONSUMER.LEADER": "consumer_leader_stepdown_response",
     "CONSUMER.PAUSE": "consumer_pause_response",
     "CONSUMER.UNPIN": "consumer_unpin_response",
+    "CONSUMER.RESET": "consumer_reset_response",
 }
 
 
@@ -246,6 +248,8 @@ def _route(tokens: list[str]) -> Handler | None:
             return consumer_pause
         if verb == "UNPIN" and count == 4:
             return consumer_unpin
+        if verb == "RESET" and count == 4:
+            return consumer_reset
     return None
 
 

@@ -9,6 +9,7 @@ from appliance import limits
 from appliance.jetstream import advisories, errors, pause, resources
 from appliance.jetstream.api_streams import PAGE_FIELDS
 from appliance.jetstream.config import CONSUMER_FIELDS, GROUP_NAME, ConsumerConfig, parse_consumer_config
+from appliance.jetstream.consumer import ResetRefused
 from appliance.jetstream.decode import Kind, decode_object, parse_json
 from appliance.jetstream.request import Request, body_of, optional_object, propose_meta, stream_of
 from appliance.jetstream.subjects import subjects_overlap
@@ -231,6 +232,34 @@ def consumer_unpin(request: Request) -> None:
         raise errors.CONSUMER_INVALID_PRIORITY_GROUP.error()
     advisories.consumer_unpinned(request.ajs, stream.config.name, consumer.name, group, "admin")
     request.respond("consumer_unpin_response", {})
+
+
+RESET_FIELDS: dict[str, Kind] = {"seq": "uint"}
+
+
+def consumer_reset(request: Request) -> None:
+    """`$JS.API.CONSUMER.RESET.<stream>.<consumer>` with an optional `{"seq"}` (none or 0: back
+    to just above the ack floor). nats-server answers on the consumer's own subscription: for a
+    stream or consumer that does not exist nobody answers, and the request is neither counted
+    nor audited as an API request."""
+    request.counted = False
+    request.audited = False
+    stream = request.ajs.streams.get(request.tokens[2])
+    consumer = stream.consumers.get(request.tokens[3]) if stream is not None else None
+    if consumer is None or not request.reply:
+        return
+    obj: dict[str, object] = {}
+    if request.body:  # Go's json.Unmarshal: unknown fields are ignored, a wrong type is 10025
+        parsed = parse_json(request.body)
+        known = {k: v for k, v in parsed.items() if k in RESET_FIELDS} if isinstance(parsed, dict) else parsed
+        obj = decode_object(known, RESET_FIELDS, "JSApiConsumerResetRequest") if known is not None else {}
+    try:
+        seq = consumer.reset_to(int(str(obj.get("seq") or 0)))
+    except ResetRefused as exc:
+        raise errors.CONSUMER_INVALID_RESET.format(err=str(exc)) from None
+    fields = info_of(consumer)
+    fields["reset_seq"] = seq
+    request.respond("consumer_reset_response", fields)
 
 
 def info_of(consumer: Consumer) -> dict[str, object]:

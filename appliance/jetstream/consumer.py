@@ -30,7 +30,7 @@ from appliance.jetstream.consumer_push import PushDelivery
 from appliance.jetstream.groups import start_group
 from appliance.jetstream.host import Host, Timer
 from appliance.jetstream.pull import PullRequest
-from appliance.jetstream.storeview import count_live, first_seq_at_or_after_time, last_seq
+from appliance.jetstream.storeview import count_live, first_seq_at_or_after_time, last_seq, seq_from_time
 from appliance.jetstream.subjects import subject_matches
 from appliance.jetstream.wire import parse_rfc3339, rfc3339
 from appliance.raft.storage import LogStorage
@@ -42,6 +42,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 NS = 1_000_000_000
+
+
+class ResetRefused(Exception):
+    """CONSUMER.RESET to a sequence the deliver policy does not allow (nats-server's text)."""
 
 
 class SyncControl:
@@ -534,6 +538,40 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
             self._last_activity_ns = now
             return True
         return False
+
+    # --- CONSUMER.RESET -----------------------------------------------------------------------------
+
+    def reset_to(self, seq: int) -> int:
+        """Start again at stream sequence `seq` (0: just above the ack floor), as nats-server's
+        resetStartingSeq: nothing stays pending or due for redelivery, consumer sequences start
+        again at 1. A sequence below where the deliver policy starts is refused (ResetRefused).
+        Returns the sequence the consumer now delivers from."""
+        config = self.config
+        policy = config.deliver_policy
+        if seq == 0:
+            seq = self.state.floor_sseq + 1
+        elif policy == "by_start_sequence" and seq < config.opt_start_seq:
+            raise ResetRefused("below start seq")
+        elif policy == "by_start_time" and seq < seq_from_time(
+            self.stream.store, parse_rfc3339(config.opt_start_time)
+        ):
+            raise ResetRefused("below start time")
+        elif policy not in ("all", "by_start_sequence", "by_start_time"):
+            raise ResetRefused("not allowed")
+        seq = max(seq, 1)
+        self._propose(ops.op_reset(seq), durable=True)
+        self.next_sseq, self.next_cseq = seq, 1
+        self._redeliver.clear()
+        self._deadlines.clear()
+        self._initial.clear()
+        self._cursor = None
+        self._pending_count = None
+        self._replay_prev_ts = 0
+        if self._redeliver_timer is not None:
+            self._redeliver_timer.cancel()
+            self._redeliver_timer = None
+        self._kick()
+        return seq
 
     # --- info and lifecycle ----------------------------------------------------------------------
 

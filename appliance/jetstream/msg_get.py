@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from appliance.jetstream import errors
 from appliance.jetstream.decode import decode_object, invalid_json, parse_json
-from appliance.jetstream.storeview import first_seq_at_or_after_time, last_seq
+from appliance.jetstream.storeview import seq_from_time
 from appliance.jetstream.wire import parse_rfc3339
 from appliance.store.api import StoredMsg
 
@@ -165,8 +165,7 @@ def start_seq(stream: Stream, req: GetRequest) -> int:
     sequence when none is)."""
     if req.start_ns is None:
         return req.seq
-    found = first_seq_at_or_after_time(stream.store, req.start_ns)
-    return found if found else last_seq(stream.store) + 1
+    return seq_from_time(stream.store, req.start_ns)
 
 
 def lookup(stream: Stream, req: GetRequest) -> StoredMsg | None:

@@ -30,6 +30,7 @@ class Request:
         self.header = header
         self.body = body
         self.counted = True  # nats-server leaves successful MSG.GETs out of its API total
+        self.audited = True  # answered by nats-server's API dispatcher (not a consumer's own subscription)
         self.response = b""  # the answer sent, for the API audit advisory
 
     def respond(
