@@ -197,6 +197,8 @@ KINDS = {
     "STREAM.MSG": "stream_msg_get_response",
     "STREAM.LEADER": "stream_leader_stepdown_response",
     "STREAM.PEER": "stream_remove_peer_response",
+    "STREAM.PEER.EVACUATE": "stream_evacuate_peer_response",
+    "STREAM.CANCEL_MOVE": "stream_cancel_move_response",
     "CONSUMER.CREATE": "consumer_create_response",
     "CONSUMER.DURABLE": "consumer_create_response",
     "CONSUMER.INFO": "consumer_info_response",
@@ -213,6 +215,8 @@ KINDS = {
 def _kind_for(tokens: list[str]) -> str:
     if tokens[:3] == ["STREAM", "MSG", "DELETE"]:
         return "stream_msg_delete_response"
+    if ".".join(tokens[:3]) in KINDS:
+        return KINDS[".".join(tokens[:3])]
     return KINDS.get(".".join(tokens[:2]), KINDS.get(tokens[0], "error_response"))
 
 
@@ -229,7 +233,9 @@ def _route(tokens: list[str]) -> Handler | None:
             return STREAM_HANDLERS[verb]
         if count == 4 and verb == "MSG" and tokens[2] in ("GET", "DELETE"):
             return msg_get if tokens[2] == "GET" else msg_delete
-        if count == 4 and verb in ("LEADER", "PEER") and tokens[2] in ("STEPDOWN", "REMOVE"):
+        if count == 4 and (verb, tokens[2]) in (("LEADER", "STEPDOWN"), ("PEER", "REMOVE"), ("PEER", "EVACUATE")):
+            return cluster_required
+        if count == 3 and verb == "CANCEL_MOVE":
             return cluster_required
         return None
     if head == "CONSUMER" and count >= 3:

@@ -52,13 +52,14 @@ def consumer_create(request: Request) -> None:
         if durable != subject_name:
             raise errors.CONSUMER_DURABLE_NAME_NOT_MATCH_SUBJECT.error()
     elif subject_name:
+        # nats-server: the subject's name wins over config.name; only a durable_name must match
+        if durable and durable != subject_name:
+            raise errors.CONSUMER_DURABLE_NAME_NOT_MATCH_SUBJECT.error()
         if subject_filter:
             if config_obj.get("filter_subjects"):
                 raise errors.CONSUMER_MULTIPLE_FILTERS_NOT_ALLOWED.error()
             if config_obj.get("filter_subject") != subject_filter:
                 raise errors.CONSUMER_CREATE_FILTER_SUBJECT_MISMATCH.error()
-        if (durable and durable != subject_name) or (name and name != subject_name):
-            raise errors.CONSUMER_DURABLE_NAME_NOT_MATCH_SUBJECT.error()
     elif durable:
         raise errors.CONSUMER_EPHEMERAL_WITH_DURABLE.error()
     if subject_name:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from appliance import limits
 from appliance.jetstream import advisories, errors, ops, resources, sources
 from appliance.jetstream.config import STREAM_FIELDS, StreamConfig, parse_stream_config
-from appliance.jetstream.decode import JsonObject, decode_object
+from appliance.jetstream.decode import JsonObject, decode_object, parse_json
 from appliance.jetstream.request import (
     API_LEVEL,
     Request,
@@ -284,13 +284,22 @@ MSG_DELETE_FIELDS: dict[str, object] = {"seq": "uint", "no_erase": "bool"}
 
 
 def msg_delete(request: Request) -> None:
-    stream = stream_of(request, request.tokens[3])
+    body = request.body.strip()
+    if not body or parse_json(body) == {}:  # nats-server's isEmptyRequest, before the lookup
+        raise errors.BAD_REQUEST.error()
     obj = optional_object(request, MSG_DELETE_FIELDS, "JSApiMsgDeleteRequest")
+    stream = stream_of(request, request.tokens[3])
     if stream.config.sealed:
         raise errors.STREAM_SEALED.error()
     if stream.config.deny_delete:
         raise errors.STREAM_MSG_DELETE_FAILED.format(err=errors.MSG_DELETE_NOT_PERMITTED)
     seq = int(str(obj.get("seq", 0)))
+    if stream.config.storage == "file":  # nats-server's file store errors outside its blocks
+        state = stream.store.state()
+        if seq == 0 or seq < state.first_seq:
+            raise errors.STREAM_MSG_DELETE_FAILED.format(err="no message found")
+        if seq > state.last_seq:
+            raise errors.STREAM_MSG_DELETE_FAILED.format(err="stream store EOF")
 
     def done(removed: object) -> None:
         if removed:

@@ -135,3 +135,40 @@ def test_msg_get_and_direct_get_validate_as_nats_server(servers: tuple[str, str]
     differences = [(e, g) for e, g in zip(expected, got) if e != g]
     assert not differences, "\n".join(f"nats-server {e}\nappliance   {g}" for e, g in differences)
     assert len(got) == len(expected)
+
+
+DELETE_BODIES = [b'{"seq":2}', b'{"seq":2}', b'{"seq":99}', b'{"seq":0}', b"", b"{}", b'{"seq":1,"no_erase":true}',
+                 b'{"seq":1}', b'{"seq":5}', b'{"seq":-1}']
+
+
+def observe_deletes(port: int) -> list[object]:
+    """STREAM.MSG.DELETE on a file and a memory stream: nats-server's file store answers 10057
+    ("no message found" below the first sequence, "stream store EOF" past the last) where its
+    memory store answers 10043; an empty request is 10003."""
+    client = RawClient(port)
+    seen: list[object] = []
+    try:
+        client.send(b'CONNECT {"verbose":false,"headers":true,"protocol":1}\r\nSUB _R 1\r\n')
+        for name, storage in (("F", "file"), ("M", "memory")):
+            body = json.dumps({"name": name, "subjects": [name.lower()], "storage": storage}).encode()
+            assert b'"error"' not in request(client, f"$JS.API.STREAM.CREATE.{name}", body)[2]
+            for _ in range(4):
+                request(client, name.lower(), b"x")
+            for body in DELETE_BODIES:
+                seen.append((storage, body, msg_get_answer_or_success(request(client, f"$JS.API.STREAM.MSG.DELETE.{name}", body)[2])))
+        seen.append(("missing stream", msg_get_answer_or_success(request(client, "$JS.API.STREAM.MSG.DELETE.NONE", b"")[2])))
+    finally:
+        client.close()
+    return seen
+
+
+def msg_get_answer_or_success(payload: bytes) -> object:
+    answer = json.loads(payload)
+    return answer.get("success") if "error" not in answer else msg_get_answer(payload)
+
+
+def test_msg_delete_answers_as_nats_server(servers: tuple[str, str]) -> None:
+    real_url, our_url = servers
+    expected = observe_deletes(int(real_url.rsplit(":", 1)[1]))
+    got = observe_deletes(int(our_url.rsplit(":", 1)[1]))
+    assert got == expected
