@@ -177,6 +177,9 @@ CLI_PUB_COUNT_MAX = 10_000_000  # `pub --count` upper bound
 CLI_STEPDOWN_POLLS_MAX = 10  # `cluster step-down`: info polls (every CLI_STEPDOWN_POLL_S) awaiting a new leader
 CLI_STEPDOWN_POLL_S = 0.5
 CLI_GATHER_QUIET_S = 0.5  # `server ls`: stop gathering answers after this long without a new one
+JS_PULL_INTEREST_GRACE_NS = 250_000_000  # a pull request's reply without interest is dropped once
+# the request is this old (nats-server drops at once on one server; sibling workers learn of an
+# inbox's subscription a moment after the client made it, as nats-server's gateways do, 2 s there)
 JS_PUSH_INTEREST_POLL_MIN_S = 0.02  # a push consumer without interest looks again after this ...
 JS_PUSH_INTEREST_POLL_MAX_S = 1.0  # ... doubling up to this (interest from sibling workers)
 JS_INLINE_FSYNC_ACKS_MAX = 2  # at most this many PubAcks waiting: fsync on the loop, not a thread

@@ -96,6 +96,7 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
         self.state = ops.ConsumerState(config.ack_policy)
         self._filters = config.filters
         self.waiting: deque[PullRequest] = deque()
+        self._interest_seen: PullRequest | None = None  # the request whose reply had interest this turn
         self._redeliver: list[int] = []
         self._deadlines: dict[int, int] = {}
         self._initial: deque[int] = deque()
@@ -335,6 +336,7 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
 
     def _drain(self) -> None:
         self._drain_scheduled = False
+        self._interest_seen = None
         if self.deleted:
             return
         if self.config.pause_until and pause.holds(self):
@@ -597,7 +599,7 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
             "num_ack_pending": len(state.pending),
             # nats-server hides redeliveries when max_deliver is 1 (none can happen); it keeps them
             "num_redelivered": 0 if self.config.max_deliver == 1 else len(state.redelivered),
-            "num_waiting": len(self.waiting),
+            "num_waiting": self._num_waiting(),
             "num_pending": self.num_pending(),
         }
         if self.config.is_push and self.host.has_interest(
@@ -608,6 +610,12 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
             info.update(pause.info_fields(self))
         info["ts"] = rfc3339(self.host.now_ns())
         return info
+
+    def _num_waiting(self) -> int:
+        if self.waiting:
+            self._interest_seen = None
+            self.prune_waiting(self.host.now_ns())
+        return len(self.waiting)
 
     def update_config(self, config: ConsumerConfig) -> None:
         """An update (CONSUMER.CREATE with a changed config that api_consumers allowed) takes

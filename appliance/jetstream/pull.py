@@ -13,7 +13,7 @@ from appliance.jetstream.wire import go_duration
 PRIORITY_LAST = 2**31 - 1  # a request without a priority group comes after every priority
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)  # requests are compared by identity: two alike are two requests
 class PullRequest:
     reply: str
     batch: int
@@ -25,6 +25,7 @@ class PullRequest:
     min_pending: int = 0  # overflow: served only once num_pending reaches this ...
     min_ack_pending: int = 0  # ... or num_ack_pending this
     priority: int = PRIORITY_LAST  # prioritized: 0 is served first
+    received_ns: int = 0
     delivered: int = 0
     bytes_sent: int = 0
     timer: Timer | None = None
@@ -93,6 +94,7 @@ def parse_pull(body: bytes, reply: str, config: ConsumerConfig, now_ns: int) -> 
         expires_at_ns=now_ns + expires if expires else 0,
         no_wait=no_wait,
         heartbeat_ns=heartbeat,
+        received_ns=now_ns,
     )
     if group is not None:
         _priority(request, group, config)
