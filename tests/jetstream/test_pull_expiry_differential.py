@@ -8,10 +8,13 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from pathlib import Path
 
 import nats
 import pytest
 from nats.aio.client import Client
+
+from appliance.testing.process import ApplianceProcess, free_port
 
 pytestmark = pytest.mark.integration
 
@@ -89,3 +92,39 @@ def test_expired_and_abandoned_pull_requests_take_nothing(servers: tuple[str, st
     got = observe(our_url)
     assert expected[1] and expected[3] and expected[6], expected  # nats-server's timings hold here
     assert got == expected
+
+
+def test_on_the_real_server_a_waiting_request_from_any_worker_is_served_and_an_abandoned_one_is_not(
+    tmp_path: Path,
+) -> None:
+    """`appliance run` with its workers: a request older than the interest grace whose client (on
+    whichever worker it landed) still listens gets the next message; one whose client left does not."""
+    port = free_port()
+
+    async def main() -> list[object]:
+        admin = await nats.connect(f"nats://127.0.0.1:{port}", allow_reconnect=False)
+        await api(admin, "$JS.API.STREAM.CREATE.X", {"name": "X", "subjects": ["x"]})
+        await api(admin, "$JS.API.CONSUMER.CREATE.X.D", {"stream_name": "X", "config": {"durable_name": "D", "ack_policy": "explicit"}})
+        seen: list[object] = []
+        for index in range(6):
+            nc = await nats.connect(f"nats://127.0.0.1:{port}", allow_reconnect=False)
+            gone = nc.new_inbox()
+            gone_sub = await nc.subscribe(gone)
+            await nc.publish("$JS.API.CONSUMER.MSG.NEXT.X.D", b'{"batch":1,"expires":8000000000}', reply=gone)
+            await nc.flush()
+            await gone_sub.unsubscribe()
+            inbox = nc.new_inbox()
+            sub = await nc.subscribe(inbox)
+            await nc.publish("$JS.API.CONSUMER.MSG.NEXT.X.D", b'{"batch":1,"expires":8000000000}', reply=inbox)
+            await nc.flush()
+            await asyncio.sleep(0.4)  # both requests are past the interest grace
+            await admin.request("x", b"m%d" % index, timeout=5)
+            msg = await sub.next_msg(timeout=5)
+            seen.append(msg.data)
+            await msg.ack_sync()
+            await nc.close()
+        await admin.close()
+        return seen
+
+    with ApplianceProcess(["-js", "-sd", str(tmp_path / "store"), "-a", "127.0.0.1", "-p", str(port)], log_dir=tmp_path):
+        assert asyncio.run(asyncio.wait_for(main(), 60)) == [b"m%d" % i for i in range(6)]
