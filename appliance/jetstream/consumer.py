@@ -398,6 +398,9 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
             new_count += dc == 1
             count += 1
             delivered.extend(self._deliver(msg, dc, ack, request, now))
+        # nats-server ends no_wait requests only at the end of the stream: not while
+        # max_ack_pending holds deliveries back, nor when this turn stopped at its batch cap
+        at_end = count < limits.JS_DELIVER_BATCH_MAX and (bool(self._redeliver) or self._has_room(new_count))
         if count:
             if config.ack_policy == "none":
                 # Nothing stays pending: the state keeps only the highest positions (and the
@@ -409,7 +412,7 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
             self._arm_redelivery()
             if count >= limits.JS_DELIVER_BATCH_MAX:
                 self._kick()
-        if not push:
+        if not push and at_end:
             self._finish_no_wait()
 
     def _deliver_run(

@@ -149,6 +149,27 @@ async def max_ack_pending(nc: Client) -> list[object]:
     return seen
 
 
+async def max_ack_pending_no_wait(nc: Client) -> list[object]:
+    """A no_wait request held back by max_ack_pending is not ended (nats-server ends no_wait
+    requests at the end of the stream only): raising the limit feeds it."""
+    await setup(nc, "N", ["n"], ["n", "n", "n"])
+    await create(nc, "N", {**BASE, "max_ack_pending": 1})
+    inbox = nc.new_inbox()
+    sub = await nc.subscribe(inbox)
+    await nc.publish("$JS.API.CONSUMER.MSG.NEXT.N.C", b'{"batch":3,"no_wait":true}', reply=inbox)
+    seen: list[object] = [delivery(await sub.next_msg(timeout=5))]
+    try:
+        seen.append(delivery(await sub.next_msg(timeout=0.5)))
+    except nats.errors.TimeoutError:
+        seen.append("held")
+    seen.append((await numbers(nc, "N", "C"), (await api(nc, "$JS.API.CONSUMER.INFO.N.C"))["num_waiting"]))
+    seen.append(await update(nc, "N", {**BASE, "max_ack_pending": 5}))
+    for _ in range(2):
+        seen.append(delivery(await sub.next_msg(timeout=5)))
+    await sub.unsubscribe()
+    return seen
+
+
 async def backoff(nc: Client) -> list[object]:
     await setup(nc, "B", ["b"], ["b"])
     await create(nc, "B", {**BASE, "max_deliver": 4, "ack_wait": 30_000_000_000})
@@ -276,6 +297,7 @@ SCENARIOS: dict[str, Scenario] = {
     "ack_wait": ack_wait,
     "max_deliver": max_deliver,
     "max_ack_pending": max_ack_pending,
+    "max_ack_pending_no_wait": max_ack_pending_no_wait,
     "backoff": backoff,
     "headers_only": headers_only,
     "description_and_metadata": description_and_metadata,
