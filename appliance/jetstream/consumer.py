@@ -575,6 +575,8 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
         if self._redeliver_timer is not None:
             self._redeliver_timer.cancel()
             self._redeliver_timer = None
+        if self.stream.config.retention == "interest":
+            self.stream.on_consumer_removed()  # messages skipped over count as acknowledged
         self._kick()
         return seq
 
@@ -632,6 +634,8 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
             self._filters = config.filters
             self._cursor = None
             self._pending_count = None
+            if self.stream.config.retention == "interest":
+                self.stream.on_consumer_removed()  # messages that lost their last interest go
         if (old.ack_wait, old.backoff) != (config.ack_wait, config.backoff):
             self._move_deadlines(old)
         if old.inactive_threshold != config.inactive_threshold:

@@ -144,3 +144,39 @@ def test_a_reset_operation_replays_to_the_same_state() -> None:
     copy = consumer_state.ConsumerState("explicit")
     copy.restore(state.snapshot())
     assert copy.snapshot() == state.snapshot()
+
+
+async def interest_scenario(nc: Client) -> list[object]:
+    """On an interest stream, messages a reset skips over count as acknowledged by the consumer."""
+    created = await api(nc, "$JS.API.STREAM.CREATE.I", b'{"name":"I","subjects":["i"],"retention":"interest"}')
+    assert isinstance(created, dict) and "error" not in created
+    made = await api(nc, "$JS.API.CONSUMER.CREATE.I.C", b'{"stream_name":"I","config":{"durable_name":"C","ack_policy":"explicit"}}')
+    assert isinstance(made, dict) and "error" not in made
+    for _ in range(4):
+        await nc.request("i", b"x", timeout=5)
+    seen: list[object] = [answer(await api(nc, "$JS.API.CONSUMER.RESET.I.C", b'{"seq":3}'))]
+    for _ in range(20):  # nats-server removes them off its request path: poll briefly
+        info = await api(nc, "$JS.API.STREAM.INFO.I")
+        assert isinstance(info, dict)
+        state = info["state"]
+        if state["messages"] == 2:
+            break
+        await asyncio.sleep(0.05)
+    seen.append((state["messages"], state["first_seq"]))
+    return seen
+
+
+def test_a_reset_forward_on_an_interest_stream_removes_what_it_skipped(servers: tuple[str, str]) -> None:
+    real_url, our_url = servers
+
+    def run(url: str) -> list[object]:
+        async def main() -> list[object]:
+            nc = await nats.connect(url, allow_reconnect=False)
+            try:
+                return await interest_scenario(nc)
+            finally:
+                await nc.close()
+
+        return asyncio.run(asyncio.wait_for(main(), 30))
+
+    assert run(our_url) == run(real_url)

@@ -283,6 +283,20 @@ async def refusals(nc: Client) -> list[object]:
     return seen
 
 
+async def interest_retention(nc: Client) -> list[object]:
+    """An interest stream drops a message whose only interested consumer's new filter leaves it."""
+    created = await api(nc, "$JS.API.STREAM.CREATE.T", {"name": "T", "subjects": ["t.*"], "retention": "interest"})
+    assert "error" not in created
+    await create(nc, "T", {"durable_name": "A", "ack_policy": "explicit", "filter_subject": "t.a"})
+    await create(nc, "T", {"durable_name": "B", "ack_policy": "explicit", "filter_subject": "t.b"})
+    for subject in ("t.a", "t.b", "t.b"):
+        await nc.request(subject, b"x", timeout=5)
+    seen: list[object] = [await update(nc, "T", {"durable_name": "B", "ack_policy": "explicit", "filter_subject": "t.c"})]
+    state = (await api(nc, "$JS.API.STREAM.INFO.T"))["state"]
+    seen.append((state["messages"], state["first_seq"], state["last_seq"]))
+    return seen
+
+
 async def workqueue(nc: Client) -> list[object]:
     created = await api(nc, "$JS.API.STREAM.CREATE.Q", {"name": "Q", "subjects": ["q.*"], "retention": "workqueue"})
     assert "error" not in created
@@ -306,6 +320,7 @@ SCENARIOS: dict[str, Scenario] = {
     "deliver_subject": deliver_subject,
     "refusals": refusals,
     "workqueue": workqueue,
+    "interest_retention": interest_retention,
 }
 
 
