@@ -1,0 +1,131 @@
+"""`$JS.API.CONSUMER.MSG.NEXT` request bodies, odd and wrong ones included, answered as
+nats-server 2.15.1 answers them: the same body to both servers, the answers (messages with
+their delivery positions, or the status and description) compared. A bad body never takes the
+consumer down: a good request after each still gets its message."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import nats
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from nats.aio.client import Client
+
+from appliance.jetstream.config import ConsumerConfig
+from appliance.jetstream.pull import GO_FIELDS, BadPull, parse_pull
+
+pytestmark = pytest.mark.integration
+
+BODIES = [
+    b"",
+    b"  ",
+    b"2",
+    b" 2 ",
+    b"-3",
+    b"0",
+    b"abc",
+    b"{bad",
+    b"[1]",
+    b"{}",
+    b'{"batch":2,"no_wait":true}',
+    b'{"batch":0,"no_wait":true}',
+    b'{"batch":-1,"no_wait":true}',
+    b'{"batch":"x","no_wait":true}',
+    b'{"batch":1.5,"no_wait":true}',
+    b'{"batch":1,"no_wait":"yes"}',
+    b'{"batch":1,"expires":"1s"}',
+    b'{"batch":1,"expires":-5,"no_wait":true}',
+    b'{"batch":1,"expires":1000}',
+    b'{"batch":1,"max_bytes":-1,"no_wait":true}',
+    b'{"batch":1,"max_bytes":"big","no_wait":true}',
+    b'{"batch":1,"idle_heartbeat":1000,"expires":1000}',
+    b'{"batch":1,"idle_heartbeat":-1,"no_wait":true}',
+    b'{"batch":1,"no_wait":true,"unknown":1}',
+    b'{"batch":1,"no_wait":true,"priority":-1}',
+    b'{"batch":1,"no_wait":true,"group":"g"}',
+    b'{"batch":1,"no_wait":true,"min_pending":"x"}',
+    b'{"batch":1,"no_wait":true,"id":7}',
+    b'{"batch":100000000000000000000,"no_wait":true}',
+    b'{"batch":1,"expires":1e3}',
+]
+
+
+def shape(msg: nats.aio.msg.Msg) -> tuple[object, ...]:
+    if msg.headers and msg.headers.get("Status"):
+        return ("status", msg.headers["Status"], msg.headers.get("Description"))
+    tokens = msg.reply.split(".")
+    return ("message", msg.data, tokens[4], tokens[8])  # delivery count and pending, not sequences
+
+
+async def answers(nc: Client, body: bytes, wait: float) -> list[tuple[object, ...]]:
+    inbox = nc.new_inbox()
+    sub = await nc.subscribe(inbox)
+    await nc.publish("$JS.API.CONSUMER.MSG.NEXT.P.C", body, reply=inbox)
+    got: list[tuple[object, ...]] = []
+    try:
+        while len(got) < 5:
+            got.append(shape(await sub.next_msg(timeout=wait)))
+            if got[-1][0] == "status":
+                break
+    except nats.errors.TimeoutError:
+        got.append(("nothing",))
+    await sub.unsubscribe()
+    return got
+
+
+async def scenario(nc: Client) -> list[object]:
+    created = json.loads((await nc.request("$JS.API.STREAM.CREATE.P", b'{"name":"P","subjects":["p"]}', timeout=5)).data)
+    assert "error" not in created
+    consumer = b'{"stream_name":"P","config":{"durable_name":"C","ack_policy":"none"}}'
+    assert b'"error"' not in (await nc.request("$JS.API.CONSUMER.CREATE.P.C", consumer, timeout=5)).data
+    seen: list[object] = []
+    for body in BODIES:
+        for _ in range(2):
+            await nc.request("p", b"m", timeout=5)
+        seen.append((body, await answers(nc, body, 0.6)))
+        # a good request still works; it also takes what the body above left
+        seen.append(("next", await answers(nc, b'{"batch":5,"no_wait":true}', 2.0)))
+    return seen
+
+
+def observe(url: str) -> list[object]:
+    async def main() -> list[object]:
+        nc = await nats.connect(url, allow_reconnect=False)
+        try:
+            return await scenario(nc)
+        finally:
+            await nc.close()
+
+    return asyncio.run(asyncio.wait_for(main(), 100))
+
+
+@pytest.mark.timeout(240)
+def test_pull_request_bodies_are_answered_as_nats_server(servers: tuple[str, str]) -> None:
+    real_url, our_url = servers
+    expected = observe(real_url)
+    got = observe(our_url)
+    differences = [(e, g) for e, g in zip(expected, got) if e != g]
+    assert not differences, "\n".join(f"nats-server {e}\nappliance   {g}" for e, g in differences)
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=5), children, max_size=3),
+    max_leaves=8,
+)
+
+
+@given(st.dictionaries(st.sampled_from([*GO_FIELDS, "other"]), JSON_VALUES, max_size=5) | st.binary(max_size=30))
+def test_any_pull_body_is_a_request_or_a_bad_pull(body: object) -> None:
+    """No body makes parse_pull raise anything but BadPull (it used to raise ValueError, which
+    closed the requesting client's connection)."""
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    try:
+        request = parse_pull(data, "inbox", ConsumerConfig(max_waiting=512), 1_000)
+    except BadPull as exc:
+        assert exc.code in (400, 409)
+    else:
+        assert request.batch >= 1 and request.max_bytes >= 0 and request.heartbeat_ns >= 0
