@@ -142,7 +142,7 @@ class AckHandling:
         if rest.startswith(b"{"):
             try:
                 delay_ns = int(json.loads(rest).get("delay", 0))
-            except (ValueError, AttributeError):
+            except (ValueError, TypeError, AttributeError, OverflowError):  # any bad delay is none
                 delay_ns = 0
         elif rest:
             try:

@@ -16,6 +16,8 @@ from nats.aio.client import Client
 
 from appliance.jetstream.config import ConsumerConfig
 from appliance.jetstream.pull import GO_FIELDS, BadPull, parse_pull
+from appliance.testing.inproc import InProcessServer
+from .conftest import run_with
 
 pytestmark = pytest.mark.integration
 
@@ -60,10 +62,10 @@ def shape(msg: nats.aio.msg.Msg) -> tuple[object, ...]:
     return ("message", msg.data, tokens[4], tokens[8])  # delivery count and pending, not sequences
 
 
-async def answers(nc: Client, body: bytes, wait: float) -> list[tuple[object, ...]]:
+async def answers(nc: Client, body: bytes, wait: float, stream: str = "P") -> list[tuple[object, ...]]:
     inbox = nc.new_inbox()
     sub = await nc.subscribe(inbox)
-    await nc.publish("$JS.API.CONSUMER.MSG.NEXT.P.C", body, reply=inbox)
+    await nc.publish(f"$JS.API.CONSUMER.MSG.NEXT.{stream}.C", body, reply=inbox)
     got: list[tuple[object, ...]] = []
     try:
         while len(got) < 5:
@@ -129,3 +131,29 @@ def test_any_pull_body_is_a_request_or_a_bad_pull(body: object) -> None:
         assert exc.code in (400, 409)
     else:
         assert request.batch >= 1 and request.max_bytes >= 0 and request.heartbeat_ns >= 0
+
+
+ODD_ACKS = [b'-NAK {"delay":[1]}', b'-NAK {"delay":1e400}', b"-NAK \xff\xfe", b"-NAK {bad", b"+TERM \xff",
+            b"+NXT {bad", b'+NXT {"batch":"x"}', b"+WPI junk", b"+ACK \xff", b"?", b"\x00"]
+
+
+def test_odd_ack_bodies_never_close_the_connection(js_server: InProcessServer) -> None:
+    """Every ack body a client may send leaves its connection and the consumer working."""
+
+    async def scenario(nc: Client, js: object) -> None:
+        await nc.request("$JS.API.STREAM.CREATE.K", b'{"name":"K","subjects":["k"]}', timeout=5)
+        consumer = b'{"stream_name":"K","config":{"durable_name":"C","ack_policy":"explicit","ack_wait":30000000000}}'
+        await nc.request("$JS.API.CONSUMER.CREATE.K.C", consumer, timeout=5)
+        inbox = nc.new_inbox()
+        sub = await nc.subscribe(inbox)
+        for body in ODD_ACKS:
+            await nc.request("k", body, timeout=5)
+            await nc.publish("$JS.API.CONSUMER.MSG.NEXT.K.C", b'{"batch":1,"expires":2000000000}', reply=inbox)
+            msg = await sub.next_msg(timeout=3)  # the consumer still delivers after each odd ack
+            assert msg.reply.startswith("$JS.ACK.K.C."), (body, msg.headers)
+            await nc.publish(msg.reply, body, reply=nc.new_inbox())
+            await nc.flush(timeout=5)  # the connection is still up
+        info = json.loads((await nc.request("$JS.API.CONSUMER.INFO.K.C", b"", timeout=5)).data)
+        assert info["name"] == "C"
+
+    run_with(js_server.url, scenario)  # type: ignore[arg-type]
