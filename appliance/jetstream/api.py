@@ -39,7 +39,7 @@ from appliance.jetstream.api_streams import (
 )
 from appliance.jetstream.direct import direct_get
 from appliance.jetstream.pause import PAUSE_EXTRAS, consumer_pause
-from appliance.jetstream.request import API_LEVEL, API_PREFIX, TYPE_PREFIX, Request
+from appliance.jetstream.request import API_LEVEL, API_PREFIX, TYPE_PREFIX, Request, needs_newer_api
 from appliance.jetstream.wire import go_json
 from appliance.server.internal import InternalClient
 
@@ -105,12 +105,12 @@ def on_domain_request(
     if tokens[:3] == ["CONSUMER", "MSG", "NEXT"] and len(tokens) == 5:
         consumer = _find_consumer(ajs, tokens[3], tokens[4])
         if consumer is not None:
-            consumer.on_pull(reply_text, body)
+            consumer.on_pull(reply_text, body, header or b"")
         return
     if tokens[:2] == ["DIRECT", "GET"] and len(tokens) >= 3:
         stream = ajs.streams.get(tokens[2])
         if stream is not None and stream.config.allow_direct:
-            direct_get(ajs, tokens[2], API_PREFIX + rest, reply_text, body)
+            direct_get(ajs, tokens[2], API_PREFIX + rest, reply_text, body, header or b"")
         return
     dispatch(ajs, API_PREFIX + rest, reply_text, header or b"", body)
 
@@ -154,8 +154,7 @@ def dispatch(ajs: AccountJetStream, subject: str, reply: str, header: bytes, bod
     if handler is None:
         return
     request = Request(ajs, tokens, reply, header, body)
-    level = request.request_level()
-    if level.isdigit() and int(level) > API_LEVEL:
+    if needs_newer_api(header):
         kind = _kind_for(tokens)
         request.respond(kind, {}, error=errors.REQUIRED_API_LEVEL.error())
         return

@@ -11,6 +11,7 @@ from appliance.jetstream.config import ConsumerConfig
 from appliance.jetstream.consumer_state import ConsumerState
 from appliance.jetstream.host import Host
 from appliance.jetstream.pull import BadPull, PullRequest, parse_pull
+from appliance.jetstream.request import needs_newer_api
 from appliance.jetstream.wire import status_headers
 from appliance.store.api import StoredMsg
 
@@ -41,11 +42,14 @@ class PullRequests:
 
         def num_pending(self) -> int: ...
 
-    def on_pull(self, reply: str, body: bytes) -> None:
+    def on_pull(self, reply: str, body: bytes, header: bytes = b"") -> None:
         if not reply:
             return
         if self.config.is_push:
             self._status(reply, 409, "Consumer is push based")
+            return
+        if header and needs_newer_api(header):
+            self._status(reply, 412, "Required Api Level")
             return
         now = self.host.now_ns()
         try:

@@ -20,6 +20,7 @@ from appliance.jetstream.msg_get import (
     parse_direct_subject_form,
     start_seq,
 )
+from appliance.jetstream.request import needs_newer_api
 from appliance.jetstream.storeview import count_live
 from appliance.jetstream.wire import HEADER_LINE, rfc3339, status_headers
 from appliance.store.api import StoredMsg
@@ -34,9 +35,14 @@ NO_RESULTS = status_headers(404, "No Results")
 NO_OPTIONS = GetRequest()
 
 
-def direct_get(ajs: AccountJetStream, name: str, subject: str, reply: str, body: bytes) -> None:
+def direct_get(
+    ajs: AccountJetStream, name: str, subject: str, reply: str, body: bytes, header: bytes = b""
+) -> None:
     stream = ajs.streams.get(name)
     if stream is None or not reply:
+        return
+    if header and needs_newer_api(header):
+        ajs.send(reply, b"", header=status_headers(412, "Required Api Level"))
         return
     prefix = f"$JS.API.DIRECT.GET.{name}."
     if subject.startswith(prefix):

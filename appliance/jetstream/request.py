@@ -61,6 +61,18 @@ class Request:
         return value.decode() if value else "0"
 
 
+def needs_newer_api(header: bytes) -> bool:
+    """nats-server's errorOnRequiredApiLevel: a Nats-Required-Api-Level header that is not a
+    number, or a level above ours."""
+    value = header_value(header, b"Nats-Required-Api-Level") if header else None
+    if not value:
+        return False
+    try:
+        return int(value) > API_LEVEL
+    except ValueError:
+        return True
+
+
 def body_of(request: Request) -> bytes:
     return request_body(request.body)
 

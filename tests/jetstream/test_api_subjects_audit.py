@@ -170,3 +170,64 @@ def test_every_api_subject_nats_server_answers_is_answered_alike(servers: tuple[
     assert not differences, "\n".join(differences)
     unanswered = [k for k, v in got.items() if v == "no reply" and expected[k] != "no reply" and k not in NOT_BUILT_KEYS]
     assert not unanswered
+
+
+LEVEL_SUBJECTS = [
+    ("$JS.API.STREAM.INFO.A", b""),
+    ("$JS.API.STREAM.MSG.GET.A", b'{"seq":1}'),
+    ("$JS.API.DIRECT.GET.A", b'{"seq":1}'),
+    ("$JS.API.DIRECT.GET.A.a.x", b""),
+    ("$JS.API.CONSUMER.MSG.NEXT.A.C", b'{"batch":1,"no_wait":true}'),
+    ("$JS.API.CONSUMER.RESET.A.C", b""),
+]
+
+
+async def level_scenario(nc: Client) -> list[object]:
+    for subject, body in (
+        ("$JS.API.STREAM.CREATE.A", b'{"name":"A","subjects":["a.>"],"allow_direct":true}'),
+        ("$JS.API.CONSUMER.CREATE.A.C", b'{"stream_name":"A","config":{"durable_name":"C","ack_policy":"explicit"}}'),
+    ):
+        assert "error" not in json.loads((await nc.request(subject, body, timeout=5)).data)
+    await nc.request("a.x", b"one", timeout=5)
+    seen: list[object] = []
+    for level in ("99", "abc", "1", "5", ""):
+        for subject, body in LEVEL_SUBJECTS:
+            inbox = nc.new_inbox()
+            sub = await nc.subscribe(inbox)
+            await nc.publish(subject, body, reply=inbox, headers={"Nats-Required-Api-Level": level})
+            try:
+                msg = await sub.next_msg(timeout=1.0)
+            except nats.errors.TimeoutError:
+                seen.append((level, subject, "no reply"))
+                continue
+            finally:
+                await sub.unsubscribe()
+            if msg.headers and msg.headers.get("Status"):
+                seen.append((level, subject, msg.headers["Status"], msg.headers.get("Description")))
+            elif msg.data.startswith(b"{"):
+                error = json.loads(msg.data).get("error") or {}
+                seen.append((level, subject, error.get("code"), error.get("err_code"), error.get("description")))
+            else:
+                seen.append((level, subject, "message"))
+    return seen
+
+
+def test_the_required_api_level_header_is_checked_as_nats_server(servers: tuple[str, str]) -> None:
+    """Nats-Required-Api-Level above ours, or not a number: 412 on every path (API, DIRECT.GET,
+    MSG.NEXT, RESET); a level we serve changes nothing."""
+    real_url, our_url = servers
+
+    def run(url: str) -> list[object]:
+        async def main() -> list[object]:
+            nc = await nats.connect(url, allow_reconnect=False)
+            try:
+                return await level_scenario(nc)
+            finally:
+                await nc.close()
+
+        return asyncio.run(asyncio.wait_for(main(), 60))
+
+    expected = run(real_url)
+    got = run(our_url)
+    differences = [f"nats-server {e!r}\nappliance   {g!r}" for e, g in zip(expected, got) if e != g]
+    assert not differences, "\n".join(differences)
