@@ -620,6 +620,8 @@ def _check_delivery(config: ConsumerConfig) -> None:
             raise errors.CONSUMER_HB_REQUIRES_PUSH.error()
         if config.flow_control:
             raise errors.CONSUMER_FC_REQUIRES_PUSH.error()
+        if config.rate_limit_bps:
+            raise errors.CONSUMER_PULL_WITH_RATE_LIMIT.error()
         if config.max_waiting < 0:
             raise errors.INVALID_JSON.format(err="consumer max waiting needs to be positive")
         if config.max_batch < 0:

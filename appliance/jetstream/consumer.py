@@ -113,6 +113,10 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
         self._inactive_timer: Timer | None = None
         self._heartbeat_timer: Timer | None = None
         self._sync_timer: Timer | None = None
+        self._rate_timer: Timer | None = None
+        self._rate_tokens = 0.0
+        self._rate_burst = 0
+        self._rate_at_ns = 0
         self._fc_reply = ""
         self._fc_count = 0
         self._last_activity_ns = host.now_ns()
@@ -140,6 +144,8 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
             self._start_position()
         self._arm_redelivery()
         self._arm_timers()
+        if config.rate_limit_bps:
+            self._rate_reset()
         pause.arm(self, previous=None)
         self._kick()
 
@@ -353,6 +359,7 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
             len(self._filters) <= 1
             and config.replay_policy != "original"
             and not config.headers_only
+            and not config.rate_limit_bps
         )
         while count < limits.JS_DELIVER_BATCH_MAX:
             if push:
@@ -388,12 +395,17 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
                 break
             msg, dc = found
             ack = self._ack_subject(msg, dc)
-            if request is not None and not self._fits(request, msg, ack):
+            held = (  # rate_limit_bps: the message waits for its bytes in the bucket
+                push and config.rate_limit_bps and not self._rate_take(wire_size(msg, ack), self.host.now_ns())
+            )
+            if held or (request is not None and not self._fits(request, msg, ack)):
                 if dc == 1:
                     self.next_sseq = min(self.next_sseq, msg.seq)
                     self._pending_count = None
                 else:
                     self._redeliver.insert(0, msg.seq)
+                if held:
+                    break
                 continue
             new_count += dc == 1
             count += 1
@@ -640,6 +652,8 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
             self._move_deadlines(old)
         if old.inactive_threshold != config.inactive_threshold:
             self._rearm_inactive()
+        if old.rate_limit_bps != config.rate_limit_bps and config.rate_limit_bps:
+            self._rate_reset()
         if config.is_push and old.deliver_subject != config.deliver_subject:
             self._fc_reply = ""
             self._fc_count = 0
@@ -674,6 +688,7 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
         self.waiting.clear()
         for timer in (
             self._redeliver_timer,
+            self._rate_timer,
             self._inactive_timer,
             self._heartbeat_timer,
             self._sync_timer,

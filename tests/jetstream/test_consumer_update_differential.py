@@ -252,7 +252,31 @@ REFUSED = [
     {"deliver_subject": "x.push"},
     {"max_deliver": 2, "backoff": [1_000_000_000, 2_000_000_000, 3_000_000_000]},
     {"num_replicas": 0, "ack_wait": 5_000_000_000},  # allowed: its answer is "ok"
+    {"rate_limit_bps": 1000},  # a pull consumer: refused as at creation
 ]
+
+
+async def rate_limit(nc: Client) -> list[object]:
+    """rate_limit_bps holds push deliveries to the rate (a bucket of max_msg_size bytes), when set
+    at creation and when set by an update."""
+    created = await api(nc, "$JS.API.STREAM.CREATE.RL", {"name": "RL", "subjects": ["rl"], "max_msg_size": 200})
+    assert "error" not in created
+    for _ in range(6):
+        await nc.request("rl", b"x" * 150, timeout=5)
+    seen: list[object] = []
+    for name, at_creation in (("A", True), ("B", False)):
+        push = {"durable_name": name, "ack_policy": "none", "deliver_subject": f"d.{name}"}
+        limited = {**push, "rate_limit_bps": 8000}  # 1000 bytes a second
+        await create(nc, "RL", limited if at_creation else push)
+        if not at_creation:
+            seen.append(await update(nc, "RL", limited))
+        sub = await nc.subscribe(f"d.{name}")
+        start = time.monotonic()
+        got = [await sub.next_msg(timeout=5) for _ in range(6)]
+        elapsed = time.monotonic() - start
+        seen.append((len(got), elapsed > 0.6, elapsed < 2.5))  # ~1100 bytes past the 200-byte burst
+        await sub.unsubscribe()
+    return seen
 
 
 async def refusals(nc: Client) -> list[object]:
@@ -318,6 +342,7 @@ SCENARIOS: dict[str, Scenario] = {
     "request_limits": request_limits,
     "inactive_threshold": inactive_threshold,
     "deliver_subject": deliver_subject,
+    "rate_limit": rate_limit,
     "refusals": refusals,
     "workqueue": workqueue,
     "interest_retention": interest_retention,
