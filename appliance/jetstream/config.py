@@ -649,6 +649,10 @@ def _check_delivery(config: ConsumerConfig) -> None:
             f"consumer delivery policy is deliver {_policy_words(policy)}, but optional start "
             "time is also set"
         )
+    if policy == "last_per_subject" and not config.filters:
+        raise _invalid_policy(
+            "consumer delivery policy is deliver last per subject, but optional filter subject is not set"
+        )
 
 
 def _policy_words(policy: str) -> str:

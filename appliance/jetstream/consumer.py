@@ -100,6 +100,7 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
         self._redeliver: list[int] = []
         self._deadlines: dict[int, int] = {}
         self._initial: deque[int] = deque()
+        self._from_initial = False  # the last _next_message came from _initial
         self._pending_count: int | None = None
         self._drain_scheduled = False
         self._redeliver_timer: Timer | None = None
@@ -275,6 +276,7 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
     def _next_message(self) -> tuple[StoredMsg, int] | None:
         """The next (message, delivery count): due redeliveries first, then new messages."""
         store = self.stream.store
+        self._from_initial = False
         while self._redeliver:
             sseq = self._redeliver.pop(0)
             if sseq not in self.state.pending:
@@ -292,6 +294,7 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
             if self._pending_count:
                 self._pending_count -= 1
             if msg is not None:
+                self._from_initial = True
                 return msg, 1
         msg = self._load_next(self.next_sseq)
         if msg is None:
@@ -399,7 +402,10 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
                 push and config.rate_limit_bps and not self._rate_take(wire_size(msg, ack), self.host.now_ns())
             )
             if held or (request is not None and not self._fits(request, msg, ack)):
-                if dc == 1:
+                if self._from_initial:  # last_per_subject's first messages: it stays first
+                    self._initial.appendleft(msg.seq)
+                    self._pending_count = None
+                elif dc == 1:
                     self.next_sseq = min(self.next_sseq, msg.seq)
                     self._pending_count = None
                 else:

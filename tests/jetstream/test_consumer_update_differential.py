@@ -303,6 +303,8 @@ async def refusals(nc: Client) -> list[object]:
     by_seq = {"durable_name": "N", "ack_policy": "explicit", "deliver_policy": "by_start_sequence", "opt_start_seq": 1}
     await create(nc, "R", by_seq)
     seen.append(("start seq", await update(nc, "R", {**by_seq, "opt_start_seq": 2})))
+    lps = await create(nc, "R", {"durable_name": "LPS", "ack_policy": "explicit", "deliver_policy": "last_per_subject"})
+    seen.append(("last per subject without a filter", lps.get("error")))
     seen.append(("missing", await update(nc, "R", {"durable_name": "NONE", "ack_policy": "explicit"})))
     return seen
 
