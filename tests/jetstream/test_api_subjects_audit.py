@@ -59,6 +59,7 @@ API_SUBJECTS = [
     "$JS.API.STREAM.PURGE.<stream>",  # last: the message of A stays for the gets above
 ]
 
+NO_REPLY_S = 0.5  # both servers answer in milliseconds; silence this long is no answer
 NOT_BUILT_YET = {"$JS.API.STREAM.SNAPSHOT.<stream>", "$JS.API.STREAM.RESTORE.<stream>"}
 NOT_BUILT_KEYS = {f"{pattern} [{stream}]" for pattern in NOT_BUILT_YET for stream in ("A", "MISSING")}
 
@@ -117,7 +118,7 @@ async def answer_of(nc: Client, subject: str) -> object:
     sub = await nc.subscribe(inbox)
     try:
         await nc.publish(subject, body_for(subject), reply=inbox)
-        msg = await sub.next_msg(timeout=1.0)
+        msg = await sub.next_msg(timeout=NO_REPLY_S)
     except nats.errors.TimeoutError:
         return "no reply"
     finally:
