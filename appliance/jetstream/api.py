@@ -232,7 +232,7 @@ def _route(tokens: list[str]) -> Handler | None:
             return STREAM_HANDLERS[verb]
         if count == 4 and verb == "MSG" and tokens[2] in ("GET", "DELETE"):
             return msg_get if tokens[2] == "GET" else msg_delete
-        if count == 4 and (verb, tokens[2]) in (("LEADER", "STEPDOWN"), ("PEER", "REMOVE"), ("PEER", "EVACUATE")):
+        if count == 4 and (verb, tokens[2]) in CLUSTER_VERBS:
             return cluster_required
         if count == 3 and verb == "CANCEL_MOVE":
             return cluster_required
@@ -256,6 +256,9 @@ def _route(tokens: list[str]) -> Handler | None:
         if verb == "RESET" and count == 4:
             return consumer_reset
     return None
+
+
+CLUSTER_VERBS = (("LEADER", "STEPDOWN"), ("PEER", "REMOVE"), ("PEER", "EVACUATE"))
 
 
 def cluster_required(request: Request) -> None:

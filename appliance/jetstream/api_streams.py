@@ -10,6 +10,7 @@ from appliance import limits
 from appliance.jetstream import advisories, errors, ops, resources, sources
 from appliance.jetstream.config import STREAM_FIELDS, StreamConfig, parse_stream_config
 from appliance.jetstream.decode import JsonObject, decode_object, parse_json
+from appliance.jetstream.msg_get import lookup, parse_msg_get
 from appliance.jetstream.request import (
     API_LEVEL,
     Request,
@@ -18,7 +19,6 @@ from appliance.jetstream.request import (
     propose_meta,
     stream_of,
 )
-from appliance.jetstream.msg_get import lookup, parse_msg_get
 from appliance.jetstream.subjects import subjects_overlap
 from appliance.jetstream.wire import rfc3339
 

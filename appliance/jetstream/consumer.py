@@ -399,7 +399,9 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
             msg, dc = found
             ack = self._ack_subject(msg, dc)
             held = (  # rate_limit_bps: the message waits for its bytes in the bucket
-                push and config.rate_limit_bps and not self._rate_take(wire_size(msg, ack), self.host.now_ns())
+                push
+                and config.rate_limit_bps
+                and not self._rate_take(wire_size(msg, ack), self.host.now_ns())
             )
             if held or (request is not None and not self._fits(request, msg, ack)):
                 if self._from_initial:  # last_per_subject's first messages: it stays first

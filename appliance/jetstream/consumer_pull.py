@@ -111,7 +111,8 @@ class PullRequests:
         (timed out, unsubscribed its inbox) must not have later messages sent into the void:
         nats-server drops such a request silently. A young request is kept (module limits:
         interest from a sibling worker arrives a moment late). Checked once per request per turn."""
-        if now - request.received_ns < limits.JS_PULL_INTEREST_GRACE_NS or self.host.has_interest(request.reply):
+        young = now - request.received_ns < limits.JS_PULL_INTEREST_GRACE_NS
+        if young or self.host.has_interest(request.reply):
             self._interest_seen = request
             return True
         return False

@@ -58,7 +58,9 @@ def direct_get(
     _send_one(ajs, stream, reply, lookup(stream, req), req)
 
 
-def _send_one(ajs: AccountJetStream, stream: Stream, reply: str, msg: StoredMsg | None, req: GetRequest) -> None:
+def _send_one(
+    ajs: AccountJetStream, stream: Stream, reply: str, msg: StoredMsg | None, req: GetRequest
+) -> None:
     if msg is None:
         ajs.send(reply, b"", header=NOT_FOUND)
         return

@@ -100,7 +100,8 @@ def _decode(text: bytes) -> dict[str, object]:
         elif go_type == "bool":
             ok = isinstance(value, bool)
         else:  # Go's int and int64 here are 64 bits
-            ok = number and not isinstance(value, _Fraction) and -(2**63) <= value < 2**63  # type: ignore[operator]
+            whole = number and not isinstance(value, _Fraction)
+            ok = whole and -(2**63) <= value < 2**63  # type: ignore[operator]
         if not ok:
             if number and go_type not in ("string", "bool"):
                 kind = f"number {value}"
@@ -108,7 +109,8 @@ def _decode(text: bytes) -> dict[str, object]:
                 kind = "number"
             else:
                 kind = _JSON_KINDS.get(type(value), "number")
-            raise BadPull(400, f"Bad Request - json: cannot unmarshal {kind} into Go struct field .{key} of type {go_type}")
+            text = f"json: cannot unmarshal {kind} into Go struct field .{key} of type {go_type}"
+            raise BadPull(400, f"Bad Request - {text}")
         checked[key] = value
     return checked
 

@@ -260,7 +260,8 @@ class AccountJetStream:
 
             def on_direct(subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
                 payload = data[len(header) :] if header is not None else data
-                direct_get(self, name, subject.decode(), reply.decode() if reply else "", payload, header or b"")
+                reply_text = reply.decode() if reply else ""
+                direct_get(self, name, subject.decode(), reply_text, payload, header or b"")
 
             subs.append(
                 self.client.subscribe(f"$JS.API.DIRECT.GET.{name}".encode(), on_direct, queue=b"_sys_")
