@@ -101,7 +101,7 @@ def _decode(text: bytes) -> dict[str, object]:
             ok = isinstance(value, bool)
         else:  # Go's int and int64 here are 64 bits
             whole = number and not isinstance(value, _Fraction)
-            ok = whole and -(2**63) <= value < 2**63  # type: ignore[operator]
+            ok = whole and -(2**63) <= value < 2**63
         if not ok:
             if number and go_type not in ("string", "bool"):
                 kind = f"number {value}"
@@ -109,8 +109,8 @@ def _decode(text: bytes) -> dict[str, object]:
                 kind = "number"
             else:
                 kind = _JSON_KINDS.get(type(value), "number")
-            text = f"json: cannot unmarshal {kind} into Go struct field .{key} of type {go_type}"
-            raise BadPull(400, f"Bad Request - {text}")
+            reason = f"json: cannot unmarshal {kind} into Go struct field .{key} of type {go_type}"
+            raise BadPull(400, f"Bad Request - {reason}")
         checked[key] = value
     return checked
 
