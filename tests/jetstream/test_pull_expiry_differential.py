@@ -18,7 +18,7 @@ from appliance.testing.process import ApplianceProcess, free_port
 
 pytestmark = pytest.mark.integration
 
-SLACK_S = 0.25  # scheduling slack on a loaded test machine; nats-server and appliance both meet it
+SLACK_S = 0.5  # scheduling slack on a loaded test machine (the bugs it catches cost seconds)
 
 
 async def api(nc: Client, subject: str, body: object) -> dict:
