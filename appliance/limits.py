@@ -166,6 +166,7 @@ JS_API_PAGE_STREAMS_NAMES = 1024  # nats-server JSApiNamesLimit
 JS_API_PAGE_STREAMS_LIST = 256  # nats-server JSApiListLimit
 JS_STREAM_INFO_SUBJECTS_MAX = 100_000  # subjects_filter page of STREAM.INFO
 JS_DIRECT_BATCH_MAX = 1024  # messages one DIRECT.GET batch may return
+JS_DIRECT_MULTI_MAX = 1024  # subjects one DIRECT.GET multi_last may resolve (nats-server: 413 beyond)
 JS_DIRECT_TIME_TEXTS_MAX = 4096  # seconds whose RFC 3339 text a worker's direct gets keep (LRU)
 
 assert JS_DELIVER_BATCH_MAX <= JS_REDELIVER_QUEUE_MAX
@@ -179,6 +180,9 @@ CLI_PUB_COUNT_MAX = 10_000_000  # `pub --count` upper bound
 CLI_STEPDOWN_POLLS_MAX = 10  # `cluster step-down`: info polls (every CLI_STEPDOWN_POLL_S) awaiting a new leader
 CLI_STEPDOWN_POLL_S = 0.5
 CLI_GATHER_QUIET_S = 0.5  # `server ls`: stop gathering answers after this long without a new one
+JS_PULL_INTEREST_GRACE_NS = 250_000_000  # a pull request's reply without interest is dropped once
+# the request is this old (nats-server drops at once on one server; sibling workers learn of an
+# inbox's subscription a moment after the client made it, as nats-server's gateways do, 2 s there)
 JS_PUSH_INTEREST_POLL_MIN_S = 0.02  # a push consumer without interest looks again after this ...
 JS_PUSH_INTEREST_POLL_MAX_S = 1.0  # ... doubling up to this (interest from sibling workers)
 JS_INLINE_FSYNC_ACKS_MAX = 2  # at most this many PubAcks waiting: fsync on the loop, not a thread

@@ -22,6 +22,7 @@ from appliance.jetstream.api_consumers import (
     consumer_info,
     consumer_list,
     consumer_names,
+    consumer_reset,
     consumer_unpin,
 )
 from appliance.jetstream.api_streams import (
@@ -40,7 +41,7 @@ from appliance.jetstream.backup import stream_snapshot
 from appliance.jetstream.direct import direct_get
 from appliance.jetstream.pause import PAUSE_EXTRAS, consumer_pause
 from appliance.jetstream.restore import stream_restore
-from appliance.jetstream.request import API_LEVEL, API_PREFIX, TYPE_PREFIX, Request
+from appliance.jetstream.request import API_LEVEL, API_PREFIX, TYPE_PREFIX, Request, needs_newer_api
 from appliance.jetstream.wire import go_json
 from appliance.server.internal import InternalClient
 
@@ -106,12 +107,12 @@ def on_domain_request(
     if tokens[:3] == ["CONSUMER", "MSG", "NEXT"] and len(tokens) == 5:
         consumer = _find_consumer(ajs, tokens[3], tokens[4])
         if consumer is not None:
-            consumer.on_pull(reply_text, body)
+            consumer.on_pull(reply_text, body, header or b"")
         return
     if tokens[:2] == ["DIRECT", "GET"] and len(tokens) >= 3:
         stream = ajs.streams.get(tokens[2])
         if stream is not None and stream.config.allow_direct:
-            direct_get(ajs, tokens[2], API_PREFIX + rest, reply_text, body)
+            direct_get(ajs, tokens[2], API_PREFIX + rest, reply_text, body, header or b"")
         return
     dispatch(ajs, API_PREFIX + rest, reply_text, header or b"", body)
 
@@ -155,8 +156,7 @@ def dispatch(ajs: AccountJetStream, subject: str, reply: str, header: bytes, bod
     if handler is None:
         return
     request = Request(ajs, tokens, reply, header, body)
-    level = request.request_level()
-    if level.isdigit() and int(level) > API_LEVEL:
+    if needs_newer_api(header):
         kind = _kind_for(tokens)
         request.respond(kind, {}, error=errors.REQUIRED_API_LEVEL.error())
         return
@@ -167,7 +167,7 @@ def dispatch(ajs: AccountJetStream, subject: str, reply: str, header: bytes, bod
     finally:
         if request.counted:
             ajs.api_total += 1  # nats-server counts a request once it is answered
-        if request.response:
+        if request.response and request.audited:
             advisories.api_audit(ajs, subject, body, request.response, reply=reply)
 
 
@@ -202,6 +202,8 @@ KINDS = {
     "STREAM.PEER": "stream_remove_peer_response",
     "STREAM.SNAPSHOT": "stream_snapshot_response",
     "STREAM.RESTORE": "stream_restore_response",
+    "STREAM.PEER.EVACUATE": "stream_evacuate_peer_response",
+    "STREAM.CANCEL_MOVE": "stream_cancel_move_response",
     "CONSUMER.CREATE": "consumer_create_response",
     "CONSUMER.DURABLE": "consumer_create_response",
     "CONSUMER.INFO": "consumer_info_response",
@@ -211,12 +213,15 @@ KINDS = {
     "CONSUMER.LEADER": "consumer_leader_stepdown_response",
     "CONSUMER.PAUSE": "consumer_pause_response",
     "CONSUMER.UNPIN": "consumer_unpin_response",
+    "CONSUMER.RESET": "consumer_reset_response",
 }
 
 
 def _kind_for(tokens: list[str]) -> str:
     if tokens[:3] == ["STREAM", "MSG", "DELETE"]:
         return "stream_msg_delete_response"
+    if ".".join(tokens[:3]) in KINDS:
+        return KINDS[".".join(tokens[:3])]
     return KINDS.get(".".join(tokens[:2]), KINDS.get(tokens[0], "error_response"))
 
 
@@ -233,7 +238,9 @@ def _route(tokens: list[str]) -> Handler | None:
             return STREAM_HANDLERS[verb]
         if count == 4 and verb == "MSG" and tokens[2] in ("GET", "DELETE"):
             return msg_get if tokens[2] == "GET" else msg_delete
-        if count == 4 and verb in ("LEADER", "PEER") and tokens[2] in ("STEPDOWN", "REMOVE"):
+        if count == 4 and (verb, tokens[2]) in CLUSTER_VERBS:
+            return cluster_required
+        if count == 3 and verb == "CANCEL_MOVE":
             return cluster_required
         return None
     if head == "CONSUMER" and count >= 3:
@@ -252,7 +259,12 @@ def _route(tokens: list[str]) -> Handler | None:
             return consumer_pause
         if verb == "UNPIN" and count == 4:
             return consumer_unpin
+        if verb == "RESET" and count == 4:
+            return consumer_reset
     return None
+
+
+CLUSTER_VERBS = (("LEADER", "STEPDOWN"), ("PEER", "REMOVE"), ("PEER", "EVACUATE"))
 
 
 def cluster_required(request: Request) -> None:

@@ -9,10 +9,11 @@ from appliance import limits
 from appliance.jetstream import advisories, errors, pause, resources
 from appliance.jetstream.api_streams import PAGE_FIELDS
 from appliance.jetstream.config import CONSUMER_FIELDS, GROUP_NAME, ConsumerConfig, parse_consumer_config
+from appliance.jetstream.consumer import ResetRefused
 from appliance.jetstream.decode import Kind, decode_object, parse_json
 from appliance.jetstream.request import Request, body_of, optional_object, propose_meta, stream_of
 from appliance.jetstream.subjects import subjects_overlap
-from appliance.jetstream.wire import ZERO_TIME
+from appliance.jetstream.wire import ZERO_TIME, parse_rfc3339
 
 if TYPE_CHECKING:
     from appliance.jetstream.consumer import Consumer
@@ -51,13 +52,14 @@ def consumer_create(request: Request) -> None:
         if durable != subject_name:
             raise errors.CONSUMER_DURABLE_NAME_NOT_MATCH_SUBJECT.error()
     elif subject_name:
+        # nats-server: the subject's name wins over config.name; only a durable_name must match
+        if durable and durable != subject_name:
+            raise errors.CONSUMER_DURABLE_NAME_NOT_MATCH_SUBJECT.error()
         if subject_filter:
             if config_obj.get("filter_subjects"):
                 raise errors.CONSUMER_MULTIPLE_FILTERS_NOT_ALLOWED.error()
             if config_obj.get("filter_subject") != subject_filter:
                 raise errors.CONSUMER_CREATE_FILTER_SUBJECT_MISMATCH.error()
-        if (durable and durable != subject_name) or (name and name != subject_name):
-            raise errors.CONSUMER_DURABLE_NAME_NOT_MATCH_SUBJECT.error()
     elif durable:
         raise errors.CONSUMER_EPHEMERAL_WITH_DURABLE.error()
     if subject_name:
@@ -82,7 +84,9 @@ def consumer_create(request: Request) -> None:
             return
         if action == "create":
             raise errors.CONSUMER_ALREADY_EXISTS.error()
-        _check_update(existing.config, config)
+        if stream.config.retention == "workqueue":
+            _check_workqueue_unique(stream, config)
+        _check_update(request, existing.config, config)
     elif action == "update":
         raise errors.CONSUMER_DOES_NOT_EXIST.error()
     else:
@@ -118,18 +122,53 @@ def _check_new_consumer(stream: Stream, config: ConsumerConfig) -> None:
             raise errors.CONSUMER_WQ_CONSUMER_NOT_UNIQUE.error()
 
 
-def _check_update(old: ConsumerConfig, new: ConsumerConfig) -> None:
-    def fail(what: str) -> errors.JsApiError:
-        return errors.CONSUMER_CREATE.format(err=f"consumer {what} can not be updated")
+def _check_workqueue_unique(stream: Stream, config: ConsumerConfig) -> None:
+    """An update of a work queue consumer: its new filters may not collide with another's
+    (nats-server partitionUnique; a consumer without filters collides with every filter)."""
+    for partition in config.filters:
+        for name, other in stream.consumers.items():
+            if name == config.name:
+                continue
+            theirs = other.config.filters
+            if not theirs or any(subjects_overlap(partition, f) for f in theirs):
+                raise errors.CONSUMER_WQ_CONSUMER_NOT_UNIQUE.error()
 
-    if old.deliver_policy != new.deliver_policy:
-        raise fail("deliver policy")
-    if old.ack_policy != new.ack_policy:
-        raise fail("ack policy")
-    if old.replay_policy != new.replay_policy:
-        raise fail("replay policy")
-    if bool(old.deliver_subject) != bool(new.deliver_subject):
-        raise fail("push vs pull mode")
+
+def _check_update(request: Request, old: ConsumerConfig, new: ConsumerConfig) -> None:
+    """What an update may not change, in nats-server's order and words (checkNewConsumerConfig;
+    answered as 10012 with the text, or the error's own code)."""
+
+    def fail(text: str) -> errors.JsApiError:
+        return errors.CONSUMER_CREATE.format(err=text)
+
+    def start_ns(text: str) -> int | None:
+        return parse_rfc3339(text) if text else None
+
+    fixed = [
+        (old.deliver_policy != new.deliver_policy, "deliver policy can not be updated"),
+        (old.mem_storage != new.mem_storage, "storage type can not be updated"),
+        (old.direct != new.direct, "direct can not be updated"),
+        (old.opt_start_seq != new.opt_start_seq, "start sequence can not be updated"),
+        (start_ns(old.opt_start_time) != start_ns(new.opt_start_time), "start time can not be updated"),
+        (old.ack_policy != new.ack_policy, "ack policy can not be updated"),
+        (old.replay_policy != new.replay_policy, "replay policy can not be updated"),
+        (old.idle_heartbeat != new.idle_heartbeat, "heart beats can not be updated"),
+        (old.flow_control != new.flow_control, "flow control can not be updated"),
+    ]
+    for changed, text in fixed:
+        if changed:
+            raise fail(text)
+    if old.deliver_subject != new.deliver_subject:
+        if not old.deliver_subject:
+            raise fail("can not update pull consumer to push based")
+        if not new.deliver_subject:
+            raise fail("can not update push consumer to pull based")
+        if request.ajs.has_interest(old.deliver_subject):
+            raise errors.CONSUMER_NAME_EXISTS.error()
+    if old.max_waiting != new.max_waiting:
+        raise fail("max waiting can not be updated")
+    if new.backoff and new.max_deliver != -1 and len(new.backoff) > new.max_deliver:
+        raise errors.CONSUMER_MAX_DELIVER_BACKOFF.error()
 
 
 def _consumer(request: Request, stream: Stream, name: str) -> Consumer:
@@ -194,6 +233,34 @@ def consumer_unpin(request: Request) -> None:
         raise errors.CONSUMER_INVALID_PRIORITY_GROUP.error()
     advisories.consumer_unpinned(request.ajs, stream.config.name, consumer.name, group, "admin")
     request.respond("consumer_unpin_response", {})
+
+
+RESET_FIELDS: dict[str, Kind] = {"seq": "uint"}
+
+
+def consumer_reset(request: Request) -> None:
+    """`$JS.API.CONSUMER.RESET.<stream>.<consumer>` with an optional `{"seq"}` (none or 0: back
+    to just above the ack floor). nats-server answers on the consumer's own subscription: for a
+    stream or consumer that does not exist nobody answers, and the request is neither counted
+    nor audited as an API request."""
+    request.counted = False
+    request.audited = False
+    stream = request.ajs.streams.get(request.tokens[2])
+    consumer = stream.consumers.get(request.tokens[3]) if stream is not None else None
+    if consumer is None or not request.reply:
+        return
+    obj: dict[str, object] = {}
+    if request.body:  # Go's json.Unmarshal: unknown fields are ignored, a wrong type is 10025
+        parsed = parse_json(request.body)
+        known = {k: v for k, v in parsed.items() if k in RESET_FIELDS} if isinstance(parsed, dict) else parsed
+        obj = decode_object(known, RESET_FIELDS, "JSApiConsumerResetRequest") if known is not None else {}
+    try:
+        seq = consumer.reset_to(int(str(obj.get("seq") or 0)))
+    except ResetRefused as exc:
+        raise errors.CONSUMER_INVALID_RESET.format(err=str(exc)) from None
+    fields = info_of(consumer)
+    fields["reset_seq"] = seq
+    request.respond("consumer_reset_response", fields)
 
 
 def info_of(consumer: Consumer) -> dict[str, object]:

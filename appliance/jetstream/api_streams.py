@@ -10,8 +10,9 @@ from appliance import limits
 from appliance.errors import CorruptData
 from appliance.jetstream import advisories, errors, ops, resources, sources
 from appliance.jetstream.config import STREAM_FIELDS, StreamConfig, parse_stream_config
-from appliance.jetstream.decode import JsonObject, decode_object
 from appliance.jetstream.republish import settle_update
+from appliance.jetstream.decode import JsonObject, decode_object, parse_json
+from appliance.jetstream.msg_get import lookup, parse_msg_get
 from appliance.jetstream.request import (
     API_LEVEL,
     Request,
@@ -275,27 +276,14 @@ def stream_list(request: Request) -> None:
     )
 
 
-MSG_GET_FIELDS: dict[str, object] = {
-    "seq": "uint",
-    "last_by_subj": "str",
-    "next_by_subj": "str",
-    "batch": "int",
-    "max_bytes": "int",
-    "start_time": "time",
-    "multi_last": "strs",
-    "up_to_seq": "uint",
-    "up_to_time": "time",
-}
-
-
 def msg_get(request: Request) -> None:
+    req = parse_msg_get(request.body)  # validated before the stream is looked up, as nats-server
     stream = stream_of(request, request.tokens[3])
-    obj = optional_object(request, MSG_GET_FIELDS, "JSApiMsgGetRequest")
-    msg = lookup(stream, obj)
+    msg = lookup(stream, req)
     if msg is None:
         raise errors.NO_MESSAGE_FOUND.error()
     message: dict[str, object] = {"subject": msg.subject, "seq": msg.seq}
-    if msg.headers:
+    if msg.headers and not req.no_hdr:
         message["hdrs"] = base64.b64encode(msg.headers).decode()
     if msg.payload:
         message["data"] = base64.b64encode(msg.payload).decode()
@@ -304,45 +292,26 @@ def msg_get(request: Request) -> None:
     request.respond("stream_msg_get_response", {"message": message})
 
 
-def lookup(stream: Stream, obj: JsonObject):  # type: ignore[no-untyped-def]
-    """The message a MSG.GET / DIRECT.GET asks for; a lost (damaged) one is an error, never bytes."""
-    try:
-        return _lookup(stream, obj)
-    except CorruptData as exc:
-        advisories.stream_corrupt(stream.host, stream.config.name, stream.store.lost())
-        raise errors.STREAM_GENERAL.format(err=_lost_text(exc)) from exc
-
-
-def _lost_text(exc: CorruptData) -> str:
-    """What a client is told: the store's description without the server's file paths."""
-    text = str(exc)
-    if exc.path and text.startswith(exc.path):
-        text = text.split(": ", 1)[-1]
-    return text
-
-
-def _lookup(stream: Stream, obj: JsonObject):  # type: ignore[no-untyped-def]
-    seq = int(str(obj.get("seq", 0)))
-    if obj.get("last_by_subj"):
-        return stream.store.load_last(str(obj["last_by_subj"]))
-    if obj.get("next_by_subj"):
-        return stream.store.load_next(str(obj["next_by_subj"]), max(seq, 1))
-    if seq:
-        return stream.store.load(seq)
-    return None
-
-
 MSG_DELETE_FIELDS: dict[str, object] = {"seq": "uint", "no_erase": "bool"}
 
 
 def msg_delete(request: Request) -> None:
-    stream = stream_of(request, request.tokens[3])
+    body = request.body.strip()
+    if not body or parse_json(body) == {}:  # nats-server's isEmptyRequest, before the lookup
+        raise errors.BAD_REQUEST.error()
     obj = optional_object(request, MSG_DELETE_FIELDS, "JSApiMsgDeleteRequest")
+    stream = stream_of(request, request.tokens[3])
     if stream.config.sealed:
         raise errors.STREAM_SEALED.error()
     if stream.config.deny_delete:
         raise errors.STREAM_MSG_DELETE_FAILED.format(err=errors.MSG_DELETE_NOT_PERMITTED)
     seq = int(str(obj.get("seq", 0)))
+    if stream.config.storage == "file":  # nats-server's file store errors outside its blocks
+        state = stream.store.state()
+        if seq == 0 or seq < state.first_seq:
+            raise errors.STREAM_MSG_DELETE_FAILED.format(err="no message found")
+        if seq > state.last_seq:
+            raise errors.STREAM_MSG_DELETE_FAILED.format(err="stream store EOF")
 
     def done(removed: object) -> None:
         if removed:

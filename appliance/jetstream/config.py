@@ -627,6 +627,8 @@ def _check_delivery(config: ConsumerConfig) -> None:
             raise errors.CONSUMER_HB_REQUIRES_PUSH.error()
         if config.flow_control:
             raise errors.CONSUMER_FC_REQUIRES_PUSH.error()
+        if config.rate_limit_bps:
+            raise errors.CONSUMER_PULL_WITH_RATE_LIMIT.error()
         if config.max_waiting < 0:
             raise errors.INVALID_JSON.format(err="consumer max waiting needs to be positive")
         if config.max_batch < 0:
@@ -653,6 +655,10 @@ def _check_delivery(config: ConsumerConfig) -> None:
         raise _invalid_policy(
             f"consumer delivery policy is deliver {_policy_words(policy)}, but optional start "
             "time is also set"
+        )
+    if policy == "last_per_subject" and not config.filters:
+        raise _invalid_policy(
+            "consumer delivery policy is deliver last per subject, but optional filter subject is not set"
         )
 
 

@@ -30,7 +30,7 @@ from appliance.jetstream.consumer_push import PushDelivery
 from appliance.jetstream.groups import start_group
 from appliance.jetstream.host import Host, Timer
 from appliance.jetstream.pull import PullRequest
-from appliance.jetstream.storeview import count_live, first_seq_at_or_after_time, last_seq
+from appliance.jetstream.storeview import count_live, first_seq_at_or_after_time, last_seq, seq_from_time
 from appliance.jetstream.subjects import subject_matches
 from appliance.jetstream.wire import parse_rfc3339, rfc3339
 from appliance.raft.storage import LogStorage
@@ -42,6 +42,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 NS = 1_000_000_000
+
+
+class ResetRefused(Exception):
+    """CONSUMER.RESET to a sequence the deliver policy does not allow (nats-server's text)."""
 
 
 class SyncControl:
@@ -92,9 +96,11 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
         self.state = ops.ConsumerState(config.ack_policy)
         self._filters = config.filters
         self.waiting: deque[PullRequest] = deque()
+        self._interest_seen: PullRequest | None = None  # the request whose reply had interest this turn
         self._redeliver: list[int] = []
         self._deadlines: dict[int, int] = {}
         self._initial: deque[int] = deque()
+        self._from_initial = False  # the last _next_message came from _initial
         self._pending_count: int | None = None
         self._drain_scheduled = False
         self._redeliver_timer: Timer | None = None
@@ -108,6 +114,10 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
         self._inactive_timer: Timer | None = None
         self._heartbeat_timer: Timer | None = None
         self._sync_timer: Timer | None = None
+        self._rate_timer: Timer | None = None
+        self._rate_tokens = 0.0
+        self._rate_burst = 0
+        self._rate_at_ns = 0
         self._fc_reply = ""
         self._fc_count = 0
         self._last_activity_ns = host.now_ns()
@@ -135,6 +145,8 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
             self._start_position()
         self._arm_redelivery()
         self._arm_timers()
+        if config.rate_limit_bps:
+            self._rate_reset()
         pause.arm(self, previous=None)
         self._kick()
 
@@ -264,6 +276,7 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
     def _next_message(self) -> tuple[StoredMsg, int] | None:
         """The next (message, delivery count): due redeliveries first, then new messages."""
         store = self.stream.store
+        self._from_initial = False
         while self._redeliver:
             sseq = self._redeliver.pop(0)
             if sseq not in self.state.pending:
@@ -281,6 +294,7 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
             if self._pending_count:
                 self._pending_count -= 1
             if msg is not None:
+                self._from_initial = True
                 return msg, 1
         msg = self._load_next(self.next_sseq)
         if msg is None:
@@ -316,6 +330,10 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
             # sealed since (renamed over the active file) or removed reads wrong. Read again.
             return self._load_next(start)
         self._cursor = None
+        if kept:
+            # A kept cursor read the active file as it was then: messages stored since are
+            # beyond its end. Its end is not the stream's; look again from start.
+            return self._load_next(start)
         return None
 
     def _peek_next(self, start: int) -> StoredMsg | None:
@@ -327,6 +345,7 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
 
     def _drain(self) -> None:
         self._drain_scheduled = False
+        self._interest_seen = None
         if self.deleted:
             return
         if self.config.pause_until and pause.holds(self):
@@ -343,6 +362,7 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
             len(self._filters) <= 1
             and config.replay_policy != "original"
             and not config.headers_only
+            and not config.rate_limit_bps
         )
         while count < limits.JS_DELIVER_BATCH_MAX:
             if push:
@@ -378,16 +398,29 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
                 break
             msg, dc = found
             ack = self._ack_subject(msg, dc)
-            if request is not None and not self._fits(request, msg, ack):
-                if dc == 1:
+            held = (  # rate_limit_bps: the message waits for its bytes in the bucket
+                push
+                and config.rate_limit_bps
+                and not self._rate_take(wire_size(msg, ack), self.host.now_ns())
+            )
+            if held or (request is not None and not self._fits(request, msg, ack)):
+                if self._from_initial:  # last_per_subject's first messages: it stays first
+                    self._initial.appendleft(msg.seq)
+                    self._pending_count = None
+                elif dc == 1:
                     self.next_sseq = min(self.next_sseq, msg.seq)
                     self._pending_count = None
                 else:
                     self._redeliver.insert(0, msg.seq)
+                if held:
+                    break
                 continue
             new_count += dc == 1
             count += 1
             delivered.extend(self._deliver(msg, dc, ack, request, now))
+        # nats-server ends no_wait requests only at the end of the stream: not while
+        # max_ack_pending holds deliveries back, nor when this turn stopped at its batch cap
+        at_end = count < limits.JS_DELIVER_BATCH_MAX and (bool(self._redeliver) or self._has_room(new_count))
         if count:
             if config.ack_policy == "none":
                 # Nothing stays pending: the state keeps only the highest positions (and the
@@ -399,7 +432,7 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
             self._arm_redelivery()
             if count >= limits.JS_DELIVER_BATCH_MAX:
                 self._kick()
-        if not push:
+        if not push and at_end:
             self._finish_no_wait()
 
     def _deliver_run(
@@ -531,6 +564,42 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
             return True
         return False
 
+    # --- CONSUMER.RESET -----------------------------------------------------------------------------
+
+    def reset_to(self, seq: int) -> int:
+        """Start again at stream sequence `seq` (0: just above the ack floor), as nats-server's
+        resetStartingSeq: nothing stays pending or due for redelivery, consumer sequences start
+        again at 1. A sequence below where the deliver policy starts is refused (ResetRefused).
+        Returns the sequence the consumer now delivers from."""
+        config = self.config
+        policy = config.deliver_policy
+        if seq == 0:
+            seq = self.state.floor_sseq + 1
+        elif policy == "by_start_sequence" and seq < config.opt_start_seq:
+            raise ResetRefused("below start seq")
+        elif policy == "by_start_time" and seq < seq_from_time(
+            self.stream.store, parse_rfc3339(config.opt_start_time)
+        ):
+            raise ResetRefused("below start time")
+        elif policy not in ("all", "by_start_sequence", "by_start_time"):
+            raise ResetRefused("not allowed")
+        seq = max(seq, 1)
+        self._propose(ops.op_reset(seq), durable=True)
+        self.next_sseq, self.next_cseq = seq, 1
+        self._redeliver.clear()
+        self._deadlines.clear()
+        self._initial.clear()
+        self._cursor = None
+        self._pending_count = None
+        self._replay_prev_ts = 0
+        if self._redeliver_timer is not None:
+            self._redeliver_timer.cancel()
+            self._redeliver_timer = None
+        if self.stream.config.retention == "interest":
+            self.stream.on_consumer_removed()  # messages skipped over count as acknowledged
+        self._kick()
+        return seq
+
     # --- info and lifecycle ----------------------------------------------------------------------
 
     def info_json(self) -> dict[str, object]:
@@ -555,7 +624,7 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
             "num_ack_pending": len(state.pending),
             # nats-server hides redeliveries when max_deliver is 1 (none can happen); it keeps them
             "num_redelivered": 0 if self.config.max_deliver == 1 else len(state.redelivered),
-            "num_waiting": len(self.waiting),
+            "num_waiting": self._num_waiting(),
             "num_pending": self.num_pending(),
         }
         if self.config.is_push and self.host.has_interest(
@@ -567,10 +636,53 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
         info["ts"] = rfc3339(self.host.now_ns())
         return info
 
+    def _num_waiting(self) -> int:
+        if self.waiting:
+            self._interest_seen = None
+            self.prune_waiting(self.host.now_ns())
+        return len(self.waiting)
+
     def update_config(self, config: ConsumerConfig) -> None:
-        previous, self.config = self.config.pause_until, config
-        pause.arm(self, previous=previous)
+        """An update (CONSUMER.CREATE with a changed config that api_consumers allowed) takes
+        effect on the live consumer, as nats-server's updateConfig: new filters select from the
+        current position on; ack_wait / backoff move the deadlines of messages pending now;
+        max_deliver, max_ack_pending, headers_only and the request limits are read per
+        delivery; inactive_threshold restarts its timer; a new deliver subject gets every
+        pending message again."""
+        old, self.config = self.config, config
+        if config.filters != self._filters:
+            self._filters = config.filters
+            self._cursor = None
+            self._pending_count = None
+            if self.stream.config.retention == "interest":
+                self.stream.on_consumer_removed()  # messages that lost their last interest go
+        if (old.ack_wait, old.backoff) != (config.ack_wait, config.backoff):
+            self._move_deadlines(old)
+        if old.inactive_threshold != config.inactive_threshold:
+            self._rearm_inactive()
+        if old.rate_limit_bps != config.rate_limit_bps and config.rate_limit_bps:
+            self._rate_reset()
+        if config.is_push and old.deliver_subject != config.deliver_subject:
+            self._fc_reply = ""
+            self._fc_count = 0
+            for sseq in sorted(self.state.pending):
+                self._deadlines.pop(sseq, None)
+                self._queue_redelivery(sseq, expired=False)
+        pause.arm(self, previous=old.pause_until)
         self._kick()
+
+    def _move_deadlines(self, old: ConsumerConfig) -> None:
+        """Pending messages whose deadline came from the old ack_wait / backoff get one from the
+        new (counted from their delivery); a -NAK delay keeps its own."""
+        for sseq, (_cseq, ts_ns) in self.state.pending.items():
+            due = self._deadlines.get(sseq)
+            dc = self.state.redelivered.get(sseq, 1)
+            if due is not None and due == ts_ns + self._ack_wait_ns(dc, old):
+                self._deadlines[sseq] = ts_ns + self._ack_wait_ns(dc)
+        if self._redeliver_timer is not None:
+            self._redeliver_timer.cancel()
+            self._redeliver_timer = None
+        self._arm_redelivery()
 
     def stop(self, *, deleted: bool) -> None:
         if self.deleted:
@@ -584,6 +696,7 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
         self.waiting.clear()
         for timer in (
             self._redeliver_timer,
+            self._rate_timer,
             self._inactive_timer,
             self._heartbeat_timer,
             self._sync_timer,

@@ -50,7 +50,7 @@ class AckHandling:
 
         def _propose(self, data: bytes, *, durable: bool, done: Callable[[], None] | None = None) -> None: ...
 
-        def on_pull(self, reply: str, body: bytes) -> None: ...
+        def on_pull(self, reply: str, body: bytes, header: bytes = b"") -> None: ...
 
     def on_ack(self, tokens: list[str], reply: str, body: bytes) -> None:
         """An ack on `$JS.ACK.<stream>.<consumer>.<dc>.<sseq>.<cseq>.<ts>.<pending>` (v1 or v2 layout)."""
@@ -142,7 +142,7 @@ class AckHandling:
         if rest.startswith(b"{"):
             try:
                 delay_ns = int(json.loads(rest).get("delay", 0))
-            except (ValueError, AttributeError):
+            except (ValueError, TypeError, AttributeError, OverflowError):  # any bad delay is none
                 delay_ns = 0
         elif rest:
             try:
@@ -205,11 +205,13 @@ class AckHandling:
                 self._queue_redelivery(sseq)
         self._arm_redelivery()
 
-    def _ack_wait_ns(self, dc: int) -> int:
-        backoff = self.config.backoff
+    def _ack_wait_ns(self, dc: int, config: ConsumerConfig | None = None) -> int:
+        """How long delivery number dc waits for its ack (under `config`, by default the current)."""
+        config = config or self.config
+        backoff = config.backoff
         if backoff:
             return backoff[min(dc - 1, len(backoff) - 1)]
-        return self.config.ack_wait or 30 * NS
+        return config.ack_wait or 30 * NS
 
 
 def _cseq(tokens: list[str], offset: int) -> int:

@@ -6,10 +6,12 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING
 
+from appliance import limits
 from appliance.jetstream.config import ConsumerConfig
 from appliance.jetstream.consumer_state import ConsumerState
 from appliance.jetstream.host import Host
 from appliance.jetstream.pull import BadPull, PullRequest, parse_pull
+from appliance.jetstream.request import needs_newer_api
 from appliance.jetstream.wire import status_headers
 from appliance.store.api import StoredMsg
 
@@ -30,6 +32,7 @@ class PullRequests:
         name: str
         deleted: bool
         waiting: deque[PullRequest]
+        _interest_seen: PullRequest | None
         _last_activity_ns: int
         _fc_reply: str
         next_sseq: int
@@ -39,11 +42,14 @@ class PullRequests:
 
         def num_pending(self) -> int: ...
 
-    def on_pull(self, reply: str, body: bytes) -> None:
+    def on_pull(self, reply: str, body: bytes, header: bytes = b"") -> None:
         if not reply:
             return
         if self.config.is_push:
             self._status(reply, 409, "Consumer is push based")
+            return
+        if header and needs_newer_api(header):
+            self._status(reply, 412, "Required Api Level")
             return
         now = self.host.now_ns()
         try:
@@ -52,6 +58,8 @@ class PullRequests:
             self._status(reply, exc.code, exc.description)
             return
         self._last_activity_ns = now
+        if len(self.waiting) >= self.config.max_waiting:
+            self.prune_waiting(now)
         if len(self.waiting) >= self.config.max_waiting:
             self._status(reply, 409, "Exceeded MaxWaiting")
             return
@@ -76,10 +84,12 @@ class PullRequests:
                 if request.expires_at_ns and request.expires_at_ns <= now:
                     self._end_request(request, 408, "Request Timeout")
                     continue
+                if request is not self._interest_seen and not self._has_reply_interest(request, now):
+                    self._drop_request(request)
+                    continue
                 return request
             return None
-        for request in [r for r in self.waiting if r.expires_at_ns and r.expires_at_ns <= now]:
-            self._end_request(request, 408, "Request Timeout")
+        self.prune_waiting(now)
         if not self.waiting:
             return None
         if policy == "prioritized":
@@ -95,6 +105,31 @@ class PullRequests:
                 if request.min_pending <= pending:
                     return request
         return None
+
+    def _has_reply_interest(self, request: PullRequest, now: int) -> bool:
+        """Does anyone still listen on the request's reply? A client that gave up on a fetch
+        (timed out, unsubscribed its inbox) must not have later messages sent into the void:
+        nats-server drops such a request silently. A young request is kept (module limits:
+        interest from a sibling worker arrives a moment late). Checked once per request per turn."""
+        young = now - request.received_ns < limits.JS_PULL_INTEREST_GRACE_NS
+        if young or self.host.has_interest(request.reply):
+            self._interest_seen = request
+            return True
+        return False
+
+    def _drop_request(self, request: PullRequest) -> None:
+        request.cancel_timers()
+        if request in self.waiting:
+            self.waiting.remove(request)
+
+    def prune_waiting(self, now: int) -> None:
+        """End the expired requests (408) and drop those nobody listens to any more (nats-server
+        processWaiting: before num_waiting is reported and when the queue is full)."""
+        for request in list(self.waiting):
+            if request.expires_at_ns and request.expires_at_ns <= now:
+                self._end_request(request, 408, "Request Timeout")
+            elif not self._has_reply_interest(request, now):
+                self._drop_request(request)
 
     def _finish_no_wait(self) -> None:
         """A no_wait request that could not be filled ends with 404 (even after some messages)."""

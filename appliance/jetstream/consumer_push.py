@@ -46,9 +46,43 @@ class PushDelivery:
         _fc_count: int
         _heartbeat_timer: Timer | None
         _inactive_timer: Timer | None
+        _rate_timer: Timer | None
+        _rate_tokens: float
+        _rate_burst: int
+        _rate_at_ns: int
         _delivered_since_heartbeat: bool
 
         def _heartbeat_headers(self) -> bytes: ...
+
+    # --- rate_limit_bps: a token bucket in bytes (nats-server's rate.Limiter) -----------------------
+
+    def _rate_reset(self) -> None:
+        """A new (or changed) rate limit starts with a full bucket: the stream's max_msg_size, or
+        the server's max payload, as nats-server sizes its burst."""
+        burst = self.stream.config.max_msg_size
+        self._rate_burst = burst if burst > 0 else limits.PAYLOAD_BYTES_MAX
+        self._rate_tokens = float(self._rate_burst)
+        self._rate_at_ns = self.host.now_ns()
+
+    def _rate_take(self, size: int, now: int) -> bool:
+        """Take `size` bytes from the bucket for the next delivery, or (not enough yet) look
+        again when there will be: a delivery waits for its own bytes, as a rate.Limiter
+        reservation does. A message larger than the bucket waits for a full one."""
+        rate = self.config.rate_limit_bps / 8  # bytes per second
+        elapsed = max(now - self._rate_at_ns, 0)
+        self._rate_at_ns = now
+        self._rate_tokens = min(self._rate_tokens + elapsed * rate / NS, float(self._rate_burst))
+        needed = min(size, self._rate_burst)
+        if self._rate_tokens >= needed:
+            self._rate_tokens -= size
+            return True
+        if self._rate_timer is None:
+            def again() -> None:
+                self._rate_timer = None
+                self._kick()
+
+            self._rate_timer = self.host.call_later((needed - self._rate_tokens) / rate, again)
+        return False
 
     def _push_ready(self) -> bool:
         config = self.config
@@ -98,6 +132,16 @@ class PushDelivery:
             self._heartbeat_timer = self.host.call_later(config.idle_heartbeat / NS, self._push_heartbeat)
         if config.inactive_threshold:
             self._inactive_timer = self.host.call_later(config.inactive_threshold / NS, self._check_inactive)
+
+    def _rearm_inactive(self) -> None:
+        """inactive_threshold changed: its timer starts again with the new value (or stops)."""
+        if self._inactive_timer is not None:
+            self._inactive_timer.cancel()
+            self._inactive_timer = None
+        if self.config.inactive_threshold and not self.deleted:
+            self._inactive_timer = self.host.call_later(
+                self.config.inactive_threshold / NS, self._check_inactive
+            )
 
     def _push_heartbeat(self) -> None:
         self._heartbeat_timer = None

@@ -9,6 +9,8 @@ kind byte, then little-endian int64s), the rare one JSON:
   b"A" + (sseq, cseq, ts_ns)              ack-all up to sseq (delivered as cseq)
   b"x" + ts_ns + (sseq, dc) * n           given up on: delivered dc (= max_deliver) times, never acked
   {"start": sseq}                         the first delivery starts at sseq (deliver policies)
+  {"reset": sseq}                         CONSUMER.RESET: nothing pending, the next delivery is sseq,
+                                          consumer sequences start again at 1 (nats-server Reset)
 
 Logs written before the binary forms carry the JSON forms {"d": [[sseq, cseq, dc, ts], ...]},
 {"a": [sseq, ...], "t": ts} and {"all": sseq, "c": cseq, "t": ts}; they still apply.
@@ -108,7 +110,18 @@ class ConsumerState:
             if self.delivered_sseq < start:
                 self.delivered_sseq = self.floor_sseq = start
             return []
+        if "reset" in op:
+            self._reset(int(op["reset"]))
+            return []
         raise AssertionError(f"unknown consumer op {op!r}")
+
+    def _reset(self, sseq: int) -> None:
+        self.delivered_sseq = self.floor_sseq = self.live_sseq = sseq - 1
+        self.delivered_cseq = self.floor_cseq = self.live_cseq = 0
+        self.delivered_ns = self.floor_ns = 0
+        self.pending.clear()
+        self.redelivered.clear()
+        self.held.clear()
 
     def _delivered_flat(self, flat: array[int]) -> None:
         """Deliveries as (sseq, cseq, dc, ts_ns) runs of one flat array."""
@@ -335,3 +348,7 @@ def op_gave_up(items: Sequence[tuple[int, int]], ts_ns: int) -> bytes:
 
 def op_start(sseq: int) -> bytes:
     return json.dumps({"start": sseq}).encode()
+
+
+def op_reset(sseq: int) -> bytes:
+    return json.dumps({"reset": sseq}).encode()

@@ -15,8 +15,14 @@ from typing import TYPE_CHECKING
 from appliance import limits
 from appliance.errors import CorruptData
 from appliance.jetstream import errors
-from appliance.jetstream.api_streams import MSG_GET_FIELDS, lookup
-from appliance.jetstream.decode import JsonObject, decode_object, request_body
+from appliance.jetstream.msg_get import (
+    GetRequest,
+    lookup,
+    parse_direct_get,
+    parse_direct_subject_form,
+    start_seq,
+)
+from appliance.jetstream.request import needs_newer_api
 from appliance.jetstream.storeview import count_live
 from appliance.jetstream.wire import HEADER_LINE, rfc3339, status_headers
 from appliance.store.api import StoredMsg
@@ -27,47 +33,56 @@ if TYPE_CHECKING:
 
 NANOS_PER_SECOND = 1_000_000_000
 NOT_FOUND = status_headers(404, "Message Not Found")
+NO_RESULTS = status_headers(404, "No Results")
+NO_OPTIONS = GetRequest()
 
 
-def direct_get(ajs: AccountJetStream, name: str, subject: str, reply: str, body: bytes) -> None:
+def direct_get(
+    ajs: AccountJetStream, name: str, subject: str, reply: str, body: bytes, header: bytes = b""
+) -> None:
     stream = ajs.streams.get(name)
     if stream is None or not reply:
         return
+    if header and needs_newer_api(header):
+        ajs.send(reply, b"", header=status_headers(412, "Required Api Level"))
+        return
     prefix = f"$JS.API.DIRECT.GET.{name}."
     if subject.startswith(prefix):
-        _direct_last(ajs, stream, subject[len(prefix) :], reply)
+        _direct_last(ajs, stream, subject[len(prefix) :], reply, body)
         return
-    text = request_body(body)
-    if not text:
-        ajs.send(reply, b"", header=status_headers(408, "Empty Request"))
+    req = parse_direct_get(body)
+    if isinstance(req, str):
+        ajs.send(reply, b"", header=status_headers(408, req))
         return
-    try:
-        obj: JsonObject = decode_object(text, MSG_GET_FIELDS, "JSApiMsgGetRequest")  # type: ignore[arg-type]
-    except errors.JsApiError:
-        ajs.send(reply, b"", header=status_headers(408, "Malformed Request"))
-        return
-    if obj.get("batch") or obj.get("multi_last"):
-        _direct_batch(ajs, stream, reply, obj)
+    if req.batch or req.multi_last:
+        _direct_batch(ajs, stream, reply, req)
         return
     try:
-        msg = lookup(stream, obj)
+        msg = lookup(stream, req)
     except errors.JsApiError as exc:  # a lost (damaged) message: never its bytes
         ajs.send(reply, b"", header=status_headers(500, f"Message Lost: {exc}"))
         return
+    _send_one(ajs, stream, reply, msg, req)
+
+
+def _send_one(
+    ajs: AccountJetStream, stream: Stream, reply: str, msg: StoredMsg | None, req: GetRequest
+) -> None:
     if msg is None:
         ajs.send(reply, b"", header=NOT_FOUND)
         return
-    ajs.send(reply, msg.payload, header=direct_headers(stream.config.name, msg))
+    header = None if req.no_hdr else direct_headers(stream.config.name, msg)
+    ajs.send(reply, msg.payload, header=header)
 
 
-def _direct_last(ajs: AccountJetStream, stream: Stream, subject: str, reply: str) -> None:
-    """The last message on `subject` (the subject form; the request body is ignored, as
-    nats-server does)."""
-    msg = stream.store.load_last(subject) if subject else None
-    if msg is None:
-        ajs.send(reply, b"", header=NOT_FOUND)
+def _direct_last(ajs: AccountJetStream, stream: Stream, subject: str, reply: str, body: bytes) -> None:
+    """The last message on `subject` (the subject form, a KV get): a body may only carry
+    no_hdr or max_bytes."""
+    req = parse_direct_subject_form(body) if body else NO_OPTIONS
+    if isinstance(req, str):
+        ajs.send(reply, b"", header=status_headers(408, req))
         return
-    ajs.send(reply, msg.payload, header=direct_headers(stream.config.name, msg))
+    _send_one(ajs, stream, reply, stream.store.load_last(subject) if subject else None, req)
 
 
 @lru_cache(maxsize=limits.JS_DIRECT_TIME_TEXTS_MAX)
@@ -97,26 +112,38 @@ def direct_headers(stream_name: str, msg: StoredMsg, extra: bytes = b"") -> byte
         extra,
     )
     stored = msg.headers
-    if stored:
-        assert stored.endswith(b"\r\n\r\n")
+    if len(stored) > 2:  # as nats-server's genHeader: its last two bytes give way, whatever they are
         return stored[:-2] + added
     return HEADER_LINE + b"\r\n" + added
 
 
-def _direct_batch(ajs: AccountJetStream, stream: Stream, reply: str, obj: JsonObject) -> None:
+def _direct_batch(ajs: AccountJetStream, stream: Stream, reply: str, req: GetRequest) -> None:
     store = stream.store
-    batch = min(int(str(obj.get("batch") or limits.JS_DIRECT_BATCH_MAX)), limits.JS_DIRECT_BATCH_MAX)
-    max_bytes = int(str(obj.get("max_bytes") or 0))
+    batch = min(req.batch or limits.JS_DIRECT_BATCH_MAX, limits.JS_DIRECT_BATCH_MAX)
+    max_bytes = req.max_bytes
     msgs = []
-    multi = obj.get("multi_last")
-    if isinstance(multi, list):
-        up_to = int(str(obj.get("up_to_seq") or 0)) or store.state().last_seq
+    multi = req.multi_last
+    if multi:
+        up_to = req.up_to_seq
+        if req.up_to_ns is not None:  # the last sequence stored before up_to_time
+            up_to = start_seq(stream, GetRequest(start_ns=req.up_to_ns))
+            if up_to <= store.state().first_seq:
+                ajs.send(reply, b"", header=NO_RESULTS)
+                return
+            up_to -= 1
+        up_to = up_to or store.state().last_seq
         seqs: set[int] = set()
         for filter_subject in multi:
-            for subject in store.subject_counts(str(filter_subject)):
+            for subject in store.subject_counts(filter_subject):
                 last = _last_at_or_below(stream, subject, up_to)
-                if last is not None:
+                if last is not None and last >= req.seq:
                     seqs.add(last)
+        if len(seqs) > limits.JS_DIRECT_MULTI_MAX:
+            ajs.send(reply, b"", header=status_headers(413, "Too Many Results"))
+            return
+        if not seqs:
+            ajs.send(reply, b"", header=NO_RESULTS)
+            return
         for seq in sorted(seqs)[:batch]:
             try:
                 msg = store.load(seq)
@@ -126,8 +153,11 @@ def _direct_batch(ajs: AccountJetStream, stream: Stream, reply: str, obj: JsonOb
                 msgs.append(msg)
         remaining_total = 0
     else:
-        filter_subject = str(obj.get("next_by_subj") or ">")
-        seq = max(int(str(obj.get("seq", 0))), 1)
+        filter_subject = req.next_by or ">"
+        seq = max(start_seq(stream, req), 1)
+        if batch < 0:  # nats-server: no message, and the EOB counts what is pending from seq
+            _send_eob(ajs, reply, count_live(store, seq, [filter_subject]), 0, None)
+            return
         while len(msgs) < batch:
             msg = store.load_next(filter_subject, seq)
             if msg is None:
@@ -141,17 +171,23 @@ def _direct_batch(ajs: AccountJetStream, stream: Stream, reply: str, obj: JsonOb
         return
     previous = 0
     sent_bytes = 0
+    pending = remaining_total
     name = stream.config.name
     for index, msg in enumerate(msgs):
         pending = len(msgs) - index - 1 + remaining_total
-        sent_bytes += len(msg.payload) + len(msg.headers)
+        sent_bytes += len(msg.subject) + len(msg.headers) + len(msg.payload)  # as nats-server counts
         extra = b"Nats-Num-Pending: %d\r\nNats-Last-Sequence: %d\r\n" % (pending, previous)
-        ajs.send(reply, msg.payload, header=direct_headers(name, msg, extra))
+        header = None if req.no_hdr else direct_headers(name, msg, extra)
+        ajs.send(reply, msg.payload, header=header)
         previous = msg.seq
         if max_bytes and sent_bytes >= max_bytes:
             break
-    eob = [("Nats-Num-Pending", str(remaining_total)), ("Nats-Last-Sequence", str(previous))]
-    if isinstance(multi, list):
+    _send_eob(ajs, reply, pending, previous, up_to if multi else None)
+
+
+def _send_eob(ajs: AccountJetStream, reply: str, pending: int, last: int, up_to: int | None) -> None:
+    eob = [("Nats-Num-Pending", str(pending)), ("Nats-Last-Sequence", str(last))]
+    if up_to is not None:
         eob.append(("Nats-UpTo-Sequence", str(up_to)))
     ajs.send(reply, b"", header=status_headers(204, "EOB", eob))
 

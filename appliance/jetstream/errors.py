@@ -42,6 +42,8 @@ CLUSTER_REQUIRED = ApiError(503, 10010, "JetStream clustering support required")
 CONSUMER_CREATE = ApiError(500, 10012, "{err}")
 CONSUMER_NAME_EXISTS = ApiError(400, 10013, "consumer name already in use")
 CONSUMER_NOT_FOUND = ApiError(404, 10014, "consumer not found")
+CONSUMER_INVALID_RESET = ApiError(400, 10204, "invalid reset: {err}")
+CONSUMER_PULL_WITH_RATE_LIMIT = ApiError(400, 10086, "consumer in pull mode can not have rate limit set")
 CONSUMER_DURABLE_NAME_NOT_IN_SUBJECT = ApiError(
     400, 10016, "consumer expected to be durable but no durable name set in subject"
 )

@@ -30,6 +30,7 @@ class Request:
         self.header = header
         self.body = body
         self.counted = True  # nats-server leaves successful MSG.GETs out of its API total
+        self.audited = True  # answered by nats-server's API dispatcher (not a consumer's own subscription)
         self.response = b""  # the answer sent, for the API audit advisory
 
     def respond(
@@ -58,6 +59,18 @@ class Request:
             return "0"
         value = header_value(self.header, b"Nats-Required-Api-Level")
         return value.decode() if value else "0"
+
+
+def needs_newer_api(header: bytes) -> bool:
+    """nats-server's errorOnRequiredApiLevel: a Nats-Required-Api-Level header that is not a
+    number, or a level above ours."""
+    value = header_value(header, b"Nats-Required-Api-Level") if header else None
+    if not value:
+        return False
+    try:
+        return int(value) > API_LEVEL
+    except ValueError:
+        return True
 
 
 def body_of(request: Request) -> bytes:

@@ -284,7 +284,8 @@ class AccountJetStream:
 
             def on_direct(subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
                 payload = data[len(header) :] if header is not None else data
-                direct_get(self, name, subject.decode(), reply.decode() if reply else "", payload)
+                reply_text = reply.decode() if reply else ""
+                direct_get(self, name, subject.decode(), reply_text, payload, header or b"")
 
             subs.append(
                 self.client.subscribe(f"$JS.API.DIRECT.GET.{name}".encode(), on_direct, queue=b"_sys_")
@@ -377,7 +378,7 @@ class AccountJetStream:
 
         def on_next(_subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
             payload = data[len(header) :] if header is not None else data
-            consumer.on_pull(reply.decode() if reply else "", payload)
+            consumer.on_pull(reply.decode() if reply else "", payload, header or b"")
 
         self._consumer_subs[(stream.config.name, config.name)] = self.client.subscribe(subject, on_next)
         return consumer

@@ -58,6 +58,13 @@ def first_seq_at_or_after_time(store: api.StreamStore, time_ns: int) -> int:
     return 0
 
 
+def seq_from_time(store: api.StreamStore, time_ns: int) -> int:
+    """nats-server's GetSeqFromTime: the first sequence stored at or after time_ns, or one past
+    the last sequence when none is."""
+    found = first_seq_at_or_after_time(store, time_ns)
+    return found if found else last_seq(store) + 1
+
+
 def last_seq(store: api.StreamStore) -> int:
     index = _index(store)
     return index.last_seq if index is not None else store.state().last_seq

@@ -30,7 +30,7 @@ from appliance.jetstream.republish import republisher_for
 from appliance.jetstream.sources import apply_mirror
 from appliance.jetstream.storeview import last_seq, last_seq_of_subject, subject_of
 from appliance.jetstream.subjects import subject_matches
-from appliance.jetstream.wire import go_json, header_value, parse_go_duration
+from appliance.jetstream.wire import go_json, header_value, parse_go_duration, strip_status
 from appliance.raft.types import Entry, EntryType
 from appliance.store import api
 from appliance.store.filestore import FileStreamStore
@@ -161,6 +161,8 @@ class Stream:
         """A publish to the stream's subjects; `reply` (b"" for none) gets the PubAck."""
         if self.deleted or self._republishing:
             return
+        if header and header[8:9] != b"\r":
+            header = strip_status(header)  # a status line is not stored (nats-server)
         inbox = self._inbox
         if len(inbox) >= limits.JS_PUBLISH_BATCH_MAX:
             self._flush_inbox()

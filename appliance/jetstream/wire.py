@@ -90,11 +90,21 @@ def build_headers(pairs: list[tuple[str, str]], *, status: str = "") -> bytes:
     return first + b"\r\n" + body + b"\r\n"
 
 
+def strip_status(block: bytes) -> bytes:
+    """A published header block as a stream stores it (nats-server removeHeaderStatusIfPresent):
+    whatever follows `NATS/1.0` on the first line goes; a block left with no header is none."""
+    end = block.find(b"\r")
+    if end <= len(HEADER_LINE) or not block.startswith(HEADER_LINE):
+        return block
+    block = HEADER_LINE + block[end:]
+    return b"" if block == HEADER_LINE + b"\r\n\r\n" else block
+
+
 def append_headers(block: bytes, pairs: list[tuple[str, str]]) -> bytes:
-    """Add headers to an existing block (or start one)."""
-    if not block:
+    """Add headers to an existing block (or start one). As nats-server, the block's last two
+    bytes (its closing CRLF) are replaced whatever they are: odd bytes never raise."""
+    if len(block) <= 2:
         return build_headers(pairs)
-    assert block.endswith(b"\r\n\r\n")
     extra = b"".join(f"{key}: {value}\r\n".encode() for key, value in pairs)
     return block[:-2] + extra + b"\r\n"
 

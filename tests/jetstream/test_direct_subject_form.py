@@ -1,6 +1,7 @@
 """Direct get by subject (`$JS.API.DIRECT.GET.<stream>.<subject>`, how KV clients get a key):
-the last message on the subject with its stored headers first, a body is ignored, and a subject
-with nothing stored is 404 Message Not Found."""
+the last message on the subject with its stored headers first, a body naming a message (seq, ...)
+is 408 Bad Request as nats-server 2.15.1 answers it, and a subject with nothing stored is 404
+Message Not Found."""
 
 from __future__ import annotations
 
@@ -32,14 +33,17 @@ def test_a_kv_get_sees_the_latest_value_a_delete_marker_and_a_missing_key(js_ser
     run_with(js_server.url, scenario)
 
 
-def test_the_reply_carries_stored_headers_then_the_stream_headers_and_ignores_a_body(
+def test_the_reply_carries_stored_headers_then_the_stream_headers(
     js_server: InProcessServer,
 ) -> None:
     async def scenario(nc: Client, js: JetStreamContext) -> None:
         await js.add_stream(name="D", subjects=["d.>"], allow_direct=True)
         await js.publish("d.k", b"v1", headers={"X-App": "one"})
         await js.publish("d.k", b"v2", headers={"X-App": "two"})
-        reply = await nc.request("$JS.API.DIRECT.GET.D.d.k", b'{"seq":1}', timeout=5)  # body ignored
+        refused = await nc.request("$JS.API.DIRECT.GET.D.d.k", b'{"seq":1}', timeout=5)
+        assert refused.headers is not None
+        assert (refused.headers["Status"], refused.headers.get("Description")) == ("408", "Bad Request")
+        reply = await nc.request("$JS.API.DIRECT.GET.D.d.k", b'{"other":1}', timeout=5)  # unknown: ignored
         assert reply.data == b"v2" and reply.headers is not None
         assert reply.headers["X-App"] == "two"
         assert (reply.headers["Nats-Stream"], reply.headers["Nats-Subject"]) == ("D", "d.k")

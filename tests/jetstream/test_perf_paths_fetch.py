@@ -136,3 +136,31 @@ def test_a_consumer_cursor_survives_a_segment_sealed_under_it(tmp_path: Path) ->
     finally:
         consumer.stop(deleted=False)
         stream.close()
+
+
+def test_a_kept_cursor_sees_messages_stored_after_it_read_the_active_file(tmp_path: Path) -> None:
+    """The cursor reads the active file once; a message stored after that is past its end. A
+    fetch after each publish must get that message (it used to answer 408 every other time)."""
+    host = ScriptedHost()
+    config = parse_stream_config({"name": "S", "subjects": ["s.>"]})
+    store = FileStreamStore(
+        FileStoreConfig(directory=str(tmp_path / "msgs"), limits=store_limits(config), sync_always=False)
+    )
+    stream = Stream(config=config, created_ns=1, store=store, host=host, peer="p1", group_id="S-c")
+    consumer_config = parse_consumer_config(
+        {"durable_name": "D", "ack_policy": "none"}, stream=config, ephemeral=False
+    )
+    consumer = Consumer(
+        stream=stream, config=consumer_config, created_ns=1, host=host, peer="p1", group_id="C-c",
+        storage=memory_storage("p1"), on_inactive=lambda _c: None, fresh=True,
+    )
+    try:
+        for index in range(5):
+            stream.publish_raw("s.a", b"", b"", b"m%d" % index)
+            host.turn()
+            found = consumer._load_next(index + 1)
+            assert found is not None and found.payload == b"m%d" % index
+        assert consumer._load_next(6) is None
+    finally:
+        consumer.stop(deleted=False)
+        stream.close()

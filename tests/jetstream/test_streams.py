@@ -92,7 +92,7 @@ def test_request_validation_uses_nats_server_codes(js_server: InProcessServer) -
             ),
             ("$JS.API.STREAM.LEADER.STEPDOWN.ORDERS", b"", 10010, "JetStream clustering support required"),
             ("$JS.API.STREAM.MSG.GET.ORDERS", b'{"seq":99}', 10037, "no message found"),
-            ("$JS.API.STREAM.MSG.DELETE.ORDERS", b'{"seq":99}', 10043, "sequence 99 not found"),
+            ("$JS.API.STREAM.MSG.DELETE.ORDERS", b'{"seq":99}', 10057, "stream store EOF"),  # file store, as nats-server
             ("$JS.API.CONSUMER.INFO.ORDERS.NOPE", b"", 10014, "consumer not found"),
         ]
         for subject, body, err_code, description in cases:
