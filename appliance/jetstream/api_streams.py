@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 from appliance import limits
 from appliance.jetstream import advisories, errors, ops, resources, sources
-from appliance.jetstream.config import STREAM_FIELDS, StreamConfig, parse_stream_config
-from appliance.jetstream.decode import JsonObject, decode_object
+from appliance.jetstream.config import STREAM_TYPE, StreamConfig, parse_stream_config
+from appliance.jetstream.decode import JsonObject, decode_into
 from appliance.jetstream.request import (
     API_LEVEL,
     Request,
@@ -43,14 +43,41 @@ def account_info(request: Request) -> None:
     request.respond("account_info_response", fields)
 
 
-def _stream_config_request(request: Request) -> StreamConfig:
+def _decoded_config(request: Request) -> JsonObject:
+    """The request body as nats-server's unmarshalRequest reads it (10025 on bad JSON)."""
+    return decode_into(request.body, STREAM_TYPE, "StreamConfigRequest")
+
+
+def _config_of(request: Request, obj: JsonObject) -> StreamConfig:
+    streams = request.ajs.streams
+
+    def others(name: str) -> StreamConfig | None:
+        found = streams.get(name)
+        return found.config if found is not None else None
+
+    return parse_stream_config(obj, request_level=request.request_level(), others=others)
+
+
+def _create_config(request: Request) -> StreamConfig:
+    """STREAM.CREATE's checks before the config's own, in nats-server's order."""
+    obj = _decoded_config(request)
     name = request.tokens[2]
-    body = body_of(request)
-    obj = decode_object(body, STREAM_FIELDS, "StreamConfig") if body else {}
-    if obj.get("name") and obj["name"] != name:
+    if obj.get("name", "") != name:
         raise errors.STREAM_MISMATCH.error()
-    obj.setdefault("name", name)
-    return parse_stream_config(obj, request_level=request.request_level())
+    if "/" in name or "\\" in name:
+        raise errors.STREAM_NAME_CONTAINS_PATH_SEPARATORS.error()
+    if obj.get("sealed"):
+        raise errors.STREAM_INVALID_CONFIG.format(err="stream configuration for create can not be sealed")
+    if obj.get("mirror_direct") and obj.get("mirror") is None:
+        raise errors.STREAM_INVALID_CONFIG.format(err="stream has no mirror but does have mirror direct")
+    return _config_of(request, obj)
+
+
+def _update_config(request: Request) -> StreamConfig:
+    config = _config_of(request, _decoded_config(request))
+    if config.name != request.tokens[2]:
+        raise errors.STREAM_MISMATCH.error()
+    return config
 
 
 def _check_overlap(request: Request, config: StreamConfig) -> None:
@@ -63,7 +90,7 @@ def _check_overlap(request: Request, config: StreamConfig) -> None:
 
 
 def stream_create(request: Request) -> None:
-    config = _stream_config_request(request)
+    config = _create_config(request)
     ajs = request.ajs
     existing = ajs.streams.get(config.name)
     if existing is not None:
@@ -93,28 +120,12 @@ def stream_create(request: Request) -> None:
 
 
 def stream_update(request: Request) -> None:
-    config = _stream_config_request(request)
+    config = _update_config(request)
     ajs = request.ajs
     stream = stream_of(request, config.name)
     old = stream.config
-    if config.storage != old.storage:
-        raise errors.STREAM_INVALID_CONFIG.format(err=errors.CONFIG_STORAGE_CHANGE)
-    if old.sealed and not config.sealed:
-        raise errors.STREAM_INVALID_CONFIG.format(
-            err="stream configuration update can not unseal a sealed stream"
-        )
-    if old.deny_delete and not config.deny_delete:
-        raise errors.STREAM_INVALID_CONFIG.format(
-            err="stream configuration update can not cancel deny message deletes"
-        )
-    if old.deny_purge and not config.deny_purge:
-        raise errors.STREAM_INVALID_CONFIG.format(err="stream configuration update can not cancel deny purge")
-    if old.retention != config.retention:
-        raise errors.STREAM_INVALID_CONFIG.format(
-            err="stream configuration update can not change retention policy"
-        )
+    _check_update(old, config)
     resources.check_stream_update(ajs, old, config)
-    sources.check_update(old.mirror, config.mirror)
     _check_overlap(request, config)
     propose_meta(
         request,
@@ -127,6 +138,32 @@ def stream_update(request: Request) -> None:
     )
     advisories.stream_action(ajs, config.name, "modify")
     request.respond("stream_update_response", stream_info(ajs.streams[config.name], cluster=False))
+
+
+def _check_update(old: StreamConfig, config: StreamConfig) -> None:
+    """nats-server's configUpdateCheck, in its order."""
+    if config.storage != old.storage:
+        raise errors.STREAM_INVALID_CONFIG.format(err=errors.CONFIG_STORAGE_CHANGE)
+    if old.retention != config.retention:
+        if "workqueue" in (old.retention, config.retention):
+            raise errors.STREAM_INVALID_CONFIG.format(
+                err="stream configuration update can not change retention policy to/from workqueue"
+            )
+        raise errors.STREAM_INVALID_CONFIG.format(  # nats-server allows limits <-> interest
+            err="stream configuration update can not change retention policy between limits and interest "
+            "on this server"
+        )
+    if old.sealed and not config.sealed:
+        raise errors.STREAM_INVALID_CONFIG.format(err="stream configuration update can not unseal a sealed stream")
+    if old.deny_delete and not config.deny_delete:
+        raise errors.STREAM_INVALID_CONFIG.format(
+            err="stream configuration update can not cancel deny message deletes"
+        )
+    if old.deny_purge and not config.deny_purge:
+        raise errors.STREAM_INVALID_CONFIG.format(err="stream configuration update can not cancel deny purge")
+    sources.check_update(old.mirror, config.mirror)
+    if old.allow_msg_ttl and not config.allow_msg_ttl:
+        raise errors.STREAM_INVALID_CONFIG.format(err="message TTL status can not be disabled")
 
 
 INFO_FIELDS: dict[str, object] = {"deleted_details": "bool", "subjects_filter": "str", "offset": "int"}
