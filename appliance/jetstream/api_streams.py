@@ -164,6 +164,10 @@ def _check_update(old: StreamConfig, config: StreamConfig) -> None:
     sources.check_update(old.mirror, config.mirror)
     if old.allow_msg_ttl and not config.allow_msg_ttl:
         raise errors.STREAM_INVALID_CONFIG.format(err="message TTL status can not be disabled")
+    if config.sealed:  # what sealing implies, as nats-server sets it
+        config.max_age, config.discard = 0, "new"
+        config.deny_delete = config.deny_purge = True
+        config.allow_rollup_hdrs = False
 
 
 INFO_FIELDS: dict[str, object] = {"deleted_details": "bool", "subjects_filter": "str", "offset": "int"}
