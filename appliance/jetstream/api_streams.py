@@ -13,7 +13,6 @@ from appliance.jetstream.decode import JsonObject, decode_into
 from appliance.jetstream.request import (
     API_LEVEL,
     Request,
-    body_of,
     optional_object,
     propose_meta,
     stream_of,
@@ -154,7 +153,9 @@ def _check_update(old: StreamConfig, config: StreamConfig) -> None:
             "on this server"
         )
     if old.sealed and not config.sealed:
-        raise errors.STREAM_INVALID_CONFIG.format(err="stream configuration update can not unseal a sealed stream")
+        raise errors.STREAM_INVALID_CONFIG.format(
+            err="stream configuration update can not unseal a sealed stream"
+        )
     if old.deny_delete and not config.deny_delete:
         raise errors.STREAM_INVALID_CONFIG.format(
             err="stream configuration update can not cancel deny message deletes"

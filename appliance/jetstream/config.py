@@ -29,6 +29,7 @@ from appliance.jetstream.decode import (
     Kind,
     Node,
     enum_of,
+    kind_word,
 )
 from appliance.jetstream.sources import SOURCE_TYPE, parse_mirror, parse_sources
 from appliance.jetstream.stream_checks import Lookup, check_stream_config
@@ -49,7 +50,7 @@ REQUEST_LEVEL_KEY = "_nats.req.level"
 def _compression(raw: bytes, node: Node) -> object:
     """StoreCompression's UnmarshalJSON: a JSON string, "s2" or "none"."""
     if node.kind not in ("str", "null"):
-        raise ValueError(f"json: cannot unmarshal {node.kind.replace('num', 'number').replace('obj', 'object').replace('arr', 'array')} into Go value of type string")
+        raise ValueError(f"json: cannot unmarshal {kind_word(node)} into Go value of type string")
     if node.value not in ("s2", "none"):
         raise ValueError("unknown compression algorithm")
     return node.value
@@ -317,15 +318,16 @@ def parse_stream_config(
     config.sources = parse_sources(obj.get("sources"))  # type: ignore[assignment]
     transform = obj.get("subject_transform")
     if isinstance(transform, dict):
-        config.subject_transform = {"src": str(transform.get("src") or ""), "dest": str(transform.get("dest") or "")}
+        src, dest = str(transform.get("src") or ""), str(transform.get("dest") or "")
+        config.subject_transform = {"src": src, "dest": dest}
     placement = obj.get("placement")
     config.placement = dict(placement) if isinstance(placement, dict) else None
     limits_obj = obj.get("consumer_limits")
-    config.consumer_limits = {k: v for k, v in limits_obj.items() if v} if isinstance(limits_obj, dict) else {}
+    if isinstance(limits_obj, dict):
+        config.consumer_limits = {k: v for k, v in limits_obj.items() if v}
     metadata = obj.get("metadata")
-    config.metadata = (
-        {k: v for k, v in metadata.items() if not k.startswith("_nats.")} if isinstance(metadata, dict) else {}
-    )
+    if isinstance(metadata, dict):
+        config.metadata = {k: v for k, v in metadata.items() if not k.startswith("_nats.")}
     config.metadata[REQUEST_LEVEL_KEY] = request_level
     check_stream_config(config, pedantic=bool(obj.get("pedantic")), others=others)
     _check_supported(config, obj)

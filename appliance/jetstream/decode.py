@@ -51,7 +51,23 @@ class Node:
 
 
 class _Syntax(Exception):
-    pass
+    """A syntax error: Go's message and the offset json.Decoder adds (None: the input ended)."""
+
+    def __init__(self, message: str, offset: int | None = None) -> None:
+        super().__init__(message)
+        self.message, self.offset = message, offset
+
+    def decoder_text(self) -> str:
+        """As nats-server's unmarshalRequest words it (json.Decoder, offset appended)."""
+        return _EOF if self.offset is None else f"{self.message} at offset {self.offset}"
+
+    def unmarshal_text(self) -> str:
+        """As json.Unmarshal words it."""
+        return "unexpected end of JSON input" if self.offset is None else self.message
+
+
+class GoJsonError(ValueError):
+    """json.Unmarshal's error text, for decoders that word it themselves (pull requests)."""
 
 
 _WS = re.compile(rb"[ \t\r\n]*")
@@ -76,7 +92,7 @@ def quote_char(c: int) -> str:
 
 
 def _error(text: str, index: int) -> _Syntax:
-    return _Syntax(f"{text} at offset {index + 1}")
+    return _Syntax(text, index + 1)
 
 
 _EOF = "unexpected EOF"
@@ -255,7 +271,7 @@ def iter_values(data: bytes) -> Iterator[Node]:
         try:
             node, pos = _scan_value(data, pos)
         except _Syntax as exc:
-            raise invalid_json(str(exc)) from None
+            raise invalid_json(exc.decoder_text()) from None
         yield node
 
 
@@ -295,7 +311,8 @@ def parse_json(data: bytes) -> object:
         raise invalid_json("unexpected end of JSON input")
     rest = _WS.match(data, first.end).end()  # type: ignore[union-attr]
     if rest < len(data):
-        raise invalid_json(f"invalid character {quote_char(data[rest])} after top-level value at offset {rest + 1}")
+        after = f"invalid character {quote_char(data[rest])} after top-level value"
+        raise invalid_json(f"{after} at offset {rest + 1}")
     return to_python(first)
 
 
@@ -315,7 +332,12 @@ def json_kind(value: object) -> str:
 
 # --- Go types ----------------------------------------------------------------------------------
 
-_KIND_WORD = {"obj": "object", "arr": "array", "str": "string", "num": "number", "bool": "bool"}
+_KIND_WORD = {"obj": "object", "arr": "array", "str": "string", "num": "number", "bool": "bool", "null": "null"}
+
+
+def kind_word(node: Node) -> str:
+    """The JSON kind of a node as Go's errors name it."""
+    return _KIND_WORD[node.kind]
 
 
 class GoType:
@@ -337,7 +359,9 @@ class _Context:
     data: bytes
     root: str
 
-    def type_error(self, node: Node, go_type: GoType, path: list[str], *, literal: bool = False) -> errors.JsApiError:
+    def type_error(
+        self, node: Node, go_type: GoType, path: list[str], *, literal: bool = False
+    ) -> errors.JsApiError:
         value = _KIND_WORD[node.kind]
         if literal:
             value += f" {node.value}"
@@ -387,7 +411,10 @@ class GoInt(GoType):
         if not _INT.fullmatch(literal) or (not self.signed and literal.startswith("-")):
             raise ctx.type_error(node, self, path, literal=True)
         value = int(literal)
-        low, high = (-(1 << (self.bits - 1)), (1 << (self.bits - 1)) - 1) if self.signed else (0, (1 << self.bits) - 1)
+        if self.signed:
+            low, high = -(1 << (self.bits - 1)), (1 << (self.bits - 1)) - 1
+        else:
+            low, high = 0, (1 << self.bits) - 1
         if not low <= value <= high:
             raise ctx.type_error(node, self, path, literal=True)
         return value
@@ -434,6 +461,7 @@ class GoStruct(GoType):
     name: str = ""
     fields: dict[str, GoType] = field(default_factory=dict)
     pointer: bool = False
+    strict: bool = True  # unknown fields are errors (nats-server's API decoder); else skipped
 
     def field_for(self, key: str) -> tuple[str, GoType] | None:
         found = self.fields.get(key)
@@ -454,6 +482,8 @@ class GoStruct(GoType):
         for key, child in node.value:  # type: ignore[attr-defined]
             found = self.field_for(key)
             if found is None:
+                if not self.strict:
+                    continue
                 raise invalid_json(f'json: unknown field "{key}"')
             name, go_type = found
             value = go_type.decode(child, ctx, [*path, key], out.get(name))
@@ -593,11 +623,31 @@ def decode_into(data: bytes, go_type: GoStruct, root: str) -> JsonObject:
     for node in iter_values(data):
         ctx = _Context(data, root)
         if node.kind != "obj" and node.kind != "null":
-            raise invalid_json(f"json: cannot unmarshal {_KIND_WORD[node.kind]} into Go value of type server.{root}")
+            raise ctx.type_error(node, go_type, [])
         value = go_type.decode(node, ctx, [], result)
         if isinstance(value, dict):
             result = value
     return result if isinstance(result, dict) else {}
+
+
+def unmarshal(data: bytes, go_type: GoStruct, root: str) -> JsonObject:
+    """Go's json.Unmarshal of one document into a struct; raises GoJsonError with Go's text."""
+    pos = _WS.match(data).end()  # type: ignore[union-attr]
+    try:
+        node, end = _scan_value(data, pos)
+        rest = _WS.match(data, end).end()  # type: ignore[union-attr]
+        if rest < len(data):
+            raise _Syntax(f"invalid character {quote_char(data[rest])} after top-level value", rest + 1)
+    except _Syntax as exc:
+        raise GoJsonError(exc.unmarshal_text()) from None
+    ctx = _Context(data, root)
+    try:
+        if node.kind not in ("obj", "null"):
+            raise ctx.type_error(node, go_type, [])
+        value = go_type.decode(node, ctx, [], {})
+    except errors.JsApiError as exc:
+        raise GoJsonError(exc.description.removeprefix("invalid JSON: ")) from None
+    return value if isinstance(value, dict) else {}
 
 
 # --- the older field-kind tables of other handlers -------------------------------------------------

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 from appliance.jetstream.config import ConsumerConfig
+from appliance.jetstream.decode import BOOL, DURATION, INT, INT64, STRING, GoJsonError, GoStruct, unmarshal
 from appliance.jetstream.host import Timer
 from appliance.jetstream.wire import go_duration
 
@@ -54,17 +54,35 @@ class BadPull(Exception):
         self.description = description
 
 
+# nats-server's JSApiConsumerGetNextRequest (with its PriorityGroup), decoded by json.Unmarshal into
+# a pooled value: unknown fields are ignored and errors name the struct "" (".batch").
+PULL_REQUEST_TYPE = GoStruct(
+    "server.JSApiConsumerGetNextRequest",
+    {
+        "expires": DURATION,
+        "batch": INT,
+        "max_bytes": INT,
+        "no_wait": BOOL,
+        "idle_heartbeat": DURATION,
+        "group": STRING,
+        "min_pending": INT64,
+        "min_ack_pending": INT64,
+        "id": STRING,
+        "priority": INT,
+    },
+    strict=False,
+)
+
+
 def parse_pull(body: bytes, reply: str, config: ConsumerConfig, now_ns: int) -> PullRequest:
     text = body.strip()
     batch, expires, no_wait, max_bytes, heartbeat = 1, 0, False, 0, 0
     group: dict[str, object] | None = None  # nats-server's priorityGroup: only a JSON request has one
     if text.startswith(b"{"):
         try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise BadPull(400, f"Bad Request - {exc.msg}") from None
-        if not isinstance(obj, dict):
-            raise BadPull(400, "Bad Request")
+            obj = unmarshal(text, PULL_REQUEST_TYPE, "")
+        except GoJsonError as exc:
+            raise BadPull(400, f"Bad Request - {exc}") from None
         batch = int(obj.get("batch") or 0)
         expires = int(obj.get("expires") or 0)
         no_wait = bool(obj.get("no_wait"))

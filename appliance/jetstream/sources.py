@@ -118,7 +118,8 @@ def check_source(source: dict[str, object], *, mirror: bool) -> None:
         raise errors.STREAM_CREATE.format(err=text)
     for key in UNSUPPORTED:
         if source.get(key):
-            raise errors.STREAM_INVALID_CONFIG.format(err=f"stream {what} {key} is not supported by this server")
+            text = f"stream {what} {key} is not supported by this server"
+            raise errors.STREAM_INVALID_CONFIG.format(err=text)
 
 
 def _check_transforms(entries: object, *, mirror: bool) -> None:

@@ -236,7 +236,9 @@ STEPS: list[Callable[[Checking], None]] = [
 ]
 
 
-def check_stream_config(config: StreamConfig, *, pedantic: bool = False, others: Lookup | None = None) -> None:
+def check_stream_config(
+    config: StreamConfig, *, pedantic: bool = False, others: Lookup | None = None
+) -> None:
     checking = Checking(config, pedantic, others or (lambda name: None))
     for step in STEPS:
         step(checking)

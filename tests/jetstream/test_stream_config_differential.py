@@ -89,7 +89,9 @@ CASES: dict[str, list[Step]] = {
     "null metadata value": [create('{"name":"A","metadata":{"a":null}}')],
     "number source name": [create('{"name":"A","sources":[{"name":1}]}')],
     "number sources": [create('{"name":"A","sources":5}')],
-    "number mirror transform src": [create('{"name":"A","mirror":{"name":"B","subject_transforms":[{"src":1}]}}')],
+    "number mirror transform src": [
+        create('{"name":"A","mirror":{"name":"B","subject_transforms":[{"src":1}]}}')
+    ],
     "string consumer_limits": [create('{"name":"A","consumer_limits":{"max_ack_pending":"x"}}')],
     "null retention": [create('{"name":"A","retention":null}')],
     "unknown retention": [create('{"name":"A","retention":"x"}')],
@@ -118,7 +120,9 @@ CASES: dict[str, list[Step]] = {
     "window over max_age": [create('{"name":"A","max_age":1000000000,"duplicate_window":2000000000}')],
     "rollup without purge": [create('{"name":"A","deny_purge":true,"allow_rollup_hdrs":true}')],
     "discard new per subject, discard old": [create('{"name":"A","discard_new_per_subject":true}')],
-    "discard new per subject, no limit": [create('{"name":"A","discard":"new","discard_new_per_subject":true}')],
+    "discard new per subject, no limit": [
+        create('{"name":"A","discard":"new","discard_new_per_subject":true}')
+    ],
     "mirror with subjects": [create('{"name":"A","subjects":["a"],"mirror":{"name":"B"}}')],
     "mirror with first_seq": [create('{"name":"A","first_seq":5,"mirror":{"name":"B"}}')],
     "mirror of itself": [create('{"name":"A","mirror":{"name":"A"}}')],
@@ -168,7 +172,10 @@ CASES: dict[str, list[Step]] = {
         update('{"name":"A","sealed":true}'),
         update('{"name":"A","sealed":false}'),
     ],
-    "update: mirror_direct without a mirror": [create('{"name":"A"}'), update('{"name":"A","mirror_direct":true}')],
+    "update: mirror_direct without a mirror": [
+        create('{"name":"A"}'),
+        update('{"name":"A","mirror_direct":true}'),
+    ],
     "update: disable TTLs": [
         create('{"name":"A","allow_msg_ttl":true}'),
         update('{"name":"A","allow_msg_ttl":false}'),
@@ -235,7 +242,8 @@ def test_deleting_a_stream_that_captures_its_own_delete_request(
     caplog.set_level(logging.ERROR)
 
     async def scenario(nc: Client, js: JetStreamContext) -> None:
-        made = await api(nc, "$JS.API.STREAM.CREATE.A", b'{"name":"A","subjects":["$JS.API.>"],"no_ack":true}')
+        body = b'{"name":"A","subjects":["$JS.API.>"],"no_ack":true}'
+        made = await api(nc, "$JS.API.STREAM.CREATE.A", body)
         assert "error" not in made
         deleted = await api(nc, "$JS.API.STREAM.DELETE.A")
         assert deleted == {"type": "io.nats.jetstream.api.v1.stream_delete_response", "success": True}
@@ -245,3 +253,41 @@ def test_deleting_a_stream_that_captures_its_own_delete_request(
     run_with(js_server.url, scenario)
     failures = [r for r in caplog.records if r.exc_info or "Exception in callback" in r.getMessage()]
     assert failures == []
+
+
+PULL_BODIES = {
+    "nesting 10,001 deep": b'{"batch":' + b"[" * 10_001 + b"]" * 10_001 + b"}",
+    "nesting 500 deep": b'{"batch":' + b"[" * 500 + b"]" * 500 + b"}",
+    "string batch": b'{"batch":"x"}',
+    "fractional batch": b'{"batch":1.5}',
+    "unterminated": b'{"batch":1,',
+    "garbage after the value": b'{"batch":1} x',
+    "string expires": b'{"batch":1,"expires":"1s"}',
+    "huge max_bytes": b'{"batch":1,"max_bytes":9223372036854775808}',
+}
+
+
+async def pull_answers(url: str) -> list[tuple[str, str]]:
+    nc = await nats.connect(url, allow_reconnect=False)
+    try:
+        await nc.request("$JS.API.STREAM.CREATE.P", b'{"name":"P","subjects":["p"]}', timeout=TIMEOUT_S)
+        durable = b'{"stream_name":"P","config":{"durable_name":"C","ack_policy":"explicit"}}'
+        await nc.request("$JS.API.CONSUMER.CREATE.P.C", durable, timeout=TIMEOUT_S)
+        answers = []
+        for body in PULL_BODIES.values():
+            msg = await nc.request("$JS.API.CONSUMER.MSG.NEXT.P.C", body, timeout=TIMEOUT_S)
+            headers = msg.headers or {}
+            answers.append((headers.get("Status", ""), headers.get("Description", "")))
+        await nc.request("$JS.API.STREAM.DELETE.P", b"", timeout=TIMEOUT_S)
+        return answers
+    finally:
+        await nc.close()
+
+
+def test_pull_request_bodies_answer_as_nats_server(both: tuple[str, str]) -> None:
+    """A pull request's JSON (json.Unmarshal in nats-server): deep nesting and wrong types get
+    its 400 and text, never an exception on the worker."""
+    real, ours = both
+    expected = asyncio.run(asyncio.wait_for(pull_answers(real), 30))
+    got = asyncio.run(asyncio.wait_for(pull_answers(ours), 30))
+    assert dict(zip(PULL_BODIES, got, strict=True)) == dict(zip(PULL_BODIES, expected, strict=True))
