@@ -225,7 +225,7 @@ class StreamConfig:
             out["no_ack"] = True
         if self.duplicate_window or not (self.sources or self.mirror):
             out["duplicate_window"] = self.duplicate_window
-        if self.placement:
+        if self.placement is not None:
             out["placement"] = self.placement
         out["compression"] = self.compression
         if self.subject_transform is not None:

@@ -38,7 +38,7 @@ from appliance.jetstream.decode import STRING, TIME, UINT64, GoSlice, GoStruct
 from appliance.jetstream.host import Timer
 from appliance.jetstream.storeview import count_live, first_seq_at_or_after_time, last_seq
 from appliance.jetstream.subjects import is_valid_name, is_valid_subject, subject_is_subset, subjects_overlap
-from appliance.jetstream.transform import Transform, compile_all, first_match
+from appliance.jetstream.transform import Transform, compile_all, compile_transform, first_match
 from appliance.jetstream.wire import append_headers, header_value, parse_rfc3339, rfc3339
 from appliance.server.internal import InternalClient
 from appliance.store.api import StoreLimitError
@@ -123,16 +123,22 @@ def check_source(source: dict[str, object], *, mirror: bool) -> None:
 
 
 def _check_transforms(entries: object, *, mirror: bool) -> None:
-    """A source's or mirror's subject_transforms, checked in nats-server's order."""
-    compiled = compile_all(entries, of="mirror" if mirror else "source")
-    sources = [transform.src for transform in compiled]
-    for outer, first in enumerate(sources):
-        for inner, second in enumerate(sources):
-            if inner == outer:
-                continue
-            if mirror and subjects_overlap(first, second):
-                raise errors.MIRROR_OVERLAPPING_SUBJECT_FILTERS.error()
-            if not mirror and subject_is_subset(first, second):
+    """A source's or mirror's subject_transforms, checked in nats-server's order: a mirror checks
+    each transform and then its overlaps in one pass, a source all transforms first."""
+    listed = entries if isinstance(entries, list) else []
+    items = [entry if isinstance(entry, dict) else {} for entry in listed]
+    sources = [str(entry.get("src") or "") for entry in items]
+    of = "mirror" if mirror else "source"
+    for outer, entry in enumerate(items):
+        compile_transform(sources[outer], str(entry.get("dest") or ""), of=of)
+        if mirror and any(
+            inner != outer and (other == sources[outer] or subjects_overlap(sources[outer], other))
+            for inner, other in enumerate(sources)
+        ):
+            raise errors.MIRROR_OVERLAPPING_SUBJECT_FILTERS.error()
+    if not mirror:
+        for outer, first in enumerate(sources):
+            if any(inner != outer and subject_is_subset(first, other) for inner, other in enumerate(sources)):
                 raise errors.SOURCE_OVERLAPPING_SUBJECT_FILTERS.error()
 
 

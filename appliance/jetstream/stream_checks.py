@@ -215,10 +215,14 @@ def check_transform(c: Checking) -> None:
 
 def check_placement(c: Checking) -> None:
     placement = c.config.placement
-    if placement is not None and not any(placement.values()):
-        c.config.placement = placement = None
-    if placement is not None and placement.get("preferred"):
+    if placement is None:
+        return
+    if placement.get("tags") is None and not placement.get("cluster") and not placement.get("preferred"):
+        c.config.placement = None  # an empty placement is none (an empty tags list is not empty)
+        return
+    if placement.get("preferred"):
         raise bad("preferred server not permitted in placement")
+    c.config.placement = {k: v for k, v in placement.items() if v}  # echoed with omitempty
 
 
 STEPS: list[Callable[[Checking], None]] = [
