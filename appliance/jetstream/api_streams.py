@@ -100,6 +100,7 @@ def stream_create(request: Request) -> None:
         )
         return
     resources.check_stream_create(ajs, config)
+    sources.check_filters(config.mirror, config.sources)
     _check_overlap(request, config)
     propose_meta(
         request,

@@ -144,18 +144,42 @@ def _string_error(data: bytes, pos: int) -> _Syntax:
 
 
 def _number(data: bytes, pos: int) -> tuple[str, int]:
+    """A number token as Go's scanner reads it: (literal, end); end -1 when the input ends inside
+    it, -(index + 2) for a bad character at index."""
     match = _NUMBER.match(data, pos)
     end = match.end() if match is not None else pos
     n = len(data)
-    # Go reads a number to its first delimiter: a digit-less sign, point or exponent is an error.
-    if match is None or (end < n and data[end] in b".eE") or end == pos:
-        i = pos + 1 if data[pos] == 0x2D else pos
-        while i < n and (chr(data[i]).isdigit() or data[i] in b".eE+-"):
+    if match is not None and end > pos and not (end < n and data[end] in b".eE"):
+        return data[pos:end].decode(), end
+    i = pos + 1 if data[pos] == 0x2D else pos  # after the sign: an integer part, then . and e parts
+    if i >= n:
+        return "", -1
+    if data[i] == 0x30:
+        i += 1
+    elif 0x31 <= data[i] <= 0x39:
+        while i < n and 0x30 <= data[i] <= 0x39:
+            i += 1
+    else:
+        return "", -(i + 2)
+    if i < n and data[i] == 0x2E:
+        i += 1
+        if i >= n:
+            return "", -1
+        if not 0x30 <= data[i] <= 0x39:
+            return "", -(i + 2)
+        while i < n and 0x30 <= data[i] <= 0x39:
+            i += 1
+    if i < n and data[i] in b"eE":
+        i += 1
+        if i < n and data[i] in b"+-":
             i += 1
         if i >= n:
             return "", -1
-        return "", -(i + 2)  # error at index i
-    return data[pos:end].decode(), end
+        if not 0x30 <= data[i] <= 0x39:
+            return "", -(i + 2)
+        while i < n and 0x30 <= data[i] <= 0x39:
+            i += 1
+    return data[pos:i].decode(), i
 
 
 def _value_start(data: bytes, pos: int, stack: list[Node]) -> tuple[Node | None, int]:
@@ -332,7 +356,9 @@ def json_kind(value: object) -> str:
 
 # --- Go types ----------------------------------------------------------------------------------
 
-_KIND_WORD = {"obj": "object", "arr": "array", "str": "string", "num": "number", "bool": "bool", "null": "null"}
+_KIND_WORD = {
+    "obj": "object", "arr": "array", "str": "string", "num": "number", "bool": "bool", "null": "null"
+}
 
 
 def kind_word(node: Node) -> str:
@@ -484,7 +510,7 @@ class GoStruct(GoType):
             if found is None:
                 if not self.strict:
                     continue
-                raise invalid_json(f'json: unknown field "{key}"')
+                raise invalid_json(f"json: unknown field {go_quote(key)}")
             name, go_type = found
             value = go_type.decode(child, ctx, [*path, key], out.get(name))
             if value is not UNCHANGED:
@@ -553,17 +579,22 @@ def enum_of(*names: str, fold: bool = False, empty: str | None = None) -> Callab
     return parse
 
 
-def go_quote(raw: bytes) -> str:
-    """Go's %q of a byte string."""
+def go_quote(raw: bytes | str) -> str:
+    """Go's %q of a string or byte string (strconv.Quote)."""
+    text = raw.decode("utf-8", errors="surrogateescape") if isinstance(raw, bytes) else raw
     out = ['"']
-    for char in raw.decode("utf-8", errors="replace"):
+    for char in text:
         code = ord(char)
         if char == '"':
             out.append('\\"')
         elif code in _ESCAPES:
             out.append(_ESCAPES[code])
+        elif 0xDC80 <= code <= 0xDCFF:  # a byte that is not UTF-8
+            out.append(f"\\x{code - 0xDC00:02x}")
         elif code < 0x20 or code == 0x7F:
             out.append(f"\\x{code:02x}")
+        elif not char.isprintable():
+            out.append(f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
         else:
             out.append(char)
     out.append('"')

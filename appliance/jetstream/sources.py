@@ -113,13 +113,25 @@ def check_source(source: dict[str, object], *, mirror: bool) -> None:
         _check_transforms(transforms, mirror=mirror)
     if mirror and not is_valid_name(str(source.get("name") or "")):
         raise errors.MIRRORED_STREAM_NAME_INVALID.error()
-    if filter_subject and not is_valid_subject(filter_subject):
-        text = f"subject filter '{filter_subject}' for the {what}: invalid subject"
-        raise errors.STREAM_CREATE.format(err=text)
     for key in UNSUPPORTED:
         if source.get(key):
             text = f"stream {what} {key} is not supported by this server"
             raise errors.STREAM_INVALID_CONFIG.format(err=text)
+
+
+def check_filters(mirror: dict[str, object] | None, sources: list[dict[str, object]]) -> None:
+    """The filter subjects nats-server checks when it adds the stream (after the config's checks,
+    the name-in-use and limit checks), with its texts."""
+    if mirror is not None and not mirror.get("subject_transforms"):
+        subject = str(mirror.get("filter_subject") or "")
+        if subject and not is_valid_subject(subject):
+            text = f"subject filter '{subject}' for the mirror invalid subject"  # sic: no colon
+            raise errors.STREAM_CREATE.format(err=text)
+    for source in sources:
+        subject = str(source.get("filter_subject") or "")
+        if not source.get("subject_transforms") and subject and not is_valid_subject(subject):
+            text = f"subject filter '{subject}' for the source: invalid subject"
+            raise errors.STREAM_CREATE.format(err=text)
 
 
 def _check_transforms(entries: object, *, mirror: bool) -> None:

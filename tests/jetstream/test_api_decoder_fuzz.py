@@ -38,7 +38,8 @@ scalars = (
 )
 any_json = st.recursive(
     scalars,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(["a", "name", "src"]), inner, max_size=2),
+    lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(st.sampled_from(["a", "name", "src"]), inner, max_size=2),
     max_leaves=5,
 )
 big_ints = st.sampled_from([0, -1, -2, 1, 10, 100_000_000, 2**31 - 1, 2**31, 2**63 - 1, 2**63, 2**64])
@@ -46,8 +47,14 @@ durations = st.sampled_from([0, -1, 10, 100_000_000, 1_000_000_000, 120_000_000_
 subjects = st.lists(st.sampled_from(["a", "a.>", "a.*", "b", ">", "$JS.API.x", "$SYS.REQ.x", "a b", "", "F"]),
                     max_size=3)
 names = st.sampled_from(["F", "G", "bad.name", "", "has space"])
-transform = st.fixed_dictionaries({}, optional={"src": st.sampled_from(["a.*", "", "a b"]),
-                                                "dest": st.sampled_from(["x.{{wildcard(1)}}", "", "x.$1", "y"])})
+transform = st.fixed_dictionaries(
+    {},
+    optional={
+        "src": st.sampled_from(["a.*", "", "a b"]),
+        "dest": st.sampled_from(["x.{{wildcard(1)}}", "", "x.$1", "y"]),
+    },
+)
+DAMAGE_BYTES = b'\x00\x01\t\n "\\{}[]:,.-+0eE1tfnxz\x7f\xc3\xff'
 source = st.fixed_dictionaries(
     {"name": names},
     optional={
@@ -109,7 +116,20 @@ def stream_bodies(draw: st.DrawFn) -> bytes:
     if draw(st.integers(0, 9)) == 0:
         key = draw(st.sampled_from(["bogus", "MAX_MSGS", "Subjects", "name "]))
         config[key] = draw(any_json)
-    return json.dumps(config).encode()
+    body = json.dumps(config).encode()
+    damage = draw(st.integers(0, 11))
+    if damage == 0:  # cut short
+        body = body[: draw(st.integers(0, max(len(body) - 1, 0)))]
+    elif damage == 1:  # one byte replaced (syntax errors and their offsets)
+        at = draw(st.integers(0, len(body) - 1))
+        body = body[:at] + bytes([draw(st.sampled_from(DAMAGE_BYTES))]) + body[at + 1 :]
+    elif damage == 2:  # nested deep somewhere
+        levels = draw(st.sampled_from([1, 50, 999, 1001, 9_999, 10_000, 10_001]))
+        opener = draw(st.sampled_from([b"[", b'{"a":']))
+        closer = b"]" if opener == b"[" else b"}"
+        tail = draw(st.sampled_from([closer * levels, b""]))
+        body = body[:-1] + (b', "x":' if len(body) > 2 else b'"x":') + opener * levels + tail + b"}"
+    return body
 
 
 def comparable(answer: dict[str, object]) -> object:
@@ -134,7 +154,9 @@ async def create_and_clean(nc: Client, body: bytes) -> object:
 
 
 @pytest.fixture(scope="module")
-def connections(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[asyncio.AbstractEventLoop, Client, Client]]:
+def connections(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[asyncio.AbstractEventLoop, Client, Client]]:
     base: Path = tmp_path_factory.mktemp("fuzz")
     options = ServerOptions()
     options.server_name = "S1"
