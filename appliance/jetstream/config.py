@@ -22,9 +22,11 @@ from appliance.jetstream.decode import (
     STRING_MAP,
     STRINGS,
     UINT64,
+    TIME,
     GoEnum,
     GoSlice,
     GoStruct,
+    GoType,
     JsonObject,
     Kind,
     Node,
@@ -54,6 +56,16 @@ def _compression(raw: bytes, node: Node) -> object:
     if node.value not in ("s2", "none"):
         raise ValueError("unknown compression algorithm")
     return node.value
+
+
+def _priority_policy(raw: bytes, node: Node) -> object:
+    """PriorityPolicy's UnmarshalJSON ("none" is the default, kept as "")."""
+    names = {b'"overflow"': "overflow", b'"pinned_client"': "pinned_client", b'"prioritized"': "prioritized"}
+    if raw == b'"none"':
+        return ""
+    if raw not in names:
+        raise ValueError(f"unknown priority policy: {raw.decode('utf-8', errors='replace')}")
+    return names[raw]
 
 
 TRANSFORM_TYPE = GoStruct("server.SubjectTransformConfig", {"src": STRING, "dest": STRING}, pointer=True)
@@ -109,41 +121,47 @@ STREAM_TYPE = GoStruct(
 )
 
 
-CONSUMER_FIELDS: dict[str, Kind] = {
-    "durable_name": "str",
-    "name": "str",
-    "description": "str",
-    "deliver_policy": ("all", "last", "new", "by_start_sequence", "by_start_time", "last_per_subject"),
-    "opt_start_seq": "uint",
-    "opt_start_time": "time",
-    "ack_policy": ("none", "all", "explicit"),
-    "ack_wait": "int",
-    "max_deliver": "int",
-    "backoff": "ints",
-    "filter_subject": "str",
-    "filter_subjects": "strs",
-    "replay_policy": ("instant", "original"),
-    "rate_limit_bps": "uint",
-    "sample_freq": "str",
-    "max_waiting": "int",
-    "max_ack_pending": "int",
-    "flow_control": "bool",
-    "headers_only": "bool",
-    "max_batch": "int",
-    "max_expires": "int",
-    "max_bytes": "int",
-    "deliver_subject": "str",
-    "deliver_group": "str",
-    "idle_heartbeat": "int",
-    "inactive_threshold": "int",
-    "num_replicas": "int",
-    "mem_storage": "bool",
-    "direct": "bool",
-    "metadata": "strmap",
-    "pause_until": "time",
-    "priority_groups": "strs",
-    "priority_policy": "str",
-    "priority_timeout": "int",
+# ConsumerConfig's Go types (the decoder's type errors name them); the policies parse as their
+# UnmarshalJSON does.
+CONSUMER_FIELDS: dict[str, Kind | GoType] = {
+    "durable_name": STRING,
+    "name": STRING,
+    "description": STRING,
+    "deliver_policy": GoEnum(
+        "server.DeliverPolicy",
+        enum_of("all", "last", "new", "by_start_sequence", "by_start_time", "last_per_subject",
+                aliases={"undefined": "all"}),
+    ),
+    "opt_start_seq": UINT64,
+    "opt_start_time": TIME,
+    "ack_policy": GoEnum("server.AckPolicy", enum_of("none", "all", "explicit")),
+    "ack_wait": DURATION,
+    "max_deliver": INT,
+    "backoff": GoSlice(DURATION, "[]time.Duration"),
+    "filter_subject": STRING,
+    "filter_subjects": STRINGS,
+    "replay_policy": GoEnum("server.ReplayPolicy", enum_of("instant", "original")),
+    "rate_limit_bps": UINT64,
+    "sample_freq": STRING,
+    "max_waiting": INT,
+    "max_ack_pending": INT,
+    "flow_control": BOOL,
+    "headers_only": BOOL,
+    "max_batch": INT,
+    "max_expires": DURATION,
+    "max_bytes": INT,
+    "deliver_subject": STRING,
+    "deliver_group": STRING,
+    "idle_heartbeat": DURATION,
+    "inactive_threshold": DURATION,
+    "num_replicas": INT,
+    "mem_storage": BOOL,
+    "direct": BOOL,
+    "metadata": STRING_MAP,
+    "pause_until": TIME,
+    "priority_groups": STRINGS,
+    "priority_policy": GoEnum("server.PriorityPolicy", _priority_policy),
+    "priority_timeout": DURATION,
 }
 
 

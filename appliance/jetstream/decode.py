@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -564,9 +564,12 @@ class GoAny(GoType):
         return to_python(node)
 
 
-def enum_of(*names: str, fold: bool = False, empty: str | None = None) -> Callable[[bytes, Node], object]:
-    """nats-server's policy enums: the raw JSON must be one of the quoted names."""
+def enum_of(
+    *names: str, fold: bool = False, empty: str | None = None, aliases: dict[str, str] | None = None
+) -> Callable[[bytes, Node], object]:
+    """nats-server's policy enums: the raw JSON must be one of the quoted names (or an alias)."""
     quoted = {json.dumps(name).encode(): name for name in names}
+    quoted.update({json.dumps(alias).encode(): name for alias, name in (aliases or {}).items()})
 
     def parse(raw: bytes, node: Node) -> object:
         key = raw.lower() if fold else raw
@@ -701,20 +704,25 @@ _KIND_TYPES: dict[str, GoType] = {
 _STRUCTS: dict[tuple[int, str], GoStruct] = {}
 
 
-def struct_of(fields: dict[str, Kind], struct: str) -> GoStruct:
-    """A field-kind table as a Go struct type (cached)."""
+def _go_type(name: str, kind: Kind | GoType) -> GoType:
+    if isinstance(kind, GoType):
+        return kind
+    if isinstance(kind, tuple):
+        return GoEnum(f"server.{name}", enum_of(*kind))
+    return _KIND_TYPES[kind]
+
+
+def struct_of(fields: Mapping[str, Kind | GoType], struct: str) -> GoStruct:
+    """A field table (Go types, or the older kinds) as a Go struct type (cached)."""
     key = (id(fields), struct)
     found = _STRUCTS.get(key)
     if found is None:
-        go_fields = {
-            name: GoEnum(f"server.{name}", enum_of(*kind)) if isinstance(kind, tuple) else _KIND_TYPES[kind]
-            for name, kind in fields.items()
-        }
+        go_fields = {name: _go_type(name, kind) for name, kind in fields.items()}
         found = _STRUCTS[key] = GoStruct(f"server.{struct}", go_fields)
     return found
 
 
-def decode_object(data: bytes | object, fields: dict[str, Kind], struct: str) -> JsonObject:
+def decode_object(data: bytes | object, fields: Mapping[str, Kind | GoType], struct: str) -> JsonObject:
     """Decode (if bytes) and check a JSON object against a field-kind table."""
     go_type = struct_of(fields, struct)
     if isinstance(data, RawObject):
