@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -47,7 +47,72 @@ class Node:
     end: int = 0
 
     def raw(self, data: bytes) -> bytes:
-        return data[self.start : self.end]
+        if self.start >= 0:
+            return data[self.start : self.end]
+        if self.kind == "num":  # a node of the fast path: its text again (the same but for spacing)
+            return str(self.value).encode()
+        compact = json.dumps(to_python(self), ensure_ascii=False, separators=(",", ":"))
+        return compact.encode()
+
+
+class _NeedExact(Exception):
+    """A fast-path node whose raw bytes matter and can not be rebuilt exactly: decode again with
+    the exact scanner."""
+
+
+def _raw_known(node: Node, ctx: _Context) -> bool:
+    """Can the raw bytes of this node be known? Always after the exact scanner (its runs of plain
+    scalars hold no escapes and no "-0"); after the fast path only when rebuilt without a doubt."""
+    data = ctx.data
+    if ctx.exact or node.start >= 0 or node.kind in ("null", "bool"):
+        return True
+    if node.kind == "num":
+        return node.value != "0" or b"-0" not in data
+    return node.kind == "str" and b"\\" not in data  # no escapes anywhere: the text is the bytes
+
+
+class _Pairs(list):  # type: ignore[type-arg]
+    """An object of the fast path: its (key, value) pairs in order, duplicates kept."""
+
+
+class _Num(str):
+    """A fractional or exponent number of the fast path: its literal text (integers stay int:
+    their text is their digits, but for "-0")."""
+
+
+def _reject_constant(name: str) -> object:
+    raise ValueError(name)  # NaN and Infinity are not JSON: the exact scanner words the error
+
+
+def _fast(data: bytes) -> object:
+    """The body through the C json module when it is one plain valid document (None otherwise:
+    the exact scanner then reads it, errors and all)."""
+    try:
+        text = data.decode("utf-8", errors="replace")
+        return (json.loads(
+            text, object_pairs_hook=_Pairs, parse_float=_Num, parse_constant=_reject_constant
+        ),)
+    except (ValueError, RecursionError):
+        return None
+
+
+def as_node(value: object) -> Node:
+    """A child of a node: a Node of the exact scanner, or a value of the fast path wrapped."""
+    if isinstance(value, Node):
+        return value
+    if isinstance(value, _Pairs):
+        return Node("obj", value, -1)
+    if isinstance(value, list):
+        return Node("arr", value, -1)
+    if isinstance(value, _Num):
+        return Node("num", str(value), -1)
+    if isinstance(value, int) and not isinstance(value, bool):  # an integer's text is its digits
+        return Node("num", str(value), -1)
+    if isinstance(value, str):
+        return Node("str", _SURROGATE.sub("\ufffd", value) if _SURROGATE.search(value) else value, -1)
+    if isinstance(value, bool):
+        return Node("bool", value, -1)
+    return Node("null", None, -1)
 
 
 class _Syntax(Exception):
@@ -113,6 +178,14 @@ def _string(data: bytes, pos: int) -> tuple[str, int]:
     return text, end
 
 
+def _quote_sequence(raw: bytes) -> str:
+    """An escape sequence as Go's JSON errors show it: in backquotes when it is plain printable
+    text, else Go-quoted."""
+    if all(0x20 <= b < 0x7F for b in raw) and b"`" not in raw and b'"' not in raw:
+        return f"`{raw.decode()}`"
+    return go_quote(raw)
+
+
 def _string_error(data: bytes, pos: int) -> _Syntax:
     i, n = pos + 1, len(data)
     while i < n:
@@ -130,13 +203,11 @@ def _string_error(data: bytes, pos: int) -> _Syntax:
                 if len(digits) < 4:
                     return _Syntax(_EOF)
                 if any(chr(d) not in "0123456789abcdefABCDEF" for d in digits):
-                    bad = data[i : i + 6].decode("utf-8", errors="replace")
-                    return _error(f"invalid escape sequence `{bad}` in string", i + 5)
+                    return _error(f"invalid escape sequence {_quote_sequence(data[i : i + 6])} in string", i + 5)
                 i += 6
                 continue
             if chr(e) not in '"\\/bfnrt':
-                bad = data[i : i + 2].decode("utf-8", errors="replace")
-                return _error(f"invalid escape sequence `{bad}` in string", i + 1)
+                return _error(f"invalid escape sequence {_quote_sequence(data[i : i + 2])} in string", i + 1)
             i += 2
             continue
         i += 1
@@ -235,6 +306,26 @@ def _key(data: bytes, pos: int) -> tuple[str, int]:
     return key, pos + 1
 
 
+_SCALAR = rb'(?:"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"' \
+    rb"|-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?(?![.eE0-9])|true|false|null)"
+_SCALAR_RUN = re.compile(rb"[ \t\r\n]*" + _SCALAR + rb"(?:[ \t\r\n]*,[ \t\r\n]*" + _SCALAR + rb")*")
+
+
+def _scalar_run(data: bytes, pos: int, top: Node) -> tuple[bool, int]:
+    """Array elements that are plain scalars, read in one C pass (large flat arrays stay fast);
+    (whether any were read, the position after them)."""
+    run = _SCALAR_RUN.match(data, pos)
+    if run is None:
+        return False, pos
+    chunk = b"[" + data[pos : run.end()] + b"]"
+    if b"\\" in chunk or b"-0" in chunk:  # escapes and "-0": their bytes matter, read them exactly
+        return False, pos
+    top.value.extend(  # type: ignore[attr-defined]
+        json.loads(chunk.decode("utf-8", errors="replace"), parse_float=_Num)
+    )
+    return True, run.end()
+
+
 def _scan_value(data: bytes, pos: int) -> tuple[Node, int]:
     """One whole JSON value from pos (after white space), iteratively."""
     stack: list[Node] = []
@@ -253,19 +344,24 @@ def _scan_value(data: bytes, pos: int) -> tuple[Node, int]:
                 stack.pop()
                 top.end = pos + 1
                 node, pos = top, pos + 1
-            else:
-                if top.kind == "obj":
-                    key, pos = _key(data, pos)
-                    keys.append(key)
+            elif top.kind == "obj":
+                key, pos = _key(data, pos)
+                keys.append(key)
                 continue
-        while True:  # a complete value: attach it, then a delimiter
+            else:
+                read, pos = _scalar_run(data, pos, top)
+                if not read:
+                    continue
+        while True:  # a complete value: attach it (None: already attached), then a delimiter
             if not stack:
+                assert node is not None
                 return node, pos
             top = stack[-1]
-            if top.kind == "obj":
-                top.value.append((keys.pop(), node))  # type: ignore[attr-defined]
-            else:
-                top.value.append(node)  # type: ignore[attr-defined]
+            if node is not None:
+                if top.kind == "obj":
+                    top.value.append((keys.pop(), node))  # type: ignore[attr-defined]
+                else:
+                    top.value.append(node)  # type: ignore[attr-defined]
             pos = _WS.match(data, pos).end()  # type: ignore[union-attr]
             if pos >= n:
                 raise _Syntax(_EOF)
@@ -275,7 +371,12 @@ def _scan_value(data: bytes, pos: int) -> tuple[Node, int]:
                 if top.kind == "obj":
                     key, pos = _key(data, pos)
                     keys.append(key)
-                break
+                    break
+                read, pos = _scalar_run(data, pos, top)
+                if not read:
+                    break
+                node = None
+                continue
             if c == (0x7D if top.kind == "obj" else 0x5D):
                 stack.pop()
                 top.end = pos + 1
@@ -305,6 +406,7 @@ def to_python(node: Node) -> object:
     work: list[tuple[Node, object, object]] = [(node, root, 0)]
     while work:
         item, parent, slot = work.pop()
+        item = as_node(item)
         kind = item.kind
         if kind == "obj":
             value: object = {}
@@ -329,6 +431,9 @@ _INT = re.compile(r"-?[0-9]+")
 
 def parse_json(data: bytes) -> object:
     """One JSON document (Go's json.Unmarshal: nothing but white space may follow it)."""
+    fast = _fast(data)
+    if fast is not None:
+        return to_python(as_node(fast[0]))
     values = iter_values(data)
     first = next(values, None)
     if first is None:
@@ -384,6 +489,7 @@ UNCHANGED = _Unchanged()
 class _Context:
     data: bytes
     root: str
+    exact: bool = True  # nodes of the exact scanner (False: of the fast path)
 
     def type_error(
         self, node: Node, go_type: GoType, path: list[str], *, literal: bool = False
@@ -434,6 +540,8 @@ class GoInt(GoType):
         if node.kind != "num":
             raise ctx.type_error(node, self, path)
         literal = str(node.value)
+        if not _raw_known(node, ctx):
+            raise _NeedExact  # "-0" read as 0
         if not _INT.fullmatch(literal) or (not self.signed and literal.startswith("-")):
             raise ctx.type_error(node, self, path, literal=True)
         value = int(literal)
@@ -458,7 +566,7 @@ class GoSlice(GoType):
             raise ctx.type_error(node, self, path)
         out: list[object] = []
         for index, child in enumerate(node.value):  # type: ignore[arg-type]
-            value = self.elem.decode(child, ctx, [*path, str(index)], None)
+            value = self.elem.decode(as_node(child), ctx, [*path, str(index)], None)
             out.append(None if value is UNCHANGED else value)
         return out
 
@@ -475,7 +583,7 @@ class GoMap(GoType):
             raise ctx.type_error(node, self, path)
         out: dict[str, object] = dict(current) if isinstance(current, dict) else {}  # Go keeps entries
         for key, child in node.value:  # type: ignore[attr-defined]
-            value = self.elem.decode(child, ctx, [*path, key], out.get(key))
+            value = self.elem.decode(as_node(child), ctx, [*path, key], out.get(key))
             out[key] = "" if value is UNCHANGED else value
         return out
 
@@ -512,7 +620,7 @@ class GoStruct(GoType):
                     continue
                 raise invalid_json(f"json: unknown field {go_quote(key)}")
             name, go_type = found
-            value = go_type.decode(child, ctx, [*path, key], out.get(name))
+            value = go_type.decode(as_node(child), ctx, [*path, key], out.get(name))
             if value is not UNCHANGED:
                 out[name] = value
         return out
@@ -527,6 +635,8 @@ class GoEnum(GoType):
     parse: Callable[[bytes, Node], object] = lambda raw, node: raw
 
     def decode(self, node: Node, ctx: _Context, path: list[str], current: object) -> object:
+        if not _raw_known(node, ctx):
+            raise _NeedExact
         try:
             return self.parse(node.raw(ctx.data), node)
         except ValueError as exc:
@@ -549,6 +659,8 @@ class GoObject(GoType):
     name: str = "struct"
 
     def decode(self, node: Node, ctx: _Context, path: list[str], current: object) -> object:
+        if not ctx.exact:
+            raise _NeedExact  # decoded later: keep exact nodes
         if node.kind == "null":
             return None
         if node.kind != "obj":
@@ -620,8 +732,21 @@ class GoTime(GoType):
             parse_rfc3339(text)
         except ValueError:
             reason = _time_reason(text)
-            raise invalid_json(f'parsing time "{text}" as "2006-01-02T15:04:05Z07:00": {reason}') from None
+            layout = '"2006-01-02T15:04:05Z07:00"'
+            raise invalid_json(f"parsing time {_time_quote(text)} as {layout}: {reason}") from None
         return text
+
+
+def _time_quote(text: str) -> str:
+    """Go's time package quote: bytes of non-ASCII and control characters as \\x escapes."""
+    out = ['"']
+    for char in text:
+        if ord(char) >= 0x80 or char < " ":
+            out.extend(f"\\x{byte:02x}" for byte in char.encode("utf-8", errors="surrogatepass"))
+        else:
+            out.append("\\" + char if char in '"\\' else char)
+    out.append('"')
+    return "".join(out)
 
 
 def _time_reason(text: str) -> str:
@@ -633,9 +758,9 @@ def _time_reason(text: str) -> str:
         head = rest[:width]
         ok = head == element if not element.isdigit() else (len(head) == width and head.isdigit())
         if not ok:
-            return f'cannot parse "{rest}" as "{element}"'
+            return f'cannot parse {_time_quote(rest)} as "{element}"'
         rest = rest[width:]
-    return f'cannot parse "{rest}" as "Z07:00"'
+    return f'cannot parse {_time_quote(rest)} as "Z07:00"'
 
 
 INT64 = GoInt()
@@ -653,9 +778,23 @@ TIME = GoTime()
 def decode_into(data: bytes, go_type: GoStruct, root: str) -> JsonObject:
     """The body decoded as nats-server's unmarshalRequest does: every JSON value of it in turn
     into the same struct (an empty body leaves it empty). Raises JsApiError 10025."""
+    if not data.strip():
+        return {}
+    fast = _fast(data)
+    if fast is not None:
+        try:
+            return _decode_values([as_node(fast[0])], data, go_type, root, exact=False)
+        except _NeedExact:
+            pass
+    return _decode_values(iter_values(data), data, go_type, root, exact=True)
+
+
+def _decode_values(
+    nodes: Iterable[Node], data: bytes, go_type: GoStruct, root: str, *, exact: bool
+) -> JsonObject:
     result: object = {}
-    for node in iter_values(data):
-        ctx = _Context(data, root)
+    for node in nodes:
+        ctx = _Context(data, root, exact)
         if node.kind != "obj" and node.kind != "null":
             raise ctx.type_error(node, go_type, [])
         value = go_type.decode(node, ctx, [], result)
@@ -666,6 +805,12 @@ def decode_into(data: bytes, go_type: GoStruct, root: str) -> JsonObject:
 
 def unmarshal(data: bytes, go_type: GoStruct, root: str) -> JsonObject:
     """Go's json.Unmarshal of one document into a struct; raises GoJsonError with Go's text."""
+    fast = _fast(data)
+    if fast is not None:
+        try:
+            return _unmarshal_node(as_node(fast[0]), data, go_type, root, exact=False)
+        except _NeedExact:
+            pass
     pos = _WS.match(data).end()  # type: ignore[union-attr]
     try:
         node, end = _scan_value(data, pos)
@@ -674,7 +819,11 @@ def unmarshal(data: bytes, go_type: GoStruct, root: str) -> JsonObject:
             raise _Syntax(f"invalid character {quote_char(data[rest])} after top-level value", rest + 1)
     except _Syntax as exc:
         raise GoJsonError(exc.unmarshal_text()) from None
-    ctx = _Context(data, root)
+    return _unmarshal_node(node, data, go_type, root, exact=True)
+
+
+def _unmarshal_node(node: Node, data: bytes, go_type: GoStruct, root: str, *, exact: bool) -> JsonObject:
+    ctx = _Context(data, root, exact)
     try:
         if node.kind not in ("obj", "null"):
             raise ctx.type_error(node, go_type, [])
