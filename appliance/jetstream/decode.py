@@ -203,7 +203,8 @@ def _string_error(data: bytes, pos: int) -> _Syntax:
                 if len(digits) < 4:
                     return _Syntax(_EOF)
                 if any(chr(d) not in "0123456789abcdefABCDEF" for d in digits):
-                    return _error(f"invalid escape sequence {_quote_sequence(data[i : i + 6])} in string", i + 5)
+                    sequence = _quote_sequence(data[i : i + 6])
+                    return _error(f"invalid escape sequence {sequence} in string", i + 5)
                 i += 6
                 continue
             if chr(e) not in '"\\/bfnrt':
