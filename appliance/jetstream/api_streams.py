@@ -69,7 +69,24 @@ def _create_config(request: Request) -> StreamConfig:
         raise errors.STREAM_INVALID_CONFIG.format(err="stream configuration for create can not be sealed")
     if obj.get("mirror_direct") and obj.get("mirror") is None:
         raise errors.STREAM_INVALID_CONFIG.format(err="stream has no mirror but does have mirror direct")
+    sent = _as_sent(obj, name)
+    if name not in request.ajs.streams and sent.num_replicas <= 1:
+        # the account and server limits, on the config as sent (nats-server 2.15.1 leaves them to
+        # later for replicas > 1, which a single server then refuses with 10074)
+        resources.check_stream_create(request.ajs, sent)
     return _config_of(request, obj)
+
+
+def _as_sent(obj: JsonObject, name: str) -> StreamConfig:
+    """The limit-relevant fields as the request sent them (nats-server checks the limits before
+    it applies the config's defaults)."""
+    sent = StreamConfig(name=name)
+    for key in ("max_bytes", "max_consumers", "num_replicas"):
+        if isinstance(obj.get(key), int):
+            setattr(sent, key, obj[key])
+    if obj.get("storage"):
+        sent.storage = str(obj["storage"])
+    return sent
 
 
 def _update_config(request: Request) -> StreamConfig:
@@ -99,7 +116,6 @@ def stream_create(request: Request) -> None:
             "stream_create_response", {**stream_info(existing, cluster=False), "did_create": True}
         )
         return
-    resources.check_stream_create(ajs, config)
     sources.check_filters(config.mirror, config.sources)
     _check_overlap(request, config)
     propose_meta(

@@ -88,7 +88,7 @@ def _fast(data: bytes) -> object:
     """The body through the C json module when it is one plain valid document (None otherwise:
     the exact scanner then reads it, errors and all)."""
     try:
-        text = data.decode("utf-8", errors="replace")
+        text = data.decode("utf-8")  # not UTF-8: the exact scanner keeps the bytes for the errors
         return (json.loads(
             text, object_pairs_hook=_Pairs, parse_float=_Num, parse_constant=_reject_constant
         ),)
@@ -179,11 +179,12 @@ def _string(data: bytes, pos: int) -> tuple[str, int]:
 
 
 def _quote_sequence(raw: bytes) -> str:
-    """An escape sequence as Go's JSON errors show it: in backquotes when it is plain printable
-    text, else Go-quoted."""
-    if all(0x20 <= b < 0x7F for b in raw) and b"`" not in raw and b'"' not in raw:
-        return f"`{raw.decode()}`"
-    return go_quote(raw)
+    """An escape sequence as Go's JSON errors show it: in backquotes, unless it holds a backquote,
+    white space, a character that is not printable or not UTF-8 (then Go-quoted)."""
+    text = raw.decode("utf-8", errors="replace")
+    if any(c == "`" or c == "\ufffd" or c.isspace() or not c.isprintable() for c in text):
+        return go_quote(raw)
+    return f"`{text}`"
 
 
 def _string_error(data: bytes, pos: int) -> _Syntax:

@@ -107,6 +107,14 @@ CASES: dict[str, list[Step]] = {
     "first error wins: unknown field": [create('{"name":"A","bogus":1,"max_msgs":"x"}')],
     "keys match case-insensitively": [create('{"NAME":"A","Max_Msgs":5}')],
     "a later key wins": [create('{"name":"A","max_msgs":1,"MAX_MSGS":"x"}')],
+    # the account and server limits come before the config's checks (but not for replicas > 1)
+    "max_bytes over the server's storage": [create('{"name":"A","max_bytes":9223372036854775807}')],
+    "max_bytes over storage before a config error": [
+        create('{"name":"A","max_bytes":9223372036854775807,"subjects":["a","a"]}')
+    ],
+    "replicas 3 with max_bytes over storage": [
+        create('{"name":"A","num_replicas":3,"max_bytes":9223372036854775807}')
+    ],
     # checkStreamCfg, in its order
     "negative replicas": [create('{"name":"A","num_replicas":-1}')],
     "too many replicas": [create('{"name":"A","num_replicas":2147483648}')],
