@@ -86,6 +86,8 @@ def _as_sent(obj: JsonObject, name: str) -> StreamConfig:
             setattr(sent, key, obj[key])
     if obj.get("storage"):
         sent.storage = str(obj["storage"])
+    else:
+        sent.max_bytes = 0  # nats-server's unset storage type matches neither store: no bytes counted
     return sent
 
 
@@ -116,6 +118,7 @@ def stream_create(request: Request) -> None:
             "stream_create_response", {**stream_info(existing, cluster=False), "did_create": True}
         )
         return
+    resources.check_stream_create(ajs, config)  # again on the config as completed (addStream's check)
     sources.check_filters(config.mirror, config.sources)
     _check_overlap(request, config)
     propose_meta(

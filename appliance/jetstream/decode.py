@@ -566,11 +566,25 @@ class GoSlice(GoType):
             return None
         if node.kind != "arr":
             raise ctx.type_error(node, self, path)
+        before = current if isinstance(current, list) else []
         out: list[object] = []
         for index, child in enumerate(node.value):  # type: ignore[arg-type]
             value = self.elem.decode(as_node(child), ctx, [*path, str(index)], None)
-            out.append(None if value is UNCHANGED else value)
+            if value is UNCHANGED:  # Go reuses the slice: a null element keeps what was there
+                value = before[index] if index < len(before) else _zero(self.elem)
+            out.append(value)
         return out
+
+
+def _zero(go_type: GoType) -> object:
+    """Go's zero value of a scalar type (None for the rest: nil)."""
+    if isinstance(go_type, GoString):
+        return ""
+    if isinstance(go_type, GoBool):
+        return False
+    if isinstance(go_type, GoInt):
+        return 0
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -586,7 +600,7 @@ class GoMap(GoType):
         out: dict[str, object] = dict(current) if isinstance(current, dict) else {}  # Go keeps entries
         for key, child in node.value:  # type: ignore[attr-defined]
             value = self.elem.decode(as_node(child), ctx, [*path, key], out.get(key))
-            out[key] = "" if value is UNCHANGED else value
+            out[key] = _zero(self.elem) if value is UNCHANGED else value  # a fresh zero element
         return out
 
 

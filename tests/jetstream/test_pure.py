@@ -49,8 +49,8 @@ def test_unknown_field_wrong_type_and_bad_enum_are_10025_with_go_texts() -> None
     )
     assert _error(decode_into, b'{"max_msgs":"x"}', STREAM_TYPE, "StreamConfigRequest") == (
         10025,
-        "invalid JSON: json: cannot unmarshal string into Go struct field StreamConfigRequest.max_msgs of type "
-        "int64",
+        "invalid JSON: json: cannot unmarshal string into Go struct field "
+        "StreamConfigRequest.max_msgs of type int64",
     )
     assert _error(decode_object, b'{"ack_policy":"bogus"}', CONSUMER_FIELDS, "ConsumerConfig") == (
         10025,

@@ -110,6 +110,9 @@ CASES: dict[str, list[Step]] = {
     # the account and server limits come before the config's checks (but not for replicas > 1)
     "max_bytes over the server's storage": [create('{"name":"A","max_bytes":9223372036854775807}')],
     "max_bytes over storage before a config error": [
+        create('{"name":"A","storage":"file","max_bytes":9223372036854775807,"subjects":["a","a"]}')
+    ],
+    "max_bytes without a storage type, then a config error": [
         create('{"name":"A","max_bytes":9223372036854775807,"subjects":["a","a"]}')
     ],
     "replicas 3 with max_bytes over storage": [
