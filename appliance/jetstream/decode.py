@@ -26,6 +26,7 @@ from appliance.jetstream import errors
 from appliance.jetstream.wire import parse_rfc3339
 
 MAX_DEPTH = 10_000  # Go's encoding/json maxNestingDepth
+RUN_MIN_BYTES = 256  # array elements read in one C pass from this many bytes of plain scalars
 JsonObject = dict[str, object]
 
 
@@ -317,7 +318,7 @@ def _scalar_run(data: bytes, pos: int, top: Node) -> tuple[bool, int]:
     """Array elements that are plain scalars, read in one C pass (large flat arrays stay fast);
     (whether any were read, the position after them)."""
     run = _SCALAR_RUN.match(data, pos)
-    if run is None:
+    if run is None or run.end() - pos < RUN_MIN_BYTES:  # a short run: cheaper token by token
         return False, pos
     chunk = b"[" + data[pos : run.end()] + b"]"
     if b"\\" in chunk or b"-0" in chunk:  # escapes and "-0": their bytes matter, read them exactly
