@@ -42,6 +42,7 @@ from appliance.jetstream.jsonscan import (
 from appliance.jetstream.wire import parse_rfc3339
 
 JsonObject = dict[str, object]
+# re-exported for the handlers
 __all__ = ["GoJsonError", "invalid_json", "iter_values", "json_kind", "parse_json", "to_python"]
 
 
