@@ -1,7 +1,9 @@
 """`appliance run`: start the server (supervisor + workers), nats-server's flags accepted as-is.
 
 With no arguments, the embedded default: a single JetStream server on 127.0.0.1:4222 storing under
-the user's data dir. With flags but no `-c`, nats-server's defaults, bound to 127.0.0.1.
+the user's data dir (its options name 127.0.0.1 explicitly). With any flag or `-c`, nats-server's
+defaults: without `-a` or a `listen`/`host` setting the server listens on 0.0.0.0, as nats-server
+does (tools that start "nats-server" rely on it).
 """
 
 from __future__ import annotations
@@ -18,19 +20,14 @@ from appliance.config.flags import USAGE
 from appliance.config.options import ServerOptions
 from appliance.errors import ConfigError
 
-EMBEDDED_DEFAULT_HOST = "127.0.0.1"
-
-
 def options_for(argv: list[str]) -> tuple[ServerOptions, bool]:
     """Options for these flags; second item: only test the config (`-t`). Raises ConfigError."""
     args = parse_run_args(argv)
     # bare `appliance run` (what `make run` does): the embedded default of DESIGN.md §1, a single
     # JetStream server on 127.0.0.1:4222 storing under the user's data dir; with any flag or -c,
-    # nats-server's defaults apply as they would to nats-server.
+    # nats-server's defaults apply as they would to nats-server (host 0.0.0.0).
     defaults = embedded_default_options(data_dir=user_data_dir(os.environ)) if not argv else None
     options = resolve_run_options(args, pedantic=args.check_config, defaults=defaults)
-    if args.config_file is None and args.host is None:
-        options.host = EMBEDDED_DEFAULT_HOST
     if args.config_file is None:
         options.http_host = options.host
     return options, args.check_config

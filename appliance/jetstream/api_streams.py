@@ -9,14 +9,13 @@ from typing import TYPE_CHECKING
 from appliance import limits
 from appliance.errors import CorruptData
 from appliance.jetstream import advisories, errors, ops, resources, sources
-from appliance.jetstream.config import STREAM_FIELDS, StreamConfig, parse_stream_config
-from appliance.jetstream.republish import settle_update
-from appliance.jetstream.decode import JsonObject, decode_object, parse_json
+from appliance.jetstream.config import STREAM_TYPE, StreamConfig, parse_stream_config
+from appliance.jetstream.decode import JsonObject, decode_into, parse_json
 from appliance.jetstream.msg_get import lookup, parse_msg_get
+from appliance.jetstream.republish import settle_update
 from appliance.jetstream.request import (
     API_LEVEL,
     Request,
-    body_of,
     optional_object,
     propose_meta,
     stream_of,
@@ -47,14 +46,60 @@ def account_info(request: Request) -> None:
     request.respond("account_info_response", fields)
 
 
-def _stream_config_request(request: Request) -> StreamConfig:
+def _decoded_config(request: Request) -> JsonObject:
+    """The request body as nats-server's unmarshalRequest reads it (10025 on bad JSON)."""
+    return decode_into(request.body, STREAM_TYPE, "StreamConfigRequest")
+
+
+def _config_of(request: Request, obj: JsonObject) -> StreamConfig:
+    streams = request.ajs.streams
+
+    def others(name: str) -> StreamConfig | None:
+        found = streams.get(name)
+        return found.config if found is not None else None
+
+    return parse_stream_config(obj, request_level=request.request_level(), others=others)
+
+
+def _create_config(request: Request) -> StreamConfig:
+    """STREAM.CREATE's checks before the config's own, in nats-server's order."""
+    obj = _decoded_config(request)
     name = request.tokens[2]
-    body = body_of(request)
-    obj = decode_object(body, STREAM_FIELDS, "StreamConfig") if body else {}
-    if obj.get("name") and obj["name"] != name:
+    if obj.get("name", "") != name:
         raise errors.STREAM_MISMATCH.error()
-    obj.setdefault("name", name)
-    return parse_stream_config(obj, request_level=request.request_level())
+    if "/" in name or "\\" in name:
+        raise errors.STREAM_NAME_CONTAINS_PATH_SEPARATORS.error()
+    if obj.get("sealed"):
+        raise errors.STREAM_INVALID_CONFIG.format(err="stream configuration for create can not be sealed")
+    if obj.get("mirror_direct") and obj.get("mirror") is None:
+        raise errors.STREAM_INVALID_CONFIG.format(err="stream has no mirror but does have mirror direct")
+    sent = _as_sent(obj, name)
+    if name not in request.ajs.streams and sent.num_replicas <= 1:
+        # the account and server limits, on the config as sent (nats-server 2.15.1 leaves them to
+        # later for replicas > 1, which a single server then refuses with 10074)
+        resources.check_stream_create(request.ajs, sent)
+    return _config_of(request, obj)
+
+
+def _as_sent(obj: JsonObject, name: str) -> StreamConfig:
+    """The limit-relevant fields as the request sent them (nats-server checks the limits before
+    it applies the config's defaults)."""
+    sent = StreamConfig(name=name)
+    for key in ("max_bytes", "max_consumers", "num_replicas"):
+        if isinstance(obj.get(key), int):
+            setattr(sent, key, obj[key])
+    if obj.get("storage"):
+        sent.storage = str(obj["storage"])
+    else:
+        sent.max_bytes = 0  # nats-server's unset storage type matches neither store: no bytes counted
+    return sent
+
+
+def _update_config(request: Request) -> StreamConfig:
+    config = _config_of(request, _decoded_config(request))
+    if config.name != request.tokens[2]:
+        raise errors.STREAM_MISMATCH.error()
+    return config
 
 
 def _check_overlap(request: Request, config: StreamConfig) -> None:
@@ -72,7 +117,7 @@ def check_overlap(ajs: AccountJetStream, config: StreamConfig) -> None:
 
 
 def stream_create(request: Request) -> None:
-    config = _stream_config_request(request)
+    config = _create_config(request)
     ajs = request.ajs
     existing = ajs.streams.get(config.name)
     if existing is not None:
@@ -82,7 +127,8 @@ def stream_create(request: Request) -> None:
             "stream_create_response", {**stream_info(existing, cluster=False), "did_create": True}
         )
         return
-    resources.check_stream_create(ajs, config)
+    resources.check_stream_create(ajs, config)  # again on the config as completed (addStream's check)
+    sources.check_filters(config.mirror, config.sources)
     _check_overlap(request, config)
     propose_meta(
         request,
@@ -102,29 +148,13 @@ def stream_create(request: Request) -> None:
 
 
 def stream_update(request: Request) -> None:
-    config = _stream_config_request(request)
+    config = _update_config(request)
     config.republish = settle_update(config.republish)
     ajs = request.ajs
     stream = stream_of(request, config.name)
     old = stream.config
-    if config.storage != old.storage:
-        raise errors.STREAM_INVALID_CONFIG.format(err=errors.CONFIG_STORAGE_CHANGE)
-    if old.sealed and not config.sealed:
-        raise errors.STREAM_INVALID_CONFIG.format(
-            err="stream configuration update can not unseal a sealed stream"
-        )
-    if old.deny_delete and not config.deny_delete:
-        raise errors.STREAM_INVALID_CONFIG.format(
-            err="stream configuration update can not cancel deny message deletes"
-        )
-    if old.deny_purge and not config.deny_purge:
-        raise errors.STREAM_INVALID_CONFIG.format(err="stream configuration update can not cancel deny purge")
-    if old.retention != config.retention:
-        raise errors.STREAM_INVALID_CONFIG.format(
-            err="stream configuration update can not change retention policy"
-        )
+    _check_update(old, config)
     resources.check_stream_update(ajs, old, config)
-    sources.check_update(old.mirror, config.mirror)
     _check_overlap(request, config)
     propose_meta(
         request,
@@ -137,6 +167,38 @@ def stream_update(request: Request) -> None:
     )
     advisories.stream_action(ajs, config.name, "modify")
     request.respond("stream_update_response", stream_info(ajs.streams[config.name], cluster=False))
+
+
+def _check_update(old: StreamConfig, config: StreamConfig) -> None:
+    """nats-server's configUpdateCheck, in its order."""
+    if config.storage != old.storage:
+        raise errors.STREAM_INVALID_CONFIG.format(err=errors.CONFIG_STORAGE_CHANGE)
+    if old.retention != config.retention:
+        if "workqueue" in (old.retention, config.retention):
+            raise errors.STREAM_INVALID_CONFIG.format(
+                err="stream configuration update can not change retention policy to/from workqueue"
+            )
+        raise errors.STREAM_INVALID_CONFIG.format(  # nats-server allows limits <-> interest
+            err="stream configuration update can not change retention policy between limits and interest "
+            "on this server"
+        )
+    if old.sealed and not config.sealed:
+        raise errors.STREAM_INVALID_CONFIG.format(
+            err="stream configuration update can not unseal a sealed stream"
+        )
+    if old.deny_delete and not config.deny_delete:
+        raise errors.STREAM_INVALID_CONFIG.format(
+            err="stream configuration update can not cancel deny message deletes"
+        )
+    if old.deny_purge and not config.deny_purge:
+        raise errors.STREAM_INVALID_CONFIG.format(err="stream configuration update can not cancel deny purge")
+    sources.check_update(old.mirror, config.mirror)
+    if old.allow_msg_ttl and not config.allow_msg_ttl:
+        raise errors.STREAM_INVALID_CONFIG.format(err="message TTL status can not be disabled")
+    if config.sealed:  # what sealing implies, as nats-server sets it
+        config.max_age, config.discard = 0, "new"
+        config.deny_delete = config.deny_purge = True
+        config.allow_rollup_hdrs = False
 
 
 INFO_FIELDS: dict[str, object] = {"deleted_details": "bool", "subjects_filter": "str", "offset": "int"}

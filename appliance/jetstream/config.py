@@ -12,8 +12,29 @@ import re
 from dataclasses import dataclass, field
 
 from appliance.jetstream import errors
-from appliance.jetstream.decode import JsonObject, Kind
-from appliance.jetstream.republish import parse_republish
+from appliance.jetstream.decode import (
+    BOOL,
+    DURATION,
+    INT,
+    INT32,
+    INT64,
+    STRING,
+    STRING_MAP,
+    STRINGS,
+    UINT64,
+    TIME,
+    GoEnum,
+    GoSlice,
+    GoStruct,
+    GoType,
+    JsonObject,
+    Kind,
+    Node,
+    enum_of,
+    kind_word,
+)
+from appliance.jetstream.sources import SOURCE_TYPE, parse_mirror, parse_sources
+from appliance.jetstream.stream_checks import Lookup, check_stream_config
 from appliance.jetstream.subjects import is_valid_name, is_valid_subject, subjects_overlap
 from appliance.jetstream.wire import parse_rfc3339, rfc3339
 
@@ -28,87 +49,124 @@ NAME_LENGTH_MAX = 255
 DESCRIPTION_BYTES_MAX = 4096
 REQUEST_LEVEL_KEY = "_nats.req.level"
 
-STREAM_FIELDS: dict[str, Kind] = {
-    "name": "str",
-    "description": "str",
-    "subjects": "strs",
-    "retention": ("limits", "interest", "workqueue"),
-    "max_consumers": "int",
-    "max_msgs": "int",
-    "max_bytes": "int",
-    "max_age": "int",
-    "max_msgs_per_subject": "int",
-    "max_msg_size": "int",
-    "discard": ("old", "new"),
-    "storage": ("file", "memory"),
-    "num_replicas": "int",
-    "no_ack": "bool",
-    "template_owner": "str",
-    "duplicate_window": "int",
-    "placement": "object",
-    "mirror": "object",
-    "sources": "any",
-    "compression": ("none", "s2"),
-    "first_seq": "uint",
-    "subject_transform": "object",
-    "republish": "object",
-    "allow_direct": "bool",
-    "mirror_direct": "bool",
-    "discard_new_per_subject": "bool",
-    "sealed": "bool",
-    "deny_delete": "bool",
-    "deny_purge": "bool",
-    "allow_rollup_hdrs": "bool",
-    "consumer_limits": "object",
-    "allow_msg_ttl": "bool",
-    "subject_delete_marker_ttl": "int",
-    "metadata": "strmap",
-    "allow_msg_counter": "bool",
-    "allow_atomic": "bool",
-    "allow_msg_schedules": "bool",
-    "allow_batched": "bool",
-    "persist_mode": "any",
+def _compression(raw: bytes, node: Node) -> object:
+    """StoreCompression's UnmarshalJSON: a JSON string, "s2" or "none"."""
+    if node.kind not in ("str", "null"):
+        raise ValueError(f"json: cannot unmarshal {kind_word(node)} into Go value of type string")
+    if node.value not in ("s2", "none"):
+        raise ValueError("unknown compression algorithm")
+    return node.value
+
+
+def _priority_policy(raw: bytes, node: Node) -> object:
+    """PriorityPolicy's UnmarshalJSON ("none" is the default, kept as "")."""
+    names = {b'"overflow"': "overflow", b'"pinned_client"': "pinned_client", b'"prioritized"': "prioritized"}
+    if raw == b'"none"':
+        return ""
+    if raw not in names:
+        raise ValueError(f"unknown priority policy: {raw.decode('utf-8', errors='replace')}")
+    return names[raw]
+
+
+TRANSFORM_TYPE = GoStruct("server.SubjectTransformConfig", {"src": STRING, "dest": STRING}, pointer=True)
+STREAM_TYPE = GoStruct(
+    "server.StreamConfigRequest",
+    {
+        "name": STRING,
+        "description": STRING,
+        "subjects": STRINGS,
+        "retention": GoEnum("server.RetentionPolicy", enum_of("limits", "interest", "workqueue")),
+        "max_consumers": INT,
+        "max_msgs": INT64,
+        "max_bytes": INT64,
+        "max_age": DURATION,
+        "max_msgs_per_subject": INT64,
+        "max_msg_size": INT32,
+        "discard": GoEnum("server.DiscardPolicy", enum_of("old", "new", fold=True)),
+        "storage": GoEnum("server.StorageType", enum_of("file", "memory")),
+        "num_replicas": INT,
+        "no_ack": BOOL,
+        "duplicate_window": DURATION,
+        "placement": GoStruct(
+            "server.Placement", {"cluster": STRING, "tags": STRINGS, "preferred": STRING}, pointer=True
+        ),
+        "mirror": SOURCE_TYPE,
+        "sources": GoSlice(SOURCE_TYPE, "[]*server.StreamSource"),
+        "compression": GoEnum("server.StoreCompression", _compression),
+        "first_seq": UINT64,
+        "subject_transform": TRANSFORM_TYPE,
+        "republish": GoStruct(
+            "server.RePublish", {"src": STRING, "dest": STRING, "headers_only": BOOL}, pointer=True
+        ),
+        "allow_direct": BOOL,
+        "mirror_direct": BOOL,
+        "discard_new_per_subject": BOOL,
+        "sealed": BOOL,
+        "deny_delete": BOOL,
+        "deny_purge": BOOL,
+        "allow_rollup_hdrs": BOOL,
+        "consumer_limits": GoStruct(
+            "server.StreamConsumerLimits", {"inactive_threshold": DURATION, "max_ack_pending": INT}
+        ),
+        "allow_msg_ttl": BOOL,
+        "subject_delete_marker_ttl": DURATION,
+        "allow_msg_counter": BOOL,
+        "allow_atomic": BOOL,
+        "allow_msg_schedules": BOOL,
+        "persist_mode": GoEnum("server.PersistModeType", enum_of("default", "async", empty="default")),
+        "allow_batched": BOOL,
+        "metadata": STRING_MAP,
+        "pedantic": BOOL,
+    },
+)
+
+
+# ConsumerConfig's Go types (the decoder's type errors name them); the policies parse as their
+# UnmarshalJSON does.
+CONSUMER_FIELDS: dict[str, Kind | GoType] = {
+    "durable_name": STRING,
+    "name": STRING,
+    "description": STRING,
+    "deliver_policy": GoEnum(
+        "server.DeliverPolicy",
+        enum_of("all", "last", "new", "by_start_sequence", "by_start_time", "last_per_subject",
+                aliases={"undefined": "all"}),
+    ),
+    "opt_start_seq": UINT64,
+    "opt_start_time": TIME,
+    "ack_policy": GoEnum("server.AckPolicy", enum_of("none", "all", "explicit")),
+    "ack_wait": DURATION,
+    "max_deliver": INT,
+    "backoff": GoSlice(DURATION, "[]time.Duration"),
+    "filter_subject": STRING,
+    "filter_subjects": STRINGS,
+    "replay_policy": GoEnum("server.ReplayPolicy", enum_of("instant", "original")),
+    "rate_limit_bps": UINT64,
+    "sample_freq": STRING,
+    "max_waiting": INT,
+    "max_ack_pending": INT,
+    "flow_control": BOOL,
+    "headers_only": BOOL,
+    "max_batch": INT,
+    "max_expires": DURATION,
+    "max_bytes": INT,
+    "deliver_subject": STRING,
+    "deliver_group": STRING,
+    "idle_heartbeat": DURATION,
+    "inactive_threshold": DURATION,
+    "num_replicas": INT,
+    "mem_storage": BOOL,
+    "direct": BOOL,
+    "metadata": STRING_MAP,
+    "pause_until": TIME,
+    "priority_groups": STRINGS,
+    "priority_policy": GoEnum("server.PriorityPolicy", _priority_policy),
+    "priority_timeout": DURATION,
 }
 
-CONSUMER_FIELDS: dict[str, Kind] = {
-    "durable_name": "str",
-    "name": "str",
-    "description": "str",
-    "deliver_policy": ("all", "last", "new", "by_start_sequence", "by_start_time", "last_per_subject"),
-    "opt_start_seq": "uint",
-    "opt_start_time": "time",
-    "ack_policy": ("none", "all", "explicit"),
-    "ack_wait": "int",
-    "max_deliver": "int",
-    "backoff": "ints",
-    "filter_subject": "str",
-    "filter_subjects": "strs",
-    "replay_policy": ("instant", "original"),
-    "rate_limit_bps": "uint",
-    "sample_freq": "str",
-    "max_waiting": "int",
-    "max_ack_pending": "int",
-    "flow_control": "bool",
-    "headers_only": "bool",
-    "max_batch": "int",
-    "max_expires": "int",
-    "max_bytes": "int",
-    "deliver_subject": "str",
-    "deliver_group": "str",
-    "idle_heartbeat": "int",
-    "inactive_threshold": "int",
-    "num_replicas": "int",
-    "mem_storage": "bool",
-    "direct": "bool",
-    "metadata": "strmap",
-    "pause_until": "time",
-    "priority_groups": "strs",
-    "priority_policy": "str",
-    "priority_timeout": "int",
-}
 
-
-# Accepted by the decoder (clients send them) but refused when set: never silently ignored.
+# Accepted by the decoder (clients send them) but refused when set, after nats-server's checks:
+# never silently ignored.
 UNSUPPORTED_STREAM_FEATURES = (
     "subject_delete_marker_ttl",
     "allow_msg_counter",
@@ -185,7 +243,7 @@ class StreamConfig:
             out["no_ack"] = True
         if self.duplicate_window or not (self.sources or self.mirror):
             out["duplicate_window"] = self.duplicate_window
-        if self.placement:
+        if self.placement is not None:
             out["placement"] = self.placement
         out["compression"] = self.compression
         if self.subject_transform is not None:
@@ -237,137 +295,76 @@ def _bad_config(text: str) -> errors.JsApiError:
     return errors.STREAM_INVALID_CONFIG.format(err=text)
 
 
-def parse_stream_config(obj: JsonObject, *, request_level: str = "0") -> StreamConfig:
-    """A StreamConfig with nats-server's defaults applied and its checks passed."""
-    name = str(_get(obj, "name", ""))
-    if not name:
-        raise _bad_config("stream name is required")
-    if len(name) > NAME_LENGTH_MAX:
-        raise _bad_config(f"stream name is too long, maximum allowed is {NAME_LENGTH_MAX}")
-    if "/" in name or "\\" in name:
-        raise errors.STREAM_NAME_CONTAINS_PATH_SEPARATORS.error()
-    if not is_valid_name(name):
-        raise _bad_config("stream name is required and can not contain '.', '*', '>'")
-    for unsupported in UNSUPPORTED_STREAM_FEATURES:
-        if obj.get(unsupported):
-            raise _bad_config(f"stream {unsupported} is not supported by this server")
-    config = StreamConfig(name=name)
-    for key in (
-        "description",
-        "retention",
-        "max_consumers",
-        "max_msgs",
-        "max_bytes",
-        "max_age",
-        "max_msgs_per_subject",
-        "max_msg_size",
-        "discard",
-        "storage",
-        "num_replicas",
-        "no_ack",
-        "duplicate_window",
-        "compression",
-        "first_seq",
-        "allow_direct",
-        "mirror_direct",
-        "discard_new_per_subject",
-        "sealed",
-        "deny_delete",
-        "deny_purge",
-        "allow_rollup_hdrs",
-        "allow_msg_ttl",
-        "subject_delete_marker_ttl",
-    ):
-        if key in obj:
+SETTABLE = (
+    "description",
+    "retention",
+    "max_consumers",
+    "max_msgs",
+    "max_bytes",
+    "max_age",
+    "max_msgs_per_subject",
+    "max_msg_size",
+    "discard",
+    "storage",
+    "num_replicas",
+    "no_ack",
+    "duplicate_window",
+    "compression",
+    "first_seq",
+    "allow_direct",
+    "mirror_direct",
+    "discard_new_per_subject",
+    "sealed",
+    "deny_delete",
+    "deny_purge",
+    "allow_rollup_hdrs",
+    "allow_msg_ttl",
+    "subject_delete_marker_ttl",
+)
+
+
+def parse_stream_config(
+    obj: JsonObject, *, request_level: str = "0", others: Lookup | None = None
+) -> StreamConfig:
+    """A StreamConfig (decoded against STREAM_TYPE) with nats-server's defaults applied and its
+    checks passed in its order (stream_checks.py); `others` looks up the account's streams."""
+    config = StreamConfig(name=str(_get(obj, "name", "")))
+    for key in SETTABLE:
+        if obj.get(key) is not None:
             setattr(config, key, obj[key])
-    if len(config.description) > DESCRIPTION_BYTES_MAX:
-        raise _bad_config(f"stream description is too long, maximum allowed is {DESCRIPTION_BYTES_MAX}")
     subjects = obj.get("subjects")
-    if obj.get("mirror") or obj.get("sources"):
-        from appliance.jetstream.sources import parse_mirror, parse_sources
-
-        if obj.get("mirror"):
-            config.mirror = parse_mirror(obj["mirror"], obj)
-        config.sources = parse_sources(obj.get("sources"))
+    config.subjects = list(subjects) if isinstance(subjects, list) else []
+    config.mirror = parse_mirror(obj.get("mirror"))
+    config.sources = parse_sources(obj.get("sources"))  # type: ignore[assignment]
     transform = obj.get("subject_transform")
-    if isinstance(transform, dict) and transform:
-        from appliance.jetstream.transform import compile_transform
-
+    if isinstance(transform, dict):
         src, dest = str(transform.get("src") or ""), str(transform.get("dest") or "")
-        compile_transform(src, dest, of="stream")
         config.subject_transform = {"src": src, "dest": dest}
-    default_subjects = [] if config.sources or config.mirror else [name]
-    config.subjects = list(subjects) if isinstance(subjects, list) and subjects else default_subjects
     placement = obj.get("placement")
-    config.placement = dict(placement) if isinstance(placement, dict) and placement else None
+    config.placement = dict(placement) if isinstance(placement, dict) else None
     limits_obj = obj.get("consumer_limits")
-    config.consumer_limits = (
-        {k: v for k, v in (limits_obj or {}).items() if v} if isinstance(limits_obj, dict) else {}
-    )
+    if isinstance(limits_obj, dict):
+        config.consumer_limits = {k: v for k, v in limits_obj.items() if v}
     metadata = obj.get("metadata")
-    config.metadata = (
-        {k: v for k, v in (metadata or {}).items() if not k.startswith("_nats.")}
-        if isinstance(metadata, dict)
-        else {}
-    )
+    if isinstance(metadata, dict):
+        config.metadata = {k: v for k, v in metadata.items() if not k.startswith("_nats.")}
     config.metadata[REQUEST_LEVEL_KEY] = request_level
-    _apply_stream_defaults(config)
-    _check_stream(config)
-    if obj.get("republish") is not None:
-        config.republish = parse_republish(
-            obj["republish"], subjects=config.subjects, subject_transform=config.subject_transform
-        )
+    republish = obj.get("republish")
+    config.republish = dict(republish) if isinstance(republish, dict) else None  # checked in stream_checks
+    check_stream_config(config, pedantic=bool(obj.get("pedantic")), others=others)
+    _check_supported(config, obj)
     return config
 
 
-def _apply_stream_defaults(config: StreamConfig) -> None:
-    for key in ("max_consumers", "max_msgs", "max_bytes", "max_msgs_per_subject", "max_msg_size"):
-        if getattr(config, key) == 0:
-            setattr(config, key, -1)
-    if config.num_replicas == 0:
-        config.num_replicas = 1
-    if config.duplicate_window == 0 and not (config.sources or config.mirror):
-        config.duplicate_window = DEFAULT_DUPLICATE_WINDOW_NS
-        if 0 < config.max_age < DEFAULT_DUPLICATE_WINDOW_NS:
-            config.duplicate_window = config.max_age
-
-
-def _check_stream(config: StreamConfig) -> None:
-    if config.num_replicas < 0:
-        raise errors.REPLICAS_COUNT_CANNOT_BE_NEGATIVE.error()
-    if config.num_replicas > 5:
-        raise _bad_config("maximum replicas is 5")
+def _check_supported(config: StreamConfig, obj: JsonObject) -> None:
+    """What this server does not do (after nats-server's own checks), and replicas > 1 alone."""
+    for unsupported in UNSUPPORTED_STREAM_FEATURES:
+        if obj.get(unsupported):
+            raise _bad_config(f"stream {unsupported} is not supported by this server")
+    if obj.get("persist_mode") == "async":
+        raise _bad_config("stream persist_mode async is not supported by this server")
     if config.num_replicas > 1:
         raise errors.REPLICAS_NOT_SUPPORTED.error()
-    if config.max_age < 0:
-        raise _bad_config("max age needs to be >= 100ms")
-    if 0 < config.max_age < MIN_WINDOW_NS:
-        raise _bad_config("max age needs to be >= 100ms")
-    copies = bool(config.sources or config.mirror)  # a window of 0 (no dedupe) is theirs by default
-    if config.duplicate_window < 0 or (config.duplicate_window or not copies) and (
-        config.duplicate_window < MIN_WINDOW_NS
-    ):
-        raise _bad_config("duplicates window needs to be >= 100ms")
-    if config.max_age and config.duplicate_window > config.max_age:
-        raise _bad_config("duplicates window can not be larger then max age")
-    if config.deny_purge and config.allow_rollup_hdrs:
-        raise _bad_config("roll-ups require the purge permission")
-    if config.discard_new_per_subject and (config.discard != "new" or config.max_msgs_per_subject <= 0):
-        if config.discard != "new":
-            raise _bad_config("discard new per subject requires discard new policy to be set")
-        raise _bad_config("discard new per subject requires max msgs per subject > 0")
-    if config.max_msg_size > 1 << 31:
-        raise _bad_config("max message size exceeds the maximum allowed")
-    seen: list[str] = []
-    for subject in config.subjects:
-        if not is_valid_subject(subject):
-            raise _bad_config(f"invalid subject {subject!r}".replace("'", '"'))
-        if subject == ">" and not config.no_ack:
-            raise _bad_config("capturing all subjects requires no-ack to be true")
-        for earlier in seen:
-            if subjects_overlap(earlier, subject):
-                raise _bad_config("subjects overlap")
-        seen.append(subject)
 
 
 def stream_config_from_record(record: dict[str, object]) -> StreamConfig:

@@ -3,7 +3,6 @@ into one operation per loop turn; ack_wait / backoff timers and redelivery up to
 
 from __future__ import annotations
 
-import json
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -13,6 +12,7 @@ from appliance.jetstream import advisories
 from appliance.jetstream import consumer_state as ops
 from appliance.jetstream.config import ConsumerConfig
 from appliance.jetstream.consumer_state import ConsumerState
+from appliance.jetstream.decode import DURATION, GoJsonError, GoStruct, unmarshal
 from appliance.jetstream.host import Host, Timer
 from appliance.jetstream.pull import PullRequest
 from appliance.jetstream.wire import parse_go_duration
@@ -21,6 +21,9 @@ if TYPE_CHECKING:
     from appliance.jetstream.stream import Stream
 
 NS = 1_000_000_000
+
+
+NAK_OPTIONS_TYPE = GoStruct("server.ConsumerNakOptions", {"delay": DURATION}, strict=False)
 
 
 class AckHandling:
@@ -140,9 +143,9 @@ class AckHandling:
             return
         delay_ns = 0
         if rest.startswith(b"{"):
-            try:
-                delay_ns = int(json.loads(rest).get("delay", 0))
-            except (ValueError, TypeError, AttributeError, OverflowError):  # any bad delay is none
+            try:  # a bad delay is a plain NAK, as nats-server treats it
+                delay_ns = int(str(unmarshal(rest, NAK_OPTIONS_TYPE, "ConsumerNakOptions").get("delay") or 0))
+            except (GoJsonError, ValueError, TypeError, OverflowError):
                 delay_ns = 0
         elif rest:
             try:

@@ -196,6 +196,9 @@ MIRROR_OVERLAPPING_SUBJECT_FILTERS = ApiError(400, 10152, "mirror subject filter
 MIRROR_INVALID_TRANSFORM_DESTINATION = ApiError(400, 10154, "mirror transform: {err}")
 STREAM_TRANSFORM_INVALID_SOURCE = ApiError(400, 10155, "stream transform source: {err}")
 STREAM_TRANSFORM_INVALID_DESTINATION = ApiError(400, 10156, "stream transform: {err}")
+MIRROR_MAX_MESSAGE_SIZE_TOO_BIG = ApiError(400, 10030, "stream mirror must have max message size >= source")
+SOURCE_MAX_MESSAGE_SIZE_TOO_BIG = ApiError(400, 10046, "stream source must have max message size >= target")
+PEDANTIC = ApiError(400, 10157, "pedantic mode: {err}")
 MESSAGE_TTL_DISABLED = ApiError(400, 10166, "per-message TTL is disabled")
 # Pull consumer priority groups
 CONSUMER_PRIORITY_POLICY_WITHOUT_GROUP = ApiError(

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 from appliance.jetstream.config import ConsumerConfig
-from appliance.jetstream.decode import parse_json
-from appliance.jetstream.errors import JsApiError
+from appliance.jetstream.decode import BOOL, DURATION, INT, INT64, STRING, GoJsonError, GoStruct, unmarshal
 from appliance.jetstream.host import Timer
 from appliance.jetstream.wire import go_duration
 
@@ -57,62 +55,24 @@ class BadPull(Exception):
         self.description = description
 
 
-# JSApiConsumerGetNextRequest's fields and their Go types (a wrong JSON type is a 400 naming them)
-GO_FIELDS: dict[str, str] = {
-    "batch": "int",
-    "expires": "time.Duration",
-    "no_wait": "bool",
-    "max_bytes": "int",
-    "idle_heartbeat": "time.Duration",
-    "group": "string",
-    "min_pending": "int64",
-    "min_ack_pending": "int64",
-    "id": "string",
-    "priority": "int",
-}
-_JSON_KINDS = {str: "string", bool: "bool", list: "array", dict: "object"}
-
-
-class _Fraction(str):
-    """A JSON number with a fraction or exponent, kept as written (Go quotes it so)."""
-
-
-def _decode(text: bytes) -> dict[str, object]:
-    """A JSON pull request as Go's json.Unmarshal reads it: unknown fields ignored, a wrong
-    type, a fraction or an out-of-range integer refused (BadPull 400 with Go's words)."""
-    try:
-        parse_json(text)  # Go's syntax error texts
-    except JsApiError as exc:
-        # Go's own text, without the offset nats-server's API decoder adds elsewhere
-        message = exc.description.removeprefix("invalid JSON: ").split(" at offset ")[0]
-        raise BadPull(400, f"Bad Request - {message}") from None
-    obj = json.loads(text, parse_float=_Fraction)
-    if not isinstance(obj, dict):
-        raise BadPull(400, "Bad Request")
-    checked: dict[str, object] = {}
-    for key, go_type in GO_FIELDS.items():
-        value = obj.get(key)
-        if value is None:
-            continue
-        number = isinstance(value, (int, _Fraction)) and not isinstance(value, bool)
-        if go_type == "string":
-            ok = type(value) is str
-        elif go_type == "bool":
-            ok = isinstance(value, bool)
-        else:  # Go's int and int64 here are 64 bits
-            whole = number and not isinstance(value, _Fraction)
-            ok = whole and -(2**63) <= value < 2**63
-        if not ok:
-            if number and go_type not in ("string", "bool"):
-                kind = f"number {value}"
-            elif number:
-                kind = "number"
-            else:
-                kind = _JSON_KINDS.get(type(value), "number")
-            reason = f"json: cannot unmarshal {kind} into Go struct field .{key} of type {go_type}"
-            raise BadPull(400, f"Bad Request - {reason}")
-        checked[key] = value
-    return checked
+# nats-server's JSApiConsumerGetNextRequest (with its PriorityGroup), decoded by json.Unmarshal into
+# a pooled value: unknown fields are ignored and errors name the struct "" (".batch").
+PULL_REQUEST_TYPE = GoStruct(
+    "server.JSApiConsumerGetNextRequest",
+    {
+        "expires": DURATION,
+        "batch": INT,
+        "max_bytes": INT,
+        "no_wait": BOOL,
+        "idle_heartbeat": DURATION,
+        "group": STRING,
+        "min_pending": INT64,
+        "min_ack_pending": INT64,
+        "id": STRING,
+        "priority": INT,
+    },
+    strict=False,
+)
 
 
 def parse_pull(body: bytes, reply: str, config: ConsumerConfig, now_ns: int) -> PullRequest:
@@ -120,9 +80,12 @@ def parse_pull(body: bytes, reply: str, config: ConsumerConfig, now_ns: int) -> 
     batch, expires, no_wait, max_bytes, heartbeat = 1, 0, False, 0, 0
     group: dict[str, object] | None = None  # nats-server's priorityGroup: only a JSON request has one
     if text.startswith(b"{"):
-        obj = _decode(text)
-        batch = int(str(obj.get("batch") or 0))
-        expires = int(str(obj.get("expires") or 0))
+        try:
+            obj = unmarshal(text, PULL_REQUEST_TYPE, "")
+        except GoJsonError as exc:
+            raise BadPull(400, f"Bad Request - {exc}") from None
+        batch = int(obj.get("batch") or 0)
+        expires = int(obj.get("expires") or 0)
         no_wait = bool(obj.get("no_wait"))
         max_bytes = max(int(str(obj.get("max_bytes") or 0)), 0)  # none or negative: no limit
         heartbeat = max(int(str(obj.get("idle_heartbeat") or 0)), 0)

@@ -31,7 +31,7 @@ from appliance.jetstream.api_streams import check_overlap, stream_info
 from appliance.jetstream.backup import advise, is_empty_request
 from appliance.jetstream.config import (
     CONSUMER_FIELDS,
-    STREAM_FIELDS,
+    STREAM_TYPE,
     StreamConfig,
     parse_consumer_config,
     parse_stream_config,
@@ -64,7 +64,7 @@ def stream_restore(request: Request) -> None:
         raise errors.BAD_REQUEST.error()
     obj = decode_object(body, RESTORE_FIELDS, "JSApiStreamRestoreRequest")  # type: ignore[arg-type]
     name = request.tokens[2]
-    config_obj = decode_object(obj.get("config") or {}, STREAM_FIELDS, "StreamConfig")
+    config_obj = decode_object(obj.get("config") or {}, STREAM_TYPE.fields, "StreamConfig")
     if not config_obj.get("name"):
         config_obj["name"] = name
     if config_obj["name"] != name:

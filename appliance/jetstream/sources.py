@@ -34,11 +34,11 @@ from typing import TYPE_CHECKING
 
 from appliance import limits
 from appliance.jetstream import errors, ops
-from appliance.jetstream.decode import Kind, decode_object
+from appliance.jetstream.decode import STRING, TIME, UINT64, GoSlice, GoStruct
 from appliance.jetstream.host import Timer
 from appliance.jetstream.storeview import count_live, first_seq_at_or_after_time, last_seq
 from appliance.jetstream.subjects import is_valid_name, is_valid_subject, subject_is_subset, subjects_overlap
-from appliance.jetstream.transform import Transform, compile_all, first_match
+from appliance.jetstream.transform import Transform, compile_all, compile_transform, first_match
 from appliance.jetstream.wire import append_headers, header_value, parse_rfc3339, rfc3339
 from appliance.server.internal import InternalClient
 from appliance.store.api import StoreLimitError
@@ -49,94 +49,114 @@ if TYPE_CHECKING:
     from appliance.jetstream.stream import Stream
 
 HDR_SOURCE = b"Nats-Stream-Source"
-SOURCE_FIELDS: dict[str, Kind] = {
-    "name": "str",
-    "opt_start_seq": "uint",
-    "opt_start_time": "time",
-    "filter_subject": "str",
-    "subject_transforms": "any",
-    "external": "object",
-    "domain": "str",
-}
+TRANSFORM_TYPE = GoStruct("server.SubjectTransformConfig", {"src": STRING, "dest": STRING})
+SOURCE_TYPE = GoStruct(
+    "server.StreamSource",
+    {
+        "name": STRING,
+        "opt_start_seq": UINT64,
+        "opt_start_time": TIME,
+        "filter_subject": STRING,
+        "subject_transforms": GoSlice(TRANSFORM_TYPE, "[]server.SubjectTransformConfig"),
+        "external": GoStruct("server.ExternalStream", {"api": STRING, "deliver": STRING}, pointer=True),
+        "consumer": GoStruct(
+            "server.StreamConsumerSource", {"name": STRING, "deliver_subject": STRING}, pointer=True
+        ),
+    },
+    pointer=True,
+)
 ECHO_ORDER = ("name", "opt_start_seq", "opt_start_time", "filter_subject", "subject_transforms")
-UNSUPPORTED = ("external", "domain")
+UNSUPPORTED = ("external", "consumer")
 
 
-def parse_sources(value: object) -> list[dict[str, object]]:
-    """The `sources` of a stream config, checked as nats-server checks them, in echo form."""
-    if value is None:
-        return []
+def parse_sources(value: object) -> list[dict[str, object] | None]:
+    """The decoded `sources` of a stream config in echo form (a null entry stays None: the
+    checks refuse it as nats-server does)."""
     if not isinstance(value, list):
-        raise errors.INVALID_JSON.format(err="json: cannot unmarshal object into Go struct field "
-                                         "StreamConfig.sources of type []*server.StreamSource")
-    out: list[dict[str, object]] = []
-    seen: set[tuple[str, str]] = set()
-    for item in value:
-        echo = _parse_one(item, mirror=False)
-        key = (str(echo["name"]), _key_of(echo))
-        if key in seen:
-            raise errors.SOURCE_DUPLICATE_DETECTED.error()
-        seen.add(key)
-        out.append(echo)
+        return []
+    return [echo(item) if isinstance(item, dict) else None for item in value]
+
+
+def parse_mirror(value: object) -> dict[str, object] | None:
+    return echo(value) if isinstance(value, dict) else None
+
+
+def echo(obj: dict[str, object]) -> dict[str, object]:
+    """A decoded StreamSource as nats-server echoes it (omitempty), unsupported parts kept for
+    the checks."""
+    out: dict[str, object] = {"name": str(obj.get("name") or "")}
+    for field_name in ECHO_ORDER[1:]:
+        if obj.get(field_name):
+            out[field_name] = obj[field_name]
+    if "subject_transforms" in out:
+        out["subject_transforms"] = [
+            {"src": str((t or {}).get("src") or ""), "dest": str((t or {}).get("dest") or "")}
+            for t in out["subject_transforms"]  # type: ignore[attr-defined]
+        ]
+    if "opt_start_time" in out:
+        out["opt_start_time"] = rfc3339(parse_rfc3339(str(out["opt_start_time"])))
+    for key in UNSUPPORTED:
+        if obj.get(key):
+            out[key] = obj[key]
     return out
 
 
-def _parse_one(item: object, *, mirror: bool) -> dict[str, object]:
-    obj = decode_object(item if isinstance(item, dict) else {}, SOURCE_FIELDS, "StreamSource")
+def check_source(source: dict[str, object], *, mirror: bool) -> None:
+    """One source's or the mirror's checks, in nats-server's order (checkStreamCfg)."""
     what = "mirror" if mirror else "source"
-    for key in UNSUPPORTED:
-        if obj.get(key):
-            text = f"stream {what} {key} is not supported by this server"
-            raise errors.STREAM_INVALID_CONFIG.format(err=text)
-    name = str(obj.get("name") or "")
-    if not name or not is_valid_name(name):
-        raise (errors.MIRRORED_STREAM_NAME_INVALID if mirror else errors.SOURCED_STREAM_NAME_INVALID).error()
-    filter_subject = str(obj.get("filter_subject") or "")
-    if filter_subject and not is_valid_subject(filter_subject):
-        text = f"subject filter '{filter_subject}' for the {what}: invalid subject"
-        raise errors.STREAM_CREATE.format(err=text)
-    if obj.get("subject_transforms"):
-        _check_transforms(obj["subject_transforms"], filter_subject, mirror=mirror)
-    echo: dict[str, object] = {}
-    for field in ECHO_ORDER:
-        if obj.get(field):
-            echo[field] = obj[field]
-    if "subject_transforms" in echo:
-        echo["subject_transforms"] = [
-            {"src": str(t.get("src") or ""), "dest": str(t.get("dest") or "")}
-            for t in echo["subject_transforms"]  # type: ignore[attr-defined]
-        ]
-    if "opt_start_time" in echo:
-        echo["opt_start_time"] = rfc3339(parse_rfc3339(str(echo["opt_start_time"])))
-    return echo
-
-
-def _check_transforms(entries: object, filter_subject: str, *, mirror: bool) -> None:
-    """A source's or mirror's subject_transforms, checked in nats-server's order."""
-    if filter_subject:
+    filter_subject = str(source.get("filter_subject") or "")
+    transforms = source.get("subject_transforms")
+    if filter_subject and transforms:
         refusal = errors.MIRROR_TRANSFORMS_WITH_FILTER if mirror else errors.SOURCE_TRANSFORMS_WITH_FILTER
         raise refusal.error()
-    compiled = compile_all(entries, of="mirror" if mirror else "source")
-    sources = [transform.src for transform in compiled]
-    for outer, first in enumerate(sources):
-        for inner, second in enumerate(sources):
-            if inner == outer:
-                continue
-            if mirror and subjects_overlap(first, second):
-                raise errors.MIRROR_OVERLAPPING_SUBJECT_FILTERS.error()
-            if not mirror and subject_is_subset(first, second):
+    if transforms:
+        _check_transforms(transforms, mirror=mirror)
+    if mirror and not is_valid_name(str(source.get("name") or "")):
+        raise errors.MIRRORED_STREAM_NAME_INVALID.error()
+    for key in UNSUPPORTED:
+        if source.get(key):
+            text = f"stream {what} {key} is not supported by this server"
+            raise errors.STREAM_INVALID_CONFIG.format(err=text)
+
+
+def check_filters(mirror: dict[str, object] | None, sources: list[dict[str, object]]) -> None:
+    """The filter subjects nats-server checks when it adds the stream (after the config's checks,
+    the name-in-use and limit checks), with its texts."""
+    if mirror is not None and not mirror.get("subject_transforms"):
+        subject = str(mirror.get("filter_subject") or "")
+        if subject and not is_valid_subject(subject):
+            text = f"subject filter '{subject}' for the mirror invalid subject"  # sic: no colon
+            raise errors.STREAM_CREATE.format(err=text)
+    for source in sources:
+        subject = str(source.get("filter_subject") or "")
+        if not source.get("subject_transforms") and subject and not is_valid_subject(subject):
+            text = f"subject filter '{subject}' for the source: invalid subject"
+            raise errors.STREAM_CREATE.format(err=text)
+
+
+def _check_transforms(entries: object, *, mirror: bool) -> None:
+    """A source's or mirror's subject_transforms, checked in nats-server's order: a mirror checks
+    each transform and then its overlaps in one pass, a source all transforms first."""
+    listed = entries if isinstance(entries, list) else []
+    items = [entry if isinstance(entry, dict) else {} for entry in listed]
+    sources = [str(entry.get("src") or "") for entry in items]
+    of = "mirror" if mirror else "source"
+    for outer, entry in enumerate(items):
+        compile_transform(sources[outer], str(entry.get("dest") or ""), of=of)
+        if mirror and any(
+            inner != outer and (other == sources[outer] or subjects_overlap(sources[outer], other))
+            for inner, other in enumerate(sources)
+        ):
+            raise errors.MIRROR_OVERLAPPING_SUBJECT_FILTERS.error()
+    if not mirror:
+        for outer, first in enumerate(sources):
+            if any(inner != outer and subject_is_subset(first, other) for inner, other in enumerate(sources)):
                 raise errors.SOURCE_OVERLAPPING_SUBJECT_FILTERS.error()
 
 
-def parse_mirror(value: object, config_obj: dict[str, object]) -> dict[str, object]:
-    """The `mirror` of a stream config, checked as nats-server checks it."""
-    if config_obj.get("subjects"):
-        raise errors.MIRROR_WITH_SUBJECTS.error()
-    if config_obj.get("sources"):
-        raise errors.MIRROR_WITH_SOURCES.error()
-    if config_obj.get("first_seq"):
-        raise errors.MIRROR_WITH_FIRST_SEQ.error()
-    return _parse_one(value, mirror=True)
+def source_key(source: dict[str, object]) -> str:
+    """What makes two sources of one stream the same (nats-server's composeIName)."""
+    return _key_of(source)
 
 
 def check_update(old: dict[str, object] | None, new: dict[str, object] | None) -> None:

@@ -174,6 +174,9 @@ class Stream:
     def _flush_inbox(self) -> None:
         if not self._inbox:
             return
+        if self.deleted:  # deleted after these arrived (one may be the delete request itself)
+            self._inbox = []
+            return
         batch, self._inbox = self._inbox, []
         msgs = [msg for msg, _ in batch]
         replies = [reply for _, reply in batch]

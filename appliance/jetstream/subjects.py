@@ -73,7 +73,7 @@ def subject_is_subset(subset: str, of: str) -> bool:
             return len(a) > index
         if index >= len(a):
             return False
-        if a[index] == ">":
+        if not part or not a[index] or a[index] == ">":  # an empty token is never a subset
             return False
         if part != "*" and (a[index] == "*" or a[index] != part):
             return False

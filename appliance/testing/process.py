@@ -49,6 +49,10 @@ class ApplianceProcess:
         except BaseException:
             self.stop()  # `with` never calls __exit__ when __enter__ raises: never leave it running
             raise
+        bound = re.search(r"Listening for client connections on ([\d.]+):", self.log())
+        if bound is None or bound.group(1) != "127.0.0.1":  # tests pass -a 127.0.0.1 or `listen`
+            self.stop()
+            raise AssertionError(f"a test server must listen on 127.0.0.1 only:\n{self.log()}")
         return self
 
     def wait_log(self, text: str, *, timeout_s: float = READY_TIMEOUT_S) -> str:

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from nats.aio.client import Client
 
 from appliance.jetstream.config import ConsumerConfig
-from appliance.jetstream.pull import GO_FIELDS, BadPull, parse_pull
+from appliance.jetstream.pull import PULL_REQUEST_TYPE, BadPull, parse_pull
 from appliance.testing.inproc import InProcessServer
 from .conftest import run_with
 
@@ -120,7 +120,7 @@ JSON_VALUES = st.recursive(
 )
 
 
-@given(st.dictionaries(st.sampled_from([*GO_FIELDS, "other"]), JSON_VALUES, max_size=5) | st.binary(max_size=30))
+@given(st.dictionaries(st.sampled_from([*PULL_REQUEST_TYPE.fields, "other"]), JSON_VALUES, max_size=5) | st.binary(max_size=30))
 def test_any_pull_body_is_a_request_or_a_bad_pull(body: object) -> None:
     """No body makes parse_pull raise anything but BadPull (it used to raise ValueError, which
     closed the requesting client's connection)."""

@@ -11,13 +11,13 @@ from hypothesis import strategies as st
 from appliance.jetstream import errors, ops
 from appliance.jetstream.config import (
     CONSUMER_FIELDS,
-    STREAM_FIELDS,
+    STREAM_TYPE,
     parse_consumer_config,
     parse_stream_config,
     stream_config_from_record,
 )
 from appliance.jetstream.consumer_state import ConsumerState, op_acked, op_acked_all, op_delivered, op_start
-from appliance.jetstream.decode import decode_object, request_body
+from appliance.jetstream.decode import decode_into, decode_object, request_body
 from appliance.jetstream.pull import BadPull, parse_pull
 from appliance.jetstream.subjects import is_valid_name, is_valid_subject, subject_matches, subjects_overlap
 from appliance.jetstream.wire import (
@@ -43,20 +43,20 @@ def _error(fn: object, *args: object, **kwargs: object) -> tuple[int, str]:
 
 
 def test_unknown_field_wrong_type_and_bad_enum_are_10025_with_go_texts() -> None:
-    assert _error(decode_object, b'{"name":"A","bogus":1}', STREAM_FIELDS, "StreamConfig") == (
+    assert _error(decode_into, b'{"name":"A","bogus":1}', STREAM_TYPE, "StreamConfigRequest") == (
         10025,
         'invalid JSON: json: unknown field "bogus"',
     )
-    assert _error(decode_object, b'{"max_msgs":"x"}', STREAM_FIELDS, "StreamConfig") == (
+    assert _error(decode_into, b'{"max_msgs":"x"}', STREAM_TYPE, "StreamConfigRequest") == (
         10025,
-        "invalid JSON: json: cannot unmarshal string into Go struct field StreamConfig.max_msgs of type "
-        "int64",
+        "invalid JSON: json: cannot unmarshal string into Go struct field "
+        "StreamConfigRequest.max_msgs of type int64",
     )
     assert _error(decode_object, b'{"ack_policy":"bogus"}', CONSUMER_FIELDS, "ConsumerConfig") == (
         10025,
         'invalid JSON: can not unmarshal "\\"bogus\\""',
     )
-    assert _error(decode_object, b"{not json", STREAM_FIELDS, "StreamConfig") == (
+    assert _error(decode_into, b"{not json", STREAM_TYPE, "StreamConfigRequest") == (
         10025,
         "invalid JSON: invalid character 'n' looking for beginning of object key string at offset 2",
     )
@@ -114,9 +114,9 @@ def test_stream_defaults_echo_in_nats_server_order() -> None:
             {"name": "A", "deny_purge": True, "allow_rollup_hdrs": True},
             (10052, "roll-ups require the purge permission"),
         ),
-        ({"name": "A.B"}, (10052, "stream name is required and can not contain '.', '*', '>'")),
-        ({"name": "A/B"}, (10128, "Stream name can not contain path separators")),
-        ({"name": "A", "subjects": ["a.>", "a.b"]}, (10052, "subjects overlap")),
+        ({"name": "A.B"}, (10052, "stream name is required and can not contain '.', '*', '>', '\\', '/'")),
+        ({"name": "A/B"}, (10052, "stream name is required and can not contain '.', '*', '>', '\\', '/'")),
+        ({"name": "A", "subjects": ["a.>", "a.b"]}, (10052, 'subject "a.>" overlaps with "a.b"')),
         ({"name": "A", "subjects": [">"]}, (10052, "capturing all subjects requires no-ack to be true")),
     ],
 )
