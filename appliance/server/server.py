@@ -37,6 +37,14 @@ class InterestGate(Protocol):
     def wait_interest_synced(self, callback: Callable[[], None]) -> None: ...
 
 
+class ClusterView(Protocol):
+    """The routes of this server, as client INFO needs them (server/routes.py)."""
+
+    def cluster_connect_urls(self) -> list[str]: ...
+
+    def client_urls(self) -> list[str]: ...
+
+
 class ConnectionGate(Protocol):
     """Admission against a server-wide max_connections shared by every worker (supervisor/admission.py)."""
 
@@ -94,6 +102,7 @@ class Server:
         self.interest_gate: InterestGate | None = None  # sibling workers, when there are any
         self.before_client_read: Callable[[], None] | None = None  # take sibling frames first
         self.connection_gate: ConnectionGate | None = None  # max_connections across workers, when there are any
+        self.routes: ClusterView | None = None  # the cluster's routes, on the worker that holds them
         self._over_max_connections = False  # about the connection registered last
         # totals of closed connections, so /varz counters never go backwards
         self._retired = [0, 0, 0, 0]
@@ -241,6 +250,11 @@ class Server:
             fields["cluster"] = options.cluster.name
         if options.jetstream.domain:
             fields["domain"] = options.jetstream.domain
+        routes = self.routes
+        if routes is not None and not options.cluster.no_advertise:
+            others = routes.cluster_connect_urls()
+            if others:
+                fields["connect_urls"] = routes.client_urls() + [u for u in others if u not in routes.client_urls()]
         return fields
 
     def info_bytes(self, conn: ClientConnection) -> bytes:

@@ -15,6 +15,7 @@ from appliance.jetstream.service import start_jetstream, start_relay
 from appliance.server.links import LocalFabric
 from appliance.server.monitor.http import MonitorServer
 from appliance.server.monitor_view import provide_snapshots, start_monitoring
+from appliance.server.routes import RouteManager
 from appliance.server.server import Server
 from appliance.worker.context import WorkerContext
 
@@ -51,9 +52,9 @@ async def serve_worker(ctx: WorkerContext) -> int:
     if ctx.http_listener is not None:
         monitor = await _start_monitor(server, ctx, fabric)
     heartbeat = loop.create_task(_heartbeat(server, ctx, fabric))
+    routes = None
     if ctx.worker_index == 0 and (ctx.options.cluster.enabled or ctx.options.cluster.routes):
-        logger.warning("cluster %r is configured, but routes to other servers are not implemented in this "
-                       "build yet: serving as a standalone server", ctx.options.cluster.name)
+        routes = await _start_routes(server, ctx, fabric)
     ctx.on_ready()
     try:
         await stop.wait()
@@ -65,6 +66,8 @@ async def serve_worker(ctx: WorkerContext) -> int:
             jetstream.stop()
         if relay is not None:
             relay.close()
+        if routes is not None:
+            await routes.close()
         await server.shutdown()
         if fabric is not None:
             fabric.close()
@@ -75,6 +78,17 @@ async def serve_worker(ctx: WorkerContext) -> int:
         # give transports a turn to write what close() flushed
         await asyncio.sleep(0)
     return 0
+
+
+async def _start_routes(server: Server, ctx: WorkerContext, fabric: LocalFabric | None) -> RouteManager:
+    """Worker 0 holds every route of the host (one route per peer server): its sublists hold the
+    interest of every worker (links.py), and the routes' interest reaches the siblings as worker 0's."""
+    routes = RouteManager(server, interest_sink=None if fabric is None else fabric.on_local_interest)
+    if fabric is not None:
+        fabric.sibling_interest_listeners.append(routes.on_interest)
+    server.routes = routes
+    await routes.start(ctx.cluster_listener)
+    return routes
 
 
 async def _start_monitor(server: Server, ctx: WorkerContext, fabric: LocalFabric | None) -> MonitorServer:
