@@ -1,0 +1,158 @@
+"""The seed's three servers (config/seed-cluster*, ports rewritten) form one cluster over routes.
+
+Each node runs two workers, and the clients of each test sit on both workers of each node, so a
+message crosses ring links and routes in every combination."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from pathlib import Path
+
+import nats
+import pytest
+from nats.aio.msg import Msg
+from nats.errors import NoRespondersError
+
+from appliance.testing.clients import connect_on, flush_after_subs
+from tests.routes.conftest import Node, interest_everywhere, mesh_ready, routed, run, seed_cluster, wait_until
+
+pytestmark = pytest.mark.integration
+
+MESSAGES = 10_000
+
+
+@pytest.fixture
+def seed(tmp_path: Path, cluster_nodes: list[Node]) -> list[Node]:
+    nodes = seed_cluster(tmp_path)
+    for node in nodes:
+        cluster_nodes.append(node.start())
+    return nodes
+
+
+def test_pub_on_n1_reaches_sub_on_n3_with_headers_and_request_reply(seed: list[Node]) -> None:
+    n1, n2, n3 = seed
+
+    async def scenario() -> None:
+        pubs = [await connect_on(n1.url, w, 2) for w in (0, 1)]
+        subs = [await connect_on(n3.url, w, 2) for w in (0, 1)]
+        for p in pubs:
+            for s in subs:
+                await routed(p, s)
+        got: dict[int, list[Msg]] = {0: [], 1: []}
+        for index, nc in enumerate(subs):
+            async def on_msg(msg: Msg, index: int = index) -> None:
+                got[index].append(msg)
+            await nc.subscribe("orders.>", cb=on_msg)
+            await flush_after_subs(nc)
+        await interest_everywhere(pubs, "orders.probe", 2, lambda: len(got[0]) + len(got[1]))
+        for msgs in got.values():
+            msgs.clear()
+        for p in pubs:
+            await p.publish("orders.new", b"with headers", headers={"Nats-Msg-Id": "1", "X-Trace": "a b"})
+            await p.publish("orders.plain", b"plain", reply="reply.to")
+            await p.flush()
+        wait = asyncio.get_running_loop().time() + 10
+        while sum(len(m) for m in got.values()) < 8 and asyncio.get_running_loop().time() < wait:
+            await asyncio.sleep(0.05)
+        for msgs in got.values():
+            assert len(msgs) == 4
+            headed = [m for m in msgs if m.subject == "orders.new"]
+            assert [m.headers for m in headed] == [{"Nats-Msg-Id": "1", "X-Trace": "a b"}] * 2
+            assert all(m.data == b"with headers" for m in headed)
+            assert [m.reply for m in msgs if m.subject == "orders.plain"] == ["reply.to"] * 2
+
+        async def responder(msg: Msg) -> None:
+            await msg.respond(b"answer from n3: " + msg.data)
+
+        await subs[1].subscribe("svc.echo", cb=responder)
+        await flush_after_subs(subs[1])
+        for p in pubs:
+            deadline = asyncio.get_running_loop().time() + 30
+            while True:
+                try:
+                    answer = await p.request("svc.echo", b"hi", timeout=1)
+                    break
+                except (NoRespondersError, nats.errors.TimeoutError):
+                    assert asyncio.get_running_loop().time() < deadline
+            assert answer.data == b"answer from n3: hi"
+        # no-responders only when nobody anywhere listens
+        n2c = await nats.connect(n2.url)
+        await routed(n2c, subs[0])
+        with pytest.raises(NoRespondersError):
+            await n2c.request("nobody.home", b"x", timeout=5)
+        answer = await n2c.request("svc.echo", b"from n2", timeout=5)
+        assert answer.data == b"answer from n3: from n2"
+        for nc in [*pubs, *subs, n2c]:
+            await nc.close()
+
+    run(scenario)
+
+
+def test_wildcard_and_queue_subscribers_on_all_three_exactly_once(seed: list[Node]) -> None:
+    async def scenario() -> None:
+        clients = [await connect_on(node.url, w, 2) for node in seed for w in (0, 1)]
+        await mesh_ready(clients[::2])
+        plain: collections.Counter[int] = collections.Counter()
+        per_group: dict[str, collections.Counter[bytes]] = {"workers": collections.Counter(),
+                                                            "auditors": collections.Counter()}
+        taken: collections.Counter[tuple[str, int]] = collections.Counter()
+        for index, nc in enumerate(clients):
+            async def on_plain(msg: Msg, index: int = index) -> None:
+                plain[index] += 1
+
+            await nc.subscribe("jobs.*", cb=on_plain)
+            for group in per_group:
+                async def on_queue(msg: Msg, index: int = index, group: str = group) -> None:
+                    per_group[group][msg.data] += 1
+                    taken[(group, index)] += 1
+
+                await nc.subscribe("jobs.>", queue=group, cb=on_queue)
+            await flush_after_subs(nc)
+        # every wildcard subscriber (6) sees a probe from every node
+        await interest_everywhere(clients[::2], "jobs.probe", 6, lambda: sum(plain.values()))
+        await asyncio.sleep(0.5)
+        plain.clear()
+        for counter in per_group.values():
+            counter.clear()
+        taken.clear()
+        publishers = clients[:: 2]
+        for i in range(MESSAGES):
+            await publishers[i % 3].publish("jobs.run", b"%d" % i)
+        for p in publishers:
+            await p.flush()
+        deadline = asyncio.get_running_loop().time() + 60
+        while (sum(plain.values()) < 6 * MESSAGES or any(sum(c.values()) < MESSAGES for c in per_group.values())) \
+                and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(0.5)  # anything extra would show now
+        assert sum(plain.values()) == 6 * MESSAGES
+        assert all(plain[i] == MESSAGES for i in range(6)), plain
+        for group, counter in per_group.items():
+            assert len(counter) == MESSAGES, group
+            assert set(counter.values()) == {1}, (group, [k for k, v in counter.items() if v != 1][:5])
+            # the group was served on every server (weights spread it), not pinned to one
+            assert sum(1 for (g, _), n in taken.items() if g == group and n > 0) >= 3
+        for nc in clients:
+            await nc.close()
+
+    run(scenario)
+
+
+def test_seed_cluster_sys_variant_forms_one_cluster(tmp_path: Path, cluster_nodes: list[Node]) -> None:
+    """config/seed-cluster-sys (nats:// route URLs, a $SYS account with a bcrypt user) clusters too; the
+    admin user's messages travel in the $SYS account."""
+    nodes = seed_cluster(tmp_path, variant="seed-cluster-sys", workers=1)
+    for node in nodes:
+        cluster_nodes.append(node.start())
+
+    async def scenario() -> None:
+        clients = [await nats.connect(node.url, user="admin", password="a very long s3cr3t! password")
+                   for node in nodes]
+        await mesh_ready(clients)
+        for nc in clients:
+            await nc.close()
+
+    run(scenario)
+    for node in nodes:
+        assert "it is this server; ignoring it" not in node.log()  # no node lists itself in this seed
