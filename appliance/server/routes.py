@@ -100,8 +100,11 @@ class RoutePeer:
         queue = sub.queue
         msg = self._msg
         if msg is not None:
-            same = (msg[4] is data and msg[1] is subject and msg[0] == account and msg[2] == reply
-                    and msg[3] == header)
+            # the same message (the router's calls for it come one after the other; a sibling's plain
+            # and queue records of one message are equal copies): one RMSG; distinct messages with equal
+            # content merge only where that delivers the same (never a second plain, never a queue twice)
+            same = ((msg[4] is data or msg[4] == data) and msg[1] == subject and msg[0] == account
+                    and msg[2] == reply and msg[3] == header)
             if same and ((queue is None and not self._msg_plain) or (queue is not None and queue not in self._msg_queues)):
                 if queue is None:
                     self._msg_plain = True
