@@ -21,12 +21,15 @@ ones close the route as stale.
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 import logging
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
+
+import bcrypt
 
 from appliance.errors import ProtocolError
 from appliance.protocol import wire
@@ -36,6 +39,7 @@ logger = logging.getLogger(__name__)
 
 ROUTE_FIRST_PING_S = 1.0  # nats-server's first route PING comes about 1 s after connect
 ROUTE_WRITE_HIGH_BYTES = 1024 * 1024  # transport buffer above which producers pause
+ROUTE_EARLY_EVENTS_MAX = 65_536  # operations a peer may send between its CONNECT and its INFO
 
 
 @dataclass(slots=True)
@@ -55,6 +59,19 @@ class RouteSettings:
     pending_bytes_max: int = 64 * 1024 * 1024
     headers: bool = True
     extra: dict[str, object] = field(default_factory=dict)
+
+
+def _credentials_match(settings: RouteSettings, user: object, password: object) -> bool:
+    """The CONNECT's user/pass against cluster { authorization }: the password plain or bcrypt, as in
+    nats-server's configs."""
+    if user != settings.user or not isinstance(password, str):
+        return False
+    if settings.password.startswith("$2"):
+        try:
+            return bcrypt.checkpw(password.encode(), settings.password.encode())
+        except ValueError:
+            return False
+    return hmac.compare_digest(password.encode(), settings.password.encode())
 
 
 class RouteHandler(Protocol):
@@ -96,6 +113,7 @@ class RouteConnection(asyncio.Protocol):
         self.out = bytearray()
         self._dirty = False
         self._pings_out = 0
+        self._early: list[Event] = []  # interest and messages sent between CONNECT and INFO
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self.in_msgs = self.in_bytes = self.out_msgs = self.out_bytes = 0
         self.rtt_s: float | None = None
@@ -134,10 +152,15 @@ class RouteConnection(asyncio.Protocol):
             logger.exception("route %s: error handling route data; closing the connection", self.describe())
             self.close("Internal Error")
         if error is not None and not self.closed:
-            logger.error("route %s: protocol error: %s", self.describe(), error)
-            if error.client_error:
-                self.write(wire.err(error.client_error))
-            self.close(f"Protocol Violation: {error}")
+            if not self.solicited and not self.connected:
+                # nats-server answers anything but CONNECT first on its route port this way
+                self._reject(f"protocol error before CONNECT: {error}", "Authentication Failure",
+                             error="Authorization Violation")
+            else:
+                logger.error("route %s: protocol error: %s", self.describe(), error)
+                if error.client_error:
+                    self.write(wire.err(error.client_error))
+                self.close(f"Protocol Violation: {error}")
         self.flush()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -160,6 +183,9 @@ class RouteConnection(asyncio.Protocol):
             if self.closed:
                 return
             op = event[0]
+            if not self.solicited and not self.connected and op != R_CONNECT:
+                self._reject("protocol before CONNECT", "Authentication Failure", error="Authorization Violation")
+                return
             if op == R_PING:
                 self.write(wire.PONG)
             elif op == R_PONG:
@@ -179,8 +205,11 @@ class RouteConnection(asyncio.Protocol):
             elif op == R_OK:
                 pass
             elif not self.registered:
-                self._reject("route protocol before the peer's INFO", "Protocol Violation")
-                return
+                if len(self._early) >= ROUTE_EARLY_EVENTS_MAX:
+                    self._reject("too much route protocol before the peer's INFO", "Protocol Violation",
+                                 error="Protocol Violation")
+                    return
+                self._early.append(event)  # handled once the peer's INFO registers the route
             else:
                 forward.append(event)
         if forward and not self.closed:
@@ -205,7 +234,7 @@ class RouteConnection(asyncio.Protocol):
                          error="attempted to connect to route port")
             return
         settings = self.settings
-        if settings.user and (fields.get("user") != settings.user or fields.get("pass") != settings.password):
+        if settings.user and not _credentials_match(settings, fields.get("user"), fields.get("pass")):
             self._reject("authorization violation", "Authentication Failure", error="Authorization Violation")
             return
         cluster = fields.get("cluster")
@@ -266,6 +295,9 @@ class RouteConnection(asyncio.Protocol):
             self._reject(reason, reason)
             return
         self.registered = True
+        if self._early:
+            early, self._early = self._early, []
+            self.handler.route_events(self, early)
         if self.solicited:
             self.write(wire.PING)
         loop = asyncio.get_running_loop()

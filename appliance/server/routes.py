@@ -308,6 +308,8 @@ class RouteManager:
         remote_id = ""
         while not self._closed.is_set():
             if remote_id and remote_id in self.peers:
+                failures = 0
+                delay = ROUTE_RECONNECT_S
                 await asyncio.sleep(0.1)  # connected to that server over another connection
                 continue
             conn = self._new_connection(solicited=True, user=user, password=password)
@@ -336,12 +338,15 @@ class RouteManager:
             if conn.registered:
                 failures = 0
                 delay = ROUTE_RECONNECT_S
-            elif not explicit:
-                failures += 1
-                if failures > self.options.connect_retries:
-                    self._implicit.discard(self._address(url))
-                    return
-            await asyncio.sleep(ROUTE_RECONNECT_S * (0.5 + 0.5 * self.rng.random()))
+                await asyncio.sleep(ROUTE_RECONNECT_S * (0.5 + 0.5 * self.rng.random()))
+                continue
+            # refused (cluster name, credentials, duplicate name): back off as for an unreachable peer
+            failures += 1
+            if not explicit and failures > self.options.connect_retries:
+                self._implicit.discard(self._address(url))
+                return
+            await asyncio.sleep(delay * (0.9 + 0.2 * self.rng.random()))
+            delay = min(delay * 2, ROUTE_RECONNECT_MAX_S)
 
     # --- RouteHandler ----------------------------------------------------------------------------
 
