@@ -238,6 +238,7 @@ class RouteConnection(asyncio.Protocol):
             self._reject("authorization violation", "Authentication Failure", error="Authorization Violation")
             return
         cluster = fields.get("cluster")
+        self._maybe_adopt(cluster, fields.get("cluster_dynamic"))
         if settings.cluster_name and cluster != settings.cluster_name:
             text = f'Rejecting connection, cluster name "{cluster}" does not match "{settings.cluster_name}"'
             self._reject(text, "Cluster Name Conflict", error=text)
@@ -269,6 +270,7 @@ class RouteConnection(asyncio.Protocol):
             self._reject(text, "Duplicate Route", error=text)
             return
         cluster = info.get("cluster")
+        self._maybe_adopt(cluster, info.get("cluster_dynamic"))
         if self.settings.cluster_name and cluster and cluster != self.settings.cluster_name:
             text = f'Rejecting connection, cluster name "{cluster}" does not match "{self.settings.cluster_name}"'
             self._reject(text, "Cluster Name Conflict", error=text)
@@ -302,6 +304,13 @@ class RouteConnection(asyncio.Protocol):
             self.write(wire.PING)
         loop = asyncio.get_running_loop()
         self._timers["ping"] = loop.call_later(ROUTE_FIRST_PING_S, self._ping_tick)
+
+    def _maybe_adopt(self, cluster: object, dynamic: object) -> None:
+        """A server without a configured cluster name takes the name of the first peer that has one
+        (nats-server's dynamic cluster name, spec §5)."""
+        if not self.settings.cluster_name and isinstance(cluster, str) and cluster and not dynamic:
+            logger.info("route %s: cluster name not set; adopting %r from the peer", self.describe(), cluster)
+            self.settings.cluster_name = cluster
 
     def _info_for_peer(self) -> dict[str, object]:
         info = dict(self.settings.info())

@@ -260,8 +260,8 @@ class RouteManager:
         }
         if server.options.jetstream.enabled:
             fields["jetstream"] = True
-        if self.options.name:
-            fields["cluster"] = self.options.name
+        if self.settings.cluster_name:
+            fields["cluster"] = self.settings.cluster_name
         if self.options.advertise:
             fields["ip"] = f"nats-route://{self.options.advertise}/"
         urls = self.client_urls()
