@@ -25,6 +25,7 @@ import hmac
 import json
 import logging
 import socket
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -97,6 +98,9 @@ class RouteConnection(asyncio.Protocol):
         self.url_user = url_user
         self.url_password = url_password
         self.cid = 0  # set by the handler (monitoring)
+        self.configured = False  # dialled from the `routes` list (not a gossiped URL)
+        self.start_wall_s = time.time()
+        self.last_activity_wall_s = self.start_wall_s
         self.parser = RouteParser(max_control_line=settings.max_control_line,
                                   max_payload=settings.max_payload + settings.max_control_line)
         self.transport: asyncio.Transport | None = None
@@ -140,6 +144,7 @@ class RouteConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
+        self.last_activity_wall_s = time.time()
         events: list[Event] = []
         error: ProtocolError | None = None
         try:

@@ -20,6 +20,7 @@ from appliance.server.links import LocalFabric
 from appliance.server.monitor.app import MonitorApp
 from appliance.server.monitor.http import MonitorServer
 from appliance.server.monitor.view import (
+    RouteInfo,
     ByKindCounts,
     ConnectionInfo,
     ConnState,
@@ -204,7 +205,14 @@ class ServerMonitorView:
 
     @property
     def connect_urls(self) -> Sequence[str]:
-        return []
+        routes = self._server.routes
+        if routes is None or self._server.options.cluster.no_advertise:
+            return []
+        return [url for url in routes.cluster_connect_urls() if url not in routes.client_urls()]
+
+    def routes(self) -> list[RouteInfo]:
+        routes = self._server.routes
+        return [] if routes is None else [RouteInfo(**row) for row in routes.route_infos()]  # type: ignore[arg-type]
 
     @property
     def feature_flags(self) -> Mapping[str, bool]:
@@ -234,6 +242,8 @@ class ServerMonitorView:
         return ServerCounters(
             connections=len(server.clients),
             total_connections=server.total_connections,
+            routes=0 if server.routes is None else len(server.routes.route_infos()),
+            remotes=0 if server.routes is None else len(server.routes.route_infos()),
             in_msgs=in_msgs,
             in_bytes=in_bytes,
             out_msgs=out_msgs,

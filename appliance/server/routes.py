@@ -313,6 +313,7 @@ class RouteManager:
                 await asyncio.sleep(0.1)  # connected to that server over another connection
                 continue
             conn = self._new_connection(solicited=True, user=user, password=password)
+            conn.configured = explicit
             try:
                 await asyncio.wait_for(loop.create_connection(lambda: conn, host, port), ROUTE_CONNECT_TIMEOUT_S)
             except (OSError, TimeoutError) as exc:
@@ -592,24 +593,30 @@ class RouteManager:
 
     # --- monitoring ------------------------------------------------------------------------------
 
-    def routez(self) -> list[dict[str, object]]:
+    def route_infos(self) -> list[dict[str, object]]:
+        """One row per registered route, the fields of monitor/view.py RouteInfo."""
         rows = []
-        for rid, peer in enumerate(self.peers.values(), start=1):
+        for peer in self.peers.values():
             conn = peer.conn
+            interest = tuple(subject.decode(errors="replace") if queue is None
+                             else f"{subject.decode(errors='replace')} {queue.decode(errors='replace')}"
+                             for (_, subject, queue) in peer.interest)
             rows.append({
-                "rid": rid,
+                "rid": -conn.cid - (1 << 29),
                 "remote_id": conn.remote_id,
                 "remote_name": conn.remote_name,
                 "did_solicit": conn.solicited,
-                "is_configured": conn.solicited,
+                "is_configured": conn.solicited and conn.configured,
                 "ip": conn.ip,
                 "port": conn.port,
+                "start_wall_s": conn.start_wall_s,
+                "last_activity_wall_s": conn.last_activity_wall_s,
+                "rtt_s": conn.rtt_s,
                 "pending_size": conn.pending_bytes(),
-                "rtt": "" if conn.rtt_s is None else f"{conn.rtt_s * 1000:.3f}ms",
                 "in_msgs": conn.in_msgs,
                 "out_msgs": conn.out_msgs,
                 "in_bytes": conn.in_bytes,
                 "out_bytes": conn.out_bytes,
-                "subscriptions": sum(len(subs) for subs in peer.interest.values()),
+                "subscriptions": interest,
             })
         return rows

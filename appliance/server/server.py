@@ -44,6 +44,8 @@ class ClusterView(Protocol):
 
     def client_urls(self) -> list[str]: ...
 
+    def route_infos(self) -> list[dict[str, object]]: ...
+
 
 class ConnectionGate(Protocol):
     """Admission against a server-wide max_connections shared by every worker (supervisor/admission.py)."""

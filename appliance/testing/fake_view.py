@@ -16,6 +16,7 @@ from appliance.config.options import ServerOptions
 from appliance.server.monitor.app import MonitorApp
 from appliance.server.monitor.endpoint import Response
 from appliance.server.monitor.view import (
+    RouteInfo,
     ConnectionInfo,
     ConnState,
     JetStreamView,
@@ -57,6 +58,7 @@ class FakeServerView:
     account_names: list[str] = field(default_factory=lambda: ["$G", "$SYS"])
     stats_by_account: dict[str, SublistStats] = field(default_factory=dict)
     jetstream_view: JetStreamView | None = None
+    route_list: Sequence[RouteInfo] = ()
 
     def __post_init__(self) -> None:
         self.start_wall_s = self.start_wall_s or self.clock.wall()
@@ -136,6 +138,9 @@ class FakeServerView:
 
     def jetstream(self) -> JetStreamView | None:
         return self.jetstream_view
+
+    def routes(self) -> list[RouteInfo]:
+        return list(self.route_list)
 
 
 @dataclass(frozen=True, slots=True)

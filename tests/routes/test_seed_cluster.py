@@ -161,3 +161,40 @@ def test_seed_cluster_sys_variant_forms_one_cluster(tmp_path: Path, cluster_node
     run(scenario)
     for node in nodes:
         assert "it is this server; ignoring it" not in node.log()  # no node lists itself in this seed
+
+
+# the fields of a route in nats-server 2.15.1's /routez, in its order (spec/captures/n1_routez.json)
+GO_ROUTE_FIELDS = ['rid', 'remote_id', 'remote_name', 'did_solicit', 'is_configured', 'ip', 'port', 'start', 'last_activity', 'rtt', 'uptime', 'idle', 'pending_size', 'in_msgs', 'out_msgs', 'in_bytes', 'out_bytes', 'subscriptions', 'compression']
+
+
+def test_routez_varz_and_client_connect_urls(seed: list[Node]) -> None:
+    n1, n2, n3 = seed
+
+    async def scenario() -> None:
+        clients = [await nats.connect(node.url) for node in seed]
+        await mesh_ready(clients)
+        await clients[2].subscribe("seen.on.n3", queue="grp")
+        await flush_after_subs(clients[2])
+
+        def n3_interest_on_n1() -> bool:
+            routes = n1.monitor("/routez?subs=1")["routes"]
+            return any("seen.on.n3 grp" in r.get("subscriptions_list", []) for r in routes)  # type: ignore[union-attr]
+
+        wait_until(n3_interest_on_n1, "n3's queue interest in n1's /routez")
+        # a client of n1 learns n2 and n3 from INFO
+        assert sorted(clients[0]._server_info["connect_urls"]) == sorted(
+            f"127.0.0.1:{node.client_port}" for node in seed)
+        for nc in clients:
+            await nc.close()
+
+    run(scenario)
+    routez = n1.monitor("/routez")
+    assert routez["num_routes"] == 2
+    assert sorted(r["remote_name"] for r in routez["routes"]) == ["n2-c1", "n3-c1"]  # type: ignore[union-attr]
+    row = routez["routes"][0]  # type: ignore[index]
+    assert list(row) == GO_ROUTE_FIELDS
+    assert set(routez) == {"server_id", "server_name", "now", "num_routes", "routes"}
+    varz = n1.monitor("/varz")
+    assert varz["routes"] == 2
+    assert varz["cluster"]["name"] == "C1" and varz["cluster"]["cluster_port"] == n1.cluster_port  # type: ignore[index]
+    assert sorted(varz["connect_urls"]) == sorted(f"127.0.0.1:{n.client_port}" for n in (n2, n3))  # type: ignore[arg-type]

@@ -119,6 +119,28 @@ class ServerCounters:
 
 
 @dataclass(frozen=True, slots=True)
+class RouteInfo:
+    """One route to another server of the cluster, as /routez shows it."""
+
+    rid: int
+    remote_id: str
+    remote_name: str
+    did_solicit: bool
+    is_configured: bool
+    ip: str
+    port: int
+    start_wall_s: float
+    last_activity_wall_s: float
+    rtt_s: float | None
+    pending_size: int
+    in_msgs: int
+    out_msgs: int
+    in_bytes: int
+    out_bytes: int
+    subscriptions: tuple[str, ...]  # the peer's interest here: "subject" or "subject queue"
+
+
+@dataclass(frozen=True, slots=True)
 class ProcessUsage:
     """Resources of the whole server (every worker process of this host counted)."""
 
@@ -310,3 +332,7 @@ class ServerView(Protocol):
         ...
 
     def jetstream(self) -> JetStreamView | None: ...
+
+    def routes(self) -> list[RouteInfo]:
+        """The routes of this server (empty when it is not clustered)."""
+        ...
