@@ -205,10 +205,7 @@ class ServerMonitorView:
 
     @property
     def connect_urls(self) -> Sequence[str]:
-        routes = self._server.routes
-        if routes is None or self._server.options.cluster.no_advertise:
-            return []
-        return [url for url in routes.cluster_connect_urls() if url not in routes.client_urls()]
+        return [] if self._server.options.cluster.no_advertise else list(self._server.cluster_urls)
 
     def routes(self) -> list[RouteInfo]:
         routes = self._server.routes

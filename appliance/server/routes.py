@@ -43,6 +43,8 @@ from appliance.fabric.route import RouteConnection, RouteSettings
 from appliance.protocol import wire
 from appliance.protocol.route_parser import R_INFO, R_MSG, R_SUB, R_UNSUB, Event, append_rmsg, rs_minus, rs_plus
 from appliance.server.accounts import Account
+from appliance.server.cluster_urls import CLUSTER_URLS_SUBJECT, publish_cluster_urls, urls_account
+from appliance.server.internal import InternalClient
 from appliance.server.router import pick
 from appliance.server.sublist import Subscription
 
@@ -55,7 +57,7 @@ ROUTE_RECONNECT_S = 1.0  # nats-server DEFAULT_ROUTE_RECONNECT
 ROUTE_RECONNECT_MAX_S = 30.0
 ROUTE_QUEUE_WEIGHT_MAX = 1024  # sublist entries one route's queue group may hold (its member count beyond is capped)
 ROUTE_CONNECT_TIMEOUT_S = 2.0
-_LOCAL_ONLY_PREFIXES = (b"$JS.API.",)  # internal interest kept off the routes (see the module docstring)
+_LOCAL_ONLY_PREFIXES = (b"$JS.API.", CLUSTER_URLS_SUBJECT)  # internal interest kept off the routes (module docstring)
 
 Key = tuple[bytes, bytes, bytes | None]
 
@@ -193,6 +195,7 @@ class RouteManager:
         self._self_urls: set[str] = set()
         self._configured = {self._address(url) for url in self.options.routes}
         self._closed = asyncio.Event()
+        self._urls_client: InternalClient | None = None
         self.listen_host = self.options.host
         self.listen_port = self.options.port
         self._next_cid = 0
@@ -207,6 +210,7 @@ class RouteManager:
     # --- lifecycle -------------------------------------------------------------------------------
 
     async def start(self, listener: socket.socket | None) -> None:
+        self._urls_client = InternalClient(self.server, urls_account(self.server), "cluster urls")
         for account in self.server.accounts.all():
             for sub in account.sublist.all_subscriptions():
                 self.on_interest(account, sub, True)
@@ -264,21 +268,20 @@ class RouteManager:
             fields["cluster"] = self.settings.cluster_name
         if self.options.advertise:
             fields["ip"] = f"nats-route://{self.options.advertise}/"
-        urls = self.client_urls()
+        urls = server.client_urls()
         if urls:
             fields["connect_urls"] = urls
         if server.lame_duck:
             fields["ldm"] = True
         return fields
 
-    def client_urls(self) -> list[str]:
-        advertise = self.server.options.client_advertise
-        if advertise:
-            return [advertise]
-        host, port = self.server.listen_address
-        if host in ("", "0.0.0.0", "::"):
-            return []
-        return [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
+    def _urls_changed(self) -> None:
+        """Tell this worker's clients and the sibling workers the cluster's client URLs (cluster_urls.py)."""
+        own = self.server.client_urls()
+        urls = [url for url in self.cluster_connect_urls() if url not in own]
+        self.server.set_cluster_urls(urls)
+        if self._urls_client is not None:
+            publish_cluster_urls(self._urls_client, urls)
 
     def cluster_connect_urls(self) -> list[str]:
         """The client URLs of the other servers of the cluster (for client INFO connect_urls)."""
@@ -372,6 +375,7 @@ class RouteManager:
         logger.info("route %s: route connection created (%s)", conn.describe(), remote_id)
         self._send_all_interest(peer)
         self._gossip(peer)
+        self._urls_changed()
         return None
 
     @staticmethod
@@ -395,6 +399,7 @@ class RouteManager:
         logger.info("route %s: route connection closed: %s", conn.describe(), reason)
         self._forget_interest(peer)
         peer.drained()
+        self._urls_changed()
 
     def route_writable(self, conn: RouteConnection) -> None:
         peer = self.peers.get(conn.remote_id)
@@ -504,7 +509,8 @@ class RouteManager:
     def _on_async_info(self, peer: RoutePeer, info: dict[str, object]) -> None:
         remote_id = info.get("server_id")
         if remote_id == peer.conn.remote_id:
-            return  # lame duck, updated connect_urls: kept in remote_info by the connection
+            self._urls_changed()  # lame duck, updated connect_urls (the connection keeps them in remote_info)
+            return
         url = info.get("ip")
         if not isinstance(url, str) or not isinstance(remote_id, str) or remote_id == self.server.server_id:
             return
@@ -552,6 +558,8 @@ class RouteManager:
     def on_interest(self, account: Account, sub: Subscription, added: bool) -> None:
         """A subscription of the host (this worker's or a sibling's) came or went."""
         if not self.advertised(sub):
+            if added and sub.subject == CLUSTER_URLS_SUBJECT and sub.conn.is_link and self._urls_client is not None:
+                publish_cluster_urls(self._urls_client, self.server.cluster_urls)  # a sibling (re)started
             return
         name = account.name
         if sub.queue is None:

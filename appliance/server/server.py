@@ -38,11 +38,7 @@ class InterestGate(Protocol):
 
 
 class ClusterView(Protocol):
-    """The routes of this server, as client INFO needs them (server/routes.py)."""
-
-    def cluster_connect_urls(self) -> list[str]: ...
-
-    def client_urls(self) -> list[str]: ...
+    """The routes of this server, as monitoring needs them (server/routes.py)."""
 
     def route_infos(self) -> list[dict[str, object]]: ...
 
@@ -105,6 +101,7 @@ class Server:
         self.before_client_read: Callable[[], None] | None = None  # take sibling frames first
         self.connection_gate: ConnectionGate | None = None  # max_connections across workers, when there are any
         self.routes: ClusterView | None = None  # the cluster's routes, on the worker that holds them
+        self.cluster_urls: list[str] = []  # the other servers' client URLs (server/cluster_urls.py)
         self._over_max_connections = False  # about the connection registered last
         # totals of closed connections, so /varz counters never go backwards
         self._retired = [0, 0, 0, 0]
@@ -252,12 +249,33 @@ class Server:
             fields["cluster"] = options.cluster.name
         if options.jetstream.domain:
             fields["domain"] = options.jetstream.domain
-        routes = self.routes
-        if routes is not None and not options.cluster.no_advertise:
-            others = routes.cluster_connect_urls()
-            if others:
-                fields["connect_urls"] = routes.client_urls() + [u for u in others if u not in routes.client_urls()]
+        if self.cluster_urls and not options.cluster.no_advertise:
+            fields["connect_urls"] = self.client_urls() + [u for u in self.cluster_urls if u not in self.client_urls()]
         return fields
+
+    def client_urls(self) -> list[str]:
+        """This server's own client URL(s) as other servers and clients are told (client_advertise, or
+        the listen address when it names one host)."""
+        if self.options.client_advertise:
+            return [self.options.client_advertise]
+        host, port = self.listen_address
+        if host in ("", "0.0.0.0", "::"):
+            return []
+        return [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
+
+    def set_cluster_urls(self, urls: list[str]) -> None:
+        """The other servers' client URLs changed: INFO with the new connect_urls to every client that
+        takes async INFO (protocol >= 1), as nats-server does when a route comes or goes."""
+        if urls == self.cluster_urls:
+            return
+        self.cluster_urls = list(urls)
+        if self.options.cluster.no_advertise:
+            return
+        for conn in list(self.clients.values()):
+            if conn.protocol >= 1 and conn.connected and not conn.closed:
+                fields = self.info_fields()
+                conn.write(wire.info(fields))
+        self.schedule_flush()
 
     def info_bytes(self, conn: ClientConnection) -> bytes:
         fields = self.info_fields()

@@ -12,6 +12,7 @@ import signal
 
 from appliance.fabric.mesh import WorkerMesh, WorkerMeshSpec, attach_mesh
 from appliance.jetstream.service import start_jetstream, start_relay
+from appliance.server.cluster_urls import follow_cluster_urls
 from appliance.server.links import LocalFabric
 from appliance.server.monitor.http import MonitorServer
 from appliance.server.monitor_view import provide_snapshots, start_monitoring
@@ -53,8 +54,10 @@ async def serve_worker(ctx: WorkerContext) -> int:
         monitor = await _start_monitor(server, ctx, fabric)
     heartbeat = loop.create_task(_heartbeat(server, ctx, fabric))
     routes = None
-    if ctx.worker_index == 0 and (ctx.options.cluster.enabled or ctx.options.cluster.routes):
+    clustered = ctx.options.cluster.enabled or bool(ctx.options.cluster.routes)
+    if ctx.worker_index == 0 and clustered:
         routes = await _start_routes(server, ctx, fabric)
+    urls_follower = follow_cluster_urls(server) if ctx.worker_index != 0 and clustered else None
     ctx.on_ready()
     try:
         await stop.wait()
@@ -68,6 +71,8 @@ async def serve_worker(ctx: WorkerContext) -> int:
             relay.close()
         if routes is not None:
             await routes.close()
+        if urls_follower is not None:
+            urls_follower.close()
         await server.shutdown()
         if fabric is not None:
             fabric.close()

@@ -181,9 +181,12 @@ def test_routez_varz_and_client_connect_urls(seed: list[Node]) -> None:
             return any("seen.on.n3 grp" in r.get("subscriptions_list", []) for r in routes)  # type: ignore[union-attr]
 
         wait_until(n3_interest_on_n1, "n3's queue interest in n1's /routez")
-        # a client of n1 learns n2 and n3 from INFO
-        assert sorted(clients[0]._server_info["connect_urls"]) == sorted(
-            f"127.0.0.1:{node.client_port}" for node in seed)
+        # a client of n1 learns n2 and n3 from INFO (at connect, or the async INFO when routes came up)
+        others = {n2.client_port, n3.client_port}
+        deadline = asyncio.get_running_loop().time() + 30
+        while not others <= {url.port for url in clients[0].servers}:
+            assert asyncio.get_running_loop().time() < deadline, clients[0].servers
+            await asyncio.sleep(0.05)
         for nc in clients:
             await nc.close()
 
@@ -198,3 +201,33 @@ def test_routez_varz_and_client_connect_urls(seed: list[Node]) -> None:
     assert varz["routes"] == 2
     assert varz["cluster"]["name"] == "C1" and varz["cluster"]["cluster_port"] == n1.cluster_port  # type: ignore[index]
     assert sorted(varz["connect_urls"]) == sorted(f"127.0.0.1:{n.client_port}" for n in (n2, n3))  # type: ignore[arg-type]
+
+
+def test_a_client_of_n1_fails_over_when_n1_is_killed(seed: list[Node]) -> None:
+    """nats-py learns the cluster from connect_urls (INFO, async INFO) and reconnects elsewhere."""
+    n1, n2, n3 = seed
+
+    async def scenario() -> None:
+        reconnected = asyncio.Event()
+
+        async def on_reconnect() -> None:
+            reconnected.set()
+
+        client = await nats.connect(n1.url, reconnected_cb=on_reconnect, max_reconnect_attempts=-1,
+                                    reconnect_time_wait=0.2)
+        c3 = await nats.connect(n3.url)
+        await routed(client, c3)
+        await routed(c3, client)
+        others = {n2.client_port, n3.client_port}
+        deadline = asyncio.get_running_loop().time() + 30
+        while not others <= {url.port for url in client.servers}:
+            assert asyncio.get_running_loop().time() < deadline, client.servers
+            await asyncio.sleep(0.05)
+        n1.kill9()
+        await asyncio.wait_for(reconnected.wait(), 30)
+        assert client.connected_url is not None and client.connected_url.port in others
+        await routed(c3, client)  # its subscriptions followed it; messages reach it on the new server
+        await client.close()
+        await c3.close()
+
+    run(scenario)
