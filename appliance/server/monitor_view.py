@@ -19,6 +19,7 @@ from appliance.server.client import ClientConnection
 from appliance.server.links import LocalFabric
 from appliance.server.monitor.app import MonitorApp
 from appliance.server.monitor.http import MonitorServer
+from appliance.server.system_service import SystemResponder
 from appliance.server.monitor.view import (
     RouteInfo,
     ByKindCounts,
@@ -352,6 +353,13 @@ class ServerMonitorView:
 def provide_snapshots(server: Server, fabric: LocalFabric) -> None:
     """Let sibling workers' monitoring include this worker (every worker of a mesh does this)."""
     ServerMonitorView(server, None, fabric)
+
+
+def start_system_responder(server: Server, fabric: LocalFabric | None = None) -> SystemResponder | None:
+    """Answer the system account's monitoring requests (`server ls`) for the whole host."""
+    view = ServerMonitorView(server, None, fabric)
+    responder = SystemResponder(server, MonitorApp(view), view.refresh)
+    return responder if responder.start() else None
 
 
 async def start_monitoring(server: Server, listener: socket.socket, fabric: LocalFabric | None = None

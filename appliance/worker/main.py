@@ -15,7 +15,7 @@ from appliance.jetstream.service import start_jetstream, start_relay
 from appliance.server.cluster_urls import follow_cluster_urls
 from appliance.server.links import LocalFabric
 from appliance.server.monitor.http import MonitorServer
-from appliance.server.monitor_view import provide_snapshots, start_monitoring
+from appliance.server.monitor_view import provide_snapshots, start_monitoring, start_system_responder
 from appliance.server.routes import RouteManager
 from appliance.server.server import Server
 from appliance.worker.context import WorkerContext
@@ -58,6 +58,7 @@ async def serve_worker(ctx: WorkerContext) -> int:
     if ctx.worker_index == 0 and clustered:
         routes = await _start_routes(server, ctx, fabric)
     urls_follower = follow_cluster_urls(server) if ctx.worker_index != 0 and clustered else None
+    system = start_system_responder(server, fabric) if ctx.worker_index == 0 else None
     ctx.on_ready()
     try:
         await stop.wait()
@@ -73,6 +74,8 @@ async def serve_worker(ctx: WorkerContext) -> int:
             await routes.close()
         if urls_follower is not None:
             urls_follower.close()
+        if system is not None:
+            system.close()
         await server.shutdown()
         if fabric is not None:
             fabric.close()
