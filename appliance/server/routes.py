@@ -599,6 +599,10 @@ class RouteManager:
         if out:
             peer.write(bytes(out))
 
+    def announce_lame_duck(self) -> None:
+        """An async INFO with `ldm` to every route (spec §7): peers stop offering our client URLs."""
+        self._broadcast(wire.info(self.info()))
+
     # --- monitoring ------------------------------------------------------------------------------
 
     def route_infos(self) -> list[dict[str, object]]:

@@ -42,6 +42,8 @@ class ClusterView(Protocol):
 
     def route_infos(self) -> list[dict[str, object]]: ...
 
+    def announce_lame_duck(self) -> None: ...
+
 
 class ConnectionGate(Protocol):
     """Admission against a server-wide max_connections shared by every worker (supervisor/admission.py)."""
@@ -151,6 +153,8 @@ class Server:
         options = self.options
         logger.info("Entering lame duck mode, stop accepting new clients")
         await self.stop_accepting()
+        if self.routes is not None:
+            self.routes.announce_lame_duck()  # peers drop our client URLs from their INFO
         info = self.info_fields()
         info["ldm"] = True
         for conn in list(self.clients.values()):

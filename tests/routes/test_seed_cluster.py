@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import signal
 from pathlib import Path
 
 import nats
@@ -231,3 +232,21 @@ def test_a_client_of_n1_fails_over_when_n1_is_killed(seed: list[Node]) -> None:
         await c3.close()
 
     run(scenario)
+
+
+def test_lame_duck_is_announced_to_peers(seed: list[Node]) -> None:
+    """A server entering lame duck mode tells its routes (INFO ldm): peers stop offering its client URL."""
+    n1, n2, n3 = seed
+
+    async def scenario() -> None:
+        clients = [await nats.connect(node.url) for node in seed]
+        await mesh_ready(clients)
+        for nc in clients:
+            await nc.close()
+
+    run(scenario)
+    url = f"127.0.0.1:{n2.client_port}"
+    wait_until(lambda: url in n1.monitor("/varz").get("connect_urls", []), "n2 in n1's connect_urls")  # type: ignore[operator]
+    n2.process.signal(signal.SIGUSR2)  # type: ignore[union-attr]
+    wait_until(lambda: url not in n1.monitor("/varz").get("connect_urls", []), "n2 dropped after its lame duck INFO")  # type: ignore[operator]
+    assert url not in n3.monitor("/varz").get("connect_urls", [])  # type: ignore[operator]
