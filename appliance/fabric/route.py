@@ -99,6 +99,7 @@ class RouteConnection(asyncio.Protocol):
         self.url_password = url_password
         self.cid = 0  # set by the handler (monitoring)
         self.configured = False  # dialled from the `routes` list (not a gossiped URL)
+        self.url = ""  # the URL dialled (solicited routes)
         self.start_wall_s = time.time()
         self.last_activity_wall_s = self.start_wall_s
         self.parser = RouteParser(max_control_line=settings.max_control_line,

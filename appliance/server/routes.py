@@ -34,6 +34,7 @@ import asyncio
 import logging
 import random
 import socket
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -196,6 +197,10 @@ class RouteManager:
         self._configured = {self._address(url) for url in self.options.routes}
         self._closed = asyncio.Event()
         self._urls_client: InternalClient | None = None
+        # per configured route URL: {"state": up|down|refused|self, "peer", "since_wall", "reason"} (status)
+        self.url_states: dict[str, dict[str, object]] = {url: {"state": "down", "peer": "", "since_wall": time.time(),
+                                                               "reason": "not connected yet"}
+                                                         for url in self.options.routes}
         self.listen_host = self.options.host
         self.listen_port = self.options.port
         self._next_cid = 0
@@ -210,6 +215,9 @@ class RouteManager:
     # --- lifecycle -------------------------------------------------------------------------------
 
     async def start(self, listener: socket.socket | None) -> None:
+        if self.options.pool_size not in (-1, 0, 3):  # 3: nats-server's default, set when not configured
+            logger.info("cluster pool_size %d ignored: this server keeps one route per peer (no pooling)",
+                        self.options.pool_size)
         self._urls_client = InternalClient(self.server, urls_account(self.server), "cluster urls")
         for account in self.server.accounts.all():
             for sub in account.sublist.all_subscriptions():
@@ -311,16 +319,21 @@ class RouteManager:
         remote_id = ""
         while not self._closed.is_set():
             if remote_id and remote_id in self.peers:
+                if explicit:
+                    self._set_url_state(url, "up", self.peers[remote_id].conn.remote_name, "")
                 failures = 0
                 delay = ROUTE_RECONNECT_S
                 await asyncio.sleep(0.1)  # connected to that server over another connection
                 continue
             conn = self._new_connection(solicited=True, user=user, password=password)
             conn.configured = explicit
+            conn.url = url
             try:
                 await asyncio.wait_for(loop.create_connection(lambda: conn, host, port), ROUTE_CONNECT_TIMEOUT_S)
             except (OSError, TimeoutError) as exc:
                 self.connections.discard(conn)
+                if explicit:
+                    self._set_url_state(url, "down", "", f"error trying to connect: {exc}")
                 failures += 1
                 if failures == 1 or failures % 30 == 0:
                     logger.info("route %s: error trying to connect: %s", url, exc)
@@ -334,6 +347,9 @@ class RouteManager:
             while not conn.closed:
                 await asyncio.sleep(0.05)
             remote_id = conn.remote_id or remote_id
+            if explicit and not (remote_id and remote_id in self.peers):
+                state = "self" if conn.close_reason == "Self Route" else "down" if conn.registered else "refused"
+                self._set_url_state(url, state, conn.remote_name, conn.close_reason)
             if conn.close_reason == "Self Route":
                 if url not in self._self_urls:
                     self._self_urls.add(url)
@@ -351,6 +367,36 @@ class RouteManager:
                 return
             await asyncio.sleep(delay * (0.9 + 0.2 * self.rng.random()))
             delay = min(delay * 2, ROUTE_RECONNECT_MAX_S)
+
+    def _set_url_state(self, url: str, state: str, peer: str, reason: str) -> None:
+        current = self.url_states.get(url)
+        if current is not None and current["state"] == state and current["reason"] == reason:
+            return
+        self.url_states[url] = {"state": state, "peer": peer or (current or {}).get("peer", ""),
+                                "since_wall": time.time() if current is None or current["state"] != state
+                                else current["since_wall"], "reason": reason}
+
+    def status_rows(self) -> list[dict[str, object]]:
+        """The routes for `appliance status`: each configured URL with its state, and every other
+        registered route (accepted, or dialled from gossip)."""
+        rows: list[dict[str, object]] = []
+        shown: set[str] = set()
+        by_name = {peer.conn.remote_name: peer for peer in self.peers.values()}
+        for url, state in self.url_states.items():
+            peer = by_name.get(str(state["peer"])) if state["state"] == "up" else None
+            if peer is not None:
+                shown.add(peer.conn.remote_id)
+            rows.append({"url": url, "configured": True, "peer": state["peer"], "state": state["state"],
+                         "since_wall": state["since_wall"], "reason": state["reason"],
+                         "rtt_ms": None if peer is None or peer.conn.rtt_s is None else round(peer.conn.rtt_s * 1000, 3)})
+        for remote_id, peer in self.peers.items():
+            if remote_id in shown:
+                continue
+            conn = peer.conn
+            rows.append({"url": f"{conn.ip}:{conn.port}", "configured": False, "peer": conn.remote_name,
+                         "state": "up", "since_wall": conn.start_wall_s, "reason": "",
+                         "rtt_ms": None if conn.rtt_s is None else round(conn.rtt_s * 1000, 3)})
+        return rows
 
     # --- RouteHandler ----------------------------------------------------------------------------
 
@@ -372,6 +418,8 @@ class RouteManager:
                 return "Duplicate Route"
         peer = RoutePeer(self, conn)
         self.peers[remote_id] = peer
+        if conn.configured and conn.url in self.url_states:
+            self._set_url_state(conn.url, "up", conn.remote_name, "")
         logger.info("route %s: route connection created (%s)", conn.describe(), remote_id)
         self._send_all_interest(peer)
         self._gossip(peer)

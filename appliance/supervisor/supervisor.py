@@ -41,6 +41,7 @@ from appliance.log import setup_logging
 from appliance.supervisor import topology
 from appliance.supervisor.control import ControlServer, JsonObject, server_socket_path
 from appliance.supervisor.health import Health, assess_health
+from appliance.supervisor.route_status import read_route_status, routes_status_path
 from appliance.supervisor.identity import generate_server_id
 from appliance.supervisor.notify import Notifier
 from appliance.supervisor.report import ProcessSample, status_report, worker_entry
@@ -309,6 +310,8 @@ class Supervisor:
             "store_dir": topology.store_dir_for_node(self.options.appliance.numa_store_dirs, placement.numa_node,
                                                      self.options.jetstream.store_dir),
         }
+        if slot.index == 0 and self.control is not None:
+            extra["routes_status_path"] = str(routes_status_path(self.control.path))
         extra_fds: tuple[int, ...] = ()
         if self.mesh is not None:
             # rings: the same fds again for a restarted worker; socketpairs: fresh ones, handed to siblings too
@@ -510,8 +513,15 @@ class Supervisor:
             "rss_bytes": self.own_sample.rss_bytes, "restarts_in_window": self.tracker.restarts_in_window(now),
             "restart_budget": self.policy.budget_count, "restart_window_s": self.policy.budget_window_s,
         }
-        return status_report(identity=identity, health=self.health(), supervisor=supervisor, workers=workers,
-                             start_wall_s=self.start_wall_s, now_wall_s=self.clock.wall())
+        routes, route_reasons = read_route_status(routes_status_path(self.control.path), now_wall_s=self.clock.wall(),
+                                                  clustered=bool(self.options.cluster.routes))
+        health = self.health()
+        if route_reasons and health.level == "ok":
+            health = Health("degraded", route_reasons)
+        elif route_reasons:
+            health = Health(health.level, [*health.reasons, *route_reasons])
+        return status_report(identity=identity, health=health, supervisor=supervisor, workers=workers,
+                             start_wall_s=self.start_wall_s, now_wall_s=self.clock.wall(), routes=routes)
 
 
 def _signal(pid: int, signum: int) -> None:

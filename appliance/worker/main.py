@@ -7,8 +7,12 @@ runs `serve_worker` on the worker's event loop.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import os
 import signal
+import time
+from pathlib import Path
 
 from appliance.fabric.mesh import WorkerMesh, WorkerMeshSpec, attach_mesh
 from appliance.jetstream.service import start_jetstream, start_relay
@@ -23,6 +27,7 @@ from appliance.worker.context import WorkerContext
 logger = logging.getLogger(__name__)
 
 HEARTBEAT_INTERVAL_S = 0.25
+ROUTES_REPORT_INTERVAL_S = 1.0
 
 
 async def serve_worker(ctx: WorkerContext) -> int:
@@ -53,10 +58,14 @@ async def serve_worker(ctx: WorkerContext) -> int:
     if ctx.http_listener is not None:
         monitor = await _start_monitor(server, ctx, fabric)
     heartbeat = loop.create_task(_heartbeat(server, ctx, fabric))
+    routes_status = None
     routes = None
     clustered = ctx.options.cluster.enabled or bool(ctx.options.cluster.routes)
     if ctx.worker_index == 0 and clustered:
         routes = await _start_routes(server, ctx, fabric)
+        path = ctx.extra.get("routes_status_path")
+        if isinstance(path, str):
+            routes_status = loop.create_task(_report_routes(routes, Path(path)))
     urls_follower = follow_cluster_urls(server) if ctx.worker_index != 0 and clustered else None
     system = start_system_responder(server, fabric) if ctx.worker_index == 0 else None
     ctx.on_ready()
@@ -64,6 +73,8 @@ async def serve_worker(ctx: WorkerContext) -> int:
         await stop.wait()
     finally:
         heartbeat.cancel()
+        if routes_status is not None:
+            routes_status.cancel()
         for task in lame_duck:
             task.cancel()
         if jetstream is not None:
@@ -123,6 +134,26 @@ def _start_fabric(server: Server, ctx: WorkerContext,
     provide_snapshots(server, fabric)
     logger.debug("worker %d joined %d sibling(s) over %s links", ctx.worker_index, len(mesh.links), spec.transport)
     return fabric, mesh
+
+
+async def _report_routes(routes: RouteManager, path: Path) -> None:
+    """The routes' state for `appliance status` (read by the supervisor, which works when this worker is
+    wedged: it sees the file age): a small JSON file replaced atomically every ROUTES_REPORT_INTERVAL_S."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        while True:
+            document = json.dumps({"written_wall": time.time(), "routes": routes.status_rows()})
+            try:
+                tmp.write_text(document)
+                os.replace(tmp, path)
+            except OSError as exc:
+                logger.warning("cannot write the route status for appliance status to %s: %s", path, exc)
+            await asyncio.sleep(ROUTES_REPORT_INTERVAL_S)
+    finally:
+        try:
+            path.unlink()
+        except OSError:
+            pass
 
 
 async def _heartbeat(server: Server, ctx: WorkerContext, fabric: LocalFabric | None) -> None:

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import json
 import os
 import re
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -144,3 +147,40 @@ def test_the_worker_holding_the_routes_is_killed_and_restarted(tmp_path: Path, c
             await c.close()
 
     run(scenario)
+
+
+def appliance_status(node: Node) -> tuple[int, dict[str, object], str]:
+    port = str(node.client_port)
+    text = subprocess.run([sys.executable, "-m", "appliance", "status", "--port", port], capture_output=True,
+                          text=True, timeout=60)
+    done = subprocess.run([sys.executable, "-m", "appliance", "status", "--port", port, "--json"],
+                          capture_output=True, text=True, timeout=60)
+    return done.returncode, json.loads(done.stdout), text.stdout
+
+
+def test_appliance_status_shows_routes_and_is_degraded_while_one_is_down(tmp_path: Path,
+                                                                         cluster_nodes: list[Node]) -> None:
+    n1, n2, n3 = seed_cluster(tmp_path, workers=1)
+    for node in (n1, n2, n3):
+        cluster_nodes.append(node.start())
+
+    def all_up() -> bool:
+        code, answer, _ = appliance_status(n1)
+        routes = answer["routes"]
+        return code == 0 and len(routes) == 2 and all(r["state"] == "up" for r in routes)  # type: ignore[index,union-attr]
+
+    wait_until(all_up, "n1 healthy with both routes up")
+    _, answer, text = appliance_status(n1)
+    assert sorted(r["peer"] for r in answer["routes"]) == ["n2-c1", "n3-c1"]  # type: ignore[union-attr,index]
+    assert "Routes:" in text and "n2-c1  up for" in text
+    n3.kill9()
+
+    def degraded() -> bool:
+        code, answer, _ = appliance_status(n1)
+        return code == 1 and any("down for" in str(r) for r in answer["reasons"])  # type: ignore[union-attr]
+
+    wait_until(degraded, "n1 degraded with the route to n3 down")
+    _, _, text = appliance_status(n1)
+    assert f"127.0.0.1:{n3.cluster_port}" in text and "down for" in text
+    n3.start()
+    wait_until(all_up, "n1 healthy again once n3 is back")

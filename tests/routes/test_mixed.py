@@ -12,7 +12,7 @@ import pytest
 from nats.aio.msg import Msg
 
 from appliance.testing.clients import flush_after_subs
-from appliance.testing.process import free_port
+from appliance.testing.process import ApplianceProcess, free_port
 from tests.routes.conftest import Node, connect_all, interest_everywhere, make_node, mesh_ready, run
 
 pytestmark = pytest.mark.integration
@@ -98,3 +98,26 @@ def test_mixed_cluster_carries_plain_queue_and_requests(tmp_path: Path, cluster_
     run(scenario)
     go_logs = "".join(node.log() for node in nodes if node.kind == "go")
     assert "Authorization Violation" not in go_logs and "duplicate name" not in go_logs
+
+
+def test_cluster_from_command_line_flags(tmp_path: Path, cluster_nodes: list[Node]) -> None:
+    """--cluster, --cluster_name and --routes as nats-server takes them (no config file), toward a Go node."""
+    ports = {"g1": free_port()}
+    go = make_node(tmp_path, "g1", "go", ports, routes=[])
+    cluster_nodes.append(go.start())
+    client_port, cluster_port = free_port(), free_port()
+    process = ApplianceProcess(["-a", "127.0.0.1", "-p", str(client_port), "-n", "flags",
+                                "--cluster", f"nats://127.0.0.1:{cluster_port}", "--cluster_name", "C1",
+                                "--routes", f"nats-route://127.0.0.1:{go.cluster_port}"], log_dir=tmp_path)
+    ours = Node("flags", client_port, cluster_port, tmp_path / "none", log_dir=tmp_path, process=process)
+    process.start()
+    cluster_nodes.append(ours)
+
+    async def scenario() -> None:
+        clients = await connect_all([ours, go])
+        await mesh_ready(clients)
+        for nc in clients:
+            await nc.close()
+
+    run(scenario)
+    assert f"Listening for route connections on 127.0.0.1:{cluster_port}" in process.log()
