@@ -67,7 +67,7 @@ async def serve_worker(ctx: WorkerContext) -> int:
         if isinstance(path, str):
             routes_status = loop.create_task(_report_routes(routes, Path(path)))
     urls_follower = follow_cluster_urls(server) if ctx.worker_index != 0 and clustered else None
-    system = start_system_responder(server, fabric) if ctx.worker_index == 0 else None
+    system = start_system_responder(server, fabric) if ctx.worker_index == 0 and _system_askable(ctx) else None
     ctx.on_ready()
     try:
         await stop.wait()
@@ -97,6 +97,18 @@ async def serve_worker(ctx: WorkerContext) -> int:
         # give transports a turn to write what close() flushed
         await asyncio.sleep(0)
     return 0
+
+
+def _system_askable(ctx: WorkerContext) -> bool:
+    """Whether anyone can send this server a system-account request: a user of the system account, or
+    another server of the cluster (over a route)."""
+    options = ctx.options
+    system = options.system_account or "$SYS"
+    if options.no_system_account:
+        return False
+    users = [*options.authorization.users, *(u for a in options.accounts.values() for u in a.users)]
+    return (options.cluster.enabled or bool(options.cluster.routes) or system in options.accounts
+            and bool(options.accounts[system].users) or any(u.account == system for u in users))
 
 
 async def _start_routes(server: Server, ctx: WorkerContext, fabric: LocalFabric | None) -> RouteManager:
