@@ -14,6 +14,11 @@ message line names its account.
     (R_MSG,     account, subject, reply | None, queues, header | None, data)
                                                                # RMSG/HMSG; queues: tuple of names;
                                                                # data includes the header block
+    (R_RUN,     account, [(1, subject, reply | None, payload), ...])
+                                                               # consecutive plain RMSGs (no headers,
+                                                               # no queues) of one account, each as a
+                                                               # client PUB event: the receiving hot
+                                                               # path hands runs to the PUB burst writers
 
 All fields are bytes. On a protocol violation `feed` raises ProtocolError (after appending the events
 before it) whose `client_error` is the text of the `-ERR` to send before closing; the parser is dead
@@ -37,6 +42,8 @@ R_ERR = 6
 R_SUB = 7
 R_UNSUB = 8
 R_MSG = 9
+R_RUN = 10
+OP_PUB = 1  # a run's messages have the shape of the client parser's PUB events
 
 ERR_UNKNOWN_OP = "Unknown Protocol Operation"
 ERR_CONTROL_LINE = "maximum control line exceeded"
@@ -121,6 +128,12 @@ class RouteParser:
             raise ProtocolError("message payload not followed by CRLF", client_error=ERR_UNKNOWN_OP)
         self._pending = None
         data = buf[pos:stop]
+        if header_size < 0 and not queues and (reply is None or b"@" not in reply):
+            if out and out[-1][0] == R_RUN and out[-1][1] == account:
+                out[-1][2].append((OP_PUB, subject, reply, data))
+            else:
+                out.append((R_RUN, account, [(OP_PUB, subject, reply, data)]))
+            return stop + 2
         header = data[:header_size] if header_size >= 0 else None
         out.append((R_MSG, account, subject, reply, queues, header, data))
         return stop + 2

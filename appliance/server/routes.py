@@ -42,8 +42,19 @@ from urllib.parse import urlsplit
 from appliance import NATS_VERSION, limits
 from appliance.fabric.route import RouteConnection, RouteSettings
 from appliance.protocol import wire
-from appliance.protocol.route_parser import R_INFO, R_MSG, R_SUB, R_UNSUB, Event, append_rmsg, rs_minus, rs_plus
+from appliance.protocol.route_parser import (
+    R_INFO,
+    R_MSG,
+    R_RUN,
+    R_SUB,
+    R_UNSUB,
+    Event,
+    append_rmsg,
+    rs_minus,
+    rs_plus,
+)
 from appliance.server.accounts import Account
+from appliance.server.client import append_pub_msgs
 from appliance.server.cluster_urls import CLUSTER_URLS_SUBJECT, publish_cluster_urls, urls_account
 from appliance.server.internal import InternalClient
 from appliance.server.router import pick
@@ -58,6 +69,7 @@ ROUTE_RECONNECT_S = 1.0  # nats-server DEFAULT_ROUTE_RECONNECT
 ROUTE_RECONNECT_MAX_S = 30.0
 ROUTE_QUEUE_WEIGHT_MAX = 1024  # sublist entries one route's queue group may hold (its member count beyond is capped)
 ROUTE_CONNECT_TIMEOUT_S = 2.0
+ROUTE_RUN_MSGS_MAX = 4096  # PUBs of one client read written as RMSGs in one call
 _LOCAL_ONLY_PREFIXES = (b"$JS.API.", CLUSTER_URLS_SUBJECT)  # internal interest kept off the routes (module docstring)
 
 Key = tuple[bytes, bytes, bytes | None]
@@ -92,6 +104,7 @@ class RoutePeer:
         self._msg_plain = False
         self._msg_queues: list[bytes] = []
         self._dirty = False
+        self._ops: dict[str, bytes] = {}  # account -> b"RMSG <account> "
 
     # --- as a subscriber -------------------------------------------------------------------------
 
@@ -145,7 +158,29 @@ class RoutePeer:
         self.conn.flush()
 
     def deliver_pubs(self, sub: Subscription, events: list[Event], start: int) -> tuple[int, int]:
-        return 0, 0  # one by one through deliver()
+        """A client's burst of plain PUBs on one subject for which this route is the only subscriber:
+        RMSG lines for the whole run in one C call (append_pub_msgs with the RMSG op)."""
+        if self.closed:
+            return 0, 0
+        self._write_msg()
+        conn = self.conn
+        op = self._ops.get(sub.account)
+        if op is None:
+            op = self._ops[sub.account] = b"RMSG " + self.manager.account_name(sub.account) + b" "
+        count, data_bytes = append_pub_msgs(conn.out, events, start, events[start][1], b" ",
+                                            ROUTE_RUN_MSGS_MAX, op)
+        if count:
+            conn.out_msgs += count
+            conn.out_bytes += data_bytes
+            if not self._dirty:
+                self._dirty = True
+                self.server.dirty.append(self)  # type: ignore[arg-type]
+            if conn.paused_writing:
+                producer = self.server.producer
+                if producer is not None and producer is not self and len(self.stalled) < limits.STALLED_PRODUCERS_MAX:
+                    self.stalled[producer] = None
+                    producer.pause_for_backpressure()
+        return count, data_bytes
 
     def drained(self) -> None:
         stalled, self.stalled = self.stalled, {}
@@ -464,7 +499,9 @@ class RouteManager:
         try:
             for event in events:
                 op = event[0]
-                if op == R_MSG:
+                if op == R_RUN:
+                    self._deliver_run(conn, event[1], event[2])
+                elif op == R_MSG:
                     conn.in_msgs += 1
                     conn.in_bytes += len(event[6])
                     self._deliver_inbound(event[1], event[2], event[3], event[4], event[5], event[6])
@@ -479,6 +516,42 @@ class RouteManager:
             server.producer = previous
 
     # --- inbound ---------------------------------------------------------------------------------
+
+    def _deliver_run(self, conn: RouteConnection, account_name: bytes, msgs: list[Event]) -> None:
+        """The receiving hot path: plain messages of one account, as client PUB events. Each stretch with
+        one subject is matched once and handed to each local plain subscriber as a burst (deliver_pubs:
+        one C call for a client, link records for a sibling); what a subscriber declines (permissions,
+        max_msgs) goes message by message. Routes are skipped (one hop)."""
+        count = len(msgs)
+        conn.in_msgs += count
+        conn.in_bytes += sum(len(m[3]) for m in msgs)
+        account = self.server.accounts.get(account_name.decode(errors="replace"))
+        if account is None:
+            return
+        sublist = account.sublist
+        i = 0
+        while i < count:
+            subject = msgs[i][1]
+            end = i + 1
+            while end < count and msgs[end][1] == subject:
+                end += 1
+            result = sublist.cache.get(subject)
+            if result is None:
+                result = sublist.match(subject)
+            for sub in result[0]:
+                target = sub.conn
+                if target.is_link and target.is_route:
+                    continue
+                done = i
+                deliver_pubs = getattr(target, "deliver_pubs", None)
+                while deliver_pubs is not None and done < end:
+                    taken, _ = deliver_pubs(sub, msgs, done)
+                    if not taken:
+                        break
+                    done += taken
+                for _, _, reply, data in msgs[done:end]:
+                    target.deliver(sub, subject, reply, None, data)
+            i = end
 
     def _deliver_inbound(self, account_name: bytes, subject: bytes, reply: bytes | None, queues: tuple[bytes, ...],
                          header: bytes | None, data: bytes) -> None:

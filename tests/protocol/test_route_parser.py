@@ -15,6 +15,7 @@ from appliance.protocol.route_parser import (
     R_MSG,
     R_PING,
     R_PONG,
+    R_RUN,
     R_SUB,
     R_UNSUB,
     RouteParser,
@@ -27,6 +28,17 @@ MAX_LINE = 4096
 MAX_PAYLOAD = 1024
 
 
+def expanded(events: list[tuple[object, ...]]) -> list[tuple[object, ...]]:
+    """Runs of plain messages (R_RUN) as the R_MSG events they stand for."""
+    flat: list[tuple[object, ...]] = []
+    for event in events:
+        if event[0] == R_RUN:
+            flat += [(R_MSG, event[1], subject, reply, (), None, data) for _, subject, reply, data in event[2]]  # type: ignore[attr-defined]
+        else:
+            flat.append(event)
+    return flat
+
+
 def parse_all(chunks: list[bytes]) -> tuple[list[tuple[object, ...]], str | None]:
     parser = RouteParser(max_control_line=MAX_LINE, max_payload=MAX_PAYLOAD)
     events: list[tuple[object, ...]] = []
@@ -34,8 +46,8 @@ def parse_all(chunks: list[bytes]) -> tuple[list[tuple[object, ...]], str | None
         try:
             parser.feed(chunk, events)
         except ProtocolError as exc:
-            return events, exc.client_error
-    return events, None
+            return expanded(events), exc.client_error
+    return expanded(events), None
 
 
 def split_at(data: bytes, cuts: list[int]) -> list[bytes]:
@@ -141,3 +153,12 @@ def test_go_forms(line: bytes, event: tuple[object, ...]) -> None:
 ])
 def test_errors(line: bytes, error: str) -> None:
     assert parse_all([line])[1] == error
+
+
+def test_plain_messages_of_one_account_come_as_one_run_of_pub_events() -> None:
+    parser = RouteParser(max_control_line=MAX_LINE, max_payload=MAX_PAYLOAD)
+    events: list[tuple[object, ...]] = []
+    parser.feed(b"RMSG $G a 1\r\n1\r\nRMSG $G b r 1\r\n2\r\nRMSG $G a | q 1\r\n3\r\nRMSG $G a 1\r\n4\r\n"
+                b"RMSG APP a 1\r\n5\r\nRMSG $G x $JS.ACK.S.C.1.1.1.1.0@orders.1 1\r\n6\r\n", events)
+    assert [e[0] for e in events] == [R_RUN, R_MSG, R_RUN, R_RUN, R_MSG]
+    assert events[0] == (R_RUN, b"$G", [(1, b"a", None, b"1"), (1, b"b", b"r", b"2")])
