@@ -31,7 +31,12 @@ peer never sends them (spec §1.3).
 
 from __future__ import annotations
 
+from appliance import native
 from appliance.errors import ProtocolError
+from appliance.protocol._scan_py import ROUTE_RUN
+from appliance.protocol._scan_py import scan_rmsgs as _scan_rmsgs_py
+
+scan_rmsgs = native.speedups.scan_rmsgs if native.ENABLED and hasattr(native.speedups, "scan_rmsgs") else _scan_rmsgs_py
 
 R_INFO = 1
 R_CONNECT = 2
@@ -42,7 +47,7 @@ R_ERR = 6
 R_SUB = 7
 R_UNSUB = 8
 R_MSG = 9
-R_RUN = 10
+R_RUN = ROUTE_RUN
 OP_PUB = 1  # a run's messages have the shape of the client parser's PUB events
 
 ERR_UNKNOWN_OP = "Unknown Protocol Operation"
@@ -100,6 +105,9 @@ class RouteParser:
     def _parse(self, buf: bytes, out: list[Event]) -> int:
         pos = 0
         n = len(buf)
+        find = buf.find
+        max_line = self._max_line
+        max_payload = self._max_payload
         while pos < n:
             if self._pending is not None:
                 after = self._finish_message(buf, pos, out)
@@ -107,10 +115,13 @@ class RouteParser:
                     return pos
                 pos = after
                 continue
-            eol = buf.find(b"\n", pos)
+            pos = scan_rmsgs(buf, pos, max_line, max_payload, out)  # the hot path: runs of plain RMSGs
+            if pos >= n:
+                return pos
+            eol = find(b"\n", pos)
             if eol < 0:
                 return pos
-            if eol - pos > self._max_line:
+            if eol - pos > max_line:
                 raise ProtocolError("control line too long", client_error=ERR_CONTROL_LINE)
             end = eol - 1 if eol > pos and buf[eol - 1] == 13 else eol
             self._parse_line(buf[pos:end], out)

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from appliance.errors import ProtocolError
+from appliance.protocol import _scan_py
 from appliance.protocol.route_parser import (
     R_CONNECT,
     R_ERR,
@@ -22,6 +23,7 @@ from appliance.protocol.route_parser import (
     append_rmsg,
     rs_minus,
     rs_plus,
+    scan_rmsgs,
 )
 
 MAX_LINE = 4096
@@ -162,3 +164,19 @@ def test_plain_messages_of_one_account_come_as_one_run_of_pub_events() -> None:
                 b"RMSG APP a 1\r\n5\r\nRMSG $G x $JS.ACK.S.C.1.1.1.1.0@orders.1 1\r\n6\r\n", events)
     assert [e[0] for e in events] == [R_RUN, R_MSG, R_RUN, R_RUN, R_MSG]
     assert events[0] == (R_RUN, b"$G", [(1, b"a", None, b"1"), (1, b"b", b"r", b"2")])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(operations(), max_size=10), st.binary(max_size=20), st.integers(0, 40),
+       st.sampled_from([b"", b"RMSG $G a\t1 1\r\nx\r\n", b"RMSG $G a + 1\r\nx\r\n", b"RMSG $G a b@c 1\r\nx\r\n",
+                        b"RMSG $G  a 1\r\nx\r\n", b"RMSG $G a 9\r\nx\r\n", b"rmsg $G a 1\r\nx\r\n"]))
+def test_native_and_python_rmsg_scanners_agree(ops: list[tuple[bytes, tuple[object, ...]]], tail: bytes,
+                                               cut: int, odd: bytes) -> None:
+    stream = b"".join(wire for wire, _ in ops) + odd + tail
+    stream = stream[: len(stream) - cut] if cut < len(stream) else stream
+    results = []
+    for scan in {scan_rmsgs, _scan_py.scan_rmsgs}:
+        out: list[tuple[object, ...]] = [(R_RUN, b"$G", [])]
+        pos = scan(stream, 0, MAX_LINE, MAX_PAYLOAD, out)
+        results.append((pos, out))
+    assert all(result == results[0] for result in results)
