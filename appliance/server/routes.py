@@ -70,7 +70,7 @@ ROUTE_RECONNECT_MAX_S = 30.0
 ROUTE_QUEUE_WEIGHT_MAX = 1024  # sublist entries one route's queue group may hold (its member count beyond is capped)
 ROUTE_CONNECT_TIMEOUT_S = 2.0
 ROUTE_RUN_MSGS_MAX = 4096  # PUBs of one client read written as RMSGs in one call
-_LOCAL_ONLY_PREFIXES = (b"$JS.API.", CLUSTER_URLS_SUBJECT)  # internal interest kept off the routes (module docstring)
+_LOCAL_ONLY_PREFIXES = (b"$JS.API.",)  # internal interest kept off the routes (see the module docstring)
 
 Key = tuple[bytes, bytes, bytes | None]
 
@@ -670,6 +670,8 @@ class RouteManager:
     @staticmethod
     def advertised(sub: Subscription) -> bool:
         conn = sub.conn
+        if sub.subject == CLUSTER_URLS_SUBJECT:
+            return False  # host-local (cluster_urls.py), whoever subscribes
         if conn.is_link:
             return not conn.is_route
         if sub.subject.startswith(_LOCAL_ONLY_PREFIXES) and getattr(conn, "connected", None) is None:
