@@ -313,10 +313,15 @@ class LinkPeer:
             account = self._account_names[sub.account] = sub.account.encode()
         self.msgs_out += 1
         records = self._records
-        append_record(records, account, subject, reply, sub.queue, -1 if header is None else len(header), data)
-        if len(records) >= self._records_pipeline_bytes:
+        # a frame leaves before a message's first record, never between its plain record and its queue
+        # records: the route holder merges them into one RMSG (server/routes.py), and a peer delivers
+        # each RMSG to its plain subscribers
+        queue = sub.queue
+        if len(records) >= (self._records_pipeline_bytes if queue is None else self._records_flush_bytes):
             self.flush()
-        elif not self._dirty:
+            records = self._records
+        append_record(records, account, subject, reply, queue, -1 if header is None else len(header), data)
+        if not self._dirty:
             self._dirty = True
             self.fabric.server.dirty.append(self)  # type: ignore[arg-type]
 

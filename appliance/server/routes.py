@@ -200,7 +200,11 @@ class RoutePeer:
             self.conn.resume_reading()
 
     def write(self, data: bytes) -> None:
-        self._write_msg()
+        """A protocol line (RS+/RS-, INFO) for the peer. It may overtake the message being gathered: a
+        delivery can change interest (a max_msgs subscriber), and writing the message out here would
+        split its plain and queue parts into two RMSGs, which the peer delivers to plain subscribers
+        twice. Interest lines only steer what the peer sends us, so their order against our messages
+        does not matter."""
         self.conn.write(data)
 
     # --- the peer's interest -----------------------------------------------------------------------

@@ -48,6 +48,7 @@ def test_mixed_cluster_carries_plain_queue_and_requests(tmp_path: Path, cluster_
         await mesh_ready(clients)
         plain: collections.Counter[int] = collections.Counter()
         probes: collections.Counter[int] = collections.Counter()
+        seen: collections.Counter[tuple[int, bytes]] = collections.Counter()
         served: collections.Counter[bytes] = collections.Counter()
         by_node: collections.Counter[int] = collections.Counter()
         for index, nc in enumerate(clients):
@@ -56,6 +57,7 @@ def test_mixed_cluster_carries_plain_queue_and_requests(tmp_path: Path, cluster_
                     probes[index] += 1
                 else:
                     plain[index] += 1
+                    seen[(index, msg.data)] += 1
 
             async def on_queue(msg: Msg, index: int = index) -> None:
                 if msg.subject == "mix.probe":
@@ -84,7 +86,9 @@ def test_mixed_cluster_carries_plain_queue_and_requests(tmp_path: Path, cluster_
         while (sum(plain.values()) < len(clients) * MESSAGES or len(served) < MESSAGES) and loop.time() < deadline:
             await asyncio.sleep(0.1)
         await asyncio.sleep(0.5)
-        assert [plain[i] for i in range(len(clients))] == [MESSAGES] * len(clients)
+        doubled = sorted((index, int(data)) for (index, data), n in seen.items() if n > 1)
+        assert [plain[i] for i in range(len(clients))] == [MESSAGES] * len(clients), (
+            f"doubled (subscriber, message): {doubled}")
         assert len(served) == MESSAGES and set(served.values()) == {1}
         assert len(by_node) == len(clients), by_node  # the group spans both kinds of server
         # requests from every node to a responder on every node, replies back across the route
