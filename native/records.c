@@ -554,12 +554,15 @@ PyObject *appliance_append_pub_records(PyObject *self, PyObject *const *args, Py
 
 PyObject *appliance_append_pub_msgs(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 6 || !PyByteArray_Check(args[0]) || !PyList_Check(args[1]) || !PyBytes_Check(args[3]) ||
-        !PyBytes_Check(args[4])) {
+    if ((nargs != 6 && nargs != 7) || !PyByteArray_Check(args[0]) || !PyList_Check(args[1]) ||
+        !PyBytes_Check(args[3]) || !PyBytes_Check(args[4]) || (nargs == 7 && !PyBytes_Check(args[6]))) {
         PyErr_SetString(PyExc_TypeError, "append_pub_msgs(out: bytearray, events: list, start: int, "
-                                         "subject: bytes, tail: bytes, limit: int)");
+                                         "subject: bytes, tail: bytes, limit: int[, op: bytes])");
         return NULL;
     }
+    /* op: what starts each line, "MSG " for a client; "RMSG <account> " for a route */
+    const char *op_text = nargs == 7 ? PyBytes_AS_STRING(args[6]) : "MSG ";
+    const Py_ssize_t op_len = nargs == 7 ? PyBytes_GET_SIZE(args[6]) : 4;
     const Py_ssize_t start = PyLong_AsSsize_t(args[2]);
     const Py_ssize_t limit = PyLong_AsSsize_t(args[5]);
     if (PyErr_Occurred()) {
@@ -597,8 +600,8 @@ PyObject *appliance_append_pub_msgs(PyObject *self, PyObject *const *args, Py_ss
             break;
         }
         const Py_ssize_t reply_len = reply == Py_None ? 0 : PyBytes_GET_SIZE(reply);
-        /* "MSG " subject tail reply " " size CRLF data CRLF */
-        room += 4 + subject_len + tail_len + reply_len + 1 + DECIMAL_DIGITS_MAX + 2 + PyBytes_GET_SIZE(data) + 2;
+        /* op subject tail reply " " size CRLF data CRLF */
+        room += op_len + subject_len + tail_len + reply_len + 1 + DECIMAL_DIGITS_MAX + 2 + PyBytes_GET_SIZE(data) + 2;
         stop++;
     }
     const Py_ssize_t old = PyByteArray_GET_SIZE(out);
@@ -612,8 +615,8 @@ PyObject *appliance_append_pub_msgs(PyObject *self, PyObject *const *args, Py_ss
         PyObject *reply = PyTuple_GET_ITEM(event, 2);
         PyObject *data = PyTuple_GET_ITEM(event, 3);
         const Py_ssize_t data_len = PyBytes_GET_SIZE(data);
-        memcpy(p, "MSG ", 4);
-        p += 4;
+        memcpy(p, op_text, (size_t)op_len);
+        p += op_len;
         memcpy(p, PyBytes_AS_STRING(subject), (size_t)subject_len);
         p += subject_len;
         memcpy(p, PyBytes_AS_STRING(args[4]), (size_t)tail_len);

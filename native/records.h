@@ -50,7 +50,7 @@ PyObject *appliance_count_pubs(PyObject *self, PyObject *const *args, Py_ssize_t
     {"append_pub_records", (PyCFunction)(void (*)(void))appliance_append_pub_records, METH_FASTCALL, \
      "append_pub_records(out, events, start, account, subject, bytes_max) -> (count, data_bytes)"}, \
     {"append_pub_msgs", (PyCFunction)(void (*)(void))appliance_append_pub_msgs, METH_FASTCALL,   \
-     "append_pub_msgs(out, events, start, subject, tail, limit) -> (count, data_bytes)"},          \
+     "append_pub_msgs(out, events, start, subject, tail, limit[, op]) -> (count, data_bytes)"},          \
     {"count_pubs", (PyCFunction)(void (*)(void))appliance_count_pubs, METH_FASTCALL,             \
      "count_pubs(events, start, subject, with_reply) -> (count, data_bytes)"},
 

@@ -245,3 +245,128 @@ PyObject *appliance_append_msg(PyObject *self, PyObject *const *args, Py_ssize_t
     }
     Py_RETURN_NONE;
 }
+
+/*
+ * The RMSG scanner (route protocol, twin: appliance/protocol/_scan_py.py scan_rmsgs): starting at `pos`,
+ * consume consecutive complete `RMSG <account> <subject> [<reply>] <size>\r\n<payload>\r\n` operations
+ * (upper case, single spaces, no tab, a reply without '@' that is not a queue marker `+`/`|`), appending
+ * each as a PUB-shaped event (1, subject, reply | None, payload) to a run (ROUTE_RUN, account, [events])
+ * at the end of `out` (a new run when the account changes); stop at anything else and return its offset.
+ */
+enum { ROUTE_RUN = 10 };
+
+static PyObject *run_for(PyObject *out, const char *account, Py_ssize_t account_len) {
+    Py_ssize_t count = PyList_GET_SIZE(out);
+    if (count > 0) {
+        PyObject *last = PyList_GET_ITEM(out, count - 1);
+        if (PyTuple_Check(last) && PyTuple_GET_SIZE(last) == 3 && PyLong_CheckExact(PyTuple_GET_ITEM(last, 0)) &&
+            PyLong_AsLong(PyTuple_GET_ITEM(last, 0)) == ROUTE_RUN) {
+            PyObject *name = PyTuple_GET_ITEM(last, 1);
+            PyObject *events = PyTuple_GET_ITEM(last, 2);
+            if (PyBytes_Check(name) && PyList_Check(events) && PyBytes_GET_SIZE(name) == account_len &&
+                memcmp(PyBytes_AS_STRING(name), account, (size_t)account_len) == 0) {
+                return events; /* borrowed */
+            }
+        }
+    }
+    PyObject *events = PyList_New(0);
+    PyObject *name = PyBytes_FromStringAndSize(account, account_len);
+    PyObject *run = NULL;
+    if (events && name) {
+        run = Py_BuildValue("(iOO)", ROUTE_RUN, name, events);
+    }
+    Py_XDECREF(name);
+    Py_XDECREF(events);
+    if (!run) {
+        return NULL;
+    }
+    int rc = PyList_Append(out, run);
+    Py_DECREF(run);
+    return rc < 0 ? NULL : events; /* borrowed: the run in `out` holds it */
+}
+
+PyObject *appliance_scan_rmsgs(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 5 || !PyBytes_Check(args[0]) || !PyList_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "scan_rmsgs(buf: bytes, pos: int, max_line: int, max_payload: int, out: list)");
+        return NULL;
+    }
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+    Py_ssize_t max_line = PyLong_AsSsize_t(args[2]);
+    Py_ssize_t max_payload = PyLong_AsSsize_t(args[3]);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    const char *data = PyBytes_AS_STRING(args[0]);
+    Py_ssize_t n = PyBytes_GET_SIZE(args[0]);
+    if (pos < 0 || pos > n || max_line <= 0 || max_payload < 0) {
+        PyErr_SetString(PyExc_ValueError, "scan_rmsgs: bad position or limits");
+        return NULL;
+    }
+    PyObject *out = args[4];
+    while (pos < n) {
+        if (n - pos < 5 || memcmp(data + pos, "RMSG ", 5) != 0) {
+            break;
+        }
+        Py_ssize_t arg_start = pos + 5;
+        Py_ssize_t limit = pos + max_line + 1 < n ? pos + max_line + 1 : n;
+        const char *newline = memchr(data + pos, '\n', (size_t)(limit - pos));
+        if (!newline) {
+            break;
+        }
+        Py_ssize_t eol = newline - data;
+        if (data[eol - 1] != '\r' || eol - 1 < arg_start) {
+            break;
+        }
+        if (memchr(data + arg_start, '\t', (size_t)(eol - 1 - arg_start))) {
+            break;
+        }
+        tokens_t t;
+        if (!split_tokens(data, arg_start, eol - 1, &t) || t.count < 3 || t.count > 4) {
+            break;
+        }
+        Py_ssize_t size = 0;
+        if (!parse_size(data + t.start[t.count - 1], t.length[t.count - 1], &size) || size > max_payload) {
+            break;
+        }
+        int with_reply = t.count == 4;
+        if (with_reply) {
+            const char *reply = data + t.start[2];
+            if ((t.length[2] == 1 && (reply[0] == '+' || reply[0] == '|')) || memchr(reply, '@', (size_t)t.length[2])) {
+                break;
+            }
+        }
+        Py_ssize_t start = eol + 1;
+        Py_ssize_t stop = start + size;
+        if (stop + 2 > n || data[stop] != '\r' || data[stop + 1] != '\n') {
+            break;
+        }
+        PyObject *events = run_for(out, data + t.start[0], t.length[0]);
+        if (!events) {
+            return NULL;
+        }
+        PyObject *subject = PyBytes_FromStringAndSize(data + t.start[1], t.length[1]);
+        PyObject *reply = with_reply ? PyBytes_FromStringAndSize(data + t.start[2], t.length[2]) : Py_None;
+        if (!with_reply) {
+            Py_INCREF(reply);
+        }
+        PyObject *payload = PyBytes_FromStringAndSize(data + start, size);
+        PyObject *event = NULL;
+        if (subject && reply && payload) {
+            event = Py_BuildValue("(iOOO)", 1, subject, reply, payload);
+        }
+        Py_XDECREF(subject);
+        Py_XDECREF(reply);
+        Py_XDECREF(payload);
+        if (!event) {
+            return NULL;
+        }
+        int rc = PyList_Append(events, event);
+        Py_DECREF(event);
+        if (rc < 0) {
+            return NULL;
+        }
+        pos = stop + 2;
+    }
+    return PyLong_FromSsize_t(pos);
+}

@@ -21,6 +21,7 @@ SAME_RANK_ALLOWED = {
     ("worker", "supervisor"),
     ("supervisor", "worker"),
     ("testing", "bench"),
+    ("fabric", "protocol"),  # the route link (fabric/route.py) speaks the route protocol (protocol/route_parser.py)
 }
 
 

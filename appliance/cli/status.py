@@ -120,10 +120,26 @@ def render(answer: JsonObject) -> str:
         "",
         _table([_dict(worker) for worker in _list(answer.get("workers"))]),
         "",
+        *_routes([_dict(route) for route in _list(answer.get("routes"))]),
         f"Health: {str(answer.get('health')).upper()}",
     ]
     lines += [f"  - {reason}" for reason in _list(answer.get("reasons"))]
     return "\n".join(lines)
+
+
+def _routes(routes: list[JsonObject]) -> list[str]:
+    """One line per route: peer, state (for how long), rtt; nothing when not clustered."""
+    if not routes:
+        return []
+    lines = ["Routes:"]
+    for route in routes:
+        rtt = route.get("rtt_ms")
+        detail = f", rtt {_float(rtt):.3f}ms" if rtt is not None else ""
+        reason = f" ({route['reason']})" if route.get("reason") and route.get("state") != "up" else ""
+        peer = route.get("peer") or "?"
+        lines.append(f"  {route.get('url')}  {peer}  {route.get('state')} for "
+                     f"{_duration(_float(route.get('for_s')))}{detail}{reason}")
+    return [*lines, ""]
 
 
 _COLUMNS = ("#", "PID", "STATE", "CORE", "NODE", "CPU%", "RSS", "CONNS", "MSGS IN", "MSGS OUT", "HEARTBEAT",

@@ -72,6 +72,18 @@ def relay_message(
     link_sub.conn.deliver(carrier, prefix + match, relay_reply(reply, subject, queue), header, data)
 
 
+def route_delivery(route_sub: Subscription, match: bytes, subject: bytes, reply: bytes | None,
+                   header: bytes | None, data: bytes) -> None:
+    """One delivery to a subscriber on another server (a route's subscription of `match`): a push
+    delivery whose stream subject differs from the deliver subject goes as nats-server sends it,
+    `RMSG <deliver subject> <ack reply>@<stream subject>` (spec/cluster-and-routes.md §4.4); the
+    receiving server gives its client the stream subject and the ack reply."""
+    if subject != match and reply is not None and reply.startswith(b"$JS.ACK."):
+        route_sub.conn.deliver(route_sub, match, reply + b"@" + subject, header, data)
+    else:
+        route_sub.conn.deliver(route_sub, match if subject != match else subject, reply, header, data)
+
+
 def relay_deliverer(link_sub: Subscription, match: bytes) -> Deliver:
     """`relay_message` bound to one plain link subscription and target for a run of deliveries made
     in one call (a pull request's batch): one record appended per message, nothing routed; the

@@ -36,7 +36,7 @@ from appliance.jetstream.fsync import FsyncThreads
 from appliance.jetstream.groups import durable_storage, group_name, memory_storage
 from appliance.jetstream.host import Timer
 from appliance.jetstream.meta import MetaGroup
-from appliance.jetstream.relay import ACK_PREFIXES, DeliveryRelay, relay_deliverer, relay_message
+from appliance.jetstream.relay import ACK_PREFIXES, DeliveryRelay, relay_deliverer, relay_message, route_delivery
 from appliance.jetstream.resources import attach_guard, settle_global_account
 from appliance.jetstream.restore import RestoreSession, remove_leftovers
 from appliance.jetstream.transform import transformed
@@ -162,7 +162,9 @@ class AccountJetStream:
         data = header + payload if header is not None else payload
         count = 0
         for sub in plain:
-            if getattr(sub.conn, "is_link", False):
+            if getattr(sub.conn, "is_route", False):
+                route_delivery(sub, key, subject_b, reply_b, header, data)
+            elif getattr(sub.conn, "is_link", False):
                 relay_message(sub, key, subject_b, reply_b, header, data)
             else:
                 sub.conn.deliver(sub, subject_b, reply_b, header, data)
@@ -171,7 +173,9 @@ class AccountJetStream:
             chosen = pick(members, None, True, self.server.rng)
             if chosen is None:
                 continue
-            if getattr(chosen.conn, "is_link", False):
+            if getattr(chosen.conn, "is_route", False):
+                route_delivery(chosen, key, subject_b, reply_b, header, data)
+            elif getattr(chosen.conn, "is_link", False):
                 relay_message(chosen, key, subject_b, reply_b, header, data)
             else:
                 chosen.conn.deliver(chosen, subject_b, reply_b, header, data)
@@ -191,6 +195,8 @@ class AccountJetStream:
         if len(plain) != 1 or queues:
             return functools.partial(self.deliver_raw, key)
         sub = plain[0]
+        if getattr(sub.conn, "is_route", False):
+            return functools.partial(self.deliver_raw, key)
         if getattr(sub.conn, "is_link", False):
             return relay_deliverer(sub, key)
         conn_deliver = sub.conn.deliver

@@ -53,16 +53,23 @@ append_msg = native.speedups.append_msg if native.ENABLED else wire.append_msg
 
 
 def append_pub_msgs_py(out: bytearray, events: list[Event], start: int, subject: bytes, tail: bytes,
-                       limit: int) -> tuple[int, int]:
+                       limit: int, op: bytes = b"MSG ") -> tuple[int, int]:
     """A MSG per plain PUB event (op 1) from events[start] on while the subject stays `subject`, at
-    most `limit`: a burst for one local subscriber. Returns (events used, payload bytes).
-    Twin of the native append_pub_msgs."""
+    most `limit`: a burst for one local subscriber (or, with op b"RMSG <account> " and tail b" ", for
+    a route). Returns (events used, payload bytes). Twin of the native append_pub_msgs."""
     count = 0
     data_bytes = 0
     for event in events[start:]:
         if count >= limit or len(event) != 4 or event[0] != OP_PUB or event[1] != subject:
             break
-        wire.append_msg(out, subject, tail, event[2], -1, event[3])
+        reply = event[2]
+        out += op
+        out += subject
+        out += tail
+        if reply:
+            out += reply
+            out += b" "
+        out += b"%d\r\n%s\r\n" % (len(event[3]), event[3])
         count += 1
         data_bytes += len(event[3])
     return count, data_bytes

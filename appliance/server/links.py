@@ -264,6 +264,7 @@ class LinkPeer:
     """A sibling worker: a subscriber in this worker's sublists and the sink of frames to it."""
 
     is_link = True
+    is_route = False  # a sibling worker on this host (server/routes.py has the routes to other hosts)
 
     def __init__(self, fabric: LocalFabric, link: Link) -> None:
         self.fabric = fabric
@@ -318,10 +319,15 @@ class LinkPeer:
             account = self._account_names[sub.account] = sub.account.encode()
         self.msgs_out += 1
         records = self._records
-        append_record(records, account, subject, reply, sub.queue, -1 if header is None else len(header), data)
-        if len(records) >= self._records_pipeline_bytes:
+        # a frame leaves before a message's first record, never between its plain record and its queue
+        # records: the route holder merges them into one RMSG (server/routes.py), and a peer delivers
+        # each RMSG to its plain subscribers
+        queue = sub.queue
+        if len(records) >= (self._records_pipeline_bytes if queue is None else self._records_flush_bytes):
             self.flush()
-        elif not self._dirty:
+            records = self._records
+        append_record(records, account, subject, reply, queue, -1 if header is None else len(header), data)
+        if not self._dirty:
             self._dirty = True
             self.fabric.server.dirty.append(self)  # type: ignore[arg-type]
 
@@ -412,6 +418,7 @@ class LinkPeer:
             if account is not None:
                 for sub in subs:
                     account.sublist.remove(sub)
+                    self.fabric.tell_sibling_interest(account, sub, False)
         self.interest.clear()
 
 
@@ -442,6 +449,8 @@ class LocalFabric:
         self._plain_refs: dict[tuple[str, bytes], int] = {}
         self._accounts: dict[bytes, Account] = {}
         self._next_sid = 0
+        # told of each sibling subscription inserted or removed here (the routes advertise the host's interest)
+        self.sibling_interest_listeners: list[Callable[[Account, Subscription, bool], None]] = []
         # interest sync (fabric/sync.py): PONGs wait for live siblings' ACKs; first reads for their interest
         self.sync = SiblingSync(self.peers, base)
         self.pid = os.getpid() if pid is None else pid
@@ -504,8 +513,15 @@ class LocalFabric:
 
     # --- local interest → siblings ---------------------------------------------------------------
 
+    def tell_sibling_interest(self, account: Account, sub: Subscription, added: bool) -> None:
+        for listener in self.sibling_interest_listeners:
+            listener(account, sub, added)
+
     def on_local_interest(self, account: Account, sub: Subscription, added: bool) -> None:
-        if getattr(sub.conn, "is_link", False):
+        """A subscription here changed: one of a client or an internal client, or (server/routes.py) the
+        interest of a route this worker holds, which siblings see as this worker's own."""
+        conn = sub.conn
+        if getattr(conn, "is_link", False) and not conn.is_route:
             return
         if sub.queue is None:
             key = (account.name, sub.subject)
@@ -531,7 +547,7 @@ class LocalFabric:
             peer.send(KIND_INTEREST_ADD, self._sequenced(encode_interest(account_name.encode(), subject, None)))
         for account in self.server.accounts.all():
             for sub in account.sublist.all_subscriptions():
-                if sub.queue is not None and not getattr(sub.conn, "is_link", False):
+                if sub.queue is not None and (not sub.conn.is_link or sub.conn.is_route):
                     peer.send(KIND_INTEREST_ADD,
                               self._sequenced(encode_interest(account.name.encode(), sub.subject, sub.queue)))
 
@@ -775,6 +791,7 @@ class LocalFabric:
         sub = Subscription(peer, subject, queue, b"L%d" % self._next_sid, account.name)
         subs.append(sub)
         account.sublist.insert(sub)
+        self.tell_sibling_interest(account, sub, True)
 
     def _remove_remote_interest(self, peer: LinkPeer, account_name: bytes, subject: bytes,
                                 queue: bytes | None) -> None:
@@ -783,7 +800,9 @@ class LocalFabric:
         account = self.server.accounts.get(account_name.decode())
         if not subs or account is None:
             return
-        account.sublist.remove(subs.pop())
+        sub = subs.pop()
+        account.sublist.remove(sub)
+        self.tell_sibling_interest(account, sub, False)
         if not subs:
             del peer.interest[key]
 
@@ -809,8 +828,8 @@ class LocalFabric:
             records: list[Record] | None = None
             for sub in result[0]:
                 conn = sub.conn
-                if conn.is_link:
-                    continue
+                if conn.is_link and not conn.is_route:
+                    continue  # one hop: never to another sibling (a route, yes: server/routes.py)
                 deliver_run = getattr(conn, "deliver_run", None)
                 if deliver_run is not None and deliver_run(sub, payload, start, end, count):
                     continue
@@ -840,13 +859,13 @@ class LocalFabric:
         if queue is None:
             for sub in plain:
                 conn = sub.conn
-                if not conn.is_link:
+                if not conn.is_link or conn.is_route:
                     conn.deliver(sub, subject, reply, header, data)
             return
         for members in queues:
             if members[0].queue != queue:
                 continue
-            local = tuple(m for m in members if not m.conn.is_link)
+            local = tuple(m for m in members if not m.conn.is_link or m.conn.is_route)
             if local:
                 chosen = pick(local, None, True, self.server.rng)
                 if chosen is not None:

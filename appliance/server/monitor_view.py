@@ -32,6 +32,7 @@ from appliance.server.monitor.endpoint import (
 )
 from appliance.server.monitor.gather import GatherCoalescer
 from appliance.server.monitor.http import MonitorServer
+from appliance.server.system_service import SystemResponder
 from appliance.server.monitor.view import (
     AccountInfo,
     ByKindCounts,
@@ -210,7 +211,11 @@ class ServerMonitorView:
 
     @property
     def connect_urls(self) -> Sequence[str]:
-        return []
+        return [] if self._server.options.cluster.no_advertise else list(self._server.cluster_urls)
+
+    def routes(self) -> list[RouteInfo]:
+        routes = self._server.routes
+        return [] if routes is None else [RouteInfo(**row) for row in routes.route_infos()]  # type: ignore[arg-type]
 
     @property
     def feature_flags(self) -> Mapping[str, bool]:
@@ -245,6 +250,8 @@ class ServerMonitorView:
         return ServerCounters(
             connections=len(server.clients),
             total_connections=server.total_connections,
+            routes=0 if server.routes is None else len(server.routes.route_infos()),
+            remotes=0 if server.routes is None else len(server.routes.route_infos()),
             in_msgs=in_msgs,
             in_bytes=in_bytes,
             out_msgs=out_msgs,
@@ -360,11 +367,6 @@ class ServerMonitorView:
         account = self._server.accounts.get(name)
         return account.clients if account is not None else 0
 
-    def routes(self) -> list[RouteInfo]:
-        """This build has no route connections (the server runs standalone); the cluster layer fills
-        this list once routes exist, and /routez renders whatever it holds."""
-        return []
-
     def internal_queues(self) -> dict[str, int]:
         queues = self.local_queues()
         for peer in self._peers:
@@ -397,6 +399,13 @@ class ServerMonitorView:
 def provide_snapshots(server: Server, fabric: LocalFabric) -> None:
     """Let sibling workers' monitoring include this worker (every worker of a mesh does this)."""
     ServerMonitorView(server, None, fabric)
+
+
+def start_system_responder(server: Server, fabric: LocalFabric | None = None) -> SystemResponder | None:
+    """Answer the system account's monitoring requests (`server ls`) for the whole host."""
+    view = ServerMonitorView(server, None, fabric)
+    responder = SystemResponder(server, MonitorApp(view), view.refresh)
+    return responder if responder.start() else None
 
 
 async def start_monitoring(server: Server, listener: socket.socket, fabric: LocalFabric | None = None,

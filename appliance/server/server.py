@@ -39,6 +39,14 @@ class InterestGate(Protocol):
     def wait_interest_synced(self, callback: Callable[[], None]) -> None: ...
 
 
+class ClusterView(Protocol):
+    """The routes of this server, as monitoring needs them (server/routes.py)."""
+
+    def route_infos(self) -> list[dict[str, object]]: ...
+
+    def announce_lame_duck(self) -> None: ...
+
+
 class ConnectionGate(Protocol):
     """Admission against a server-wide max_connections shared by every worker (supervisor/admission.py)."""
 
@@ -97,6 +105,8 @@ class Server:
         self.interest_gate: InterestGate | None = None  # sibling workers, when there are any
         self.before_client_read: Callable[[], None] | None = None  # take sibling frames first
         self.connection_gate: ConnectionGate | None = None  # max_connections across workers, when there are any
+        self.routes: ClusterView | None = None  # the cluster's routes, on the worker that holds them
+        self.cluster_urls: list[str] = []  # the other servers' client URLs (server/cluster_urls.py)
         self._over_max_connections = False  # about the connection registered last
         # totals of closed connections, so /varz counters never go backwards
         self._retired = [0, 0, 0, 0]
@@ -146,6 +156,8 @@ class Server:
         options = self.options
         logger.info("Entering lame duck mode, stop accepting new clients")
         await self.stop_accepting()
+        if self.routes is not None:
+            self.routes.announce_lame_duck()  # peers drop our client URLs from their INFO
         info = self.info_fields()
         info["ldm"] = True
         for conn in list(self.clients.values()):
@@ -244,7 +256,33 @@ class Server:
             fields["cluster"] = options.cluster.name
         if options.jetstream.domain:
             fields["domain"] = options.jetstream.domain
+        if self.cluster_urls and not options.cluster.no_advertise:
+            fields["connect_urls"] = self.client_urls() + [u for u in self.cluster_urls if u not in self.client_urls()]
         return fields
+
+    def client_urls(self) -> list[str]:
+        """This server's own client URL(s) as other servers and clients are told (client_advertise, or
+        the listen address when it names one host)."""
+        if self.options.client_advertise:
+            return [self.options.client_advertise]
+        host, port = self.listen_address
+        if host in ("", "0.0.0.0", "::"):
+            return []
+        return [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
+
+    def set_cluster_urls(self, urls: list[str]) -> None:
+        """The other servers' client URLs changed: INFO with the new connect_urls to every client that
+        takes async INFO (protocol >= 1), as nats-server does when a route comes or goes."""
+        if urls == self.cluster_urls:
+            return
+        self.cluster_urls = list(urls)
+        if self.options.cluster.no_advertise:
+            return
+        for conn in list(self.clients.values()):
+            if conn.protocol >= 1 and conn.connected and not conn.closed:
+                fields = self.info_fields()
+                conn.write(wire.info(fields))
+        self.schedule_flush()
 
     def info_bytes(self, conn: ClientConnection) -> bytes:
         fields = self.info_fields()

@@ -6,7 +6,9 @@ Shape (every key always present; times in seconds; sizes in bytes):
     control_socket,
     supervisor {pid, state, cpu_percent, rss_bytes, restarts_in_window, restart_budget, restart_window_s},
     workers [{index, pid, state, core, numa_node, cpu_percent, rss_bytes, connections,
-              msgs_in, msgs_out, bytes_in, bytes_out, heartbeat_age_s, ring_fill, restarts, uptime_s}]
+              msgs_in, msgs_out, bytes_in, bytes_out, heartbeat_age_s, ring_fill, restarts, uptime_s}],
+    routes [{url, configured, peer, state (up|down|refused|self), for_s, reason, rtt_ms (or null)}]
+    (empty when not clustered; see route_status.py)
 A worker slot without a process (waiting to restart) has pid 0 and heartbeat_age_s null.
 """
 
@@ -64,6 +66,7 @@ def status_report(
     workers: list[JsonObject],
     start_wall_s: float,
     now_wall_s: float,
+    routes: list[JsonObject] | None = None,
 ) -> JsonObject:
     return {
         **identity,
@@ -73,4 +76,5 @@ def status_report(
         "reasons": list(health.reasons),
         "supervisor": supervisor,
         "workers": workers,
+        "routes": routes or [],
     }

@@ -24,6 +24,7 @@ RANDOM_PORT = -1
 class Listeners:
     client: socket.socket
     http: socket.socket | None
+    cluster: socket.socket | None = None  # route connections; served by worker 0
 
     @property
     def client_port(self) -> int:
@@ -37,6 +38,8 @@ class Listeners:
         self.client.close()
         if self.http is not None:
             self.http.close()
+        if self.cluster is not None:
+            self.cluster.close()
 
 
 def join_host_port(host: str, port: int) -> str:
@@ -78,7 +81,19 @@ def open_listeners(options: ServerOptions) -> Listeners:
             http.close()
         raise
     logger.info("Listening for client connections on %s", join_host_port(options.host, int(client.getsockname()[1])))
-    return Listeners(client=client, http=http)
+    cluster = None
+    if options.cluster.port != 0:
+        try:
+            cluster = open_listener(options.cluster.host, options.cluster.port)
+        except StartupError:
+            client.close()
+            if http is not None:
+                http.close()
+            raise
+        logger.info("Cluster name is %s", options.cluster.name or "(none)")
+        logger.info("Listening for route connections on %s",
+                    join_host_port(options.cluster.host, int(cluster.getsockname()[1])))
+    return Listeners(client=client, http=http, cluster=cluster)
 
 
 def _listen_error(host: str, port: int, exc: OSError) -> str:

@@ -42,6 +42,7 @@ from appliance.log import setup_logging
 from appliance.supervisor import topology
 from appliance.supervisor.control import ControlServer, JsonObject, server_socket_path
 from appliance.supervisor.health import Health, assess_health
+from appliance.supervisor.route_status import read_route_status, routes_status_path
 from appliance.supervisor.identity import generate_server_id
 from appliance.supervisor.notify import Notifier
 from appliance.supervisor.registry import Registration, register, unregister
@@ -348,6 +349,8 @@ class Supervisor:
             # the server's CPUs (/varz cores, nats-server's runtime.NumCPU), not the one a worker is pinned to
             "server_cores": len(topology.usable_cpus()),
         }
+        if slot.index == 0 and self.control is not None:
+            extra["routes_status_path"] = str(routes_status_path(self.control.path))
         extra_fds: tuple[int, ...] = ()
         if self.mesh is not None:
             # rings: the same fds again for a restarted worker; socketpairs: fresh ones, handed to siblings too
@@ -360,6 +363,7 @@ class Supervisor:
             worker_count=len(self.slots), server_id=self.server_id, start_wall_s=self.start_wall_s,
             supervisor_pid=os.getpid(), client_fd=self.listeners.client.fileno(), ready_fd=-1,
             http_fd=self.listeners.http.fileno() if self.listeners.http is not None and slot.index == 0 else None,
+            cluster_fd=self.listeners.cluster.fileno() if self.listeners.cluster is not None and slot.index == 0 else None,
             status_fd=self.table.fd, core=placement.core, numa_node=placement.numa_node, extra=extra,
             extra_fds=extra_fds,
         )
@@ -548,8 +552,15 @@ class Supervisor:
             "rss_bytes": self.own_sample.rss_bytes, "restarts_in_window": self.tracker.restarts_in_window(now),
             "restart_budget": self.policy.budget_count, "restart_window_s": self.policy.budget_window_s,
         }
-        return status_report(identity=identity, health=self.health(), supervisor=supervisor, workers=workers,
-                             start_wall_s=self.start_wall_s, now_wall_s=self.clock.wall())
+        routes, route_reasons = read_route_status(routes_status_path(self.control.path), now_wall_s=self.clock.wall(),
+                                                  clustered=bool(self.options.cluster.routes))
+        health = self.health()
+        if route_reasons and health.level == "ok":
+            health = Health("degraded", route_reasons)
+        elif route_reasons:
+            health = Health(health.level, [*health.reasons, *route_reasons])
+        return status_report(identity=identity, health=health, supervisor=supervisor, workers=workers,
+                             start_wall_s=self.start_wall_s, now_wall_s=self.clock.wall(), routes=routes)
 
 
 def _signal(pid: int, signum: int) -> None:

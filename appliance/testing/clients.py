@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import nats
 from nats.aio.client import Client as NATS
 
 
@@ -15,3 +16,15 @@ async def flush_after_subs(nc: NATS) -> None:
     2-core machine (0 with this helper). The second flush's PING is written after the SUBs."""
     await nc.flush()
     await nc.flush()
+
+
+async def connect_on(url: str, worker: int, workers: int, **options: object) -> NATS:
+    """A connection that landed on `worker` of an appliance with `workers` workers (client ids are
+    k+1, k+1+n, ... on worker k of n)."""
+    for _ in range(200):
+        nc = await nats.connect(url, **options)  # type: ignore[arg-type]
+        assert nc._client_id is not None
+        if (int(nc._client_id) - 1) % workers == worker:
+            return nc
+        await nc.close()
+    raise AssertionError(f"no connection landed on worker {worker}")

@@ -7,21 +7,28 @@ runs `serve_worker` on the worker's event loop.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import os
 import signal
+import time
+from pathlib import Path
 
 from appliance import limits
 from appliance.fabric.mesh import WorkerMesh, WorkerMeshSpec, attach_mesh
 from appliance.jetstream.service import start_jetstream, start_relay
+from appliance.server.cluster_urls import follow_cluster_urls
 from appliance.server.links import LocalFabric
 from appliance.server.monitor.http import MonitorServer
-from appliance.server.monitor_view import provide_snapshots, start_monitoring
+from appliance.server.monitor_view import provide_snapshots, start_monitoring, start_system_responder
+from appliance.server.routes import RouteManager
 from appliance.server.server import Server
 from appliance.worker.context import WorkerContext
 
 logger = logging.getLogger(__name__)
 
 HEARTBEAT_INTERVAL_S = 0.25
+ROUTES_REPORT_INTERVAL_S = 1.0
 
 
 async def serve_worker(ctx: WorkerContext) -> int:
@@ -52,20 +59,35 @@ async def serve_worker(ctx: WorkerContext) -> int:
     if ctx.http_listener is not None:
         monitor = await _start_monitor(server, ctx, fabric)
     heartbeat = loop.create_task(_heartbeat(server, ctx, fabric))
-    if ctx.worker_index == 0 and (ctx.options.cluster.enabled or ctx.options.cluster.routes):
-        logger.warning("cluster %r is configured, but routes to other servers are not implemented in this "
-                       "build yet: serving as a standalone server", ctx.options.cluster.name)
+    routes_status = None
+    routes = None
+    clustered = ctx.options.cluster.enabled or bool(ctx.options.cluster.routes)
+    if ctx.worker_index == 0 and clustered:
+        routes = await _start_routes(server, ctx, fabric)
+        path = ctx.extra.get("routes_status_path")
+        if isinstance(path, str):
+            routes_status = loop.create_task(_report_routes(routes, Path(path)))
+    urls_follower = follow_cluster_urls(server) if ctx.worker_index != 0 and clustered else None
+    system = start_system_responder(server, fabric) if ctx.worker_index == 0 and _system_askable(ctx) else None
     ctx.on_ready()
     try:
         await stop.wait()
     finally:
         heartbeat.cancel()
+        if routes_status is not None:
+            routes_status.cancel()
         for task in lame_duck:
             task.cancel()
         if jetstream is not None:
             jetstream.stop()
         if relay is not None:
             relay.close()
+        if routes is not None:
+            await routes.close()
+        if urls_follower is not None:
+            urls_follower.close()
+        if system is not None:
+            system.close()
         await server.shutdown()
         if fabric is not None:
             fabric.close()
@@ -76,6 +98,29 @@ async def serve_worker(ctx: WorkerContext) -> int:
         # give transports a turn to write what close() flushed
         await asyncio.sleep(0)
     return 0
+
+
+def _system_askable(ctx: WorkerContext) -> bool:
+    """Whether anyone can send this server a system-account request: a user of the system account, or
+    another server of the cluster (over a route)."""
+    options = ctx.options
+    system = options.system_account or "$SYS"
+    if options.no_system_account:
+        return False
+    users = [*options.authorization.users, *(u for a in options.accounts.values() for u in a.users)]
+    return (options.cluster.enabled or bool(options.cluster.routes) or system in options.accounts
+            and bool(options.accounts[system].users) or any(u.account == system for u in users))
+
+
+async def _start_routes(server: Server, ctx: WorkerContext, fabric: LocalFabric | None) -> RouteManager:
+    """Worker 0 holds every route of the host (one route per peer server): its sublists hold the
+    interest of every worker (links.py), and the routes' interest reaches the siblings as worker 0's."""
+    routes = RouteManager(server, interest_sink=None if fabric is None else fabric.on_local_interest)
+    if fabric is not None:
+        fabric.sibling_interest_listeners.append(routes.on_interest)
+    server.routes = routes
+    await routes.start(ctx.cluster_listener)
+    return routes
 
 
 async def _start_monitor(server: Server, ctx: WorkerContext, fabric: LocalFabric | None) -> MonitorServer:
@@ -103,6 +148,26 @@ def _start_fabric(server: Server, ctx: WorkerContext,
     provide_snapshots(server, fabric)
     logger.debug("worker %d joined %d sibling(s) over %s links", ctx.worker_index, len(mesh.links), spec.transport)
     return fabric, mesh
+
+
+async def _report_routes(routes: RouteManager, path: Path) -> None:
+    """The routes' state for `appliance status` (read by the supervisor, which works when this worker is
+    wedged: it sees the file age): a small JSON file replaced atomically every ROUTES_REPORT_INTERVAL_S."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        while True:
+            document = json.dumps({"written_wall": time.time(), "routes": routes.status_rows()})
+            try:
+                tmp.write_text(document)
+                os.replace(tmp, path)
+            except OSError as exc:
+                logger.warning("cannot write the route status for appliance status to %s: %s", path, exc)
+            await asyncio.sleep(ROUTES_REPORT_INTERVAL_S)
+    finally:
+        try:
+            path.unlink()
+        except OSError:
+            pass
 
 
 async def _heartbeat(server: Server, ctx: WorkerContext, fabric: LocalFabric | None) -> None:

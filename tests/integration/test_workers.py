@@ -23,7 +23,7 @@ import nats
 import pytest
 from nats.aio.subscription import Subscription
 
-from appliance.testing.clients import flush_after_subs
+from appliance.testing.clients import connect_on, flush_after_subs
 from appliance.testing.process import ApplianceProcess, free_port
 
 pytestmark = pytest.mark.integration
@@ -48,15 +48,6 @@ def wait_for(predicate, what: str, timeout_s: float = WAIT_TIMEOUT_S):  # type: 
         time.sleep(0.05)
 
 
-async def connect_on(url: str, worker: int, workers: int) -> nats.NATS:
-    """A connection that landed on `worker` (client ids are k+1, k+1+n, ... on worker k of n)."""
-    for _ in range(200):
-        nc = await nats.connect(url)
-        assert nc._client_id is not None
-        if (int(nc._client_id) - 1) % workers == worker:
-            return nc
-        await nc.close()
-    raise AssertionError(f"no connection landed on worker {worker}")
 
 
 @dataclass

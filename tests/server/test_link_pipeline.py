@@ -68,3 +68,23 @@ def test_a_burst_below_the_pipeline_size_leaves_as_one_frame_at_the_flush() -> N
     assert [kind for kind, _ in link.sent] == [FrameKind.MESSAGE]
     assert [record[5] for record in decode_records(link.sent[0][1])] == [b"ok", b"ok again"]
     assert link.flushes == 1
+
+
+def test_a_message_plain_and_queue_records_never_split_across_frames() -> None:
+    """The route holder merges a message's plain and queue records into one RMSG (server/routes.py); a
+    frame boundary between them made two RMSGs, which a peer delivers to its plain subscribers twice
+    (seen as a rare duplicate in the mixed-cluster tests)."""
+    for size in range(100, 400, 7):  # record sizes that put a frame boundary after either record
+        link = RecordingLink()
+        peer, _ = a_peer(link)
+        plain = Subscription(peer, b"jobs.*", None, b"L1", "$G")
+        queue = Subscription(peer, b"jobs.>", b"q", b"L2", "$G")
+        payload = b"x" * size
+        for n in range(3 * limits.LINK_RECORDS_PIPELINE_BYTES // len(payload)):
+            peer.deliver(plain, b"jobs.run", None, None, payload + b"%d" % n)
+            peer.deliver(queue, b"jobs.run", None, None, payload + b"%d" % n)
+        peer.flush()
+        assert len(link.sent) >= 3
+        for _, frame in link.sent:
+            records = decode_records(frame)
+            assert records[0][3] is None and records[-1][3] == b"q", size  # each frame holds whole messages

@@ -27,6 +27,7 @@ from appliance.server.links import (
     record_runs,
     record_runs_py,
 )
+from appliance.protocol.route_parser import append_rmsg
 from appliance.server.client import append_pub_msgs, append_pub_msgs_py, count_pubs, count_pubs_py
 from appliance.testing.inproc import InProcessServer
 from appliance.testing.inproc_mesh import InProcessMesh
@@ -288,6 +289,30 @@ def test_append_pub_msgs_writes_the_run_as_deliver_would(
     for implementation in (append_pub_msgs_py, append_pub_msgs):
         out = bytearray(b"xx")
         assert implementation(out, burst, start, subject, tail, limit) == (count, data_bytes)  # type: ignore[arg-type]
+        assert out == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(burst=events, start=st.integers(min_value=0, max_value=11), limit=st.integers(min_value=0, max_value=14),
+       account=st.sampled_from([b"$G", b"APP"]))
+def test_append_pub_msgs_with_the_rmsg_op_writes_what_the_route_writer_would(
+        burst: list[tuple[object, ...]], start: int, limit: int, account: bytes) -> None:
+    """A route's burst (server/routes.py RoutePeer.deliver_pubs): op b"RMSG <account> ", tail b" "."""
+    start = min(start, len(burst) - 1)
+    subject = burst[start][1] if len(burst[start]) > 1 else b"a"
+    expected = bytearray(b"xx")
+    count = 0
+    data_bytes = 0
+    for event in burst[start:]:
+        if count >= limit or event[0] != OP_PUB or len(event) != 4 or event[1] != subject:
+            break
+        append_rmsg(expected, account, subject, event[2] or None, (), -1, event[3])  # type: ignore[arg-type]
+        count += 1
+        data_bytes += len(event[3])  # type: ignore[arg-type]
+    for implementation in (append_pub_msgs_py, append_pub_msgs):
+        out = bytearray(b"xx")
+        assert implementation(out, burst, start, subject, b" ", limit, b"RMSG " + account + b" ") == (  # type: ignore[arg-type]
+            count, data_bytes)
         assert out == expected
 
 

@@ -1,7 +1,9 @@
-"""`/routez`: route connections to the other servers of the cluster, in nats-server's RouteInfo shape.
+"""`/routez`: the routes of this server to the other servers of its cluster.
 
-Parameters: subs (1 lists each route's subjects; `detail` too). Standalone, the answer is nats-server's
-own: `num_routes` 0 and an empty `routes` list. The routes come from `ServerView.routes()`.
+Fields as nats-server 2.15.1 (spec/captures/n1_routez.json): server_id, server_name, now,
+num_routes, routes[] with rid, remote_id, remote_name, did_solicit, is_configured, ip, port, start,
+last_activity, rtt, uptime, idle, pending_size, in/out msgs and bytes, subscriptions (a count) and,
+with `subs=1`, subscriptions_list (the peer's interest here). We never compress routes: "off".
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from .gojson import JsonValue
 from .view import RouteInfo, ServerView
 
 
-def route_json(route: RouteInfo, *, subs: bool, now_ns: int) -> dict[str, JsonValue]:
+def route_json(route: RouteInfo, now_ns: int, listed: bool) -> dict[str, JsonValue]:
     out: dict[str, JsonValue] = {
         "rid": route.rid,
         "remote_id": route.remote_id,
@@ -23,25 +25,23 @@ def route_json(route: RouteInfo, *, subs: bool, now_ns: int) -> dict[str, JsonVa
         "port": route.port,
         "start": rfc3339_nano(wall_ns(route.start_wall_s)),
         "last_activity": rfc3339_nano(wall_ns(route.last_activity_wall_s)),
-        "rtt": go_duration(round(route.rtt_s * 1e9)),
+        "rtt": go_duration(int(route.rtt_s * 1e9)) if route.rtt_s is not None else "0s",
         "uptime": uptime(now_ns - wall_ns(route.start_wall_s)),
         "idle": uptime(now_ns - wall_ns(route.last_activity_wall_s)),
-        "pending_size": route.pending_bytes,
+        "pending_size": route.pending_size,
         "in_msgs": route.in_msgs,
         "out_msgs": route.out_msgs,
         "in_bytes": route.in_bytes,
         "out_bytes": route.out_bytes,
         "subscriptions": len(route.subscriptions),
     }
-    if subs and route.subscriptions:
-        out["subscriptions_list"] = list(route.subscriptions)
-    if route.account:
-        out["account"] = route.account
-    out["compression"] = route.compression
+    if listed and route.subscriptions:
+        out["subscriptions_list"] = list[JsonValue](route.subscriptions)
+    out["compression"] = "off"
     return out
 
 
-def routez_json(view: ServerView, *, subs: bool) -> dict[str, JsonValue]:
+def routez_json(view: ServerView, listed: bool) -> dict[str, JsonValue]:
     now_ns = wall_ns(view.now_wall_s())
     routes = sorted(view.routes(), key=lambda route: route.rid)
     return {
@@ -49,14 +49,14 @@ def routez_json(view: ServerView, *, subs: bool) -> dict[str, JsonValue]:
         "server_name": view.server_name,
         "now": rfc3339_nano(now_ns),
         "num_routes": len(routes),
-        "routes": [route_json(route, subs=subs, now_ns=now_ns) for route in routes],
+        "routes": [route_json(route, now_ns, listed) for route in routes],
     }
 
 
 def handle(ctx: RequestContext) -> Response:
     ctx.count()
     listed, detail = ctx.query.subs()
-    return json_response(routez_json(ctx.view, subs=listed or detail))
+    return json_response(routez_json(ctx.view, listed or detail))
 
 
 ENDPOINT = Endpoint(paths=("/routez",), handle=handle, title="Routes")

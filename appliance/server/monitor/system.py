@@ -32,11 +32,13 @@ from .endpoint import HttpStats
 from .gojson import JsonValue, dumps
 from .healthz import HealthzOptions, healthz_json
 from .params import BadRequest
+from .routez import routez_json
+from .statsz import statsz_json
 from .subsz import SUBSCRIPTIONS_LIMIT_DEFAULT, SubszOptions, subsz_json
 from .varz import varz_json
 from .view import ConnState, ServerView
 
-SYSTEM_ENDPOINTS = ("VARZ", "CONNZ", "SUBSZ", "HEALTHZ")
+SYSTEM_ENDPOINTS = ("VARZ", "CONNZ", "SUBSZ", "HEALTHZ", "ROUTEZ", "STATSZ")
 JETSTREAM_ENABLED_FLAG = 1  # ServerCapability bit; we claim no other capability bits
 CONN_STATES: dict[int, ConnState] = {0: "open", 1: "closed", 2: "any"}
 
@@ -51,6 +53,8 @@ FILTER_FIELDS = {
 }
 ENDPOINT_FIELDS: dict[str, tuple[str, dict[str, str]]] = {
     "VARZ": ("VarzEventOptions", {}),
+    "STATSZ": ("StatszEventOptions", {}),
+    "ROUTEZ": ("RoutezEventOptions", {"subscriptions": "bool", "subscriptions_detail": "bool"}),
     "CONNZ": (
         "ConnzEventOptions",
         {
@@ -275,6 +279,10 @@ def endpoint_data(view: ServerView, stats: HttpStats, name: str, options: Mappin
         return connz_json(view, connz_options(options))
     if name == "SUBSZ":
         return subsz_json(view, subsz_options(options))
+    if name == "ROUTEZ":
+        return routez_json(view, _flag(options, "subscriptions") or _flag(options, "subscriptions_detail"))
+    if name == "STATSZ":
+        return statsz_json(view)
     assert name == "HEALTHZ", name
     code, body = healthz_json(view, healthz_options(options))
     status = body.pop("status")
@@ -293,7 +301,8 @@ def system_reply(view: ServerView, stats: HttpStats, name: str, body: bytes, *, 
         if is_filtered_out(view, options):
             return None
         try:
-            reply["data"] = endpoint_data(view, stats, name, options)
+            # a statsz answer (`$SYS.REQ.SERVER.PING` itself, or .STATSZ) is a ServerStatsMsg: "statsz"
+            reply["statsz" if name == "STATSZ" else "data"] = endpoint_data(view, stats, name, options)
         except BadRequest as refusal:
             reply["data"] = None
             reply["error"] = {"code": 500, "description": str(refusal)}
@@ -302,5 +311,6 @@ def system_reply(view: ServerView, stats: HttpStats, name: str, body: bytes, *, 
 
 def system_subjects(server_id: str) -> list[tuple[str, str]]:
     """(subject, endpoint name) pairs the server subscribes to in the system account."""
-    pairs = [(f"$SYS.REQ.SERVER.PING.{name}", name) for name in SYSTEM_ENDPOINTS]
+    pairs = [("$SYS.REQ.SERVER.PING", "STATSZ")]
+    pairs += [(f"$SYS.REQ.SERVER.PING.{name}", name) for name in SYSTEM_ENDPOINTS]
     return pairs + [(f"$SYS.REQ.SERVER.{server_id}.{name}", name) for name in SYSTEM_ENDPOINTS]

@@ -94,30 +94,6 @@ class AccountInfo:
 
 
 @dataclass(frozen=True, slots=True)
-class RouteInfo:
-    """One route connection to another server of the cluster, as /routez lists it."""
-
-    rid: int
-    remote_id: str
-    remote_name: str
-    did_solicit: bool
-    is_configured: bool
-    ip: str
-    port: int
-    start_wall_s: float
-    last_activity_wall_s: float
-    rtt_s: float = 0.0
-    pending_bytes: int = 0
-    in_msgs: int = 0
-    out_msgs: int = 0
-    in_bytes: int = 0
-    out_bytes: int = 0
-    subscriptions: tuple[str, ...] = ()  # the remote interest this route carries (subjects)
-    compression: str = "off"
-    account: str = ""  # a route pinned to one account; "" for a shared route
-
-
-@dataclass(frozen=True, slots=True)
 class ByKindCounts:
     """nats-server's per-connection-kind counters (`slow_consumer_stats`, `stale_connection_stats`)."""
 
@@ -150,6 +126,28 @@ class ServerCounters:
     subscriptions: int = 0  # across every account
     slow_consumer_stats: ByKindCounts = ByKindCounts()
     stale_connection_stats: ByKindCounts = ByKindCounts()
+
+
+@dataclass(frozen=True, slots=True)
+class RouteInfo:
+    """One route to another server of the cluster, as /routez shows it."""
+
+    rid: int
+    remote_id: str
+    remote_name: str
+    did_solicit: bool
+    is_configured: bool
+    ip: str
+    port: int
+    start_wall_s: float
+    last_activity_wall_s: float
+    rtt_s: float | None
+    pending_size: int
+    in_msgs: int
+    out_msgs: int
+    in_bytes: int
+    out_bytes: int
+    subscriptions: tuple[str, ...]  # the peer's interest here: "subject" or "subject queue"
 
 
 @dataclass(frozen=True, slots=True)

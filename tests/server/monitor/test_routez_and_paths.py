@@ -20,7 +20,8 @@ def route(rid: int, **fields: object) -> RouteInfo:
     values: dict[str, object] = dict(
         remote_id="NAQVKIR7D2R2AJATWTGFOCYIB47HBTAQRL4VWDT7YOOXM23EISSLYGY3", remote_name="N2", did_solicit=True,
         is_configured=True, ip="127.0.0.1", port=49698 + rid, start_wall_s=1_795_305_068.0,
-        last_activity_wall_s=1_795_305_068.1, rtt_s=0.000177)
+        last_activity_wall_s=1_795_305_068.1, rtt_s=0.000177, pending_size=0, in_msgs=0, out_msgs=0,
+        in_bytes=0, out_bytes=0, subscriptions=())
     values.update(fields)
     return RouteInfo(rid=rid, **values)  # type: ignore[arg-type]
 

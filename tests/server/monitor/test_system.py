@@ -182,4 +182,6 @@ def test_subjects_to_subscribe() -> None:
     subjects = dict(system_subjects("NABC"))
     assert subjects["$SYS.REQ.SERVER.PING.CONNZ"] == "CONNZ"
     assert subjects["$SYS.REQ.SERVER.NABC.HEALTHZ"] == "HEALTHZ"
-    assert len(subjects) == 8
+    assert subjects["$SYS.REQ.SERVER.PING"] == "STATSZ"  # plain PING: the statsz answer `server ls` lists
+    assert subjects["$SYS.REQ.SERVER.PING.ROUTEZ"] == "ROUTEZ"
+    assert len(subjects) == 13
