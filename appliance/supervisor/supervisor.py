@@ -134,6 +134,9 @@ class Supervisor:
         self.own_sample = ProcessSample()
         self.next_sample_mono_s = 0.0
         self.next_watchdog_mono_s = 0.0
+        self.start_mono_s = self.clock.monotonic()
+        self.next_extend_mono_s = 0.0
+        self.told_status = ""
         self._wake_read, self._wake_write = os.pipe()
 
     # --- the main loop --------------------------------------------------------------------------
@@ -154,6 +157,7 @@ class Supervisor:
             self._reap_dead_workers()
             self._start_due_workers()
             self._maybe_announce_ready()  # before the watchdog: systemd hears READY=1 first
+            self._tell_systemd_while_starting()
             self._watch_heartbeats()
             if self.control is not None:
                 self.control.expire()
@@ -329,7 +333,8 @@ class Supervisor:
         if self.lame_duck:
             return
         self.lame_duck = True
-        self.notifier.status("lame duck mode")
+        # the stop has begun (systemctl stop sends SIGUSR2: KillSignal=): clients are moved off first
+        self.notifier.stopping("lame duck mode: moving clients off, then stopping")
         for slot in self.slots:
             if slot.worker is not None:
                 _signal(slot.worker.pid, signal.SIGUSR2)
@@ -475,7 +480,7 @@ class Supervisor:
         now = self.clock.monotonic()
         fresh = bool(self.slots)
         for slot in self.slots:
-            if slot.worker is None or slot.state != WorkerState.READY:
+            if slot.worker is None or slot.state not in (WorkerState.READY, WorkerState.LAME_DUCK):
                 fresh = False
                 continue
             assert self.table is not None
@@ -506,6 +511,29 @@ class Supervisor:
             self.announced_ready = True
             logger.info("Server is ready")
             self.notifier.ready(f"{len(self.slots)} worker(s) serving")
+
+    def _tell_systemd_while_starting(self) -> None:
+        """Until READY=1: STATUS= when it changes, and EXTEND_TIMEOUT_USEC= every few seconds while a
+        worker (worker 0: JetStream recovering its store) is still starting, so a large store does not
+        hit TimeoutStartSec=; after STARTUP_EXTEND_MAX_S the start is considered stuck and not extended."""
+        if self.announced_ready or self.stopping or self.lame_duck or not self.notifier.enabled or not self.slots:
+            return
+        now = self.clock.monotonic()
+        serving = sum(1 for slot in self.slots if slot.state == WorkerState.READY)
+        status = f"starting: {serving}/{len(self.slots)} worker(s) serving"
+        first = self.slots[0]
+        if self.options.jetstream.enabled and first.state == WorkerState.STARTING:
+            status += f"; JetStream recovering its store in {self._store_dir_of(first)}"
+        if now >= self.next_extend_mono_s and now - self.start_mono_s < limits.STARTUP_EXTEND_MAX_S:
+            self.notifier.extend_timeout(limits.STARTUP_EXTEND_S, status)
+            self.next_extend_mono_s = now + limits.STARTUP_EXTEND_EVERY_S
+        elif status != self.told_status:
+            self.notifier.status(status)
+        self.told_status = status
+
+    def _store_dir_of(self, slot: WorkerSlot) -> str:
+        return store_root_of(topology.store_dir_for_node(self.options.appliance.numa_store_dirs,
+                                                          slot.placement.numa_node, self.options.jetstream.store_dir))
 
     def _wait_for_events(self) -> None:
         now = self.clock.monotonic()
