@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "req": "appliance.cli.core_verbs:req",
     "server": "appliance.cli.server_verbs:server",
     "service": "appliance.cli.service:service",
+    "reload": "appliance.cli.reload:reload",
 }
 
 

@@ -63,7 +63,7 @@ def run(argv: tuple[str, ...]) -> None:
         sys.exit(0)
     from appliance.supervisor.supervisor import run_supervisor
 
-    sys.exit(run_supervisor(options))
+    sys.exit(run_supervisor(options, reload_options=lambda: options_for(flags)[0]))
 
 
 def _fail(exc: ConfigError) -> None:

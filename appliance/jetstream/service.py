@@ -495,6 +495,10 @@ class JetStreamService:
 
         self.server.jetstream_monitor = JetStreamMonitor(self)  # type: ignore[attr-defined]
 
+    def reload_options(self, options: ServerOptions) -> None:
+        """A config reload (appliance/server/reload.py checked it): accounts' JetStream limits apply from now on."""
+        self.options = options
+
     def _materialise(self) -> list[tuple[str, str, str]]:
         """Open every stream and durable consumer; returns the ephemerals of the last run."""
         gone: list[tuple[str, str, str]] = []

@@ -19,8 +19,10 @@ Theory of operation:
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
+import pickle
 import selectors
 import signal
 import subprocess
@@ -36,9 +38,10 @@ import psutil  # type: ignore[import-untyped]
 from appliance import NATS_VERSION, __version__, limits
 from appliance.clock import Clock, SystemClock
 from appliance.config.options import ServerOptions
-from appliance.errors import StartupError
+from appliance.errors import ConfigError, StartupError
 from appliance.fabric.mesh import RingMesh, create_mesh
 from appliance.log import setup_logging
+from appliance.server.reload import diff_options
 from appliance.supervisor import topology
 from appliance.supervisor.control import ControlServer, JsonObject, server_socket_path
 from appliance.supervisor.health import Health, assess_health
@@ -64,6 +67,8 @@ GO_SIGNAL_NAMES = {signal.SIGTERM: "terminated", signal.SIGINT: "interrupt",
                    signal.SIGUSR2: "user defined signal 2", signal.SIGHUP: "hangup"}
 PENDING_SIGNALS_MAX = 64
 EventHandler = Callable[[int], None]
+ReloadOptions = Callable[[], ServerOptions]  # the config file and flags read again (raises ConfigError)
+RELOAD_FAILED = "Failed to reload server configuration: %s"
 
 
 @dataclass(slots=True)
@@ -77,6 +82,7 @@ class WorkerSlot:
     restart_at_mono_s: float = 0.0
     sampler: psutil.Process | None = None
     sample: ProcessSample = field(default_factory=ProcessSample)
+    generation: int = 0  # reload generation of the options it was started with
 
     @property
     def index(self) -> int:
@@ -89,11 +95,12 @@ def run_supervisor(
     worker_target: str = DEFAULT_WORKER_TARGET,
     restart_policy: RestartPolicy | None = None,
     sysfs_node_root: Path = topology.SYSFS_NODE_ROOT,
+    reload_options: ReloadOptions | None = None,
 ) -> int:
     """Run the server (supervisor + workers) until stopped; returns the process exit code."""
     setup_logging(debug=options.debug, trace=options.trace, logtime=options.logtime, log_file=options.log_file)
     supervisor = Supervisor(options, worker_target=worker_target, policy=restart_policy or RestartPolicy(),
-                            sysfs_node_root=sysfs_node_root)
+                            sysfs_node_root=sysfs_node_root, reload_options=reload_options)
     return supervisor.run()
 
 
@@ -107,6 +114,7 @@ class Supervisor:
         sysfs_node_root: Path,
         notifier: Notifier | None = None,
         clock: Clock | None = None,
+        reload_options: ReloadOptions | None = None,
     ) -> None:
         self.clock: Clock = clock or SystemClock()  # CLOCK_MONOTONIC: the workers' heartbeats use it too
         self.options = options
@@ -137,6 +145,8 @@ class Supervisor:
         self.start_mono_s = self.clock.monotonic()
         self.next_extend_mono_s = 0.0
         self.told_status = ""
+        self.reload_options = reload_options
+        self.reload_generation = 0  # of the options in the reload file workers read on SIGHUP
         self._wake_read, self._wake_write = os.pipe()
 
     # --- the main loop --------------------------------------------------------------------------
@@ -272,6 +282,10 @@ class Supervisor:
         if self.registration is not None:
             unregister(self.registration)
         if self.control is not None:
+            try:
+                self._reload_path().unlink()
+            except FileNotFoundError:
+                pass
             self.control.close()
         if self.table is not None:
             self.table.close()
@@ -327,7 +341,67 @@ class Supervisor:
             elif signum == signal.SIGUSR2:
                 self._enter_lame_duck()
             elif signum == signal.SIGHUP:
-                logger.warning("Configuration reload is not supported; restart the service to apply changes")
+                self.reload()
+
+    # --- configuration reload (SIGHUP, `appliance reload`) -----------------------------------------
+
+    def reload(self) -> JsonObject:
+        """Re-read the config as nats-server does on SIGHUP: apply what changes live or refuse it all,
+        keeping the running config. Returns the outcome (for `appliance reload`)."""
+        if self.reload_options is None or not self.options.config_file:
+            error = "can only reload config when a file is provided using -c or --config"
+            logger.error(RELOAD_FAILED, error)
+            return {"error": error}
+        self.notifier.reloading(int(self.clock.monotonic() * 1_000_000))
+        try:
+            try:
+                new = self.reload_options()
+            except ConfigError as exc:
+                error = "\n".join(exc.problems)
+                logger.error(RELOAD_FAILED, error)
+                return {"error": error}
+            diff = diff_options(self.options, new)
+            if diff.error is not None:
+                logger.error(RELOAD_FAILED, diff.error)
+                return {"error": diff.error}
+            self._apply_reload(new, diff.changes)
+            return {"reloaded": diff.changes}
+        finally:
+            if self.announced_ready and not self.stopping:
+                serving = sum(1 for slot in self.slots if slot.state == WorkerState.READY)
+                self.notifier.ready(f"{serving} worker(s) serving")
+
+    def _apply_reload(self, new: ServerOptions, changes: list[str]) -> None:
+        old = self.options
+        new.port, new.host = old.port, old.host  # the listeners stay the ones bound at start
+        if (new.debug, new.trace, new.logtime, new.log_file) != (old.debug, old.trace, old.logtime, old.log_file):
+            setup_logging(debug=new.debug, trace=new.trace, logtime=new.logtime, log_file=new.log_file)
+        for line in changes:
+            logger.info("%s", line)
+        self.options = new  # workers restarted from now on start with it
+        if new.pid_file != old.pid_file:
+            self._write_pid_file()
+        self.reload_generation += 1
+        if self.control is not None and changes:
+            self._write_reload_file()
+            for slot in self.slots:
+                if slot.worker is not None and slot.state in (WorkerState.READY, WorkerState.LAME_DUCK):
+                    _signal(slot.worker.pid, signal.SIGHUP)
+        digest = hashlib.sha256(Path(new.config_file).read_bytes()).hexdigest() if new.config_file else ""
+        logger.info("Reloaded server configuration %s", f"(sha256:{digest})" if digest else "")
+
+    def _reload_path(self) -> Path:
+        assert self.control is not None
+        return reload_file_path(self.control.path)
+
+    def _write_reload_file(self) -> None:
+        """The new options for the workers: (generation, options), pickled, written atomically, 0600."""
+        path = self._reload_path()
+        scratch = path.with_name(f".{path.name}.{os.getpid()}")
+        fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as out:
+            pickle.dump((self.reload_generation, self.options), out)
+        os.replace(scratch, path)
 
     def _enter_lame_duck(self) -> None:
         if self.lame_duck:
@@ -352,6 +426,7 @@ class Supervisor:
                                                      self.options.jetstream.store_dir),
             # the server's CPUs (/varz cores, nats-server's runtime.NumCPU), not the one a worker is pinned to
             "server_cores": len(topology.usable_cpus()),
+            "reload_path": str(reload_file_path(self.control.path)) if self.control is not None else "",
         }
         extra_fds: tuple[int, ...] = ()
         if self.mesh is not None:
@@ -377,6 +452,7 @@ class Supervisor:
         if self.mesh is not None:
             self.mesh.spawned(slot.index)
         slot.worker = worker
+        slot.generation = self.reload_generation
         slot.started_mono_s = now_mono_s
         slot.sampler = _sampler(worker.pid)
         slot.sample = ProcessSample()
@@ -410,6 +486,8 @@ class Supervisor:
             return
         if slot.state == WorkerState.STARTING:
             self._set_state(slot, WorkerState.READY)
+            if slot.generation < self.reload_generation:  # started before a reload: it reads the new options
+                _signal(slot.worker.pid, signal.SIGHUP)
             if self.announced_ready:
                 logger.info("Worker %d (pid %d) is serving again", slot.index, slot.worker.pid)
                 serving = sum(1 for other in self.slots if other.state == WorkerState.READY)
@@ -553,6 +631,8 @@ class Supervisor:
                              heartbeat_late_s=self.policy.heartbeat_late_s, stopping=self.stopping)
 
     def _answer(self, message: JsonObject) -> JsonObject:
+        if message.get("request") == "reload":
+            return self.reload()
         if message.get("request") != "status":
             return {"error": f"unknown request {message.get('request')!r}"}
         return self.status()
@@ -578,6 +658,11 @@ class Supervisor:
         }
         return status_report(identity=identity, health=self.health(), supervisor=supervisor, workers=workers,
                              start_wall_s=self.start_wall_s, now_wall_s=self.clock.wall())
+
+
+def reload_file_path(control_socket: Path) -> Path:
+    """Where the supervisor leaves reloaded options for its workers: next to its control socket."""
+    return control_socket.with_suffix(".reload")
 
 
 def _signal(pid: int, signum: int) -> None:

@@ -8,12 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import pickle
 import signal
+from collections.abc import Callable
+from pathlib import Path
 
 from appliance.fabric.mesh import WorkerMesh, WorkerMeshSpec, attach_mesh
 from appliance.jetstream.service import start_jetstream, start_relay
 from appliance.server.links import LocalFabric
+from appliance.config.options import ServerOptions
+from appliance.log import setup_logging
 from appliance.server.monitor.http import MonitorServer
+from appliance.server.reload import apply_reload
 from appliance.server.monitor_view import provide_snapshots, start_monitoring
 from appliance.server.server import Server
 from appliance.worker.context import WorkerContext
@@ -40,6 +46,10 @@ async def serve_worker(ctx: WorkerContext) -> int:
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     loop.add_signal_handler(signal.SIGINT, stop.set)
     loop.add_signal_handler(signal.SIGUSR2, on_lame_duck)
+    reload_path = ctx.extra.get("reload_path")
+    reloader = OptionsReloader(server, Path(reload_path)) if isinstance(reload_path, str) and reload_path else None
+    if reloader is not None:
+        loop.add_signal_handler(signal.SIGHUP, reloader.reload)
     ctx.client_listener.setblocking(False)
     # worker k of n hands out client ids k+1, k+1+n, k+1+2n, ...: small and unique on the host
     await server.start(ctx.client_listener, cid_base=ctx.worker_index + 1 - ctx.worker_count,
@@ -47,6 +57,8 @@ async def serve_worker(ctx: WorkerContext) -> int:
     fabric, mesh = _start_fabric(server, ctx, loop)
     jetstream = start_jetstream(server) if ctx.options.jetstream.enabled and ctx.worker_index == 0 else None
     relay = start_relay(server) if ctx.options.jetstream.enabled and ctx.worker_index != 0 else None
+    if reloader is not None and jetstream is not None:  # accounts' JetStream limits are read from its options
+        reloader.listeners.append(jetstream.reload_options)
     monitor = None
     if ctx.http_listener is not None:
         monitor = await _start_monitor(server, ctx, fabric)
@@ -115,3 +127,32 @@ async def _heartbeat(server: Server, ctx: WorkerContext, fabric: LocalFabric | N
             if fabric is not None:
                 status.set_ring_fill(fabric.ring_fill())
         await asyncio.sleep(HEARTBEAT_INTERVAL_S)
+
+
+class OptionsReloader:
+    """SIGHUP from the supervisor: the options it re-read and checked are in the reload file (written
+    0600 next to its control socket, like the bootstrap pipe trusted as our own parent's)."""
+
+    def __init__(self, server: Server, path: Path) -> None:
+        self.server = server
+        self.path = path
+        self.generation = 0
+        self.listeners: list[Callable[[ServerOptions], None]] = []
+
+    def reload(self) -> None:
+        try:
+            with self.path.open("rb") as source:
+                generation, options = pickle.load(source)
+        except (OSError, pickle.UnpicklingError, EOFError, ValueError) as exc:
+            logger.error("cannot read the reloaded configuration from %s: %s", self.path, exc)
+            return
+        if not isinstance(options, ServerOptions) or not isinstance(generation, int) or generation <= self.generation:
+            return
+        self.generation = generation
+        old = self.server.options
+        if (options.debug, options.trace, options.logtime, options.log_file) != (old.debug, old.trace, old.logtime,
+                                                                                  old.log_file):
+            setup_logging(debug=options.debug, trace=options.trace, logtime=options.logtime, log_file=options.log_file)
+        apply_reload(self.server, options)
+        for listener in self.listeners:
+            listener(options)

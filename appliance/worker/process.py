@@ -165,6 +165,7 @@ def main(argv: list[str]) -> int:
     if len(argv) != 1 or not argv[0].isdigit():
         print("usage: python -m appliance.worker <bootstrap fd>  (started by the supervisor)", file=sys.stderr)
         return 2
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a reload before serve_worker handles it must not kill us
     bootstrap = read_bootstrap(int(argv[0]))
     options = bootstrap.options
     setup_logging(debug=options.debug, trace=options.trace, logtime=options.logtime, log_file=options.log_file)
