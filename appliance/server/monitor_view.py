@@ -343,6 +343,19 @@ class ServerMonitorView:
         return monitor.totals(), details
 
 
+    def worker_rows(self) -> list[dict[str, object]]:
+        """The supervisor's status table, one dict per worker (state, restarts, ring_fill, ...), when the
+        worker's composition root provided it (appliance/worker/main.py); else none."""
+        provider = getattr(self._server, "worker_rows", None)
+        return list(provider()) if provider is not None else []
+
+    def fsync_latency(self) -> object | None:
+        """JetStream's fsync latency histogram (appliance/jetstream/fsync.py HistogramSnapshot), if running."""
+        monitor = getattr(self._server, "jetstream_monitor", None)
+        latency = getattr(monitor, "fsync_latency", None) if monitor is not None else None
+        return latency() if latency is not None else None
+
+
 def provide_snapshots(server: Server, fabric: LocalFabric) -> None:
     """Let sibling workers' monitoring include this worker (every worker of a mesh does this)."""
     ServerMonitorView(server, None, fabric)

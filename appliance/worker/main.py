@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import pickle
 import signal
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from appliance.server.monitor.http import MonitorServer
 from appliance.server.reload import apply_reload
 from appliance.server.monitor_view import provide_snapshots, start_monitoring
 from appliance.server.server import Server
+from appliance.supervisor.status_table import StatusTable
 from appliance.worker.context import WorkerContext
 
 logger = logging.getLogger(__name__)
@@ -60,7 +62,9 @@ async def serve_worker(ctx: WorkerContext) -> int:
     if reloader is not None and jetstream is not None:  # accounts' JetStream limits are read from its options
         reloader.listeners.append(jetstream.reload_options)
     monitor = None
+    table = None
     if ctx.http_listener is not None:
+        table = _provide_worker_rows(server, ctx)
         monitor = await _start_monitor(server, ctx, fabric)
     heartbeat = loop.create_task(_heartbeat(server, ctx, fabric))
     if ctx.worker_index == 0 and (ctx.options.cluster.enabled or ctx.options.cluster.routes):
@@ -84,9 +88,30 @@ async def serve_worker(ctx: WorkerContext) -> int:
             mesh.stop_rejoins()  # its fds and mapping go with the process
         if monitor is not None:
             await monitor.close()
+        if table is not None:
+            table.close()
         # give transports a turn to write what close() flushed
         await asyncio.sleep(0)
     return 0
+
+
+def _provide_worker_rows(server: Server, ctx: WorkerContext) -> StatusTable | None:
+    """/metrics shows every worker's row of the supervisor's status table (read-only use of our mapping)."""
+    fd = ctx.extra.get("status_fd")
+    if not isinstance(fd, int):
+        return None
+    table = StatusTable.attach(os.dup(fd))  # its own descriptor: close() must not take the writer's
+    clock = server.clock
+
+    def rows() -> list[dict[str, object]]:
+        now = clock.monotonic()
+        return [{"index": row.index, "state": row.state.name.lower(), "restarts": row.restarts,
+                 "ring_fill": row.ring_fill, "connections": row.connections,
+                 "heartbeat_age_s": max(0.0, now - row.heartbeat_mono_s) if row.heartbeats else 0.0}
+                for row in table.snapshots()]
+
+    server.worker_rows = rows  # type: ignore[attr-defined]
+    return table
 
 
 async def _start_monitor(server: Server, ctx: WorkerContext, fabric: LocalFabric | None) -> MonitorServer:

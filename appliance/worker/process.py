@@ -123,7 +123,8 @@ def build_context(bootstrap: WorkerBootstrap) -> WorkerContext:
             logger.debug("cannot report ready: %s", exc)
 
     extra: dict[str, object] = {"core": bootstrap.core, "numa_node": bootstrap.numa_node,
-                                "supervisor_pid": bootstrap.supervisor_pid, **bootstrap.extra}
+                                "supervisor_pid": bootstrap.supervisor_pid, "status_fd": bootstrap.status_fd,
+                                **bootstrap.extra}
     return WorkerContext(options=bootstrap.options, worker_index=bootstrap.worker_index,
                          worker_count=bootstrap.worker_count, server_id=bootstrap.server_id,
                          start_wall_s=bootstrap.start_wall_s, client_listener=client, http_listener=http,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import email.utils
 from collections.abc import Mapping
 
-from . import connz, healthz, index, jsz, subsz, system, varz
+from . import connz, healthz, index, jsz, metrics, subsz, system, varz
 from .endpoint import NOT_FOUND, Endpoint, HttpStats, RequestContext, Response, text_response
 from .params import BadRequest, Query
 from .view import ServerView
@@ -26,6 +26,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     subsz.ENDPOINT,
     healthz.ENDPOINT,
     jsz.ENDPOINT,
+    metrics.ENDPOINT,
 )
 
 
