@@ -17,6 +17,7 @@ from appliance.config.defaults import embedded_default_options, user_data_dir
 from appliance.config.flags import USAGE
 from appliance.config.options import ServerOptions
 from appliance.errors import ConfigError
+from appliance.log import stderr_is_journal
 
 EMBEDDED_DEFAULT_HOST = "127.0.0.1"
 
@@ -33,6 +34,9 @@ def options_for(argv: list[str]) -> tuple[ServerOptions, bool]:
         options.host = EMBEDDED_DEFAULT_HOST
     if args.config_file is None:
         options.http_host = options.host
+    if args.logtime is None and "logtime" not in options.config_anchors and not options.log_file \
+            and stderr_is_journal():
+        options.logtime = False  # journald stamps each line itself; an explicit logtime wins
     return options, args.check_config
 
 

@@ -37,7 +37,7 @@ GO_NAMES = {
     "http_host": "HTTPHost", "http_port": "HTTPPort", "max_subscriptions": "MaxSubs",
     "lame_duck_duration_s": "LameDuckDuration", "lame_duck_grace_period_s": "LameDuckGracePeriod",
     "system_account": "SystemAccount", "no_system_account": "NoSystemAccount", "no_auth_user": "NoAuthUser",
-    "max_pending": "MaxPending",
+    "max_pending": "MaxPending", "log_size_limit": "LogSizeLimit", "log_max_num": "LogMaxFiles",
 }
 IGNORED = {"config_file", "variables", "config_warnings", "config_anchors", "mappings"}
 AUTHORIZATION_LINES = {"user": "Reloaded: authorization username", "password": "Reloaded: authorization password",

@@ -47,6 +47,7 @@ from appliance.supervisor.control import ControlServer, JsonObject, server_socke
 from appliance.supervisor.health import Health, assess_health
 from appliance.supervisor.identity import generate_server_id
 from appliance.supervisor.notify import Notifier
+from appliance.supervisor.ports_file import host_addresses, ports_json, remove_ports_file, write_ports_file
 from appliance.supervisor.registry import Registration, register, unregister
 from appliance.supervisor.report import ProcessSample, status_report, worker_entry
 from appliance.supervisor.restart import RestartPolicy, RestartTracker, failures_after_exit, restart_delay_s
@@ -98,7 +99,7 @@ def run_supervisor(
     reload_options: ReloadOptions | None = None,
 ) -> int:
     """Run the server (supervisor + workers) until stopped; returns the process exit code."""
-    setup_logging(debug=options.debug, trace=options.trace, logtime=options.logtime, log_file=options.log_file)
+    setup_logging(**options.logging_settings())
     supervisor = Supervisor(options, worker_target=worker_target, policy=restart_policy or RestartPolicy(),
                             sysfs_node_root=sysfs_node_root, reload_options=reload_options)
     return supervisor.run()
@@ -137,6 +138,7 @@ class Supervisor:
         self.table: StatusTable | None = None
         self.control: ControlServer | None = None
         self.registration: Path | None = None  # our entry in the run dir (appliance/supervisor/registry.py)
+        self.ports_file: Path | None = None  # ports_file_dir's <executable>_<pid>.ports
         self.mesh: RingMesh | None = None  # the local links between workers (none with one worker)
         self.own_process = psutil.Process()
         self.own_sample = ProcessSample()
@@ -199,6 +201,7 @@ class Supervisor:
             self._check_store_dirs(placements)
         self.listeners = open_listeners(self.options)
         self._write_pid_file()
+        self._write_ports_file()
         self.table = StatusTable.create(count)
         if count > 1:
             self.mesh = create_mesh(count, ring_bytes=self.options.appliance.ring_bytes)
@@ -298,12 +301,22 @@ class Supervisor:
         os.close(self._wake_read)
         os.close(self._wake_write)
         self._remove_pid_file()
+        if self.ports_file is not None:
+            remove_ports_file(self.ports_file)
         self.notifier.close()
         logger.info("Server Exiting..")
 
     def _write_pid_file(self) -> None:
         if self.options.pid_file:
             Path(self.options.pid_file).write_text(str(os.getpid()))
+
+    def _write_ports_file(self) -> None:
+        if not self.options.ports_file_dir or self.listeners is None:
+            return
+        data = ports_json(client_host=self.options.host, client_port=self.listeners.client_port,
+                          http_host=self.options.http_host, http_port=self.listeners.http_port,
+                          addresses=host_addresses())
+        self.ports_file = write_ports_file(self.options.ports_file_dir, data)
 
     def _remove_pid_file(self) -> None:
         if self.options.pid_file:
@@ -374,13 +387,18 @@ class Supervisor:
     def _apply_reload(self, new: ServerOptions, changes: list[str]) -> None:
         old = self.options
         new.port, new.host = old.port, old.host  # the listeners stay the ones bound at start
-        if (new.debug, new.trace, new.logtime, new.log_file) != (old.debug, old.trace, old.logtime, old.log_file):
-            setup_logging(debug=new.debug, trace=new.trace, logtime=new.logtime, log_file=new.log_file)
+        if new.logging_settings() != old.logging_settings():
+            setup_logging(**new.logging_settings())
         for line in changes:
             logger.info("%s", line)
         self.options = new  # workers restarted from now on start with it
         if new.pid_file != old.pid_file:
             self._write_pid_file()
+        if new.ports_file_dir != old.ports_file_dir:  # nats-server moves the file
+            if self.ports_file is not None:
+                remove_ports_file(self.ports_file)
+                self.ports_file = None
+            self._write_ports_file()
         self.reload_generation += 1
         if self.control is not None and changes:
             self._write_reload_file()

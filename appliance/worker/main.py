@@ -175,9 +175,8 @@ class OptionsReloader:
             return
         self.generation = generation
         old = self.server.options
-        if (options.debug, options.trace, options.logtime, options.log_file) != (old.debug, old.trace, old.logtime,
-                                                                                  old.log_file):
-            setup_logging(debug=options.debug, trace=options.trace, logtime=options.logtime, log_file=options.log_file)
+        if options.logging_settings() != old.logging_settings():
+            setup_logging(**options.logging_settings())
         apply_reload(self.server, options)
         for listener in self.listeners:
             listener(options)

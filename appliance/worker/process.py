@@ -169,7 +169,7 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a reload before serve_worker handles it must not kill us
     bootstrap = read_bootstrap(int(argv[0]))
     options = bootstrap.options
-    setup_logging(debug=options.debug, trace=options.trace, logtime=options.logtime, log_file=options.log_file)
+    setup_logging(**options.logging_settings())
     try:
         die_with_parent(bootstrap.supervisor_pid)
         target = load_target(bootstrap.target)
