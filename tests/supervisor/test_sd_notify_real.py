@@ -148,3 +148,20 @@ def test_ready_after_jetstream_recovered_watchdog_only_while_workers_heartbeat_a
     second.signal(signal.SIGTERM)
     assert second.wait_exit() == 0
     assert fake_systemd.wait(lambda m: m.startswith("STOPPING=1"), after=resumed_from)
+
+
+def test_lame_duck_stop_tells_systemd_stopping_and_exits_cleanly(
+    start_supervisor: Start, fake_systemd: FakeSystemd, tmp_path: Path
+) -> None:
+    """`systemctl stop` sends SIGUSR2 (KillSignal=): STOPPING=1 at once, exit 0 when lame duck mode ends."""
+    config = tmp_path / "server.conf"
+    config.write_text('host: 127.0.0.1\nport: -1\nlame_duck_duration: "30s"\nlame_duck_grace_period: "1s"\n'
+                      "appliance { workers: 2, cpu_pinning: false }\n")
+    server = start_supervisor(command=[sys.executable, "-m", "appliance", "run", "-c", str(config)],
+                              env={"NOTIFY_SOCKET": str(fake_systemd.path)})
+    ready_at = fake_systemd.wait(lambda m: m.startswith("READY=1"))
+    server.signal(signal.SIGUSR2)
+    fake_systemd.wait(lambda m: m == "STOPPING=1\nSTATUS=lame duck mode: moving clients off, then stopping",
+                      after=ready_at)
+    assert server.wait_exit() == 0
+    assert "Initiating Shutdown..." in server.log()
