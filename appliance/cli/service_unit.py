@@ -19,8 +19,10 @@ What the unit promises and why:
 - Hardening: `systemd-analyze security` exposure 1.2. What the server still needs: its ports
   (AF_INET/AF_INET6; the control socket: AF_UNIX), shared memory (/dev/shm stays writable under
   ProtectSystem=strict; PrivateDevices= keeps it), its store (StateDirectory=, or ReadWritePaths=
-  for another store dir), CPU pinning (sched_setaffinity is allowed back after ~@resources), and
-  /proc/meminfo and /proc/stat (JetStream's memory limit, psutil), hence no ProcSubset=pid.
+  for another store dir), CPU pinning (sched_setaffinity is allowed back after ~@resources, with
+  mbind, which numpy's OpenBLAS calls on import), and /proc/meminfo and /proc/stat (JetStream's
+  memory limit, psutil), hence no ProcSubset=pid. tests/supervisor/test_sandbox_fit.py runs the
+  server under strace and checks every system call and socket family it makes against the unit.
 """
 
 from __future__ import annotations
@@ -112,7 +114,7 @@ RemoveIPC=yes
 SystemCallArchitectures=native
 SystemCallFilter=@system-service
 SystemCallFilter=~@privileged @resources
-SystemCallFilter=sched_setaffinity sched_getaffinity
+SystemCallFilter=sched_setaffinity sched_getaffinity mbind
 SystemCallErrorNumber=EPERM
 DevicePolicy=closed
 KeyringMode=private

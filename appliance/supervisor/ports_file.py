@@ -35,8 +35,15 @@ def ports_file_path(directory: str, pid: int | None = None, argv0: str | None = 
 
 
 def host_addresses() -> list[str]:
+    """Non-loopback addresses of the host; none when they cannot be listed (getifaddrs needs AF_NETLINK,
+    which the unit's RestrictAddressFamilies= does not allow: the any-address is then written as is)."""
     found: list[str] = []
-    for addresses in psutil.net_if_addrs().values():
+    try:
+        interfaces = psutil.net_if_addrs()
+    except OSError as exc:
+        logger.debug("cannot list the host's addresses: %s", exc)
+        return found
+    for addresses in interfaces.values():
         for address in addresses:
             if address.family not in (socket.AF_INET, socket.AF_INET6):
                 continue
@@ -51,7 +58,7 @@ def host_addresses() -> list[str]:
 
 
 def _urls(scheme: str, host: str, port: int, addresses: list[str]) -> list[str]:
-    hosts = addresses if host in ANY_HOSTS else [host]
+    hosts = addresses if host in ANY_HOSTS and addresses else [host or "0.0.0.0"]
     return [f"{scheme}://{f'[{h}]' if ':' in h else h}:{port}" for h in hosts]
 
 
