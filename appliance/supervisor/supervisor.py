@@ -62,10 +62,11 @@ logger = logging.getLogger(__name__)
 DEFAULT_WORKER_TARGET = "appliance.worker.main:serve_worker"
 EXIT_OK = 0
 EXIT_FAILURE = 1
-HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR2, signal.SIGHUP)
+HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR2, signal.SIGHUP, signal.SIGUSR1)
 # Go's names for signals, as nats-server prints them in `Trapped "..." signal`
 GO_SIGNAL_NAMES = {signal.SIGTERM: "terminated", signal.SIGINT: "interrupt",
-                   signal.SIGUSR2: "user defined signal 2", signal.SIGHUP: "hangup"}
+                   signal.SIGUSR2: "user defined signal 2", signal.SIGHUP: "hangup",
+                   signal.SIGUSR1: "user defined signal 1"}
 PENDING_SIGNALS_MAX = 64
 EventHandler = Callable[[int], None]
 ReloadOptions = Callable[[], ServerOptions]  # the config file and flags read again (raises ConfigError)
@@ -355,6 +356,8 @@ class Supervisor:
                 self._enter_lame_duck()
             elif signum == signal.SIGHUP:
                 self.reload()
+            elif signum == signal.SIGUSR1:
+                self._reopen_log_file()
 
     # --- configuration reload (SIGHUP, `appliance reload`) -----------------------------------------
 
@@ -420,6 +423,17 @@ class Supervisor:
         with os.fdopen(fd, "wb") as out:
             pickle.dump((self.reload_generation, self.options), out)
         os.replace(scratch, path)
+
+    def _reopen_log_file(self) -> None:
+        """SIGUSR1 as nats-server (logrotate's postrotate): reopen log_file, in every process."""
+        if not self.options.log_file:
+            logger.info("File log re-open ignored, not a file logger")
+            return
+        setup_logging(**self.options.logging_settings())
+        for slot in self.slots:
+            if slot.worker is not None and slot.state in (WorkerState.READY, WorkerState.LAME_DUCK):
+                _signal(slot.worker.pid, signal.SIGUSR1)
+        logger.info("File log re-opened")
 
     def _enter_lame_duck(self) -> None:
         if self.lame_duck:

@@ -52,6 +52,7 @@ async def serve_worker(ctx: WorkerContext) -> int:
     reloader = OptionsReloader(server, Path(reload_path)) if isinstance(reload_path, str) and reload_path else None
     if reloader is not None:
         loop.add_signal_handler(signal.SIGHUP, reloader.reload)
+    loop.add_signal_handler(signal.SIGUSR1, lambda: setup_logging(**server.options.logging_settings()))  # reopen
     ctx.client_listener.setblocking(False)
     # worker k of n hands out client ids k+1, k+1+n, k+1+2n, ...: small and unique on the host
     await server.start(ctx.client_listener, cid_base=ctx.worker_index + 1 - ctx.worker_count,

@@ -166,7 +166,8 @@ def main(argv: list[str]) -> int:
     if len(argv) != 1 or not argv[0].isdigit():
         print("usage: python -m appliance.worker <bootstrap fd>  (started by the supervisor)", file=sys.stderr)
         return 2
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a reload before serve_worker handles it must not kill us
+    for early in (signal.SIGHUP, signal.SIGUSR1):  # a reload or log reopen before serve_worker handles them
+        signal.signal(early, signal.SIG_IGN)  # must not kill us
     bootstrap = read_bootstrap(int(argv[0]))
     options = bootstrap.options
     setup_logging(**options.logging_settings())

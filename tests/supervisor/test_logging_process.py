@@ -38,11 +38,18 @@ def test_log_file_pid_file_and_ports_file(start_supervisor: Start, tmp_path: Pat
     assert pid_file.read_text() == str(server.pid)
 
     # every process logs into the file (the console has nothing but what Python printed before logging)
-    text = "".join(p.read_text() for p in tmp_path.glob("server.log*"))
+    text = "".join(p.read_text() for p in sorted(tmp_path.glob("server.log*")))
     assert f"[{server.pid}] " in text and "Server is ready" in text
     assert any(f"[{worker['pid']}] " in text for worker in workers)
     assert "Rotated log, backup saved as" in text  # 1000 bytes of debug lines fill during start-up
     assert re.search(r"^\[\d+\] \d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}\.\d{6} \[INF\] ", text, re.M)  # logtime
+
+    # logrotate moves the file, then sends SIGUSR1 (nats-server reopens its log file on it)
+    rotated = tmp_path / "by-logrotate.log"
+    log_file.rename(rotated)
+    server.signal(signal.SIGUSR1)
+    server.wait_for(lambda: log_file.exists() and "File log re-opened" in log_file.read_text(), what="reopened log")
+    assert server.process.poll() is None
 
     moved = tmp_path / "ports2"
     moved.mkdir()
