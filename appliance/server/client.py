@@ -165,9 +165,7 @@ class ClientConnection(asyncio.Protocol):
         transport.set_write_buffer_limits(high=limits.WRITE_BUFFER_HIGH_BYTES)
         self.server.register(self)
         if self.server.too_many_connections():
-            logger.error("%s:%d - cid:%d - maximum connections exceeded", self.ip, self.port, self.cid)
-            self.send_error("maximum connections exceeded")
-            self.close("Maximum Connections Exceeded")
+            self.close_over_max_connections()
             return
         transport.write(self.server.info_bytes(self))
         loop = self.server.loop
@@ -774,6 +772,11 @@ class ClientConnection(asyncio.Protocol):
             logger.warning("%s:%d - cid:%d - Slow Consumer Detected: WriteDeadline of %ss exceeded",
                            self.ip, self.port, self.cid, self.server.options.write_deadline_s)
             self.close("Slow Consumer (Write Deadline)", abort=True)
+
+    def close_over_max_connections(self) -> None:
+        logger.error("%s:%d - cid:%d - maximum connections exceeded", self.ip, self.port, self.cid)
+        self.send_error("maximum connections exceeded")
+        self.close("Maximum Connections Exceeded")  # close() writes what is buffered first
 
     def recheck_authorization(self) -> bool:
         """After a config reload (appliance/server/reload.py), as nats-server's reloadAuthorization: a

@@ -199,4 +199,22 @@ def apply_reload(server: Any, new: ServerOptions) -> int:
             closed += 1
     if closed:
         logger.info("Disconnected %d client(s) no longer authorized by the reloaded configuration", closed)
+    if new.max_connections < old.max_connections:
+        closed += _fall_within_max_connections(server, new.max_connections)
     return closed
+
+
+def _fall_within_max_connections(server: Any, limit: int) -> int:
+    """A lowered max_connections closes the newest clients beyond it, as nats-server. With several
+    workers each closes its share of the server-wide excess (by its part of the connections)."""
+    gate = server.connection_gate
+    mine = sorted(server.clients.values(), key=lambda conn: conn.cid, reverse=True)
+    total = gate.total() if gate is not None else len(mine)
+    excess = total - limit
+    if excess <= 0 or not mine:
+        return 0
+    share = excess if gate is None else min(len(mine), math.ceil(excess * len(mine) / total))
+    for conn in mine[:share]:
+        conn.close_over_max_connections()
+    logger.info("Closed %d connections to fall within max_connections", share)
+    return share

@@ -148,3 +148,31 @@ def test_appliance_reload_answers_with_what_changed(
     refused = CliRunner().invoke(main, ["reload", "-p", str(server.port)])
     assert refused.exit_code == 1
     assert "config reload not supported for LameDuckDuration: old=2m0s, new=45s" in refused.output
+
+
+def test_lowering_max_connections_closes_the_newest_clients(start_supervisor: Start, tmp_path: Path) -> None:
+    config = tmp_path / "server.conf"
+    config.write_text(HEAD.replace("workers: 2", "workers: 1"))
+    server = start_supervisor(command=[sys.executable, "-m", "appliance", "run", "-c", str(config)])
+    server.wait_ready()
+
+    async def scenario() -> list[bool]:
+        clients = []
+        for _ in range(4):
+            clients.append(await nats.connect(f"nats://127.0.0.1:{server.port}", connect_timeout=5,
+                                              allow_reconnect=False))
+        config.write_text(HEAD.replace("workers: 2", "workers: 1") + "max_connections: 2\n")
+        server.signal(signal.SIGHUP)
+        deadline = time.monotonic() + 30
+        while sum(client.is_closed for client in clients) < 2:
+            assert time.monotonic() < deadline, "no client was closed"
+            await asyncio.sleep(0.05)
+        closed = [client.is_closed for client in clients]
+        for client in clients:
+            if not client.is_closed:
+                await client.close()
+        return closed
+
+    assert asyncio.run(scenario()) == [False, False, True, True]  # the newest go, as nats-server
+    log = server.wait_log("Closed 2 connections to fall within max_connections")
+    assert "Reloaded: max_connections = 2" in log
