@@ -40,8 +40,9 @@ GO_NAMES = {
     "max_pending": "MaxPending", "log_size_limit": "LogSizeLimit", "log_max_num": "LogMaxFiles",
 }
 IGNORED = {"config_file", "variables", "config_warnings", "config_anchors", "mappings"}
-AUTHORIZATION_LINES = {"user": "Reloaded: authorization username", "password": "Reloaded: authorization password",
-                       "token": "Reloaded: authorization token"}
+AUTHORIZATION_LINES = {"user": ("Username", "Reloaded: authorization username"),
+                       "password": ("Password", "Reloaded: authorization password"),
+                       "token": ("Authorization", "Reloaded: authorization token")}
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,12 +57,35 @@ def _go(value: Any) -> str:
     return str(value)
 
 
-def _not_supported(name: str, old: Any, new: Any) -> ReloadDiff:
-    return ReloadDiff([], f"config reload not supported for {name}: old={_go(old)}, new={_go(new)}")
+# nats-server's Options fields in declaration order: it diffs them in this order, so its `Reloaded:`
+# lines come in it and the first unsupported field is the one its error names
+GO_ORDER = ("ServerName", "Host", "Port", "ClientAdvertise", "Trace", "Debug", "TraceVerbose", "Logtime", "MaxConn",
+            "MaxSubs", "Users", "Accounts", "NoAuthUser", "SystemAccount", "NoSystemAccount", "Username", "Password",
+            "Authorization", "PingInterval", "MaxPingsOut", "HTTPHost", "HTTPPort", "AuthTimeout", "MaxControlLine",
+            "MaxPayload", "MaxPending", "Cluster", "JetStream", "PidFile", "PortsFileDir", "LogFile", "LogSizeLimit",
+            "LogMaxFiles", "WriteDeadline", "LameDuckDuration", "LameDuckGracePeriod", "Tags", "appliance")
+FIELD_GO_NAME = {
+    **GO_NAMES, "debug": "Debug", "trace": "Trace", "trace_verbose": "TraceVerbose", "logtime": "Logtime",
+    "max_connections": "MaxConn", "ping_interval_s": "PingInterval", "ping_max": "MaxPingsOut",
+    "max_control_line": "MaxControlLine", "max_payload": "MaxPayload", "cluster": "Cluster",
+    "jetstream": "JetStream", "pid_file": "PidFile", "ports_file_dir": "PortsFileDir", "log_file": "LogFile",
+    "write_deadline_s": "WriteDeadline", "server_tags": "Tags", "appliance": "appliance",
+}
+ALWAYS = [("Users", "Reloaded: authorization users"), ("Accounts", "Reloaded: accounts")]  # nats-server never
+# compares users and accounts (they hold live state), so every reload reports both
+
+
+def _rank(go_name: str) -> int:
+    return GO_ORDER.index(go_name) if go_name in GO_ORDER else len(GO_ORDER)
+
+
+def _not_supported_text(name: str, old: Any, new: Any) -> str:
+    return f"config reload not supported for {name}: old={_go(old)}, new={_go(new)}"
 
 
 def diff_options(old: ServerOptions, new: ServerOptions) -> ReloadDiff:
-    changes: list[str] = []
+    found: list[tuple[str, str]] = list(ALWAYS)  # (Go field, `Reloaded:` line)
+    errors: list[tuple[str, str]] = []  # (Go field, error text)
     for spec in fields(ServerOptions):
         name = spec.name
         before, after = getattr(old, name), getattr(new, name)
@@ -69,39 +93,38 @@ def diff_options(old: ServerOptions, new: ServerOptions) -> ReloadDiff:
             continue
         if name == "port" and after in (0, -1):  # a random port stays the one bound at start
             continue
+        go_name = FIELD_GO_NAME.get(name, name)
         line = _scalar_change(name, after)
         if line is not None:
-            changes.append(line)
+            found.append((go_name, line))
         elif name == "authorization":
-            changes += _authorization_changes(before, after)
+            found += _authorization_changes(before, after)
         elif name == "accounts":
-            if set(before) != set(after):
-                added, removed = sorted(set(after) - set(before)), sorted(set(before) - set(after))
-                return ReloadDiff([], "config reload not supported for accounts: adding or removing accounts "
-                                      f"(added {added}, removed {removed}) needs a restart in this build")
-            account_changes = _account_changes(before, after)
-            if isinstance(account_changes, str):
-                return ReloadDiff([], account_changes)
-            changes += account_changes
-        elif name == "no_auth_user" and before and not after and not _has_user(new, before):
-            changes.append("Reloaded: authorization users")
+            refused = _account_refusal(before, after)
+            if refused is not None:
+                errors.append(("Accounts", refused))
+        elif name == "no_auth_user":
+            if not (before and not after and not _has_user(new, before)):
+                errors.append(("NoAuthUser", _not_supported_text("NoAuthUser", before, after)))
         elif name == "jetstream":
             refused = _jetstream_refusal(before, after)
             if refused is not None:
-                return ReloadDiff([], refused)
+                errors.append(("JetStream", refused))
             if before.max_memory != after.max_memory:
-                changes.append(f"Reloaded: JetStream max_mem_store = {friendly_bytes(after.max_memory)}")
+                found.append(("JetStream", f"Reloaded: JetStream max_mem_store = {friendly_bytes(after.max_memory)}"))
             if before.max_storage != after.max_storage:
-                changes.append(f"Reloaded: JetStream max_file_store = {friendly_bytes(after.max_storage)}")
+                found.append(("JetStream", f"Reloaded: JetStream max_file_store = {friendly_bytes(after.max_storage)}"))
         elif name == "cluster":
-            return ReloadDiff([], "config reload not supported for Cluster: routes are not implemented in this "
-                                  "build yet (restart the server to change its cluster block)")
+            errors.append(("Cluster", "config reload not supported for Cluster: routes are not implemented in this "
+                                      "build yet (restart the server to change its cluster block)"))
         elif name == "appliance":
-            return ReloadDiff([], "config reload not supported for appliance: workers, pinning, NUMA store dirs "
-                                  "and ring sizes are placed at start (restart the server)")
+            errors.append(("appliance", "config reload not supported for appliance: workers, pinning, NUMA store "
+                                        "dirs and ring sizes are placed at start (restart the server)"))
         else:
-            return _not_supported(GO_NAMES.get(name, name), _shown(name, before), _shown(name, after))
-    return ReloadDiff(changes)
+            errors.append((go_name, _not_supported_text(go_name, _shown(name, before), _shown(name, after))))
+    if errors:
+        return ReloadDiff([], min(errors, key=lambda error: _rank(error[0]))[1])
+    return ReloadDiff([line for _, line in sorted(found, key=lambda item: _rank(item[0]))])
 
 
 def friendly_bytes(count: int) -> str:
@@ -132,16 +155,21 @@ def _scalar_change(name: str, value: Any) -> str | None:
     return None
 
 
-def _authorization_changes(before: Authorization, after: Authorization) -> list[str]:
-    lines = [text for key, text in AUTHORIZATION_LINES.items() if getattr(before, key) != getattr(after, key)]
+def _authorization_changes(before: Authorization, after: Authorization) -> list[tuple[str, str]]:
+    """Users and default permissions are in the always-reported `authorization users` line."""
+    lines = [(go_name, text) for key, (go_name, text) in AUTHORIZATION_LINES.items()
+             if getattr(before, key) != getattr(after, key)]
     if before.timeout_s != after.timeout_s:
-        lines.append(f"Reloaded: authorization timeout = {_go(after.timeout_s)}")
-    if before.users != after.users or before.default_permissions != after.default_permissions:
-        lines.append("Reloaded: authorization users")
+        lines.append(("AuthTimeout", f"Reloaded: authorization timeout = {_go(after.timeout_s)}"))
     return lines
 
 
-def _account_changes(before: dict[str, Account], after: dict[str, Account]) -> list[str] | str:
+def _account_refusal(before: dict[str, Account], after: dict[str, Account]) -> str | None:
+    """Users and permissions of accounts change live; what else changed needs a restart in this build."""
+    if set(before) != set(after):
+        added, removed = sorted(set(after) - set(before)), sorted(set(before) - set(after))
+        return ("config reload not supported for accounts: adding or removing accounts "
+                f"(added {added}, removed {removed}) needs a restart in this build")
     for name in after:
         if before[name].jetstream.enabled != after[name].jetstream.enabled:
             return (f"config reload not supported for accounts: turning JetStream on or off for account {name} "
@@ -150,10 +178,7 @@ def _account_changes(before: dict[str, Account], after: dict[str, Account]) -> l
                 after[name].imports, after[name].exports, after[name].mappings):
             return (f"config reload not supported for accounts: imports, exports and mappings of {name} are not "
                     "applied live in this build")
-    lines = ["Reloaded: accounts"]
-    if any(before[name].users != after[name].users for name in after):
-        lines.append("Reloaded: authorization users")
-    return lines
+    return None
 
 
 def _has_user(options: ServerOptions, username: str) -> bool:

@@ -176,3 +176,36 @@ def test_lowering_max_connections_closes_the_newest_clients(start_supervisor: St
     assert asyncio.run(scenario()) == [False, False, True, True]  # the newest go, as nats-server
     log = server.wait_log("Closed 2 connections to fall within max_connections")
     assert "Reloaded: max_connections = 2" in log
+
+
+def test_reloaded_lines_are_nats_server_lines(start_supervisor: Start, tmp_path: Path) -> None:
+    """The same edit (a user replaced, max_payload and debug set) on nats-server 2.15.1 and on appliance."""
+    reported = []
+    for run in ("nats-server", "appliance"):
+        config = tmp_path / f"{run}.conf"
+        head = "" if run == "nats-server" else HEAD
+        config.write_text(head + users_config(("alice", "pa")).replace(HEAD, ""))
+        edited = head + users_config(("bob", "pb")).replace(HEAD, "") + "max_payload: 2MB\ndebug: true\n"
+        log_path = tmp_path / f"{run}.log"
+        if run == "nats-server":
+            with NatsServer(["-c", str(config)], log_path=log_path) as real:
+                assert real.process is not None
+                config.write_text(edited)
+                real.process.send_signal(signal.SIGHUP)
+                reported.append(_reloaded_lines(log_path.read_text))
+        else:
+            server = start_supervisor(command=[sys.executable, "-m", "appliance", "run", "-c", str(config)])
+            server.wait_ready()
+            config.write_text(edited)
+            server.signal(signal.SIGHUP)
+            reported.append(_reloaded_lines(server.log))
+    assert reported[0] == reported[1] == ["Reloaded: debug = true", "Reloaded: authorization users",
+                                          "Reloaded: accounts", "Reloaded: max_payload = 2097152"]
+
+
+def _reloaded_lines(read: Callable[[], str]) -> list[str]:
+    deadline = time.monotonic() + 30
+    while "Reloaded server configuration" not in read():
+        assert time.monotonic() < deadline, read()
+        time.sleep(0.05)
+    return re.findall(r"\[INF\] (Reloaded: .*)", read())
