@@ -32,8 +32,12 @@ class JetStreamMonitor:
         self.max_memory, self.max_storage = resources.server_limits(service)
 
     def fsync_latency(self) -> object:
-        """The group-commit fsyncs' latency histogram (HistogramSnapshot), for /metrics."""
-        return self.service.fsyncs.latency.snapshot()
+        """The file stores' fsync latency histogram (HistogramSnapshot), for /metrics."""
+        return self.service.sync_stats.latency.snapshot()
+
+    def commit_batches(self) -> object:
+        """Messages per group-commit fsync (HistogramSnapshot), for /metrics."""
+        return self.service.sync_stats.batch.snapshot()
 
     def totals(self) -> dict[str, int]:
         memory = storage = streams = consumers = messages = size = 0

@@ -351,9 +351,16 @@ class ServerMonitorView:
 
     def fsync_latency(self) -> object | None:
         """JetStream's fsync latency histogram (appliance/jetstream/fsync.py HistogramSnapshot), if running."""
+        return self._jetstream_histogram("fsync_latency")
+
+    def commit_batches(self) -> object | None:
+        """Messages per group-commit fsync (HistogramSnapshot), if JetStream runs."""
+        return self._jetstream_histogram("commit_batches")
+
+    def _jetstream_histogram(self, name: str) -> object | None:
         monitor = getattr(self._server, "jetstream_monitor", None)
-        latency = getattr(monitor, "fsync_latency", None) if monitor is not None else None
-        return latency() if latency is not None else None
+        snapshot = getattr(monitor, name, None) if monitor is not None else None
+        return snapshot() if snapshot is not None else None
 
 
 def provide_snapshots(server: Server, fabric: LocalFabric) -> None:

@@ -49,7 +49,7 @@ def test_one_scrape_sums_every_worker_and_names_follow_prometheus_conventions(
     start_supervisor: Start, tmp_path: Path
 ) -> None:
     config = tmp_path / "server.conf"
-    config.write_text(f'host: 127.0.0.1\nport: -1\nhttp: "127.0.0.1:-1"\njetstream {{ store_dir: "{tmp_path}" }}\n'
+    config.write_text(f'host: 127.0.0.1\nport: -1\nhttp: "127.0.0.1:-1"\njetstream {{ store_dir: "{tmp_path}", sync_interval: always }}\n'
                       "appliance { workers: 2, cpu_pinning: false }\n")
     server = start_supervisor(command=[sys.executable, "-m", "appliance", "run", "-c", str(config)])
     server.wait_ready()
@@ -82,7 +82,9 @@ def test_one_scrape_sums_every_worker_and_names_follow_prometheus_conventions(
     assert samples["appliance_jetstream_account_streams"][account] == 1
     assert samples["appliance_jetstream_account_messages"][account] == MESSAGES
     assert samples["appliance_jetstream_account_bytes"][account] > 0
-    assert "appliance_jetstream_fsync_seconds_count" in samples
+    assert samples["appliance_jetstream_fsync_seconds_count"][()] > 0  # sync_interval: always fsyncs each batch
+    # every message is made durable by exactly one group-commit fsync
+    assert samples["appliance_jetstream_group_commit_messages_sum"][()] == MESSAGES
     assert samples["appliance_jetstream_fsync_seconds_bucket"][(("le", "+Inf"),)] == \
         samples["appliance_jetstream_fsync_seconds_count"][()]
     states = samples["appliance_worker_state"]

@@ -14,7 +14,7 @@ counters end in `_total`, sizes in `_bytes`, durations in `_seconds`.
     appliance_jetstream_api_requests_total, appliance_jetstream_api_errors_total
     appliance_jetstream_account_{streams,consumers,messages,bytes}{account}
     appliance_jetstream_meta_leader, appliance_jetstream_meta_cluster_size, appliance_raft_replica_lag{group,peer}
-    appliance_jetstream_fsync_seconds (histogram)
+    appliance_jetstream_fsync_seconds, appliance_jetstream_group_commit_messages (histograms)
     appliance_worker_state{worker,state}, appliance_worker_restarts_total{worker},
     appliance_worker_ring_occupancy_ratio{worker}, appliance_worker_heartbeat_age_seconds{worker},
     appliance_worker_client_connections{worker}
@@ -84,12 +84,20 @@ def jetstream_families(view: ServerView) -> Iterator[Metric]:
         yield lag
     latency: Any = getattr(view, "fsync_latency", lambda: None)()
     if latency is not None:
-        buckets, running = [], 0
-        for bound, count in zip((*latency.bounds, float("inf")), latency.counts, strict=True):
-            running += count
-            buckets.append(("+Inf" if bound == float("inf") else repr(bound), running))
-        yield HistogramMetricFamily(f"{NAMESPACE}_jetstream_fsync_seconds", "Group-commit fsync latency",
-                                    buckets=buckets, sum_value=latency.total_s)
+        yield _histogram("jetstream_fsync_seconds", "Group-commit fsync latency", latency)
+    batches: Any = getattr(view, "commit_batches", lambda: None)()
+    if batches is not None:
+        yield _histogram("jetstream_group_commit_messages", "Messages made durable by one group-commit fsync",
+                         batches)
+
+
+def _histogram(name: str, documentation: str, snapshot: Any) -> HistogramMetricFamily:
+    """A HistogramSnapshot (per-bucket counts) as Prometheus' cumulative buckets."""
+    buckets, running = [], 0
+    for bound, count in zip((*snapshot.bounds, float("inf")), snapshot.counts, strict=True):
+        running += count
+        buckets.append(("+Inf" if bound == float("inf") else repr(bound), running))
+    return HistogramMetricFamily(f"{NAMESPACE}_{name}", documentation, buckets=buckets, sum_value=snapshot.total)
 
 
 def _account_families(view: ServerView) -> Iterator[Metric]:
