@@ -85,6 +85,7 @@ RuntimeDirectoryMode=0755
 LogsDirectory=appliance
 LogsDirectoryMode=0750
 ConfigurationDirectory=appliance
+ConfigurationDirectoryMode=0750
 {writable}UMask=0077
 
 # Hardening (systemd-analyze security appliance.service)
