@@ -159,7 +159,8 @@ def _systemctl(host: Host, verb: tuple[str, ...], *, reload_after: bool = True) 
         reason = "" if host.which("systemctl") else "systemctl is not installed"
         return [Command(("systemctl", *_root_flag(host), *verb), skip_reason=reason)]
     reason = "" if host.systemd_running else "systemd is not the init system here"
-    commands = [Command(("systemctl", "daemon-reload"), skip_reason=reason)] if reload_after or not verb else []
+    commands: list[Step] = [Command(("systemctl", "daemon-reload"), skip_reason=reason)] if reload_after or not verb \
+        else []
     if verb:
         commands.append(Command(("systemctl", *verb), skip_reason=reason))
     return commands
