@@ -12,7 +12,9 @@ What the unit promises and why:
   STOPPING=1 when it stops.
 - Stop is lame duck (KillSignal=SIGUSR2, KillMode=mixed: only the supervisor gets it and forwards
   it to its workers): clients are told and moved off over lame_duck_duration (2m by default), then
-  the server exits 0. TimeoutStopSec= covers that duration plus the grace period; after it, SIGKILL.
+  the server exits 0. TimeoutStopSec= covers nats-server's default duration plus the grace period,
+  and at SIGUSR2 the supervisor asks (EXTEND_TIMEOUT_USEC=) for the configured lame_duck_duration plus
+  graces, so a longer lame duck is not cut short; after that, SIGKILL.
 - ExecReload= sends SIGHUP: the configuration is re-read as nats-server does.
 - RuntimeDirectory=appliance is /run/appliance, where the control socket and the registry entry
   live (appliance/supervisor/control.py), so `appliance status` finds the server.

@@ -441,6 +441,11 @@ class Supervisor:
         self.lame_duck = True
         # the stop has begun (systemctl stop sends SIGUSR2: KillSignal=): clients are moved off first
         self.notifier.stopping("lame duck mode: moving clients off, then stopping")
+        # the stop takes lame_duck_duration (whatever the config says) plus the workers' stop grace
+        options = self.options
+        self.notifier.extend_timeout(options.lame_duck_duration_s + options.lame_duck_grace_period_s
+                                     + self.policy.stop_grace_s + limits.LAME_DUCK_STOP_MARGIN_S,
+                                     f"lame duck mode for {options.lame_duck_duration_s:g}s")
         for slot in self.slots:
             if slot.worker is not None:
                 _signal(slot.worker.pid, signal.SIGUSR2)

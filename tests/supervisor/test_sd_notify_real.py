@@ -161,7 +161,9 @@ def test_lame_duck_stop_tells_systemd_stopping_and_exits_cleanly(
                               env={"NOTIFY_SOCKET": str(fake_systemd.path)})
     ready_at = fake_systemd.wait(lambda m: m.startswith("READY=1"))
     server.signal(signal.SIGUSR2)
-    fake_systemd.wait(lambda m: m == "STOPPING=1\nSTATUS=lame duck mode: moving clients off, then stopping",
-                      after=ready_at)
+    stopping_at = fake_systemd.wait(
+        lambda m: m == "STOPPING=1\nSTATUS=lame duck mode: moving clients off, then stopping", after=ready_at)
+    # the stop timeout follows the configured lame duck: 30 s + 1 s grace + 10 s stop grace + 10 s margin
+    fake_systemd.wait(lambda m: m == "EXTEND_TIMEOUT_USEC=51000000\nSTATUS=lame duck mode for 30s", after=stopping_at)
     assert server.wait_exit() == 0
     assert "Initiating Shutdown..." in server.log()
