@@ -143,9 +143,14 @@ WORKER_BOOTSTRAP_BYTES_MAX = 16 * 1024 * 1024  # pickled options + context sent 
 CONTROL_REQUEST_BYTES_MAX = 4096  # one request line on the control socket
 CONTROL_CONNECTIONS_MAX = 16  # open control-socket connections; more are closed at once
 CONTROL_CLIENT_TIMEOUT_S = 2.0  # a control connection that has not finished in this long is closed
+STARTUP_EXTEND_S = 20.0  # each EXTEND_TIMEOUT_USEC= while starting asks systemd for this much more
+STARTUP_EXTEND_EVERY_S = 5.0  # how often the start is extended (well inside STARTUP_EXTEND_S)
+LAME_DUCK_STOP_MARGIN_S = 10.0  # what the stop timeout asked at lame duck adds to its duration and graces
+STARTUP_EXTEND_MAX_S = 3600.0  # no extension after this long: systemd's TimeoutStartSec= then ends a stuck start
 STATUS_CLIENT_TIMEOUT_S = 2.0  # `appliance status` gives up (exit 2) after this long
 
 assert RESTART_BACKOFF_INITIAL_S <= RESTART_BACKOFF_MAX_S
+assert STARTUP_EXTEND_EVERY_S * 2 <= STARTUP_EXTEND_S
 assert WORKER_HEARTBEAT_LATE_S < WORKER_HEARTBEAT_DEAD_S
 assert SUPERVISOR_TICK_S <= WORKER_HEARTBEAT_LATE_S / 2, "the supervisor notices a late worker in time"
 

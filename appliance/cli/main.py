@@ -23,6 +23,8 @@ COMMANDS: dict[str, str] = {
     "sub": "appliance.cli.core_verbs:sub",
     "req": "appliance.cli.core_verbs:req",
     "server": "appliance.cli.server_verbs:server",
+    "service": "appliance.cli.service:service",
+    "reload": "appliance.cli.reload:reload",
 }
 
 

@@ -19,6 +19,7 @@ from appliance.config.defaults import embedded_default_options, user_data_dir
 from appliance.config.flags import USAGE
 from appliance.config.options import ServerOptions
 from appliance.errors import ConfigError
+from appliance.log import stderr_is_journal
 
 def options_for(argv: list[str]) -> tuple[ServerOptions, bool]:
     """Options for these flags; second item: only test the config (`-t`). Raises ConfigError."""
@@ -30,6 +31,9 @@ def options_for(argv: list[str]) -> tuple[ServerOptions, bool]:
     options = resolve_run_options(args, pedantic=args.check_config, defaults=defaults)
     if args.config_file is None:
         options.http_host = options.host
+    if args.logtime is None and "logtime" not in options.config_anchors and not options.log_file \
+            and stderr_is_journal():
+        options.logtime = False  # journald stamps each line itself; an explicit logtime wins
     return options, args.check_config
 
 
@@ -60,7 +64,7 @@ def run(argv: tuple[str, ...]) -> None:
         sys.exit(0)
     from appliance.supervisor.supervisor import run_supervisor
 
-    sys.exit(run_supervisor(options))
+    sys.exit(run_supervisor(options, reload_options=lambda: options_for(flags)[0]))
 
 
 def _fail(exc: ConfigError) -> None:

@@ -60,6 +60,20 @@ def status(config_file: Path | None, port: int | None, socket_path: Path | None,
     sys.exit(EXIT_CODES.get(str(answer.get("health")), EXIT_DOWN))
 
 
+def control_socket_for(config_file: Path | None, port: int | None, socket_path: Path | None) -> Path:
+    """The control socket `appliance status` would ask (exits 2 when it cannot tell), for other verbs."""
+    try:
+        return socket_path or (find_socket_path(_port(config_file, port)) if config_file or port is not None
+                               else _registered_socket(as_json=False))
+    except ConfigError as exc:
+        for problem in exc.problems:
+            click.echo(f"appliance: {problem}", err=True)
+        sys.exit(EXIT_DOWN)
+    except OSError as exc:
+        click.echo(f"appliance: {exc}", err=True)
+        sys.exit(EXIT_DOWN)
+
+
 def _registered_socket(*, as_json: bool) -> Path:
     """The control socket of the only supervisor registered on this host; exits 2 when there is
     none or more than one (listing them)."""

@@ -32,6 +32,7 @@ Server Options:
     -p, --port <port>                Use port for clients (default: 4222, -1 for random)
     -n, --name, --server_name <name> Server name (default: auto)
     -P, --pid <file>                 File to store PID
+        --ports_file_dir <dir>       Creates a ports file in the specified directory (<executable_name>_<pid>.ports).
     -m, --http_port <port>           Use port for http monitoring
     -c, --config <file>              Configuration file
     -t                               Test configuration and exit
@@ -39,6 +40,7 @@ Server Options:
 
 Logging Options:
     -l, --log <file>                 File to redirect log output
+        --log_size_limit <limit>     Logfile size limit being auto-rotated
     -T, --logtime                    Timestamp log entries (default: true)
     -D, --debug                      Enable debugging output
     -V, --trace                      Trace the raw protocol
@@ -100,6 +102,8 @@ class RunArgs:
     logtime: bool | None = None
     log_file: str | None = None
     pid_file: str | None = None
+    ports_file_dir: str | None = None
+    log_size_limit: int | None = None
 
 
 # flag name -> (kind, RunArgs fields it sets)
@@ -134,6 +138,8 @@ for _names, _kind, _fields in (
     (("T", "logtime"), _BOOL, ("logtime",)),
     (("l", "log"), _STR, ("log_file",)),
     (("P", "pid"), _STR, ("pid_file",)),
+    (("ports_file_dir",), _STR, ("ports_file_dir",)),
+    (("log_size_limit",), _INT, ("log_size_limit",)),
 ):
     for _name in _names:
         _FLAGS[_name] = (_kind, _fields)
@@ -141,8 +147,7 @@ for _names, _kind, _fields in (
 # nats-server flags appliance does not implement: an error, not a silent no-op
 UNSUPPORTED_FLAGS = frozenset({
     "ms", "https_port", "logtime_utc", "s", "syslog", "r", "remote_syslog", "sl", "signal", "profile", "tls",
-    "tlscert", "tlskey", "tlsverify", "tlscacert", "help_tls", "ports_file_dir", "log_size_limit",
-    "max_traced_msg_len",
+    "tlscert", "tlskey", "tlsverify", "tlscacert", "help_tls", "max_traced_msg_len",
 })
 _GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 _GO_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
@@ -257,6 +262,10 @@ def _apply_logging(options: ServerOptions, args: RunArgs) -> None:
         options.log_file = args.log_file
     if args.pid_file is not None:
         options.pid_file = args.pid_file
+    if args.ports_file_dir is not None:
+        options.ports_file_dir = args.ports_file_dir
+    if args.log_size_limit is not None:
+        options.log_size_limit = args.log_size_limit
 
 
 def _apply_cluster(options: ServerOptions, args: RunArgs) -> None:

@@ -47,7 +47,7 @@ UNSUPPORTED_KEYS = frozenset({
     "proxies", "allow_non_tls", "default_sentinel", "server_metadata", "feature_flags", "default_js_domain",
     "no_header_support", "connect_error_reports", "reconnect_error_reports", "max_closed_clients",
     "no_fast_producer_stall", "max_traced_msg_len", "disable_sublist_cache", "no_sublist_cache",
-    "logfile_size_limit", "log_size_limit", "logfile_max_num", "log_max_num", "ports_file_dir", "trace_headers",
+    "trace_headers",
     "logtime_utc", "write_timeout", "max_sub_tokens", "max_subscription_tokens",
 })
 
@@ -214,6 +214,11 @@ HANDLERS: dict[str, Handler] = {
     "log_file": _set("log_file", _str),
     "pidfile": _set("pid_file", _str),
     "pid_file": _set("pid_file", _str),
+    "logfile_size_limit": _set("log_size_limit", _int),
+    "log_size_limit": _set("log_size_limit", _int),
+    "logfile_max_num": _set("log_max_num", _int),
+    "log_max_num": _set("log_max_num", _int),
+    "ports_file_dir": _set("ports_file_dir", _str),
     "server_tags": _server_tags,
     "mappings": _mappings,
     "maps": _mappings,

@@ -8,8 +8,20 @@ overlays command-line flags (flags win, as in nats-server).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 from appliance import limits
+
+
+class LoggingSettings(TypedDict):
+    """appliance.log.setup_logging's keyword arguments."""
+
+    debug: bool
+    trace: bool
+    logtime: bool
+    log_file: str
+    log_size_limit: int
+    log_max_num: int
 
 
 @dataclass(slots=True)
@@ -147,7 +159,10 @@ class ServerOptions:
     trace_verbose: bool = False  # `trace_verbose`, -VV/-DVV: also trace the system account
     logtime: bool = True
     log_file: str = ""
+    log_size_limit: int = 0  # `logfile_size_limit`: rotate log_file beyond this many bytes; 0: never
+    log_max_num: int = 0  # `logfile_max_num`: rotated files kept, counting the live one; 0: all
     pid_file: str = ""
+    ports_file_dir: str = ""  # `ports_file_dir`: write <executable>_<pid>.ports there (nats-server's JSON)
     server_tags: list[str] = field(default_factory=list)
     authorization: Authorization = field(default_factory=Authorization)
     accounts: dict[str, Account] = field(default_factory=dict)
@@ -165,3 +180,8 @@ class ServerOptions:
     config_warnings: list[str] = field(default_factory=list)
     # 'file:line:col' of each top-level key of the config, so later checks can point at it
     config_anchors: dict[str, str] = field(default_factory=dict)
+
+    def logging_settings(self) -> LoggingSettings:
+        """The keyword arguments of appliance.log.setup_logging for these options."""
+        return {"debug": self.debug, "trace": self.trace, "logtime": self.logtime, "log_file": self.log_file,
+                "log_size_limit": self.log_size_limit, "log_max_num": self.log_max_num}

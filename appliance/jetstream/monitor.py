@@ -31,6 +31,14 @@ class JetStreamMonitor:
         # configured, or derived at start as nats-server derives them (75% of RAM / free disk)
         self.max_memory, self.max_storage = resources.server_limits(service)
 
+    def fsync_latency(self) -> object:
+        """The file stores' fsync latency histogram (HistogramSnapshot), for /metrics."""
+        return self.service.sync_stats.latency.snapshot()
+
+    def commit_batches(self) -> object:
+        """Messages per group-commit fsync (HistogramSnapshot), for /metrics."""
+        return self.service.sync_stats.batch.snapshot()
+
     def totals(self) -> dict[str, int]:
         memory = storage = streams = consumers = messages = size = 0
         for ajs in self.service.accounts.values():

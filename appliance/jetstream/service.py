@@ -33,6 +33,7 @@ from appliance.jetstream.config import (
 from appliance.jetstream.consumer import Consumer
 from appliance.jetstream.direct import direct_get
 from appliance.jetstream.fsync import FsyncThreads
+from appliance.store.sync_stats import SyncStats
 from appliance.jetstream.groups import durable_storage, group_name, memory_storage
 from appliance.jetstream.host import Timer
 from appliance.jetstream.meta import MetaGroup
@@ -252,6 +253,7 @@ class AccountJetStream:
                     compress=compresses(config),
                 ),
                 sealer=self.service.sealer,  # segments are sealed (and compressed) off the loop
+                sync_stats=self.service.sync_stats,  # one fsync latency/batch record for /metrics
             )
         if config.first_seq > 1 and store.state().last_seq == 0:
             store.compact(config.first_seq)  # a new stream starts at first_seq
@@ -476,6 +478,7 @@ class JetStreamService:
         self.peer = stable_peer_id(self.root, server.server_name)
         self.loop = asyncio.get_running_loop()
         self.fsyncs = FsyncThreads(self.loop, limits.JS_FSYNC_THREADS)
+        self.sync_stats = SyncStats()
         self.sealer = BackgroundSealer(self.loop.call_soon_threadsafe)
         self.accounts: dict[str, AccountJetStream] = {}
         self.failures: dict[tuple[str, str], str] = {}  # (account, stream) -> why it is not open
@@ -511,6 +514,10 @@ class JetStreamService:
         from appliance.jetstream.monitor import JetStreamMonitor
 
         self.server.jetstream_monitor = JetStreamMonitor(self)  # type: ignore[attr-defined]
+
+    def reload_options(self, options: ServerOptions) -> None:
+        """A config reload (appliance/server/reload.py checked it): accounts' JetStream limits apply from now on."""
+        self.options = options
 
     def _materialise(self) -> list[tuple[str, str, str]]:
         """Open every stream and durable consumer; returns the ephemerals of the last run."""

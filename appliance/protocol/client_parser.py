@@ -71,6 +71,12 @@ class ClientParser:
         self._max_payload = max_payload
         self.dead = False
 
+    def set_limits(self, *, max_control_line: int, max_payload: int) -> None:
+        """New limits for what is parsed from now on (a config reload)."""
+        assert max_control_line > 0 and max_payload > 0
+        self._max_line = max_control_line
+        self._max_payload = max_payload
+
     @property
     def buffered_bytes(self) -> int:
         return len(self._rest)

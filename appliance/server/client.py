@@ -114,6 +114,8 @@ class ClientConnection(asyncio.Protocol):
         self.subs: dict[bytes, Subscription] = {}
         self.perms: auth.ClientPermissions | None = None
         self.user = ""
+        self._credentials: dict[str, object] = {}  # CONNECT's user/pass/auth_token: re-checked on reload
+        self._checked_hash = ""  # the bcrypt hash the password was verified against (not redone on reload)
         # CONNECT options, with nats-server's defaults for absent keys
         self.connected = False
         self.verbose = True
@@ -170,9 +172,7 @@ class ClientConnection(asyncio.Protocol):
         transport.set_write_buffer_limits(high=limits.WRITE_BUFFER_HIGH_BYTES)
         self.server.register(self)
         if self.server.too_many_connections():
-            logger.error("%s:%d - cid:%d - maximum connections exceeded", self.ip, self.port, self.cid)
-            self.send_error("maximum connections exceeded")
-            self.close("Maximum Connections Exceeded")
+            self.close_over_max_connections()
             return
         transport.write(self.server.info_bytes(self))
         loop = self.server.loop
@@ -477,6 +477,7 @@ class ClientConnection(asyncio.Protocol):
             self.send_error(ERR_NO_RESPONDERS_HEADERS)
             self.close("Protocol Violation: no responders requires headers")
             return False
+        self._credentials = {key: fields[key] for key in ("user", "pass", "auth_token") if key in fields}
         outcome = self.server.auth.authenticate(fields)
         if isinstance(outcome, auth.Granted):
             self._bind(outcome.user, outcome.account)
@@ -504,6 +505,7 @@ class ClientConnection(asyncio.Protocol):
                              self.ip, self.port, self.cid, outcome.user.username)
                 self._auth_violation()
                 return
+            self._checked_hash = outcome.hashed
             self._bind(outcome.user, outcome.account)
             self._resume_reading()
             self._handle(held, 0)
@@ -777,6 +779,32 @@ class ClientConnection(asyncio.Protocol):
             logger.warning("%s:%d - cid:%d - Slow Consumer Detected: WriteDeadline of %ss exceeded",
                            self.ip, self.port, self.cid, self.server.options.write_deadline_s)
             self.close("Slow Consumer (Write Deadline)", abort=True)
+
+    def close_over_max_connections(self) -> None:
+        logger.error("%s:%d - cid:%d - maximum connections exceeded", self.ip, self.port, self.cid)
+        self.send_error("maximum connections exceeded")
+        self.close("Maximum Connections Exceeded")  # close() writes what is buffered first
+
+    def recheck_authorization(self) -> bool:
+        """After a config reload (appliance/server/reload.py), as nats-server's reloadAuthorization: a
+        client no longer allowed into the same account gets 'Authorization Violation' and is closed
+        (False); the others take their user's new permissions."""
+        if not self.connected or self.closed:
+            return True
+        outcome = self.server.auth.authenticate(self._credentials)
+        if isinstance(outcome, auth.NeedsBcrypt):
+            same_hash = outcome.hashed == self._checked_hash
+            if same_hash or auth.bcrypt_matches(outcome.given, outcome.hashed):
+                self._checked_hash = outcome.hashed
+                outcome = auth.Granted(outcome.user, outcome.account)
+        if not isinstance(outcome, auth.Granted) or outcome.account != self.account.name:
+            logger.error("%s:%d - cid:%d - authentication error after reload: %s", self.ip, self.port, self.cid,
+                         outcome.reason if isinstance(outcome, auth.Denied) else "account changed")
+            self._auth_violation()
+            return False
+        user = outcome.user
+        self.perms = auth.ClientPermissions(user.permissions) if user is not None and user.permissions else None
+        return True
 
     def _auth_violation(self) -> None:
         self.send_error(ERR_AUTH_VIOLATION)

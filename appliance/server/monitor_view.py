@@ -396,6 +396,26 @@ class ServerMonitorView:
         return monitor.totals(), details
 
 
+    def worker_rows(self) -> list[dict[str, object]]:
+        """The supervisor's status table, one dict per worker (state, restarts, ring_fill, ...), when the
+        worker's composition root provided it (appliance/worker/main.py); else none."""
+        provider = getattr(self._server, "worker_rows", None)
+        return list(provider()) if provider is not None else []
+
+    def fsync_latency(self) -> object | None:
+        """JetStream's fsync latency histogram (appliance/jetstream/fsync.py HistogramSnapshot), if running."""
+        return self._jetstream_histogram("fsync_latency")
+
+    def commit_batches(self) -> object | None:
+        """Messages per group-commit fsync (HistogramSnapshot), if JetStream runs."""
+        return self._jetstream_histogram("commit_batches")
+
+    def _jetstream_histogram(self, name: str) -> object | None:
+        monitor = getattr(self._server, "jetstream_monitor", None)
+        snapshot = getattr(monitor, name, None) if monitor is not None else None
+        return snapshot() if snapshot is not None else None
+
+
 def provide_snapshots(server: Server, fabric: LocalFabric) -> None:
     """Let sibling workers' monitoring include this worker (every worker of a mesh does this)."""
     ServerMonitorView(server, None, fabric)

@@ -37,6 +37,7 @@ import functools
 import itertools
 import logging
 import os
+import time
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -67,6 +68,7 @@ from appliance.store.memory import state_of
 from appliance.store.recovery import Recovery
 from appliance.store.scan import scan_segments
 from appliance.store.sealer import BackgroundSealer
+from appliance.store.sync_stats import SyncStats
 
 logger = logging.getLogger(__name__)
 
@@ -115,9 +117,11 @@ class FileStoreConfig:
 
 class FileStreamStore:
     def __init__(
-        self, config: FileStoreConfig, *, ops: FileOps | None = None, sealer: BackgroundSealer | None = None
+        self, config: FileStoreConfig, *, ops: FileOps | None = None, sealer: BackgroundSealer | None = None,
+        sync_stats: SyncStats | None = None,
     ) -> None:
         self.config = config
+        self.sync_stats = sync_stats if sync_stats is not None else SyncStats()  # shared by a JetStream service
         preallocate = bounds.STORE_PREALLOCATE_BYTES
         self._ops: FileOps = ops if ops is not None else OsFileOps(preallocate_bytes=preallocate)
         self._dir = config.directory
@@ -465,7 +469,7 @@ class FileStreamStore:
             directory, ops = self._dir, self._ops
             actions.append(lambda: ops.fsync_dir(directory))
         self._unsynced = self._dir_dirty = False
-        return SyncJob(self._written_seq, actions)
+        return SyncJob(self._written_seq, actions, covered=self._written_seq - self._durable_seq)
 
     def fail_sync(self, job: SyncJob, error: OSError) -> None:
         """The job's fsync failed: nothing unsynced may ever be called durable; the store is broken."""
@@ -477,6 +481,7 @@ class FileStreamStore:
         return self._broken is not None
 
     def finish_sync(self, job: SyncJob) -> int:
+        self.sync_stats.record(job.elapsed_s, job.covered)
         self._durable_seq = max(self._durable_seq, job.seq)
         return self._durable_seq
 
@@ -485,9 +490,11 @@ class FileStreamStore:
         """Everything appended so far durable now, on this thread (no job, no duplicated fd)."""
         if self._unsynced or self._dir_dirty:
             seq, dir_dirty = self._written_seq, self._dir_dirty
+            started = time.perf_counter()
             self._ops.fsync(self._active.path)
             if dir_dirty:
                 self._ops.fsync_dir(self._dir)
+            self.sync_stats.record(time.perf_counter() - started, seq - self._durable_seq)
             self._unsynced = self._dir_dirty = False
             self._durable_seq = max(self._durable_seq, seq)
         return self._durable_seq

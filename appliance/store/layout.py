@@ -9,6 +9,7 @@ Earlier segments are sealed, or closed (fsynced, uncompressed) until their seal 
 from __future__ import annotations
 
 import os
+import time
 from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -105,10 +106,14 @@ class SyncJob:
 
     seq: int  # every message up to here is durable once run() returns
     actions: list[Callable[[], None]]
+    covered: int = 0  # messages this fsync makes durable (the group commit's batch size)
+    elapsed_s: float = 0.0  # how long run() took (set by run(), on the thread that ran it)
 
     def run(self) -> None:
+        started = time.perf_counter()
         for action in self.actions:
             action()
+        self.elapsed_s = time.perf_counter() - started
 
 
 SEAL_TMP_SUFFIX = ".seal.tmp"  # a finished seal waiting for finish_seal(); recovery deletes *.tmp

@@ -43,6 +43,14 @@ class Notifier:
     def status(self, status: str) -> None:
         self.send(f"STATUS={status}")
 
+    def extend_timeout(self, seconds: float, status: str) -> None:
+        """Ask for `seconds` more before the start (or stop) times out; say why."""
+        self.send(f"EXTEND_TIMEOUT_USEC={int(seconds * 1_000_000)}\nSTATUS={status}")
+
+    def reloading(self, monotonic_usec: int) -> None:
+        """The reload starts (systemd 253+ needs MONOTONIC_USEC=); READY=1 ends it."""
+        self.send(f"RELOADING=1\nMONOTONIC_USEC={monotonic_usec}\nSTATUS=reloading configuration")
+
     def send(self, message: str) -> bool:
         if self._socket is None:
             return False

@@ -19,8 +19,10 @@ Theory of operation:
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
+import pickle
 import selectors
 import signal
 import subprocess
@@ -36,15 +38,17 @@ import psutil  # type: ignore[import-untyped]
 from appliance import NATS_VERSION, __version__, limits
 from appliance.clock import Clock, SystemClock
 from appliance.config.options import ServerOptions
-from appliance.errors import StartupError
+from appliance.errors import ConfigError, StartupError
 from appliance.fabric.mesh import RingMesh, create_mesh
 from appliance.log import setup_logging
+from appliance.server.reload import diff_options
 from appliance.supervisor import topology
 from appliance.supervisor.control import ControlServer, JsonObject, server_socket_path
 from appliance.supervisor.health import Health, assess_health
 from appliance.supervisor.route_status import read_route_status, routes_status_path
 from appliance.supervisor.identity import generate_server_id
 from appliance.supervisor.notify import Notifier
+from appliance.supervisor.ports_file import host_addresses, ports_json, remove_ports_file, write_ports_file
 from appliance.supervisor.registry import Registration, register, unregister
 from appliance.supervisor.report import ProcessSample, status_report, worker_entry
 from appliance.supervisor.restart import RestartPolicy, RestartTracker, failures_after_exit, restart_delay_s
@@ -59,12 +63,15 @@ logger = logging.getLogger(__name__)
 DEFAULT_WORKER_TARGET = "appliance.worker.main:serve_worker"
 EXIT_OK = 0
 EXIT_FAILURE = 1
-HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR2, signal.SIGHUP)
+HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR2, signal.SIGHUP, signal.SIGUSR1)
 # Go's names for signals, as nats-server prints them in `Trapped "..." signal`
 GO_SIGNAL_NAMES = {signal.SIGTERM: "terminated", signal.SIGINT: "interrupt",
-                   signal.SIGUSR2: "user defined signal 2", signal.SIGHUP: "hangup"}
+                   signal.SIGUSR2: "user defined signal 2", signal.SIGHUP: "hangup",
+                   signal.SIGUSR1: "user defined signal 1"}
 PENDING_SIGNALS_MAX = 64
 EventHandler = Callable[[int], None]
+ReloadOptions = Callable[[], ServerOptions]  # the config file and flags read again (raises ConfigError)
+RELOAD_FAILED = "Failed to reload server configuration: %s"
 
 
 @dataclass(slots=True)
@@ -78,6 +85,7 @@ class WorkerSlot:
     restart_at_mono_s: float = 0.0
     sampler: psutil.Process | None = None
     sample: ProcessSample = field(default_factory=ProcessSample)
+    generation: int = 0  # reload generation of the options it was started with
 
     @property
     def index(self) -> int:
@@ -90,11 +98,12 @@ def run_supervisor(
     worker_target: str = DEFAULT_WORKER_TARGET,
     restart_policy: RestartPolicy | None = None,
     sysfs_node_root: Path = topology.SYSFS_NODE_ROOT,
+    reload_options: ReloadOptions | None = None,
 ) -> int:
     """Run the server (supervisor + workers) until stopped; returns the process exit code."""
-    setup_logging(debug=options.debug, trace=options.trace, logtime=options.logtime, log_file=options.log_file)
+    setup_logging(**options.logging_settings())
     supervisor = Supervisor(options, worker_target=worker_target, policy=restart_policy or RestartPolicy(),
-                            sysfs_node_root=sysfs_node_root)
+                            sysfs_node_root=sysfs_node_root, reload_options=reload_options)
     return supervisor.run()
 
 
@@ -108,6 +117,7 @@ class Supervisor:
         sysfs_node_root: Path,
         notifier: Notifier | None = None,
         clock: Clock | None = None,
+        reload_options: ReloadOptions | None = None,
     ) -> None:
         self.clock: Clock = clock or SystemClock()  # CLOCK_MONOTONIC: the workers' heartbeats use it too
         self.options = options
@@ -130,11 +140,17 @@ class Supervisor:
         self.table: StatusTable | None = None
         self.control: ControlServer | None = None
         self.registration: Path | None = None  # our entry in the run dir (appliance/supervisor/registry.py)
+        self.ports_file: Path | None = None  # ports_file_dir's <executable>_<pid>.ports
         self.mesh: RingMesh | None = None  # the local links between workers (none with one worker)
         self.own_process = psutil.Process()
         self.own_sample = ProcessSample()
         self.next_sample_mono_s = 0.0
         self.next_watchdog_mono_s = 0.0
+        self.start_mono_s = self.clock.monotonic()
+        self.next_extend_mono_s = 0.0
+        self.told_status = ""
+        self.reload_options = reload_options
+        self.reload_generation = 0  # of the options in the reload file workers read on SIGHUP
         self._wake_read, self._wake_write = os.pipe()
 
     # --- the main loop --------------------------------------------------------------------------
@@ -155,6 +171,7 @@ class Supervisor:
             self._reap_dead_workers()
             self._start_due_workers()
             self._maybe_announce_ready()  # before the watchdog: systemd hears READY=1 first
+            self._tell_systemd_while_starting()
             self._watch_heartbeats()
             if self.control is not None:
                 self.control.expire()
@@ -186,6 +203,7 @@ class Supervisor:
             self._check_store_dirs(placements)
         self.listeners = open_listeners(self.options)
         self._write_pid_file()
+        self._write_ports_file()
         self.table = StatusTable.create(count)
         if count > 1:
             self.mesh = create_mesh(count, ring_bytes=self.options.appliance.ring_bytes)
@@ -269,6 +287,10 @@ class Supervisor:
         if self.registration is not None:
             unregister(self.registration)
         if self.control is not None:
+            try:
+                self._reload_path().unlink()
+            except FileNotFoundError:
+                pass
             self.control.close()
         if self.table is not None:
             self.table.close()
@@ -281,12 +303,22 @@ class Supervisor:
         os.close(self._wake_read)
         os.close(self._wake_write)
         self._remove_pid_file()
+        if self.ports_file is not None:
+            remove_ports_file(self.ports_file)
         self.notifier.close()
         logger.info("Server Exiting..")
 
     def _write_pid_file(self) -> None:
         if self.options.pid_file:
             Path(self.options.pid_file).write_text(str(os.getpid()))
+
+    def _write_ports_file(self) -> None:
+        if not self.options.ports_file_dir or self.listeners is None:
+            return
+        data = ports_json(client_host=self.options.host, client_port=self.listeners.client_port,
+                          http_host=self.options.http_host, http_port=self.listeners.http_port,
+                          addresses=host_addresses())
+        self.ports_file = write_ports_file(self.options.ports_file_dir, data)
 
     def _remove_pid_file(self) -> None:
         if self.options.pid_file:
@@ -324,13 +356,97 @@ class Supervisor:
             elif signum == signal.SIGUSR2:
                 self._enter_lame_duck()
             elif signum == signal.SIGHUP:
-                logger.warning("Configuration reload is not supported; restart the service to apply changes")
+                self.reload()
+            elif signum == signal.SIGUSR1:
+                self._reopen_log_file()
+
+    # --- configuration reload (SIGHUP, `appliance reload`) -----------------------------------------
+
+    def reload(self) -> JsonObject:
+        """Re-read the config as nats-server does on SIGHUP: apply what changes live or refuse it all,
+        keeping the running config. Returns the outcome (for `appliance reload`)."""
+        if self.reload_options is None or not self.options.config_file:
+            error = "can only reload config when a file is provided using -c or --config"
+            logger.error(RELOAD_FAILED, error)
+            return {"error": error}
+        self.notifier.reloading(int(self.clock.monotonic() * 1_000_000))
+        try:
+            try:
+                new = self.reload_options()
+            except ConfigError as exc:
+                error = "\n".join(exc.problems)
+                logger.error(RELOAD_FAILED, error)
+                return {"error": error}
+            diff = diff_options(self.options, new)
+            if diff.error is not None:
+                logger.error(RELOAD_FAILED, diff.error)
+                return {"error": diff.error}
+            self._apply_reload(new, diff.changes)
+            return {"reloaded": diff.changes}
+        finally:
+            if self.announced_ready and not self.stopping:
+                serving = sum(1 for slot in self.slots if slot.state == WorkerState.READY)
+                self.notifier.ready(f"{serving} worker(s) serving")
+
+    def _apply_reload(self, new: ServerOptions, changes: list[str]) -> None:
+        old = self.options
+        new.port, new.host = old.port, old.host  # the listeners stay the ones bound at start
+        if new.logging_settings() != old.logging_settings():
+            setup_logging(**new.logging_settings())
+        for line in changes:
+            logger.info("%s", line)
+        self.options = new  # workers restarted from now on start with it
+        if new.pid_file != old.pid_file:
+            self._write_pid_file()
+        if new.ports_file_dir != old.ports_file_dir:  # nats-server moves the file
+            if self.ports_file is not None:
+                remove_ports_file(self.ports_file)
+                self.ports_file = None
+            self._write_ports_file()
+        self.reload_generation += 1
+        if self.control is not None and changes:
+            self._write_reload_file()
+            for slot in self.slots:
+                if slot.worker is not None and slot.state in (WorkerState.READY, WorkerState.LAME_DUCK):
+                    _signal(slot.worker.pid, signal.SIGHUP)
+        digest = hashlib.sha256(Path(new.config_file).read_bytes()).hexdigest() if new.config_file else ""
+        logger.info("Reloaded server configuration %s", f"(sha256:{digest})" if digest else "")
+
+    def _reload_path(self) -> Path:
+        assert self.control is not None
+        return reload_file_path(self.control.path)
+
+    def _write_reload_file(self) -> None:
+        """The new options for the workers: (generation, options), pickled, written atomically, 0600."""
+        path = self._reload_path()
+        scratch = path.with_name(f".{path.name}.{os.getpid()}")
+        fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as out:
+            pickle.dump((self.reload_generation, self.options), out)
+        os.replace(scratch, path)
+
+    def _reopen_log_file(self) -> None:
+        """SIGUSR1 as nats-server (logrotate's postrotate): reopen log_file, in every process."""
+        if not self.options.log_file:
+            logger.info("File log re-open ignored, not a file logger")
+            return
+        setup_logging(**self.options.logging_settings())
+        for slot in self.slots:
+            if slot.worker is not None and slot.state in (WorkerState.READY, WorkerState.LAME_DUCK):
+                _signal(slot.worker.pid, signal.SIGUSR1)
+        logger.info("File log re-opened")
 
     def _enter_lame_duck(self) -> None:
         if self.lame_duck:
             return
         self.lame_duck = True
-        self.notifier.status("lame duck mode")
+        # the stop has begun (systemctl stop sends SIGUSR2: KillSignal=): clients are moved off first
+        self.notifier.stopping("lame duck mode: moving clients off, then stopping")
+        # the stop takes lame_duck_duration (whatever the config says) plus the workers' stop grace
+        options = self.options
+        self.notifier.extend_timeout(options.lame_duck_duration_s + options.lame_duck_grace_period_s
+                                     + self.policy.stop_grace_s + limits.LAME_DUCK_STOP_MARGIN_S,
+                                     f"lame duck mode for {options.lame_duck_duration_s:g}s")
         for slot in self.slots:
             if slot.worker is not None:
                 _signal(slot.worker.pid, signal.SIGUSR2)
@@ -348,6 +464,7 @@ class Supervisor:
                                                      self.options.jetstream.store_dir),
             # the server's CPUs (/varz cores, nats-server's runtime.NumCPU), not the one a worker is pinned to
             "server_cores": len(topology.usable_cpus()),
+            "reload_path": str(reload_file_path(self.control.path)) if self.control is not None else "",
         }
         if slot.index == 0 and self.control is not None:
             extra["routes_status_path"] = str(routes_status_path(self.control.path))
@@ -376,6 +493,7 @@ class Supervisor:
         if self.mesh is not None:
             self.mesh.spawned(slot.index)
         slot.worker = worker
+        slot.generation = self.reload_generation
         slot.started_mono_s = now_mono_s
         slot.sampler = _sampler(worker.pid)
         slot.sample = ProcessSample()
@@ -409,6 +527,8 @@ class Supervisor:
             return
         if slot.state == WorkerState.STARTING:
             self._set_state(slot, WorkerState.READY)
+            if slot.generation < self.reload_generation:  # started before a reload: it reads the new options
+                _signal(slot.worker.pid, signal.SIGHUP)
             if self.announced_ready:
                 logger.info("Worker %d (pid %d) is serving again", slot.index, slot.worker.pid)
                 serving = sum(1 for other in self.slots if other.state == WorkerState.READY)
@@ -479,7 +599,7 @@ class Supervisor:
         now = self.clock.monotonic()
         fresh = bool(self.slots)
         for slot in self.slots:
-            if slot.worker is None or slot.state != WorkerState.READY:
+            if slot.worker is None or slot.state not in (WorkerState.READY, WorkerState.LAME_DUCK):
                 fresh = False
                 continue
             assert self.table is not None
@@ -511,6 +631,29 @@ class Supervisor:
             logger.info("Server is ready")
             self.notifier.ready(f"{len(self.slots)} worker(s) serving")
 
+    def _tell_systemd_while_starting(self) -> None:
+        """Until READY=1: STATUS= when it changes, and EXTEND_TIMEOUT_USEC= every few seconds while a
+        worker (worker 0: JetStream recovering its store) is still starting, so a large store does not
+        hit TimeoutStartSec=; after STARTUP_EXTEND_MAX_S the start is considered stuck and not extended."""
+        if self.announced_ready or self.stopping or self.lame_duck or not self.notifier.enabled or not self.slots:
+            return
+        now = self.clock.monotonic()
+        serving = sum(1 for slot in self.slots if slot.state == WorkerState.READY)
+        status = f"starting: {serving}/{len(self.slots)} worker(s) serving"
+        first = self.slots[0]
+        if self.options.jetstream.enabled and first.state == WorkerState.STARTING:
+            status += f"; JetStream recovering its store in {self._store_dir_of(first)}"
+        if now >= self.next_extend_mono_s and now - self.start_mono_s < limits.STARTUP_EXTEND_MAX_S:
+            self.notifier.extend_timeout(limits.STARTUP_EXTEND_S, status)
+            self.next_extend_mono_s = now + limits.STARTUP_EXTEND_EVERY_S
+        elif status != self.told_status:
+            self.notifier.status(status)
+        self.told_status = status
+
+    def _store_dir_of(self, slot: WorkerSlot) -> str:
+        return store_root_of(topology.store_dir_for_node(self.options.appliance.numa_store_dirs,
+                                                          slot.placement.numa_node, self.options.jetstream.store_dir))
+
     def _wait_for_events(self) -> None:
         now = self.clock.monotonic()
         timeout_s = limits.SUPERVISOR_TICK_S
@@ -529,6 +672,8 @@ class Supervisor:
                              heartbeat_late_s=self.policy.heartbeat_late_s, stopping=self.stopping)
 
     def _answer(self, message: JsonObject) -> JsonObject:
+        if message.get("request") == "reload":
+            return self.reload()
         if message.get("request") != "status":
             return {"error": f"unknown request {message.get('request')!r}"}
         return self.status()
@@ -561,6 +706,11 @@ class Supervisor:
             health = Health(health.level, [*health.reasons, *route_reasons])
         return status_report(identity=identity, health=health, supervisor=supervisor, workers=workers,
                              start_wall_s=self.start_wall_s, now_wall_s=self.clock.wall(), routes=routes)
+
+
+def reload_file_path(control_socket: Path) -> Path:
+    """Where the supervisor leaves reloaded options for its workers: next to its control socket."""
+    return control_socket.with_suffix(".reload")
 
 
 def _signal(pid: int, signum: int) -> None:

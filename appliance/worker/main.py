@@ -10,8 +10,10 @@ import asyncio
 import json
 import logging
 import os
+import pickle
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from appliance import limits
@@ -19,10 +21,14 @@ from appliance.fabric.mesh import WorkerMesh, WorkerMeshSpec, attach_mesh
 from appliance.jetstream.service import start_jetstream, start_relay
 from appliance.server.cluster_urls import follow_cluster_urls
 from appliance.server.links import LocalFabric
+from appliance.config.options import ServerOptions
+from appliance.log import setup_logging
 from appliance.server.monitor.http import MonitorServer
 from appliance.server.monitor_view import provide_snapshots, start_monitoring, start_system_responder
+from appliance.server.reload import apply_reload
 from appliance.server.routes import RouteManager
 from appliance.server.server import Server
+from appliance.supervisor.status_table import StatusTable
 from appliance.worker.context import WorkerContext
 
 logger = logging.getLogger(__name__)
@@ -48,6 +54,11 @@ async def serve_worker(ctx: WorkerContext) -> int:
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     loop.add_signal_handler(signal.SIGINT, stop.set)
     loop.add_signal_handler(signal.SIGUSR2, on_lame_duck)
+    reload_path = ctx.extra.get("reload_path")
+    reloader = OptionsReloader(server, Path(reload_path)) if isinstance(reload_path, str) and reload_path else None
+    if reloader is not None:
+        loop.add_signal_handler(signal.SIGHUP, reloader.reload)
+    loop.add_signal_handler(signal.SIGUSR1, lambda: setup_logging(**server.options.logging_settings()))  # reopen
     ctx.client_listener.setblocking(False)
     # worker k of n hands out client ids k+1, k+1+n, k+1+2n, ...: small and unique on the host
     await server.start(ctx.client_listener, cid_base=ctx.worker_index + 1 - ctx.worker_count,
@@ -55,8 +66,12 @@ async def serve_worker(ctx: WorkerContext) -> int:
     fabric, mesh = _start_fabric(server, ctx, loop)
     jetstream = start_jetstream(server) if ctx.options.jetstream.enabled and ctx.worker_index == 0 else None
     relay = start_relay(server) if ctx.options.jetstream.enabled and ctx.worker_index != 0 else None
+    if reloader is not None and jetstream is not None:  # accounts' JetStream limits are read from its options
+        reloader.listeners.append(jetstream.reload_options)
     monitor = None
+    table = None
     if ctx.http_listener is not None:
+        table = _provide_worker_rows(server, ctx)
         monitor = await _start_monitor(server, ctx, fabric)
     heartbeat = loop.create_task(_heartbeat(server, ctx, fabric))
     routes_status = None
@@ -95,6 +110,8 @@ async def serve_worker(ctx: WorkerContext) -> int:
             mesh.stop_rejoins()  # its fds and mapping go with the process
         if monitor is not None:
             await monitor.close()
+        if table is not None:
+            table.close()
         # give transports a turn to write what close() flushed
         await asyncio.sleep(0)
     return 0
@@ -121,6 +138,25 @@ async def _start_routes(server: Server, ctx: WorkerContext, fabric: LocalFabric 
     server.routes = routes
     await routes.start(ctx.cluster_listener)
     return routes
+
+
+def _provide_worker_rows(server: Server, ctx: WorkerContext) -> StatusTable | None:
+    """/metrics shows every worker's row of the supervisor's status table (read-only use of our mapping)."""
+    fd = ctx.extra.get("status_fd")
+    if not isinstance(fd, int):
+        return None
+    table = StatusTable.attach(os.dup(fd))  # its own descriptor: close() must not take the writer's
+    clock = server.clock
+
+    def rows() -> list[dict[str, object]]:
+        now = clock.monotonic()
+        return [{"index": row.index, "state": row.state.name.lower(), "restarts": row.restarts,
+                 "ring_fill": row.ring_fill, "connections": row.connections,
+                 "heartbeat_age_s": max(0.0, now - row.heartbeat_mono_s) if row.heartbeats else 0.0}
+                for row in table.snapshots()]
+
+    server.worker_rows = rows  # type: ignore[attr-defined]
+    return table
 
 
 async def _start_monitor(server: Server, ctx: WorkerContext, fabric: LocalFabric | None) -> MonitorServer:
@@ -192,3 +228,31 @@ async def _heartbeat(server: Server, ctx: WorkerContext, fabric: LocalFabric | N
             monitor = getattr(server, "jetstream_monitor", None)  # set while JetStream runs here
             status.set_damaged_assets(monitor.damaged_streams() if monitor is not None else 0)
         await asyncio.sleep(HEARTBEAT_INTERVAL_S)
+
+
+class OptionsReloader:
+    """SIGHUP from the supervisor: the options it re-read and checked are in the reload file (written
+    0600 next to its control socket, like the bootstrap pipe trusted as our own parent's)."""
+
+    def __init__(self, server: Server, path: Path) -> None:
+        self.server = server
+        self.path = path
+        self.generation = 0
+        self.listeners: list[Callable[[ServerOptions], None]] = []
+
+    def reload(self) -> None:
+        try:
+            with self.path.open("rb") as source:
+                generation, options = pickle.load(source)
+        except (OSError, pickle.UnpicklingError, EOFError, ValueError) as exc:
+            logger.error("cannot read the reloaded configuration from %s: %s", self.path, exc)
+            return
+        if not isinstance(options, ServerOptions) or not isinstance(generation, int) or generation <= self.generation:
+            return
+        self.generation = generation
+        old = self.server.options
+        if options.logging_settings() != old.logging_settings():
+            setup_logging(**options.logging_settings())
+        apply_reload(self.server, options)
+        for listener in self.listeners:
+            listener(options)

@@ -125,7 +125,8 @@ def build_context(bootstrap: WorkerBootstrap) -> WorkerContext:
             logger.debug("cannot report ready: %s", exc)
 
     extra: dict[str, object] = {"core": bootstrap.core, "numa_node": bootstrap.numa_node,
-                                "supervisor_pid": bootstrap.supervisor_pid, **bootstrap.extra}
+                                "supervisor_pid": bootstrap.supervisor_pid, "status_fd": bootstrap.status_fd,
+                                **bootstrap.extra}
     return WorkerContext(options=bootstrap.options, worker_index=bootstrap.worker_index,
                          worker_count=bootstrap.worker_count, server_id=bootstrap.server_id,
                          start_wall_s=bootstrap.start_wall_s, client_listener=client, http_listener=http,
@@ -168,9 +169,11 @@ def main(argv: list[str]) -> int:
     if len(argv) != 1 or not argv[0].isdigit():
         print("usage: python -m appliance.worker <bootstrap fd>  (started by the supervisor)", file=sys.stderr)
         return 2
+    for early in (signal.SIGHUP, signal.SIGUSR1):  # a reload or log reopen before serve_worker handles them
+        signal.signal(early, signal.SIG_IGN)  # must not kill us
     bootstrap = read_bootstrap(int(argv[0]))
     options = bootstrap.options
-    setup_logging(debug=options.debug, trace=options.trace, logtime=options.logtime, log_file=options.log_file)
+    setup_logging(**options.logging_settings())
     try:
         die_with_parent(bootstrap.supervisor_pid)
         target = load_target(bootstrap.target)

@@ -77,6 +77,7 @@ write_deadline: 5s
 """
 ACCEPTED = {
     "port": "port: 4222\n",
+    "log_files": "log_file: /tmp/x.log\nlogfile_size_limit: 1MB\nlogfile_max_num: 3\nports_file_dir: /tmp\n",
     "torture": TORTURE,
     "standalone": "server_name: S1\nlisten: 127.0.0.1:4222\nhttp: 127.0.0.1:8222\njetstream { store_dir: /data/exp/jss }\n",
     "member": (
@@ -215,7 +216,6 @@ STARTUP_REJECTED = {
 UNSUPPORTED_BY_APPLIANCE = {
     "syslog": "syslog: false\n",
     "logtime_utc": "logtime_utc: true\n",
-    "ports_file_dir": "ports_file_dir: /tmp\n",
     "http_base_path": "http_base_path: /x\n",
     "max_closed_clients": "max_closed_clients: 5\n",
     "cluster_connect_backoff": "cluster { connect_backoff: true }\n",

@@ -73,3 +73,13 @@ def test_systemd_gone_is_not_an_error(tmp_path: Path) -> None:
 ])
 def test_watchdog_interval_is_half_of_watchdog_usec(env: dict[str, str], interval_s: float | None) -> None:
     assert Notifier(env).watchdog_interval_s == interval_s
+
+
+def test_extend_timeout_and_reloading_messages(systemd: tuple[socket.socket, str]) -> None:
+    listener, path = systemd
+    notifier = Notifier({"NOTIFY_SOCKET": path})
+    notifier.extend_timeout(20.0, "starting: 0/2 worker(s) serving")
+    notifier.reloading(123456)
+    notifier.close()
+    assert listener.recv(4096) == b"EXTEND_TIMEOUT_USEC=20000000\nSTATUS=starting: 0/2 worker(s) serving"
+    assert listener.recv(4096) == b"RELOADING=1\nMONOTONIC_USEC=123456\nSTATUS=reloading configuration"

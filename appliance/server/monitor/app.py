@@ -14,7 +14,7 @@ from __future__ import annotations
 import email.utils
 from collections.abc import Mapping
 
-from . import accountz, connz, healthz, index, ipqueuesz, jsz, leafz, raftz, routez, stacksz, subsz, system, varz
+from . import accountz, connz, healthz, index, ipqueuesz, jsz, leafz, metrics, raftz, routez, stacksz, subsz, system, varz
 from .endpoint import NOT_FOUND, NOTHING, Endpoint, HttpStats, RequestContext, Response, text_response
 from .params import BadRequest, Query
 from .view import ServerView
@@ -33,6 +33,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     raftz.ENDPOINT,
     ipqueuesz.ENDPOINT,
     stacksz.ENDPOINT,
+    metrics.ENDPOINT,
 )
 
 

@@ -1,0 +1,101 @@
+"""diff_options: what a reload applies (nats-server's `Reloaded:` lines) or refuses (its error texts). Pure."""
+
+from __future__ import annotations
+
+import pytest
+
+from appliance.config import options_from_text
+from appliance.config.options import ServerOptions
+from appliance.server.reload import diff_options
+
+
+def opts(text: str) -> ServerOptions:
+    return options_from_text(text, filename="server.conf")
+
+
+BASE = "port: 4222\nauthorization { users: [ {user: a, password: pa} ] }\n"
+
+
+ALWAYS = ["Reloaded: authorization users", "Reloaded: accounts"]  # nats-server reports them on every reload
+
+
+def test_nothing_changed_still_reports_users_and_accounts_as_nats_server() -> None:
+    diff = diff_options(opts(BASE), opts(BASE))
+    assert diff.changes == ALWAYS and diff.error is None
+
+
+@pytest.mark.parametrize(("extra", "line"), [
+    ("debug: true", "Reloaded: debug = true"),
+    ("trace: true", "Reloaded: trace = true"),
+    ("logtime: false", "Reloaded: logtime = false"),
+    ("log_file: /tmp/x.log", "Reloaded: log_file = /tmp/x.log"),
+    ("max_payload: 2MB", "Reloaded: max_payload = 2097152"),
+    ("max_connections: 10", "Reloaded: max_connections = 10"),
+    ("ping_interval: \"30s\"", "Reloaded: ping_interval = 30s"),
+    ("ping_max: 5", "Reloaded: ping_max = 5"),
+    ("write_deadline: \"5s\"", "Reloaded: write_deadline = 5s"),
+    ("server_tags: [\"az:1\"]", "Reloaded: tags"),
+])
+def test_live_changes_are_the_lines_nats_server_logs(extra: str, line: str) -> None:
+    diff = diff_options(opts(BASE), opts(BASE + extra + "\n"))
+    assert diff.error is None and sorted(diff.changes) == sorted([*ALWAYS, line])
+
+
+def test_lines_come_in_nats_server_order() -> None:
+    """Captured from nats-server 2.15.1: users changed and max_payload set in one reload."""
+    diff = diff_options(opts(BASE), opts("port: 4222\nauthorization { users: [ {user: b, password: pb} ] }\n"
+                                         "max_payload: 2MB\ndebug: true\n"))
+    assert diff.changes == ["Reloaded: debug = true", *ALWAYS, "Reloaded: max_payload = 2097152"]
+
+
+def test_the_first_unsupported_field_in_nats_server_order_is_named() -> None:
+    diff = diff_options(opts("server_name: a\nlame_duck_duration: \"30s\"\n"),
+                        opts("server_name: b\nlame_duck_duration: \"45s\"\n"))
+    assert diff.error == "config reload not supported for ServerName: old=a, new=b"
+
+
+def test_users_and_permissions() -> None:
+    added = diff_options(opts(BASE), opts("port: 4222\nauthorization { users: [ {user: a, password: pa}, "
+                                          "{user: b, password: pb} ] }\n"))
+    assert added.changes == ALWAYS
+    permissions = diff_options(opts(BASE), opts("port: 4222\nauthorization { users: [ {user: a, password: pa, "
+                                                "permissions: {publish: \"x\"}} ] }\n"))
+    assert permissions.changes == ALWAYS
+    token = diff_options(opts("authorization { token: s1 }\n"), opts("authorization { token: s2 }\n"))
+    assert token.changes == [*ALWAYS, "Reloaded: authorization token"]
+
+
+def test_account_users_change_live_but_new_accounts_need_a_restart() -> None:
+    one = "accounts { A: { users: [ {user: a, password: pa} ] } }\n"
+    two = "accounts { A: { users: [ {user: a, password: pa}, {user: b, password: pb} ] } }\n"
+    assert diff_options(opts(one), opts(two)).changes == ALWAYS
+    more = "accounts { A: { users: [ {user: a, password: pa} ] }, B: {} }\n"
+    refused = diff_options(opts(one), opts(more))
+    assert refused.error is not None and refused.error.startswith("config reload not supported for accounts")
+
+
+@pytest.mark.parametrize(("before", "after", "error"), [
+    ("server_name: a", "server_name: b", "config reload not supported for ServerName: old=a, new=b"),
+    ("port: 4222", "port: 4333", "config reload not supported for Port: old=4222, new=4333"),
+    ("lame_duck_duration: \"30s\"", "lame_duck_duration: \"45s\"",
+     "config reload not supported for LameDuckDuration: old=30s, new=45s"),
+    ("jetstream { store_dir: /a }", "jetstream { store_dir: /b }",
+     "config reload not supported for jetstream storage directory"),
+    ("jetstream { store_dir: /a, max_file_store: 2GB }", "jetstream { store_dir: /a, max_file_store: 1GB }",
+     "config reload not supported for decreasing jetstream max memory and store"),
+    ("jetstream { store_dir: /a }", "jetstream { store_dir: /a, max_file_store: 1GB }",
+     "config reload not supported for jetstream dynamic max memory and store"),
+])
+def test_refused_changes_use_nats_server_texts(before: str, after: str, error: str) -> None:
+    diff = diff_options(opts(before + "\n"), opts(after + "\n"))
+    assert diff.error == error and diff.changes == []
+
+
+def test_a_random_port_in_the_file_keeps_the_bound_one() -> None:
+    assert diff_options(opts("port: 4222\n"), opts("port: -1\n")).error is None
+
+
+def test_growing_jetstream_limits_is_live() -> None:
+    diff = diff_options(opts("jetstream { store_dir: /a, max_file_store: 1GB }\n"),
+                        opts("jetstream { store_dir: /a, max_file_store: 2GB }\n"))
+    assert diff.error is None and diff.changes == [*ALWAYS, "Reloaded: JetStream max_file_store = 2.00 GB"]
