@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterator
+from typing import TypeVar
 from pathlib import Path
 
 import nats
@@ -14,6 +15,8 @@ from nats.js import JetStreamContext
 from appliance.config.options import ServerOptions
 from appliance.testing.inproc import InProcessServer
 from appliance.testing.natsserver import NatsServer
+
+T = TypeVar("T")
 
 SCENARIO_TIMEOUT_S = 30.0
 
@@ -55,6 +58,19 @@ def run_with(url: str, scenario: Scenario) -> None:
             await nc.close()
 
     asyncio.run(asyncio.wait_for(main(), SCENARIO_TIMEOUT_S))
+
+
+def observe_with(url: str, scenario: Callable[[Client], Awaitable[T]], timeout_s: float) -> T:
+    """Connect nats-py to url, run the scenario and return what it observed (bounded)."""
+
+    async def main() -> T:
+        nc = await nats.connect(url, allow_reconnect=False)
+        try:
+            return await scenario(nc)
+        finally:
+            await nc.close()
+
+    return asyncio.run(asyncio.wait_for(main(), timeout_s))
 
 
 async def api(nc: Client, subject: str, body: bytes = b"", *, headers: dict[str, str] | None = None) -> dict:

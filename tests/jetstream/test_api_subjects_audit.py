@@ -15,6 +15,8 @@ import nats
 import pytest
 from nats.aio.client import Client
 
+from .conftest import observe_with
+
 pytestmark = pytest.mark.integration
 
 # nats-server's API subjects (jetstream_api.go), a wildcard shown as <...>
@@ -148,14 +150,7 @@ async def scenario(nc: Client) -> dict[str, object]:
 
 
 def observe(url: str) -> dict[str, object]:
-    async def main() -> dict[str, object]:
-        nc = await nats.connect(url, allow_reconnect=False)
-        try:
-            return await scenario(nc)
-        finally:
-            await nc.close()
-
-    return asyncio.run(asyncio.wait_for(main(), 110))
+    return observe_with(url, scenario, 110)
 
 
 @pytest.mark.timeout(240)

@@ -15,6 +15,8 @@ from nats.aio.client import Client
 
 from appliance.jetstream import consumer_state
 
+from .conftest import observe_with
+
 pytestmark = pytest.mark.integration
 
 
@@ -115,14 +117,7 @@ async def scenario(nc: Client) -> list[object]:
 
 
 def observe(url: str) -> list[object]:
-    async def main() -> list[object]:
-        nc = await nats.connect(url, allow_reconnect=False)
-        try:
-            return await scenario(nc)
-        finally:
-            await nc.close()
-
-    return asyncio.run(asyncio.wait_for(main(), 90))
+    return observe_with(url, scenario, 90)
 
 
 def test_consumer_reset_answers_as_nats_server(servers: tuple[str, str]) -> None:

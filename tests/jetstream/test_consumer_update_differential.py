@@ -15,6 +15,8 @@ import pytest
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
+from .conftest import observe_with
+
 pytestmark = pytest.mark.integration
 
 Scenario = Callable[[Client], Awaitable[list[object]]]
@@ -352,14 +354,7 @@ SCENARIOS: dict[str, Scenario] = {
 
 
 def observe(url: str, scenario: Scenario) -> list[object]:
-    async def main() -> list[object]:
-        nc = await nats.connect(url, allow_reconnect=False)
-        try:
-            return await scenario(nc)
-        finally:
-            await nc.close()
-
-    return asyncio.run(asyncio.wait_for(main(), 60))
+    return observe_with(url, scenario, 60)
 
 
 @pytest.mark.parametrize("name", list(SCENARIOS))

@@ -16,6 +16,8 @@ from nats.aio.client import Client
 
 from appliance.testing.process import ApplianceProcess, free_port
 
+from .conftest import observe_with
+
 pytestmark = pytest.mark.integration
 
 SLACK_S = 0.5  # scheduling slack on a loaded test machine (the bugs it catches cost seconds)
@@ -76,14 +78,7 @@ async def scenario(nc: Client) -> list[object]:
 
 
 def observe(url: str) -> list[object]:
-    async def main() -> list[object]:
-        nc = await nats.connect(url, allow_reconnect=False)
-        try:
-            return await scenario(nc)
-        finally:
-            await nc.close()
-
-    return asyncio.run(asyncio.wait_for(main(), 60))
+    return observe_with(url, scenario, 60)
 
 
 def test_expired_and_abandoned_pull_requests_take_nothing(servers: tuple[str, str]) -> None:

@@ -17,7 +17,7 @@ from nats.aio.client import Client
 from appliance.jetstream.config import ConsumerConfig
 from appliance.jetstream.pull import PULL_REQUEST_TYPE, BadPull, parse_pull
 from appliance.testing.inproc import InProcessServer
-from .conftest import run_with
+from .conftest import observe_with, run_with
 
 pytestmark = pytest.mark.integration
 
@@ -94,14 +94,7 @@ async def scenario(nc: Client) -> list[object]:
 
 
 def observe(url: str) -> list[object]:
-    async def main() -> list[object]:
-        nc = await nats.connect(url, allow_reconnect=False)
-        try:
-            return await scenario(nc)
-        finally:
-            await nc.close()
-
-    return asyncio.run(asyncio.wait_for(main(), 100))
+    return observe_with(url, scenario, 100)
 
 
 @pytest.mark.timeout(240)
