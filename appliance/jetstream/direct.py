@@ -16,8 +16,8 @@ from appliance import limits
 from appliance.jetstream import errors
 from appliance.jetstream.api_streams import MSG_GET_FIELDS, lookup
 from appliance.jetstream.decode import JsonObject, decode_object, request_body
-from appliance.jetstream.storeview import count_live
-from appliance.jetstream.wire import HEADER_LINE, rfc3339, status_headers
+from appliance.jetstream.storeview import count_live, first_seq_at_or_after_time, last_seq
+from appliance.jetstream.wire import HEADER_LINE, parse_rfc3339, rfc3339, status_headers
 from appliance.store.api import StoredMsg
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ def direct_get(ajs: AccountJetStream, name: str, subject: str, reply: str, body:
     if obj.get("batch") or obj.get("multi_last"):
         _direct_batch(ajs, stream, reply, obj)
         return
-    msg = lookup(stream, obj)
+    msg = _next_at_time(stream, obj) if obj.get("start_time") else lookup(stream, obj)
     if msg is None:
         ajs.send(reply, b"", header=NOT_FOUND)
         return
@@ -120,6 +120,8 @@ def _direct_batch(ajs: AccountJetStream, stream: Stream, reply: str, obj: JsonOb
     else:
         filter_subject = str(obj.get("next_by_subj") or ">")
         seq = max(int(str(obj.get("seq", 0))), 1)
+        if obj.get("start_time"):
+            seq = _seq_at_time(stream, obj)
         while len(msgs) < batch:
             msg = store.load_next(filter_subject, seq)
             if msg is None:
@@ -146,6 +148,16 @@ def _direct_batch(ajs: AccountJetStream, stream: Stream, reply: str, obj: JsonOb
     if isinstance(multi, list):
         eob.append(("Nats-UpTo-Sequence", str(up_to)))
     ajs.send(reply, b"", header=status_headers(204, "EOB", eob))
+
+
+def _seq_at_time(stream: Stream, obj: JsonObject) -> int:
+    """Where a request with start_time begins (nats-server: GetSeqFromTime); past the end if none."""
+    seq = first_seq_at_or_after_time(stream.store, parse_rfc3339(str(obj["start_time"])))
+    return seq or last_seq(stream.store) + 1
+
+
+def _next_at_time(stream: Stream, obj: JsonObject) -> StoredMsg | None:
+    return stream.store.load_next(str(obj.get("next_by_subj") or ">"), _seq_at_time(stream, obj))
 
 
 def _last_at_or_below(stream: Stream, subject: str, up_to: int) -> int | None:

@@ -1,1 +1,23 @@
-"""appliance.spark"""
+"""appliance.spark: PySpark 4.x data sources for appliance streams (the optional extra `appliance[spark]`).
+
+    import appliance.spark
+    appliance.spark.register(spark)
+    spark.read.format("jetstream").option("url", "nats://127.0.0.1:4222").option("stream", "ORDERS").load()
+
+- conn.py       a small blocking NATS client for Spark tasks
+- directget.py  reading a sequence range with batch Direct Get (no consumer on the server)
+- plan.py       options + pushed filters -> sequence/time ranges and a server-side subject filter (pure)
+- source.py     the `jetstream` data source: batch reader
+- writer.py     the `jetstream` batch writer: async publish, bounded window, PubAck checks, Nats-Msg-Id
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def register(spark: Any) -> None:
+    """Register the `jetstream` format on a SparkSession."""
+    from appliance.spark.source import JetStreamDataSource
+
+    spark.dataSource.register(JetStreamDataSource)

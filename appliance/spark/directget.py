@@ -1,0 +1,176 @@
+"""Reading a stream with batch Direct Get (ADR-31, nats-server 2.11+): no consumer is created.
+
+Each request `{"seq": s, "batch": n, "next_by_subj": filter}` answers with up to n messages
+(headers Nats-Stream/-Subject/-Sequence/-Time-Stamp/-Num-Pending/-Last-Sequence appended to the
+stored ones) and a `204 EOB` status; `404` when nothing is left. A reader asks for the next batch
+when the previous ended, so at most one batch is in flight per connection.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from appliance.spark.conn import Connection, NatsError, new_inbox, status_of
+
+BATCH_MAX = 1024  # nats-server's and our cap on one Direct Get batch
+API_PREFIX = "$JS.API"
+DIRECT_HEADERS = (
+    b"Nats-Stream", b"Nats-Subject", b"Nats-Sequence", b"Nats-Time-Stamp", b"Nats-Num-Pending", b"Nats-Last-Sequence",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    seq: int
+    subject: str
+    time_us: int
+    headers: dict[str, list[str]]
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class StreamBounds:
+    first_seq: int
+    last_seq: int
+    messages: int
+    allow_direct: bool
+
+
+def api_request(conn: Connection, subject: str, body: bytes, *, timeout_s: float = 10.0) -> dict[str, object]:
+    inbox = new_inbox()
+    sid = conn.subscribe(inbox)
+    conn.publish(subject, body, reply=inbox)
+    try:
+        frame = conn.next_frame(timeout_s)
+    finally:
+        conn.unsubscribe(sid)
+    code, text = status_of(frame.headers)
+    if code == 503:
+        raise NatsError("JetStream not enabled for account (no responders)")
+    if code:
+        raise NatsError(f"{code} {text}")
+    answer = json.loads(frame.payload)
+    error = answer.get("error")
+    if error:
+        raise NatsError(f"{error.get('description')} (err_code {error.get('err_code')})")
+    return answer  # type: ignore[no-any-return]
+
+
+def stream_bounds(conn: Connection, stream: str, *, api: str = API_PREFIX) -> StreamBounds:
+    info = api_request(conn, f"{api}.STREAM.INFO.{stream}", b"")
+    state, config = info["state"], info["config"]
+    assert isinstance(state, dict) and isinstance(config, dict)
+    bounds = StreamBounds(
+        int(state["first_seq"]), int(state["last_seq"]), int(state["messages"]), bool(config.get("allow_direct"))
+    )
+    if not bounds.allow_direct:
+        raise NatsError(
+            f"stream {stream} does not allow direct get (allow_direct is false): the reader needs it, "
+            f"e.g. `nats stream edit {stream} --allow-direct`"
+        )
+    return bounds
+
+
+def seq_at_time(conn: Connection, stream: str, time_ns: int, *, api: str = API_PREFIX) -> int | None:
+    """The first sequence stored at or after time_ns (None: none), by a Direct Get with start_time."""
+    request = json.dumps({"start_time": rfc3339_ns(time_ns), "batch": 1}).encode()
+    for msg in _exchange(conn, f"{api}.DIRECT.GET.{stream}", request):
+        return msg.seq
+    return None
+
+
+def rfc3339_ns(ns: int) -> str:
+    seconds, nanos = divmod(ns, 1_000_000_000)
+    whole = datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{whole}.{nanos:09d}Z"
+
+
+def read_range(
+    conn: Connection, stream: str, lo: int, hi: int, filter_subject: str = ">", *, api: str = API_PREFIX
+) -> Iterator[Message]:
+    """Every live message with lo <= seq <= hi matching filter_subject, in order."""
+    subject = f"{api}.DIRECT.GET.{stream}"
+    seq = lo
+    while seq <= hi:
+        request = {"seq": seq, "batch": min(BATCH_MAX, hi - seq + 1)}
+        if filter_subject not in ("", ">"):
+            request["next_by_subj"] = filter_subject  # type: ignore[assignment]
+        last = 0
+        for msg in _exchange(conn, subject, json.dumps(request).encode()):
+            if msg.seq > hi:
+                return
+            last = msg.seq
+            yield msg
+        if not last:
+            return  # 404: nothing at or after seq
+        seq = last + 1
+
+
+def _exchange(conn: Connection, subject: str, request: bytes) -> Iterator[Message]:
+    inbox = new_inbox()
+    sid = conn.subscribe(inbox)
+    conn.publish(subject, request, reply=inbox)
+    try:
+        while True:
+            frame = conn.next_frame()
+            code, text = status_of(frame.headers)
+            if code == 204 or code == 404:
+                return
+            if code == 503:
+                raise NatsError(f"stream not found or JetStream not enabled (no responders on {subject})")
+            if code:
+                raise NatsError(f"direct get failed: {code} {text}")
+            yield parse_message(frame.headers, frame.payload)
+    finally:
+        conn.unsubscribe(sid)
+
+
+def parse_message(block: bytes, payload: bytes) -> Message:
+    """A Direct Get reply: the stored headers, and the message's seq, subject and time from the
+    headers the server appended (the last ones of the block)."""
+    lines = block.split(b"\r\n")
+    end = len(lines)
+    while end > 1 and not lines[end - 1]:
+        end -= 1
+    found: dict[bytes, bytes] = {}
+    while end > 1:
+        key, sep, value = lines[end - 1].partition(b":")
+        key = key.strip()
+        if not sep or key not in DIRECT_HEADERS or key in found:
+            break
+        found[key] = value.strip()
+        end -= 1
+    try:
+        seq = int(found[b"Nats-Sequence"])
+        subject = found[b"Nats-Subject"].decode()
+        stamp = found[b"Nats-Time-Stamp"].decode()
+    except KeyError as exc:
+        raise NatsError(f"direct get reply without {exc.args[0].decode()}") from None
+    headers: dict[str, list[str]] = {}
+    for line in lines[1:end]:
+        key, sep, value = line.partition(b":")
+        if sep and key:
+            headers.setdefault(key.strip().decode(errors="replace"), []).append(value.strip().decode(errors="replace"))
+    return Message(seq, subject, rfc3339_micros(stamp), headers, payload)
+
+
+def rfc3339_micros(text: str) -> int:
+    """`2024-05-01T10:00:00.123456789Z` (or an offset) as microseconds since the epoch (truncated)."""
+    main, _, rest = text.partition(".")
+    fraction = ""
+    zone = "Z"
+    if rest:
+        digits = len(rest) - len(rest.lstrip("0123456789"))
+        fraction, zone = rest[:digits], rest[digits:] or "Z"
+    else:
+        for marker in ("Z", "+", "-"):
+            at = main.find(marker, 10)
+            if at > 0:
+                main, zone = main[:at], main[at:]
+                break
+    base = datetime.fromisoformat(main + ("+00:00" if zone == "Z" else zone))
+    seconds = int(base.timestamp())
+    return seconds * 1_000_000 + int((fraction + "000000")[:6])

@@ -1,0 +1,93 @@
+"""Batch read of the `jetstream` format against `appliance run`: columns, options, partitions, and
+pushdown answers equal to a full scan filtered by Spark."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from datetime import datetime, timezone
+
+import pytest
+
+pytest.importorskip("pyspark", reason="pyspark is not installed (pip install '.[spark]')")
+
+import nats  # noqa: E402
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+
+async def _fill(url: str, stream: str, subjects: list[str], n: int) -> list[int]:
+    nc = await nats.connect(url)
+    js = nc.jetstream(timeout=10)
+    await js.add_stream(name=stream, subjects=[f"{stream.lower()}.>"], allow_direct=True)
+    seqs = []
+    for i in range(n):
+        subject = f"{stream.lower()}.{subjects[i % len(subjects)]}"
+        headers = {"X-Index": str(i)} if i % 3 == 0 else None
+        ack = await js.publish(subject, f"m{i}".encode(), headers=headers)
+        seqs.append(ack.seq)
+    await nc.close()
+    return seqs
+
+
+def fill(url: str, stream: str, subjects: list[str], n: int) -> list[int]:
+    return asyncio.run(_fill(url, stream, subjects, n))
+
+
+def test_reads_every_message_with_its_columns(spark, appliance_url) -> None:
+    fill(appliance_url, "READ1", ["a", "b.c"], 50)
+    df = spark.read.format("jetstream").option("url", appliance_url).option("stream", "READ1").load()
+    assert [f.name for f in df.schema.fields] == ["stream", "seq", "subject", "time", "headers", "data"]
+    rows = sorted(df.collect(), key=lambda r: r.seq)
+    assert [r.seq for r in rows] == list(range(1, 51))
+    assert rows[0].stream == "READ1" and rows[0].subject == "read1.a" and rows[1].subject == "read1.b.c"
+    assert rows[0].data == b"m0" and rows[0].headers == {"X-Index": ["0"]} and rows[1].headers == {}
+    assert isinstance(rows[0].time, datetime)
+
+
+def test_partitions_and_options(spark, appliance_url) -> None:
+    fill(appliance_url, "READ2", ["a", "b"], 40)
+    reader = spark.read.format("jetstream").option("url", appliance_url).option("stream", "READ2")
+    df = reader.option("partitionSize", "7").load()
+    assert df.rdd.getNumPartitions() == 6
+    assert df.count() == 40
+    ranged = reader.option("startSeq", "5").option("endSeq", "12").option("subject", "read2.b").load()
+    assert sorted(r.seq for r in ranged.collect()) == [6, 8, 10, 12]
+
+
+FILTERS = [
+    "seq > {a}", "seq >= {a} AND seq < {b}", "seq = {a}", "subject = 'pd.x'", "subject LIKE 'pd.y%'",
+    "subject LIKE 'pd.%' AND seq <= {b}", "time >= timestamp'{t}'", "time < timestamp'{t}' AND subject = 'pd.z.w'",
+    "seq > {a} OR subject = 'pd.x'", "subject IN ('pd.x', 'pd.y1')", "subject LIKE 'pd.y%' AND time > timestamp'{t}'",
+]
+
+
+def test_pushdown_matches_a_full_scan_on_random_filters(spark, appliance_url) -> None:
+    fill(appliance_url, "PD", ["x", "y1", "y2", "z.w"], 120)
+    df = spark.read.format("jetstream").option("url", appliance_url).option("stream", "PD").load()
+    full = df.collect()
+    times = sorted(r.time for r in full)
+    rng = random.Random(17)
+    for template in FILTERS:
+        for _ in range(2):
+            a, b = sorted(rng.sample(range(0, 125), 2))
+            t = times[rng.randrange(len(times))].astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
+            condition = template.format(a=a, b=b, t=t)
+            for enabled in ("true", "false"):
+                spark.conf.set("spark.sql.python.filterPushdown.enabled", enabled)
+                try:  # a DataFrame per query: see the xfail test below
+                    fresh = spark.read.format("jetstream").option("url", appliance_url).option("stream", "PD").load()
+                    got = sorted(r.seq for r in fresh.where(condition).collect())
+                finally:
+                    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+                want = sorted(r.seq for r in spark.createDataFrame(full).where(condition).collect())
+                assert got == want, (condition, enabled)
+
+
+@pytest.mark.xfail(reason="Spark 4.3.0 keeps the pushdown read info on the relation: a later query of the same "
+                   "DataFrame without pushable filters reuses the filtered reader (fixed upstream, scoped to the scan)")
+def test_a_dataframe_queried_with_filters_then_without_sees_everything(spark, appliance_url) -> None:
+    fill(appliance_url, "REUSE", ["a"], 10)
+    df = spark.read.format("jetstream").option("url", appliance_url).option("stream", "REUSE").load()
+    assert df.where("seq < 3").count() == 2
+    assert df.count() == 10
