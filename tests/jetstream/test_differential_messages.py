@@ -44,6 +44,11 @@ PROBES = [
     ("$JS.API.DIRECT.GET.O", b"{bad", 1),
     ("$JS.API.DIRECT.GET.O", b'{"multi_last":["o.>"],"batch":10}', 4),
     ("$JS.API.DIRECT.GET.O", b'{"seq":1,"batch":2}', 3),
+    ("$JS.API.DIRECT.GET.O", b'{"seq":3,"batch":1}', 2),  # Nats-Num-Pending counted from a later seq
+    ("$JS.API.DIRECT.GET.O", b'{"start_time":"2000-01-01T00:00:00Z","batch":2}', 3),
+    ("$JS.API.DIRECT.GET.O", b'{"start_time":"2000-01-01T00:00:00Z","next_by_subj":"o.a","batch":5}', 3),
+    ("$JS.API.DIRECT.GET.O", b'{"start_time":"2000-01-01T00:00:00Z"}', 1),
+    ("$JS.API.DIRECT.GET.O", b'{"start_time":"2100-01-01T00:00:00Z","batch":2}', 1),
 ]
 
 
