@@ -9,6 +9,8 @@
 - plan.py       options + pushed filters -> sequence/time ranges and a server-side subject filter (pure)
 - source.py     the `jetstream` data source: batch reader
 - writer.py     the `jetstream` batch writer: async publish, bounded window, PubAck checks, Nats-Msg-Id
+- store_files.py  offline block planning and checked decoding of stream directories (pure)
+- source_store.py the `jetstream-store` data source over store_files
 """
 
 from __future__ import annotations
@@ -17,7 +19,10 @@ from typing import Any
 
 
 def register(spark: Any) -> None:
-    """Register the `jetstream` format on a SparkSession."""
+    """Register the `jetstream` and `jetstream-store` formats on a SparkSession."""
+    # imported here: `import appliance.spark` must not need pyspark (the extra is optional)
     from appliance.spark.source import JetStreamDataSource
+    from appliance.spark.source_store import StoreDataSource
 
     spark.dataSource.register(JetStreamDataSource)
+    spark.dataSource.register(StoreDataSource)

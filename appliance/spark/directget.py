@@ -149,12 +149,22 @@ def parse_message(block: bytes, payload: bytes) -> Message:
         stamp = found[b"Nats-Time-Stamp"].decode()
     except KeyError as exc:
         raise NatsError(f"direct get reply without {exc.args[0].decode()}") from None
+    return Message(seq, subject, rfc3339_micros(stamp), header_lists(lines[1:end]), payload)
+
+
+def header_lists(lines: list[bytes]) -> dict[str, list[str]]:
+    """`Key: value` lines as key -> values in order (a key may repeat)."""
     headers: dict[str, list[str]] = {}
-    for line in lines[1:end]:
+    for line in lines:
         key, sep, value = line.partition(b":")
         if sep and key:
             headers.setdefault(key.strip().decode(errors="replace"), []).append(value.strip().decode(errors="replace"))
-    return Message(seq, subject, rfc3339_micros(stamp), headers, payload)
+    return headers
+
+
+def stored_headers(block: bytes) -> dict[str, list[str]]:
+    """A stored `NATS/1.0\r\n...\r\n\r\n` header block as key -> values ({} for none)."""
+    return header_lists(block.split(b"\r\n")[1:]) if block else {}
 
 
 def rfc3339_micros(text: str) -> int:

@@ -82,7 +82,7 @@ class _Pushdown:
     without pushdown too (Spark then filters what it reads), so it shows Spark the base method as
     its `__func__` and Spark calls it only when pushdown is on."""
 
-    def __init__(self, reader: JetStreamReader) -> None:
+    def __init__(self, reader: Any) -> None:
         self.reader = reader
         self.__func__ = DataSourceReader.pushFilters
 
@@ -90,15 +90,28 @@ class _Pushdown:
         return self.reader.push_filters(filters)
 
 
-class _PushdownSlot:
-    def __get__(self, reader: JetStreamReader | None, owner: type) -> Any:
+class PushdownSlot:
+    def __get__(self, reader: Any, owner: type) -> Any:
         if reader is None:
             return self
         return _Pushdown(reader)
 
 
+def push_into(reader: Any, filters: list[Filter]) -> Iterator[Filter]:
+    """Narrow reader.plan (rebuilt from its options: a reader asked again starts afresh) by the
+    filters it evaluates; yields the others for Spark."""
+    reader.plan = plan.from_options(reader.options)
+    for spark_filter in filters:
+        spec = _FilterSpec.of(spark_filter)
+        narrowed = plan.with_filter(reader.plan, *spec) if spec else None
+        if narrowed is None:
+            yield spark_filter
+        else:
+            reader.plan = narrowed
+
+
 class JetStreamReader(DataSourceReader):  # type: ignore[misc]
-    pushFilters = _PushdownSlot()
+    pushFilters = PushdownSlot()
 
     def __init__(self, options: dict[str, str]) -> None:
         self.options = options
@@ -108,14 +121,7 @@ class JetStreamReader(DataSourceReader):  # type: ignore[misc]
         self.num_partitions = int(options.get("numpartitions", "0"))
 
     def push_filters(self, filters: list[Filter]) -> Iterator[Filter]:
-        self.plan = plan.from_options(self.options)  # a reader asked again starts from its options
-        for spark_filter in filters:
-            spec = _FilterSpec.of(spark_filter)
-            narrowed = plan.with_filter(self.plan, *spec) if spec else None
-            if narrowed is None:
-                yield spark_filter
-            else:
-                self.plan = narrowed
+        return push_into(self, filters)
 
     def partitions(self) -> Sequence[InputPartition]:
         wanted = self.plan
