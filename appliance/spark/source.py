@@ -1,4 +1,4 @@
-"""The `jetstream` data source (PySpark 4.x Python Data Source API): batch read and batch write.
+"""The `jetstream` batch reader (PySpark 4.x Python Data Source API; formats.py names the formats).
 
     spark.read.format("jetstream").option("url", "nats://127.0.0.1:4222").option("stream", "ORDERS").load()
 
@@ -14,12 +14,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, Filter, InputPartition
-from pyspark.sql.types import StructType
+from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 
 from appliance.spark import directget, plan
 from appliance.spark.conn import Auth, Connection
-from appliance.spark.writer import JetStreamWriter
 
 SCHEMA = "stream string, seq long, subject string, time timestamp, headers map<string, array<string>>, data binary"
 DEFAULT_PARTITION_SIZE = 100_000
@@ -153,18 +151,3 @@ class JetStreamReader(DataSourceReader):  # type: ignore[misc]
             ):
                 if wanted.accepts(msg.seq, msg.subject, msg.time_us):
                     yield (stream, msg.seq, msg.subject, micros_to_datetime(msg.time_us), msg.headers, msg.data)
-
-
-class JetStreamDataSource(DataSource):  # type: ignore[misc]
-    @classmethod
-    def name(cls) -> str:
-        return "jetstream"
-
-    def schema(self) -> str:
-        return SCHEMA
-
-    def reader(self, schema: StructType) -> JetStreamReader:
-        return JetStreamReader(lower_options(self.options))
-
-    def writer(self, schema: StructType, overwrite: bool) -> JetStreamWriter:
-        return JetStreamWriter(lower_options(self.options), schema)

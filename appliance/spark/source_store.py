@@ -17,13 +17,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, Filter, InputPartition
-from pyspark.sql.types import StructType
+from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 
 from appliance.errors import CorruptData
 from appliance.spark import plan, store_files
 from appliance.spark.directget import stored_headers
-from appliance.spark.source import SCHEMA, PushdownSlot, lower_options, push_into
+from appliance.spark.source import PushdownSlot, push_into
 
 logger = logging.getLogger(__name__)
 
@@ -150,15 +149,3 @@ def _with_removals(group: list[store_files.Piece], below: dict[str, int], seqs: 
         tuple((name, below[name]) for name in streams if name in below),
         tuple((name, found) for name, found in mine.items() if found),
     )
-
-
-class StoreDataSource(DataSource):  # type: ignore[misc]
-    @classmethod
-    def name(cls) -> str:
-        return "jetstream-store"
-
-    def schema(self) -> str:
-        return SCHEMA
-
-    def reader(self, schema: StructType) -> StoreReader:
-        return StoreReader(lower_options(self.options))
