@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 NATIVE_SRC := $(wildcard native/*.c native/*.h native/bench/*.c)
 
-.PHONY: run test test-spark native bench clean
+.PHONY: run test test-spark spark-example bench-spark native bench clean
 
 $(VENV)/.base: pyproject.toml setup.py $(NATIVE_SRC)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,9 @@ $(VENV)/.spark: $(VENV)/.test
 
 test-spark: $(VENV)/.spark
 	APPLIANCE_REQUIRE_SPARK=1 PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q tests/spark $(PYTEST_ARGS)
+
+spark-example: $(VENV)/.spark
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) examples/spark_pipeline.py $(ARGS)
 
 bench: $(VENV)/.test
 	$(PY) -m pip install --quiet -e '.[test,bench]'
