@@ -11,17 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 
 from appliance.spark import directget, plan
 from appliance.spark.conn import Auth, Connection
+from appliance.spark.rows import BatchBuilder
 
 SCHEMA = "stream string, seq long, subject string, time timestamp, headers map<string, array<string>>, data binary"
 DEFAULT_PARTITION_SIZE = 100_000
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,10 +51,6 @@ def endpoint_of(options: dict[str, str], *, need_stream: bool = True) -> Endpoin
 
 def lower_options(options: Any) -> dict[str, str]:
     return {str(k).lower(): str(v) for k, v in dict(options).items()}
-
-
-def micros_to_datetime(us: int) -> datetime:
-    return EPOCH + timedelta(microseconds=us)
 
 
 @dataclass(frozen=True)
@@ -140,14 +136,18 @@ class JetStreamReader(DataSourceReader):  # type: ignore[misc]
         ranges = plan.split_ranges(lo, hi, size=self.partition_size, count=self.num_partitions)
         return [SeqRange(a, b) for a, b in ranges] or [SeqRange(1, 0)]
 
-    def read(self, partition: SeqRange) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: SeqRange) -> Iterator[pa.RecordBatch]:
         if partition.lo > partition.hi:
             return
         wanted = self.plan
-        stream = self.endpoint.stream
+        rows = BatchBuilder(self.endpoint.stream)
         with self.endpoint.connect() as conn:
             for msg in directget.read_range(
-                conn, stream, partition.lo, partition.hi, wanted.server_filter(), api=self.endpoint.api
+                conn, self.endpoint.stream, partition.lo, partition.hi, wanted.server_filter(), api=self.endpoint.api
             ):
                 if wanted.accepts(msg.seq, msg.subject, msg.time_us):
-                    yield (stream, msg.seq, msg.subject, micros_to_datetime(msg.time_us), msg.headers, msg.data)
+                    rows.add(msg.seq, msg.subject, msg.time_us, msg.headers, msg.data)
+                    if rows.full():
+                        yield rows.take()
+        if len(rows):
+            yield rows.take()

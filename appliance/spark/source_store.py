@@ -22,15 +22,11 @@ from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from appliance.errors import CorruptData
 from appliance.spark import plan, store_files
 from appliance.spark.directget import stored_headers
+from appliance.spark.rows import BatchBuilder
 from appliance.spark.source import PushdownSlot, push_into
 
 logger = logging.getLogger(__name__)
 
-ARROW_SCHEMA = pa.schema([
-    ("stream", pa.string()), ("seq", pa.int64()), ("subject", pa.string()),
-    ("time", pa.timestamp("us", tz="UTC")), ("headers", pa.map_(pa.string(), pa.list_(pa.string()))),
-    ("data", pa.binary()),
-])
 
 
 @dataclass(frozen=True)
@@ -119,22 +115,14 @@ class StoreReader(DataSourceReader):  # type: ignore[misc]
                 raise
             below = dict(partition.removed_below).get(piece.stream, 0)
             removed = dict(partition.removed).get(piece.stream, frozenset())
-            seqs, subjects, times, headers, data = [], [], [], [], []
+            rows = BatchBuilder(piece.stream)
             for seq, subject, header_block, payload, ts in msgs:
                 time_us = ts // 1000
                 if seq < below or seq in removed or not wanted.accepts(seq, subject, time_us):
                     continue
-                seqs.append(seq)
-                subjects.append(subject)
-                times.append(time_us)
-                headers.append(list(stored_headers(header_block).items()) if header_block else [])
-                data.append(payload)
-            if seqs:
-                yield pa.RecordBatch.from_arrays([
-                    pa.array([piece.stream] * len(seqs), pa.string()), pa.array(seqs, pa.int64()),
-                    pa.array(subjects, pa.string()), pa.array(times, pa.timestamp("us", tz="UTC")),
-                    pa.array(headers, ARROW_SCHEMA.field("headers").type), pa.array(data, pa.binary()),
-                ], schema=ARROW_SCHEMA)
+                rows.add(seq, subject, time_us, stored_headers(header_block) if header_block else {}, payload)
+            if len(rows):
+                yield rows.take()
 
 
 def _with_removals(group: list[store_files.Piece], below: dict[str, int], seqs: dict[str, frozenset[int]]) -> Pieces:
