@@ -33,6 +33,9 @@ $(VENV)/.spark: $(VENV)/.test
 test-spark: $(VENV)/.spark
 	APPLIANCE_REQUIRE_SPARK=1 PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q tests/spark $(PYTEST_ARGS)
 
+bench-spark: $(VENV)/.spark
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) benchmarks/spark.py $(ARGS)
+
 spark-example: $(VENV)/.spark
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) examples/spark_pipeline.py $(ARGS)
 

@@ -96,8 +96,11 @@ class Publisher:
         self.duplicates = 0
 
     def publish(self, subject: str, payload: bytes, headers: bytes) -> None:
-        while len(self.pending) >= self.window:
-            self._take_ack()
+        if len(self.pending) >= self.window:
+            # the window is full: take acks until half of it is free, so publishes go out in runs
+            # (one flush per run) rather than one per acknowledgement
+            while len(self.pending) > self.window // 2:
+                self._take_ack()
         token = str(self.next_token)
         self.next_token += 1
         self.conn.publish(subject, payload, reply=f"{self.prefix}.{token}", headers=headers)
