@@ -6,7 +6,6 @@ APPLIANCE_REQUIRE_SPARK=1 (`make test-spark`) a missing pyspark fails the run in
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 from collections.abc import Iterator
@@ -17,7 +16,17 @@ import pytest
 
 from appliance.testing.process import ApplianceProcess, free_port
 
-HAVE_PYSPARK = importlib.util.find_spec("pyspark") is not None
+
+
+def _have_pyspark() -> bool:
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+HAVE_PYSPARK = _have_pyspark()
 SKIP_REASON = "pyspark is not installed (pip install '.[spark]'; `make test-spark` does it)"
 
 
