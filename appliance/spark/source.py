@@ -95,6 +95,9 @@ def push_into(reader: Any, filters: list[Filter]) -> Iterator[Filter]:
     """Narrow reader.plan (rebuilt from its options: a reader asked again starts afresh) by the
     filters it evaluates; yields the others for Spark."""
     reader.plan = plan.from_options(reader.options)
+    if reader.options.get("pushdown", "true").lower() == "false":
+        yield from filters  # Spark filters what is read (see README: Spark 4.3.0 reuse of a pushed read)
+        return
     for spark_filter in filters:
         spec = _FilterSpec.of(spark_filter)
         narrowed = plan.with_filter(reader.plan, *spec) if spec else None

@@ -91,3 +91,11 @@ def test_a_dataframe_queried_with_filters_then_without_sees_everything(spark, ap
     df = spark.read.format("jetstream").option("url", appliance_url).option("stream", "REUSE").load()
     assert df.where("seq < 3").count() == 2
     assert df.count() == 10
+
+
+def test_pushdown_off_per_dataframe_keeps_a_reused_dataframe_correct(spark, appliance_url) -> None:
+    fill(appliance_url, "REUSE2", ["a", "b"], 10)
+    df = (spark.read.format("jetstream").option("url", appliance_url).option("stream", "REUSE2")
+          .option("pushdown", "false").load())
+    assert df.where("seq < 3 AND subject = 'reuse2.a'").count() == 1
+    assert df.count() == 10
