@@ -128,10 +128,20 @@ def _exchange(conn: Connection, subject: str, request: bytes) -> Iterator[Messag
         conn.unsubscribe(sid)
 
 
+PLAIN_BATCH_CRLFS = 8  # `NATS/1.0`, the six appended headers, the blank line: no stored headers
+
+
 def parse_message(block: bytes, payload: bytes) -> Message:
     """A Direct Get reply: the stored headers, and the message's seq, subject and time from the
     headers the server appended (the last ones of the block)."""
     lines = block.split(b"\r\n")
+    if len(lines) == PLAIN_BATCH_CRLFS + 1 and lines[3][:14] == b"Nats-Sequence:" and lines[2][:13] == b"Nats-Subject:":
+        stamp_line = lines[4]
+        if stamp_line[:16] == b"Nats-Time-Stamp:":  # the common case, without the general walk below
+            return Message(
+                int(lines[3][14:]), lines[2][13:].strip().decode(), rfc3339_micros(stamp_line[16:].strip().decode()),
+                {}, payload,
+            )
     end = len(lines)
     while end > 1 and not lines[end - 1]:
         end -= 1
@@ -167,8 +177,25 @@ def stored_headers(block: bytes) -> dict[str, list[str]]:
     return header_lists(block.split(b"\r\n")[1:]) if block else {}
 
 
+_SECONDS: dict[str, int] = {}  # "2024-05-01T10:00:00" -> epoch seconds, for the UTC form
+_SECONDS_MAX = 4096
+
+
 def rfc3339_micros(text: str) -> int:
     """`2024-05-01T10:00:00.123456789Z` (or an offset) as microseconds since the epoch (truncated)."""
+    if len(text) >= 20 and text[-1] == "Z" and text[19] in ".Z":
+        head = text[:19]
+        seconds = _SECONDS.get(head)
+        if seconds is None:
+            if len(_SECONDS) >= _SECONDS_MAX:
+                _SECONDS.clear()
+            seconds = _SECONDS[head] = int(datetime.fromisoformat(head + "+00:00").timestamp())
+        fraction = text[20:-1]
+        return seconds * 1_000_000 + (int((fraction + "000000")[:6]) if fraction else 0)
+    return _general_micros(text)
+
+
+def _general_micros(text: str) -> int:
     main, _, rest = text.partition(".")
     fraction = ""
     zone = "Z"
