@@ -50,6 +50,11 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         if self.position == "latest":
             return {"seq": bounds.last_seq + 1}
         start = max(bounds.first_seq, self.batch_reader.plan.seq_lo, 1)
+        wanted = self.batch_reader.plan
+        if wanted.time_lo != plan.TIME_MIN_US:  # startTime: begin at the first message stored then
+            with self.endpoint.connect() as conn:
+                at = directget.seq_at_time(conn, self.endpoint.stream, wanted.time_lo * 1000, api=self.endpoint.api)
+            start = max(start, at if at is not None else bounds.last_seq + 1)
         return {"seq": start}
 
     def getDefaultReadLimit(self) -> ReadLimit:

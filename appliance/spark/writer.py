@@ -5,7 +5,7 @@ with the server's words.
 Columns: `subject` (string), `data` (binary or string), optional `headers` (map<string,
 array<string>> or map<string, string>). Each message carries a Nats-Msg-Id so a retried task, or
 a re-run of the same write (same `writeId` option), is deduplicated by the stream's duplicate
-window: the value of the column named by `msgIdColumn`, else `<writeId>-<partition>-<row>`.
+window: the value of the column named by `msgIdColumn` (when not null), else `<writeId>-<partition>-<row>`.
 
 Options: url, user, password, token, msgIdColumn, writeId (default: one per write), window
 (unacknowledged publishes, default 256), timeout (seconds to wait for a PubAck, default 30).
@@ -156,7 +156,8 @@ class JetStreamWriter(DataSourceWriter):  # type: ignore[misc]
                     raise ValueError(f"jetstream write: row {index} of partition {partition} has no subject")
                 data = row["data"]
                 payload = b"" if data is None else data.encode() if isinstance(data, str) else bytes(data)
-                msg_id = str(row[self.msg_id_column]) if self.msg_id_column else f"{id_prefix}-{index}"
+                chosen = row[self.msg_id_column] if self.msg_id_column else None
+                msg_id = str(chosen) if chosen is not None else f"{id_prefix}-{index}"
                 headers = row["headers"] if self.has_headers else None
                 publisher.publish(subject, payload, header_block(headers, msg_id))
             publisher.drain()

@@ -43,10 +43,10 @@ def test_write_then_rerun_is_deduplicated_and_read_back(spark, appliance_url) ->
 
 def test_msg_id_from_a_column(spark, appliance_url) -> None:
     asyncio.run(_add_stream(appliance_url, "WID", ["wid.>"]))
-    df = spark.createDataFrame([("wid.a", "x", "id-1"), ("wid.a", "y", "id-1"), ("wid.b", "z", "id-2")],
-                               "subject string, data string, key string")
+    df = spark.createDataFrame([("wid.a", "x", "id-1"), ("wid.a", "y", "id-1"), ("wid.b", "z", "id-2"),
+                                ("wid.c", "n", None)], "subject string, data string, key string").coalesce(1)
     df.write.format("jetstream").option("url", appliance_url).option("msgIdColumn", "key").mode("append").save()
-    assert asyncio.run(_stream_messages(appliance_url, "WID")) == 2
+    assert asyncio.run(_stream_messages(appliance_url, "WID")) == 3  # a null key: the generated id
 
 
 def test_a_failed_puback_fails_the_write_with_the_server_error(spark, appliance_url) -> None:
