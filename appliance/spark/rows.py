@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -56,8 +57,13 @@ def batch_of_stored(stream: str, msgs: list[tuple[int, str, bytes, bytes, int]],
     seqs, subjects, blocks, payloads, stamps = zip(*msgs)
     n = len(seqs)
     times = pc.divide(pa.array(stamps, pa.int64()), 1000).cast(pa.timestamp("us", tz="UTC"))
-    headers = [list(headers_of(b).items()) if b else [] for b in blocks]
+    if any(blocks):
+        headers = pa.array([list(headers_of(b).items()) if b else [] for b in blocks], HEADERS_TYPE)
+    else:  # no message of the block has headers: n empty maps from zero offsets
+        headers = pa.MapArray.from_arrays(
+            pa.array(np.zeros(n + 1, dtype=np.int32)), pa.array([], pa.string()), pa.array([], pa.list_(pa.string()))
+        )
     return pa.RecordBatch.from_arrays([
         pa.array([stream] * n, pa.string()), pa.array(seqs, pa.int64()), pa.array(subjects, pa.string()),
-        times, pa.array(headers, HEADERS_TYPE), pa.array(payloads, pa.binary()),
+        times, headers, pa.array(payloads, pa.binary()),
     ], schema=ARROW_SCHEMA)

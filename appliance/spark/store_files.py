@@ -136,8 +136,9 @@ def plan_stream(
     return result
 
 
-def piece_records(piece: Piece, zdict: zstandard.ZstdCompressionDict | None) -> bytes:
-    """The raw records of a piece, checksums verified (an active segment: up to its last whole record)."""
+def piece_records(piece: Piece, zdict: zstandard.ZstdCompressionDict | None, *, frames: bool = True) -> bytes:
+    """The raw records of a piece, checksums verified (an active segment: up to its last whole
+    record). frames=False leaves the framing check of a sealed block's records to the caller."""
     if piece.block_offset < 0:
         data = _read(piece.path)
         _frames, stop = speedups.replay_frames(data, segment.HEADER_BYTES, True)
@@ -160,9 +161,10 @@ def piece_records(piece: Piece, zdict: zstandard.ZstdCompressionDict | None) -> 
         raw = segment.decode_block(buffer, info, zdict=zdict, path=piece.path)
     except CorruptData as exc:
         raise CorruptData(str(exc).split(": ", 1)[-1], path=piece.path, offset=piece.block_offset) from None
-    _frames, stop = speedups.replay_frames(raw, 0, False)
-    if stop != len(raw):
-        raise CorruptData("damaged record inside block", path=piece.path, offset=piece.block_offset)
+    if frames:
+        _frames, stop = speedups.replay_frames(raw, 0, False)
+        if stop != len(raw):
+            raise CorruptData("damaged record inside block", path=piece.path, offset=piece.block_offset)
     return raw
 
 
@@ -184,8 +186,11 @@ def piece_messages(
     piece: Piece, zdict: zstandard.ZstdCompressionDict | None
 ) -> list[tuple[int, str, bytes, bytes, int]]:
     """(seq, subject, headers, payload, timestamp_ns) of every MSG record of the piece."""
-    raw = piece_records(piece, zdict)
-    return speedups.block_msgs(raw, 0, _as_tuple)  # type: ignore[return-value]
+    raw = piece_records(piece, zdict, frames=False)
+    try:
+        return speedups.block_msgs(raw, 0, _as_tuple)  # type: ignore[return-value]
+    except ValueError as exc:  # a malformed record inside a block whose checksum held
+        raise CorruptData(f"damaged record inside block: {exc}", path=piece.path, offset=piece.block_offset) from None
 
 
 def _as_tuple(seq: int, subject: str, headers: bytes, payload: bytes, ts: int) -> tuple[int, str, bytes, bytes, int]:
