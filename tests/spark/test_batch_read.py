@@ -99,3 +99,32 @@ def test_pushdown_off_per_dataframe_keeps_a_reused_dataframe_correct(spark, appl
           .option("pushdown", "false").load())
     assert df.where("seq < 3 AND subject = 'reuse2.a'").count() == 1
     assert df.count() == 10
+
+
+def test_pushed_filters_bring_only_matching_messages_over_the_wire(appliance_url, monkeypatch) -> None:
+    from pyspark.sql.datasource import EqualTo, GreaterThan, LessThan, StringEndsWith
+
+    from appliance.spark.conn import Connection
+    from appliance.spark.source import JetStreamReader
+
+    fill(appliance_url, "WIRE", ["x", "y", "z", "w"], 200)
+    frames: list[str] = []
+    original = Connection.next_frame
+
+    def counting(self: Connection, timeout_s: float | None = None):  # type: ignore[no-untyped-def]
+        frame = original(self, timeout_s)
+        frames.append(frame.subject)
+        return frame
+
+    monkeypatch.setattr(Connection, "next_frame", counting)
+    reader = JetStreamReader({"url": appliance_url, "stream": "WIRE", "partitionsize": "40"})
+    filters = [EqualTo(("subject",), "wire.y"), GreaterThan(("seq",), 50), LessThan(("seq",), 150),
+               StringEndsWith(("subject",), "y")]
+    assert list(reader.pushFilters(filters)) == [filters[3]]
+    parts = reader.partitions()
+    assert parts[0].lo == 51 and parts[-1].hi == 149
+    frames.clear()
+    seqs = [s for p in parts for batch in reader.read(p) for s in batch.column("seq").to_pylist()]
+    assert seqs == [s for s in range(51, 150) if s % 4 == 2]
+    # every frame on the wire was a matching message, or the end-of-batch status of a request
+    assert len(frames) == len(seqs) + len(parts)
