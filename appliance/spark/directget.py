@@ -9,6 +9,7 @@ when the previous ended, so at most one batch is in flight per connection.
 from __future__ import annotations
 
 import json
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -92,6 +93,9 @@ def read_range(
     conn: Connection, stream: str, lo: int, hi: int, filter_subject: str = ">", *, api: str = API_PREFIX
 ) -> Iterator[Message]:
     """Every live message with lo <= seq <= hi matching filter_subject, in order."""
+    if filter_subject in ("", ">"):
+        yield from _read_all_pipelined(conn, f"{api}.DIRECT.GET.{stream}", lo, hi)
+        return
     subject = f"{api}.DIRECT.GET.{stream}"
     seq = lo
     while seq <= hi:
@@ -107,6 +111,66 @@ def read_range(
         if not last:
             return  # 404: nothing at or after seq
         seq = last + 1
+
+
+PIPELINE_DEPTH = 2  # requests in flight: the server fills the next batch while this one is parsed
+
+
+def _read_all_pipelined(conn: Connection, subject: str, lo: int, hi: int) -> Iterator[Message]:
+    """Unfiltered: request k asks for the 1024 messages from lo + 1024k, so requests need not wait
+    for each other. Every live message of [s_k, s_k+1024) is among request k's answer (fewer than
+    1024 are there); with deleted sequences an answer runs into the next range, and those repeats
+    are dropped by sequence."""
+    prefix = new_inbox()
+    sid = conn.subscribe(prefix + ".*")
+    answers: dict[str, tuple[list[Message], list[bool]]] = {}
+    order: deque[str] = deque()
+    next_start = lo
+    tokens = 0
+    exhausted = False
+
+    def ask() -> None:
+        nonlocal next_start, tokens
+        if exhausted or next_start > hi:
+            return
+        count = min(BATCH_MAX, hi - next_start + 1)
+        token = str(tokens)
+        tokens += 1
+        conn.publish(subject, b'{"seq":%d,"batch":%d}' % (next_start, count), reply=f"{prefix}.{token}")
+        answers[token] = ([], [False])
+        order.append(token)
+        next_start += count
+
+    try:
+        for _ in range(PIPELINE_DEPTH):
+            ask()
+        last = lo - 1
+        while order:
+            token = order[0]
+            msgs, done = answers[token]
+            while not done[0]:
+                frame = conn.next_frame()
+                got_msgs, got_done = answers.get(frame.subject.rpartition(".")[2], ([], [True]))
+                code, text = status_of(frame.headers)
+                if code in (204, 404):
+                    got_done[0] = True
+                    if code == 404:
+                        exhausted = True  # nothing at or after that start: nothing after later ones either
+                elif code == 503:
+                    raise NatsError(f"stream not found or JetStream not enabled (no responders on {subject})")
+                elif code:
+                    raise NatsError(f"direct get failed: {code} {text}")
+                else:
+                    got_msgs.append(parse_message(frame.headers, frame.payload))
+            order.popleft()
+            del answers[token]
+            ask()
+            for msg in msgs:
+                if last < msg.seq <= hi:
+                    last = msg.seq
+                    yield msg
+    finally:
+        conn.unsubscribe(sid)
 
 
 def _exchange(conn: Connection, subject: str, request: bytes) -> Iterator[Message]:

@@ -128,3 +128,26 @@ def test_pushed_filters_bring_only_matching_messages_over_the_wire(appliance_url
     assert seqs == [s for s in range(51, 150) if s % 4 == 2]
     # every frame on the wire was a matching message, or the end-of-batch status of a request
     assert len(frames) == len(seqs) + len(parts)
+
+
+async def _delete(url: str, stream: str, seqs: list[int]) -> None:
+    nc = await nats.connect(url)
+    js = nc.jetstream(timeout=10)
+    for seq in seqs:
+        await js.delete_msg(stream, seq)
+    await nc.close()
+
+
+def test_pipelined_direct_get_with_deleted_sequences(appliance_url) -> None:
+    from appliance.spark import directget
+    from appliance.spark.conn import Connection
+
+    fill(appliance_url, "GAPS", ["a"], 2600)
+    gone = [1, 5, 700, 1024, 1025, 1030, 2047, 2048, 2600]
+    asyncio.run(_delete(appliance_url, "GAPS", gone))
+    live = [s for s in range(1, 2601) if s not in gone]
+    with Connection(appliance_url) as conn:
+        assert [m.seq for m in directget.read_range(conn, "GAPS", 1, 2600)] == live
+        assert [m.seq for m in directget.read_range(conn, "GAPS", 1000, 2100)] == [s for s in live if 1000 <= s <= 2100]
+        assert [m.seq for m in directget.read_range(conn, "GAPS", 2600, 9000)] == []
+        assert [m.seq for m in directget.read_range(conn, "GAPS", 3, 3)] == [3]
