@@ -47,3 +47,17 @@ accounts {{
             .option("stream", "SECRET").load().count() == 5
         with pytest.raises(Exception, match="Authorization Violation"):
             reader.option("user", "app").option("password", "wrong").load().count()
+
+
+def test_token(spark, tmp_path: Path) -> None:
+    port = free_port()
+    config = tmp_path / "token.conf"
+    config.write_text(f"listen: 127.0.0.1:{port}\njetstream {{ store_dir: {tmp_path / 'store'} }}\n"
+                      "authorization { token: \"t0ken\" }\n")
+    with ApplianceProcess(["-c", str(config)], log_dir=tmp_path):
+        asyncio.run(_fill(f"nats://t0ken@127.0.0.1:{port}"))
+        url = f"nats://127.0.0.1:{port}"
+        reader = spark.read.format("jetstream").option("url", url).option("stream", "SECRET")
+        assert reader.option("token", "t0ken").load().count() == 5
+        with pytest.raises(Exception, match="Authorization Violation"):
+            reader.option("token", "nope").load().count()
