@@ -178,8 +178,9 @@ def _collect_removals(raw: bytes, stream: str, plan: StorePlan) -> None:
             target = plan.removed.setdefault(stream, set())
             for first, last in record.ranges():
                 target.update(range(first, last + 1))
-        else:
+        elif kind == records.Kind.FIRST:
             plan.removed_below[stream] = max(plan.removed_below.get(stream, 0), record.seq)
+        # any other kind of record removes nothing
 
 
 def piece_messages(
