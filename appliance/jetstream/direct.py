@@ -45,6 +45,10 @@ def direct_get(ajs: AccountJetStream, name: str, subject: str, reply: str, body:
     except errors.JsApiError:
         ajs.send(reply, b"", header=status_headers(408, "Malformed Request"))
         return
+    problem = request_problem(obj)
+    if problem:
+        ajs.send(reply, b"", header=status_headers(408, problem))
+        return
     if obj.get("batch") or obj.get("multi_last"):
         _direct_batch(ajs, stream, reply, obj)
         return
@@ -53,6 +57,20 @@ def direct_get(ajs: AccountJetStream, name: str, subject: str, reply: str, body:
         ajs.send(reply, b"", header=NOT_FOUND)
         return
     ajs.send(reply, msg.payload, header=direct_headers(stream.config.name, msg))
+
+
+def request_problem(obj: JsonObject) -> str:
+    """nats-server's 408 for a request naming nothing, or options that conflict ("" when fine)."""
+    seq, last_for, next_for = int(str(obj.get("seq") or 0)), obj.get("last_by_subj"), obj.get("next_by_subj")
+    start_time, multi, batch = obj.get("start_time"), obj.get("multi_last"), int(str(obj.get("batch") or 0))
+    if not seq and not last_for and not next_for and not multi and not start_time:
+        return "Empty Request"
+    conflicts = (
+        (seq and last_for) or (seq and start_time) or (start_time and last_for) or (last_for and next_for)
+        or (last_for and batch > 0) or (last_for and multi) or (next_for and multi)
+        or (obj.get("up_to_seq") and obj.get("up_to_time"))
+    )
+    return "Bad Request" if conflicts else ""
 
 
 def _direct_last(ajs: AccountJetStream, stream: Stream, subject: str, reply: str) -> None:
@@ -105,7 +123,14 @@ def _direct_batch(ajs: AccountJetStream, stream: Stream, reply: str, obj: JsonOb
     msgs = []
     multi = obj.get("multi_last")
     if isinstance(multi, list):
-        up_to = int(str(obj.get("up_to_seq") or 0)) or store.state().last_seq
+        up_to = int(str(obj.get("up_to_seq") or 0))
+        if obj.get("up_to_time"):  # the last sequence stored before that time (nats-server)
+            at = _seq_at_time(stream, {"start_time": obj["up_to_time"]})
+            if at <= store.state().first_seq:
+                ajs.send(reply, b"", header=status_headers(404, "No Results"))
+                return
+            up_to = at - 1
+        up_to = up_to or store.state().last_seq
         seqs: set[int] = set()
         for filter_subject in multi:
             for subject in store.subject_counts(str(filter_subject)):

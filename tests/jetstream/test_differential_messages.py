@@ -49,6 +49,15 @@ PROBES = [
     ("$JS.API.DIRECT.GET.O", b'{"start_time":"2000-01-01T00:00:00Z","next_by_subj":"o.a","batch":5}', 3),
     ("$JS.API.DIRECT.GET.O", b'{"start_time":"2000-01-01T00:00:00Z"}', 1),
     ("$JS.API.DIRECT.GET.O", b'{"start_time":"2100-01-01T00:00:00Z","batch":2}', 1),
+    ("$JS.API.DIRECT.GET.O", b"{}", 1),
+    ("$JS.API.DIRECT.GET.O", b'{"batch":3}', 1),
+    ("$JS.API.DIRECT.GET.O", b'{"seq":1,"last_by_subj":"o.a"}', 1),
+    ("$JS.API.DIRECT.GET.O", b'{"seq":1,"start_time":"2000-01-01T00:00:00Z"}', 1),
+    ("$JS.API.DIRECT.GET.O", b'{"last_by_subj":"o.a","batch":2}', 1),
+    ("$JS.API.DIRECT.GET.O", b'{"next_by_subj":"o.a","multi_last":["o.a"]}', 1),
+    ("$JS.API.DIRECT.GET.O", b'{"multi_last":["o.>"],"up_to_seq":2,"up_to_time":"2100-01-01T00:00:00Z"}', 1),
+    ("$JS.API.DIRECT.GET.O", b'{"multi_last":["o.>"],"up_to_time":"2100-01-01T00:00:00Z"}', 4),
+    ("$JS.API.DIRECT.GET.O", b'{"multi_last":["o.>"],"up_to_time":"2000-01-01T00:00:00Z"}', 1),
 ]
 
 
