@@ -281,6 +281,7 @@ MSG_GET_FIELDS: dict[str, object] = {
     "multi_last": "strs",
     "up_to_seq": "uint",
     "up_to_time": "time",
+    "no_hdr": "bool",
 }
 
 

@@ -56,7 +56,7 @@ def direct_get(ajs: AccountJetStream, name: str, subject: str, reply: str, body:
     if msg is None:
         ajs.send(reply, b"", header=NOT_FOUND)
         return
-    ajs.send(reply, msg.payload, header=direct_headers(stream.config.name, msg))
+    ajs.send(reply, msg.payload, header=None if obj.get("no_hdr") else direct_headers(stream.config.name, msg))
 
 
 def request_problem(obj: JsonObject) -> str:
@@ -160,16 +160,22 @@ def _direct_batch(ajs: AccountJetStream, stream: Stream, reply: str, obj: JsonOb
         return
     previous = 0
     sent_bytes = 0
+    no_headers = bool(obj.get("no_hdr"))
     name = stream.config.name
+    sent = 0
     for index, msg in enumerate(msgs):
         pending = len(msgs) - index - 1 + remaining_total
-        sent_bytes += len(msg.payload) + len(msg.headers)
+        sent_bytes += len(msg.subject) + len(msg.headers) + len(msg.payload)  # as nats-server counts
         extra = b"Nats-Num-Pending: %d\r\nNats-Last-Sequence: %d\r\n" % (pending, previous)
-        ajs.send(reply, msg.payload, header=direct_headers(name, msg, extra))
+        ajs.send(reply, msg.payload, header=None if no_headers else direct_headers(name, msg, extra))
         previous = msg.seq
+        sent += 1
         if max_bytes and sent_bytes >= max_bytes:
             break
-    eob = [("Nats-Num-Pending", str(remaining_total)), ("Nats-Last-Sequence", str(previous))]
+    # nats-server counts pending down only while it writes per-message headers: with no_hdr the
+    # EOB carries the count at the start of the batch
+    eob_pending = remaining_total + len(msgs) - sent + (sent if no_headers else 0)  # max_bytes may stop early
+    eob = [("Nats-Num-Pending", str(eob_pending)), ("Nats-Last-Sequence", str(previous))]
     if isinstance(multi, list):
         eob.append(("Nats-UpTo-Sequence", str(up_to)))
     ajs.send(reply, b"", header=status_headers(204, "EOB", eob))

@@ -58,6 +58,9 @@ PROBES = [
     ("$JS.API.DIRECT.GET.O", b'{"multi_last":["o.>"],"up_to_seq":2,"up_to_time":"2100-01-01T00:00:00Z"}', 1),
     ("$JS.API.DIRECT.GET.O", b'{"multi_last":["o.>"],"up_to_time":"2100-01-01T00:00:00Z"}', 4),
     ("$JS.API.DIRECT.GET.O", b'{"multi_last":["o.>"],"up_to_time":"2000-01-01T00:00:00Z"}', 1),
+    ("$JS.API.DIRECT.GET.O", b'{"seq":1,"batch":2,"no_hdr":true}', 3),
+    ("$JS.API.DIRECT.GET.O", b'{"seq":2,"no_hdr":true}', 1),
+    ("$JS.API.DIRECT.GET.O", b'{"seq":1,"batch":5,"max_bytes":10}', 3),
 ]
 
 
