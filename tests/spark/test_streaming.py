@@ -22,8 +22,14 @@ async def _setup(url: str, source: str, sink: str, n: int, **sink_limits: object
     js = nc.jetstream(timeout=10)
     await js.add_stream(name=source, subjects=[f"{source.lower()}.>"], allow_direct=True)
     await js.add_stream(name=sink, subjects=[f"{sink.lower()}.>"], allow_direct=True, **sink_limits)
-    for i in range(n):
-        await js.publish(f"{source.lower()}.{i % 3}", b"%d" % i)
+    for i in range(n):  # plain publishes, then wait until all are stored (fast for large n)
+        await nc.publish(f"{source.lower()}.{i % 3}", b"%d" % i)
+    await nc.flush()
+    for _ in range(600):
+        if (await js.stream_info(source)).state.messages == n:
+            break
+        await asyncio.sleep(0.05)
+    assert (await js.stream_info(source)).state.messages == n
     await nc.close()
 
 
@@ -36,12 +42,12 @@ async def _publish(url: str, source: str, first: int, n: int) -> None:
 
 
 async def _sink_data(url: str, sink: str) -> list[bytes]:
-    nc = await nats.connect(url)
-    js = nc.jetstream(timeout=10)
-    info = await js.stream_info(sink)
-    out = [(await js.get_msg(sink, seq)).data for seq in range(info.state.first_seq, info.state.last_seq + 1)]
-    await nc.close()
-    return out  # type: ignore[return-value]
+    from appliance.spark import directget
+    from appliance.spark.conn import Connection
+
+    with Connection(url) as conn:
+        bounds = directget.stream_bounds(conn, sink)
+        return [m.data for m in directget.read_range(conn, sink, bounds.first_seq, bounds.last_seq)]
 
 
 async def _lift_limit(url: str, sink: str) -> None:
@@ -83,3 +89,62 @@ def test_a_failed_batch_resumes_from_the_checkpoint_exactly_once(spark, applianc
     query.awaitTermination(240)
     assert query.exception() is None
     assert sorted(int(d) for d in asyncio.run(_sink_data(appliance_url, "XOUT"))) == list(range(120))
+
+
+QUERY_SCRIPT = """
+import sys
+from pyspark.sql import SparkSession
+import appliance.spark
+url, source, sink, checkpoint, per_trigger = sys.argv[1:6]
+spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+         .config("spark.driver.host", "127.0.0.1").getOrCreate())
+appliance.spark.register(spark)
+df = (spark.readStream.format("jetstream").option("url", url).option("stream", source)
+      .option("maxMessagesPerTrigger", per_trigger).load())
+out = df.selectExpr(f"concat('{sink.lower()}.', subject) AS subject", "data")
+(out.writeStream.format("jetstream").option("url", url).option("checkpointLocation", checkpoint)
+ .option("window", "64").trigger(availableNow=True).start().awaitTermination())
+"""
+
+
+async def _sink_count(url: str, sink: str) -> int:
+    nc = await nats.connect(url)
+    info = await nc.jetstream(timeout=10).stream_info(sink)
+    await nc.close()
+    return int(info.state.messages)
+
+
+def test_a_killed_query_resumes_from_its_checkpoint_exactly_once(spark, appliance_url, tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    n, per_trigger = 15_000, 5_000
+    asyncio.run(_setup(appliance_url, "KIN", "KOUT", n))
+    script = tmp_path / "query.py"
+    script.write_text(QUERY_SCRIPT)
+    checkpoint = tmp_path / "ck"
+    with open(tmp_path / "query.log", "wb") as log:
+        child = subprocess.Popen([sys.executable, str(script), appliance_url, "KIN", "KOUT", str(checkpoint),
+                                  str(per_trigger)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while True:  # kill the whole query (driver and JVM) once the second batch is partly written
+            count = asyncio.run(_sink_count(appliance_url, "KOUT"))
+            if per_trigger < count < 2 * per_trigger:
+                break
+            assert child.poll() is None, (tmp_path / "query.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, count
+            time.sleep(0.05)
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait(30)
+    killed_at = asyncio.run(_sink_count(appliance_url, "KOUT"))
+    assert killed_at < n
+    query = run_query(spark, appliance_url, "KIN", "KOUT", checkpoint, per_trigger)
+    query.awaitTermination(240)
+    assert query.exception() is None
+    data = asyncio.run(_sink_data(appliance_url, "KOUT"))
+    assert sorted(int(d) for d in data) == list(range(n))
