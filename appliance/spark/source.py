@@ -57,6 +57,7 @@ def lower_options(options: Any) -> dict[str, str]:
 class SeqRange(InputPartition):  # type: ignore[misc]
     lo: int
     hi: int
+    direct: bool = True  # False: the stream does not allow direct get; read with STREAM.MSG.GET
 
 
 class _FilterSpec:
@@ -127,17 +128,18 @@ class JetStreamReader(DataSourceReader):  # type: ignore[misc]
         with self.endpoint.connect() as conn:
             bounds = directget.stream_bounds(conn, self.endpoint.stream, api=self.endpoint.api)
             lo, hi = max(wanted.seq_lo, bounds.first_seq), min(wanted.seq_hi, bounds.last_seq)
-            if wanted.time_lo != plan.TIME_MIN_US and lo <= hi:
+            # time to sequence by Direct Get start_time; without direct get times are only filtered
+            if wanted.time_lo != plan.TIME_MIN_US and lo <= hi and bounds.allow_direct:
                 at = directget.seq_at_time(conn, self.endpoint.stream, wanted.time_lo * 1000, api=self.endpoint.api)
                 lo = max(lo, at) if at is not None else hi + 1
-            if wanted.time_hi != plan.TIME_MAX_US and lo <= hi:
+            if wanted.time_hi != plan.TIME_MAX_US and lo <= hi and bounds.allow_direct:
                 after = directget.seq_at_time(
                     conn, self.endpoint.stream, (wanted.time_hi + 1) * 1000, api=self.endpoint.api
                 )
                 if after is not None:
                     hi = min(hi, after - 1)
         ranges = plan.split_ranges(lo, hi, size=self.partition_size, count=self.num_partitions)
-        return [SeqRange(a, b) for a, b in ranges] or [SeqRange(1, 0)]
+        return [SeqRange(a, b, bounds.allow_direct) for a, b in ranges] or [SeqRange(1, 0)]
 
     def read(self, partition: SeqRange) -> Iterator[pa.RecordBatch]:
         if partition.lo > partition.hi:
@@ -145,7 +147,8 @@ class JetStreamReader(DataSourceReader):  # type: ignore[misc]
         wanted = self.plan
         rows = BatchBuilder(self.endpoint.stream)
         with self.endpoint.connect() as conn:
-            for msg in directget.read_range(
+            read = directget.read_range if partition.direct else directget.read_range_msg_get
+            for msg in read(
                 conn, self.endpoint.stream, partition.lo, partition.hi, wanted.server_filter(), api=self.endpoint.api
             ):
                 if wanted.accepts(msg.seq, msg.subject, msg.time_us):

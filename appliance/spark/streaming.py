@@ -51,7 +51,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             return {"seq": bounds.last_seq + 1}
         start = max(bounds.first_seq, self.batch_reader.plan.seq_lo, 1)
         wanted = self.batch_reader.plan
-        if wanted.time_lo != plan.TIME_MIN_US:  # startTime: begin at the first message stored then
+        if wanted.time_lo != plan.TIME_MIN_US and bounds.allow_direct:  # startTime: the first message stored then
             with self.endpoint.connect() as conn:
                 at = directget.seq_at_time(conn, self.endpoint.stream, wanted.time_lo * 1000, api=self.endpoint.api)
             start = max(start, at if at is not None else bounds.last_seq + 1)
@@ -75,7 +75,8 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
         ranges = plan.split_ranges(start["seq"], end["seq"] - 1, size=self.partition_size)
-        return [SeqRange(a, b) for a, b in ranges]
+        direct = self._bounds().allow_direct if ranges else True
+        return [SeqRange(a, b, direct) for a, b in ranges]
 
     def read(self, partition: SeqRange) -> Iterator[tuple[Any, ...]]:
         return self.batch_reader.read(partition)

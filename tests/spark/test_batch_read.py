@@ -151,3 +151,26 @@ def test_pipelined_direct_get_with_deleted_sequences(appliance_url) -> None:
         assert [m.seq for m in directget.read_range(conn, "GAPS", 1000, 2100)] == [s for s in live if 1000 <= s <= 2100]
         assert [m.seq for m in directget.read_range(conn, "GAPS", 2600, 9000)] == []
         assert [m.seq for m in directget.read_range(conn, "GAPS", 3, 3)] == [3]
+
+
+async def _fill_without_direct(url: str) -> None:
+    nc = await nats.connect(url)
+    js = nc.jetstream(timeout=10)
+    await js.add_stream(name="NODIRECT", subjects=["nd.>"])
+    for i in range(300):
+        await js.publish(f"nd.{i % 3}", b"%d" % i, headers={"X": str(i)} if i % 2 else None)
+    for seq in (2, 100, 299):
+        await js.delete_msg("NODIRECT", seq)
+    await nc.close()
+
+
+def test_a_stream_without_direct_get_is_read_with_msg_get(spark, appliance_url) -> None:
+    asyncio.run(_fill_without_direct(appliance_url))
+    df = spark.read.format("jetstream").option("url", appliance_url).option("stream", "NODIRECT").load()
+    rows = sorted(df.collect(), key=lambda r: r.seq)
+    assert [r.seq for r in rows] == [s for s in range(1, 301) if s not in (2, 100, 299)]
+    assert rows[1].data == b"2" and rows[1].headers == {} and rows[2].headers == {"X": ["3"]}
+    t = rows[150].time.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
+    fresh = spark.read.format("jetstream").option("url", appliance_url).option("stream", "NODIRECT").load()
+    got = sorted(r.seq for r in fresh.where(f"subject = 'nd.1' AND time >= timestamp'{t}'").collect())
+    assert got == sorted(r.seq for r in rows if r.subject == "nd.1" and r.time >= rows[150].time)
