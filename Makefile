@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 NATIVE_SRC := $(wildcard native/*.c native/*.h native/bench/*.c)
 
-.PHONY: run test native bench clean
+.PHONY: run test test-spark spark-example bench-spark native bench clean
 
 $(VENV)/.base: pyproject.toml setup.py $(NATIVE_SRC)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,20 @@ run: $(VENV)/.base
 
 test: $(VENV)/.test
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# The Spark data source (appliance[spark]): its tests need pyspark and Java 17; a missing pyspark fails here.
+$(VENV)/.spark: $(VENV)/.test
+	$(PY) -m pip install --quiet -e '.[test,spark]'
+	touch $@
+
+test-spark: $(VENV)/.spark
+	APPLIANCE_REQUIRE_SPARK=1 PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q tests/spark $(PYTEST_ARGS)
+
+bench-spark: $(VENV)/.spark
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) benchmarks/spark.py $(ARGS)
+
+spark-example: $(VENV)/.spark
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) examples/spark_pipeline.py $(ARGS)
 
 bench: $(VENV)/.test
 	$(PY) -m pip install --quiet -e '.[test,bench]'

@@ -182,6 +182,8 @@ def _direct_batch(ajs: AccountJetStream, stream: Stream, reply: str, req: GetReq
         previous = msg.seq
         if max_bytes and sent_bytes >= max_bytes:
             break
+    if req.no_hdr:  # nats-server counts pending down only while it writes per-message headers
+        pending = remaining_total + len(msgs)
     _send_eob(ajs, reply, pending, previous, up_to if multi else None)
 
 

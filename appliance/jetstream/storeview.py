@@ -32,6 +32,7 @@ def count_live(store: api.StreamStore, start_seq: int, filters: Sequence[str]) -
     if index is not None and len(filters) == 1 and filters[0] == ">":
         if start_seq <= index.first_seq:
             return index.msgs
+        return index.live_count_from(start_seq)
     seen: set[int] = set()
     total = 0
     for subject in filters:

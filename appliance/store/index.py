@@ -297,6 +297,19 @@ class StreamIndex:
                     if ids[i] in wanted:
                         yield run.base + i
 
+    def live_count_from(self, start_seq: int) -> int:
+        """How many live sequences are >= start_seq: whole runs by their live counts."""
+        start = max(start_seq, self.first_seq)
+        total = 0
+        for run in reversed(self._runs):
+            if run.base >= start:
+                total += run.live
+                continue
+            tail = run.subject_ids[start - run.base :]
+            total += len(tail) - tail.count(DEAD)
+            break
+        return total
+
     def dead_in(self, first: int, last: int) -> set[int]:
         """Sequences in [first, last] (at most last_seq) that are not live; usually few or none."""
         last = min(last, self.last_seq)

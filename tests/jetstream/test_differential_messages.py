@@ -44,6 +44,23 @@ PROBES = [
     ("$JS.API.DIRECT.GET.O", b"{bad", 1),
     ("$JS.API.DIRECT.GET.O", b'{"multi_last":["o.>"],"batch":10}', 4),
     ("$JS.API.DIRECT.GET.O", b'{"seq":1,"batch":2}', 3),
+    ("$JS.API.DIRECT.GET.O", b'{"seq":3,"batch":1}', 2),  # Nats-Num-Pending counted from a later seq
+    ("$JS.API.DIRECT.GET.O", b'{"start_time":"2000-01-01T00:00:00Z","batch":2}', 3),
+    ("$JS.API.DIRECT.GET.O", b'{"start_time":"2000-01-01T00:00:00Z","next_by_subj":"o.a","batch":5}', 3),
+    ("$JS.API.DIRECT.GET.O", b'{"start_time":"2000-01-01T00:00:00Z"}', 1),
+    ("$JS.API.DIRECT.GET.O", b'{"start_time":"2100-01-01T00:00:00Z","batch":2}', 1),
+    ("$JS.API.DIRECT.GET.O", b"{}", 1),
+    ("$JS.API.DIRECT.GET.O", b'{"batch":3}', 1),
+    ("$JS.API.DIRECT.GET.O", b'{"seq":1,"last_by_subj":"o.a"}', 1),
+    ("$JS.API.DIRECT.GET.O", b'{"seq":1,"start_time":"2000-01-01T00:00:00Z"}', 1),
+    ("$JS.API.DIRECT.GET.O", b'{"last_by_subj":"o.a","batch":2}', 1),
+    ("$JS.API.DIRECT.GET.O", b'{"next_by_subj":"o.a","multi_last":["o.a"]}', 1),
+    ("$JS.API.DIRECT.GET.O", b'{"multi_last":["o.>"],"up_to_seq":2,"up_to_time":"2100-01-01T00:00:00Z"}', 1),
+    ("$JS.API.DIRECT.GET.O", b'{"multi_last":["o.>"],"up_to_time":"2100-01-01T00:00:00Z"}', 4),
+    ("$JS.API.DIRECT.GET.O", b'{"multi_last":["o.>"],"up_to_time":"2000-01-01T00:00:00Z"}', 1),
+    ("$JS.API.DIRECT.GET.O", b'{"seq":1,"batch":2,"no_hdr":true}', 3),
+    ("$JS.API.DIRECT.GET.O", b'{"seq":2,"no_hdr":true}', 1),
+    ("$JS.API.DIRECT.GET.O", b'{"seq":1,"batch":5,"max_bytes":10}', 3),
 ]
 
 
