@@ -7,8 +7,10 @@ each only schedules `_drain` for the next loop turn. `_drain` delivers while the
 waiting pull request, or an active push subscriber not held by flow control) and room under
 max_ack_pending, taking due redeliveries first, then new messages from `next_sseq`. Every
 delivery batch is proposed as one DELIVERED operation; acks become ACK operations. The RAFT log
-is durable (DurableStorage): acks reach disk before an AckSync is answered; delivered records
-reach disk at least every JS_CONSUMER_SYNC_INTERVAL_S (a delivery lost in a crash is redelivered).
+is durable (DurableStorage) and the group driver (cluster/group.py) owns when it fsyncs: acks
+reach disk before an AckSync is answered (answered from the commit callback); delivered records
+are proposed `durable=False` and reach disk within RAFT_LAZY_SYNC_S on a single voter (a
+delivery lost in a crash is redelivered), at once on a replicated consumer.
 """
 
 from __future__ import annotations
@@ -46,30 +48,6 @@ NS = 1_000_000_000
 
 class ResetRefused(Exception):
     """CONSUMER.RESET to a sequence the deliver policy does not allow (nats-server's text)."""
-
-
-class SyncControl:
-    """Lets the consumer decide when its RAFT log fsyncs (acks: at once; deliveries: lazily)."""
-
-    def __init__(self, storage: LogStorage) -> None:
-        self.storage = storage
-        self.force = False
-        self.dirty = False
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self.storage, name)
-
-    def save(self, hard_state: object, entries: Sequence[Entry], *, sync: bool) -> None:
-        must = sync and self.force
-        self.storage.save(hard_state, entries, sync=must)  # type: ignore[arg-type]
-        self.dirty = self.dirty or (sync and not must)
-        if must:
-            self.dirty = False
-
-    def flush(self) -> None:
-        if self.dirty:
-            self.storage.sync()
-            self.dirty = False
 
 
 class Consumer(PullRequests, PushDelivery, AckHandling):
@@ -113,7 +91,6 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
         self._ack_replies: list[str] = []
         self._inactive_timer: Timer | None = None
         self._heartbeat_timer: Timer | None = None
-        self._sync_timer: Timer | None = None
         self._rate_timer: Timer | None = None
         self._rate_tokens = 0.0
         self._rate_burst = 0
@@ -126,14 +103,14 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
         self._ack_prefix: bytes | None = None  # b"$JS.ACK.<stream>.<consumer>." (delivery hot path)
         self._target = ""  # the last delivery target and its bytes
         self._target_b = b""
-        self._sync = SyncControl(storage)
         self.group = start_group(
             name=group_id,
             peer=peer,
-            storage=self._sync,  # type: ignore[arg-type]
+            storage=storage,
             machine=self,
             clock=host.clock,
             rng=random.Random(host.rng.random()),
+            scheduler=host,
         )
         self.state.restarted()
         self.next_sseq = self.state.delivered_sseq + 1
@@ -175,27 +152,16 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
         self.state.restore(data)
 
     def _propose(self, data: bytes, *, durable: bool, done: Callable[[], None] | None = None) -> None:
+        """Propose one operation; `done` runs once it is committed and applied."""
+
         def on_done(ok: bool, index: int) -> None:
             if ok and done is not None:
                 done()
 
         try:
-            self.group.propose(data, on_done)
+            self.group.propose(data, on_done, durable=durable)
         except (NotLeader, ProposalDropped, LimitExceeded) as exc:
             logger.warning("consumer %s dropped an operation: %s", self.name, exc)
-            return
-        self._sync.force = durable
-        try:
-            self.group.process_ready()
-        finally:
-            self._sync.force = False
-        if self._sync.dirty and self._sync_timer is None:
-            self._sync_timer = self.host.call_later(limits.JS_CONSUMER_SYNC_INTERVAL_S, self._flush_log)
-
-    def _flush_log(self) -> None:
-        self._sync_timer = None
-        if not self.deleted:
-            self._sync.flush()
 
     # --- where delivery starts -------------------------------------------------------------------
 
@@ -566,11 +532,12 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
 
     # --- CONSUMER.RESET -----------------------------------------------------------------------------
 
-    def reset_to(self, seq: int) -> int:
+    def reset_to(self, seq: int, done: Callable[[], None] | None = None) -> int:
         """Start again at stream sequence `seq` (0: just above the ack floor), as nats-server's
         resetStartingSeq: nothing stays pending or due for redelivery, consumer sequences start
         again at 1. A sequence below where the deliver policy starts is refused (ResetRefused).
-        Returns the sequence the consumer now delivers from."""
+        Returns the sequence the consumer now delivers from; `done` runs once the reset is
+        committed and applied (the replicated state shows it)."""
         config = self.config
         policy = config.deliver_policy
         if seq == 0:
@@ -584,7 +551,7 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
         elif policy not in ("all", "by_start_sequence", "by_start_time"):
             raise ResetRefused("not allowed")
         seq = max(seq, 1)
-        self._propose(ops.op_reset(seq), durable=True)
+        self._propose(ops.op_reset(seq), durable=True, done=done)
         self.next_sseq, self.next_cseq = seq, 1
         self._redeliver.clear()
         self._deadlines.clear()
@@ -699,9 +666,8 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
             self._rate_timer,
             self._inactive_timer,
             self._heartbeat_timer,
-            self._sync_timer,
             self._interest_timer,
         ):
             if timer is not None:
                 timer.cancel()
-        self._sync.flush()
+        self.group.close()  # fsyncs what lazy deliveries left unsynced

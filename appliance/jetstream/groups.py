@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 
 from appliance import limits
 from appliance.clock import Clock
-from appliance.cluster.group import RaftGroup, StateMachine
+from appliance.cluster.group import RaftGroup, Scheduler, StateMachine
 from appliance.cluster.raft_storage import DurableStorage
 from appliance.raft.storage import LogStorage, MemoryStorage
 from appliance.raft.types import ConfState, Message, RaftConfig
@@ -62,8 +62,10 @@ def start_group(
     rng: random.Random,
     events: Callable[[str], None] | None = None,
     snapshot_entries: int = limits.RAFT_SNAPSHOT_ENTRIES,
+    scheduler: Scheduler | None = None,
 ) -> RaftGroup:
-    """Create the group, replay what its storage holds, and make this peer its leader."""
+    """Create the group, replay what its storage holds, and make this peer its leader; then
+    hand its Ready loop to `scheduler` (the event loop), which runs it after every proposal."""
     group = RaftGroup(
         group_id=name,
         config=RaftConfig(id=peer),
@@ -82,4 +84,5 @@ def start_group(
     assert group.is_leader(), f"single-voter group {name} did not elect itself"
     while group.process_ready():
         pass
+    group.scheduler = scheduler
     return group

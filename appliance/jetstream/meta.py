@@ -13,6 +13,7 @@ import random
 from collections.abc import Callable, Sequence
 
 from appliance.clock import Clock
+from appliance.cluster.group import Scheduler
 from appliance.jetstream.groups import durable_storage, memory_storage, start_group
 from appliance.raft.storage import LogStorage
 from appliance.raft.types import Entry, EntryType
@@ -64,7 +65,9 @@ class MetaState:
 class MetaGroup:
     """The meta state in its RAFT group; on_change runs for every applied op once started."""
 
-    def __init__(self, *, root: str | None, peer: str, clock: Clock, rng: random.Random) -> None:
+    def __init__(
+        self, *, root: str | None, peer: str, clock: Clock, rng: random.Random, scheduler: Scheduler | None
+    ) -> None:
         self.state = MetaState()
         self.live = False
         self.on_change: OnChange | None = None
@@ -76,7 +79,9 @@ class MetaGroup:
             storage = durable
         else:
             storage = memory_storage(peer)
-        self.group = start_group(name="_meta", peer=peer, storage=storage, machine=self, clock=clock, rng=rng)
+        self.group = start_group(
+            name="_meta", peer=peer, storage=storage, machine=self, clock=clock, rng=rng, scheduler=scheduler
+        )
         self.live = True
 
     def apply(self, entries: Sequence[Entry]) -> None:
@@ -98,7 +103,6 @@ class MetaGroup:
         self.state.restore(data)
 
     def propose(self, op: dict[str, object], done: Callable[[bool], None]) -> None:
-        """Propose and process at once; done(True) runs after the op is durable and applied."""
+        """done(True) runs once the op is committed (durable on a quorum) and applied here;
+        done(False) if it was lost. Raises NotLeader or LimitExceeded when refused at once."""
         self.group.propose(json.dumps(op, separators=(",", ":")).encode(), lambda ok, _index: done(ok))
-        while self.group.process_ready():
-            pass

@@ -486,7 +486,8 @@ class JetStreamService:
         self.damage: dict[tuple[str, str], str] = {}
         self.disabled: list[InternalClient] = []  # accounts without JetStream: answered 10039
         self.meta = MetaGroup(
-            root=os.path.join(self.root, "_raft"), peer=self.peer, clock=self.clock, rng=self.rng
+            root=os.path.join(self.root, "_raft"), peer=self.peer, clock=self.clock, rng=self.rng,
+            scheduler=self.loop,
         )
         self.started_ns = time.time_ns()
         for line in self.meta.damage:

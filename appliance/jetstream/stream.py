@@ -120,6 +120,7 @@ class Stream:
             # applied batches live on in the store: the in-memory log drops them soon (it held
             # every payload until RAFT_SNAPSHOT_ENTRIES batches, hundreds of MB)
             snapshot_entries=limits.JS_STREAM_LOG_ENTRIES,
+            scheduler=host,
         )
         self._arm_expiry()
         if self._file is not None and not host.sync_always:
@@ -182,24 +183,24 @@ class Stream:
         replies = [reply for _, reply in batch]
         data = ops.encode_msgs(msgs)
 
+        key = id(data)
+
         def on_done(ok: bool, index: int) -> None:
+            self._proposed.pop(key, None)
             result = self._results.pop(index, None)
             if not ok or not isinstance(result, list):
                 return
             self._answer(replies, result)
+            self._maybe_sync()
 
-        # The entry applies here (one voter), and `apply` takes the messages from here rather
-        # than decoding the bytes it was just given; a follower decodes them.
-        self._proposed[id(data)] = (data, msgs)
+        # When the entry applies here, `apply` takes the messages from here rather than
+        # decoding the bytes it proposed; a follower decodes them.
+        self._proposed[key] = (data, msgs)
         try:
             self.group.propose(data, on_done)
-            self.group.process_ready()
         except (NotLeader, ProposalDropped, LimitExceeded) as exc:
+            self._proposed.pop(key, None)
             logger.warning("stream %s dropped %d publishes: %s", self.config.name, len(batch), exc)
-            return
-        finally:
-            self._proposed.pop(id(data), None)
-        self._maybe_sync()
 
     def _answer(self, replies: list[bytes], outcomes: Sequence[Outcome | int]) -> None:
         """PubAcks for one applied batch: a plain int outcome is a stored sequence (the hot path)."""
@@ -589,7 +590,8 @@ class Stream:
         raise AssertionError(f"unknown stream op {kind}")
 
     def propose_op(self, kind: int, body: dict[str, object], done: Callable[[object], None]) -> None:
-        """Run DELETE/PURGE through the log; done(result) once applied and durable."""
+        """Run DELETE/PURGE/MIRROR through the log; done(result) once committed, applied and
+        durable (later, from the group's Ready loop). Raises NotLeader or LimitExceeded."""
 
         def on_done(ok: bool, index: int) -> None:
             result = self._results.pop(index, None)
@@ -598,7 +600,6 @@ class Stream:
                 done(result)
 
         self.group.propose(ops.encode_op(kind, body), on_done)
-        self.group.process_ready()
 
     def _removed(self) -> None:
         for consumer in list(self.consumers.values()):
@@ -703,6 +704,9 @@ class Stream:
             self._removed()
 
     def close(self) -> None:
+        if not self.deleted:
+            self._flush_inbox()
+            self.group.close()  # publishes proposed but not yet applied are applied (or failed)
         self.deleted = True
         for timer in (self._expiry_timer, self._interval_timer, self._ttl_timer):
             if timer is not None:
