@@ -22,7 +22,10 @@ followers alike: a follower acknowledges an append only once it is on disk. The 
 a `durable=False` proposal of a group with a single voter (a consumer's delivered records): it is
 written at once and fsynced within `lazy_sync_s` (or by the next Ready that must sync); losing it
 in a crash only redelivers. Groups with more than one voter always sync: a quorum's promise is a
-promise about disks.
+promise about disks. A single voter whose log lives in memory (an R1 stream: its segment store
+is the durable copy, and nats-server keeps no RAFT log for R1 either) hands the driver an
+AppliedSync: the driver acknowledges its proposals only once the applied state is synced, one
+sync for every proposal applied meanwhile (group commit).
 
 With a Scheduler attached (a worker's event loop) the group runs its own Ready loop: `propose`,
 `step` and the membership calls schedule it for the next loop turn, and whatever else arrives
@@ -95,6 +98,22 @@ class StateMachine(Protocol):
     def restore(self, data: bytes) -> None: ...
 
 
+class AppliedSync(Protocol):
+    """A state machine that keeps what it applies durable by itself (a stream's segment store).
+
+    On a single voter whose RAFT log is not durable (a stream's in-memory log), the applied
+    state is the only durable copy: the driver acknowledges a proposal only after
+    `sync_applied` has made everything applied before it durable (group commit: one sync for
+    every proposal applied meanwhile).
+    """
+
+    def sync_applied(self, *, urgent: bool, done: Callable[[bool], None]) -> None:
+        """Make everything applied so far durable, then done(True) (on the loop; possibly before
+        returning), or done(False) if it could not (a failed fsync: nothing it covered may be
+        acknowledged). `urgent`: the group is closing; sync before returning."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class PeerInfo:
     """A follower as the leader sees it: nats' "Replica: n2, current, seen 0.07s ago"."""
@@ -121,7 +140,8 @@ class RaftGroup:
                  tick_s: float = limits.RAFT_TICK_S, snapshot_entries: int = limits.RAFT_SNAPSHOT_ENTRIES,
                  proposals_pending_max: int = limits.RAFT_PROPOSALS_PENDING_MAX,
                  events: Callable[[str], None] | None = None, scheduler: Scheduler | None = None,
-                 lazy_sync_s: float = limits.RAFT_LAZY_SYNC_S) -> None:
+                 lazy_sync_s: float = limits.RAFT_LAZY_SYNC_S,
+                 applied_sync: AppliedSync | None = None) -> None:
         assert tick_s > 0
         assert snapshot_entries >= 1
         self.group_id = group_id
@@ -150,6 +170,9 @@ class RaftGroup:
         self._dirty = False  # written but not fsynced (lazy entries of a single-voter group)
         self._lazy_timer: Timer | None = None
         self._closed = False
+        self.applied_sync = applied_sync
+        self._applied_unsynced: list[tuple[OnDone, int]] = []  # acknowledged after the next sync
+        self._applied_syncing = False
         hard_state, _ = storage.initial_state()
         self._durable_term_vote = (hard_state.term, hard_state.vote)
 
@@ -179,6 +202,10 @@ class RaftGroup:
         open_voters = sum(1 for peer in core.voters
                           if peer == core.id or (peer in core.progress and not core.progress[peer].inflights.full()))
         return open_voters >= len(core.voters) // 2 + 1
+
+    def awaits(self, index: int) -> bool:
+        """Is a proposal made here waiting for the entry at `index` (its on_done will run)?"""
+        return index in self._waiting
 
     def step(self, message: Message) -> None:
         self.core.step(message)
@@ -248,6 +275,7 @@ class RaftGroup:
             self._lazy_timer.cancel()
             self._lazy_timer = None
         self._sync_dirty()
+        self._maybe_sync_applied(urgent=True)  # (one in flight answers when it completes)
         waiting, self._waiting = self._waiting, {}
         for index, proposal in sorted(waiting.items()):
             proposal.on_done(False, index)
@@ -350,10 +378,33 @@ class RaftGroup:
         if not ready.committed:
             return
         self.state_machine.apply(ready.committed)
+        hold = self.applied_sync is not None and len(self.core.voters) == 1
         for entry in ready.committed:
             proposal = self._waiting.pop(entry.index, None)
-            if proposal is not None:
+            if proposal is None:
+                continue
+            if hold and proposal.term == entry.term:
+                self._applied_unsynced.append((proposal.on_done, entry.index))
+            else:
                 proposal.on_done(proposal.term == entry.term, entry.index)
+        if self._applied_unsynced:
+            self._maybe_sync_applied(urgent=False)
+
+    def _maybe_sync_applied(self, *, urgent: bool) -> None:
+        """One sync of the applied state at a time; what is applied during it waits for the next."""
+        if self._applied_syncing or not self._applied_unsynced:
+            return
+        assert self.applied_sync is not None
+        batch, self._applied_unsynced = self._applied_unsynced, []
+        self._applied_syncing = True
+
+        def synced(ok: bool) -> None:
+            self._applied_syncing = False
+            for on_done, index in batch:
+                on_done(ok, index)
+            self._maybe_sync_applied(urgent=self._closed)
+
+        self.applied_sync.sync_applied(urgent=urgent, done=synced)
 
     def _flush_proposals(self) -> None:
         if not self._pending:

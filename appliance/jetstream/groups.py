@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 
 from appliance import limits
 from appliance.clock import Clock
-from appliance.cluster.group import RaftGroup, Scheduler, StateMachine
+from appliance.cluster.group import AppliedSync, RaftGroup, Scheduler, StateMachine
 from appliance.cluster.raft_storage import DurableStorage
 from appliance.raft.storage import LogStorage, MemoryStorage
 from appliance.raft.types import ConfState, Message, RaftConfig
@@ -63,6 +63,7 @@ def start_group(
     events: Callable[[str], None] | None = None,
     snapshot_entries: int = limits.RAFT_SNAPSHOT_ENTRIES,
     scheduler: Scheduler | None = None,
+    applied_sync: AppliedSync | None = None,
 ) -> RaftGroup:
     """Create the group, replay what its storage holds, and make this peer its leader; then
     hand its Ready loop to `scheduler` (the event loop), which runs it after every proposal."""
@@ -76,6 +77,7 @@ def start_group(
         rng=rng,
         events=events,
         snapshot_entries=snapshot_entries,
+        applied_sync=applied_sync,
     )
     group.core.campaign()
     for _ in range(ELECTION_READIES_MAX):

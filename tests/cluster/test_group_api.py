@@ -312,3 +312,56 @@ def test_the_registry_has_a_limit() -> None:
         else:
             with pytest.raises(LimitExceeded):
                 registry.add(group)
+
+
+# --- a state machine that is its own durable copy (an R1 stream's store) ---------------------------
+
+
+class Syncer:
+    """An AppliedSync whose syncs complete only when the test says so."""
+
+    def __init__(self) -> None:
+        self.calls: list[Callable[[bool], None]] = []
+
+    def sync_applied(self, *, urgent: bool, done: Callable[[bool], None]) -> None:
+        self.calls.append(done)
+
+
+def single_with_syncer(loop: Loop) -> tuple[RaftGroup, Machine, Syncer]:
+    syncer, machine = Syncer(), Machine()
+    group = RaftGroup(group_id="s", config=RaftConfig(id="a"), storage=CountingStorage(("a",)),
+                      transport=NoSend(), state_machine=machine, clock=ManualClock(), rng=random.Random(1), scheduler=loop,
+                      applied_sync=syncer)
+    group.campaign()
+    loop.settle()
+    return group, machine, syncer
+
+
+def test_a_single_voter_acknowledges_applied_entries_only_after_its_state_is_synced() -> None:
+    loop = Loop()
+    group, machine, syncer = single_with_syncer(loop)
+    done: list[tuple[str, bool]] = []
+    group.propose(b"1", lambda ok, _i: done.append(("1", ok)))
+    loop.settle()
+    assert machine.data == [b"1"] and done == []  # applied, not durable: not acknowledged
+    assert len(syncer.calls) == 1
+    group.propose(b"2", lambda ok, _i: done.append(("2", ok)))
+    group.propose(b"3", lambda ok, _i: done.append(("3", ok)))
+    loop.settle()
+    assert len(syncer.calls) == 1  # one sync at a time: 2 and 3 wait for the next one
+    syncer.calls[0](True)
+    assert done == [("1", True)] and len(syncer.calls) == 2
+    syncer.calls[1](False)  # a failed fsync: nothing it covered is acknowledged
+    assert done == [("1", True), ("2", False), ("3", False)]
+
+
+def test_a_replicated_group_does_not_wait_for_the_state_machine_sync() -> None:
+    cluster = Cluster()
+    syncer = Syncer()
+    for group in cluster.groups.values():
+        group.applied_sync = syncer
+    leader = cluster.leader()
+    done: list[bool] = []
+    leader.propose(b"m", lambda ok, _i: done.append(ok))
+    cluster.settle()
+    assert done == [True] and syncer.calls == []  # its log is what a quorum made durable
