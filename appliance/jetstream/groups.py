@@ -18,10 +18,11 @@ import hashlib
 import os
 import random
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from appliance import limits
 from appliance.clock import Clock
-from appliance.cluster.group import AppliedSync, RaftGroup, Scheduler, StateMachine
+from appliance.cluster.group import AppliedSync, RaftGroup, Scheduler, StateMachine, Transport
 from appliance.cluster.raft_storage import DurableStorage
 from appliance.raft.storage import LogStorage, MemoryStorage
 from appliance.raft.types import ConfState, Message, RaftConfig
@@ -35,6 +36,44 @@ class NoTransport:
 
     def send(self, messages: Sequence[Message]) -> None:
         assert not messages, "a single-voter group has no peers to send to"
+
+
+@dataclass(frozen=True, slots=True)
+class Replication:
+    """What a replicated (R>1) stream or consumer group runs on: a durable RAFT log bootstrapped
+    with its voters, and the transport of its worker's GroupRegistry (cluster/registry.py).
+    The group elects its leader over the network; nothing assumes this server leads."""
+
+    storage: LogStorage
+    transport: Transport
+    tick_s: float = limits.RAFT_TICK_S
+    snapshot_entries: int | None = None  # None: the kind's default
+
+
+def replicated_group(
+    *,
+    name: str,
+    peer: str,
+    replication: Replication,
+    machine: StateMachine,
+    clock: Clock,
+    rng: random.Random,
+    scheduler: Scheduler,
+    snapshot_entries: int,
+) -> RaftGroup:
+    """A multi-voter group: it campaigns when its election timer fires (ticks from the registry)."""
+    return RaftGroup(
+        group_id=name,
+        config=RaftConfig(id=peer),
+        storage=replication.storage,
+        transport=replication.transport,
+        state_machine=machine,
+        clock=clock,
+        rng=rng,
+        tick_s=replication.tick_s,
+        snapshot_entries=replication.snapshot_entries or snapshot_entries,
+        scheduler=scheduler,
+    )
 
 
 def group_name(kind: str, *parts: str) -> str:

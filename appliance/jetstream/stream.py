@@ -16,6 +16,7 @@ The dedupe window and the last msg id are rebuilt from the store on restart.
 from __future__ import annotations
 
 import heapq
+import json
 import logging
 import random
 from collections import OrderedDict
@@ -27,7 +28,7 @@ from appliance import limits
 from appliance.errors import BrokenError, CorruptData, LimitExceeded, NotLeader, ProposalDropped
 from appliance.jetstream import advisories, errors, ops
 from appliance.jetstream.config import StreamConfig
-from appliance.jetstream.groups import memory_storage, start_group
+from appliance.jetstream.groups import Replication, memory_storage, replicated_group, start_group
 from appliance.jetstream.host import Host, Timer
 from appliance.jetstream.republish import republisher_for
 from appliance.jetstream.sources import apply_mirror
@@ -86,6 +87,7 @@ class Stream:
         host: Host,
         peer: str,
         group_id: str,
+        replication: Replication | None = None,
     ) -> None:
         self.config = config
         self.created_ns = created_ns
@@ -114,20 +116,29 @@ class Stream:
         self._rebuild_ttls()
         # account/server limits (resources.py): None unless a limit applies to this stream
         self.guard: Callable[[Stream, list[ops.InMsg]], list[Outcome] | None] | None = None
-        self.group = start_group(
-            name=group_id,
-            peer=peer,
-            storage=memory_storage(peer),
-            machine=self,
-            clock=host.clock,
-            rng=random.Random(host.rng.random()),
-            # applied batches live on in the store: the in-memory log drops them soon (it held
-            # every payload until RAFT_SNAPSHOT_ENTRIES batches, hundreds of MB)
-            snapshot_entries=limits.JS_STREAM_LOG_ENTRIES,
-            scheduler=host,
-            # the log is in memory: the store is the durable copy, synced before an ack
-            applied_sync=self if self._file is not None and host.sync_always else None,
-        )
+        self.replicated = replication is not None
+        if replication is not None:
+            self.group = replicated_group(
+                name=group_id, peer=peer, replication=replication, machine=self, clock=host.clock,
+                rng=random.Random(host.rng.random()), scheduler=host,
+                # the durable log is rewritten on compaction: rarely, as the meta and consumer logs
+                snapshot_entries=limits.RAFT_SNAPSHOT_ENTRIES,
+            )
+        else:
+            self.group = start_group(
+                name=group_id,
+                peer=peer,
+                storage=memory_storage(peer),
+                machine=self,
+                clock=host.clock,
+                rng=random.Random(host.rng.random()),
+                # applied batches live on in the store: the in-memory log drops them soon (it held
+                # every payload until RAFT_SNAPSHOT_ENTRIES batches, hundreds of MB)
+                snapshot_entries=limits.JS_STREAM_LOG_ENTRIES,
+                scheduler=host,
+                # the log is in memory: the store is the durable copy, synced before an ack
+                applied_sync=self if self._file is not None and host.sync_always else None,
+            )
         self._arm_expiry()
         if self._file is not None and not host.sync_always:
             self._arm_interval_sync()
@@ -158,10 +169,30 @@ class Stream:
         return 0  # the log is in memory and starts empty: nothing to skip on restart
 
     def snapshot(self) -> bytes:
-        return b""  # the state is the store itself, durable on its own
+        """R1: nothing (the state is the store itself, durable on its own). Replicated: the
+        store's position, taken when the log is about to be compacted past what the store
+        holds, so the store is synced first (its messages must outlive the log entries)."""
+        if not self.replicated:
+            return b""
+        if self._file is not None:
+            self._file.sync()
+        state = self.store.state()
+        return go_json({"first_seq": state.first_seq, "last_seq": state.last_seq})
 
     def restore(self, data: bytes) -> None:
-        assert data == b"", "a single-voter stream never installs a snapshot"
+        """A replica installs the leader's snapshot: fine if its store already holds everything
+        the snapshot covers. A replica behind it needs the leader's stored messages, a catch-up
+        not built yet: fail loudly rather than go on with a store missing messages."""
+        if not data:
+            assert not self.replicated or self.store.state().last_seq == 0, "empty snapshot on a used replica"
+            return
+        wanted = int(json.loads(data)["last_seq"])
+        have = self.store.state().last_seq
+        if have < wanted:
+            raise BrokenError(
+                f"stream {self.config.name}: replica holds up to {have}, the snapshot covers {wanted}; "
+                "catch-up from the leader's store is not implemented"
+            )
 
     # --- publishing --------------------------------------------------------------------------------
 
