@@ -171,6 +171,8 @@ class RaftGroup:
         self._lazy_timer: Timer | None = None
         self._closed = False
         self.applied_sync = applied_sync
+        self.on_lead: Callable[[], None] | None = None  # runs once per term, when ready_to_lead()
+        self._led_term = 0
         self._applied_unsynced: list[tuple[OnDone, int]] = []  # acknowledged after the next sync
         self._applied_syncing = False
         hard_state, _ = storage.initial_state()
@@ -202,6 +204,13 @@ class RaftGroup:
         open_voters = sum(1 for peer in core.voters
                           if peer == core.id or (peer in core.progress and not core.progress[peer].inflights.full()))
         return open_voters >= len(core.voters) // 2 + 1
+
+    def ready_to_lead(self) -> bool:
+        """Leader, and every entry committed before its term is applied here (its own first
+        entry is): only now may it decide from the state machine (a new consumer leader that
+        delivered before applying its predecessor's acks would redeliver acknowledged messages)."""
+        core = self.core
+        return core.role == Role.LEADER and core.log.term(core.log.applied) == core.term
 
     def awaits(self, index: int) -> bool:
         """Is a proposal made here waiting for the entry at `index` (its on_done will run)?"""
@@ -308,6 +317,9 @@ class RaftGroup:
         stale_snapshot = self._stale_snapshot_for_bug(ready)
         self._apply(ready)
         self.core.advance(ready)
+        if self.on_lead is not None and self._led_term != self.core.term and self.ready_to_lead():
+            self._led_term = self.core.term
+            self.on_lead()
         self._maybe_compact(stale_snapshot)
         if not self.is_leader():
             self._lazy.clear()

@@ -11,6 +11,15 @@ bytes (the routes put them on internal subjects of the system account; the simul
 in-memory transport of the tests queue them). A message for a group this worker does not own, or
 one that does not decode, is dropped and counted: RAFT retries, and a stranger's garbage must not
 reach a core.
+
+Where the routes plug in (DESIGN §4.1; the next step): a RouteRaftTransport in cluster/ whose
+`send(peer, group_id, message)` publishes `message` as an ordinary message in the system account
+on an internal subject under our own prefix, one subject per (peer, group), e.g.
+`$ARAFT.<peer>.<group_id>.<sender>`, never blocking (a full link drops; RAFT resends). Each worker
+subscribes `$ARAFT.<own peer>.*.*` in the system account and calls
+`registry.deliver(group_id, sender, payload)`. The registry ticks its groups every RAFT_TICK_S from
+the worker's loop (`registry.tick()`); groups run their Ready loops on that loop (their Scheduler).
+A group's traffic leaves from the worker that owns it: the registry of that worker only.
 """
 
 from __future__ import annotations

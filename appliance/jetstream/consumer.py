@@ -29,7 +29,7 @@ from appliance.jetstream.config import ConsumerConfig
 from appliance.jetstream.consumer_acks import AckHandling
 from appliance.jetstream.consumer_pull import PullRequests, wire_size
 from appliance.jetstream.consumer_push import PushDelivery
-from appliance.jetstream.groups import start_group
+from appliance.jetstream.groups import Replication, replicated_group, start_group
 from appliance.jetstream.host import Host, Timer
 from appliance.jetstream.pull import PullRequest
 from appliance.jetstream.storeview import count_live, first_seq_at_or_after_time, last_seq, seq_from_time
@@ -63,6 +63,7 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
         storage: LogStorage,
         on_inactive: Callable[[Consumer], None],
         fresh: bool,
+        replication: Replication | None = None,
     ) -> None:
         self.stream = stream
         self.config = config
@@ -103,15 +104,25 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
         self._ack_prefix: bytes | None = None  # b"$JS.ACK.<stream>.<consumer>." (delivery hot path)
         self._target = ""  # the last delivery target and its bytes
         self._target_b = b""
-        self.group = start_group(
-            name=group_id,
-            peer=peer,
-            storage=storage,
-            machine=self,
-            clock=host.clock,
-            rng=random.Random(host.rng.random()),
-            scheduler=host,
-        )
+        self.replicated = replication is not None
+        self._led_term = 0  # the term this replica last took over delivery in (replicated only)
+        if replication is not None:
+            self.group = replicated_group(
+                name=group_id, peer=peer, replication=replication, machine=self, clock=host.clock,
+                rng=random.Random(host.rng.random()), scheduler=host,
+                snapshot_entries=limits.RAFT_SNAPSHOT_ENTRIES,
+            )
+            self.group.on_lead = self._kick  # a new leader takes over delivery at once
+        else:
+            self.group = start_group(
+                name=group_id,
+                peer=peer,
+                storage=storage,
+                machine=self,
+                clock=host.clock,
+                rng=random.Random(host.rng.random()),
+                scheduler=host,
+            )
         self.state.restarted()
         self.next_sseq = self.state.delivered_sseq + 1
         self.next_cseq = self.state.delivered_cseq + 1
@@ -162,6 +173,27 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
             self.group.propose(data, on_done, durable=durable)
         except (NotLeader, ProposalDropped, LimitExceeded) as exc:
             logger.warning("consumer %s dropped an operation: %s", self.name, exc)
+
+    def _leads(self) -> bool:
+        """Is this replica the consumer's leader? A replica that just became leader takes over
+        delivery from the replicated state: on from the last delivered sequence, and every
+        message still pending is due again after ack_wait (its deliverer may be gone)."""
+        group = self.group
+        if not group.ready_to_lead():
+            return False
+        term = group.core.term
+        if term != self._led_term:
+            self._led_term = term
+            state = self.state
+            self.next_sseq = max(self.next_sseq, state.delivered_sseq + 1)
+            self.next_cseq = max(self.next_cseq, state.delivered_cseq + 1)
+            self._pending_count = None
+            self._cursor = None
+            now = self.host.now_ns()
+            for sseq in state.pending:
+                self._deadlines.setdefault(sseq, now + self._ack_wait_ns(state.redelivered.get(sseq, 1)))
+            self._arm_redelivery()
+        return True
 
     # --- where delivery starts -------------------------------------------------------------------
 
@@ -314,6 +346,8 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
         self._interest_seen = None
         if self.deleted:
             return
+        if self.replicated and not self._leads():
+            return  # only the consumer's leader delivers; followers apply its decisions
         if self.config.pause_until and pause.holds(self):
             if not self.config.is_push:
                 self._finish_no_wait()  # paused: no_wait requests end at once with 404

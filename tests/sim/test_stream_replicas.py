@@ -136,3 +136,42 @@ def test_a_replica_behind_a_compacted_log_fails_loudly_instead_of_diverging() ->
     with pytest.raises(BrokenError, match="catch-up from the leader's store is not implemented"):
         replicas.run_until(lambda: False, ticks_max=400)
     assert replicas.replicas[lagging].stream.store.state().msgs == 0
+
+
+CONSUMER = {"durable_name": "D", "ack_policy": "explicit", "ack_wait": 1_000_000_000}
+PULL = b'{"batch": 10, "expires": 60000000000}'
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("seed", SEEDS)
+def test_after_a_consumer_leader_failover_no_ack_is_lost_and_only_the_unacked_come_again(seed: int) -> None:
+    replicas = StreamReplicas(seed=seed, consumer=CONSUMER)
+    leader = replicas.elect()
+    for number in range(10):
+        leader.publish("s.a", b"m%d" % number, reply="r.%d" % number)
+    replicas.run_until(lambda: all(r.stream.store.state().msgs == 10 for r in replicas.replicas.values()))
+    replicas.run_until(lambda: replicas.consumer_leader() is not None)
+    first = replicas.consumer_leader()
+    assert first is not None and first.consumer is not None
+    first.consumer.on_pull("_INBOX.p1", PULL)
+    replicas.run_until(lambda: len(first.host.delivered) == 10)
+    followers = [r for r in replicas.replicas.values() if r is not first]
+    assert all(not r.host.delivered for r in followers)  # only the leader delivers
+    for number, (_, ack, _) in enumerate(first.host.delivered[:5]):
+        first.consumer.on_ack(ack.decode().split("."), f"acked.{number}", b"")  # AckSync
+    replicas.run_until(lambda: sum(subject.startswith(b"acked.") for subject, _ in first.host.sent) == 5)
+    replicas.crash(first.name)  # every AckSync it answered must survive it
+
+    def taken_over() -> bool:
+        leader = replicas.consumer_leader()
+        return leader is not None and leader.consumer is not None and leader.consumer.group.ready_to_lead()
+
+    replicas.run_until(taken_over)
+    second = replicas.consumer_leader()
+    assert second is not None and second.consumer is not None and second is not first
+    assert len(second.consumer.state.pending) == 5, f"seed {seed}: acks or deliveries lost"
+    second.consumer.on_pull("_INBOX.p2", PULL)
+    replicas.run_until(lambda: len(second.host.delivered) >= 5)  # after ack_wait
+    for _ in range(60):  # (unacked, they come again every ack_wait) the acknowledged five never do
+        replicas.step()
+    assert {payload for _, _, payload in second.host.delivered} == {b"m%d" % n for n in range(5, 10)}

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from appliance.clock import ManualClock
 from appliance.cluster.raft_storage import DurableStorage
 from appliance.cluster.registry import GroupRegistry
-from appliance.jetstream.config import StreamConfig, parse_stream_config
+from appliance.jetstream.config import StreamConfig, parse_consumer_config, parse_stream_config
+from appliance.jetstream.consumer import Consumer
 from appliance.jetstream.groups import Replication
 from appliance.jetstream.stream import Stream, store_limits
 from appliance.raft.codec import decode_message, encode_message
@@ -31,6 +32,7 @@ from appliance.testing.sim.disk import SimDisk
 from appliance.testing.sim.network import NetworkFaults, SimNetwork
 
 GROUP_ID = "S-sim"
+CONSUMER_GROUP_ID = "C-sim"
 TICK_S = 0.05
 NETWORK_QUEUE_MAX = 100_000
 
@@ -57,6 +59,7 @@ class SimHost:
     soon: list[Callable[[], None]] = field(default_factory=list)
     timers: list[_Timer] = field(default_factory=list)
     sent: list[tuple[bytes, bytes]] = field(default_factory=list)
+    delivered: list[tuple[bytes, bytes, bytes]] = field(default_factory=list)  # (to, ack reply, payload)
 
     def now_ns(self) -> int:
         return int(self.clock.wall() * 1e9)
@@ -71,18 +74,20 @@ class SimHost:
         self.sent.append((subject, payload))
 
     def deliver(self, match: str, subject: str, reply: str, header: bytes | None, payload: bytes) -> int:
-        return 0
+        self.delivered.append((match.encode(), reply.encode(), payload))
+        return 1
 
     def deliver_raw(
         self, key: bytes, subject_b: bytes, reply_b: bytes | None, header: bytes | None, payload: bytes
     ) -> int:
-        return 0
+        self.delivered.append((key, reply_b or b"", payload))
+        return 1
 
     def deliverer(self, key: bytes) -> Callable[[bytes, bytes | None, bytes | None, bytes], int]:
-        return lambda subject, reply, header, payload: 0
+        return lambda subject, reply, header, payload: self.deliver_raw(key, subject, reply, header, payload)
 
     def has_interest(self, subject: str, queue: str = "") -> bool:
-        return False
+        return subject.startswith("_INBOX.")  # pull requesters listen; nobody listens to advisories
 
     def call_soon(self, fn: Callable[[], None]) -> None:
         self.soon.append(fn)
@@ -129,6 +134,7 @@ class Replica:
     host: SimHost
     registry: GroupRegistry
     stream: Stream
+    consumer: Consumer | None = None
 
     def publish(self, subject: str, payload: bytes, *, reply: str = "", header: bytes = b"") -> None:
         self.stream.publish_raw(subject, reply.encode(), header, payload)
@@ -137,7 +143,7 @@ class Replica:
 class StreamReplicas:
     def __init__(self, *, seed: int, peers: Sequence[str] = ("n1", "n2", "n3"),
                  config: StreamConfig | None = None, faults: NetworkFaults | None = None,
-                 snapshot_entries: int | None = None) -> None:
+                 snapshot_entries: int | None = None, consumer: dict[str, object] | None = None) -> None:
         self.rng = random.Random(seed)
         self.peers = tuple(peers)
         # parsed as R1 (the config layer refuses R>1 without a cluster), then given its replicas
@@ -148,6 +154,9 @@ class StreamReplicas:
                                   queue_max=NETWORK_QUEUE_MAX)
         self.ticks = 0
         self.snapshot_entries = snapshot_entries
+        self.consumer_config = (
+            None if consumer is None else parse_consumer_config(consumer, stream=self.config, ephemeral=False)
+        )
         self.disks = {peer: SimDisk() for peer in self.peers}
         self.replicas: dict[str, Replica] = {}
         for peer in self.peers:
@@ -164,6 +173,18 @@ class StreamReplicas:
                         group_id=GROUP_ID, replication=replication)
         registry.add(stream.group)
         replica = Replica(peer, self.disks[peer], host, registry, stream)
+        if self.consumer_config is not None:
+            name = f"{CONSUMER_GROUP_ID}.raftlog"
+            log = DurableStorage(self.disks[peer], name, bootstrap=ConfState(self.peers))
+            outbox = registry.outbox(CONSUMER_GROUP_ID)
+            on_consumer = Replication(storage=log, transport=outbox, tick_s=TICK_S)
+            replica.consumer = Consumer(
+                stream=stream, config=self.consumer_config, created_ns=1, host=host, peer=peer,
+                group_id=CONSUMER_GROUP_ID, storage=log, on_inactive=lambda _c: None, fresh=True,
+                replication=on_consumer,
+            )
+            stream.consumers[self.consumer_config.name] = replica.consumer
+            registry.add(replica.consumer.group)
         self.replicas[peer] = replica
         return replica
 
@@ -171,6 +192,8 @@ class StreamReplicas:
         """The server dies: unsynced disk writes and its in-flight sends are lost."""
         replica = self.replicas.pop(peer)
         replica.stream.deleted = True
+        if replica.consumer is not None:
+            replica.consumer.deleted = True
         self.disks[peer].crash(self.rng, torn=False)
         self.network.lose_unflushed(peer, sent_since=self.ticks)
 
@@ -200,6 +223,12 @@ class StreamReplicas:
 
     def leader(self) -> Replica | None:
         leaders = [r for r in self.replicas.values() if r.stream.group.is_leader()]
+        return leaders[0] if len(leaders) == 1 else None
+
+    def consumer_leader(self) -> Replica | None:
+        leaders = [
+            r for r in self.replicas.values() if r.consumer is not None and r.consumer.group.is_leader()
+        ]
         return leaders[0] if len(leaders) == 1 else None
 
     def elect(self) -> Replica:
