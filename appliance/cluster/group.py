@@ -172,6 +172,8 @@ class RaftGroup:
         self._closed = False
         self.applied_sync = applied_sync
         self.on_lead: Callable[[], None] | None = None  # runs once per term, when ready_to_lead()
+        self._apply_paused = False
+        self._held: tuple[Ready, bytes | None] | None = None  # a Ready waiting for resume_apply
         self._led_term = 0
         self._applied_unsynced: list[tuple[OnDone, int]] = []  # acknowledged after the next sync
         self._applied_syncing = False
@@ -305,6 +307,8 @@ class RaftGroup:
     # --- the Ready loop ------------------------------------------------------------------------------
     def process_ready(self) -> bool:
         """Run one Ready through persist -> send -> apply -> advance; False if there was nothing."""
+        if self._held is not None:
+            return False  # a snapshot's data is being fetched (pause_apply)
         self._flush_proposals()
         if not self.core.has_ready():
             return False
@@ -315,7 +319,33 @@ class RaftGroup:
         self._persist(ready)
         self.transport.send(ready.messages)
         stale_snapshot = self._stale_snapshot_for_bug(ready)
-        self._apply(ready)
+        if ready.snapshot is not None:
+            self.state_machine.restore(ready.snapshot.data)
+            self._fail_waiting_through(ready.snapshot.meta.index)
+            if self._apply_paused:  # the machine fetches what the snapshot stands for
+                self._held = (ready, stale_snapshot)
+                return True
+        self._finish(ready, stale_snapshot)
+        return True
+
+    def pause_apply(self) -> None:
+        """Called by the state machine from `restore` when it must fetch data first (a stream
+        replica catching up from the leader's store): the rest of this Ready (committed entries,
+        advance) and every later Ready wait until `resume_apply`. Messages still arrive (stepped
+        into the core); nothing more is persisted, acknowledged or applied meanwhile."""
+        self._apply_paused = True
+
+    def resume_apply(self) -> None:
+        """The state machine holds what the installed snapshot stands for: go on."""
+        assert self._apply_paused
+        self._apply_paused = False
+        held, self._held = self._held, None
+        if held is not None:
+            self._finish(*held)
+        self.kick()
+
+    def _finish(self, ready: Ready, stale_snapshot: bytes | None) -> None:
+        self._apply_committed(ready)
         self.core.advance(ready)
         if self.on_lead is not None and self._led_term != self.core.term and self.ready_to_lead():
             self._led_term = self.core.term
@@ -325,7 +355,6 @@ class RaftGroup:
             self._lazy.clear()
             if self._waiting:
                 self._fail_lost_proposals()
-        return True
 
     def _fail_lost_proposals(self) -> None:
         """Fail proposals whose entry can no longer commit: overwritten, or cut off a deposed leader's log."""
@@ -383,10 +412,7 @@ class RaftGroup:
             self.storage.sync()
             self._dirty = False
 
-    def _apply(self, ready: Ready) -> None:
-        if ready.snapshot is not None:
-            self.state_machine.restore(ready.snapshot.data)
-            self._fail_waiting_through(ready.snapshot.meta.index)
+    def _apply_committed(self, ready: Ready) -> None:
         if not ready.committed:
             return
         self.state_machine.apply(ready.committed)

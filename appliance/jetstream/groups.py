@@ -19,6 +19,7 @@ import os
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from appliance import limits
 from appliance.clock import Clock
@@ -26,6 +27,7 @@ from appliance.cluster.group import AppliedSync, RaftGroup, Scheduler, StateMach
 from appliance.cluster.raft_storage import DurableStorage
 from appliance.raft.storage import LogStorage, MemoryStorage
 from appliance.raft.types import ConfState, Message, RaftConfig
+from appliance.store.api import StoredMsg
 from appliance.store.raftlog import OsLogFiles
 
 ELECTION_READIES_MAX = 8  # a single voter leads after pre-vote, vote, and the first append
@@ -38,6 +40,18 @@ class NoTransport:
         assert not messages, "a single-voter group has no peers to send to"
 
 
+class CatchUpSource(Protocol):
+    """Where a replica behind the leader's snapshot gets the leader's stored messages."""
+
+    def fetch(
+        self, leader: str, from_seq: int, to_seq: int, done: Callable[[list[StoredMsg] | None], None]
+    ) -> None:
+        """Ask `leader` for its stored messages in [from_seq, to_seq], ascending, at most
+        JS_CATCHUP_BATCH_MSGS of them; done(batch) later, on the loop (empty: none left in the
+        range), or done(None) when the leader could not answer (the replica asks again)."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Replication:
     """What a replicated (R>1) stream or consumer group runs on: a durable RAFT log bootstrapped
@@ -48,6 +62,7 @@ class Replication:
     transport: Transport
     tick_s: float = limits.RAFT_TICK_S
     snapshot_entries: int | None = None  # None: the kind's default
+    catch_up: CatchUpSource | None = None  # streams: the leader's stored messages after a snapshot
 
 
 def replicated_group(

@@ -28,7 +28,13 @@ from appliance import limits
 from appliance.errors import BrokenError, CorruptData, LimitExceeded, NotLeader, ProposalDropped
 from appliance.jetstream import advisories, errors, ops
 from appliance.jetstream.config import StreamConfig
-from appliance.jetstream.groups import Replication, memory_storage, replicated_group, start_group
+from appliance.jetstream.groups import (
+    CatchUpSource,
+    Replication,
+    memory_storage,
+    replicated_group,
+    start_group,
+)
 from appliance.jetstream.host import Host, Timer
 from appliance.jetstream.republish import republisher_for
 from appliance.jetstream.sources import apply_mirror
@@ -37,6 +43,7 @@ from appliance.jetstream.subjects import subject_matches
 from appliance.jetstream.wire import go_json, header_value, parse_go_duration, strip_status
 from appliance.raft.types import Entry, EntryType
 from appliance.store import api
+from appliance.store.api import StoredMsg
 from appliance.store.filestore import FileStreamStore
 
 if TYPE_CHECKING:
@@ -117,6 +124,7 @@ class Stream:
         # account/server limits (resources.py): None unless a limit applies to this stream
         self.guard: Callable[[Stream, list[ops.InMsg]], list[Outcome] | None] | None = None
         self.replicated = replication is not None
+        self._catch_up = replication.catch_up if replication is not None else None
         if replication is not None:
             self.group = replicated_group(
                 name=group_id, peer=peer, replication=replication, machine=self, clock=host.clock,
@@ -177,22 +185,60 @@ class Stream:
         if self._file is not None:
             self._file.sync()
         state = self.store.state()
-        return go_json({"first_seq": state.first_seq, "last_seq": state.last_seq})
+        position = {"first_seq": state.first_seq, "last_seq": state.last_seq, "last_ts": state.last_ts_ns}
+        return go_json(position)
 
     def restore(self, data: bytes) -> None:
-        """A replica installs the leader's snapshot: fine if its store already holds everything
-        the snapshot covers. A replica behind it needs the leader's stored messages, a catch-up
-        not built yet: fail loudly rather than go on with a store missing messages."""
+        """A replica installs the leader's snapshot. Behind it, the replica pauses its group
+        (nothing after the snapshot may apply onto a store with a hole), fetches the leader's
+        stored messages in bounded batches, one batch in flight, then resumes."""
         if not data:
             assert not self.replicated or self.store.state().last_seq == 0, "empty snapshot on a used replica"
             return
-        wanted = int(json.loads(data)["last_seq"])
+        snap = json.loads(data)
+        first, wanted, last_ts = int(snap["first_seq"]), int(snap["last_seq"]), int(snap["last_ts"])
         have = self.store.state().last_seq
-        if have < wanted:
+        if have >= wanted:
+            self._drop_below(first)
+            return
+        catch_up = self._catch_up
+        if catch_up is None:
             raise BrokenError(
-                f"stream {self.config.name}: replica holds up to {have}, the snapshot covers {wanted}; "
-                "catch-up from the leader's store is not implemented"
+                f"stream {self.config.name}: replica holds up to {have}, the snapshot covers {wanted}, "
+                "and no catch-up source is configured"
             )
+        self.group.pause_apply()
+        self._fetch_from(catch_up, max(have + 1, first), wanted, first, last_ts)
+
+    def _fetch_from(self, catch_up: CatchUpSource, start: int, wanted: int, first: int, last_ts: int) -> None:
+        def retry() -> None:
+            if not self.deleted:
+                self._fetch_from(catch_up, start, wanted, first, last_ts)
+
+        def got(batch: list[StoredMsg] | None) -> None:
+            if self.deleted:
+                return
+            if batch is None:  # the leader did not answer: ask the one there is then, later
+                self.host.call_later(limits.JS_CATCHUP_RETRY_S, retry)
+                return
+            batch = [msg for msg in batch if start <= msg.seq <= wanted][: limits.JS_CATCHUP_BATCH_MSGS]
+            if batch:
+                self.store.append_restored(batch)  # type: ignore[attr-defined]
+            if batch and batch[-1].seq < wanted:
+                self._fetch_from(catch_up, batch[-1].seq + 1, wanted, first, last_ts)
+                return
+            self.store.finish_restore(wanted, last_ts)  # type: ignore[attr-defined]
+            self._drop_below(first)
+            self._rebuild_dedupe()
+            self.group.resume_apply()
+
+        catch_up.fetch(self.group.leader(), start, wanted, got)
+
+    def _drop_below(self, first: int) -> None:
+        """Messages the leader no longer holds below its first sequence go here too."""
+        if first > self.store.state().first_seq:
+            self.store.purge("", up_to_seq=first)
+            self._removed()
 
     # --- publishing --------------------------------------------------------------------------------
 

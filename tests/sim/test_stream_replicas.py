@@ -7,7 +7,7 @@ import json
 import pytest
 
 from appliance.cluster.raft_storage import DurableStorage
-from appliance.errors import BrokenError
+from appliance.jetstream import ops
 from appliance.testing.sim.network import NetworkFaults
 from appliance.testing.sim.streams import GROUP_ID, Replica, StreamReplicas
 
@@ -120,22 +120,32 @@ def test_a_publish_to_a_follower_is_refused_not_stored() -> None:
 
 
 @pytest.mark.sim
-def test_a_replica_behind_a_compacted_log_fails_loudly_instead_of_diverging() -> None:
-    """Catch-up from the leader's store is not built yet: a follower that would need it must not
-    go on with a store missing messages (it stops with a clear error)."""
-    replicas = StreamReplicas(seed=5, snapshot_entries=4)
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_lagging_replica_catches_up_from_a_snapshot_and_the_leaders_store(seed: int) -> None:
+    replicas = StreamReplicas(seed=seed, snapshot_entries=4)
     leader = replicas.elect()
     lagging = next(p for p in replicas.peers if p != leader.name)
     replicas.network.partition({lagging}, list(replicas.peers))
-    for number in range(12):
-        leader.publish("s.a", b"%d" % number, reply="r.%d" % number)
-        replicas.step()
-    replicas.run_until(lambda: len(acks(leader)) == 12)
+    total = 600  # more than two catch-up batches
+    for number in range(total):
+        leader.publish("s.%d" % (number % 7), b"%d" % number, reply="r.%d" % number)
+        if number % 50 == 49:
+            replicas.step()
+    replicas.run_until(lambda: len(acks(leader)) == total)
+    deleted: list[object] = []  # a hole (through the log) the lagging replica must not fill in
+    leader.stream.propose_op(ops.KIND_DELETE, {"seq": 3, "erase": False}, deleted.append)
+    replicas.run_until(lambda: deleted == [True])
     assert leader.stream.group.storage.snapshot().meta.index > 0  # compacted past the lagging one
     replicas.network.heal()
-    with pytest.raises(BrokenError, match="catch-up from the leader's store is not implemented"):
-        replicas.run_until(lambda: False, ticks_max=400)
-    assert replicas.replicas[lagging].stream.store.state().msgs == 0
+    behind = replicas.replicas[lagging]
+    replicas.run_until(lambda: behind.stream.store.state().last_seq == total)
+    for number in range(3):  # and it goes on with the stream after the snapshot
+        leader.publish("s.x", b"after %d" % number, reply="r.after.%d" % number)
+    everyone = list(replicas.replicas.values())
+    replicas.run_until(lambda: all(r.stream.store.state().last_seq == total + 3 for r in everyone))
+    expected = contents(leader)
+    assert len(expected) == total + 2 and all(contents(r) == expected for r in everyone), seed
+    assert replicas.catch_up_batches and max(replicas.catch_up_batches) <= 256  # bounded, batch by batch
 
 
 CONSUMER = {"durable_name": "D", "ack_policy": "explicit", "ack_wait": 1_000_000_000}

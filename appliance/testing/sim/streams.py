@@ -13,10 +13,12 @@ one GroupRegistry per server (the same registry and RaftTransport seam the route
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from appliance import limits
 from appliance.clock import ManualClock
 from appliance.cluster.raft_storage import DurableStorage
 from appliance.cluster.registry import GroupRegistry
@@ -26,6 +28,7 @@ from appliance.jetstream.groups import Replication
 from appliance.jetstream.stream import Stream, store_limits
 from appliance.raft.codec import decode_message, encode_message
 from appliance.raft.types import ConfState
+from appliance.store.api import StoredMsg
 from appliance.store.layout import SyncJob
 from appliance.store.memory import MemoryStreamStore
 from appliance.testing.sim.disk import SimDisk
@@ -127,6 +130,28 @@ class _NetTransport:
         self.replicas.network.send(self.replicas.ticks, group_id, decoded)
 
 
+class _CatchUp:
+    """CatchUpSource of one server: reads the leader's store (in-process), answers a turn later."""
+
+    def __init__(self, replicas: StreamReplicas, peer: str) -> None:
+        self.replicas, self.peer = replicas, peer
+
+    def fetch(
+        self, leader: str, from_seq: int, to_seq: int, done: Callable[[list[StoredMsg] | None], None]
+    ) -> None:
+        asking = self.replicas.replicas.get(self.peer)
+        source = self.replicas.replicas.get(leader)
+        if asking is None:
+            return
+        if source is None or leader == self.peer:
+            asking.host.call_soon(lambda: done(None))
+            return
+        scan = itertools.islice(source.stream.store.scan(from_seq), limits.JS_CATCHUP_BATCH_MSGS)
+        batch = [msg for msg in scan if msg.seq <= to_seq]
+        self.replicas.catch_up_batches.append(len(batch))
+        asking.host.call_soon(lambda: done(batch))
+
+
 @dataclass
 class Replica:
     name: str
@@ -158,6 +183,7 @@ class StreamReplicas:
             None if consumer is None else parse_consumer_config(consumer, stream=self.config, ephemeral=False)
         )
         self.disks = {peer: SimDisk() for peer in self.peers}
+        self.catch_up_batches: list[int] = []  # sizes of the batches lagging replicas fetched
         self.replicas: dict[str, Replica] = {}
         for peer in self.peers:
             self.start(peer)
@@ -168,7 +194,7 @@ class StreamReplicas:
         storage = DurableStorage(self.disks[peer], f"{GROUP_ID}.raftlog", bootstrap=ConfState(self.peers))
         store = MemoryStreamStore(store_limits(self.config))
         replication = Replication(storage=storage, transport=registry.outbox(GROUP_ID), tick_s=TICK_S,
-                                  snapshot_entries=self.snapshot_entries)
+                                  snapshot_entries=self.snapshot_entries, catch_up=_CatchUp(self, peer))
         stream = Stream(config=self.config, created_ns=1, store=store, host=host, peer=peer,
                         group_id=GROUP_ID, replication=replication)
         registry.add(stream.group)
