@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from appliance.cluster.placement import PlacementError
 from appliance.errors import LimitExceeded, NotLeader
 from appliance.jetstream import advisories, errors
 from appliance.jetstream.decode import JsonObject, decode_object, request_body
@@ -136,6 +137,9 @@ def propose_meta(request: Request, op: dict[str, object], then: Callable[[], Non
     fail = request.later(_not_committed)
     try:
         request.ajs.service.meta.propose(op, lambda ok: after() if ok else fail())
+    except PlacementError as exc:
+        request.deferred = False
+        raise errors.CLUSTER_NO_PEERS.format(err=str(exc)) from None
     except (NotLeader, LimitExceeded) as exc:
         request.deferred = False
         raise errors.STREAM_GENERAL.format(err=f"meta proposal was not accepted: {exc}") from None

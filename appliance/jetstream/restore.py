@@ -26,6 +26,7 @@ import shutil
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from appliance.cluster.placement import PlacementError
 from appliance.errors import ApplianceError, LimitExceeded, NotLeader
 from appliance.jetstream import advisories, errors, resources
 from appliance.jetstream.api_streams import check_overlap, stream_info
@@ -328,7 +329,7 @@ class RestoreSession:
 
             try:
                 ajs.service.meta.propose(ops[k], committed)
-            except (NotLeader, LimitExceeded) as exc:
+            except (NotLeader, LimitExceeded, PlacementError) as exc:
                 ajs.restored_stores.pop(self.name, None)
                 failed(ApplianceError(f"meta proposal was not accepted: {exc}"))
 

@@ -488,6 +488,10 @@ class JetStreamService:
         self.meta = MetaGroup(
             root=os.path.join(self.root, "_raft"), peer=self.peer, clock=self.clock, rng=self.rng,
             scheduler=self.loop,
+            server_name=server.server_name,
+            cluster=self.options.cluster.name if self.options.cluster.port else "",
+            tags=tuple(self.options.server_tags),
+            unique_tag=self.options.jetstream.unique_tag,
         )
         self.started_ns = time.time_ns()
         for line in self.meta.damage:
