@@ -585,7 +585,13 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
         elif policy not in ("all", "by_start_sequence", "by_start_time"):
             raise ResetRefused("not allowed")
         seq = max(seq, 1)
-        self._propose(ops.op_reset(seq), durable=True, done=done)
+        def applied() -> None:
+            if self.stream.config.retention == "interest":
+                self.stream.on_consumer_removed()  # messages skipped over count as acknowledged
+            if done is not None:
+                done()
+
+        self._propose(ops.op_reset(seq), durable=True, done=applied)
         self.next_sseq, self.next_cseq = seq, 1
         self._redeliver.clear()
         self._deadlines.clear()
@@ -596,8 +602,6 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
         if self._redeliver_timer is not None:
             self._redeliver_timer.cancel()
             self._redeliver_timer = None
-        if self.stream.config.retention == "interest":
-            self.stream.on_consumer_removed()  # messages skipped over count as acknowledged
         self._kick()
         return seq
 

@@ -159,7 +159,7 @@ def test_a_kept_cursor_sees_messages_stored_after_it_read_the_active_file(tmp_pa
     try:
         for index in range(5):
             stream.publish_raw("s.a", b"", b"", b"m%d" % index)
-            host.turn()
+            host.settle()  # the batch applies on the turn after its proposal
             found = consumer._load_next(index + 1)
             assert found is not None and found.payload == b"m%d" % index
         assert consumer._load_next(6) is None
