@@ -73,6 +73,8 @@ RAFT_APPEND_BYTES_MAX = 1024 * 1024  # payload bytes of one APPEND message
 RAFT_UNCOMMITTED_ENTRIES_MAX = 8192  # leader refuses proposals beyond this many uncommitted
 RAFT_APPLY_BYTES_MAX = 4 * 1024 * 1024  # committed payload handed to apply in one Ready
 RAFT_PROPOSALS_PENDING_MAX = 4096  # driver: proposals batched while a Ready is in flight
+RAFT_LAZY_SYNC_S = 1.0  # driver: a single voter's durable=False entries reach disk within this
+RAFT_GROUPS_PER_WORKER_MAX = 100_000  # registry: RAFT groups one worker owns
 RAFT_SNAPSHOT_ENTRIES = 8192  # driver: snapshot + compact once this many entries were applied since
 RAFT_LOG_RECORD_BYTES_MAX = 64 * 1024 * 1024  # one record of the durable raft log file
 
@@ -163,6 +165,8 @@ JS_ACK_TARGETS_MAX = 65536  # (stream, consumer) ack-subject tokens remembered p
 JS_GC_THRESHOLDS = (50_000, 20, 100)  # gc.set_threshold in a worker running JetStream (see service.py)
 JS_RELAY_CARRIERS_MAX = 4096  # link subscriptions whose relay carrier is kept (relay.py); then cleared
 JS_RELAY_PIPELINE_BYTES = 64 * 1024  # a pull batch relayed to a sibling leaves in frames this big (relay.py)
+JS_CATCHUP_BATCH_MSGS = 256  # stored messages a lagging replica fetches per round trip (one in flight)
+JS_CATCHUP_RETRY_S = 0.5  # a catch-up fetch the leader did not answer is asked again after this
 JS_STREAM_LOG_ENTRIES = 32  # applied publish batches a stream's in-memory RAFT log keeps before compacting
 JS_REDELIVER_QUEUE_MAX = 65536  # stream sequences waiting for redelivery per consumer
 JS_FLOW_CONTROL_MSGS = 1024  # a push consumer with flow_control asks for a response this often

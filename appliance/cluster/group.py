@@ -11,7 +11,26 @@ start of the next Ready, so every proposal that arrived while a Ready was being 
 one append and one fsync (group commit). When the queue or the leader's uncommitted log is full,
 propose() raises LimitExceeded: that is the backpressure callers must honour.
 A proposal is acknowledged (`on_done(True, index)`) only once its entry is applied here with the
-term it was proposed in; it fails (`on_done(False, index)`) if another entry took its index.
+term it was proposed in; it fails (`on_done(False, index)`) if another entry took its index, if
+it was cut off a deposed leader's log, or if a snapshot replaced it. Nobody above this driver may
+assume a proposal commits inside `propose`: with remote voters it commits when a quorum has
+persisted it, many loop turns later. Callers answer from `on_done`.
+
+Durability is decided here and only here. Every Ready whose entries or hard state must be durable
+(`must_sync`) is fsynced before its messages leave and before it is applied, on leaders and
+followers alike: a follower acknowledges an append only once it is on disk. The one relaxation is
+a `durable=False` proposal of a group with a single voter (a consumer's delivered records): it is
+written at once and fsynced within `lazy_sync_s` (or by the next Ready that must sync); losing it
+in a crash only redelivers. Groups with more than one voter always sync: a quorum's promise is a
+promise about disks. A single voter whose log lives in memory (an R1 stream: its segment store
+is the durable copy, and nats-server keeps no RAFT log for R1 either) hands the driver an
+AppliedSync: the driver acknowledges its proposals only once the applied state is synced, one
+sync for every proposal applied meanwhile (group commit).
+
+With a Scheduler attached (a worker's event loop) the group runs its own Ready loop: `propose`,
+`step` and the membership calls schedule it for the next loop turn, and whatever else arrives
+meanwhile joins the same Ready (group commit). Without one (the simulator, unit tests) the caller
+calls `process_ready`.
 """
 
 from __future__ import annotations
@@ -26,10 +45,33 @@ from appliance.clock import Clock
 from appliance.errors import LimitExceeded, NotLeader, ProposalDropped
 from appliance.raft.core import RaftCore
 from appliance.raft.storage import LogStorage
-from appliance.raft.types import Entry, Message, RaftConfig, Ready, Role, Snapshot, SnapshotMeta
+from appliance.raft.types import (
+    ConfChange,
+    ConfChangeOp,
+    Entry,
+    Message,
+    RaftConfig,
+    Ready,
+    Role,
+    Snapshot,
+    SnapshotMeta,
+)
 
 OnDone = Callable[[bool, int], None]  # (acknowledged, index); index 0 if none was assigned
 TICKS_PER_CALL_MAX = 100  # a stalled loop catches up at most this many ticks at once
+READIES_PER_TURN_MAX = 64  # a scheduled Ready loop yields to the event loop after this many
+
+
+class Timer(Protocol):
+    def cancel(self) -> None: ...
+
+
+class Scheduler(Protocol):
+    """The event loop a group runs its Ready loop on (a worker's asyncio loop, or a test's)."""
+
+    def call_soon(self, fn: Callable[[], None]) -> object: ...
+
+    def call_later(self, delay_s: float, fn: Callable[[], None]) -> Timer: ...
 
 
 class Transport(Protocol):
@@ -54,6 +96,22 @@ class StateMachine(Protocol):
     def snapshot(self) -> bytes: ...
 
     def restore(self, data: bytes) -> None: ...
+
+
+class AppliedSync(Protocol):
+    """A state machine that keeps what it applies durable by itself (a stream's segment store).
+
+    On a single voter whose RAFT log is not durable (a stream's in-memory log), the applied
+    state is the only durable copy: the driver acknowledges a proposal only after
+    `sync_applied` has made everything applied before it durable (group commit: one sync for
+    every proposal applied meanwhile).
+    """
+
+    def sync_applied(self, *, urgent: bool, done: Callable[[bool], None]) -> None:
+        """Make everything applied so far durable, then done(True) (on the loop; possibly before
+        returning), or done(False) if it could not (a failed fsync: nothing it covered may be
+        acknowledged). `urgent`: the group is closing; sync before returning."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +139,9 @@ class RaftGroup:
                  state_machine: StateMachine, clock: Clock, rng: random.Random,
                  tick_s: float = limits.RAFT_TICK_S, snapshot_entries: int = limits.RAFT_SNAPSHOT_ENTRIES,
                  proposals_pending_max: int = limits.RAFT_PROPOSALS_PENDING_MAX,
-                 events: Callable[[str], None] | None = None) -> None:
+                 events: Callable[[str], None] | None = None, scheduler: Scheduler | None = None,
+                 lazy_sync_s: float = limits.RAFT_LAZY_SYNC_S,
+                 applied_sync: AppliedSync | None = None) -> None:
         assert tick_s > 0
         assert snapshot_entries >= 1
         self.group_id = group_id
@@ -98,15 +158,35 @@ class RaftGroup:
         if not snapshot.is_empty() and snapshot.meta.index > applied:
             state_machine.restore(snapshot.data)
         self.core = RaftCore(config, storage, rng, events=events, applied=applied)
-        self._pending: list[tuple[bytes, OnDone | None]] = []
+        self._pending: list[tuple[bytes, OnDone | None, bool]] = []
         self._waiting: dict[int, _Proposal] = {}
         self._unsynced = False
         self._origin_s = clock.monotonic()
         self._ticks_done = 0
+        self.scheduler = scheduler
+        self.lazy_sync_s = lazy_sync_s
+        self._scheduled = False
+        self._lazy: set[int] = set()  # indexes of durable=False proposals not persisted yet
+        self._dirty = False  # written but not fsynced (lazy entries of a single-voter group)
+        self._lazy_timer: Timer | None = None
+        self._closed = False
+        self.applied_sync = applied_sync
+        self.on_lead: Callable[[], None] | None = None  # runs once per term, when ready_to_lead()
+        self._apply_paused = False
+        self._held: tuple[Ready, bytes | None] | None = None  # a Ready waiting for resume_apply
+        self._led_term = 0
+        self._applied_unsynced: list[tuple[OnDone, int]] = []  # acknowledged after the next sync
+        self._applied_syncing = False
+        hard_state, _ = storage.initial_state()
+        self._durable_term_vote = (hard_state.term, hard_state.vote)
 
     # --- inputs ------------------------------------------------------------------------------------
-    def propose(self, data: bytes, on_done: OnDone | None = None) -> None:
-        """Queue `data` for the next Ready. Raises NotLeader, ProposalDropped or LimitExceeded (full)."""
+    def propose(self, data: bytes, on_done: OnDone | None = None, *, durable: bool = True) -> None:
+        """Queue `data` for the next Ready; `on_done` runs once it is applied (or lost).
+
+        Raises NotLeader or LimitExceeded (full). `durable=False` lets a single-voter group
+        write the entry without an fsync of its own (see the module docstring).
+        """
         core = self.core
         if core.role != Role.LEADER:
             raise NotLeader(f"{core.id} is not the leader of {self.group_id}", leader_hint=core.lead or None)
@@ -117,7 +197,8 @@ class RaftGroup:
             raise LimitExceeded(f"{self.group_id}: {uncommitted} entries not committed yet")
         if not self._quorum_has_window():
             raise LimitExceeded(f"{self.group_id}: the in-flight window to a quorum of followers is full")
-        self._pending.append((data, on_done))
+        self._pending.append((data, on_done, durable))
+        self.kick()
 
     def _quorum_has_window(self) -> bool:
         """Can a new entry reach a quorum now, or are too many followers' in-flight windows full?"""
@@ -126,8 +207,93 @@ class RaftGroup:
                           if peer == core.id or (peer in core.progress and not core.progress[peer].inflights.full()))
         return open_voters >= len(core.voters) // 2 + 1
 
+    def ready_to_lead(self) -> bool:
+        """Leader, and every entry committed before its term is applied here (its own first
+        entry is): only now may it decide from the state machine (a new consumer leader that
+        delivered before applying its predecessor's acks would redeliver acknowledged messages)."""
+        core = self.core
+        return core.role == Role.LEADER and core.log.term(core.log.applied) == core.term
+
+    def awaits(self, index: int) -> bool:
+        """Is a proposal made here waiting for the entry at `index` (its on_done will run)?"""
+        return index in self._waiting
+
     def step(self, message: Message) -> None:
         self.core.step(message)
+        self.kick()
+
+    # --- membership and leadership -----------------------------------------------------------------
+    def add_voter(self, peer: str, on_done: OnDone | None = None) -> int:
+        """Propose adding `peer` as a voter; returns the entry's index. Raises NotLeader, ProposalDropped."""
+        return self._propose_conf_change(ConfChange(ConfChangeOp.ADD, peer), on_done)
+
+    def remove_voter(self, peer: str, on_done: OnDone | None = None) -> int:
+        """Propose removing `peer` (possibly this leader itself); returns the entry's index."""
+        return self._propose_conf_change(ConfChange(ConfChangeOp.REMOVE, peer), on_done)
+
+    def _propose_conf_change(self, change: ConfChange, on_done: OnDone | None) -> int:
+        self._flush_proposals()  # queued proposals keep their order ahead of the change
+        index = self.core.propose_conf_change(change)
+        if on_done is not None:
+            self._waiting[index] = _Proposal(self.core.term, on_done)
+        self.kick()
+        return index
+
+    def transfer_leader(self, peer: str | None = None) -> str:
+        """Hand leadership to `peer` (or the most up-to-date voter); returns the chosen peer.
+
+        Raises NotLeader or ProposalDropped. Proposals still waiting fail when the leader steps down.
+        """
+        chosen = self.core.transfer_leadership(peer)
+        self.kick()
+        return chosen
+
+    def voters(self) -> tuple[str, ...]:
+        return self.core.voters
+
+    def campaign(self) -> None:
+        """Start an election now (a single-voter group elects itself within a few Readies)."""
+        self.core.campaign()
+        self.kick()
+
+    # --- the scheduled Ready loop --------------------------------------------------------------------
+    def kick(self) -> None:
+        """Run the Ready loop on the next loop turn (no-op without a scheduler, or if already due)."""
+        if self.scheduler is None or self._scheduled or self._closed:
+            return
+        self._scheduled = True
+        self.scheduler.call_soon(self._run_scheduled)
+
+    def _run_scheduled(self) -> None:
+        self._scheduled = False
+        if self._closed:
+            return
+        for _ in range(READIES_PER_TURN_MAX):
+            if not self.process_ready():
+                return
+        self.kick()  # more is ready: the rest of the loop runs first
+
+    def close(self) -> None:
+        """Stop the Ready loop: run what is ready (a single voter commits its last proposals),
+        fsync what lazy writes hold, and fail the proposals still waiting."""
+        if self._closed:
+            return
+        for _ in range(READIES_PER_TURN_MAX):  # what a single voter can still commit, it commits
+            if not self.process_ready():
+                break
+        self._closed = True
+        if self._lazy_timer is not None:
+            self._lazy_timer.cancel()
+            self._lazy_timer = None
+        self._sync_dirty()
+        self._maybe_sync_applied(urgent=True)  # (one in flight answers when it completes)
+        waiting, self._waiting = self._waiting, {}
+        for index, proposal in sorted(waiting.items()):
+            proposal.on_done(False, index)
+        pending, self._pending = self._pending, []
+        for _, on_done, _ in pending:
+            if on_done is not None:
+                on_done(False, 0)
 
     def tick(self) -> int:
         """Tick the core once for every tick_s of clock time that passed; returns the ticks done."""
@@ -141,6 +307,8 @@ class RaftGroup:
     # --- the Ready loop ------------------------------------------------------------------------------
     def process_ready(self) -> bool:
         """Run one Ready through persist -> send -> apply -> advance; False if there was nothing."""
+        if self._held is not None:
+            return False  # a snapshot's data is being fetched (pause_apply)
         self._flush_proposals()
         if not self.core.has_ready():
             return False
@@ -151,12 +319,42 @@ class RaftGroup:
         self._persist(ready)
         self.transport.send(ready.messages)
         stale_snapshot = self._stale_snapshot_for_bug(ready)
-        self._apply(ready)
-        self.core.advance(ready)
-        self._maybe_compact(stale_snapshot)
-        if self._waiting and not self.is_leader():
-            self._fail_lost_proposals()
+        if ready.snapshot is not None:
+            self.state_machine.restore(ready.snapshot.data)
+            self._fail_waiting_through(ready.snapshot.meta.index)
+            if self._apply_paused:  # the machine fetches what the snapshot stands for
+                self._held = (ready, stale_snapshot)
+                return True
+        self._finish(ready, stale_snapshot)
         return True
+
+    def pause_apply(self) -> None:
+        """Called by the state machine from `restore` when it must fetch data first (a stream
+        replica catching up from the leader's store): the rest of this Ready (committed entries,
+        advance) and every later Ready wait until `resume_apply`. Messages still arrive (stepped
+        into the core); nothing more is persisted, acknowledged or applied meanwhile."""
+        self._apply_paused = True
+
+    def resume_apply(self) -> None:
+        """The state machine holds what the installed snapshot stands for: go on."""
+        assert self._apply_paused
+        self._apply_paused = False
+        held, self._held = self._held, None
+        if held is not None:
+            self._finish(*held)
+        self.kick()
+
+    def _finish(self, ready: Ready, stale_snapshot: bytes | None) -> None:
+        self._apply_committed(ready)
+        self.core.advance(ready)
+        if self.on_lead is not None and self._led_term != self.core.term and self.ready_to_lead():
+            self._led_term = self.core.term
+            self.on_lead()
+        self._maybe_compact(stale_snapshot)
+        if not self.is_leader():
+            self._lazy.clear()
+            if self._waiting:
+                self._fail_lost_proposals()
 
     def _fail_lost_proposals(self) -> None:
         """Fail proposals whose entry can no longer commit: overwritten, or cut off a deposed leader's log."""
@@ -174,36 +372,95 @@ class RaftGroup:
             self.storage.apply_snapshot(ready.snapshot)
         if ready.entries or ready.hard_state is not None:
             sync = ready.must_sync
+            if sync and not self._must_be_durable(ready):
+                sync = False
+                self._dirty = True
+                self._arm_lazy_sync()
             if sync and self.bugs.ack_before_persist:
                 sync, self._unsynced = False, True
             self.storage.save(ready.hard_state, ready.entries, sync=sync)
+            if sync:
+                self._dirty = False
+            if ready.hard_state is not None and sync:
+                self._durable_term_vote = (ready.hard_state.term, ready.hard_state.vote)
 
-    def _apply(self, ready: Ready) -> None:
-        if ready.snapshot is not None:
-            self.state_machine.restore(ready.snapshot.data)
-            self._fail_waiting_through(ready.snapshot.meta.index)
+    def _must_be_durable(self, ready: Ready) -> bool:
+        """Only lazy entries of a single voter with a scheduler, and no new term or vote, may
+        skip the fsync (a follower, or any voter of a multi-voter group, never does)."""
+        lazy = self._lazy
+        if not lazy:
+            return True
+        all_lazy = all(entry.index in lazy for entry in ready.entries)
+        for entry in ready.entries:
+            lazy.discard(entry.index)
+        if self.scheduler is None or len(self.core.voters) > 1 or not all_lazy:
+            return True
+        state = ready.hard_state
+        return state is not None and (state.term, state.vote) != self._durable_term_vote
+
+    def _arm_lazy_sync(self) -> None:
+        assert self.scheduler is not None
+        if self._lazy_timer is None:
+            self._lazy_timer = self.scheduler.call_later(self.lazy_sync_s, self._on_lazy_timer)
+
+    def _on_lazy_timer(self) -> None:
+        self._lazy_timer = None
+        self._sync_dirty()
+
+    def _sync_dirty(self) -> None:
+        if self._dirty:
+            self.storage.sync()
+            self._dirty = False
+
+    def _apply_committed(self, ready: Ready) -> None:
         if not ready.committed:
             return
         self.state_machine.apply(ready.committed)
+        hold = self.applied_sync is not None and len(self.core.voters) == 1
         for entry in ready.committed:
             proposal = self._waiting.pop(entry.index, None)
-            if proposal is not None:
+            if proposal is None:
+                continue
+            if hold and proposal.term == entry.term:
+                self._applied_unsynced.append((proposal.on_done, entry.index))
+            else:
                 proposal.on_done(proposal.term == entry.term, entry.index)
+        if self._applied_unsynced:
+            self._maybe_sync_applied(urgent=False)
+
+    def _maybe_sync_applied(self, *, urgent: bool) -> None:
+        """One sync of the applied state at a time; what is applied during it waits for the next."""
+        if self._applied_syncing or not self._applied_unsynced:
+            return
+        assert self.applied_sync is not None
+        batch, self._applied_unsynced = self._applied_unsynced, []
+        self._applied_syncing = True
+
+        def synced(ok: bool) -> None:
+            self._applied_syncing = False
+            for on_done, index in batch:
+                on_done(ok, index)
+            self._maybe_sync_applied(urgent=self._closed)
+
+        self.applied_sync.sync_applied(urgent=urgent, done=synced)
 
     def _flush_proposals(self) -> None:
         if not self._pending:
             return
         batch, self._pending = self._pending, []
         try:
-            indexes = self.core.propose_many([data for data, _ in batch])
+            indexes = self.core.propose_many([data for data, _, _ in batch])
         except (NotLeader, ProposalDropped, LimitExceeded):
-            for _, on_done in batch:
+            for _, on_done, _ in batch:
                 if on_done is not None:
                     on_done(False, 0)
             return
-        for index, (_, on_done) in zip(indexes, batch, strict=True):
+        term = self.core.term
+        for index, (_, on_done, durable) in zip(indexes, batch, strict=True):
             if on_done is not None:
-                self._waiting[index] = _Proposal(self.core.term, on_done)
+                self._waiting[index] = _Proposal(term, on_done)
+            if not durable:
+                self._lazy.add(index)
 
     def _fail_waiting_through(self, index: int) -> None:
         for waiting_index in [i for i in self._waiting if i <= index]:

@@ -2,9 +2,9 @@
 make the API, acks and flow-control replies reach this server, and nats-server's envelope rules
 (error extras, API counters, required API level).
 
-Handlers run synchronously on the worker's loop. Changes to what exists (streams, consumers) are
-proposed to the meta group; with one voter the proposal is durable and applied before `propose`
-returns, so the handler answers at once. Unknown API subjects get no reply at all, as in
+Handlers run on the worker's loop. Changes to what exists (streams, consumers) are proposed to
+the meta group and answered from its commit callback (request.py: `propose_meta`), whether the
+quorum is this server alone or remote peers. Unknown API subjects get no reply at all, as in
 nats-server (clients time out).
 """
 
@@ -160,15 +160,9 @@ def dispatch(ajs: AccountJetStream, subject: str, reply: str, header: bytes, bod
         kind = _kind_for(tokens)
         request.respond(kind, {}, error=errors.REQUIRED_API_LEVEL.error())
         return
-    try:
-        handler(request)
-    except errors.JsApiError as exc:
-        request.respond(_kind_for(tokens), {}, error=exc, after_error=_error_extras(tokens))
-    finally:
-        if request.counted:
-            ajs.api_total += 1  # nats-server counts a request once it is answered
-        if request.response and request.audited:
-            advisories.api_audit(ajs, subject, body, request.response, reply=reply)
+    kind, extras = _kind_for(tokens), _error_extras(tokens)
+    request.on_error = lambda exc: request.respond(kind, {}, error=exc, after_error=extras)
+    request.run(lambda: handler(request))
 
 
 def _error_extras(tokens: list[str]) -> dict[str, object]:

@@ -92,20 +92,24 @@ def consumer_create(request: Request) -> None:
     else:
         _check_new_consumer(stream, config)
     created = existing.created_ns if existing is not None else request.ajs.now_ns()
-    propose_meta(
-        request,
-        {
-            "op": "consumer_put",
-            "acc": request.ajs.account.name,
-            "stream": stream_name,
-            "config": config.to_json(dynamic_metadata=False),
-            "created": created,
-        },
-    )
-    if existing is None:
-        advisories.consumer_action(request.ajs, stream_name, config.name, "create")
-        pause.announce_created(stream.consumers[config.name])
-    request.respond("consumer_create_response", info_of(stream.consumers[config.name]))
+
+    def put() -> None:
+        consumer = stream.consumers.get(config.name)
+        if consumer is None:  # the stream went away before the consumer could open on it
+            raise errors.CONSUMER_CREATE.format(err="stream was removed")
+        if existing is None:
+            advisories.consumer_action(request.ajs, stream_name, config.name, "create")
+            pause.announce_created(consumer)
+        request.respond("consumer_create_response", info_of(consumer))
+
+    op = {
+        "op": "consumer_put",
+        "acc": request.ajs.account.name,
+        "stream": stream_name,
+        "config": config.to_json(dynamic_metadata=False),
+        "created": created,
+    }
+    propose_meta(request, op, put)
 
 
 def _check_new_consumer(stream: Stream, config: ConsumerConfig) -> None:
@@ -186,16 +190,13 @@ def consumer_info(request: Request) -> None:
 def consumer_delete(request: Request) -> None:
     stream = stream_of(request, request.tokens[2])
     consumer = _consumer(request, stream, request.tokens[3])
-    propose_meta(
-        request,
-        {
-            "op": "consumer_del",
-            "acc": request.ajs.account.name,
-            "stream": stream.config.name,
-            "consumer": consumer.name,
-        },
-    )
-    request.respond("consumer_delete_response", {"success": True})
+    op = {
+        "op": "consumer_del",
+        "acc": request.ajs.account.name,
+        "stream": stream.config.name,
+        "consumer": consumer.name,
+    }
+    propose_meta(request, op, lambda: request.respond("consumer_delete_response", {"success": True}))
 
 
 def consumer_names(request: Request) -> None:
@@ -254,13 +255,18 @@ def consumer_reset(request: Request) -> None:
         parsed = parse_json(request.body)
         known = {k: v for k, v in parsed.items() if k in RESET_FIELDS} if isinstance(parsed, dict) else parsed
         obj = decode_object(known, RESET_FIELDS, "JSApiConsumerResetRequest") if known is not None else {}
+    reset: list[int] = []
+
+    def answer() -> None:  # from the commit callback: the info shows the reset state
+        fields = info_of(consumer)
+        fields["reset_seq"] = reset[0]
+        request.respond("consumer_reset_response", fields)
+
     try:
-        seq = consumer.reset_to(int(str(obj.get("seq") or 0)))
+        reset.append(consumer.reset_to(int(str(obj.get("seq") or 0)), done=request.later(answer)))
     except ResetRefused as exc:
+        request.deferred = False
         raise errors.CONSUMER_INVALID_RESET.format(err=str(exc)) from None
-    fields = info_of(consumer)
-    fields["reset_seq"] = seq
-    request.respond("consumer_reset_response", fields)
 
 
 def info_of(consumer: Consumer) -> dict[str, object]:

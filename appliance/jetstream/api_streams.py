@@ -130,21 +130,19 @@ def stream_create(request: Request) -> None:
     resources.check_stream_create(ajs, config)  # again on the config as completed (addStream's check)
     sources.check_filters(config.mirror, config.sources)
     _check_overlap(request, config)
-    propose_meta(
-        request,
-        {
-            "op": "stream_put",
-            "acc": ajs.account.name,
-            "config": config.storage_record(),
-            "created": ajs.now_ns(),
-        },
-    )
-    stream = ajs.streams.get(config.name)
-    if stream is None:
-        why = ajs.service.failures.get((ajs.account.name, config.name), "stream could not be opened")
-        raise errors.STREAM_CREATE.format(err=why)
-    advisories.stream_action(ajs, config.name, "create")
-    request.respond("stream_create_response", {**stream_info(stream, cluster=False), "did_create": True})
+
+    def created() -> None:
+        stream = ajs.streams.get(config.name)
+        if stream is None:
+            why = ajs.service.failures.get((ajs.account.name, config.name), "stream could not be opened")
+            raise errors.STREAM_CREATE.format(err=why)
+        advisories.stream_action(ajs, config.name, "create")
+        request.respond("stream_create_response", {**stream_info(stream, cluster=False), "did_create": True})
+
+    op = {
+        "op": "stream_put", "acc": ajs.account.name, "config": config.storage_record(), "created": ajs.now_ns()
+    }
+    propose_meta(request, op, created)
 
 
 def stream_update(request: Request) -> None:
@@ -156,17 +154,15 @@ def stream_update(request: Request) -> None:
     _check_update(old, config)
     resources.check_stream_update(ajs, old, config)
     _check_overlap(request, config)
-    propose_meta(
-        request,
-        {
-            "op": "stream_put",
-            "acc": ajs.account.name,
-            "config": config.storage_record(),
-            "created": stream.created_ns,
-        },
-    )
-    advisories.stream_action(ajs, config.name, "modify")
-    request.respond("stream_update_response", stream_info(ajs.streams[config.name], cluster=False))
+
+    def updated() -> None:
+        advisories.stream_action(ajs, config.name, "modify")
+        request.respond("stream_update_response", stream_info(stream_of(request, config.name), cluster=False))
+
+    op = {
+        "op": "stream_put", "acc": ajs.account.name, "config": config.storage_record(), "created": stream.created_ns
+    }
+    propose_meta(request, op, updated)
 
 
 def _check_update(old: StreamConfig, config: StreamConfig) -> None:
@@ -281,8 +277,8 @@ def stream_info(
 def stream_delete(request: Request) -> None:
     ajs = request.ajs
     stream = stream_of(request, request.tokens[2])
-    propose_meta(request, {"op": "stream_del", "acc": ajs.account.name, "stream": stream.config.name})
-    request.respond("stream_delete_response", {"success": True})
+    op = {"op": "stream_del", "acc": ajs.account.name, "stream": stream.config.name}
+    propose_meta(request, op, lambda: request.respond("stream_delete_response", {"success": True}))
 
 
 PURGE_FIELDS: dict[str, object] = {"filter": "str", "seq": "uint", "keep": "uint"}
@@ -298,11 +294,11 @@ def stream_purge(request: Request) -> None:
     if obj.get("seq") and obj.get("keep"):
         raise errors.BAD_REQUEST.error()
     body = {"filter": obj.get("filter", ""), "keep": obj.get("keep", 0), "seq": obj.get("seq", 0)}
-    stream.propose_op(
-        ops.KIND_PURGE,
-        body,
-        lambda purged: request.respond("stream_purge_response", {"success": True, "purged": purged}),
+    result: list[object] = []
+    answer = request.later(
+        lambda: request.respond("stream_purge_response", {"success": True, "purged": result[0]})
     )
+    stream.propose_op(ops.KIND_PURGE, body, lambda purged: (result.append(purged), answer()))
 
 
 PAGE_FIELDS: dict[str, object] = {"offset": "int", "subject": "str"}
@@ -375,8 +371,10 @@ def msg_delete(request: Request) -> None:
         if seq > state.last_seq:
             raise errors.STREAM_MSG_DELETE_FAILED.format(err="stream store EOF")
 
-    def done(removed: object) -> None:
-        if removed:
+    result: list[object] = []
+
+    def done() -> None:
+        if result[0]:
             request.respond("stream_msg_delete_response", {"success": True})
         else:
             request.respond(
@@ -386,4 +384,6 @@ def msg_delete(request: Request) -> None:
                 count_error=False,
             )
 
-    stream.propose_op(ops.KIND_DELETE, {"seq": seq, "erase": not obj.get("no_erase")}, done)
+    answer = request.later(done)
+    stream.propose_op(ops.KIND_DELETE, {"seq": seq, "erase": not obj.get("no_erase")},
+                      lambda removed: (result.append(removed), answer()))

@@ -7,8 +7,10 @@ each only schedules `_drain` for the next loop turn. `_drain` delivers while the
 waiting pull request, or an active push subscriber not held by flow control) and room under
 max_ack_pending, taking due redeliveries first, then new messages from `next_sseq`. Every
 delivery batch is proposed as one DELIVERED operation; acks become ACK operations. The RAFT log
-is durable (DurableStorage): acks reach disk before an AckSync is answered; delivered records
-reach disk at least every JS_CONSUMER_SYNC_INTERVAL_S (a delivery lost in a crash is redelivered).
+is durable (DurableStorage) and the group driver (cluster/group.py) owns when it fsyncs: acks
+reach disk before an AckSync is answered (answered from the commit callback); delivered records
+are proposed `durable=False` and reach disk within RAFT_LAZY_SYNC_S on a single voter (a
+delivery lost in a crash is redelivered), at once on a replicated consumer.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from appliance.jetstream.config import ConsumerConfig
 from appliance.jetstream.consumer_acks import AckHandling
 from appliance.jetstream.consumer_pull import PullRequests, wire_size
 from appliance.jetstream.consumer_push import PushDelivery
-from appliance.jetstream.groups import start_group
+from appliance.jetstream.groups import Replication, replicated_group, start_group
 from appliance.jetstream.host import Host, Timer
 from appliance.jetstream.pull import PullRequest
 from appliance.jetstream.storeview import count_live, first_seq_at_or_after_time, last_seq, seq_from_time
@@ -48,30 +50,6 @@ class ResetRefused(Exception):
     """CONSUMER.RESET to a sequence the deliver policy does not allow (nats-server's text)."""
 
 
-class SyncControl:
-    """Lets the consumer decide when its RAFT log fsyncs (acks: at once; deliveries: lazily)."""
-
-    def __init__(self, storage: LogStorage) -> None:
-        self.storage = storage
-        self.force = False
-        self.dirty = False
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self.storage, name)
-
-    def save(self, hard_state: object, entries: Sequence[Entry], *, sync: bool) -> None:
-        must = sync and self.force
-        self.storage.save(hard_state, entries, sync=must)  # type: ignore[arg-type]
-        self.dirty = self.dirty or (sync and not must)
-        if must:
-            self.dirty = False
-
-    def flush(self) -> None:
-        if self.dirty:
-            self.storage.sync()
-            self.dirty = False
-
-
 class Consumer(PullRequests, PushDelivery, AckHandling):
     def __init__(
         self,
@@ -85,6 +63,7 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
         storage: LogStorage,
         on_inactive: Callable[[Consumer], None],
         fresh: bool,
+        replication: Replication | None = None,
     ) -> None:
         self.stream = stream
         self.config = config
@@ -113,7 +92,6 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
         self._ack_replies: list[str] = []
         self._inactive_timer: Timer | None = None
         self._heartbeat_timer: Timer | None = None
-        self._sync_timer: Timer | None = None
         self._rate_timer: Timer | None = None
         self._rate_tokens = 0.0
         self._rate_burst = 0
@@ -126,15 +104,25 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
         self._ack_prefix: bytes | None = None  # b"$JS.ACK.<stream>.<consumer>." (delivery hot path)
         self._target = ""  # the last delivery target and its bytes
         self._target_b = b""
-        self._sync = SyncControl(storage)
-        self.group = start_group(
-            name=group_id,
-            peer=peer,
-            storage=self._sync,  # type: ignore[arg-type]
-            machine=self,
-            clock=host.clock,
-            rng=random.Random(host.rng.random()),
-        )
+        self.replicated = replication is not None
+        self._led_term = 0  # the term this replica last took over delivery in (replicated only)
+        if replication is not None:
+            self.group = replicated_group(
+                name=group_id, peer=peer, replication=replication, machine=self, clock=host.clock,
+                rng=random.Random(host.rng.random()), scheduler=host,
+                snapshot_entries=limits.RAFT_SNAPSHOT_ENTRIES,
+            )
+            self.group.on_lead = self._kick  # a new leader takes over delivery at once
+        else:
+            self.group = start_group(
+                name=group_id,
+                peer=peer,
+                storage=storage,
+                machine=self,
+                clock=host.clock,
+                rng=random.Random(host.rng.random()),
+                scheduler=host,
+            )
         self.state.restarted()
         self.next_sseq = self.state.delivered_sseq + 1
         self.next_cseq = self.state.delivered_cseq + 1
@@ -175,27 +163,37 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
         self.state.restore(data)
 
     def _propose(self, data: bytes, *, durable: bool, done: Callable[[], None] | None = None) -> None:
+        """Propose one operation; `done` runs once it is committed and applied."""
+
         def on_done(ok: bool, index: int) -> None:
             if ok and done is not None:
                 done()
 
         try:
-            self.group.propose(data, on_done)
+            self.group.propose(data, on_done, durable=durable)
         except (NotLeader, ProposalDropped, LimitExceeded) as exc:
             logger.warning("consumer %s dropped an operation: %s", self.name, exc)
-            return
-        self._sync.force = durable
-        try:
-            self.group.process_ready()
-        finally:
-            self._sync.force = False
-        if self._sync.dirty and self._sync_timer is None:
-            self._sync_timer = self.host.call_later(limits.JS_CONSUMER_SYNC_INTERVAL_S, self._flush_log)
 
-    def _flush_log(self) -> None:
-        self._sync_timer = None
-        if not self.deleted:
-            self._sync.flush()
+    def _leads(self) -> bool:
+        """Is this replica the consumer's leader? A replica that just became leader takes over
+        delivery from the replicated state: on from the last delivered sequence, and every
+        message still pending is due again after ack_wait (its deliverer may be gone)."""
+        group = self.group
+        if not group.ready_to_lead():
+            return False
+        term = group.core.term
+        if term != self._led_term:
+            self._led_term = term
+            state = self.state
+            self.next_sseq = max(self.next_sseq, state.delivered_sseq + 1)
+            self.next_cseq = max(self.next_cseq, state.delivered_cseq + 1)
+            self._pending_count = None
+            self._cursor = None
+            now = self.host.now_ns()
+            for sseq in state.pending:
+                self._deadlines.setdefault(sseq, now + self._ack_wait_ns(state.redelivered.get(sseq, 1)))
+            self._arm_redelivery()
+        return True
 
     # --- where delivery starts -------------------------------------------------------------------
 
@@ -348,6 +346,8 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
         self._interest_seen = None
         if self.deleted:
             return
+        if self.replicated and not self._leads():
+            return  # only the consumer's leader delivers; followers apply its decisions
         if self.config.pause_until and pause.holds(self):
             if not self.config.is_push:
                 self._finish_no_wait()  # paused: no_wait requests end at once with 404
@@ -566,11 +566,12 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
 
     # --- CONSUMER.RESET -----------------------------------------------------------------------------
 
-    def reset_to(self, seq: int) -> int:
+    def reset_to(self, seq: int, done: Callable[[], None] | None = None) -> int:
         """Start again at stream sequence `seq` (0: just above the ack floor), as nats-server's
         resetStartingSeq: nothing stays pending or due for redelivery, consumer sequences start
         again at 1. A sequence below where the deliver policy starts is refused (ResetRefused).
-        Returns the sequence the consumer now delivers from."""
+        Returns the sequence the consumer now delivers from; `done` runs once the reset is
+        committed and applied (the replicated state shows it)."""
         config = self.config
         policy = config.deliver_policy
         if seq == 0:
@@ -584,7 +585,13 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
         elif policy not in ("all", "by_start_sequence", "by_start_time"):
             raise ResetRefused("not allowed")
         seq = max(seq, 1)
-        self._propose(ops.op_reset(seq), durable=True)
+        def applied() -> None:
+            if self.stream.config.retention == "interest":
+                self.stream.on_consumer_removed()  # messages skipped over count as acknowledged
+            if done is not None:
+                done()
+
+        self._propose(ops.op_reset(seq), durable=True, done=applied)
         self.next_sseq, self.next_cseq = seq, 1
         self._redeliver.clear()
         self._deadlines.clear()
@@ -595,8 +602,6 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
         if self._redeliver_timer is not None:
             self._redeliver_timer.cancel()
             self._redeliver_timer = None
-        if self.stream.config.retention == "interest":
-            self.stream.on_consumer_removed()  # messages skipped over count as acknowledged
         self._kick()
         return seq
 
@@ -699,9 +704,8 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
             self._rate_timer,
             self._inactive_timer,
             self._heartbeat_timer,
-            self._sync_timer,
             self._interest_timer,
         ):
             if timer is not None:
                 timer.cancel()
-        self._sync.flush()
+        self.group.close()  # fsyncs what lazy deliveries left unsynced

@@ -38,6 +38,7 @@ class JsApiError(ApplianceError):
 
 
 BAD_REQUEST = ApiError(400, 10003, "bad request")
+CLUSTER_NO_PEERS = ApiError(400, 10005, "{err}")  # no suitable peers for placement[, tags not matched [...]]
 CLUSTER_REQUIRED = ApiError(503, 10010, "JetStream clustering support required")
 CONSUMER_CREATE = ApiError(500, 10012, "{err}")
 CONSUMER_NAME_EXISTS = ApiError(400, 10013, "consumer name already in use")

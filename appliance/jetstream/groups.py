@@ -18,13 +18,16 @@ import hashlib
 import os
 import random
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
 from appliance import limits
 from appliance.clock import Clock
-from appliance.cluster.group import RaftGroup, StateMachine
+from appliance.cluster.group import AppliedSync, RaftGroup, Scheduler, StateMachine, Transport
 from appliance.cluster.raft_storage import DurableStorage
 from appliance.raft.storage import LogStorage, MemoryStorage
 from appliance.raft.types import ConfState, Message, RaftConfig
+from appliance.store.api import StoredMsg
 from appliance.store.raftlog import OsLogFiles
 
 ELECTION_READIES_MAX = 8  # a single voter leads after pre-vote, vote, and the first append
@@ -35,6 +38,57 @@ class NoTransport:
 
     def send(self, messages: Sequence[Message]) -> None:
         assert not messages, "a single-voter group has no peers to send to"
+
+
+class CatchUpSource(Protocol):
+    """Where a replica behind the leader's snapshot gets the leader's stored messages."""
+
+    def fetch(
+        self, leader: str, from_seq: int, to_seq: int, done: Callable[[list[StoredMsg] | None], None]
+    ) -> None:
+        """Ask `leader` for its stored messages in [from_seq, to_seq], ascending, at most
+        JS_CATCHUP_BATCH_MSGS of them; done(batch) later, on the loop (empty: none left in the
+        range), or done(None) when the leader could not answer (the replica asks again)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Replication:
+    """What a replicated (R>1) stream or consumer group runs on: a durable RAFT log bootstrapped
+    with its voters, and the transport of its worker's GroupRegistry (cluster/registry.py).
+    The group elects its leader over the network; nothing assumes this server leads."""
+
+    storage: LogStorage
+    transport: Transport
+    tick_s: float = limits.RAFT_TICK_S
+    snapshot_entries: int | None = None  # None: the kind's default
+    catch_up: CatchUpSource | None = None  # streams: the leader's stored messages after a snapshot
+
+
+def replicated_group(
+    *,
+    name: str,
+    peer: str,
+    replication: Replication,
+    machine: StateMachine,
+    clock: Clock,
+    rng: random.Random,
+    scheduler: Scheduler,
+    snapshot_entries: int,
+) -> RaftGroup:
+    """A multi-voter group: it campaigns when its election timer fires (ticks from the registry)."""
+    return RaftGroup(
+        group_id=name,
+        config=RaftConfig(id=peer),
+        storage=replication.storage,
+        transport=replication.transport,
+        state_machine=machine,
+        clock=clock,
+        rng=rng,
+        tick_s=replication.tick_s,
+        snapshot_entries=replication.snapshot_entries or snapshot_entries,
+        scheduler=scheduler,
+    )
 
 
 def group_name(kind: str, *parts: str) -> str:
@@ -62,8 +116,11 @@ def start_group(
     rng: random.Random,
     events: Callable[[str], None] | None = None,
     snapshot_entries: int = limits.RAFT_SNAPSHOT_ENTRIES,
+    scheduler: Scheduler | None = None,
+    applied_sync: AppliedSync | None = None,
 ) -> RaftGroup:
-    """Create the group, replay what its storage holds, and make this peer its leader."""
+    """Create the group, replay what its storage holds, and make this peer its leader; then
+    hand its Ready loop to `scheduler` (the event loop), which runs it after every proposal."""
     group = RaftGroup(
         group_id=name,
         config=RaftConfig(id=peer),
@@ -74,6 +131,7 @@ def start_group(
         rng=rng,
         events=events,
         snapshot_entries=snapshot_entries,
+        applied_sync=applied_sync,
     )
     group.core.campaign()
     for _ in range(ELECTION_READIES_MAX):
@@ -82,4 +140,5 @@ def start_group(
     assert group.is_leader(), f"single-voter group {name} did not elect itself"
     while group.process_ready():
         pass
+    group.scheduler = scheduler
     return group

@@ -122,18 +122,21 @@ def consumer_pause(request: Request) -> None:
         consumer.config, metadata=dict(consumer.config.metadata), pause_until=rfc3339(until) if until else ""
     )
     config.metadata[REQUEST_LEVEL_KEY] = "1" if until else "0"
-    propose_meta(
-        request,
-        {
-            "op": "consumer_put",
-            "acc": request.ajs.account.name,
-            "stream": stream.config.name,
-            "config": config.to_json(dynamic_metadata=False),
-            "created": consumer.created_ns,
-        },
-    )
-    now = request.ajs.now_ns()
-    fields: dict[str, object] = {"paused": until > now, "pause_until": rfc3339(until) if until else ZERO_TIME}
-    if until > now:
-        fields["pause_remaining"] = until - now
-    request.respond("consumer_pause_response", fields)
+
+    def paused() -> None:
+        now = request.ajs.now_ns()
+        fields: dict[str, object] = {
+            "paused": until > now, "pause_until": rfc3339(until) if until else ZERO_TIME
+        }
+        if until > now:
+            fields["pause_remaining"] = until - now
+        request.respond("consumer_pause_response", fields)
+
+    op = {
+        "op": "consumer_put",
+        "acc": request.ajs.account.name,
+        "stream": stream.config.name,
+        "config": config.to_json(dynamic_metadata=False),
+        "created": consumer.created_ns,
+    }
+    propose_meta(request, op, paused)

@@ -23,9 +23,11 @@ import logging
 from dataclasses import replace
 import os
 import shutil
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from appliance.errors import ApplianceError
+from appliance.cluster.placement import PlacementError
+from appliance.errors import ApplianceError, LimitExceeded, NotLeader
 from appliance.jetstream import advisories, errors, resources
 from appliance.jetstream.api_streams import check_overlap, stream_info
 from appliance.jetstream.backup import advise, is_empty_request
@@ -48,6 +50,7 @@ from appliance.store.memory import MemoryStreamStore
 
 if TYPE_CHECKING:
     from appliance.jetstream.host import Timer
+    from appliance.jetstream.stream import Stream
     from appliance.jetstream.service import AccountJetStream
 
 logger = logging.getLogger(__name__)
@@ -249,10 +252,11 @@ class RestoreSession:
         try:
             self.frames.finish()
             self.archive.finish()
-            stream = self._install()
+            self._install(lambda stream: self._installed(reply, stream), lambda exc: self._fail(reply, exc))
         except (ApplianceError, OSError, ValueError) as exc:
             self._fail(reply, exc)
-            return
+
+    def _installed(self, reply: str, stream: Stream) -> None:
         self._close()
         self._advise_complete()
         info = stream_info(stream, cluster=False)
@@ -261,8 +265,9 @@ class RestoreSession:
             "Completed restore of %d bytes for stream '%s > %s'", self.bytes, self.ajs.account.name, self.name
         )
 
-    def _install(self):  # type: ignore[no-untyped-def]
-        """Move the restored store into place and create the stream and its consumers."""
+    def _install(self, done: Callable[[Stream], None], failed: Callable[[ApplianceError], None]) -> None:
+        """Move the restored store into place and propose the stream and its consumers to the
+        meta group; done(stream) once all are committed and open, failed(error) otherwise."""
         ajs = self.ajs
         if self.name in ajs.streams:
             raise errors.STREAM_NAME_EXIST_RESTORE_FAILED.error()
@@ -299,18 +304,36 @@ class RestoreSession:
                     "state": seed,
                 }
             )
-        for op in ops:
-            committed: list[bool] = []
-            ajs.service.meta.propose(op, committed.append)
-            if committed != [True]:
-                raise ApplianceError("meta proposal was not committed")
-        ajs.restored_stores.pop(self.name, None)
-        stream = ajs.streams.get(self.name)
-        if stream is None:
-            why = ajs.service.failures.get((ajs.account.name, self.name), "stream could not be opened")
-            raise ApplianceError(why)
-        advisories.stream_action(ajs, self.name, "create")
-        return stream
+
+        def opened() -> None:
+            ajs.restored_stores.pop(self.name, None)
+            stream = ajs.streams.get(self.name)
+            if stream is None:
+                why = ajs.service.failures.get((ajs.account.name, self.name), "stream could not be opened")
+                failed(ApplianceError(why))
+                return
+            advisories.stream_action(ajs, self.name, "create")
+            done(stream)
+
+        def propose_from(k: int) -> None:
+            if k == len(ops):
+                opened()
+                return
+
+            def committed(ok: bool) -> None:
+                if not ok:
+                    ajs.restored_stores.pop(self.name, None)
+                    failed(ApplianceError("meta proposal was not committed"))
+                    return
+                propose_from(k + 1)
+
+            try:
+                ajs.service.meta.propose(ops[k], committed)
+            except (NotLeader, LimitExceeded, PlacementError) as exc:
+                ajs.restored_stores.pop(self.name, None)
+                failed(ApplianceError(f"meta proposal was not accepted: {exc}"))
+
+        propose_from(0)
 
     def _last_ts_ns(self, store: store_api.StreamStore) -> int:
         """The backup's last_ts (the time of its last message, kept when that one was deleted)."""

@@ -486,7 +486,12 @@ class JetStreamService:
         self.damage: dict[tuple[str, str], str] = {}
         self.disabled: list[InternalClient] = []  # accounts without JetStream: answered 10039
         self.meta = MetaGroup(
-            root=os.path.join(self.root, "_raft"), peer=self.peer, clock=self.clock, rng=self.rng
+            root=os.path.join(self.root, "_raft"), peer=self.peer, clock=self.clock, rng=self.rng,
+            scheduler=self.loop,
+            server_name=server.server_name,
+            cluster=self.options.cluster.name if self.options.cluster.port else "",
+            tags=tuple(self.options.server_tags),
+            unique_tag=self.options.jetstream.unique_tag,
         )
         self.started_ns = time.time_ns()
         for line in self.meta.damage:

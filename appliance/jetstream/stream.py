@@ -4,18 +4,22 @@ Theory of operation. Publishes that arrive during one loop turn are collected (`
 proposed as one MSGS entry; the group commits it at once (one voter) and `apply` runs every
 nats-server publish check in order (expected stream, TTL, expected last subject sequence,
 expected last sequence, Nats-Msg-Id dedupe, expected last msg id, rollup, limits), stores what
-passes and records one outcome per message. A PubAck leaves only when its message is durable:
-with `sync_always` (the default) the store's group commit runs one fsync off the loop for every
-write that arrived meanwhile; with a sync interval, PubAcks leave at once and a timer syncs.
+passes and records one outcome per message. The PubAcks of a batch leave from its commit
+callback, never from inside the proposal. The group driver (cluster/group.py) owns the order:
+with `sync_always` (the default) this stream is its AppliedSync, so a batch is acknowledged only
+after one fsync of the store that covers every batch applied meanwhile (inline for a lone
+publisher, off the loop otherwise); with a sync interval, PubAcks leave at commit and a timer
+syncs.
 The dedupe window and the last msg id are rebuilt from the store on restart.
 """
 
 from __future__ import annotations
 
 import heapq
+import json
 import logging
 import random
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -24,7 +28,13 @@ from appliance import limits
 from appliance.errors import BrokenError, CorruptData, LimitExceeded, NotLeader, ProposalDropped
 from appliance.jetstream import advisories, errors, ops
 from appliance.jetstream.config import StreamConfig
-from appliance.jetstream.groups import memory_storage, start_group
+from appliance.jetstream.groups import (
+    CatchUpSource,
+    Replication,
+    memory_storage,
+    replicated_group,
+    start_group,
+)
 from appliance.jetstream.host import Host, Timer
 from appliance.jetstream.republish import republisher_for
 from appliance.jetstream.sources import apply_mirror
@@ -33,6 +43,7 @@ from appliance.jetstream.subjects import subject_matches
 from appliance.jetstream.wire import go_json, header_value, parse_go_duration, strip_status
 from appliance.raft.types import Entry, EntryType
 from appliance.store import api
+from appliance.store.api import StoredMsg
 from appliance.store.filestore import FileStreamStore
 
 if TYPE_CHECKING:
@@ -83,6 +94,7 @@ class Stream:
         host: Host,
         peer: str,
         group_id: str,
+        replication: Replication | None = None,
     ) -> None:
         self.config = config
         self.created_ns = created_ns
@@ -95,7 +107,8 @@ class Stream:
         self._last_msg_id = ""
         self._inbox: list[tuple[ops.InMsg, bytes]] = []  # publishes of this loop turn, reply b"" for none
         self._results: dict[int, object] = {}
-        self._acks: deque[tuple[int, bytes, bytes]] = deque()  # (seq, reply, PubAck) awaiting fsync
+        self._unanswered = 0  # publishes proposed and not answered yet (the inline-fsync rule)
+        self._flush_now = False
         self._proposed: dict[int, tuple[bytes, list[ops.InMsg]]] = {}  # id(entry data) -> messages
         self._syncing = False
         self._ack_prefix: bytes | None = None  # b'{"stream":"NAME","seq":' (PubAck hot path)
@@ -110,17 +123,30 @@ class Stream:
         self._rebuild_ttls()
         # account/server limits (resources.py): None unless a limit applies to this stream
         self.guard: Callable[[Stream, list[ops.InMsg]], list[Outcome] | None] | None = None
-        self.group = start_group(
-            name=group_id,
-            peer=peer,
-            storage=memory_storage(peer),
-            machine=self,
-            clock=host.clock,
-            rng=random.Random(host.rng.random()),
-            # applied batches live on in the store: the in-memory log drops them soon (it held
-            # every payload until RAFT_SNAPSHOT_ENTRIES batches, hundreds of MB)
-            snapshot_entries=limits.JS_STREAM_LOG_ENTRIES,
-        )
+        self.replicated = replication is not None
+        self._catch_up = replication.catch_up if replication is not None else None
+        if replication is not None:
+            self.group = replicated_group(
+                name=group_id, peer=peer, replication=replication, machine=self, clock=host.clock,
+                rng=random.Random(host.rng.random()), scheduler=host,
+                # the durable log is rewritten on compaction: rarely, as the meta and consumer logs
+                snapshot_entries=limits.RAFT_SNAPSHOT_ENTRIES,
+            )
+        else:
+            self.group = start_group(
+                name=group_id,
+                peer=peer,
+                storage=memory_storage(peer),
+                machine=self,
+                clock=host.clock,
+                rng=random.Random(host.rng.random()),
+                # applied batches live on in the store: the in-memory log drops them soon (it held
+                # every payload until RAFT_SNAPSHOT_ENTRIES batches, hundreds of MB)
+                snapshot_entries=limits.JS_STREAM_LOG_ENTRIES,
+                scheduler=host,
+                # the log is in memory: the store is the durable copy, synced before an ack
+                applied_sync=self if self._file is not None and host.sync_always else None,
+            )
         self._arm_expiry()
         if self._file is not None and not host.sync_always:
             self._arm_interval_sync()
@@ -138,19 +164,81 @@ class Stream:
                     msgs = local[1]
                 else:
                     msgs = ops.decode_msgs(entry.data)
-                self._results[entry.index] = self._apply_msgs(msgs)
+                outcomes = self._apply_msgs(msgs)
+                if self.group.awaits(entry.index):  # proposed here: its on_done answers from them
+                    self._results[entry.index] = outcomes
             else:
                 kind, body = ops.decode_op(entry.data)
-                self._results[entry.index] = self._apply_op(kind, body)
+                result = self._apply_op(kind, body)
+                if self.group.awaits(entry.index):
+                    self._results[entry.index] = result
 
     def applied_index(self) -> int:
         return 0  # the log is in memory and starts empty: nothing to skip on restart
 
     def snapshot(self) -> bytes:
-        return b""  # the state is the store itself, durable on its own
+        """R1: nothing (the state is the store itself, durable on its own). Replicated: the
+        store's position, taken when the log is about to be compacted past what the store
+        holds, so the store is synced first (its messages must outlive the log entries)."""
+        if not self.replicated:
+            return b""
+        if self._file is not None:
+            self._file.sync()
+        state = self.store.state()
+        position = {"first_seq": state.first_seq, "last_seq": state.last_seq, "last_ts": state.last_ts_ns}
+        return go_json(position)
 
     def restore(self, data: bytes) -> None:
-        assert data == b"", "a single-voter stream never installs a snapshot"
+        """A replica installs the leader's snapshot. Behind it, the replica pauses its group
+        (nothing after the snapshot may apply onto a store with a hole), fetches the leader's
+        stored messages in bounded batches, one batch in flight, then resumes."""
+        if not data:
+            assert not self.replicated or self.store.state().last_seq == 0, "empty snapshot on a used replica"
+            return
+        snap = json.loads(data)
+        first, wanted, last_ts = int(snap["first_seq"]), int(snap["last_seq"]), int(snap["last_ts"])
+        have = self.store.state().last_seq
+        if have >= wanted:
+            self._drop_below(first)
+            return
+        catch_up = self._catch_up
+        if catch_up is None:
+            raise BrokenError(
+                f"stream {self.config.name}: replica holds up to {have}, the snapshot covers {wanted}, "
+                "and no catch-up source is configured"
+            )
+        self.group.pause_apply()
+        self._fetch_from(catch_up, max(have + 1, first), wanted, first, last_ts)
+
+    def _fetch_from(self, catch_up: CatchUpSource, start: int, wanted: int, first: int, last_ts: int) -> None:
+        def retry() -> None:
+            if not self.deleted:
+                self._fetch_from(catch_up, start, wanted, first, last_ts)
+
+        def got(batch: list[StoredMsg] | None) -> None:
+            if self.deleted:
+                return
+            if batch is None:  # the leader did not answer: ask the one there is then, later
+                self.host.call_later(limits.JS_CATCHUP_RETRY_S, retry)
+                return
+            batch = [msg for msg in batch if start <= msg.seq <= wanted][: limits.JS_CATCHUP_BATCH_MSGS]
+            if batch:
+                self.store.append_restored(batch)  # type: ignore[attr-defined]
+            if batch and batch[-1].seq < wanted:
+                self._fetch_from(catch_up, batch[-1].seq + 1, wanted, first, last_ts)
+                return
+            self.store.finish_restore(wanted, last_ts)  # type: ignore[attr-defined]
+            self._drop_below(first)
+            self._rebuild_dedupe()
+            self.group.resume_apply()
+
+        catch_up.fetch(self.group.leader(), start, wanted, got)
+
+    def _drop_below(self, first: int) -> None:
+        """Messages the leader no longer holds below its first sequence go here too."""
+        if first > self.store.state().first_seq:
+            self.store.purge("", up_to_seq=first)
+            self._removed()
 
     # --- publishing --------------------------------------------------------------------------------
 
@@ -182,51 +270,44 @@ class Stream:
         replies = [reply for _, reply in batch]
         data = ops.encode_msgs(msgs)
 
+        key = id(data)
+
         def on_done(ok: bool, index: int) -> None:
+            self._proposed.pop(key, None)
             result = self._results.pop(index, None)
             if not ok or not isinstance(result, list):
+                self._unanswered -= len(replies)
                 return
             self._answer(replies, result)
 
-        # The entry applies here (one voter), and `apply` takes the messages from here rather
-        # than decoding the bytes it was just given; a follower decodes them.
-        self._proposed[id(data)] = (data, msgs)
+        # When the entry applies here, `apply` takes the messages from here rather than
+        # decoding the bytes it proposed; a follower decodes them.
+        self._proposed[key] = (data, msgs)
         try:
             self.group.propose(data, on_done)
-            self.group.process_ready()
+            self._unanswered += len(replies)
         except (NotLeader, ProposalDropped, LimitExceeded) as exc:
+            self._proposed.pop(key, None)
             logger.warning("stream %s dropped %d publishes: %s", self.config.name, len(batch), exc)
-            return
-        finally:
-            self._proposed.pop(id(data), None)
-        self._maybe_sync()
 
     def _answer(self, replies: list[bytes], outcomes: Sequence[Outcome | int]) -> None:
-        """PubAcks for one applied batch: a plain int outcome is a stored sequence (the hot path)."""
+        """PubAcks for one committed (and, on one voter, synced) batch: a plain int outcome is a
+        stored sequence (the hot path)."""
+        self._unanswered -= len(replies)
         if self.config.no_ack:
             return
-        durable_wait = self._file is not None and self.host.sync_always
         prefix = self._ack_prefix or self._puback_prefix()
-        now: list[tuple[bytes, bytes]] = []
-        acks = self._acks
+        out: list[tuple[bytes, bytes]] = []
         for reply, outcome in zip(replies, outcomes, strict=True):
             if not reply:
                 continue
             if outcome.__class__ is int:
-                body = b"%s%d}" % (prefix, outcome)
-                if durable_wait:
-                    acks.append((outcome, reply, body))  # type: ignore[arg-type]
-                else:
-                    now.append((reply, body))
-                continue
-            assert isinstance(outcome, Outcome)
-            body = self._puback(outcome)
-            if outcome.error is None and durable_wait:
-                acks.append((outcome.seq, reply, body))
+                out.append((reply, b"%s%d}" % (prefix, outcome)))
             else:
-                now.append((reply, body))
-        if now:
-            self.host.publish_many(now)
+                assert isinstance(outcome, Outcome)
+                out.append((reply, self._puback(outcome)))
+        if out:
+            self.host.publish_many(out, flush_now=self._flush_now)
 
     def _puback_prefix(self) -> bytes:
         name = self.config.name
@@ -243,58 +324,48 @@ class Stream:
             return head + b',"duplicate": true}'  # Go's marshaller really writes that space
         return head + b"}"
 
-    # --- durability (group commit) -----------------------------------------------------------------
+    # --- durability (group commit, driven by the group: cluster/group.py AppliedSync) ---------------
 
-    def _maybe_sync(self) -> None:
-        if self._syncing or not self._acks or self._file is None:
-            return
+    def sync_applied(self, *, urgent: bool, done: Callable[[bool], None]) -> None:
+        """Make every stored message durable, then done(ok): the group acknowledges the batches
+        applied before this call only then (one fsync for all of them)."""
         store = self._file
-        if len(self._acks) <= limits.JS_INLINE_FSYNC_ACKS_MAX:
+        assert store is not None
+        if urgent or self._unanswered <= limits.JS_INLINE_FSYNC_ACKS_MAX:
             # A lone publisher waits for this one fsync anyway: run it here rather than pay a
             # thread hand-off each way (sync publish latency); many waiting acks go off-loop.
             try:
-                durable = store.sync()
+                store.sync()
             except BrokenError as exc:  # the fsync failed: what it covered is never acknowledged
                 logger.error("stream %s: %s", self.config.name, exc)
+                done(False)
                 return
-            self._release_acks(durable, flush_now=True)  # its publisher is waiting
+            self._flush_now = True  # its publisher is waiting: onto the socket at once
+            try:
+                done(True)
+            finally:
+                self._flush_now = False
             return
         job = store.begin_sync()
         if job is None:
-            self._release_acks(store.durable_seq)
+            done(not store.broken)
             return
-        self._syncing = True
 
-        def done(error: OSError | None) -> None:
-            self._syncing = False
-            if self.deleted:
-                return  # closed meanwhile: close() synced everything itself
+        def finished(error: OSError | None) -> None:
             if error is not None:
                 store.fail_sync(job, error)  # what it covered is never acknowledged
+                done(False)
                 return
             if store.broken:
                 # Another fsync of this file failed meanwhile (a DELETE's sync on the loop): the
                 # kernel reports a write-back error to one fsync of the shared file description
                 # only, so this one's success does not prove its pages reached the disk.
+                done(False)
                 return
-            self._release_acks(store.finish_sync(job))
-            self._maybe_sync()
+            store.finish_sync(job)
+            done(True)
 
-        self.host.run_sync_job(job, done)
-
-    def _release_acks(self, durable_seq: int, *, flush_now: bool = False) -> None:
-        acks = self._acks
-        if not acks or acks[0][0] > durable_seq:
-            return
-        if acks[-1][0] <= durable_seq:
-            ready = [(reply, body) for _, reply, body in acks]
-            acks.clear()
-        else:
-            ready = []
-            while acks and acks[0][0] <= durable_seq:
-                _, reply, body = acks.popleft()
-                ready.append((reply, body))
-        self.host.publish_many(ready, flush_now=flush_now)
+        self.host.run_sync_job(job, finished)
 
     def _arm_interval_sync(self) -> None:
         def tick() -> None:
@@ -589,16 +660,15 @@ class Stream:
         raise AssertionError(f"unknown stream op {kind}")
 
     def propose_op(self, kind: int, body: dict[str, object], done: Callable[[object], None]) -> None:
-        """Run DELETE/PURGE through the log; done(result) once applied and durable."""
+        """Run DELETE/PURGE/MIRROR through the log; done(result) once committed, applied and
+        durable (later, from the group's Ready loop). Raises NotLeader or LimitExceeded."""
 
         def on_done(ok: bool, index: int) -> None:
             result = self._results.pop(index, None)
             if ok:
-                self.store.sync()
                 done(result)
 
         self.group.propose(ops.encode_op(kind, body), on_done)
-        self.group.process_ready()
 
     def _removed(self) -> None:
         for consumer in list(self.consumers.values()):
@@ -703,14 +773,17 @@ class Stream:
             self._removed()
 
     def close(self) -> None:
+        if not self.deleted:
+            self._flush_inbox()
+            self.group.close()  # publishes proposed but not yet applied are applied (or failed)
         self.deleted = True
         for timer in (self._expiry_timer, self._interval_timer, self._ttl_timer):
             if timer is not None:
                 timer.cancel()
         if self._file is not None:
             try:
-                self._release_acks(self._file.sync())  # durable now: their publishers get their acks
-            except (BrokenError, OSError) as exc:  # a failed fsync: what waits is never acknowledged
+                self._file.sync()
+            except (BrokenError, OSError) as exc:
                 logger.error("stream %s closed without a final sync: %s", self.config.name, exc)
         self.store.close()
 

@@ -123,6 +123,8 @@ def test_a_consumer_cursor_survives_a_segment_sealed_under_it(tmp_path: Path) ->
             stream.publish_raw("s.a", b"", b"", b"payload %03d" % index)
             if index % 20 == 19:
                 host.turn()  # one append per turn: the segments roll at 4 KiB
+        while host.soon:
+            host.turn()  # the group's Ready loop applies the last batch a turn after its proposal
         assert len(store.segments()) >= 3
         first = consumer._load_next(1)  # the cursor now holds the first segment, unsealed
         assert first is not None and first.payload == b"payload 000"
@@ -157,7 +159,7 @@ def test_a_kept_cursor_sees_messages_stored_after_it_read_the_active_file(tmp_pa
     try:
         for index in range(5):
             stream.publish_raw("s.a", b"", b"", b"m%d" % index)
-            host.turn()
+            host.settle()  # the batch applies on the turn after its proposal
             found = consumer._load_next(index + 1)
             assert found is not None and found.payload == b"m%d" % index
         assert consumer._load_next(6) is None

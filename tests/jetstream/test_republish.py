@@ -186,6 +186,14 @@ class Host:
         for fn in soon:
             fn()
 
+    def settle(self) -> None:
+        """Run loop turns until none is scheduled (a proposal applies on the turn after it)."""
+        for _ in range(100):
+            if not self.soon:
+                return
+            self.turn()
+        raise AssertionError("the loop never went idle")
+
 
 class _Timer:
     def cancel(self) -> None:
@@ -224,8 +232,8 @@ def test_each_stored_message_is_republished_once_with_the_previous_sequence_of_i
 ) -> None:
     for subject in ("s.a", "s.b", "s.a"):
         stream.publish_raw(subject, b"", b"", b"data")
-    host.turn()
-    host.turn()  # had the copies been taken in, they would be stored now
+    host.settle()
+    host.settle()  # had the copies been taken in, they would be stored now
     assert stream.store.state().msgs == 3  # the stream ignored its own copies
     got = [(s, _fields(h), p) for s, h, p in host.republished]
     assert [(s, f["Nats-Sequence"], f["Nats-Last-Sequence"], p) for s, f, p in got] == [
@@ -240,7 +248,7 @@ def test_duplicates_and_refused_messages_are_not_republished(stream: Stream, hos
     stream.publish_raw("s.a", b"", msg_id, b"1")
     stream.publish_raw("s.a", b"", msg_id, b"1")  # duplicate
     stream.publish_raw("s.a", b"", build_headers([("Nats-Expected-Last-Sequence", "9")]), b"2")  # refused
-    host.turn()
+    host.settle()
     assert len(host.republished) == 1
     fields = _fields(host.republished[0][1])
     assert fields["Nats-Msg-Id"] == "one" and fields["Nats-Sequence"] == "1"
@@ -249,7 +257,7 @@ def test_duplicates_and_refused_messages_are_not_republished(stream: Stream, hos
 def test_interest_stream_republishes_nothing_nobody_wants(host: Host) -> None:
     stream = _stream(host, retention="interest", republish={"dest": "rp.>"})
     stream.publish_raw("s.a", b"", b"", b"x")
-    host.turn()
+    host.settle()
     assert host.republished == [] and stream.store.state().msgs == 0
     stream.close()
 
@@ -258,11 +266,11 @@ def test_update_changes_the_republish_of_a_live_stream(stream: Stream, host: Hos
     config = parse_stream_config({"name": "S", "subjects": ["s.>"], "republish": {"dest": "rp.>", "headers_only": True}})
     stream.update_config(config)
     stream.publish_raw("s.a", b"", b"", b"12345")
-    host.turn()
+    host.settle()
     config = parse_stream_config({"name": "S", "subjects": ["s.>"]})
     stream.update_config(config)
     stream.publish_raw("s.a", b"", b"", b"after")
-    host.turn()
+    host.settle()
     assert [(s, _fields(h)["Nats-Msg-Size"], p) for s, h, p in host.republished] == [(b"rp.s.a", "5", b"")]
 
 
@@ -281,6 +289,6 @@ def test_a_run_of_publishes_names_the_previous_message_of_each_subject(
     stream = _stream(host, republish={"dest": "rp.>"}, **limits)
     for subject in ("s.a", "s.b", "s.a", "s.a", "s.b"):
         stream.publish_raw(subject, b"", b"", b"x")
-    host.turn()  # one run of five header-less messages
+    host.settle()  # one run of five header-less messages
     assert [_fields(h)["Nats-Last-Sequence"] for _, h, _ in host.republished] == expected
     stream.close()

@@ -62,6 +62,14 @@ class ScriptedHost:
         for fn in soon:
             fn()
 
+    def settle(self) -> None:
+        """Run loop turns until none is scheduled (a proposal applies on the turn after it)."""
+        for _ in range(100):
+            if not self.soon:
+                return
+            self.turn()
+        raise AssertionError("the loop never went idle")
+
 
 def open_stream(tmp_path: Path, host: ScriptedHost) -> Stream:
     config = parse_stream_config({"name": "S", "subjects": ["s.>"]})
@@ -119,7 +127,7 @@ def test_a_lone_publish_is_fsynced_on_the_loop_and_answered_at_once(
     for seq in range(1, 4):
         before = len(fsyncs)
         stream.publish_raw("s.a", b"_INBOX.sync", b"", b"payload")
-        host.turn()
+        host.settle()
         assert host.jobs == []  # no fsync thread involved
         messages, flush_now, fsyncs_then = host.batches[-1]
         assert messages == [(b"_INBOX.sync", b'{"stream":"S","seq":%d}' % seq)]
@@ -133,7 +141,7 @@ def test_up_to_the_inline_limit_waiting_acks_share_one_fsync_on_the_loop(
     before = len(fsyncs)  # the new store synced its first segment when it was created
     for index in range(limits.JS_INLINE_FSYNC_ACKS_MAX):
         stream.publish_raw("s.a", b"r%d" % index, b"", b"x")
-    host.turn()
+    host.settle()
     assert host.jobs == [] and len(fsyncs) == before + 1
     assert [reply for reply, _ in host.sent] == [b"r%d" % i for i in range(limits.JS_INLINE_FSYNC_ACKS_MAX)]
 
@@ -142,7 +150,7 @@ def test_a_failed_inline_fsync_answers_nobody_and_breaks_the_store(
     stream: Stream, host: FlushRecordingHost, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     stream.publish_raw("s.a", b"ok", b"", b"first")
-    host.turn()
+    host.settle()
     assert [reply for reply, _ in host.sent] == [b"ok"]
 
     def failing(fd: int) -> None:
@@ -150,7 +158,7 @@ def test_a_failed_inline_fsync_answers_nobody_and_breaks_the_store(
 
     monkeypatch.setattr(os, "fdatasync", failing)
     stream.publish_raw("s.a", b"lost", b"", b"second")
-    host.turn()
+    host.settle()
     assert [reply for reply, _ in host.sent] == [b"ok"]  # the unsynced message is never acknowledged
     store = stream.store
     assert isinstance(store, FileStreamStore) and store.broken
@@ -162,7 +170,7 @@ def test_publishes_on_a_preallocated_segment_read_back_and_survive_a_reopen(
     stream = open_stream(tmp_path, host)
     for index in range(20):
         stream.publish_raw("s.a", b"r", b"", b"m%d" % index)
-        host.turn()
+        host.settle()
     segment = sorted((tmp_path / "msgs").glob("*.seg"))[-1]
     written = stream.store.segments()[-1].size  # type: ignore[attr-defined]
     assert segment.stat().st_size > written  # the appends landed in space allocated ahead
@@ -182,7 +190,7 @@ def test_an_fsync_that_succeeds_after_another_one_failed_releases_nothing(
 ) -> None:
     for index in range(limits.JS_INLINE_FSYNC_ACKS_MAX + 4):  # enough acks for an off-loop fsync
         stream.publish_raw("s.a", b"r%d" % index, b"", b"x")
-    host.turn()
+    host.settle()
     assert len(host.jobs) == 1 and host.sent == []
     store = stream.store
     assert isinstance(store, FileStreamStore)

@@ -1,0 +1,187 @@
+"""Three replicas of a real Stream over the simulator's network (appliance/testing/sim/streams.py):
+PubAcks only after quorum persistence, a killed leader loses no acknowledged message, replicas
+hold identical stores. Seeded: a failure names its seed."""
+
+import json
+
+import pytest
+
+from appliance.cluster.raft_storage import DurableStorage
+from appliance.jetstream import ops
+from appliance.testing.sim.network import NetworkFaults
+from appliance.testing.sim.streams import GROUP_ID, Replica, StreamReplicas
+
+SEEDS = [1, 2, 3, 4]
+
+
+def acks(replica: Replica) -> dict[bytes, dict[str, object]]:
+    return {reply: json.loads(body) for reply, body in replica.host.sent if reply.startswith(b"r.")}
+
+
+def contents(replica: Replica) -> list[tuple[int, str, bytes, bytes, int]]:
+    store = replica.stream.store
+    state = store.state()
+    out = []
+    for seq in range(state.first_seq, state.last_seq + 1):
+        msg = store.load(seq)
+        if msg is not None:
+            out.append((msg.seq, msg.subject, msg.headers, msg.payload, msg.timestamp_ns))
+    return out
+
+
+def durable_last_index(replicas: StreamReplicas, peer: str) -> int:
+    """What `peer`'s log would recover to if it crashed now (only fsynced bytes survive)."""
+    image = replicas.disks[peer].copy()
+    image.crash(replicas.rng, torn=False)
+    return DurableStorage(image, f"{GROUP_ID}.raftlog").last_index()
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_puback_leaves_only_once_a_quorum_has_the_batch_on_disk(seed: int) -> None:
+    replicas = StreamReplicas(seed=seed)
+    leader = replicas.elect()
+    followers = [p for p in replicas.peers if p != leader.name]
+    replicas.network.partition({leader.name}, list(replicas.peers))
+    leader.publish("s.a", b"one", reply="r.1")
+    for _ in range(6):  # shorter than an election timeout: the leader stays leader
+        replicas.step()
+    assert acks(leader) == {}, f"seed {seed}: acknowledged without a quorum"
+    assert leader.stream.store.state().msgs == 0  # not committed, so not applied
+    replicas.network.heal()
+    replicas.run_until(lambda: b"r.1" in acks(leader))
+    assert acks(leader)[b"r.1"] == {"stream": "S", "seq": 1}
+    index = leader.stream.group.core.log.committed
+    on_disk = [p for p in replicas.peers if durable_last_index(replicas, p) >= index]
+    assert len(on_disk) >= 2, f"seed {seed}: committed entry durable only on {on_disk}"
+    assert followers  # the followers apply it too, once they learn the commit
+    replicas.run_until(lambda: all(r.stream.store.state().msgs == 1 for r in replicas.replicas.values()))
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_killed_leader_loses_no_acknowledged_message_and_replicas_stay_identical(seed: int) -> None:
+    faults = NetworkFaults(drop=0.02, duplicate=0.02, delay_ticks_max=3)
+    replicas = StreamReplicas(seed=seed, faults=faults)
+    leader = replicas.elect()
+    total = 100
+    acked: dict[int, int] = {}  # message number -> seq
+
+    def publish_from(replica: Replica, numbers: range) -> None:
+        for number in numbers:
+            if number in acked:
+                continue
+            header = b"NATS/1.0\r\nNats-Msg-Id: m%d\r\n\r\n" % number
+            subject = "s.%d" % (number % 5)
+            replica.publish(subject, b"payload %d" % number, reply="r.%d" % number, header=header)
+
+    def collect(replica: Replica) -> None:
+        for reply, answer in acks(replica).items():
+            acked[int(reply[2:])] = int(str(answer["seq"]))
+
+    kill_at = replicas.rng.randrange(14, 20)  # five publishes a tick; the kill lands mid-stream
+    for tick in range(kill_at):
+        publish_from(leader, range(5 * tick, 5 * tick + 5))
+        replicas.step()
+    collect(leader)
+    before = dict(acked)
+    assert 0 < len(before) < 5 * kill_at, f"seed {seed}: the kill should fall between acked and unacked"
+    replicas.crash(leader.name)
+    new = replicas.elect()
+    assert new.name != leader.name
+    for _ in range(20):  # the client retries what was not acknowledged, then goes on
+        collect(new)
+        if len(acked) == total:
+            break
+        publish_from(new, range(total))
+        for _ in range(30):
+            replicas.step()
+    collect(new)
+    assert len(acked) == total, f"seed {seed}: {total - len(acked)} never acknowledged"
+    survivors = list(replicas.replicas.values())
+    replicas.run_until(lambda: all(len(contents(r)) == total for r in survivors))
+    stored = contents(survivors[0])
+    assert stored == contents(survivors[1]), f"seed {seed}: replicas differ"
+    by_seq = {seq: payload for seq, _, _, payload, _ in stored}
+    for number, seq in before.items():  # acknowledged by the dead leader: still there, unchanged
+        assert by_seq.get(seq) == b"payload %d" % number, f"seed {seed}: acked message {number} lost"
+    assert sorted(acked.values()) == sorted(by_seq)  # each message once (dedupe on retries)
+
+
+@pytest.mark.sim
+def test_a_publish_to_a_follower_is_refused_not_stored() -> None:
+    replicas = StreamReplicas(seed=9)
+    leader = replicas.elect()
+    follower = next(r for r in replicas.replicas.values() if r is not leader)
+    follower.publish("s.a", b"x", reply="r.1")
+    for _ in range(20):
+        replicas.step()
+    assert all(r.stream.store.state().msgs == 0 for r in replicas.replicas.values())
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_lagging_replica_catches_up_from_a_snapshot_and_the_leaders_store(seed: int) -> None:
+    replicas = StreamReplicas(seed=seed, snapshot_entries=4)
+    leader = replicas.elect()
+    lagging = next(p for p in replicas.peers if p != leader.name)
+    replicas.network.partition({lagging}, list(replicas.peers))
+    total = 600  # more than two catch-up batches
+    for number in range(total):
+        leader.publish("s.%d" % (number % 7), b"%d" % number, reply="r.%d" % number)
+        if number % 50 == 49:
+            replicas.step()
+    replicas.run_until(lambda: len(acks(leader)) == total)
+    deleted: list[object] = []  # a hole (through the log) the lagging replica must not fill in
+    leader.stream.propose_op(ops.KIND_DELETE, {"seq": 3, "erase": False}, deleted.append)
+    replicas.run_until(lambda: deleted == [True])
+    assert leader.stream.group.storage.snapshot().meta.index > 0  # compacted past the lagging one
+    replicas.network.heal()
+    behind = replicas.replicas[lagging]
+    replicas.run_until(lambda: behind.stream.store.state().last_seq == total)
+    for number in range(3):  # and it goes on with the stream after the snapshot
+        leader.publish("s.x", b"after %d" % number, reply="r.after.%d" % number)
+    everyone = list(replicas.replicas.values())
+    replicas.run_until(lambda: all(r.stream.store.state().last_seq == total + 3 for r in everyone))
+    expected = contents(leader)
+    assert len(expected) == total + 2 and all(contents(r) == expected for r in everyone), seed
+    assert replicas.catch_up_batches and max(replicas.catch_up_batches) <= 256  # bounded, batch by batch
+
+
+CONSUMER = {"durable_name": "D", "ack_policy": "explicit", "ack_wait": 1_000_000_000}
+PULL = b'{"batch": 10, "expires": 60000000000}'
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("seed", SEEDS)
+def test_after_a_consumer_leader_failover_no_ack_is_lost_and_only_the_unacked_come_again(seed: int) -> None:
+    replicas = StreamReplicas(seed=seed, consumer=CONSUMER)
+    leader = replicas.elect()
+    for number in range(10):
+        leader.publish("s.a", b"m%d" % number, reply="r.%d" % number)
+    replicas.run_until(lambda: all(r.stream.store.state().msgs == 10 for r in replicas.replicas.values()))
+    replicas.run_until(lambda: replicas.consumer_leader() is not None)
+    first = replicas.consumer_leader()
+    assert first is not None and first.consumer is not None
+    first.consumer.on_pull("_INBOX.p1", PULL)
+    replicas.run_until(lambda: len(first.host.delivered) == 10)
+    followers = [r for r in replicas.replicas.values() if r is not first]
+    assert all(not r.host.delivered for r in followers)  # only the leader delivers
+    for number, (_, ack, _) in enumerate(first.host.delivered[:5]):
+        first.consumer.on_ack(ack.decode().split("."), f"acked.{number}", b"")  # AckSync
+    replicas.run_until(lambda: sum(subject.startswith(b"acked.") for subject, _ in first.host.sent) == 5)
+    replicas.crash(first.name)  # every AckSync it answered must survive it
+
+    def taken_over() -> bool:
+        leader = replicas.consumer_leader()
+        return leader is not None and leader.consumer is not None and leader.consumer.group.ready_to_lead()
+
+    replicas.run_until(taken_over)
+    second = replicas.consumer_leader()
+    assert second is not None and second.consumer is not None and second is not first
+    assert len(second.consumer.state.pending) == 5, f"seed {seed}: acks or deliveries lost"
+    second.consumer.on_pull("_INBOX.p2", PULL)
+    replicas.run_until(lambda: len(second.host.delivered) >= 5)  # after ack_wait
+    for _ in range(60):  # (unacked, they come again every ack_wait) the acknowledged five never do
+        replicas.step()
+    assert {payload for _, _, payload in second.host.delivered} == {b"m%d" % n for n in range(5, 10)}
