@@ -22,6 +22,8 @@ from appliance.config.convert import split_host_port
 from appliance.config.load import DEFAULT_CLIENT_PORT, load_config, validate_options
 from appliance.config.options import ServerOptions
 from appliance.config.parser import ReadFile, read_text_file
+from appliance.config.tls import TLSOptions
+from appliance.config.tls_context import TLSConfigError, server_context
 from appliance.errors import ConfigError
 
 USAGE = """\
@@ -54,6 +56,13 @@ Authorization Options:
         --user <user>                User required for connections
         --pass <password>            Password required for connections
         --auth <token>               Authorization token required for connections
+
+TLS Options:
+        --tls                        Enable TLS, do not verify clients (default: false)
+        --tlscert <file>             Server certificate file
+        --tlskey <file>              Private key for server certificate
+        --tlsverify                  Enable TLS, verify client certificates
+        --tlscacert <file>           Client certificate CA for verification
 
 Cluster Options:
         --routes <rurl-1, rurl-2>    Routes to solicit and connect
@@ -100,6 +109,11 @@ class RunArgs:
     logtime: bool | None = None
     log_file: str | None = None
     pid_file: str | None = None
+    tls: bool | None = None
+    tls_verify: bool | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_ca_cert: str | None = None
 
 
 # flag name -> (kind, RunArgs fields it sets)
@@ -134,14 +148,19 @@ for _names, _kind, _fields in (
     (("T", "logtime"), _BOOL, ("logtime",)),
     (("l", "log"), _STR, ("log_file",)),
     (("P", "pid"), _STR, ("pid_file",)),
+    (("tls",), _BOOL, ("tls",)),
+    (("tlsverify",), _BOOL, ("tls_verify",)),
+    (("tlscert",), _STR, ("tls_cert",)),
+    (("tlskey",), _STR, ("tls_key",)),
+    (("tlscacert",), _STR, ("tls_ca_cert",)),
 ):
     for _name in _names:
         _FLAGS[_name] = (_kind, _fields)
 
 # nats-server flags appliance does not implement: an error, not a silent no-op
 UNSUPPORTED_FLAGS = frozenset({
-    "ms", "https_port", "logtime_utc", "s", "syslog", "r", "remote_syslog", "sl", "signal", "profile", "tls",
-    "tlscert", "tlskey", "tlsverify", "tlscacert", "help_tls", "ports_file_dir", "log_size_limit",
+    "ms", "https_port", "logtime_utc", "s", "syslog", "r", "remote_syslog", "sl", "signal", "profile",
+    "help_tls", "ports_file_dir", "log_size_limit",
     "max_traced_msg_len",
 })
 _GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
@@ -218,7 +237,30 @@ def apply_flags(options: ServerOptions, args: RunArgs) -> ServerOptions:
     _apply_jetstream(result, args)
     _apply_cluster(result, args)
     _apply_logging(result, args)
+    _apply_tls(result, args)
     return result
+
+
+def _apply_tls(options: ServerOptions, args: RunArgs) -> None:
+    """nats-server's overrideTLS: `-tls=false` turns TLS off; any other --tls* flag replaces the
+    file's `tls {}` with one made of the flags alone (certificate and key required)."""
+    if args.tls is False:
+        options.tls = None
+        return
+    given = (args.tls, args.tls_verify, args.tls_cert, args.tls_key, args.tls_ca_cert)
+    if all(value is None for value in given):
+        return
+    if not args.tls_cert:
+        raise ConfigError(["TLS Server certificate must be present and valid"])
+    if not args.tls_key:
+        raise ConfigError(["TLS Server private key must be present and valid"])
+    tls = TLSOptions(cert_file=args.tls_cert, key_file=args.tls_key, ca_file=args.tls_ca_cert or "",
+                     verify=bool(args.tls_verify))
+    try:
+        server_context(tls)
+    except TLSConfigError as error:
+        raise ConfigError([str(error)]) from None
+    options.tls = tls
 
 
 def _apply_server(options: ServerOptions, args: RunArgs) -> None:

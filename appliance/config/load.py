@@ -33,6 +33,8 @@ from appliance.config.convert import (
 from appliance.config.options import ServerOptions
 from appliance.config.parser import ConfigMap, Entry, Position, ReadFile, parse_text, read_text_file, to_plain
 from appliance.config.sections import LoadState, load_appliance, load_cluster, load_jetstream
+from appliance.config.tls import parse_tls
+from appliance.config.tls_context import TLSConfigError, server_context
 from appliance.errors import ConfigError
 
 DEFAULT_CLIENT_PORT = 4222
@@ -40,7 +42,7 @@ INT32_MAX = 2**31 - 1
 
 # keys nats-server knows that appliance does not implement: an error, never silently ignored
 UNSUPPORTED_KEYS = frozenset({
-    "tls", "leafnodes", "leaf", "gateway", "websocket", "ws", "mqtt", "operator", "operators", "roots", "root",
+    "leafnodes", "leaf", "gateway", "websocket", "ws", "mqtt", "operator", "operators", "roots", "root",
     "root_operators", "root_operator", "resolver", "account_resolver", "accounts_resolver", "resolver_tls",
     "resolver_preload", "resolver_pinned_accounts", "trusted", "trusted_keys", "ocsp", "ocsp_cache", "https",
     "https_port", "http_base_path", "syslog", "remote_syslog", "prof_port", "prof_block_rate", "proxy_protocol",
@@ -156,6 +158,16 @@ def _mappings(entry: Entry, state: LoadState) -> None:
     state.options.mappings = plain
 
 
+def _tls(entry: Entry, state: LoadState) -> None:
+    """The client port's TLS; the certificate files are read now, as nats-server does at load."""
+    tls = parse_tls(entry)
+    try:
+        server_context(tls)
+    except TLSConfigError as error:
+        raise BadValue(entry.key_position, str(error)) from None
+    state.options.tls = tls
+
+
 def _server_tags(entry: Entry, state: LoadState) -> None:
     """Trimmed, lower-cased and de-duplicated, as nats-server stores them (/varz shows these)."""
     for raw in as_str_list(entry.key, entry.value):
@@ -218,6 +230,7 @@ HANDLERS: dict[str, Handler] = {
     "mappings": _mappings,
     "maps": _mappings,
     "appliance": load_appliance,
+    "tls": _tls,
 }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from appliance import limits
+from appliance.config.tls import TLSOptions
 
 
 @dataclass(slots=True)
@@ -137,6 +138,7 @@ class ServerOptions:
     max_control_line: int = limits.CONTROL_LINE_BYTES_MAX
     max_connections: int = limits.CONNECTIONS_MAX
     max_subscriptions: int = 0  # 0: unlimited
+    tls: TLSOptions | None = None  # the client port's `tls {}` (or --tls* flags); None: plain text
     ping_interval_s: float = limits.PING_INTERVAL_S
     ping_max: int = limits.PINGS_OUTSTANDING_MAX
     write_deadline_s: float = limits.WRITE_DEADLINE_S

@@ -16,6 +16,7 @@ import bcrypt
 
 from appliance.config.options import Permissions, ResponsePermission, ServerOptions, User
 from appliance.protocol.subjects import match_tokens, pattern_covers
+from appliance.server.tls_map import PeerIdentity, map_user
 
 _BCRYPT = re.compile(r"^\$2[abxy]\$\d{2}\$")
 PERMISSION_CACHE_ENTRIES_MAX = 1024
@@ -78,6 +79,7 @@ class Authenticator:
                 self._add(user, account.name, default_permissions)
         self.no_auth_user = options.no_auth_user
         self.required = bool(self.token or self.users)
+        self.tls_map = options.tls is not None and options.tls.map
 
     def _add(self, user: User, account: str, default: Permissions | None) -> None:
         self.users[user.username] = User(
@@ -88,9 +90,12 @@ class Authenticator:
             allowed_connection_types=user.allowed_connection_types,
         )
 
-    def authenticate(self, connect: dict[str, object]) -> Outcome:
+    def authenticate(self, connect: dict[str, object], identity: PeerIdentity | None = None) -> Outcome:
+        """`identity`: the client certificate, when TLS verified one (used with verify_and_map)."""
         if not self.required:
             return Granted(None, "$G")
+        if self.tls_map and self.users:
+            return self._authenticate_by_certificate(connect, identity)
         token = connect.get("auth_token")
         username = connect.get("user")
         password = connect.get("pass")
@@ -112,6 +117,22 @@ class Authenticator:
         if _secret_equal(password, user.password):
             return Granted(user, user.account)
         return Denied(f"bad password for {username!r}")
+
+
+    def _authenticate_by_certificate(self, connect: dict[str, object], identity: PeerIdentity | None) -> Outcome:
+        """verify_and_map: the certificate names the user; a password configured for it must match."""
+        if identity is None:
+            return Denied("user required in cert, no peer certificates found")
+        user = map_user(identity, self.users)
+        if user is None:
+            return Denied(f"user in cert [{identity.subject!r}], not found")
+        given = connect.get("pass")
+        given = given if isinstance(given, str) else ""
+        if is_bcrypt(user.password):
+            return NeedsBcrypt(user, user.account, given, user.password)
+        if _secret_equal(given, user.password):
+            return Granted(user, user.account)
+        return Denied(f"bad password for {user.username!r}")
 
 
 def _tokens(patterns: list[str]) -> list[list[bytes]]:

@@ -37,11 +37,13 @@ from appliance.protocol.client_parser import (
     Event,
 )
 from appliance.protocol.subjects import is_valid_publish_subject, is_valid_subject
-from appliance.server import auth
+from appliance.config.tls_context import cipher_name, version_name
+from appliance.server import auth, tls
 from appliance.server.accounts import GLOBAL_ACCOUNT, Account
 from appliance.server.links import append_msgs
 from appliance.server.router import pick, route
 from appliance.server.sublist import Subscription
+from appliance.server.tls_map import PeerIdentity, identity_from_cert
 
 if TYPE_CHECKING:
     from appliance.server.server import Server
@@ -132,6 +134,11 @@ class ClientConnection(asyncio.Protocol):
         self.port = 0
         self.close_reason = ""
         self.stop_wall_s = 0.0
+        # TLS (server/tls.py): set once the handshake is done
+        self.tls_version = ""
+        self.tls_cipher_suite = ""
+        self.tls_first = False
+        self.peer_identity: PeerIdentity | None = None
         self.closed = False
         # output and flow control
         self._out = bytearray()
@@ -167,13 +174,41 @@ class ClientConnection(asyncio.Protocol):
             self.send_error("maximum connections exceeded")
             self.close("Maximum Connections Exceeded")
             return
+        logger.debug("%s:%d - cid:%d - Client connection created", self.ip, self.port, self.cid)
+        serving = self.server.tls
+        if serving is not None:  # INFO (unless TLS first), then the handshake; timers once it is done
+            transport.pause_reading()
+            if not serving.handshake_first:
+                transport.write(self.server.info_bytes(self))
+            tls.start_handshake(self, serving)
+            return
         transport.write(self.server.info_bytes(self))
+        self._start_timers()
+
+    def tls_established(self, secure: asyncio.BaseTransport, *, first: bool) -> None:
+        """The handshake of server/tls.py is done: talk through `secure` from now on."""
+        self.transport = secure  # type: ignore[assignment]
+        ssl_object = secure.get_extra_info("ssl_object")
+        if ssl_object is not None:
+            self.tls_version = version_name(ssl_object)
+            self.tls_cipher_suite = cipher_name(ssl_object)
+            cert = ssl_object.getpeercert()
+            if cert:
+                self.peer_identity = identity_from_cert(cert)
+        self.tls_first = first
+        if first:
+            secure.write(self.server.info_bytes(self))  # type: ignore[attr-defined]
+        logger.debug("%s:%d - cid:%d - TLS handshake complete", self.ip, self.port, self.cid)
+        logger.debug("%s:%d - cid:%d - TLS version %s, cipher suite %s", self.ip, self.port, self.cid,
+                     self.tls_version, self.tls_cipher_suite)
+        self._start_timers()
+
+    def _start_timers(self) -> None:
         loop = self.server.loop
         if self.server.auth.required:
             self._timers["auth"] = loop.call_later(self.server.auth.timeout_s, self._auth_timeout)
         first_ping_s = limits.FIRST_PING_INTERVAL_S * (1 + 0.2 * self.server.rng.random())
         self._timers["ping"] = loop.call_later(min(first_ping_s, self.server.options.ping_interval_s), self._ping_tick)
-        logger.debug("%s:%d - cid:%d - Client connection created", self.ip, self.port, self.cid)
 
     def data_received(self, data: bytes) -> None:
         if self.closed:
@@ -470,7 +505,7 @@ class ClientConnection(asyncio.Protocol):
             self.send_error(ERR_NO_RESPONDERS_HEADERS)
             self.close("Protocol Violation: no responders requires headers")
             return False
-        outcome = self.server.auth.authenticate(fields)
+        outcome = self.server.auth.authenticate(fields, self.peer_identity)
         if isinstance(outcome, auth.Granted):
             self._bind(outcome.user, outcome.account)
             return True

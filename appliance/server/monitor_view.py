@@ -64,6 +64,8 @@ def _connection_info(conn: ClientConnection) -> ConnectionInfo:
         lang=conn.lang,
         version=conn.version,
         authorized_user=conn.user,
+        tls_version=conn.tls_version,
+        tls_cipher_suite=conn.tls_cipher_suite,
         stop_wall_s=conn.stop_wall_s if conn.closed else None,
         reason=conn.close_reason if conn.closed else "",
     )

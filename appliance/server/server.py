@@ -23,6 +23,7 @@ from appliance.server.accounts import GLOBAL_ACCOUNT, Account, AccountRegistry
 from appliance.server.auth import Authenticator
 from appliance.server.client import ClientConnection
 from appliance.server.sublist import Subscription
+from appliance.server.tls import TLSServing, serving_from_options
 
 from collections.abc import Callable
 
@@ -79,6 +80,8 @@ class Server:
         self.rng = rng or random.Random()
         self.accounts = AccountRegistry(options)
         self.auth = Authenticator(options)
+        self.tls: TLSServing | None = serving_from_options(options)  # this worker's own SSL context
+        self.background_tasks: set[asyncio.Task[None]] = set()
         self.clients: dict[int, ClientConnection] = {}
         self.closed_clients: deque[ClientConnection] = deque(maxlen=limits.CLOSED_CONNECTIONS_MAX)
         self.dirty: list[ClientConnection] = []
@@ -235,6 +238,10 @@ class Server:
         }
         if self.auth.required:
             fields["auth_required"] = True
+        if self.tls is not None:
+            fields["tls_required"] = True
+            if self.tls.verify:
+                fields["tls_verify"] = True
         if options.jetstream.enabled:
             fields["jetstream"] = True
         if options.cluster.name:

@@ -78,6 +78,10 @@ def open_listeners(options: ServerOptions) -> Listeners:
             http.close()
         raise
     logger.info("Listening for client connections on %s", join_host_port(options.host, int(client.getsockname()[1])))
+    if options.tls is not None:
+        logger.info("TLS required for client connections")
+        if options.tls.handshake_first:
+            logger.warning('Clients that are not using "TLS Handshake First" option will fail to connect')
     return Listeners(client=client, http=http)
 
 
