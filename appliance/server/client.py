@@ -177,17 +177,14 @@ class ClientConnection(asyncio.Protocol):
         logger.debug("%s:%d - cid:%d - Client connection created", self.ip, self.port, self.cid)
         serving = self.server.tls
         if serving is not None:  # INFO (unless TLS first), then the handshake; timers once it is done
-            transport.pause_reading()
-            if not serving.handshake_first:
-                transport.write(self.server.info_bytes(self))
-            tls.start_handshake(self, serving)
+            layer: tls.TLSLayer = transport  # type: ignore[assignment]  # server/tls.py wraps the socket
+            layer.begin_handshake(None if serving.handshake_first else self.server.info_bytes(self))
             return
         transport.write(self.server.info_bytes(self))
         self._start_timers()
 
-    def tls_established(self, secure: asyncio.BaseTransport, *, first: bool) -> None:
-        """The handshake of server/tls.py is done: talk through `secure` from now on."""
-        self.transport = secure  # type: ignore[assignment]
+    def tls_established(self, secure: tls.TLSLayer, *, first: bool) -> None:
+        """The handshake of server/tls.py is done: what is written from now on is encrypted."""
         ssl_object = secure.get_extra_info("ssl_object")
         if ssl_object is not None:
             self.tls_version = version_name(ssl_object)
@@ -197,7 +194,7 @@ class ClientConnection(asyncio.Protocol):
                 self.peer_identity = identity_from_cert(cert)
         self.tls_first = first
         if first:
-            secure.write(self.server.info_bytes(self))  # type: ignore[attr-defined]
+            secure.write(self.server.info_bytes(self))
         logger.debug("%s:%d - cid:%d - TLS handshake complete", self.ip, self.port, self.cid)
         logger.debug("%s:%d - cid:%d - TLS version %s, cipher suite %s", self.ip, self.port, self.cid,
                      self.tls_version, self.tls_cipher_suite)

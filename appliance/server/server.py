@@ -23,7 +23,7 @@ from appliance.server.accounts import GLOBAL_ACCOUNT, Account, AccountRegistry
 from appliance.server.auth import Authenticator
 from appliance.server.client import ClientConnection
 from appliance.server.sublist import Subscription
-from appliance.server.tls import TLSServing, serving_from_options
+from appliance.server.tls import TLSLayer, TLSServing, serving_from_options
 
 from collections.abc import Callable
 
@@ -81,7 +81,6 @@ class Server:
         self.accounts = AccountRegistry(options)
         self.auth = Authenticator(options)
         self.tls: TLSServing | None = serving_from_options(options)  # this worker's own SSL context
-        self.background_tasks: set[asyncio.Task[None]] = set()
         self.clients: dict[int, ClientConnection] = {}
         self.closed_clients: deque[ClientConnection] = deque(maxlen=limits.CLOSED_CONNECTIONS_MAX)
         self.dirty: list[ClientConnection] = []
@@ -123,9 +122,10 @@ class Server:
                                                        backlog=limits.ACCEPT_BACKLOG)
         self.ready = True
 
-    def _new_connection(self) -> ClientConnection:
+    def _new_connection(self) -> ClientConnection | TLSLayer:
         self._next_cid += self._cid_step
-        return ClientConnection(self, self._next_cid)
+        conn = ClientConnection(self, self._next_cid)
+        return conn if self.tls is None else TLSLayer(conn, self.tls)
 
     async def stop_accepting(self) -> None:
         if self._listener is not None:

@@ -1,13 +1,19 @@
 """TLS on the client port, terminated by the worker that accepted the connection.
 
 As nats-server (`createClient` in server/server.go): the INFO goes out in plain text with
-`tls_required`, then the server side of the handshake runs on the same socket (asyncio's
-`start_tls`, uvloop's C SSL protocol); with `handshake_first` the handshake comes first and the
-INFO after it, encrypted. The handshake has `tls.timeout` to finish. The auth and ping timers
-start once it is done. A failed handshake is logged as nats-server logs it — `TLS handshake
-error: ...` (at debug level for a peer that did not speak TLS at all: a probe or a load balancer)
-— and the connection closes with reason "TLS Handshake Failure". The plain-text path never comes
-here.
+`tls_required`, then the server side of the handshake runs on the same socket; with
+`handshake_first` the handshake comes first and the INFO after it, encrypted. The handshake has
+`tls.timeout` to finish; the auth and ping timers start once it is done. A failed handshake is
+logged as nats-server logs it — `TLS handshake error: ...` (at debug level for a peer that did
+not speak TLS at all: a probe or a load balancer) — and the connection closes with reason
+"TLS Handshake Failure".
+
+`TLSLayer` sits between the socket's transport and the `ClientConnection`: it is the socket's
+protocol from the first byte (OpenSSL over a pair of memory BIOs), and it is the transport the
+connection writes to. Why not asyncio's `start_tls`: uvloop starts reading right after
+`connection_made`, so the first bytes of the handshake can reach the NATS parser before
+`start_tls` takes the socket over; owning the bytes from the start has no such window (and lets
+a later `allow_non_tls` look at the first byte). The plain-text path never comes here.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import asyncio
 import logging
 import ssl
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from appliance.config.options import ServerOptions
 from appliance.config.tls_context import server_context
@@ -27,6 +33,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 REASON_TLS_FAILURE = "TLS Handshake Failure"
+READ_CHUNK_BYTES = 256 * 1024
 
 # OpenSSL reasons -> the text Go's crypto/tls gives for the same failure (nats-server's log lines)
 _GO_TEXTS = {
@@ -64,10 +71,10 @@ def serving_from_options(options: ServerOptions) -> TLSServing | None:
                       verify=tls.verify, map=tls.map)
 
 
-def handshake_error_text(error: BaseException) -> tuple[str, bool]:
+def handshake_error_text(error: BaseException | None) -> tuple[str, bool]:
     """(nats-server's text for a failed handshake, whether it looks like a non-TLS probe)."""
-    if isinstance(error, asyncio.TimeoutError | TimeoutError):
-        return "TLS handshake timeout", True
+    if error is None:
+        return "EOF", True
     reason = getattr(error, "reason", None)
     if isinstance(reason, str) and reason in _GO_TEXTS:
         return _GO_TEXTS[reason], reason in _PROBE_REASONS
@@ -76,59 +83,187 @@ def handshake_error_text(error: BaseException) -> tuple[str, bool]:
     return str(error) or type(error).__name__, False
 
 
-def start_handshake(conn: ClientConnection, serving: TLSServing) -> None:
-    """Run the server side of the handshake on `conn`'s socket (reading is paused until then)."""
-    task = conn.server.loop.create_task(_handshake(conn, serving))
-    conn.server.background_tasks.add(task)
-    task.add_done_callback(conn.server.background_tasks.discard)
+class TLSLayer(asyncio.Protocol):
+    """The socket's protocol and the connection's transport, with OpenSSL in between."""
 
-
-async def _handshake(conn: ClientConnection, serving: TLSServing) -> None:
-    transport = conn.transport
-    assert transport is not None
-    where = f"{conn.ip}:{conn.port} - cid:{conn.cid}"
-    logger.debug("%s - Starting TLS client connection handshake", where)
-    early = _EarlyData(conn)
-    try:
-        secure = await conn.server.loop.start_tls(
-            transport, early, serving.context, server_side=True,  # type: ignore[arg-type]
-            ssl_handshake_timeout=serving.timeout_s)
-    except (OSError, ssl.SSLError, asyncio.TimeoutError, EOFError, RuntimeError) as error:
-        text, probe = handshake_error_text(error)
-        if text == "TLS handshake timeout":
-            logger.debug("%s - %s", where, text)
-        else:
-            logger.log(logging.DEBUG if probe else logging.ERROR, "%s - TLS handshake error: %s", where, text)
-        conn.close(REASON_TLS_FAILURE, abort=True)
-        return
-    if secure is None or conn.closed:
-        if secure is not None:
-            secure.abort()
-        return
-    secure.set_protocol(conn)
-    conn.tls_established(secure, first=serving.handshake_first)
-    early.hand_over()
-
-
-class _EarlyData(asyncio.Protocol):
-    """The application protocol while the handshake finishes: asyncio's SSL protocol may deliver
-    the client's first bytes (sent with its Finished message) before `start_tls` returns the new
-    transport; they wait here until the connection talks through that transport."""
-
-    def __init__(self, conn: ClientConnection) -> None:
+    def __init__(self, conn: ClientConnection, serving: TLSServing) -> None:
         self.conn = conn
-        self.chunks: list[bytes] = []
-        self.lost: tuple[Exception | None] | None = None
+        self.serving = serving
+        self.raw: asyncio.Transport | None = None
+        self._incoming = ssl.MemoryBIO()
+        self._outgoing = ssl.MemoryBIO()
+        self._ssl = serving.context.wrap_bio(self._incoming, self._outgoing, server_side=True)
+        self._handshaking = False
+        self._open = False  # handshake done: application data flows
+        self._timer: asyncio.TimerHandle | None = None
+        self._buffer_limits: tuple[int | None, int | None] = (None, None)
+
+    # --- the socket's side (asyncio.Protocol) ----------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.raw = transport  # type: ignore[assignment]  # uvloop's is not an asyncio.Transport
+        self.conn.connection_made(self)  # type: ignore[arg-type]  # it calls begin_handshake
+
+    def begin_handshake(self, info: bytes | None) -> None:
+        """Plain-text INFO first (None with handshake_first), then wait for the client's hello."""
+        assert self.raw is not None
+        if info is not None:
+            self.raw.write(info)
+        self._handshaking = True
+        where = self._where()
+        logger.debug("%s - Starting TLS client connection handshake", where)
+        self._timer = self.conn.server.loop.call_later(self.serving.timeout_s, self._handshake_timeout)
 
     def data_received(self, data: bytes) -> None:
-        self.chunks.append(data)
+        if self.conn.closed:
+            return
+        self._incoming.write(data)
+        if not self._open:
+            if not self._handshaking:
+                return  # closing, or bytes before the INFO went out: kept in the BIO
+            if not self._step_handshake():
+                return
+        plain = self._read_plain()
+        self._flush_outgoing()
+        if plain:
+            self.conn.data_received(plain)
+
+    def eof_received(self) -> bool | None:
+        return None  # the transport closes; connection_lost follows
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.lost = (exc,)
+        self._cancel_timer()
+        if self._handshaking and not self._open and not self.conn.closed:
+            self._fail(exc)
+            return
+        self.conn.connection_lost(exc)
 
-    def hand_over(self) -> None:
-        chunks, self.chunks = self.chunks, []
-        for data in chunks:
-            self.conn.data_received(data)
-        if self.lost is not None:
-            self.conn.connection_lost(self.lost[0])
+    def pause_writing(self) -> None:
+        self.conn.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.conn.resume_writing()
+
+    # --- the connection's side (what ClientConnection calls on its transport) ----------------------
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if self.raw is None or self.raw.is_closing():
+            return
+        if not self._open:
+            self.raw.write(data)  # before the handshake only the plain INFO / -ERR go out
+            return
+        try:
+            self._ssl.write(data)
+        except ssl.SSLError:
+            return
+        self._flush_outgoing()
+
+    def get_write_buffer_size(self) -> int:
+        return self.raw.get_write_buffer_size() + self._outgoing.pending if self.raw is not None else 0
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        if self.raw is not None:
+            self.raw.set_write_buffer_limits(high=high, low=low)
+
+    def pause_reading(self) -> None:
+        if self.raw is not None:
+            self.raw.pause_reading()
+
+    def resume_reading(self) -> None:
+        if self.raw is not None:
+            self.raw.resume_reading()
+
+    def is_closing(self) -> bool:
+        return self.raw is None or self.raw.is_closing()
+
+    def close(self) -> None:
+        """Our close_notify (as Go's tls.Conn.Close sends it), then the socket closes after writing."""
+        self._cancel_timer()
+        if self.raw is None or self.raw.is_closing():
+            return
+        if self._open:
+            self._open = False
+            try:
+                self._ssl.unwrap()
+            except (ssl.SSLWantReadError, ssl.SSLError, OSError):
+                pass  # the peer's close_notify is not awaited
+        self._flush_outgoing()
+        self.raw.close()
+
+    def abort(self) -> None:
+        self._cancel_timer()
+        if self.raw is not None:
+            self.raw.abort()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        if name == "ssl_object":
+            return self._ssl if self._open else default
+        if name == "peercert":
+            return self._ssl.getpeercert() if self._open else default
+        return self.raw.get_extra_info(name, default) if self.raw is not None else default
+
+    # --- internals --------------------------------------------------------------------------------
+
+    def _where(self) -> str:
+        return f"{self.conn.ip}:{self.conn.port} - cid:{self.conn.cid}"
+
+    def _step_handshake(self) -> bool:
+        """Advance the handshake with what arrived; True once it is done."""
+        try:
+            self._ssl.do_handshake()
+        except ssl.SSLWantReadError:
+            self._flush_outgoing()
+            return False
+        except (ssl.SSLError, OSError) as error:
+            self._flush_outgoing()  # the alert, as Go sends one
+            self._fail(error)
+            return False
+        self._flush_outgoing()
+        self._cancel_timer()
+        self._handshaking = False
+        self._open = True
+        self.conn.tls_established(self, first=self.serving.handshake_first)
+        return True
+
+    def _read_plain(self) -> bytes:
+        chunks: list[bytes] = []
+        while True:
+            try:
+                chunk = self._ssl.read(READ_CHUNK_BYTES)
+            except ssl.SSLWantReadError:
+                break
+            except ssl.SSLZeroReturnError:  # close_notify: the client is done; answer it and close
+                self.close()
+                break
+            except ssl.SSLError as error:
+                logger.debug("%s - TLS read error: %s", self._where(), error)
+                self.conn.close("Read Error", abort=True)
+                break
+            if not chunk:  # close_notify (Python returns b"" for it): answer it and close
+                self.close()
+                break
+            chunks.append(chunk)  # bounded: at most what this socket read brought, decrypted
+        return b"".join(chunks)
+
+    def _flush_outgoing(self) -> None:
+        if self._outgoing.pending and self.raw is not None and not self.raw.is_closing():
+            self.raw.write(self._outgoing.read())
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _handshake_timeout(self) -> None:
+        self._timer = None
+        if self._open or self.conn.closed:
+            return
+        logger.debug("%s - TLS handshake timeout", self._where())
+        self._handshaking = False
+        self.conn.close(REASON_TLS_FAILURE, abort=True)
+
+    def _fail(self, error: BaseException | None) -> None:
+        text, probe = handshake_error_text(error)
+        logger.log(logging.DEBUG if probe else logging.ERROR, "%s - TLS handshake error: %s", self._where(), text)
+        self._handshaking = False
+        self.conn.close(REASON_TLS_FAILURE)
