@@ -330,7 +330,7 @@ def _no_auth_user_problems(options: ServerOptions) -> list[tuple[str, str]]:
     users = [*options.authorization.users, *(u for a in options.accounts.values() for u in a.users)]
     if not users:
         return [("no_auth_user", f'no_auth_user: "{name}" present, but users/nkeys are not defined')]
-    if all(user.username != name for user in users):
+    if all(user.username != name and user.nkey != name for user in users):
         return [(
             "no_auth_user",
             f'no_auth_user: "{name}" not present as user or nkey in authorization block or account configuration',

@@ -39,6 +39,7 @@ class User:
     account: str = "$G"
     permissions: Permissions | None = None
     allowed_connection_types: list[str] | None = None
+    nkey: str = ""  # an NKey user (public key "U..."): no username or password then
 
 
 @dataclass(slots=True)

@@ -37,6 +37,7 @@ from appliance.protocol.client_parser import (
     Event,
 )
 from appliance.protocol.subjects import is_valid_publish_subject, is_valid_subject
+from appliance.config.nkey import new_nonce
 from appliance.config.tls_context import cipher_name, version_name
 from appliance.server import auth, tls
 from appliance.server.accounts import GLOBAL_ACCOUNT, Account
@@ -139,6 +140,7 @@ class ClientConnection(asyncio.Protocol):
         self.tls_cipher_suite = ""
         self.tls_first = False
         self.peer_identity: PeerIdentity | None = None
+        self.nonce = new_nonce() if server.auth.nonce_required else ""  # signed by NKey users
         self.closed = False
         # output and flow control
         self._out = bytearray()
@@ -502,7 +504,7 @@ class ClientConnection(asyncio.Protocol):
             self.send_error(ERR_NO_RESPONDERS_HEADERS)
             self.close("Protocol Violation: no responders requires headers")
             return False
-        outcome = self.server.auth.authenticate(fields, self.peer_identity)
+        outcome = self.server.auth.authenticate(fields, self.peer_identity, self.nonce)
         if isinstance(outcome, auth.Granted):
             self._bind(outcome.user, outcome.account)
             return True
@@ -550,7 +552,7 @@ class ClientConnection(asyncio.Protocol):
             self.account = account
             account.clients += 1
         if user is not None:
-            self.user = user.username
+            self.user = user.nkey or user.username
             if user.permissions is not None:
                 self.perms = auth.ClientPermissions(user.permissions)
         self.connected = True

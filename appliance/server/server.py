@@ -252,6 +252,8 @@ class Server:
 
     def info_bytes(self, conn: ClientConnection) -> bytes:
         fields = self.info_fields()
+        if conn.nonce:
+            fields["nonce"] = conn.nonce
         fields["client_id"] = conn.cid
         fields["client_ip"] = conn.ip
         fields["api_lvl"] = JETSTREAM_API_LEVEL
