@@ -35,6 +35,7 @@ Server Options:
     -n, --name, --server_name <name> Server name (default: auto)
     -P, --pid <file>                 File to store PID
     -m, --http_port <port>           Use port for http monitoring
+    -ms,--https_port <port>          Use port for https monitoring
     -c, --config <file>              Configuration file
     -t                               Test configuration and exit
         --client_advertise <string>  Client URL to advertise to other servers
@@ -91,6 +92,7 @@ class RunArgs:
     host: str | None = None
     server_name: str | None = None
     http_port: int | None = None
+    https_port: int | None = None
     client_advertise: str | None = None
     jetstream: bool | None = None
     store_dir: str | None = None
@@ -128,6 +130,7 @@ for _names, _kind, _fields in (
     (("a", "addr", "net"), _STR, ("host",)),
     (("n", "name", "server_name"), _STR, ("server_name",)),
     (("m", "http_port"), _INT, ("http_port",)),
+    (("ms", "https_port"), _INT, ("https_port",)),
     (("client_advertise",), _STR, ("client_advertise",)),
     (("js", "jetstream"), _BOOL, ("jetstream",)),
     (("sd", "store_dir"), _STR, ("store_dir",)),
@@ -159,7 +162,7 @@ for _names, _kind, _fields in (
 
 # nats-server flags appliance does not implement: an error, not a silent no-op
 UNSUPPORTED_FLAGS = frozenset({
-    "ms", "https_port", "logtime_utc", "s", "syslog", "r", "remote_syslog", "sl", "signal", "profile",
+    "logtime_utc", "s", "syslog", "r", "remote_syslog", "sl", "signal", "profile",
     "help_tls", "ports_file_dir", "log_size_limit",
     "max_traced_msg_len",
 })
@@ -272,6 +275,8 @@ def _apply_server(options: ServerOptions, args: RunArgs) -> None:
         options.server_name = args.server_name
     if args.http_port is not None:
         options.http_port = args.http_port
+    if args.https_port is not None:
+        options.https_port = args.https_port
     if args.client_advertise is not None:
         options.client_advertise = args.client_advertise
     auth = options.authorization

@@ -44,8 +44,8 @@ INT32_MAX = 2**31 - 1
 UNSUPPORTED_KEYS = frozenset({
     "leafnodes", "leaf", "gateway", "websocket", "ws", "mqtt", "operator", "operators", "roots", "root",
     "root_operators", "root_operator", "resolver", "account_resolver", "accounts_resolver", "resolver_tls",
-    "resolver_preload", "resolver_pinned_accounts", "trusted", "trusted_keys", "ocsp", "ocsp_cache", "https",
-    "https_port", "http_base_path", "syslog", "remote_syslog", "prof_port", "prof_block_rate", "proxy_protocol",
+    "resolver_preload", "resolver_pinned_accounts", "trusted", "trusted_keys", "ocsp", "ocsp_cache",
+    "http_base_path", "syslog", "remote_syslog", "prof_port", "prof_block_rate", "proxy_protocol",
     "proxies", "allow_non_tls", "default_sentinel", "server_metadata", "feature_flags", "default_js_domain",
     "no_header_support", "connect_error_reports", "reconnect_error_reports", "max_closed_clients",
     "no_fast_producer_stall", "max_traced_msg_len", "disable_sublist_cache", "no_sublist_cache",
@@ -112,6 +112,11 @@ def _listen(entry: Entry, state: LoadState) -> None:
 
 def _http(entry: Entry, state: LoadState) -> None:
     host, state.options.http_port = as_listen(entry.key, entry.value)
+    state.options.http_host = host if host is not None else state.options.http_host
+
+
+def _https(entry: Entry, state: LoadState) -> None:
+    host, state.options.https_port = as_listen(entry.key, entry.value)
     state.options.http_host = host if host is not None else state.options.http_host
 
 
@@ -194,6 +199,8 @@ HANDLERS: dict[str, Handler] = {
     "http": _http,
     "http_port": _set("http_port", lambda key, entry, state: as_port(key, entry.value)),
     "monitor_port": _set("http_port", lambda key, entry, state: as_port(key, entry.value)),
+    "https": _https,
+    "https_port": _set("https_port", lambda key, entry, state: as_port(key, entry.value)),
     "jetstream": load_jetstream,
     "store_dir": _store_dir,
     "storedir": _store_dir,
@@ -307,6 +314,10 @@ def cross_field_problems(options: ServerOptions) -> list[tuple[str, str]]:
     if options.system_account != "$SYS" and options.system_account not in options.accounts:
         anchor = "system" if "system" in options.config_anchors else "system_account"
         found.append((anchor, "error resolving system account: account missing"))
+    if options.http_port != 0 and options.https_port != 0:
+        found.append(("https_port", f"can't specify both HTTP ({options.http_port}) and HTTPs ({options.https_port}) ports"))
+    elif options.https_port != 0 and options.tls is None:
+        found.append(("https_port", "TLS cert and key required for HTTPS"))
     found.extend(_no_auth_user_problems(options))
     return found
 

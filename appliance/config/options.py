@@ -134,6 +134,7 @@ class ServerOptions:
     client_advertise: str = ""
     http_host: str = "0.0.0.0"
     http_port: int = 0  # 0: monitoring off; -1: random
+    https_port: int = 0  # monitoring over TLS with the client port's `tls {}` (nats-server allows one of the two)
     max_payload: int = limits.PAYLOAD_BYTES_MAX
     max_pending: int = limits.PENDING_BYTES_MAX
     max_control_line: int = limits.CONTROL_LINE_BYTES_MAX

@@ -15,6 +15,7 @@ are accepted in the config and skipped.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import ssl
 
@@ -95,6 +96,12 @@ def server_context(tls: TLSOptions) -> ssl.SSLContext:
         if not tls.ca_file:
             context.load_default_certs(ssl.Purpose.CLIENT_AUTH)
     return context
+
+
+def https_context(tls: TLSOptions) -> ssl.SSLContext:
+    """The monitoring port over TLS (`https_port`): the client port's certificate, and no client
+    certificate asked for, as nats-server's monitor does (browsers and curl have none)."""
+    return server_context(dataclasses.replace(tls, verify=False, map=False))
 
 
 def client_context(tls: TLSOptions) -> ssl.SSLContext:

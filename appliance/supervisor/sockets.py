@@ -68,9 +68,10 @@ def open_listener(host: str, port: int, *, backlog: int = limits.ACCEPT_BACKLOG)
 def open_listeners(options: ServerOptions) -> Listeners:
     """Monitoring first, then clients: the order (and wording) of nats-server's start-up log."""
     http = None
-    if options.http_port != 0:
-        http = open_listener(options.http_host, options.http_port)
-        logger.info("Starting http monitor on %s", join_host_port(options.http_host, int(http.getsockname()[1])))
+    if options.http_port != 0 or options.https_port != 0:
+        scheme = "http" if options.http_port != 0 else "https"  # validate_options allows one of the two
+        http = open_listener(options.http_host, options.http_port or options.https_port)
+        logger.info("Starting %s monitor on %s", scheme, join_host_port(options.http_host, int(http.getsockname()[1])))
     try:
         client = open_listener(options.host, options.port)
     except StartupError:

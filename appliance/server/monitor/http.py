@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import ssl
 from dataclasses import dataclass
 from http import HTTPStatus
 from urllib.parse import unquote, urlsplit
@@ -100,9 +101,10 @@ def render(response: Response, *, date: str, connection: str | None, head_only: 
 class MonitorServer:
     """Serves a MonitorApp on a listening socket until closed."""
 
-    def __init__(self, app: MonitorApp, listener: socket.socket) -> None:
+    def __init__(self, app: MonitorApp, listener: socket.socket, ssl_context: ssl.SSLContext | None = None) -> None:
         self.app = app
         self.listener = listener
+        self.ssl_context = ssl_context  # https_port: the client port's TLS config, as nats-server
         # open connections and their handler tasks; beyond HTTP_CONNECTIONS_MAX only while a 503 is written
         self._writers: set[asyncio.StreamWriter] = set()
         self._handlers: set[asyncio.Task[None]] = set()
@@ -121,7 +123,7 @@ class MonitorServer:
     async def start(self) -> None:
         assert self._server is None, "started twice"
         self._server = await asyncio.start_server(
-            self._serve_connection, sock=self.listener, limit=limits.HTTP_REQUEST_BYTES_MAX
+            self._serve_connection, sock=self.listener, limit=limits.HTTP_REQUEST_BYTES_MAX, ssl=self.ssl_context
         )
 
     async def close(self) -> None:
