@@ -248,6 +248,7 @@ def parse_authorization(entry: Entry, problems: Problems) -> tuple[Authorization
                 auth.token = as_str(key, item.value)
             elif key == "timeout":
                 auth.timeout_s = _timeout_s(item.value, problems, item.key)
+                auth.timeout_given = True
             elif key == "users":
                 has_users = True
                 auth.users = parse_users(item.value, problems, account=GLOBAL_ACCOUNT)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from appliance.config.convert import split_host_port
 from appliance.config.load import DEFAULT_CLIENT_PORT, load_config, validate_options
-from appliance.config.options import ServerOptions
+from appliance.config.options import ServerOptions, default_auth_timeout
 from appliance.config.parser import ReadFile, read_text_file
 from appliance.config.tls import TLSOptions
 from appliance.config.tls_context import TLSConfigError, server_context
@@ -241,6 +241,7 @@ def apply_flags(options: ServerOptions, args: RunArgs) -> ServerOptions:
     _apply_cluster(result, args)
     _apply_logging(result, args)
     _apply_tls(result, args)
+    default_auth_timeout(result)
     return result
 
 

@@ -30,7 +30,7 @@ from appliance.config.convert import (
     as_str,
     as_str_list,
 )
-from appliance.config.options import ServerOptions
+from appliance.config.options import ServerOptions, default_auth_timeout
 from appliance.config.parser import ConfigMap, Entry, Position, ReadFile, parse_text, read_text_file, to_plain
 from appliance.config.sections import LoadState, load_appliance, load_cluster, load_jetstream
 from appliance.config.tls import parse_tls
@@ -277,6 +277,7 @@ def options_from_tree(tree: ConfigMap, *, filename: str, pedantic: bool = False,
     users_anchor = next((e for e in tree.values() if e.key.lower() in ("accounts", "authorization")), None)
     check_users(users_anchor, state.options.authorization, state.options.accounts, problems)
     state.options.config_anchors = {key: str(position) for key, position in anchors.items()}
+    default_auth_timeout(state.options)
     if validate:
         problems.errors.extend(_located(state.options, cross_field_problems(state.options)))
     errors = (problems.warnings if pedantic else []) + problems.errors

@@ -75,6 +75,7 @@ class Authorization:
     password: str = ""
     token: str = ""
     timeout_s: float = limits.AUTH_TIMEOUT_S
+    timeout_given: bool = False  # without it and with TLS, nats-server waits tls timeout + 1 s
     users: list[User] = field(default_factory=list)
     default_permissions: Permissions | None = None
 
@@ -123,6 +124,14 @@ class ApplianceOptions:
     cpu_pinning: bool = True
     numa_store_dirs: dict[int, str] = field(default_factory=dict)  # NUMA node -> store dir
     ring_bytes: int = 8 * 1024 * 1024
+
+
+def default_auth_timeout(options: ServerOptions) -> None:
+    """nats-server's getDefaultAuthTimeout: with TLS and no `timeout` in `authorization {}`, a
+    client has the TLS timeout plus one second to authenticate (the handshake comes first)."""
+    auth = options.authorization
+    if not auth.timeout_given:
+        auth.timeout_s = options.tls.timeout_s + 1.0 if options.tls is not None else limits.AUTH_TIMEOUT_S
 
 
 @dataclass(slots=True)

@@ -46,5 +46,6 @@ def test_varz_over_https(certs: TestCerts, tmp_path: Path) -> None:
         with urllib.request.urlopen(f"https://127.0.0.1:{port}/varz", context=context, timeout=10) as answer:
             varz = json.load(answer)
         assert varz["https_port"] == port and varz["http_port"] == 0
+        assert varz["tls_required"] is True and "tls_verify" not in varz and varz["tls_timeout"] == 2
         with pytest.raises(OSError):  # plain HTTP to the HTTPS port gets no answer
             urllib.request.urlopen(f"http://127.0.0.1:{port}/varz", timeout=5).read()

@@ -105,3 +105,12 @@ def test_tls_flags_override_the_file(certs: TestCerts) -> None:
         apply_flags(ServerOptions(), parse_run_args(["--tls"]))
     with pytest.raises(ConfigError, match="TLS Server private key must be present and valid"):
         apply_flags(ServerOptions(), parse_run_args(["--tlscert", certs.server.cert]))
+
+
+def test_auth_timeout_is_tls_timeout_plus_one_unless_given(certs: TestCerts) -> None:
+    block = f'tls {{ cert_file: "{certs.server.cert}", key_file: "{certs.server.key}", timeout: 3 }}\n'
+    assert load(block).authorization.timeout_s == 4.0
+    assert load(block + "authorization { timeout: 5 }").authorization.timeout_s == 5.0
+    assert load("port: 4222").authorization.timeout_s == 2.0
+    flagged = apply_flags(ServerOptions(), parse_run_args(["--tlscert", certs.server.cert, "--tlskey", certs.server.key]))
+    assert flagged.authorization.timeout_s == 3.0

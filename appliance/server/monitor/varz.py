@@ -69,6 +69,10 @@ def _identity(view: ServerView) -> dict[str, JsonValue]:
     out["port"] = view.client_port
     if view.auth_required:
         out["auth_required"] = True
+    if options.tls is not None:
+        out["tls_required"] = True
+        if options.tls.verify:
+            out["tls_verify"] = True
     if view.connect_urls:
         out["connect_urls"] = list(view.connect_urls)
     out["max_connections"] = options.max_connections
@@ -96,7 +100,7 @@ def _limits(view: ServerView) -> dict[str, JsonValue]:
         "mqtt": {},
         "websocket": {},
         "jetstream": jsinfo.varz_json(view.jetstream()),
-        "tls_timeout": TLS_TIMEOUT_S,
+        "tls_timeout": options.tls.timeout_s if options.tls is not None else TLS_TIMEOUT_S,
         "write_deadline": wall_ns(options.write_deadline_s),
     }
 
