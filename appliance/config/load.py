@@ -46,7 +46,7 @@ UNSUPPORTED_KEYS = frozenset({
     "root_operators", "root_operator", "resolver", "account_resolver", "accounts_resolver", "resolver_tls",
     "resolver_preload", "resolver_pinned_accounts", "trusted", "trusted_keys", "ocsp", "ocsp_cache",
     "http_base_path", "syslog", "remote_syslog", "prof_port", "prof_block_rate", "proxy_protocol",
-    "proxies", "allow_non_tls", "default_sentinel", "server_metadata", "feature_flags", "default_js_domain",
+    "proxies", "default_sentinel", "server_metadata", "feature_flags", "default_js_domain",
     "no_header_support", "connect_error_reports", "reconnect_error_reports", "max_closed_clients",
     "no_fast_producer_stall", "max_traced_msg_len", "disable_sublist_cache", "no_sublist_cache",
     "logfile_size_limit", "log_size_limit", "logfile_max_num", "log_max_num", "ports_file_dir", "trace_headers",
@@ -238,6 +238,7 @@ HANDLERS: dict[str, Handler] = {
     "maps": _mappings,
     "appliance": load_appliance,
     "tls": _tls,
+    "allow_non_tls": _set("allow_non_tls", _bool),
 }
 
 

@@ -149,6 +149,7 @@ class ServerOptions:
     max_control_line: int = limits.CONTROL_LINE_BYTES_MAX
     max_connections: int = limits.CONNECTIONS_MAX
     max_subscriptions: int = 0  # 0: unlimited
+    allow_non_tls: bool = False  # with `tls {}`: plain-text clients too (INFO says tls_available)
     tls: TLSOptions | None = None  # the client port's `tls {}` (or --tls* flags); None: plain text
     ping_interval_s: float = limits.PING_INTERVAL_S
     ping_max: int = limits.PINGS_OUTSTANDING_MAX

@@ -19,6 +19,7 @@ from appliance.config.parser import Entry, Value
 
 TLS_TIMEOUT_S = 2.0  # nats-server TLS_TIMEOUT
 TLS_VERSIONS = ("1.2", "1.3")
+HANDSHAKE_FIRST_FALLBACK_S = 0.05  # nats-server DEFAULT_TLS_HANDSHAKE_FIRST_FALLBACK_DELAY
 
 # Go's tls.CipherSuites(): name -> OpenSSL name ("" for TLS 1.3 suites: always on, not settable)
 SECURE_CIPHER_SUITES: dict[str, str] = {
@@ -82,6 +83,7 @@ class TLSOptions:
     insecure: bool = False  # (soliciting side) skip verifying the peer
     timeout_s: float = TLS_TIMEOUT_S
     handshake_first: bool = False  # TLS before INFO
+    handshake_first_fallback_s: float = 0.0  # "auto" / a duration: plain INFO if the client says nothing that long
     min_version: str = ""  # "" = 1.2
     cipher_suites: list[str] = field(default_factory=list)  # Go names; [] = Go's defaults (all secure)
     curve_preferences: list[str] = field(default_factory=list)  # Go names; [] = defaults
@@ -122,19 +124,23 @@ def _timeout(value: Value) -> float:
     raise BadValue(value.position, "error parsing tls config, 'timeout' wrong type")
 
 
-def _handshake_first(key: str, value: Value) -> bool:
+def _handshake_first(key: str, value: Value) -> tuple[bool, float]:
+    """(TLS first, fallback delay in seconds: 0 = none)."""
     data = value.data
     if isinstance(data, bool):
-        return data
+        return data, 0.0
     if isinstance(data, str):
         lowered = data.lower()
         if lowered in ("true", "on"):
-            return True
+            return True, 0.0
         if lowered in ("false", "off"):
-            return False
-        # "auto" and a fallback delay need a peek at the first bytes before choosing: not built
-        raise BadValue(value.position, f'field "{key}" value "{data}" (TLS first with a fallback delay) '
-                                       "is known to nats-server but not supported by appliance")
+            return False, 0.0
+        if lowered in ("auto", "auto_fallback"):
+            return True, HANDSHAKE_FIRST_FALLBACK_S
+        try:
+            return True, parse_go_duration(data)
+        except ValueError:
+            raise BadValue(value.position, f'field "{key}"\'s value "{data}" is invalid') from None
     raise BadValue(value.position, f'field "{key}" should be a boolean or a string, got {type_name(data)}')
 
 
@@ -167,7 +173,7 @@ def parse_tls(entry: Entry) -> TLSOptions:
         elif key == "timeout":
             tls.timeout_s = _timeout(value)
         elif key in ("handshake_first", "first", "immediate"):
-            tls.handshake_first = _handshake_first(item.key, value)
+            tls.handshake_first, tls.handshake_first_fallback_s = _handshake_first(item.key, value)
         elif key == "min_version":
             tls.min_version = _min_version(value)
         elif key == "cipher_suites":

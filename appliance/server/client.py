@@ -180,7 +180,7 @@ class ClientConnection(asyncio.Protocol):
         serving = self.server.tls
         if serving is not None:  # INFO (unless TLS first), then the handshake; timers once it is done
             layer: tls.TLSLayer = transport  # type: ignore[assignment]  # server/tls.py wraps the socket
-            layer.begin_handshake(None if serving.handshake_first else self.server.info_bytes(self))
+            layer.begin_handshake(self.server.info_bytes(self, tls_first=serving.handshake_first))
             return
         transport.write(self.server.info_bytes(self))
         self._start_timers()
@@ -196,10 +196,14 @@ class ClientConnection(asyncio.Protocol):
                 self.peer_identity = identity_from_cert(cert)
         self.tls_first = first
         if first:
-            secure.write(self.server.info_bytes(self))
+            secure.write(self.server.info_bytes(self, tls_first=True))
         logger.debug("%s:%d - cid:%d - TLS handshake complete", self.ip, self.port, self.cid)
         logger.debug("%s:%d - cid:%d - TLS version %s, cipher suite %s", self.ip, self.port, self.cid,
                      self.tls_version, self.tls_cipher_suite)
+        self._start_timers()
+
+    def tls_skipped(self) -> None:
+        """allow_non_tls: this client speaks plain text (server/tls.py passes its bytes through)."""
         self._start_timers()
 
     def _start_timers(self) -> None:

@@ -239,7 +239,10 @@ class Server:
         if self.auth.required:
             fields["auth_required"] = True
         if self.tls is not None:
-            fields["tls_required"] = True
+            if self.tls.allow_non_tls:
+                fields["tls_available"] = True
+            else:
+                fields["tls_required"] = True
             if self.tls.verify:
                 fields["tls_verify"] = True
         if options.jetstream.enabled:
@@ -250,8 +253,12 @@ class Server:
             fields["domain"] = options.jetstream.domain
         return fields
 
-    def info_bytes(self, conn: ClientConnection) -> bytes:
+    def info_bytes(self, conn: ClientConnection, *, tls_first: bool = False) -> bytes:
+        """The first INFO; `tls_first`: sent after a TLS-first handshake (always tls_required)."""
         fields = self.info_fields()
+        if tls_first:
+            fields.pop("tls_available", None)
+            fields["tls_required"] = True
         if conn.nonce:
             fields["nonce"] = conn.nonce
         fields["client_id"] = conn.cid

@@ -61,6 +61,8 @@ class TLSServing:
     handshake_first: bool
     verify: bool
     map: bool
+    fallback_s: float = 0.0  # handshake_first "auto"/duration: plain INFO after this much silence
+    allow_non_tls: bool = False  # plain-text clients too: the first byte decides (0x16 = TLS)
 
 
 def serving_from_options(options: ServerOptions) -> TLSServing | None:
@@ -68,7 +70,8 @@ def serving_from_options(options: ServerOptions) -> TLSServing | None:
     if tls is None:
         return None
     return TLSServing(context=server_context(tls), timeout_s=tls.timeout_s, handshake_first=tls.handshake_first,
-                      verify=tls.verify, map=tls.map)
+                      verify=tls.verify, map=tls.map, fallback_s=tls.handshake_first_fallback_s,
+                      allow_non_tls=options.allow_non_tls)
 
 
 def handshake_error_text(error: BaseException | None) -> tuple[str, bool]:
@@ -94,6 +97,10 @@ class TLSLayer(asyncio.Protocol):
         self._outgoing = ssl.MemoryBIO()
         self._ssl = serving.context.wrap_bio(self._incoming, self._outgoing, server_side=True)
         self._handshaking = False
+        self._sniffing = False  # allow_non_tls: the first byte says TLS or plain text
+        self._plain = False  # a plain-text client (allow_non_tls, or after a TLS-first fallback)
+        self._info: bytes | None = None  # set while a TLS-first fallback may still happen
+        self._fell_back = False
         self._open = False  # handshake done: application data flows
         self._timer: asyncio.TimerHandle | None = None
         self._buffer_limits: tuple[int | None, int | None] = (None, None)
@@ -104,19 +111,65 @@ class TLSLayer(asyncio.Protocol):
         self.raw = transport  # type: ignore[assignment]  # uvloop's is not an asyncio.Transport
         self.conn.connection_made(self)  # type: ignore[arg-type]  # it calls begin_handshake
 
-    def begin_handshake(self, info: bytes | None) -> None:
-        """Plain-text INFO first (None with handshake_first), then wait for the client's hello."""
+    def begin_handshake(self, info: bytes) -> None:
+        """The plain-text INFO, then the client's hello (or, with allow_non_tls, whatever it
+        sends). TLS first: no INFO until the handshake is done; with a fallback delay, a client
+        that says nothing that long gets the plain INFO and the usual choice."""
         assert self.raw is not None
-        if info is not None:
-            self.raw.write(info)
+        loop = self.conn.server.loop
+        if self.serving.handshake_first:
+            self._start_handshake()
+            if self.serving.fallback_s > 0:
+                self._info = info
+                self._cancel_timer()
+                self._timer = loop.call_later(self.serving.fallback_s, self._fall_back)
+            return
+        self.raw.write(info)
+        self._after_info()
+
+    def _after_info(self) -> None:
+        if self.serving.allow_non_tls:
+            self._sniffing = True
+            self._timer = self.conn.server.loop.call_later(self.serving.timeout_s, self._handshake_timeout)
+        else:
+            self._start_handshake()
+
+    def _start_handshake(self) -> None:
         self._handshaking = True
-        where = self._where()
-        logger.debug("%s - Starting TLS client connection handshake", where)
+        logger.debug("%s - Starting TLS client connection handshake", self._where())
+        self._cancel_timer()
         self._timer = self.conn.server.loop.call_later(self.serving.timeout_s, self._handshake_timeout)
 
+    def _fall_back(self) -> None:
+        """TLS first with a fallback delay, and the client said nothing: it is not a TLS-first client."""
+        self._timer = None
+        if self._open or self.conn.closed or self._incoming.pending or self.raw is None:
+            return
+        self._handshaking = False
+        self._info = None
+        self._fell_back = True
+        self.raw.write(self.conn.server.info_bytes(self.conn, tls_first=False))
+        self._after_info()
+
     def data_received(self, data: bytes) -> None:
+        if self._plain:
+            self.conn.data_received(data)
+            return
         if self.conn.closed:
             return
+        if self._sniffing:
+            self._sniffing = False
+            if data[:1] != b"\x16":  # not a TLS record: a plain-text client (allow_non_tls)
+                self._cancel_timer()
+                self._plain = True
+                self.conn.tls_skipped()
+                self.conn.data_received(data)
+                return
+            self._start_handshake()
+        elif self._info is not None and not self._open:
+            self._cancel_timer()  # TLS-first bytes came before the fallback delay: the TLS timeout again
+            self._info = None
+            self._timer = self.conn.server.loop.call_later(self.serving.timeout_s, self._handshake_timeout)
         self._incoming.write(data)
         if not self._open:
             if not self._handshaking:
@@ -133,7 +186,7 @@ class TLSLayer(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_timer()
-        if self._handshaking and not self._open and not self.conn.closed:
+        if (self._handshaking or self._sniffing) and not self._open and not self.conn.closed:
             self._fail(exc)
             return
         self.conn.connection_lost(exc)
@@ -149,7 +202,7 @@ class TLSLayer(asyncio.Protocol):
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if self.raw is None or self.raw.is_closing():
             return
-        if not self._open:
+        if not self._open:  # plain-text clients, and before the handshake
             self.raw.write(data)  # before the handshake only the plain INFO / -ERR go out
             return
         try:
@@ -222,7 +275,7 @@ class TLSLayer(asyncio.Protocol):
         self._cancel_timer()
         self._handshaking = False
         self._open = True
-        self.conn.tls_established(self, first=self.serving.handshake_first)
+        self.conn.tls_established(self, first=self.serving.handshake_first and not self._fell_back)
         return True
 
     def _read_plain(self) -> bytes:
@@ -258,8 +311,13 @@ class TLSLayer(asyncio.Protocol):
         self._timer = None
         if self._open or self.conn.closed:
             return
+        if self._sniffing:  # allow_non_tls and silence: nats-server goes on without TLS
+            self._sniffing = False
+            self._plain = True
+            self.conn.tls_skipped()
+            return
         logger.debug("%s - TLS handshake timeout", self._where())
-        self._handshaking = False
+        self._handshaking = self._sniffing = False
         self.conn.close(REASON_TLS_FAILURE, abort=True)
 
     def _fail(self, error: BaseException | None) -> None:

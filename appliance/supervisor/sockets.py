@@ -80,8 +80,12 @@ def open_listeners(options: ServerOptions) -> Listeners:
         raise
     logger.info("Listening for client connections on %s", join_host_port(options.host, int(client.getsockname()[1])))
     if options.tls is not None:
-        logger.info("TLS required for client connections")
-        if options.tls.handshake_first:
+        first_only = options.tls.handshake_first and options.tls.handshake_first_fallback_s == 0
+        if options.allow_non_tls and not first_only:
+            logger.info("TLS available for client connections")
+        else:
+            logger.info("TLS required for client connections")
+        if first_only:
             logger.warning('Clients that are not using "TLS Handshake First" option will fail to connect')
     return Listeners(client=client, http=http)
 

@@ -176,3 +176,25 @@ def test_verify_and_map(certs: TestCerts) -> None:
                         break
                     received += chunk
         assert received.startswith(b"-ERR 'Authorization Violation'"), received
+
+
+def test_allow_non_tls_serves_both(certs: TestCerts) -> None:
+    with tls_server(certs, tail="allow_non_tls: true") as server:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+            info = read_info(sock)
+            assert info.get("tls_available") is True and "tls_required" not in info
+            sock.sendall(b'CONNECT {"verbose":false}\r\nPING\r\n')
+            assert sock.recv(4096) == b"PONG\r\n"  # plain text still works
+        assert asyncio.run(round_trip(f"tls://127.0.0.1:{server.port}", certs.client_context())) == b"secret"
+        assert asyncio.run(round_trip(f"nats://127.0.0.1:{server.port}", None)) == b"secret"  # type: ignore[arg-type]
+
+
+def test_handshake_first_with_fallback(certs: TestCerts) -> None:
+    with tls_server(certs, 'handshake_first: "100ms"') as server:
+        url = f"tls://127.0.0.1:{server.port}"
+        assert asyncio.run(round_trip(url, certs.client_context(), tls_handshake_first=True)) == b"secret"
+        # a client that waits for the INFO gets it in plain text after the delay, then does TLS as usual
+        assert asyncio.run(round_trip(url, certs.client_context())) == b"secret"
+        assert server.server is not None
+        closed = server.server.closed_clients
+        eventually(lambda: sorted(c.tls_first for c in closed) == [False, True])

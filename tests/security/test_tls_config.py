@@ -44,6 +44,19 @@ def test_tls_block_fills_options(certs: TestCerts) -> None:
     assert tls.curve_preferences == ["X25519", "CurveP256"]
 
 
+def test_handshake_first_forms(certs: TestCerts) -> None:
+    def first(value: str) -> tuple[bool, float]:
+        tls = load(f'tls {{ cert_file: "{certs.server.cert}", key_file: "{certs.server.key}", '
+                   f"handshake_first: {value} }}").tls
+        assert tls is not None
+        return tls.handshake_first, tls.handshake_first_fallback_s
+
+    assert first("true") == (True, 0.0) and first('"off"') == (False, 0.0)
+    assert first('"auto"') == (True, 0.05) and first('"300ms"') == (True, 0.3)
+    assert any('field "handshake_first"\'s value "soon" is invalid' in p for p in problems(
+        f'tls {{ cert_file: "{certs.server.cert}", key_file: "{certs.server.key}", handshake_first: "soon" }}'))
+
+
 def test_default_is_no_tls_and_timeout_two_seconds(certs: TestCerts) -> None:
     assert load("port: 4222").tls is None
     tls = load(f'tls {{ cert_file: "{certs.server.cert}", key_file: "{certs.server.key}" }}').tls

@@ -88,11 +88,12 @@ def test_two_workers_serve_tls_and_connz_shows_it(certs: TestCerts, tmp_path: Pa
         assert all(c["tls_cipher_suite"].startswith("TLS_") for c in tls_conns)
 
 
-@pytest.mark.parametrize("extra", ["", "verify: true", "verify_and_map: true"])
-def test_info_fields_as_nats_server(certs: TestCerts, tmp_path: Path, extra: str) -> None:
+@pytest.mark.parametrize(("extra", "tail"), [("", ""), ("verify: true", ""), ("verify_and_map: true", ""),
+                                             ("", "allow_non_tls: true\n")])
+def test_info_fields_as_nats_server(certs: TestCerts, tmp_path: Path, extra: str, tail: str) -> None:
     users = 'authorization { users = [ { user: "CN=nobody-here" } ] }\n' if "map" in extra else ""
     conf = tmp_path / "same.conf"
-    conf.write_text(tls_block(certs, extra) + users)
+    conf.write_text(tls_block(certs, extra) + users + tail)
     with NatsServer(["-c", str(conf)]) as real, \
             ApplianceProcess(["-c", str(conf), "-a", "127.0.0.1", "-p", "-1"], log_dir=tmp_path) as ours:
         assert info_of(ours.client_port) == info_of(real.port)
