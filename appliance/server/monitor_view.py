@@ -67,6 +67,7 @@ def _connection_info(conn: ClientConnection) -> ConnectionInfo:
         authorized_user=conn.user,
         tls_version=conn.tls_version,
         tls_cipher_suite=conn.tls_cipher_suite,
+        tls_first=conn.tls_first,
         stop_wall_s=conn.stop_wall_s if conn.closed else None,
         reason=conn.close_reason if conn.closed else "",
     )
