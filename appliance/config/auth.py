@@ -33,10 +33,11 @@ from appliance.config.options import (
     SubjectPermission,
     User,
 )
+from appliance.config.nkey import is_valid_user_key
 from appliance.config.parser import ConfigMap, Entry, Value, to_plain
 
 GLOBAL_ACCOUNT = "$G"
-_UNSUPPORTED_USER_KEYS = frozenset({"nkey", "proxy_required"})
+_UNSUPPORTED_USER_KEYS = frozenset({"proxy_required"})
 _UNSUPPORTED_AUTH_KEYS = frozenset({"auth_callout", "auth_hook", "proxy_required"})
 _UNSUPPORTED_ACCOUNT_KEYS = frozenset({"nkey", "limits", "msg_trace", "trace_dest"})
 _CONNECTION_TYPES = frozenset({"STANDARD", "WEBSOCKET", "LEAFNODE", "LEAFNODE_WS", "MQTT", "MQTT_WS", "IN_PROCESS"})
@@ -163,6 +164,8 @@ def _user(value: Value, problems: Problems, *, account: str) -> User | None:
                 user.username = as_str(key, entry.value)
             elif key in ("pass", "password"):
                 user.password = as_str(key, entry.value)
+            elif key == "nkey":
+                user.nkey = as_str(key, entry.value)
             elif key in ("permission", "permissions", "authorization"):
                 user.permissions = parse_permissions(entry.value, problems)
             elif key in ("allowed_connection_types", "connection_types", "clients"):
@@ -177,6 +180,14 @@ def _user(value: Value, problems: Problems, *, account: str) -> User | None:
                 problems.unknown(entry)
         except BadValue as error:
             problems.bad(error)
+    if user.nkey:
+        if not is_valid_user_key(user.nkey):
+            problems.error(value.position, "Not a valid public nkey for a user")
+            return None
+        if user.username or user.password:
+            problems.error(value.position, "Nkey users do not take usernames or passwords")
+            return None
+        return user
     if user.username == "":
         problems.error(value.position, "User entry requires a user")
         return None
@@ -237,6 +248,7 @@ def parse_authorization(entry: Entry, problems: Problems) -> tuple[Authorization
                 auth.token = as_str(key, item.value)
             elif key == "timeout":
                 auth.timeout_s = _timeout_s(item.value, problems, item.key)
+                auth.timeout_given = True
             elif key == "users":
                 has_users = True
                 auth.users = parse_users(item.value, problems, account=GLOBAL_ACCOUNT)
@@ -388,7 +400,13 @@ def parse_accounts(entry: Entry, problems: Problems) -> dict[str, Account]:
 def check_users(entry: Entry | None, auth: Authorization, accounts: dict[str, Account], problems: Problems) -> None:
     """Users are unique across `authorization` and every account; single user/token excludes them."""
     seen: set[str] = set()
+    seen_nkeys: set[str] = set()
     for user in [*auth.users, *(u for account in accounts.values() for u in account.users)]:
+        if user.nkey:
+            if user.nkey in seen_nkeys:
+                problems.error(entry.key_position if entry else None, f'Duplicate nkey "{user.nkey}" detected')
+            seen_nkeys.add(user.nkey)
+            continue
         if user.username in seen:
             problems.error(entry.key_position if entry else None, f'Duplicate user "{user.username}" detected')
         seen.add(user.username)

@@ -20,8 +20,10 @@ from dataclasses import dataclass
 
 from appliance.config.convert import split_host_port
 from appliance.config.load import DEFAULT_CLIENT_PORT, load_config, validate_options
-from appliance.config.options import ServerOptions
+from appliance.config.options import ServerOptions, default_auth_timeout
 from appliance.config.parser import ReadFile, read_text_file
+from appliance.config.tls import TLSOptions
+from appliance.config.tls_context import TLSConfigError, server_context
 from appliance.errors import ConfigError
 
 USAGE = """\
@@ -34,6 +36,7 @@ Server Options:
     -P, --pid <file>                 File to store PID
         --ports_file_dir <dir>       Creates a ports file in the specified directory (<executable_name>_<pid>.ports).
     -m, --http_port <port>           Use port for http monitoring
+    -ms,--https_port <port>          Use port for https monitoring
     -c, --config <file>              Configuration file
     -t                               Test configuration and exit
         --client_advertise <string>  Client URL to advertise to other servers
@@ -56,6 +59,13 @@ Authorization Options:
         --user <user>                User required for connections
         --pass <password>            Password required for connections
         --auth <token>               Authorization token required for connections
+
+TLS Options:
+        --tls                        Enable TLS, do not verify clients (default: false)
+        --tlscert <file>             Server certificate file
+        --tlskey <file>              Private key for server certificate
+        --tlsverify                  Enable TLS, verify client certificates
+        --tlscacert <file>           Client certificate CA for verification
 
 Cluster Options:
         --routes <rurl-1, rurl-2>    Routes to solicit and connect
@@ -84,6 +94,7 @@ class RunArgs:
     host: str | None = None
     server_name: str | None = None
     http_port: int | None = None
+    https_port: int | None = None
     client_advertise: str | None = None
     jetstream: bool | None = None
     store_dir: str | None = None
@@ -104,6 +115,11 @@ class RunArgs:
     pid_file: str | None = None
     ports_file_dir: str | None = None
     log_size_limit: int | None = None
+    tls: bool | None = None
+    tls_verify: bool | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_ca_cert: str | None = None
 
 
 # flag name -> (kind, RunArgs fields it sets)
@@ -118,6 +134,7 @@ for _names, _kind, _fields in (
     (("a", "addr", "net"), _STR, ("host",)),
     (("n", "name", "server_name"), _STR, ("server_name",)),
     (("m", "http_port"), _INT, ("http_port",)),
+    (("ms", "https_port"), _INT, ("https_port",)),
     (("client_advertise",), _STR, ("client_advertise",)),
     (("js", "jetstream"), _BOOL, ("jetstream",)),
     (("sd", "store_dir"), _STR, ("store_dir",)),
@@ -140,14 +157,19 @@ for _names, _kind, _fields in (
     (("P", "pid"), _STR, ("pid_file",)),
     (("ports_file_dir",), _STR, ("ports_file_dir",)),
     (("log_size_limit",), _INT, ("log_size_limit",)),
+    (("tls",), _BOOL, ("tls",)),
+    (("tlsverify",), _BOOL, ("tls_verify",)),
+    (("tlscert",), _STR, ("tls_cert",)),
+    (("tlskey",), _STR, ("tls_key",)),
+    (("tlscacert",), _STR, ("tls_ca_cert",)),
 ):
     for _name in _names:
         _FLAGS[_name] = (_kind, _fields)
 
 # nats-server flags appliance does not implement: an error, not a silent no-op
 UNSUPPORTED_FLAGS = frozenset({
-    "ms", "https_port", "logtime_utc", "s", "syslog", "r", "remote_syslog", "sl", "signal", "profile", "tls",
-    "tlscert", "tlskey", "tlsverify", "tlscacert", "help_tls", "max_traced_msg_len",
+    "logtime_utc", "s", "syslog", "r", "remote_syslog", "sl", "signal", "profile",
+    "help_tls", "max_traced_msg_len",
 })
 _GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 _GO_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
@@ -223,7 +245,31 @@ def apply_flags(options: ServerOptions, args: RunArgs) -> ServerOptions:
     _apply_jetstream(result, args)
     _apply_cluster(result, args)
     _apply_logging(result, args)
+    _apply_tls(result, args)
+    default_auth_timeout(result)
     return result
+
+
+def _apply_tls(options: ServerOptions, args: RunArgs) -> None:
+    """nats-server's overrideTLS: `-tls=false` turns TLS off; any other --tls* flag replaces the
+    file's `tls {}` with one made of the flags alone (certificate and key required)."""
+    if args.tls is False:
+        options.tls = None
+        return
+    given = (args.tls, args.tls_verify, args.tls_cert, args.tls_key, args.tls_ca_cert)
+    if all(value is None for value in given):
+        return
+    if not args.tls_cert:
+        raise ConfigError(["TLS Server certificate must be present and valid"])
+    if not args.tls_key:
+        raise ConfigError(["TLS Server private key must be present and valid"])
+    tls = TLSOptions(cert_file=args.tls_cert, key_file=args.tls_key, ca_file=args.tls_ca_cert or "",
+                     verify=bool(args.tls_verify))
+    try:
+        server_context(tls)
+    except TLSConfigError as error:
+        raise ConfigError([str(error)]) from None
+    options.tls = tls
 
 
 def _apply_server(options: ServerOptions, args: RunArgs) -> None:
@@ -235,6 +281,8 @@ def _apply_server(options: ServerOptions, args: RunArgs) -> None:
         options.server_name = args.server_name
     if args.http_port is not None:
         options.http_port = args.http_port
+    if args.https_port is not None:
+        options.https_port = args.https_port
     if args.client_advertise is not None:
         options.client_advertise = args.client_advertise
     auth = options.authorization

@@ -30,9 +30,11 @@ from appliance.config.convert import (
     as_str,
     as_str_list,
 )
-from appliance.config.options import ServerOptions
+from appliance.config.options import ServerOptions, default_auth_timeout
 from appliance.config.parser import ConfigMap, Entry, Position, ReadFile, parse_text, read_text_file, to_plain
 from appliance.config.sections import LoadState, load_appliance, load_cluster, load_jetstream
+from appliance.config.tls import parse_tls
+from appliance.config.tls_context import TLSConfigError, server_context
 from appliance.errors import ConfigError
 
 DEFAULT_CLIENT_PORT = 4222
@@ -40,11 +42,11 @@ INT32_MAX = 2**31 - 1
 
 # keys nats-server knows that appliance does not implement: an error, never silently ignored
 UNSUPPORTED_KEYS = frozenset({
-    "tls", "leafnodes", "leaf", "gateway", "websocket", "ws", "mqtt", "operator", "operators", "roots", "root",
+    "leafnodes", "leaf", "gateway", "websocket", "ws", "mqtt", "operator", "operators", "roots", "root",
     "root_operators", "root_operator", "resolver", "account_resolver", "accounts_resolver", "resolver_tls",
-    "resolver_preload", "resolver_pinned_accounts", "trusted", "trusted_keys", "ocsp", "ocsp_cache", "https",
-    "https_port", "http_base_path", "syslog", "remote_syslog", "prof_port", "prof_block_rate", "proxy_protocol",
-    "proxies", "allow_non_tls", "default_sentinel", "server_metadata", "feature_flags", "default_js_domain",
+    "resolver_preload", "resolver_pinned_accounts", "trusted", "trusted_keys", "ocsp", "ocsp_cache",
+    "http_base_path", "syslog", "remote_syslog", "prof_port", "prof_block_rate", "proxy_protocol",
+    "proxies", "default_sentinel", "server_metadata", "feature_flags", "default_js_domain",
     "no_header_support", "connect_error_reports", "reconnect_error_reports", "max_closed_clients",
     "no_fast_producer_stall", "max_traced_msg_len", "disable_sublist_cache", "no_sublist_cache",
     "trace_headers",
@@ -113,6 +115,11 @@ def _http(entry: Entry, state: LoadState) -> None:
     state.options.http_host = host if host is not None else state.options.http_host
 
 
+def _https(entry: Entry, state: LoadState) -> None:
+    host, state.options.https_port = as_listen(entry.key, entry.value)
+    state.options.http_host = host if host is not None else state.options.http_host
+
+
 def _server_name(entry: Entry, state: LoadState) -> None:
     name = as_str(entry.key, entry.value)
     if " " in name:
@@ -156,6 +163,16 @@ def _mappings(entry: Entry, state: LoadState) -> None:
     state.options.mappings = plain
 
 
+def _tls(entry: Entry, state: LoadState) -> None:
+    """The client port's TLS; the certificate files are read now, as nats-server does at load."""
+    tls = parse_tls(entry)
+    try:
+        server_context(tls)
+    except TLSConfigError as error:
+        raise BadValue(entry.key_position, str(error)) from None
+    state.options.tls = tls
+
+
 def _server_tags(entry: Entry, state: LoadState) -> None:
     """Trimmed, lower-cased and de-duplicated, as nats-server stores them (/varz shows these)."""
     for raw in as_str_list(entry.key, entry.value):
@@ -182,6 +199,8 @@ HANDLERS: dict[str, Handler] = {
     "http": _http,
     "http_port": _set("http_port", lambda key, entry, state: as_port(key, entry.value)),
     "monitor_port": _set("http_port", lambda key, entry, state: as_port(key, entry.value)),
+    "https": _https,
+    "https_port": _set("https_port", lambda key, entry, state: as_port(key, entry.value)),
     "jetstream": load_jetstream,
     "store_dir": _store_dir,
     "storedir": _store_dir,
@@ -223,6 +242,8 @@ HANDLERS: dict[str, Handler] = {
     "mappings": _mappings,
     "maps": _mappings,
     "appliance": load_appliance,
+    "tls": _tls,
+    "allow_non_tls": _set("allow_non_tls", _bool),
 }
 
 
@@ -262,6 +283,7 @@ def options_from_tree(tree: ConfigMap, *, filename: str, pedantic: bool = False,
     users_anchor = next((e for e in tree.values() if e.key.lower() in ("accounts", "authorization")), None)
     check_users(users_anchor, state.options.authorization, state.options.accounts, problems)
     state.options.config_anchors = {key: str(position) for key, position in anchors.items()}
+    default_auth_timeout(state.options)
     if validate:
         problems.errors.extend(_located(state.options, cross_field_problems(state.options)))
     errors = (problems.warnings if pedantic else []) + problems.errors
@@ -299,6 +321,10 @@ def cross_field_problems(options: ServerOptions) -> list[tuple[str, str]]:
     if options.system_account != "$SYS" and options.system_account not in options.accounts:
         anchor = "system" if "system" in options.config_anchors else "system_account"
         found.append((anchor, "error resolving system account: account missing"))
+    if options.http_port != 0 and options.https_port != 0:
+        found.append(("https_port", f"can't specify both HTTP ({options.http_port}) and HTTPs ({options.https_port}) ports"))
+    elif options.https_port != 0 and options.tls is None:
+        found.append(("https_port", "TLS cert and key required for HTTPS"))
     found.extend(_no_auth_user_problems(options))
     return found
 
@@ -322,7 +348,7 @@ def _no_auth_user_problems(options: ServerOptions) -> list[tuple[str, str]]:
     users = [*options.authorization.users, *(u for a in options.accounts.values() for u in a.users)]
     if not users:
         return [("no_auth_user", f'no_auth_user: "{name}" present, but users/nkeys are not defined')]
-    if all(user.username != name for user in users):
+    if all(user.username != name and user.nkey != name for user in users):
         return [(
             "no_auth_user",
             f'no_auth_user: "{name}" not present as user or nkey in authorization block or account configuration',

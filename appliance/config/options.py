@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TypedDict
 
 from appliance import limits
+from appliance.config.tls import TLSOptions
 
 
 class LoggingSettings(TypedDict):
@@ -50,6 +51,7 @@ class User:
     account: str = "$G"
     permissions: Permissions | None = None
     allowed_connection_types: list[str] | None = None
+    nkey: str = ""  # an NKey user (public key "U..."): no username or password then
 
 
 @dataclass(slots=True)
@@ -85,6 +87,7 @@ class Authorization:
     password: str = ""
     token: str = ""
     timeout_s: float = limits.AUTH_TIMEOUT_S
+    timeout_given: bool = False  # without it and with TLS, nats-server waits tls timeout + 1 s
     users: list[User] = field(default_factory=list)
     default_permissions: Permissions | None = None
 
@@ -135,6 +138,14 @@ class ApplianceOptions:
     ring_bytes: int = 8 * 1024 * 1024
 
 
+def default_auth_timeout(options: ServerOptions) -> None:
+    """nats-server's getDefaultAuthTimeout: with TLS and no `timeout` in `authorization {}`, a
+    client has the TLS timeout plus one second to authenticate (the handshake comes first)."""
+    auth = options.authorization
+    if not auth.timeout_given:
+        auth.timeout_s = options.tls.timeout_s + 1.0 if options.tls is not None else limits.AUTH_TIMEOUT_S
+
+
 @dataclass(slots=True)
 class ServerOptions:
     config_file: str = ""
@@ -144,11 +155,14 @@ class ServerOptions:
     client_advertise: str = ""
     http_host: str = "0.0.0.0"
     http_port: int = 0  # 0: monitoring off; -1: random
+    https_port: int = 0  # monitoring over TLS with the client port's `tls {}` (nats-server allows one of the two)
     max_payload: int = limits.PAYLOAD_BYTES_MAX
     max_pending: int = limits.PENDING_BYTES_MAX
     max_control_line: int = limits.CONTROL_LINE_BYTES_MAX
     max_connections: int = limits.CONNECTIONS_MAX
     max_subscriptions: int = 0  # 0: unlimited
+    allow_non_tls: bool = False  # with `tls {}`: plain-text clients too (INFO says tls_available)
+    tls: TLSOptions | None = None  # the client port's `tls {}` (or --tls* flags); None: plain text
     ping_interval_s: float = limits.PING_INTERVAL_S
     ping_max: int = limits.PINGS_OUTSTANDING_MAX
     write_deadline_s: float = limits.WRITE_DEADLINE_S

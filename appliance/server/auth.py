@@ -15,7 +15,9 @@ from dataclasses import dataclass
 import bcrypt
 
 from appliance.config.options import Permissions, ResponsePermission, ServerOptions, User
+from appliance.config.nkey import signature_valid
 from appliance.protocol.subjects import match_tokens, pattern_covers
+from appliance.server.tls_map import PeerIdentity, map_user
 
 _BCRYPT = re.compile(r"^\$2[abxy]\$\d{2}\$")
 PERMISSION_CACHE_ENTRIES_MAX = 1024
@@ -67,6 +69,7 @@ class Authenticator:
         self.token = auth.token
         self.timeout_s = auth.timeout_s
         self.users: dict[str, User] = {}
+        self.nkeys: dict[str, User] = {}  # public key -> NKey user
         default_permissions = auth.default_permissions
         if auth.user:
             self.users[auth.user] = User(username=auth.user, password=auth.password, account="$G",
@@ -77,20 +80,44 @@ class Authenticator:
             for user in account.users:
                 self._add(user, account.name, default_permissions)
         self.no_auth_user = options.no_auth_user
-        self.required = bool(self.token or self.users)
+        self.required = bool(self.token or self.users or self.nkeys)
+        self.nonce_required = bool(self.nkeys)  # INFO carries a nonce for the client to sign
+        self.tls_map = options.tls is not None and options.tls.map
 
     def _add(self, user: User, account: str, default: Permissions | None) -> None:
-        self.users[user.username] = User(
+        into = self.nkeys if user.nkey else self.users
+        into[user.nkey or user.username] = User(
             username=user.username,
             password=user.password,
             account=account if user.account in ("", "$G") else user.account,
             permissions=user.permissions if user.permissions is not None else default,
             allowed_connection_types=user.allowed_connection_types,
+            nkey=user.nkey,
         )
 
-    def authenticate(self, connect: dict[str, object]) -> Outcome:
+    def authenticate(self, connect: dict[str, object], identity: PeerIdentity | None = None,
+                     nonce: str = "") -> Outcome:
+        """`identity`: the client certificate, when TLS verified one (used with verify_and_map);
+        `nonce`: what the INFO to this client carried (signed by NKey users)."""
         if not self.required:
             return Granted(None, "$G")
+        if self.nkeys:
+            nkey = connect.get("nkey")
+            if not nkey and self.no_auth_user in self.nkeys and not connect.get("user") \
+                    and not connect.get("auth_token"):
+                user = self.nkeys[self.no_auth_user]
+                return Granted(user, user.account)
+            if nkey:
+                user = self.nkeys.get(nkey) if isinstance(nkey, str) else None
+                if user is None:
+                    return Denied(f"unknown nkey {nkey!r}")
+                if not connect.get("sig"):
+                    return Denied("signature missing")
+                if not signature_valid(user.nkey, nonce, connect.get("sig")):
+                    return Denied("signature not verified")
+                return Granted(user, user.account)
+        if self.tls_map and self.users:
+            return self._authenticate_by_certificate(connect, identity)
         token = connect.get("auth_token")
         username = connect.get("user")
         password = connect.get("pass")
@@ -112,6 +139,22 @@ class Authenticator:
         if _secret_equal(password, user.password):
             return Granted(user, user.account)
         return Denied(f"bad password for {username!r}")
+
+
+    def _authenticate_by_certificate(self, connect: dict[str, object], identity: PeerIdentity | None) -> Outcome:
+        """verify_and_map: the certificate names the user; a password configured for it must match."""
+        if identity is None:
+            return Denied("user required in cert, no peer certificates found")
+        user = map_user(identity, self.users)
+        if user is None:
+            return Denied(f"user in cert [{identity.subject!r}], not found")
+        given = connect.get("pass")
+        given = given if isinstance(given, str) else ""
+        if is_bcrypt(user.password):
+            return NeedsBcrypt(user, user.account, given, user.password)
+        if _secret_equal(given, user.password):
+            return Granted(user, user.account)
+        return Denied(f"bad password for {user.username!r}")
 
 
 def _tokens(patterns: list[str]) -> list[list[bytes]]:

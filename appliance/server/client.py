@@ -37,11 +37,14 @@ from appliance.protocol.client_parser import (
     Event,
 )
 from appliance.protocol.subjects import is_valid_publish_subject, is_valid_subject
-from appliance.server import auth
+from appliance.config.nkey import new_nonce
+from appliance.config.tls_context import cipher_name, version_name
+from appliance.server import auth, tls
 from appliance.server.accounts import GLOBAL_ACCOUNT, Account
 from appliance.server.links import append_msgs
 from appliance.server.router import pick, route
 from appliance.server.sublist import Subscription
+from appliance.server.tls_map import PeerIdentity, identity_from_cert
 
 if TYPE_CHECKING:
     from appliance.server.server import Server
@@ -141,6 +144,12 @@ class ClientConnection(asyncio.Protocol):
         self.port = 0
         self.close_reason = ""
         self.stop_wall_s = 0.0
+        # TLS (server/tls.py): set once the handshake is done
+        self.tls_version = ""
+        self.tls_cipher_suite = ""
+        self.tls_first = False
+        self.peer_identity: PeerIdentity | None = None
+        self.nonce = new_nonce() if server.auth.nonce_required else ""  # signed by NKey users
         self.closed = False
         # output and flow control
         self._out = bytearray()
@@ -174,13 +183,42 @@ class ClientConnection(asyncio.Protocol):
         if self.server.too_many_connections():
             self.close_over_max_connections()
             return
+        logger.debug("%s:%d - cid:%d - Client connection created", self.ip, self.port, self.cid)
+        serving = self.server.tls
+        if serving is not None:  # INFO (unless TLS first), then the handshake; timers once it is done
+            layer: tls.TLSLayer = transport  # type: ignore[assignment]  # server/tls.py wraps the socket
+            layer.begin_handshake(self.server.info_bytes(self, tls_first=serving.handshake_first))
+            return
         transport.write(self.server.info_bytes(self))
+        self._start_timers()
+
+    def tls_established(self, secure: tls.TLSLayer, *, first: bool) -> None:
+        """The handshake of server/tls.py is done: what is written from now on is encrypted."""
+        ssl_object = secure.get_extra_info("ssl_object")
+        if ssl_object is not None:
+            self.tls_version = version_name(ssl_object)
+            self.tls_cipher_suite = cipher_name(ssl_object)
+            cert = ssl_object.getpeercert()
+            if cert:
+                self.peer_identity = identity_from_cert(cert)
+        self.tls_first = first
+        if first:
+            secure.write(self.server.info_bytes(self, tls_first=True))
+        logger.debug("%s:%d - cid:%d - TLS handshake complete", self.ip, self.port, self.cid)
+        logger.debug("%s:%d - cid:%d - TLS version %s, cipher suite %s", self.ip, self.port, self.cid,
+                     self.tls_version, self.tls_cipher_suite)
+        self._start_timers()
+
+    def tls_skipped(self) -> None:
+        """allow_non_tls: this client speaks plain text (server/tls.py passes its bytes through)."""
+        self._start_timers()
+
+    def _start_timers(self) -> None:
         loop = self.server.loop
         if self.server.auth.required:
             self._timers["auth"] = loop.call_later(self.server.auth.timeout_s, self._auth_timeout)
         first_ping_s = limits.FIRST_PING_INTERVAL_S * (1 + 0.2 * self.server.rng.random())
         self._timers["ping"] = loop.call_later(min(first_ping_s, self.server.options.ping_interval_s), self._ping_tick)
-        logger.debug("%s:%d - cid:%d - Client connection created", self.ip, self.port, self.cid)
 
     def data_received(self, data: bytes) -> None:
         if self.closed:
@@ -477,8 +515,9 @@ class ClientConnection(asyncio.Protocol):
             self.send_error(ERR_NO_RESPONDERS_HEADERS)
             self.close("Protocol Violation: no responders requires headers")
             return False
-        self._credentials = {key: fields[key] for key in ("user", "pass", "auth_token") if key in fields}
-        outcome = self.server.auth.authenticate(fields)
+        self._credentials = {key: fields[key] for key in ("user", "pass", "auth_token", "nkey", "sig")
+                             if key in fields}
+        outcome = self.server.auth.authenticate(fields, self.peer_identity, self.nonce)
         if isinstance(outcome, auth.Granted):
             self._bind(outcome.user, outcome.account)
             return True
@@ -527,7 +566,7 @@ class ClientConnection(asyncio.Protocol):
             self.account = account
             account.clients += 1
         if user is not None:
-            self.user = user.username
+            self.user = user.nkey or user.username
             if user.permissions is not None:
                 self.perms = auth.ClientPermissions(user.permissions)
         self.connected = True
@@ -791,7 +830,7 @@ class ClientConnection(asyncio.Protocol):
         (False); the others take their user's new permissions."""
         if not self.connected or self.closed:
             return True
-        outcome = self.server.auth.authenticate(self._credentials)
+        outcome = self.server.auth.authenticate(self._credentials, self.peer_identity, self.nonce)
         if isinstance(outcome, auth.NeedsBcrypt):
             same_hash = outcome.hashed == self._checked_hash
             if same_hash or auth.bcrypt_matches(outcome.given, outcome.hashed):

@@ -47,6 +47,9 @@ def connection_info(conn: ClientConnection) -> ConnectionInfo:
         lang=conn.lang,
         version=conn.version,
         authorized_user=conn.user,
+        tls_version=conn.tls_version,
+        tls_cipher_suite=conn.tls_cipher_suite,
+        tls_first=conn.tls_first,
         stop_wall_s=conn.stop_wall_s if conn.closed else None,
         reason=conn.close_reason if conn.closed else "",
     )

@@ -16,6 +16,7 @@ import psutil
 from appliance import NATS_VERSION
 from appliance.config.options import ServerOptions
 from appliance.server.conn_info import connection_info, subscription_info
+from appliance.config.tls_context import https_context
 from appliance.server.links import LocalFabric
 from appliance.server.monitor import connz
 from appliance.server.monitor.app import MonitorApp
@@ -430,6 +431,8 @@ def start_system_responder(server: Server, fabric: LocalFabric | None = None) ->
 
 async def start_monitoring(server: Server, listener: socket.socket, fabric: LocalFabric | None = None,
                            *, cores: int | None = None) -> MonitorServer:
-    monitor = MonitorServer(MonitorApp(ServerMonitorView(server, listener, fabric, cores=cores)), listener)
+    options = server.options
+    context = https_context(options.tls) if options.https_port != 0 and options.tls is not None else None
+    monitor = MonitorServer(MonitorApp(ServerMonitorView(server, listener, fabric, cores=cores)), listener, context)
     await monitor.start()
     return monitor

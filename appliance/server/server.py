@@ -25,6 +25,7 @@ from appliance.server.client import ClientConnection
 from appliance.server.conn_info import connection_info
 from appliance.server.monitor.view import ConnectionInfo
 from appliance.server.sublist import Subscription
+from appliance.server.tls import TLSLayer, TLSServing, serving_from_options
 
 from collections.abc import Callable
 
@@ -89,6 +90,7 @@ class Server:
         self.rng = rng or random.Random()
         self.accounts = AccountRegistry(options)
         self.auth = Authenticator(options)
+        self.tls: TLSServing | None = serving_from_options(options)  # this worker's own SSL context
         self.clients: dict[int, ClientConnection] = {}
         # the last CLOSED_CONNECTIONS_MAX closed connections, as recorded when each closed
         self.closed_clients: deque[ConnectionInfo] = deque(maxlen=limits.CLOSED_CONNECTIONS_MAX)
@@ -133,9 +135,10 @@ class Server:
                                                        backlog=limits.ACCEPT_BACKLOG)
         self.ready = True
 
-    def _new_connection(self) -> ClientConnection:
+    def _new_connection(self) -> ClientConnection | TLSLayer:
         self._next_cid += self._cid_step
-        return ClientConnection(self, self._next_cid)
+        conn = ClientConnection(self, self._next_cid)
+        return conn if self.tls is None else TLSLayer(conn, self.tls)
 
     async def stop_accepting(self) -> None:
         if self._listener is not None:
@@ -250,6 +253,13 @@ class Server:
         }
         if self.auth.required:
             fields["auth_required"] = True
+        if self.tls is not None:
+            if self.tls.allow_non_tls:
+                fields["tls_available"] = True
+            else:
+                fields["tls_required"] = True
+            if self.tls.verify:
+                fields["tls_verify"] = True
         if options.jetstream.enabled:
             fields["jetstream"] = True
         if options.cluster.name:
@@ -284,8 +294,14 @@ class Server:
                 conn.write(wire.info(fields))
         self.schedule_flush()
 
-    def info_bytes(self, conn: ClientConnection) -> bytes:
+    def info_bytes(self, conn: ClientConnection, *, tls_first: bool = False) -> bytes:
+        """The first INFO; `tls_first`: sent after a TLS-first handshake (always tls_required)."""
         fields = self.info_fields()
+        if tls_first:
+            fields.pop("tls_available", None)
+            fields["tls_required"] = True
+        if conn.nonce:
+            fields["nonce"] = conn.nonce
         fields["client_id"] = conn.cid
         fields["client_ip"] = conn.ip
         fields["api_lvl"] = JETSTREAM_API_LEVEL

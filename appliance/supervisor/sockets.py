@@ -71,9 +71,10 @@ def open_listener(host: str, port: int, *, backlog: int = limits.ACCEPT_BACKLOG)
 def open_listeners(options: ServerOptions) -> Listeners:
     """Monitoring first, then clients: the order (and wording) of nats-server's start-up log."""
     http = None
-    if options.http_port != 0:
-        http = open_listener(options.http_host, options.http_port)
-        logger.info("Starting http monitor on %s", join_host_port(options.http_host, int(http.getsockname()[1])))
+    if options.http_port != 0 or options.https_port != 0:
+        scheme = "http" if options.http_port != 0 else "https"  # validate_options allows one of the two
+        http = open_listener(options.http_host, options.http_port or options.https_port)
+        logger.info("Starting %s monitor on %s", scheme, join_host_port(options.http_host, int(http.getsockname()[1])))
     try:
         client = open_listener(options.host, options.port)
     except StartupError:
@@ -93,6 +94,14 @@ def open_listeners(options: ServerOptions) -> Listeners:
         logger.info("Cluster name is %s", options.cluster.name or "(none)")
         logger.info("Listening for route connections on %s",
                     join_host_port(options.cluster.host, int(cluster.getsockname()[1])))
+    if options.tls is not None:
+        first_only = options.tls.handshake_first and options.tls.handshake_first_fallback_s == 0
+        if options.allow_non_tls and not first_only:
+            logger.info("TLS available for client connections")
+        else:
+            logger.info("TLS required for client connections")
+        if first_only:
+            logger.warning('Clients that are not using "TLS Handshake First" option will fail to connect')
     return Listeners(client=client, http=http, cluster=cluster)
 
 

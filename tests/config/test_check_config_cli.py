@@ -34,7 +34,7 @@ def test_every_problem_is_printed_one_per_line_and_the_exit_code_is_1(tmp_path: 
     assert err.splitlines() == [
         f'appliance: {path}:3:17: invalid use of field "write_deadline": write_deadline should be converted to a duration',
         f'appliance: {path}:2:1: unknown field "foo_bar"',
-        f'appliance: {path}:4:1: field "tls" is known to nats-server but not supported by appliance',
+        f"appliance: {path}:4:1: missing 'cert_file' in TLS configuration",
     ]
 
 

@@ -103,7 +103,7 @@ def test_errors_are_clear() -> None:
     assert flag_error(["-p"]) == "flag needs an argument: -p"
     assert flag_error(["---p"]) == "bad flag syntax: ---p"
     assert flag_error(["run"]) == 'unrecognized command: "run"'
-    assert "not supported by appliance" in flag_error(["--tls"])
+    assert "not supported by appliance" in flag_error(["--help_tls"])
 
 
 def test_parsing_stops_at_a_double_dash() -> None:

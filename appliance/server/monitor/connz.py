@@ -169,6 +169,8 @@ def connection_json(conn: ConnectionInfo, options: ConnzOptions, now_ns: int) ->
     ):
         if text:
             out[key] = text
+    if conn.tls_first:
+        out["tls_first"] = True
     if options.auth:
         if conn.authorized_user:
             out["authorized_user"] = conn.authorized_user

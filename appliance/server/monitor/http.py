@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import ssl
 from dataclasses import dataclass
 from http import HTTPStatus
 from urllib.parse import unquote, urlsplit
@@ -114,12 +115,13 @@ def render(response: Response, *, date: str, connection: str | None, head_only: 
 class MonitorServer:
     """Serves a MonitorApp on a listening socket until closed."""
 
-    def __init__(self, app: MonitorApp, listener: socket.socket) -> None:
+    def __init__(self, app: MonitorApp, listener: socket.socket, ssl_context: ssl.SSLContext | None = None) -> None:
         self.app = app
         self.listener = listener
         self._render_turn = asyncio.Lock()
         self._shared_gather: object | None = None  # the gather the answers below were made from
         self._shared_answers: dict[tuple[str, str], Response] = {}  # bounded: SHARED_ANSWERS_MAX
+        self.ssl_context = ssl_context  # https_port: the client port's TLS config, as nats-server
         # open connections and their handler tasks; beyond HTTP_CONNECTIONS_MAX only while a 503 is written
         self._writers: set[asyncio.StreamWriter] = set()
         self._handlers: set[asyncio.Task[None]] = set()
@@ -138,7 +140,7 @@ class MonitorServer:
     async def start(self) -> None:
         assert self._server is None, "started twice"
         self._server = await asyncio.start_server(
-            self._serve_connection, sock=self.listener, limit=limits.HTTP_REQUEST_BYTES_MAX
+            self._serve_connection, sock=self.listener, limit=limits.HTTP_REQUEST_BYTES_MAX, ssl=self.ssl_context
         )
 
     async def close(self) -> None:

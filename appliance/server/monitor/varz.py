@@ -69,6 +69,10 @@ def _identity(view: ServerView) -> dict[str, JsonValue]:
     out["port"] = view.client_port
     if view.auth_required:
         out["auth_required"] = True
+    if options.tls is not None:
+        out["tls_required"] = True
+        if options.tls.verify:
+            out["tls_verify"] = True
     if view.connect_urls:
         out["connect_urls"] = list(view.connect_urls)
     out["max_connections"] = options.max_connections
@@ -83,9 +87,9 @@ def _limits(view: ServerView) -> dict[str, JsonValue]:
         "ping_interval": wall_ns(options.ping_interval_s),
         "ping_max": options.ping_max,
         "http_host": view.http_host,
-        "http_port": view.http_port,
+        "http_port": 0 if options.https_port else view.http_port,
         "http_base_path": "",
-        "https_port": 0,
+        "https_port": view.http_port if options.https_port else 0,
         "auth_timeout": options.authorization.timeout_s,
         "max_control_line": options.max_control_line,
         "max_payload": options.max_payload,
@@ -96,7 +100,7 @@ def _limits(view: ServerView) -> dict[str, JsonValue]:
         "mqtt": {},
         "websocket": {},
         "jetstream": jsinfo.varz_json(view.jetstream()),
-        "tls_timeout": TLS_TIMEOUT_S,
+        "tls_timeout": options.tls.timeout_s if options.tls is not None else TLS_TIMEOUT_S,
         "write_deadline": wall_ns(options.write_deadline_s),
     }
 

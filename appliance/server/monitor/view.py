@@ -62,6 +62,7 @@ class ConnectionInfo:
     authorized_user: str = ""  # the user this connection authenticated as; "" for none
     tls_version: str = ""  # e.g. "1.3"; "" when not TLS
     tls_cipher_suite: str = ""
+    tls_first: bool = False  # the handshake came before the INFO (handshake_first)
     stop_wall_s: float | None = None  # set once closed
     reason: str = (
         ""  # close reason as nats-server spells it ("Client Closed", "Slow Consumer (Pending Bytes)")
