@@ -122,6 +122,8 @@ class ClusterOptions:
     connect_retries: int = 0
     ping_interval_s: float = 30.0
     ping_max: int = limits.PINGS_OUTSTANDING_MAX
+    auth_timeout_given: bool = False  # `timeout` in cluster authorization (else TLS timeout + 1 s with tls)
+    tls: TLSOptions | None = None  # `cluster { tls {} }`: routes are TLS first and always mutually verified
 
     @property
     def enabled(self) -> bool:

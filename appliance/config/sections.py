@@ -28,6 +28,8 @@ from appliance.config.convert import (
 )
 from appliance.config.options import ServerOptions
 from appliance.config.parser import Entry, Position
+from appliance.config.tls import parse_tls
+from appliance.config.tls_context import TLSConfigError, route_contexts
 
 ROUTE_PING_INTERVAL_MAX_S = 30.0  # nats-server routeMaxPingInterval
 _JETSTREAM_UNSUPPORTED = frozenset({
@@ -35,7 +37,7 @@ _JETSTREAM_UNSUPPORTED = frozenset({
     "limits", "tpm", "max_outstanding_catchup", "max_buffered_size", "max_buffered_msgs", "request_queue_limit",
     "info_queue_limit", "meta_compact", "meta_compact_size", "meta_compact_sync", "max_concurrent_io",
 })
-_CLUSTER_UNSUPPORTED = frozenset({"tls", "permissions", "connect_backoff", "write_deadline", "write_timeout"})
+_CLUSTER_UNSUPPORTED = frozenset({"permissions", "connect_backoff", "write_deadline", "write_timeout"})
 
 
 @dataclass(slots=True)
@@ -160,6 +162,15 @@ def _cluster_key(item: Entry, state: LoadState) -> None:
             cluster.ping_interval_s = ROUTE_PING_INTERVAL_MAX_S
     elif key == "ping_max":
         cluster.ping_max = as_int(key, value)
+    elif key == "tls":
+        tls = parse_tls(item)
+        try:
+            route_contexts(tls)  # the certificate files are read now, as nats-server does at load
+        except TLSConfigError as error:
+            raise BadValue(item.key_position, str(error)) from None
+        cluster.tls = tls
+        if not cluster.auth_timeout_given:
+            cluster.auth_timeout_s = tls.timeout_s + 1.0  # nats-server's getDefaultAuthTimeout
     elif key in _CLUSTER_UNSUPPORTED:
         state.problems.unsupported(item)
     else:
@@ -175,7 +186,12 @@ def _cluster_authorization(item: Entry, state: LoadState) -> None:
     if auth.default_permissions is not None:
         state.problems.unsupported(item)
     cluster = state.options.cluster
-    cluster.user, cluster.password, cluster.auth_timeout_s = auth.user, auth.password, auth.timeout_s
+    cluster.user, cluster.password = auth.user, auth.password
+    cluster.auth_timeout_given = auth.timeout_given
+    if auth.timeout_given or cluster.tls is None:
+        cluster.auth_timeout_s = auth.timeout_s
+    else:
+        cluster.auth_timeout_s = cluster.tls.timeout_s + 1.0  # nats-server's getDefaultAuthTimeout
 
 
 def _routes(item: Entry, problems: Problems) -> list[str]:

