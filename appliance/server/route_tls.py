@@ -40,7 +40,8 @@ class RouteTLSLayer(asyncio.Protocol):
         solicited = server_hostname is not None
         self._ssl = context.wrap_bio(self._incoming, self._outgoing, server_side=not solicited,
                                      server_hostname=server_hostname if context.check_hostname else None)
-        self._open = False
+        self._open = False  # handshake done, application data flows (until our close_notify)
+        self._started = False  # the route connection was started on this layer
         self._failed = False
         self._timer: asyncio.TimerHandle | None = None
         self._where = ""
@@ -74,17 +75,17 @@ class RouteTLSLayer(asyncio.Protocol):
         self._cancel_timer()
         if self._failed:
             return
-        if not self._open:
+        if not self._started:
             self._fail(exc)
             return
         self.conn.connection_lost(exc)
 
     def pause_writing(self) -> None:
-        if self._open:
+        if self._started:
             self.conn.pause_writing()
 
     def resume_writing(self) -> None:
-        if self._open:
+        if self._started:
             self.conn.resume_writing()
 
     # --- the route connection's side (its transport) ------------------------------------------------
@@ -157,7 +158,7 @@ class RouteTLSLayer(asyncio.Protocol):
             return False
         self._flush_outgoing()
         self._cancel_timer()
-        self._open = True
+        self._open = self._started = True
         logger.debug("%s - TLS route handshake complete (TLS %s, %s)", self._where,
                      self._ssl.version(), (self._ssl.cipher() or ("?",))[0])
         self.conn.connection_made(self)  # type: ignore[arg-type]  # INFO / CONNECT go out encrypted

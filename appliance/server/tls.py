@@ -47,9 +47,10 @@ _GO_TEXTS = {
     "NO_SHARED_CIPHER": "tls: no cipher suite supported by both client and server",
     "WRONG_VERSION_NUMBER": "tls: first record does not look like a TLS handshake",
     "HTTP_REQUEST": "tls: first record does not look like a TLS handshake",
+    "HTTPS_PROXY_REQUEST": "tls: first record does not look like a TLS handshake",  # plain text starting "CONNECT"
     "UNEXPECTED_EOF_WHILE_READING": "EOF",
 }
-_PROBE_REASONS = frozenset({"WRONG_VERSION_NUMBER", "HTTP_REQUEST", "UNEXPECTED_EOF_WHILE_READING"})
+_PROBE_REASONS = frozenset({"WRONG_VERSION_NUMBER", "HTTP_REQUEST", "HTTPS_PROXY_REQUEST", "UNEXPECTED_EOF_WHILE_READING"})
 
 
 @dataclass(frozen=True, slots=True)
