@@ -7,7 +7,9 @@ server goes on. Certificates are made per run (appliance/testing/certs.py)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
+import ssl
 import time
 from pathlib import Path
 
@@ -167,3 +169,46 @@ def test_plain_text_peer_on_tls_route_port(tmp_path: Path, cluster_nodes: list[N
         wait_until(lambda node=node: handshake_errors(node), f"{node.name} refusing a plain-text peer", 10)
     assert handshake_errors(nodes[0])[0] == handshake_errors(nodes[1])[0] == "tls: first record does not look like a TLS handshake"
     run(lambda: _messages_flow(nodes))  # and the TLS route between the two still works
+
+
+def _route_info(port: int, certs: TestCerts) -> dict[str, object]:
+    """The INFO a TLS route port sends once the (mutual) handshake is done."""
+    context = certs.client_context(certs.server)
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+        with context.wrap_socket(raw, server_hostname="127.0.0.1") as sock:
+            data = b""
+            while b"\r\n" not in data:
+                chunk = sock.recv(4096)
+                assert chunk, "closed before INFO"
+                data += chunk
+    line = data.split(b"\r\n", 1)[0]
+    assert line.startswith(b"INFO ")
+    return json.loads(line[5:])  # type: ignore[no-any-return]
+
+
+def test_route_info_after_tls_handshake_like_nats_server(tmp_path: Path, cluster_nodes: list[Node],
+                                                         certs: TestCerts) -> None:
+    """Both send nothing in plain text: the handshake first, then INFO with tls_required and tls_verify."""
+    tls = tls_block(certs)
+    nodes = start_nodes(tmp_path, cluster_nodes, {"a1": ("appliance", [], tls), "g1": ("go", [], tls)})
+    ours, theirs = (_route_info(node.cluster_port, certs) for node in nodes)
+    for key in ("tls_required", "tls_verify"):
+        assert ours.get(key) is theirs.get(key) is True, key
+
+
+def test_peer_without_certificate_refused_like_nats_server(tmp_path: Path, cluster_nodes: list[Node],
+                                                           certs: TestCerts) -> None:
+    """A TLS peer that presents no certificate: routes are always mutually verified."""
+    tls = tls_block(certs)
+    nodes = start_nodes(tmp_path, cluster_nodes, {"a1": ("appliance", [], tls), "g1": ("go", [], tls)})
+    for node in nodes:
+        context = certs.client_context()  # trusts the CA, no certificate of its own
+        with socket.create_connection(("127.0.0.1", node.cluster_port), timeout=5) as raw:
+            try:
+                with context.wrap_socket(raw, server_hostname="127.0.0.1") as sock:
+                    while sock.recv(4096):
+                        pass
+            except (OSError, ssl.SSLError):
+                pass
+        wait_until(lambda node=node: handshake_errors(node), f"{node.name} refusing a peer without a certificate", 10)
+    assert handshake_errors(nodes[0])[0] == handshake_errors(nodes[1])[0] == "tls: client didn't provide a certificate"
