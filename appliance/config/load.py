@@ -34,7 +34,7 @@ from appliance.config.options import ServerOptions, default_auth_timeout
 from appliance.config.parser import ConfigMap, Entry, Position, ReadFile, parse_text, read_text_file, to_plain
 from appliance.config.sections import LoadState, load_appliance, load_cluster, load_jetstream
 from appliance.config.tls import parse_tls
-from appliance.config.tls_context import TLSConfigError, server_context
+from appliance.config.tls_context import TLSConfigError, files_digest, server_context
 from appliance.errors import ConfigError
 
 DEFAULT_CLIENT_PORT = 4222
@@ -170,6 +170,7 @@ def _tls(entry: Entry, state: LoadState) -> None:
         server_context(tls)
     except TLSConfigError as error:
         raise BadValue(entry.key_position, str(error)) from None
+    tls.files_digest = files_digest(tls)
     state.options.tls = tls
 
 

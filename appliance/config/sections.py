@@ -29,7 +29,7 @@ from appliance.config.convert import (
 from appliance.config.options import ServerOptions
 from appliance.config.parser import Entry, Position
 from appliance.config.tls import parse_tls
-from appliance.config.tls_context import TLSConfigError, route_contexts
+from appliance.config.tls_context import TLSConfigError, files_digest, route_contexts
 
 ROUTE_PING_INTERVAL_MAX_S = 30.0  # nats-server routeMaxPingInterval
 _JETSTREAM_UNSUPPORTED = frozenset({
@@ -168,6 +168,7 @@ def _cluster_key(item: Entry, state: LoadState) -> None:
             route_contexts(tls)  # the certificate files are read now, as nats-server does at load
         except TLSConfigError as error:
             raise BadValue(item.key_position, str(error)) from None
+        tls.files_digest = files_digest(tls)
         cluster.tls = tls
         if not cluster.auth_timeout_given:
             cluster.auth_timeout_s = tls.timeout_s + 1.0  # nats-server's getDefaultAuthTimeout

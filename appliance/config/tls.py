@@ -88,6 +88,7 @@ class TLSOptions:
     cipher_suites: list[str] = field(default_factory=list)  # Go names; [] = Go's defaults (all secure)
     curve_preferences: list[str] = field(default_factory=list)  # Go names; [] = defaults
     allow_insecure_cipher_suites: bool = False
+    files_digest: str = ""  # of the certificate, key and CA files as loaded: a reload sees new file contents
 
 
 def _bool(key: str, value: Value) -> bool:

@@ -16,6 +16,7 @@ are accepted in the config and skipped.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import ssl
 
@@ -126,6 +127,18 @@ def route_contexts(tls: TLSOptions) -> tuple[ssl.SSLContext, ssl.SSLContext]:
     says), and ca_file is the trusted root for both directions."""
     mutual = dataclasses.replace(tls, verify=True)
     return server_context(mutual), client_context(mutual)
+
+
+def files_digest(tls: TLSOptions) -> str:
+    """A digest of the files the block names, as read now: equal options with new certificate
+    files in the same paths differ by it (nats-server compares the loaded certificates on reload)."""
+    digest = hashlib.sha256()
+    for path in (tls.cert_file, tls.key_file, tls.ca_file):
+        digest.update(path.encode() + b"\0")
+        if path and os.path.exists(path):
+            with open(path, "rb") as file:
+                digest.update(file.read())
+    return digest.hexdigest()
 
 
 def version_name(ssl_object: ssl.SSLObject | ssl.SSLSocket) -> str:

@@ -25,9 +25,11 @@ import math
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from appliance.config.options import Account, Authorization, ServerOptions
+from appliance.config.options import Account, Authorization, ClusterOptions, ServerOptions
+from appliance.config.tls_context import TLSConfigError
 from appliance.server import auth
 from appliance.server.monitor.durations import go_duration
+from appliance.server.tls import serving_from_options
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +65,7 @@ GO_ORDER = ("ServerName", "Host", "Port", "ClientAdvertise", "Trace", "Debug", "
             "MaxSubs", "Users", "Accounts", "NoAuthUser", "SystemAccount", "NoSystemAccount", "Username", "Password",
             "Authorization", "PingInterval", "MaxPingsOut", "HTTPHost", "HTTPPort", "AuthTimeout", "MaxControlLine",
             "MaxPayload", "MaxPending", "Cluster", "JetStream", "PidFile", "PortsFileDir", "LogFile", "LogSizeLimit",
-            "LogMaxFiles", "WriteDeadline", "LameDuckDuration", "LameDuckGracePeriod", "Tags", "appliance")
+            "LogMaxFiles", "WriteDeadline", "LameDuckDuration", "LameDuckGracePeriod", "Tags", "TLSConfig", "appliance")
 FIELD_GO_NAME = {
     **GO_NAMES, "debug": "Debug", "trace": "Trace", "trace_verbose": "TraceVerbose", "logtime": "Logtime",
     "max_connections": "MaxConn", "ping_interval_s": "PingInterval", "ping_max": "MaxPingsOut",
@@ -114,6 +116,10 @@ def diff_options(old: ServerOptions, new: ServerOptions) -> ReloadDiff:
                 found.append(("JetStream", f"Reloaded: JetStream max_mem_store = {friendly_bytes(after.max_memory)}"))
             if before.max_storage != after.max_storage:
                 found.append(("JetStream", f"Reloaded: JetStream max_file_store = {friendly_bytes(after.max_storage)}"))
+        elif name == "tls":  # new certificates (or settings) for new client connections
+            found.append(("TLSConfig", f"Reloaded: tls = {'enabled' if after is not None else 'disabled'}"))
+        elif name == "cluster" and _only_route_tls_changed(before, after):
+            found.append(("Cluster", "Reloaded: cluster"))  # new route certificates, for new routes
         elif name == "cluster":
             errors.append(("Cluster", "config reload not supported for Cluster: routes are not implemented in this "
                                       "build yet (restart the server to change its cluster block)"))
@@ -125,6 +131,14 @@ def diff_options(old: ServerOptions, new: ServerOptions) -> ReloadDiff:
     if errors:
         return ReloadDiff([], min(errors, key=lambda error: _rank(error[0]))[1])
     return ReloadDiff([line for _, line in sorted(found, key=lambda item: _rank(item[0]))])
+
+
+def _only_route_tls_changed(before: ClusterOptions, after: ClusterOptions) -> bool:
+    """Route TLS files or settings changed, and nothing else of the cluster block (turning route TLS
+    on or off is not: routes up in plain text would have to be torn down)."""
+    if before.tls is None or after.tls is None:
+        return False
+    return replace(before, tls=None, auth_timeout_s=0.0) == replace(after, tls=None, auth_timeout_s=0.0)
 
 
 def friendly_bytes(count: int) -> str:
@@ -215,6 +229,13 @@ def apply_reload(server: Any, new: ServerOptions) -> int:
     server.options = new
     server.trace = new.trace
     server.auth = auth.Authenticator(new)
+    try:  # the supervisor read these files a moment ago; one gone since keeps the old certificates
+        if new.tls != old.tls:  # new client connections use the new certificates; open ones keep theirs
+            server.tls = serving_from_options(new)
+        if new.cluster.tls != old.cluster.tls and server.routes is not None:
+            server.routes.reload_tls(new.cluster.tls)
+    except TLSConfigError as error:
+        logger.error("reloaded TLS configuration not applied, keeping the previous certificates: %s", error)
     if server.connection_gate is not None:
         server.connection_gate.limit = new.max_connections
     closed = 0

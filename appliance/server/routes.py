@@ -34,12 +34,14 @@ import asyncio
 import logging
 import random
 import socket
+import ssl
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from appliance import NATS_VERSION, limits
+from appliance.config.tls import TLSOptions
 from appliance.config.tls_context import route_contexts
 from appliance.fabric.route import RouteConnection, RouteSettings
 from appliance.protocol import wire
@@ -252,8 +254,9 @@ class RouteManager:
             ping_interval_s=self.options.ping_interval_s, ping_max=self.options.ping_max,
             max_control_line=server.options.max_control_line, max_payload=server.options.max_payload,
             pending_bytes_max=server.options.max_pending, tls=self.options.tls is not None)
-        # cluster TLS: this worker's own contexts (accepting, soliciting), built from the options
-        self._tls_contexts = route_contexts(self.options.tls) if self.options.tls is not None else None
+        # cluster TLS: this worker's own contexts (accepting, soliciting) and handshake timeout
+        self._tls: tuple[ssl.SSLContext, ssl.SSLContext, float] | None = None
+        self.reload_tls(self.options.tls)
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -298,12 +301,21 @@ class RouteManager:
     def _socket_protocol(self, conn: RouteConnection, host: str | None = None) -> asyncio.Protocol:
         """What the socket talks to: the route itself, or with cluster TLS a layer that does the
         handshake first (`host`: we dial, and check the peer's certificate against it)."""
-        if self._tls_contexts is None or self.options.tls is None:
+        if self._tls is None:
             return conn
-        accepting, soliciting = self._tls_contexts
+        accepting, soliciting, timeout_s = self._tls
         if host is None:
-            return RouteTLSLayer(conn, accepting, self.options.tls.timeout_s)
-        return RouteTLSLayer(conn, soliciting, self.options.tls.timeout_s, server_hostname=host)
+            return RouteTLSLayer(conn, accepting, timeout_s)
+        return RouteTLSLayer(conn, soliciting, timeout_s, server_hostname=host)
+
+    def reload_tls(self, tls: TLSOptions | None) -> None:
+        """New route certificates (start, and SIGHUP): routes made from now on use them; routes up
+        keep the session they verified. Turning route TLS on or off is refused by the reload."""
+        if tls is None:
+            self._tls = None
+            return
+        accepting, soliciting = route_contexts(tls)
+        self._tls = (accepting, soliciting, tls.timeout_s)
 
     def _conn_dirty(self, conn: RouteConnection) -> None:
         peer = self.peers.get(conn.remote_id)

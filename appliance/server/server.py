@@ -18,6 +18,7 @@ from typing import Protocol
 from appliance import NATS_PROTO, NATS_VERSION, limits
 from appliance.clock import Clock, SystemClock
 from appliance.config.options import ServerOptions
+from appliance.config.tls import TLSOptions
 from appliance.protocol import wire
 from appliance.server.accounts import GLOBAL_ACCOUNT, Account, AccountRegistry
 from appliance.server.auth import Authenticator
@@ -46,6 +47,8 @@ class ClusterView(Protocol):
     def route_infos(self) -> list[dict[str, object]]: ...
 
     def announce_lame_duck(self) -> None: ...
+
+    def reload_tls(self, tls: TLSOptions | None) -> None: ...
 
 
 class ConnectionGate(Protocol):
