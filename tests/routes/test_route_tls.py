@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import socket
 import ssl
 import time
@@ -212,3 +213,36 @@ def test_peer_without_certificate_refused_like_nats_server(tmp_path: Path, clust
                 pass
         wait_until(lambda node=node: handshake_errors(node), f"{node.name} refusing a peer without a certificate", 10)
     assert handshake_errors(nodes[0])[0] == handshake_errors(nodes[1])[0] == "tls: client didn't provide a certificate"
+
+
+def _route_port_issuer(port: int, context: ssl.SSLContext) -> str:
+    """The organization of the CA that signed the certificate a route port presents now."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+        with context.wrap_socket(raw, server_hostname="127.0.0.1") as sock:
+            cert = sock.getpeercert()
+    assert cert is not None
+    return dict(pair[0] for pair in cert["issuer"]).get("organizationName", "")  # type: ignore[arg-type,misc]
+
+
+def test_route_certificates_reload_on_sighup(tmp_path: Path, cluster_nodes: list[Node], certs: TestCerts) -> None:
+    """New certificate files in the same paths + SIGHUP: new route connections get the new
+    certificate; the route that is up stays up and keeps carrying messages."""
+    bundle = certs.directory / "both-cas.pem"
+    bundle.write_text(Path(certs.ca_file).read_text() + certs.other_ca.cert_pem.bytes().decode())
+    a2_pair = certs.issue("a2", "127.0.0.1", "localhost")
+    spec = {"a1": ("appliance", [], tls_block(certs, certs.server, str(bundle))),
+            "a2": ("appliance", ["a1"], tls_block(certs, a2_pair, str(bundle)))}
+    nodes = start_nodes(tmp_path, cluster_nodes, spec)
+    run(lambda: _messages_flow(nodes))
+    probe = ssl.create_default_context(cafile=str(bundle))
+    probe.load_cert_chain(a2_pair.cert, a2_pair.key)
+    a1 = nodes[0]
+    assert _route_port_issuer(a1.cluster_port, probe) == "appliance test CA"
+
+    certs.issue("server", "127.0.0.1", "localhost", ca=certs.other_ca)  # over a1's certificate and key files
+    assert a1.process is not None
+    a1.process.signal(signal.SIGHUP)
+    wait_until(lambda: "Reloaded: cluster" in a1.log(), "the reload", 20)
+    wait_until(lambda: _route_port_issuer(a1.cluster_port, probe) == "someone else", "the new certificate", 20)
+    run(lambda: _messages_flow(nodes))  # the route made before the reload
+    assert "route connection closed" not in a1.log() and "route connection closed" not in nodes[1].log()
