@@ -9,8 +9,13 @@ token, timeout, users, default permissions), accounts' users and permissions and
 limits, no_auth_user (as nats-server: only removed together with its user).
 
 Not yet in this build (refused, with the reason): adding or removing accounts (the account
-objects carry subscriptions and JetStream state), cluster changes (routes are not built yet),
+objects carry subscriptions and JetStream state), cluster changes other than new route
+certificates (`cluster { tls }` files or settings; turning route TLS on or off is refused),
 turning JetStream on or off, and the appliance {} block (workers and pinning are placed at start).
+
+Certificates: new `tls {}` / `cluster { tls {} }` files (new contents in the same paths count: the
+loader keeps a digest of them) log `Reloaded: tls = enabled` / `Reloaded: cluster`; new client and
+route connections use them, connections already up keep the session they verified.
 
 `apply_reload(server, new)` (on a worker's loop) swaps the options and the authenticator, sets
 the new limits on open connections, and re-checks every client as nats-server's
