@@ -94,6 +94,9 @@ def open_listeners(options: ServerOptions) -> Listeners:
         logger.info("Cluster name is %s", options.cluster.name or "(none)")
         logger.info("Listening for route connections on %s",
                     join_host_port(options.cluster.host, int(cluster.getsockname()[1])))
+        if options.cluster.tls is not None and options.cluster.tls.insecure:
+            logger.warning("TLS certificate chain and hostname of solicited routes will not be verified. "
+                           "DO NOT USE IN PRODUCTION!")
     if options.tls is not None:
         first_only = options.tls.handshake_first and options.tls.handshake_first_fallback_s == 0
         if options.allow_non_tls and not first_only:

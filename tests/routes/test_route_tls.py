@@ -189,12 +189,16 @@ def _route_info(port: int, certs: TestCerts) -> dict[str, object]:
 
 def test_route_info_after_tls_handshake_like_nats_server(tmp_path: Path, cluster_nodes: list[Node],
                                                          certs: TestCerts) -> None:
-    """Both send nothing in plain text: the handshake first, then INFO with tls_required and tls_verify."""
-    tls = tls_block(certs)
+    """Both send nothing in plain text: the handshake first, then INFO with tls_required and tls_verify
+    (`insecure` only skips checking the peers we dial, with nats-server's start-up warning)."""
+    tls = tls_block(certs).replace("timeout: 2", "timeout: 2\n    insecure: true")
     nodes = start_nodes(tmp_path, cluster_nodes, {"a1": ("appliance", [], tls), "g1": ("go", [], tls)})
     ours, theirs = (_route_info(node.cluster_port, certs) for node in nodes)
     for key in ("tls_required", "tls_verify"):
         assert ours.get(key) is theirs.get(key) is True, key
+    warning = "[WRN] TLS certificate chain and hostname of solicited routes will not be verified. DO NOT USE IN PRODUCTION!"
+    for node in nodes:
+        assert warning in node.log(), node.name
 
 
 def test_peer_without_certificate_refused_like_nats_server(tmp_path: Path, cluster_nodes: list[Node],
@@ -246,3 +250,9 @@ def test_route_certificates_reload_on_sighup(tmp_path: Path, cluster_nodes: list
     wait_until(lambda: _route_port_issuer(a1.cluster_port, probe) == "someone else", "the new certificate", 20)
     run(lambda: _messages_flow(nodes))  # the route made before the reload
     assert "route connection closed" not in a1.log() and "route connection closed" not in nodes[1].log()
+
+
+def test_cluster_tls_verify_and_map_is_reported_not_ignored(certs: TestCerts) -> None:
+    block = tls_block(certs).replace("timeout: 2", "timeout: 2\n    verify_and_map: true")
+    with pytest.raises(Exception, match="verify_and_map"):
+        options_from_text(f"cluster {{\n  listen: 127.0.0.1:-1\n{block}}}\n", filename="t.conf")
