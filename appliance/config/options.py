@@ -136,6 +136,7 @@ class ServerOptions:
     max_pending: int = limits.PENDING_BYTES_MAX
     max_control_line: int = limits.CONTROL_LINE_BYTES_MAX
     max_connections: int = limits.CONNECTIONS_MAX
+    max_closed_clients: int = limits.CLOSED_CONNECTIONS_MAX  # closed connections kept for /connz, per worker
     max_subscriptions: int = 0  # 0: unlimited
     ping_interval_s: float = limits.PING_INTERVAL_S
     ping_max: int = limits.PINGS_OUTSTANDING_MAX

@@ -90,8 +90,8 @@ class Server:
         self.accounts = AccountRegistry(options)
         self.auth = Authenticator(options)
         self.clients: dict[int, ClientConnection] = {}
-        # the last CLOSED_CONNECTIONS_MAX closed connections, as recorded when each closed
-        self.closed_clients: deque[ConnectionInfo] = deque(maxlen=limits.CLOSED_CONNECTIONS_MAX)
+        # the last max_closed_clients closed connections, as recorded when each closed
+        self.closed_clients: deque[ConnectionInfo] = deque(maxlen=options.max_closed_clients)
         self.dirty: list[ClientConnection] = []
         self.producer: ClientConnection | None = None  # the connection whose input is being handled
         self.loop: asyncio.AbstractEventLoop = asyncio.get_event_loop()
