@@ -508,13 +508,18 @@ def parse_consumer_config(
     return config
 
 
+# nats-server's "zero defaults": a negative value of these is their none
+_NONE_WHEN_NEGATIVE = ("max_waiting", "max_batch", "max_expires", "max_bytes", "idle_heartbeat",
+                       "inactive_threshold")
+
+
 def _apply_consumer_defaults(config: ConsumerConfig, stream: StreamConfig, *, ephemeral: bool) -> None:
     """nats-server's setConsumerConfigDefaults (not pedantic): out-of-range values become their
     'none', then the defaults; ack_wait and backoff keep their sign for the checks."""
     limits = stream.consumer_limits
     if config.max_deliver == 0 or config.max_deliver < -1:
         config.max_deliver = -1
-    for key in ("max_waiting", "max_batch", "max_expires", "max_bytes", "idle_heartbeat", "inactive_threshold"):
+    for key in _NONE_WHEN_NEGATIVE:
         if getattr(config, key) < 0:
             setattr(config, key, 0)
     if config.max_ack_pending < -1:
@@ -587,10 +592,9 @@ def _check_consumer(config: ConsumerConfig, stream: StreamConfig) -> None:
     for name in (config.durable_name, config.name):
         if name and ("/" in name or "\\" in name):
             raise errors.CONSUMER_NAME_CONTAINS_PATH_SEPARATORS.error()
+    for name, what in ((config.name, "consumer name"), (config.durable_name, "consumer durable name")):
         if name and not is_valid_name(name):
-            raise errors.CONSUMER_BAD_DURABLE_NAME.error()
-        if len(name) > NAME_LENGTH_MAX:
-            raise errors.CONSUMER_NAME_TOO_LONG.format(max=NAME_LENGTH_MAX)
+            raise errors.STREAM_INVALID_CONFIG.format(err=f"{what} can not contain '.', '*', '>', '\\', '/'")
     if config.num_replicas < 0:
         raise errors.REPLICAS_COUNT_CANNOT_BE_NEGATIVE.error()
     if config.num_replicas > 1:
@@ -616,6 +620,11 @@ def _check_consumer(config: ConsumerConfig, stream: StreamConfig) -> None:
             raise errors.CONSUMER_WQ_REQUIRES_EXPLICIT_ACK.error()
         if config.deliver_policy != "all":
             raise errors.CONSUMER_WQ_CONSUMER_NOT_DELIVER_ALL.error()
+    # nats-server checks a durable's length when it makes the consumer; an ephemeral's long name
+    # fails there as 10012 "error creating store" on a file stream (the file name): 10102 here
+    for name in (config.durable_name, config.name):
+        if len(name) > NAME_LENGTH_MAX:
+            raise errors.CONSUMER_NAME_TOO_LONG.format(max=NAME_LENGTH_MAX)
 
 
 def _check_delivery(config: ConsumerConfig, stream: StreamConfig) -> None:
@@ -646,20 +655,18 @@ def _check_delivery(config: ConsumerConfig, stream: StreamConfig) -> None:
 
 def _check_start(config: ConsumerConfig) -> None:
     policy = config.deliver_policy
-    words = _policy_words(policy)
+    lead = f"consumer delivery policy is deliver {_policy_words(policy)}, but optional"
     if policy == "by_start_sequence":
         if not config.opt_start_seq:
-            raise _invalid_policy(f"consumer delivery policy is deliver {words}, but optional start sequence is not set")
+            raise _invalid_policy(f"{lead} start sequence is not set")
         if config.opt_start_time:
-            raise _invalid_policy(f"consumer delivery policy is deliver {words}, but optional start time is also set")
+            raise _invalid_policy(f"{lead} start time is also set")
         return
     if policy == "by_start_time":
         if not config.opt_start_time:
-            raise _invalid_policy(f"consumer delivery policy is deliver {words}, but optional start time is not set")
+            raise _invalid_policy(f"{lead} start time is not set")
         if config.opt_start_seq:  # nats-server's text says "start" twice
-            raise _invalid_policy(
-                f"consumer delivery policy is deliver {words}, but optional start start sequence is also set"
-            )
+            raise _invalid_policy(f"{lead} start start sequence is also set")
         return
     if config.opt_start_seq:
         raise _invalid_policy(

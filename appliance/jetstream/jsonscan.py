@@ -343,7 +343,9 @@ def _reject_any(_: str) -> object:
     raise ValueError("not JSON")
 
 
-_C_SCANNER = json.scanner.make_scanner(json.JSONDecoder(parse_constant=_reject_any))  # type: ignore[attr-defined]
+_C_SCANNER = json.scanner.make_scanner(  # type: ignore[attr-defined]
+    json.JSONDecoder(parse_constant=_reject_any)
+)
 _NUMBER_GOES_ON = frozenset(b".eE0123456789")
 _SKIP_TRIES = 3  # commas tried back from where the C scanner failed
 

@@ -293,6 +293,8 @@ CONSUMER_CHECK_CASES = [  # each found by a deep run of the property test above,
     {"max_deliver": 2, "backoff": [1_000_000_000, 2_000_000_000]},
     {"deliver_subject": "a.*", "max_waiting": 3},
     {"idle_heartbeat": 5, "rate_limit_bps": 5},
+    {"name": "a.b", "ack_policy": "none"},
+    {"name": "a b", "ack_wait": -1, "num_replicas": -1},
 ]
 
 
