@@ -58,16 +58,33 @@ def _reject_constant(name: str) -> object:
     raise ValueError(name)  # NaN and Infinity are not JSON: the exact scanner words the error
 
 
-def fast_document(data: bytes) -> object:
-    """The body through the C json module when it is one plain valid document (None otherwise:
-    the exact scanner then reads it, errors and all)."""
+@dataclass(frozen=True, slots=True)
+class FastResult:
+    """What the C json module made of a body: `document` (one-tuple) when it is one plain valid
+    document; else None, and `failed_at` the byte offset where the C scanner found the first value
+    broken (-1: not known), so the exact scanner's syntax check need not find it again."""
+
+    document: tuple[object] | None
+    failed_at: int = -1
+
+
+def fast_document(data: bytes) -> FastResult:
+    """The body through the C json module when it is one plain valid document (otherwise the
+    exact scanner reads it, errors and all)."""
     try:
         text = data.decode("utf-8")  # not UTF-8: the exact scanner keeps the bytes for the errors
-        return (json.loads(
+    except ValueError:
+        return FastResult(None)
+    try:
+        return FastResult((json.loads(
             text, object_pairs_hook=_Pairs, parse_float=_Num, parse_constant=_reject_constant
-        ),)
+        ),))
+    except json.JSONDecodeError as exc:
+        ascii_only = len(text) == len(data)  # character offsets are byte offsets
+        broken = exc.msg != "Extra data"  # extra data: the first value is whole
+        return FastResult(None, exc.pos if ascii_only and broken else -1)
     except (ValueError, RecursionError):
-        return None
+        return FastResult(None)
 
 
 def as_node(value: object) -> Node:
@@ -380,15 +397,19 @@ def _skip_elements(text: str, start: int, failed: int, closer: str, depth: int) 
     return -1
 
 
-def check_syntax(data: bytes, text: str, pos: int) -> int:
+def check_syntax(data: bytes, text: str, pos: int, failed_at: int = -1) -> int:
     """The end of the value at pos (after white space) when its syntax is valid; raises Go's
     JsonSyntaxError when not. Spans the C scanner proves valid are skipped, so a long body with a
-    syntax error near its end is checked in a few C passes instead of token by token."""
+    syntax error near its end is checked in a few C passes instead of token by token. failed_at:
+    where the C scanner already found the value at pos broken (FastResult), or -1."""
     stack: list[Node] = []  # the open containers (nodes without values: depth and kind)
     n = len(data)
     while True:  # at a value
         pos = WHITESPACE.match(data, pos).end()  # type: ignore[union-attr]
-        end, failed = _skip_valid(data, text, pos, len(stack)) if pos < n else (-1, n)
+        if failed_at >= 0:  # the top-level value: the C scanner's verdict is known
+            end, failed, failed_at = -1, failed_at, -1
+        else:
+            end, failed = _skip_valid(data, text, pos, len(stack)) if pos < n else (-1, n)
         if end >= 0:
             pos = end
         else:
@@ -439,11 +460,11 @@ def _delimiter_error(in_object: bool, c: int, pos: int) -> JsonSyntaxError:
     return _error(f"invalid character {quote_char(c)} {where}", pos)
 
 
-def scan_value(data: bytes, pos: int, text: str | None = None) -> tuple[Node, int]:
+def scan_value(data: bytes, pos: int, text: str | None = None, failed_at: int = -1) -> tuple[Node, int]:
     """One whole JSON value from pos (after white space), iteratively. Its syntax is checked
     first (check_syntax; text is the body decoded as latin-1, one character a byte), so a
     syntax error costs no nodes."""
-    check_syntax(data, data.decode("latin-1") if text is None else text, pos)
+    check_syntax(data, data.decode("latin-1") if text is None else text, pos, failed_at)
     return build_value(data, pos)
 
 
@@ -506,8 +527,9 @@ def build_value(data: bytes, pos: int) -> tuple[Node, int]:
             raise _delimiter_error(top.kind == "obj", c, pos)
 
 
-def iter_values(data: bytes) -> Iterator[Node]:
-    """Each JSON value of the body in turn, as Go's json.Decoder reads them (raises JsApiError)."""
+def iter_values(data: bytes, failed_at: int = -1) -> Iterator[Node]:
+    """Each JSON value of the body in turn, as Go's json.Decoder reads them (raises JsApiError);
+    failed_at: FastResult's, for the first value."""
     pos, n = 0, len(data)
     text = data.decode("latin-1")
     while True:
@@ -515,7 +537,8 @@ def iter_values(data: bytes) -> Iterator[Node]:
         if pos >= n:
             return
         try:
-            node, pos = scan_value(data, pos, text)
+            node, pos = scan_value(data, pos, text, failed_at)
+            failed_at = -1
         except JsonSyntaxError as exc:
             raise invalid_json(exc.decoder_text()) from None
         yield node
@@ -553,9 +576,9 @@ INTEGER = re.compile(r"-?[0-9]+")
 def parse_json(data: bytes) -> object:
     """One JSON document (Go's json.Unmarshal: nothing but white space may follow it)."""
     fast = fast_document(data)
-    if fast is not None:
-        return to_python(as_node(fast[0]))
-    values = iter_values(data)
+    if fast.document is not None:
+        return to_python(as_node(fast.document[0]))
+    values = iter_values(data, fast.failed_at)
     first = next(values, None)
     if first is None:
         raise invalid_json("unexpected end of JSON input")

@@ -78,3 +78,29 @@ def test_a_long_body_with_an_error_at_its_end_is_not_read_token_by_token(monkeyp
         else:
             raise AssertionError("no syntax error")
         assert calls < 20, calls  # token by token: one call per element (50,000 and more)
+
+
+def test_the_c_scanners_verdict_on_the_whole_body_is_not_sought_again(monkeypatch) -> None:
+    """decode_into's fast path already ran the C scanner over the body: its failure position is
+    handed to the syntax check, which then probes only the tail (a C pass over 1 MB is ~0.1 s)."""
+    from appliance.jetstream.api_streams import STREAM_TYPE
+    from appliance.jetstream.decode import decode_into
+    from appliance.jetstream.errors import JsApiError
+
+    passes = 0
+    c_scan = jsonscan._c_scan
+
+    def counting(*args):
+        nonlocal passes
+        passes += 1
+        return c_scan(*args)
+
+    monkeypatch.setattr(jsonscan, "_c_scan", counting)
+    body = b'{"name":"X","subjects":[' + b",".join([b"[1]"] * 20_000) + b'],"x":}'
+    try:
+        decode_into(body, STREAM_TYPE, "StreamConfigRequest")
+    except JsApiError as exc:
+        assert exc.description.endswith("looking for beginning of value at offset %d" % len(body))
+    else:
+        raise AssertionError("no error")
+    assert passes == 2  # the probe up to the last comma, the broken value; not the whole body again
