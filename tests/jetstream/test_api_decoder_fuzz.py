@@ -314,3 +314,40 @@ def test_consumer_checks_answer_as_nats_server(
     finally:
         for nc in (theirs, ours):
             loop.run_until_complete(nc.request("$JS.API.STREAM.DELETE.S", b"", timeout=TIMEOUT_S))
+
+
+DEFAULTED_CONFIGS = [  # accepted configs whose values nats-server's defaults rewrite
+    {"durable_name": "C", "ack_policy": "none", "backoff": [1_000_000_000, 2_000_000_000]},
+    {"durable_name": "C", "max_waiting": -1, "max_batch": -1, "max_expires": -5, "max_bytes": -1},
+    {"durable_name": "C", "ack_policy": "none", "max_ack_pending": 10},
+    {"durable_name": "C", "ack_policy": "explicit", "max_ack_pending": -5, "max_deliver": -7},
+    {"durable_name": "C", "ack_policy": "explicit", "inactive_threshold": -1, "idle_heartbeat": -1},
+    {"durable_name": "C", "ack_policy": "all", "backoff": [1_000_000_000], "ack_wait": 5},
+]
+
+
+async def created_config(nc: Client, config: dict[str, object]) -> object:
+    body = json.dumps({"stream_name": "S", "config": config}).encode()
+    answer = json.loads((await nc.request("$JS.API.CONSUMER.CREATE.S.C", body, timeout=TIMEOUT_S)).data)
+    await nc.request("$JS.API.CONSUMER.DELETE.S.C", b"", timeout=TIMEOUT_S)
+    created = answer.get("config", answer.get("error"))
+    if isinstance(created, dict):
+        created.pop("metadata", None)
+    return created
+
+
+def test_consumer_defaults_echo_as_nats_server(
+    connections: tuple[asyncio.AbstractEventLoop, Client, Client],
+) -> None:
+    loop, theirs, ours = connections
+    stream = b'{"name":"S","subjects":["s"]}'
+    for nc in (theirs, ours):
+        loop.run_until_complete(nc.request("$JS.API.STREAM.CREATE.S", stream, timeout=TIMEOUT_S))
+    try:
+        for config in DEFAULTED_CONFIGS:
+            expected = loop.run_until_complete(created_config(theirs, config))
+            got = loop.run_until_complete(created_config(ours, config))
+            assert got == expected, config
+    finally:
+        for nc in (theirs, ours):
+            loop.run_until_complete(nc.request("$JS.API.STREAM.DELETE.S", b"", timeout=TIMEOUT_S))
