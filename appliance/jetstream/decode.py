@@ -379,7 +379,8 @@ def decode_into(data: bytes, go_type: GoStruct, root: str) -> JsonObject:
             return _decode_values([as_node(fast.document[0])], data, go_type, root, exact=False)
         except _NeedExact:
             pass
-    return _decode_values(iter_values(data, fast.failed_at), data, go_type, root, exact=True)
+    values = iter_values(data, fast.failed_at, first_valid=fast.first_valid)
+    return _decode_values(values, data, go_type, root, exact=True)
 
 
 def _decode_values(

@@ -66,6 +66,7 @@ class FastResult:
 
     document: tuple[object] | None
     failed_at: int = -1
+    first_valid: bool = False  # the first value is whole, something follows it
 
 
 def fast_document(data: bytes) -> FastResult:
@@ -80,9 +81,10 @@ def fast_document(data: bytes) -> FastResult:
             text, object_pairs_hook=_Pairs, parse_float=_Num, parse_constant=_reject_constant
         ),))
     except json.JSONDecodeError as exc:
+        if exc.msg == "Extra data":  # the first value is whole
+            return FastResult(None, first_valid=True)
         ascii_only = len(text) == len(data)  # character offsets are byte offsets
-        broken = exc.msg != "Extra data"  # extra data: the first value is whole
-        return FastResult(None, exc.pos if ascii_only and broken else -1)
+        return FastResult(None, exc.pos if ascii_only else -1)
     except (ValueError, RecursionError):
         return FastResult(None)
 
@@ -460,11 +462,14 @@ def _delimiter_error(in_object: bool, c: int, pos: int) -> JsonSyntaxError:
     return _error(f"invalid character {quote_char(c)} {where}", pos)
 
 
-def scan_value(data: bytes, pos: int, text: str | None = None, failed_at: int = -1) -> tuple[Node, int]:
-    """One whole JSON value from pos (after white space), iteratively. Its syntax is checked
-    first (check_syntax; text is the body decoded as latin-1, one character a byte), so a
-    syntax error costs no nodes."""
-    check_syntax(data, data.decode("latin-1") if text is None else text, pos, failed_at)
+def scan_value(
+    data: bytes, pos: int, text: str | None = None, failed_at: int = -1, *, valid: bool = False
+) -> tuple[Node, int]:
+    """One whole JSON value from pos (after white space), iteratively. Unless known `valid`, its
+    syntax is checked first (check_syntax; text is the body decoded as latin-1, one character a
+    byte), so a syntax error costs no nodes."""
+    if not valid:
+        check_syntax(data, data.decode("latin-1") if text is None else text, pos, failed_at)
     return build_value(data, pos)
 
 
@@ -527,9 +532,9 @@ def build_value(data: bytes, pos: int) -> tuple[Node, int]:
             raise _delimiter_error(top.kind == "obj", c, pos)
 
 
-def iter_values(data: bytes, failed_at: int = -1) -> Iterator[Node]:
+def iter_values(data: bytes, failed_at: int = -1, *, first_valid: bool = False) -> Iterator[Node]:
     """Each JSON value of the body in turn, as Go's json.Decoder reads them (raises JsApiError);
-    failed_at: FastResult's, for the first value."""
+    failed_at and first_valid: FastResult's, on the first value."""
     pos, n = 0, len(data)
     text = data.decode("latin-1")
     while True:
@@ -537,8 +542,8 @@ def iter_values(data: bytes, failed_at: int = -1) -> Iterator[Node]:
         if pos >= n:
             return
         try:
-            node, pos = scan_value(data, pos, text, failed_at)
-            failed_at = -1
+            node, pos = scan_value(data, pos, text, failed_at, valid=first_valid)
+            failed_at, first_valid = -1, False
         except JsonSyntaxError as exc:
             raise invalid_json(exc.decoder_text()) from None
         yield node
@@ -578,7 +583,7 @@ def parse_json(data: bytes) -> object:
     fast = fast_document(data)
     if fast.document is not None:
         return to_python(as_node(fast.document[0]))
-    values = iter_values(data, fast.failed_at)
+    values = iter_values(data, fast.failed_at, first_valid=fast.first_valid)
     first = next(values, None)
     if first is None:
         raise invalid_json("unexpected end of JSON input")

@@ -104,3 +104,28 @@ def test_the_c_scanners_verdict_on_the_whole_body_is_not_sought_again(monkeypatc
     else:
         raise AssertionError("no error")
     assert passes == 2  # the probe up to the last comma, the broken value; not the whole body again
+
+
+def test_a_first_value_the_c_scanner_read_whole_is_not_checked_again(monkeypatch) -> None:
+    from appliance.jetstream.api_streams import STREAM_TYPE
+    from appliance.jetstream.decode import decode_into
+    from appliance.jetstream.errors import JsApiError
+
+    passes = 0
+    c_scan = jsonscan._c_scan
+
+    def counting(*args):
+        nonlocal passes
+        passes += 1
+        return c_scan(*args)
+
+    monkeypatch.setattr(jsonscan, "_c_scan", counting)
+    first = b'{"name":"X","subjects":[' + b",".join([b'"s"'] * 20_000) + b"]}"
+    try:
+        decode_into(first + b" x", STREAM_TYPE, "StreamConfigRequest")
+    except JsApiError as exc:
+        offset = len(first) + 2
+        assert exc.description == f"invalid JSON: invalid character 'x' looking for beginning of value at offset {offset}"
+    else:
+        raise AssertionError("no error")
+    assert passes == 1  # only the second value ("x")
