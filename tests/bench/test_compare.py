@@ -151,3 +151,18 @@ def test_a_subscriber_on_node_2_gets_every_message_of_a_publisher_on_node_1() ->
     assert report.errors == 0, report.first_error
     sub = next(r for r in report.totals if r.label == "sub total")
     assert sub.rate.msgs == 2000
+
+
+def test_the_cli_measures_across_two_nodes() -> None:
+    from appliance.cli.bench import bench
+
+    cluster = servers.start(servers.NATS_DEFAULT, nodes=2)
+    try:
+        for verb in ("pubsub", "request"):
+            result = CliRunner().invoke(bench, [verb, "--url", cluster.urls[0], "--sub-url", cluster.urls[1],
+                                                "--msgs", "300", "--json", "--no-progress"])
+            assert result.exit_code == 0, result.output
+            totals = {row["client"]: row for row in json.loads(result.output)["totals"]}
+            assert totals["sub total" if verb == "pubsub" else "request total"]["msgs"] == 300
+    finally:
+        cluster.stop()
