@@ -316,7 +316,7 @@ class RouteManager:
         if self.options.advertise:
             fields["ip"] = f"nats-route://{self.options.advertise}/"
         urls = server.client_urls()
-        if urls:
+        if urls and not self.options.no_advertise:  # as nats-server: its peers' clients never hear of it
             fields["connect_urls"] = urls
         if server.lame_duck:
             fields["ldm"] = True
