@@ -99,3 +99,28 @@ def test_growing_jetstream_limits_is_live() -> None:
     diff = diff_options(opts("jetstream { store_dir: /a, max_file_store: 1GB }\n"),
                         opts("jetstream { store_dir: /a, max_file_store: 2GB }\n"))
     assert diff.error is None and diff.changes == [*ALWAYS, "Reloaded: JetStream max_file_store = 2.00 GB"]
+
+
+def cluster(routes: str, *, listen: str = "127.0.0.1:6222", name: str = "C1") -> ServerOptions:
+    return opts(BASE + f"cluster {{ name: {name}, listen: {listen}, routes: [{routes}] }}\n")
+
+
+def test_routes_added_or_removed_reload_live_as_nats_server_routes_option() -> None:
+    added = diff_options(cluster(""), cluster("nats-route://127.0.0.1:6223"))
+    assert added.error is None and added.changes == [*ALWAYS, "Reloaded: cluster routes"]
+    removed = diff_options(cluster("nats-route://127.0.0.1:6223"), cluster(""))
+    assert removed.error is None and removed.changes == [*ALWAYS, "Reloaded: cluster routes"]
+
+
+@pytest.mark.parametrize(("listen", "error"), [
+    ("127.0.0.1:6333", "config reload not supported for cluster port: old=6222, new=6333"),
+    ("localhost:6222", "config reload not supported for cluster host: old=127.0.0.1, new=localhost"),
+])
+def test_cluster_listener_edits_are_refused_with_validate_cluster_opts_texts(listen: str, error: str) -> None:
+    assert diff_options(cluster(""), cluster("", listen=listen)).error == error
+
+
+def test_other_cluster_settings_are_refused_and_name_the_setting() -> None:
+    diff = diff_options(cluster(""), cluster("nats-route://127.0.0.1:6223", name="C2"))
+    assert diff.changes == [] and diff.error is not None
+    assert diff.error.startswith("config reload not supported for cluster name: ")
