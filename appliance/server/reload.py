@@ -194,8 +194,8 @@ def _cluster_refusal(before: ClusterOptions, after: ClusterOptions) -> str | Non
         return f"config reload not supported for cluster host: old={before.host}, new={after.host}"
     if before.port != after.port:
         return f"config reload not supported for cluster port: old={before.port}, new={after.port}"
-    others = [spec.name for spec in fields(ClusterOptions)
-              if spec.name not in ("host", "port", "routes") and getattr(before, spec.name) != getattr(after, spec.name)]
+    others = [spec.name for spec in fields(ClusterOptions) if spec.name not in ("host", "port", "routes")
+              and getattr(before, spec.name) != getattr(after, spec.name)]
     if others:
         return (f"config reload not supported for cluster {others[0]}: only its routes change live in this build "
                 "(restart the server)")
