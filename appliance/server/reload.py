@@ -210,8 +210,8 @@ def _has_user(options: ServerOptions, username: str) -> bool:
 def _jetstream_refusal(before: Any, after: Any) -> str | None:
     if before.enabled != after.enabled:
         return "config reload not supported for JetStream: turning it on or off needs a restart in this build"
-    if before.store_dir != after.store_dir:
-        return "config reload not supported for jetstream storage directory"
+    if before.strict != after.strict:  # nats-server's field is the negation
+        return _not_supported_text("NoJetStreamStrict", not before.strict, not after.strict)
     for limit in ("max_memory", "max_storage"):
         old, new = getattr(before, limit), getattr(after, limit)
         if old == new:
@@ -220,6 +220,18 @@ def _jetstream_refusal(before: Any, after: Any) -> str | None:
             return "config reload not supported for jetstream dynamic max memory and store"
         if new == -1 or new < old:
             return "config reload not supported for decreasing jetstream max memory and store"
+    # the rest in nats-server's Options order, with its field names (JetStreamDomain, ..., SyncAlways)
+    if before.domain != after.domain:
+        return _not_supported_text("JetStreamDomain", before.domain, after.domain)
+    if before.unique_tag != after.unique_tag:
+        return _not_supported_text("JetStreamUniqueTag", before.unique_tag, after.unique_tag)
+    if before.store_dir != after.store_dir:
+        return "config reload not supported for jetstream storage directory"
+    if before.sync_interval_s != after.sync_interval_s:
+        return _not_supported_text("SyncInterval", go_duration(round(before.sync_interval_s * 1e9)),
+                                   go_duration(round(after.sync_interval_s * 1e9)))
+    if before.sync_always != after.sync_always:
+        return _not_supported_text("SyncAlways", before.sync_always, after.sync_always)
     others = replace(after, max_memory=before.max_memory, max_storage=before.max_storage)
     if others != before:
         return "config reload not supported for JetStream: only max_memory and max_store grow live"

@@ -85,6 +85,19 @@ def test_account_users_change_live_but_new_accounts_need_a_restart() -> None:
      "config reload not supported for decreasing jetstream max memory and store"),
     ("jetstream { store_dir: /a }", "jetstream { store_dir: /a, max_file_store: 1GB }",
      "config reload not supported for jetstream dynamic max memory and store"),
+    # as nats-server 2.15.1 logs them (probed with SIGHUP): its Options field names and Go values
+    ("jetstream { store_dir: /a, domain: a }", "jetstream { store_dir: /a, domain: b }",
+     "config reload not supported for JetStreamDomain: old=a, new=b"),
+    ("jetstream { store_dir: /a, domain: a }", "jetstream { store_dir: /b, domain: b }",
+     "config reload not supported for JetStreamDomain: old=a, new=b"),  # before StoreDir in its order
+    ("jetstream { store_dir: /a, unique_tag: az }", "jetstream { store_dir: /a, unique_tag: rack }",
+     "config reload not supported for JetStreamUniqueTag: old=az, new=rack"),
+    ("jetstream { store_dir: /a, strict: true }", "jetstream { store_dir: /a, strict: false }",
+     "config reload not supported for NoJetStreamStrict: old=false, new=true"),
+    ("jetstream { store_dir: /a, sync_interval: \"2m\" }", "jetstream { store_dir: /a, sync_interval: \"90s\" }",
+     "config reload not supported for SyncInterval: old=2m0s, new=1m30s"),
+    ("jetstream { store_dir: /a }", "jetstream { store_dir: /a, sync_interval: always }",
+     "config reload not supported for SyncAlways: old=false, new=true"),
 ])
 def test_refused_changes_use_nats_server_texts(before: str, after: str, error: str) -> None:
     diff = diff_options(opts(before + "\n"), opts(after + "\n"))
