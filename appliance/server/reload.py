@@ -194,6 +194,9 @@ def _cluster_refusal(before: ClusterOptions, after: ClusterOptions) -> str | Non
         return f"config reload not supported for cluster host: old={before.host}, new={after.host}"
     if before.port != after.port:
         return f"config reload not supported for cluster port: old={before.port}, new={after.port}"
+    if after.routes and not before.routes and before.port == 0:  # no RouteManager runs to solicit them
+        return ("config reload not supported for cluster routes: this server started without a cluster "
+                "(restart the server to join one)")
     others = [spec.name for spec in fields(ClusterOptions) if spec.name not in ("host", "port", "routes")
               and getattr(before, spec.name) != getattr(after, spec.name)]
     if others:

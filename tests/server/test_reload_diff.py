@@ -137,3 +137,8 @@ def test_other_cluster_settings_are_refused_and_name_the_setting() -> None:
     diff = diff_options(cluster(""), cluster("nats-route://127.0.0.1:6223", name="C2"))
     assert diff.changes == [] and diff.error is not None
     assert diff.error.startswith("config reload not supported for cluster name: ")
+
+
+def test_routes_on_a_server_started_without_a_cluster_are_refused() -> None:
+    diff = diff_options(opts(BASE), opts(BASE + "cluster { routes: [nats-route://127.0.0.1:6223] }\n"))
+    assert diff.error is not None and diff.error.startswith("config reload not supported for cluster routes: ")
