@@ -60,7 +60,6 @@ def test_a_route_added_by_reload_forms_the_cluster_and_a_removed_one_is_closed(
     assert [route["port"] for route in configured] == [ports["b"]]
 
     _rewrite_routes(a, ports, [])
-    _rewrite_routes(b, ports, [])
     a.process.signal(signal.SIGHUP)  # type: ignore[union-attr]
     wait_until(lambda: a.log().count("route removed by a configuration reload") == 2, "the last route closed")
     assert not [route for route in a.monitor("/routez")["routes"]  # type: ignore[union-attr]
@@ -99,6 +98,54 @@ def test_a_cluster_port_or_host_edit_is_refused_with_nats_server_text(tmp_path: 
                     else "config reload not supported for cluster host: old=127.0.0.1, new=localhost")
         assert texts[0].startswith("Failed to reload server configuration: " + expected), texts
         assert re.sub(r"\d{4,5}", "N", texts[0]) == re.sub(r"\d{4,5}", "N", texts[1]), texts
+
+
+def test_reloaded_routes_log_the_nats_server_lines(tmp_path: Path, cluster_nodes: list[Node]) -> None:
+    """A route added, then removed, on nats-server 2.15.1 and on appliance: the same `Reloaded:` lines."""
+    unreachable = free_port()  # nothing listens: the added route is dialled and retried, never up
+    lines: dict[str, list[list[str]]] = {}
+    for kind in ("nats-server", "appliance"):
+        port = free_port()
+        config = tmp_path / f"{kind}-routes.conf"
+        text = plain_config("x", client=free_port(), cluster_port=port, routes=[])
+        text += "" if kind == "nats-server" else "\nappliance { workers: 1 }\n"
+        config.write_text(text)
+        with_route = plain_config("x", client=0, cluster_port=port, routes=[unreachable])
+        with_route = text.replace(text[text.index("  routes: ["):], with_route[with_route.index("  routes: ["):])
+        with_route += "" if kind == "nats-server" else "\nappliance { workers: 1 }\n"
+        log_path = tmp_path / f"{kind}-routes.log"
+        if kind == "nats-server":
+            with NatsServer(["-c", str(config)], log_path=log_path) as real:
+                assert real.process is not None
+                lines[kind] = []
+                for edit in (with_route, text):
+                    config.write_text(edit)
+                    real.process.send_signal(signal.SIGHUP)
+                    lines[kind].append(_reloaded_lines(log_path.read_text, len(lines[kind]) + 1))
+        else:
+            node = Node("x", 0, port, config, log_dir=tmp_path)
+            cluster_nodes.append(node.start())
+            lines[kind] = []
+            for edit in (with_route, text):
+                config.write_text(edit)
+                node.process.signal(signal.SIGHUP)  # type: ignore[union-attr]
+                lines[kind].append(_reloaded_lines(node.log, len(lines[kind]) + 1))
+    assert lines["nats-server"] == lines["appliance"], lines
+    assert lines["appliance"][0][-1] == "Reloaded: cluster routes"
+
+
+def _reloaded_lines(read: object, reloads: int) -> list[str]:
+    """The `Reloaded:` lines of the reload number `reloads` (1-based)."""
+    deadline = time.monotonic() + 30
+    while read().count("Reloaded server configuration") < reloads:  # type: ignore[operator]
+        assert time.monotonic() < deadline, read()  # type: ignore[operator]
+        time.sleep(0.05)
+    text: str = read()  # type: ignore[operator]
+    start = 0
+    for _ in range(reloads - 1):
+        start = text.index("Reloaded server configuration", start) + 1
+    end = text.index("Reloaded server configuration", start)
+    return re.findall(r"\[INF\] (Reloaded: .*)", text[start:end])
 
 
 def _wait_error(read: object) -> str:
