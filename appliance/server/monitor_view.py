@@ -41,6 +41,7 @@ from appliance.server.monitor.view import (
     ConnState,
     JetStreamView,
     ProcessUsage,
+    RaftGroupStat,
     RouteInfo,
     ServerCounters,
     SublistStats,
@@ -423,6 +424,11 @@ class ServerMonitorView:
     def commit_batches(self) -> object | None:
         """Messages per group-commit fsync (HistogramSnapshot), if JetStream runs."""
         return self._jetstream_histogram("commit_batches")
+
+    def raft_groups(self) -> list[RaftGroupStat]:
+        """The RAFT groups of this worker (JetStream's, on worker 0), for /metrics; none without JetStream."""
+        monitor = getattr(self._server, "jetstream_monitor", None)
+        return list(monitor.raft_groups()) if monitor is not None else []
 
     def _jetstream_histogram(self, name: str) -> object | None:
         monitor = getattr(self._server, "jetstream_monitor", None)

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from appliance import NATS_VERSION, limits
+from appliance.config.options import ClusterOptions
 from appliance.fabric.route import RouteConnection, RouteSettings
 from appliance.protocol import wire
 from appliance.protocol.route_parser import (
@@ -231,6 +232,7 @@ class RouteManager:
         self._account_names: dict[str, bytes] = {}
         self._listener: asyncio.base_events.Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._route_tasks: dict[str, asyncio.Task[None]] = {}  # configured route URL -> its solicitor
         self._implicit: set[str] = set()  # gossiped route URLs being dialled
         self._self_urls: set[str] = set()
         self._configured = {self._address(url) for url in self.options.routes}
@@ -269,7 +271,37 @@ class RouteManager:
             self.listen_host, self.listen_port = str(host), int(port)
             self._listener = await loop.create_server(lambda: self._new_connection(solicited=False), sock=listener)
         for url in self.options.routes:
-            self._tasks.append(loop.create_task(self._solicit(url, explicit=True)))
+            self._solicit_configured(url)
+
+    def _solicit_configured(self, url: str) -> None:
+        task = asyncio.get_running_loop().create_task(self._solicit(url, explicit=True))
+        self._tasks.append(task)
+        self._route_tasks[url] = task
+
+    def set_routes(self, options: ClusterOptions) -> tuple[list[str], list[str]]:
+        """A reload changed the configured routes (nats-server's routesOption): new URLs are solicited,
+        removed ones stop being redialled and their solicited connection is closed (Route Removed).
+        Returns (added, removed)."""
+        added = [url for url in options.routes if url not in self.options.routes]
+        removed = [url for url in self.options.routes if url not in options.routes]
+        self.options = options
+        self._configured = {self._address(url) for url in options.routes}
+        for url in removed:
+            task = self._route_tasks.pop(url, None)
+            if task is not None:
+                task.cancel()
+                if task in self._tasks:
+                    self._tasks.remove(task)
+            self.url_states.pop(url, None)
+            for conn in list(self.connections):
+                if conn.solicited and conn.configured and conn.url == url and not conn.closed:
+                    logger.info("route %s: route removed by a configuration reload", conn.describe())
+                    conn.close("Route Removed")
+        for url in added:
+            self.url_states[url] = {"state": "down", "peer": "", "since_wall": time.time(),
+                                    "reason": "not connected yet"}
+            self._solicit_configured(url)
+        return added, removed
 
     async def close(self) -> None:
         self._closed.set()
