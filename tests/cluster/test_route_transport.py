@@ -12,8 +12,9 @@ import random
 
 import pytest
 
-from appliance.clock import ManualClock
+from appliance.clock import ManualClock, SystemClock
 from appliance.cluster.group import RaftGroup
+from appliance.cluster.raft_host import RaftHost
 from appliance.cluster.registry import GroupRegistry
 from appliance.cluster.route_transport import RouteRaftTransport, peer_token
 from appliance.raft.storage import MemoryStorage
@@ -151,5 +152,36 @@ def test_a_leader_cut_off_from_the_others_is_replaced() -> None:
         new = [g for g in others if g.is_leader()]
         assert len(new) == 1
         assert hosts.transports[index].dropped_unreachable > 0
+
+    asyncio.run(scenario())
+
+
+def test_raft_hosts_tick_from_the_real_clock_and_elect_over_the_routes() -> None:
+    """RaftHost on each server: groups scheduled on the asyncio loop, ticks from the wall clock."""
+    async def scenario() -> None:
+        mesh = RouteMesh()
+        await mesh.start()
+        loop = asyncio.get_running_loop()
+        hosts = [RaftHost(server, loop) for server in mesh.servers]
+        voters = tuple(sorted(h.peer for h in hosts))
+        groups = []
+        for host in hosts:
+            group = RaftGroup(group_id=GROUP, config=RaftConfig(id=host.peer), storage=MemoryStorage(ConfState(voters)),
+                              transport=host.registry.outbox(GROUP), state_machine=Machine(), clock=SystemClock(),
+                              rng=random.Random(host.peer), scheduler=loop)
+            host.registry.add(group)
+            groups.append(group)
+        deadline = loop.time() + 15
+        while loop.time() < deadline:
+            mesh.pump()
+            leaders = [g for g in groups if g.is_leader()]
+            if len(leaders) == 1 and all(g.core.lead == leaders[0].core.id for g in groups):
+                break
+            await asyncio.sleep(0.01)
+        else:
+            raise AssertionError("no leader over the routes")
+        for host in hosts:
+            host.close()
+        assert len(hosts[0].registry) == 0
 
     asyncio.run(scenario())
