@@ -107,6 +107,11 @@ class RoutePeer:
         self._dirty = False
         self._ops: dict[str, bytes] = {}  # account -> b"RMSG <account> "
 
+    @property
+    def congested(self) -> bool:
+        """The link's write buffer is over its high-water mark (senders that may drop, drop now)."""
+        return self.closed or self.conn.paused_writing
+
     # --- as a subscriber -------------------------------------------------------------------------
 
     def deliver(self, sub: Subscription, subject: bytes, reply: bytes | None, header: bytes | None,
