@@ -11,6 +11,7 @@ PENDING_BYTES_MAX = 64 * 1024 * 1024  # MAX_PENDING_SIZE; per-connection outboun
 CONNECTIONS_MAX = 64 * 1024  # DEFAULT_MAX_CONNECTIONS; `max_connections`
 PING_INTERVAL_S = 120.0  # DEFAULT_PING_INTERVAL; `ping_interval`
 FIRST_PING_INTERVAL_S = 2.0  # first server PING after connect (+0..20% jitter)
+RTT_MEASUREMENT_INTERVAL_S = 3600.0  # an active client is PINGed for a fresh RTT this often
 PINGS_OUTSTANDING_MAX = 2  # DEFAULT_PING_MAX_OUT; `ping_max`
 WRITE_DEADLINE_S = 10.0  # DEFAULT_FLUSH_DEADLINE; `write_deadline`
 AUTH_TIMEOUT_S = 2.0  # AUTH_TIMEOUT; `authorization.timeout`

@@ -64,6 +64,7 @@ class Scenario:
     headline: str  # the report row compared across servers
     reference_msgs_per_s: float | None = None  # nats-server 2.15.1 with a C client on this machine
     nodes: int = 1  # 3: every server kind runs as a three-node cluster
+    across_nodes: bool = False  # subscribers/responders on node 2, publishers/requesters on node 1
     derived_from: str = ""  # not run itself: another row (`headline`) of that scenario's runs
     c_reference: bool = False  # every round also runs the C reference client against nats-server
     # messages against nats-server sync=always (before --scale), when fewer than `request.msgs`: it
@@ -105,6 +106,18 @@ def _js_rows() -> tuple[Scenario, ...]:
     return tuple(rows)
 
 
+# Core NATS across a route (issue 13): two-node clusters of each kind, publisher (requester) on n1,
+# subscriber (responder) on n2. benchmarks/cluster.py runs these rows with a 1-worker appliance too.
+CLUSTER_SCENARIOS: tuple[Scenario, ...] = (
+    Scenario("cluster-pubsub", "2-node cluster: pub n1 → sub n2 128 B (sub rate)",
+             BenchRequest("pubsub", msgs=400_000), "sub total", nodes=2, across_nodes=True),
+    Scenario("cluster-pubsub-1k", "2-node cluster: pub n1 → sub n2 1 KiB (sub rate)",
+             BenchRequest("pubsub", msgs=200_000, size=1024), "sub total", nodes=2, across_nodes=True),
+    Scenario("cluster-request", "2-node cluster: request n1 → reply n2 128 B",
+             BenchRequest("request", msgs=10_000), "request total", nodes=2, across_nodes=True),
+)
+
+
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario("pub", "core pub 128 B", BenchRequest("pub", msgs=2_000_000), "pub total", 2_500_000),
     Scenario("pubsub", "core pub+sub 128 B (sub rate)", BenchRequest("pubsub", msgs=1_000_000), "sub total",
@@ -127,6 +140,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("r3-js-fetch-explicit", "3-node cluster: JS R3 fetch batch 500, ack explicit",
              BenchRequest("js-fetch", msgs=100_000, batch=500, ack="explicit", replicas=3), "js-fetch total", nodes=3,
              always_msgs=ALWAYS_MSGS),
+    *CLUSTER_SCENARIOS,
 )
 
 
@@ -317,7 +331,8 @@ def _one(rows: list[tuple[Cell, str]], scenario: Scenario, request: BenchRequest
             cell.failure = down[key]
         return
     try:
-        report = run_bench(replace(request, url=server.url), server_pids=server.pids, settle=True)
+        sub_url = server.urls[1] if scenario.across_nodes else ""
+        report = run_bench(replace(request, url=server.url, sub_url=sub_url), server_pids=server.pids, settle=True)
         for cell, label in rows:
             record(cell, report, label, workers=server.workers())
         where = cells[0].placement[-1] if cells[0].placement else ""

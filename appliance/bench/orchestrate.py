@@ -22,7 +22,7 @@ from typing import Any
 
 import psutil
 
-from appliance.bench import core, js, sync
+from appliance.bench import core, js, probe, sync
 from appliance.bench.conn import Connection, Endpoint
 from appliance.bench.plan import Plan
 from appliance.bench.progress import ProgressView
@@ -63,6 +63,8 @@ def client_main(spec: ClientSpec, slot: int, progress: Any, go: Any, stop: Any, 
         setup = SETUPS.get(spec.role)
         if setup is not None:
             setup(conn, spec)
+        if spec.probe:
+            (probe.answer_probe if spec.role in ("sub", "reply") else probe.await_probe_answers)(conn, spec)
         results.put(("ready", slot, None))
         if not go.wait(READY_TIMEOUT_S):
             return

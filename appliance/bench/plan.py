@@ -34,6 +34,9 @@ JS_VERBS = frozenset({"js-pub", "js-fetch", "js-push", "kv-put", "kv-get"})
 class BenchRequest:
     verb: Verb
     url: str = "nats://127.0.0.1:4222"
+    # subscribers and responders connect here when set (another node of a cluster: publisher on n1,
+    # subscriber on n2); publishers then wait until the subscribers' interest has reached their node
+    sub_url: str = ""
     subject: str = "bench"
     msgs: int = 100_000
     size: int = 128
@@ -76,13 +79,32 @@ def _specs(req: BenchRequest, role: Role, count: int, *, each: int | None = None
     return [replace(base, index=i, msgs=shares[i], **extra) for i in range(count)]  # type: ignore[arg-type]
 
 
+PROBE_PREFIX = "_BENCH_PROBE"
+
+
 def make_plan(req: BenchRequest) -> Plan:
     """Validate the request and decide which clients run and what is set up first."""
     _validate(req)
     clients = _clients(req)
+    if req.sub_url:
+        clients = _across_nodes(req, clients)
     if not 0 < len(clients) <= BENCH_CLIENTS_MAX:
         raise ValueError(f"between 1 and {BENCH_CLIENTS_MAX} clients, not {len(clients)}")
     return Plan(req, tuple(clients), lambda conn: _setup(conn, req), lambda conn: _teardown(conn, req))
+
+
+def _across_nodes(req: BenchRequest, clients: list[ClientSpec]) -> list[ClientSpec]:
+    """Receivers (sub, reply) on `sub_url`; every sender waits in its set-up until each receiver has
+    answered a probe sent on the sender's own connection (the receivers subscribe their subject
+    before the probe, so their interest has crossed the route to the sender's node and worker;
+    appliance.bench.probe)."""
+    receivers = sum(1 for c in clients if c.role in ("sub", "reply"))
+    senders = len(clients) - receivers
+    if not receivers or not senders:
+        return [replace(c, url=req.sub_url) if c.role in ("sub", "reply") else c for c in clients]
+    probe = f"{PROBE_PREFIX}.{req.subject}"
+    return [replace(c, url=req.sub_url, probe=probe, probe_answers=senders) if c.role in ("sub", "reply")
+            else replace(c, probe=probe, probe_answers=receivers) for c in clients]
 
 
 def _validate(req: BenchRequest) -> None:

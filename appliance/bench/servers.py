@@ -55,11 +55,13 @@ class ServerKind:
     name: str
     program: str  # "nats-server" or "appliance"
     sync_always: bool = False
+    workers: int = 0  # appliance: worker processes per node (`appliance { workers }`); 0: its default
 
 
 NATS_DEFAULT = ServerKind("nats-server", "nats-server")
 NATS_SYNC_ALWAYS = ServerKind("nats-server sync=always", "nats-server", sync_always=True)
 APPLIANCE = ServerKind("appliance", "appliance")
+APPLIANCE_ONE_WORKER = ServerKind("appliance 1 worker", "appliance", workers=1)
 
 
 class ServerStartFailed(Exception):
@@ -109,6 +111,11 @@ class RunningServer:
     @property
     def url(self) -> str:
         return f"nats://127.0.0.1:{self.nodes[0].port}"
+
+    @property
+    def urls(self) -> list[str]:
+        """Every node's client URL, node 1 first."""
+        return [f"nats://127.0.0.1:{node.port}" for node in self.nodes]
 
     @property
     def pid(self) -> int:
@@ -172,6 +179,10 @@ def command_for(kind: ServerKind, layout: NodeLayout, *, workdir: Path) -> list[
         conf.write_text(_nats_conf(kind, layout))
         return [binary, "-c", str(conf)]
     cmd = [binary, "run", "-a", "127.0.0.1", "-p", port, "-js", "-sd", str(layout.store_dir)]
+    if kind.workers:  # no flag for it: a config file with the flags on top
+        conf = workdir / f"{layout.name}.conf"
+        conf.write_text(f"appliance {{ workers: {kind.workers} }}\n")
+        cmd += ["-c", str(conf)]
     if layout.cluster_ports:
         cmd += ["-n", layout.name, "--cluster", f"nats://127.0.0.1:{layout.cluster_ports[layout.index]}",
                 "--cluster_name", CLUSTER_NAME, "--routes", ",".join(layout.routes)]

@@ -33,6 +33,9 @@ class ClientSpec:
     bucket: str = ""
     keys: int = 1
     timeout_s: float = BENCH_IDLE_TIMEOUT_S  # no progress for this long: the client gives up
+    # receivers and senders on different nodes: the subject of the interest probe (plan._across_nodes)
+    probe: str = ""
+    probe_answers: int = 0  # a sender: receivers that must answer its probe before it is ready
 
 
 @dataclass(slots=True)

@@ -91,6 +91,8 @@ def sub(**kw: Any) -> None:
 @_common
 @click.option("--pub", "pubs", default=1, show_default=True, help="publisher processes")
 @click.option("--sub", "subs", default=1, show_default=True, help="subscriber processes")
+@click.option("--sub-url", "sub_url", default="", help="subscribers/responders connect here (another node of the "
+              "cluster); publishers start once their interest has crossed to --url")
 def pubsub(**kw: Any) -> None:
     """Publishers and subscribers together; every subscriber receives every message."""
     _go("pubsub", **kw)
@@ -100,6 +102,8 @@ def pubsub(**kw: Any) -> None:
 @_common
 @click.option("--clients", default=1, show_default=True, help="requester processes")
 @click.option("--repliers", default=1, show_default=True, help="responder processes (0: someone else replies)")
+@click.option("--sub-url", "sub_url", default="", help="subscribers/responders connect here (another node of the "
+              "cluster); publishers start once their interest has crossed to --url")
 def request(**kw: Any) -> None:
     """Synchronous requests (one outstanding per client); latency per request."""
     _go("request", **kw)

@@ -175,6 +175,8 @@ class RaftGroup:
         self._apply_paused = False
         self._held: tuple[Ready, bytes | None] | None = None  # a Ready waiting for resume_apply
         self._led_term = 0
+        self._known_lead = ""
+        self.leader_changes = 0  # times this replica learned of a new leader (monitoring: /metrics)
         self._applied_unsynced: list[tuple[OnDone, int]] = []  # acknowledged after the next sync
         self._applied_syncing = False
         hard_state, _ = storage.initial_state()
@@ -347,6 +349,9 @@ class RaftGroup:
     def _finish(self, ready: Ready, stale_snapshot: bytes | None) -> None:
         self._apply_committed(ready)
         self.core.advance(ready)
+        if self.core.lead and self.core.lead != self._known_lead:
+            self._known_lead = self.core.lead
+            self.leader_changes += 1
         if self.on_lead is not None and self._led_term != self.core.term and self.ready_to_lead():
             self._led_term = self.core.term
             self.on_lead()
@@ -489,6 +494,16 @@ class RaftGroup:
 
     def leader(self) -> str:
         return self.core.lead
+
+    def replica_lags(self) -> dict[str, int]:
+        """Entries each follower's log is behind this leader's (empty on followers and single voters)."""
+        status = self.core.status()
+        return {peer.peer: max(status.last_index - peer.match, 0) for peer in status.peers if peer.peer != status.id}
+
+    def role_name(self) -> str:
+        """leader, follower or candidate (a pre-candidate counts as a candidate), as /metrics labels it."""
+        role = self.core.role
+        return "leader" if role == Role.LEADER else "follower" if role == Role.FOLLOWER else "candidate"
 
     def peers(self) -> list[PeerInfo]:
         """Followers as seen by this leader (empty on followers)."""

@@ -47,7 +47,7 @@ UNSUPPORTED_KEYS = frozenset({
     "resolver_preload", "resolver_pinned_accounts", "trusted", "trusted_keys", "ocsp", "ocsp_cache",
     "http_base_path", "syslog", "remote_syslog", "prof_port", "prof_block_rate", "proxy_protocol",
     "proxies", "default_sentinel", "server_metadata", "feature_flags", "default_js_domain",
-    "no_header_support", "connect_error_reports", "reconnect_error_reports", "max_closed_clients",
+    "no_header_support", "connect_error_reports", "reconnect_error_reports",
     "no_fast_producer_stall", "max_traced_msg_len", "disable_sublist_cache", "no_sublist_cache",
     "trace_headers",
     "logtime_utc", "write_timeout", "max_sub_tokens", "max_subscription_tokens",
@@ -98,6 +98,13 @@ def _max_pending(key: str, entry: Entry, state: LoadState) -> object:
 def _max_connections(key: str, entry: Entry, state: LoadState) -> object:
     number = as_int(key, entry.value)
     return -1 if number == 0 else number  # nats-server: 0 means "no connections", stored as -1
+
+
+def _max_closed_clients(key: str, entry: Entry, state: LoadState) -> object:
+    number = as_int(key, entry.value)
+    if number < 0:  # nats-server makes a ring of that size: a negative one crashes it at start
+        raise BadValue(entry.value.position, f"{key} value can not be negative")
+    return number or limits.CLOSED_CONNECTIONS_MAX  # nats-server: 0 is the default, 10,000
 
 
 def _client_port(key: str, entry: Entry, state: LoadState) -> object:
@@ -218,6 +225,7 @@ HANDLERS: dict[str, Handler] = {
     "max_control_line": _set("max_control_line", _positive_int32),
     "max_pending": _set("max_pending", _max_pending),
     "max_connections": _set("max_connections", _max_connections),
+    "max_closed_clients": _set("max_closed_clients", _max_closed_clients),
     "max_conn": _set("max_connections", _max_connections),
     "max_subscriptions": _set("max_subscriptions", _int),
     "max_subs": _set("max_subscriptions", _int),

@@ -162,6 +162,7 @@ class ServerOptions:
     max_pending: int = limits.PENDING_BYTES_MAX
     max_control_line: int = limits.CONTROL_LINE_BYTES_MAX
     max_connections: int = limits.CONNECTIONS_MAX
+    max_closed_clients: int = limits.CLOSED_CONNECTIONS_MAX  # closed connections kept for /connz, per worker
     max_subscriptions: int = 0  # 0: unlimited
     allow_non_tls: bool = False  # with `tls {}`: plain-text clients too (INFO says tls_available)
     tls: TLSOptions | None = None  # the client port's `tls {}` (or --tls* flags); None: plain text

@@ -503,27 +503,38 @@ def parse_consumer_config(
             raise errors.INVALID_JSON.format(
                 err=f'parsing time "{config.opt_start_time}" as RFC3339'
             ) from None
+    _apply_consumer_defaults(config, stream, ephemeral=ephemeral)  # before the checks, as nats-server
     _check_consumer(config, stream)
-    _apply_consumer_defaults(config, stream, ephemeral=ephemeral)
     return config
 
 
+# nats-server's "zero defaults": a negative value of these is their none
+_NONE_WHEN_NEGATIVE = ("max_waiting", "max_batch", "max_expires", "max_bytes", "idle_heartbeat",
+                       "inactive_threshold")
+
+
 def _apply_consumer_defaults(config: ConsumerConfig, stream: StreamConfig, *, ephemeral: bool) -> None:
+    """nats-server's setConsumerConfigDefaults (not pedantic): out-of-range values become their
+    'none', then the defaults; ack_wait and backoff keep their sign for the checks."""
     limits = stream.consumer_limits
-    if config.max_deliver == 0:
+    if config.max_deliver == 0 or config.max_deliver < -1:
         config.max_deliver = -1
-    if config.ack_policy != "none":
-        if config.backoff:
-            config.ack_wait = config.backoff[0]
-        if config.ack_wait == 0:
-            config.ack_wait = DEFAULT_ACK_WAIT_NS
-        if config.max_ack_pending == 0:
-            limit = limits.get("max_ack_pending")
-            config.max_ack_pending = (
-                int(limit) if isinstance(limit, int) and limit > 0 else DEFAULT_MAX_ACK_PENDING
-            )
+    for key in _NONE_WHEN_NEGATIVE:
+        if getattr(config, key) < 0:
+            setattr(config, key, 0)
+    if config.max_ack_pending < -1:
+        config.max_ack_pending = -1
     if not config.is_push and config.max_waiting == 0:
         config.max_waiting = DEFAULT_MAX_WAITING
+    if config.ack_wait == 0 and config.ack_policy != "none":
+        config.ack_wait = DEFAULT_ACK_WAIT_NS
+    if config.backoff:
+        config.ack_wait = config.backoff[0]
+    limit = limits.get("max_ack_pending")
+    if config.max_ack_pending == 0 and isinstance(limit, int) and limit > 0:
+        config.max_ack_pending = limit
+    if config.max_ack_pending == 0 and config.ack_policy != "none":
+        config.max_ack_pending = DEFAULT_MAX_ACK_PENDING
     if ephemeral and config.inactive_threshold == 0:
         limit = limits.get("inactive_threshold")
         config.inactive_threshold = (
@@ -576,79 +587,93 @@ def _check_priority(config: ConsumerConfig) -> None:
 
 
 def _check_consumer(config: ConsumerConfig, stream: StreamConfig) -> None:
-    if config.durable_name and config.name and config.durable_name != config.name:
-        raise errors.CONSUMER_CREATE_DURABLE_AND_NAME_MISMATCH.error()
+    """The request's name checks, then nats-server's checkConsumerCfg in its order and texts
+    (on the config with its defaults), then addConsumer's work queue checks."""
     for name in (config.durable_name, config.name):
         if name and ("/" in name or "\\" in name):
             raise errors.CONSUMER_NAME_CONTAINS_PATH_SEPARATORS.error()
+    for name, what in ((config.name, "consumer name"), (config.durable_name, "consumer durable name")):
         if name and not is_valid_name(name):
-            raise errors.CONSUMER_BAD_DURABLE_NAME.error()
-        if len(name) > NAME_LENGTH_MAX:
-            raise errors.CONSUMER_NAME_TOO_LONG.format(max=NAME_LENGTH_MAX)
-    if len(config.description) > DESCRIPTION_BYTES_MAX:
-        raise errors.CONSUMER_DESCRIPTION_TOO_LONG.format(max=DESCRIPTION_BYTES_MAX)
+            raise errors.STREAM_INVALID_CONFIG.format(err=f"{what} can not contain '.', '*', '>', '\\', '/'")
     if config.num_replicas < 0:
         raise errors.REPLICAS_COUNT_CANNOT_BE_NEGATIVE.error()
     if config.num_replicas > 1:
         raise errors.REPLICAS_NOT_SUPPORTED.error()
-    _check_delivery(config)
-    _check_filters(config, stream)
-    if config.backoff and config.max_deliver > 0 and config.max_deliver <= len(config.backoff):
+    if any(delay < 0 for delay in config.backoff):
+        raise errors.CONSUMER_BACKOFF_NEGATIVE.error()
+    if config.ack_wait < 0:
+        raise errors.CONSUMER_ACK_WAIT_NEGATIVE.error()
+    if config.backoff and config.max_deliver != -1 and len(config.backoff) > config.max_deliver:
         raise errors.CONSUMER_MAX_DELIVER_BACKOFF.error()
-    if config.ack_policy == "none" and config.max_ack_pending > 0:
-        raise errors.CONSUMER_MAX_PENDING_ACK_POLICY_REQUIRED.error()
+    if len(config.description) > DESCRIPTION_BYTES_MAX:
+        raise errors.CONSUMER_DESCRIPTION_TOO_LONG.format(max=DESCRIPTION_BYTES_MAX)
+    _check_delivery(config, stream)
+    _check_filters(config)
+    _check_start(config)
+    if config.flow_control and not config.idle_heartbeat:
+        raise errors.CONSUMER_WITH_FLOW_CONTROL_NEEDS_HEARTBEATS.error()
+    if config.durable_name and config.name and config.durable_name != config.name:
+        raise errors.CONSUMER_CREATE_DURABLE_AND_NAME_MISMATCH.error()
+    _check_priority(config)
     if stream.retention == "workqueue":
         if config.ack_policy != "explicit":
-            raise (
-                errors.CONSUMER_PULL_REQUIRES_ACK.error()
-                if not config.is_push
-                else errors.CONSUMER_WQ_REQUIRES_EXPLICIT_ACK.error()
-            )
+            raise errors.CONSUMER_WQ_REQUIRES_EXPLICIT_ACK.error()
         if config.deliver_policy != "all":
             raise errors.CONSUMER_WQ_CONSUMER_NOT_DELIVER_ALL.error()
-    _check_priority(config)
+    # nats-server checks a durable's length when it makes the consumer; an ephemeral's long name
+    # fails there as 10012 "error creating store" on a file stream (the file name): 10102 here
+    for name in (config.durable_name, config.name):
+        if len(name) > NAME_LENGTH_MAX:
+            raise errors.CONSUMER_NAME_TOO_LONG.format(max=NAME_LENGTH_MAX)
 
 
-def _check_delivery(config: ConsumerConfig) -> None:
+def _check_delivery(config: ConsumerConfig, stream: StreamConfig) -> None:
     if config.is_push:
-        if config.max_waiting:
-            raise errors.CONSUMER_PUSH_MAX_WAITING.error()
+        tokens = config.deliver_subject.split(".")
+        if "*" in tokens or ">" in tokens:
+            raise errors.CONSUMER_DELIVER_TO_WILDCARDS.error()
         if not is_valid_subject(config.deliver_subject):
             raise errors.CONSUMER_INVALID_DELIVER_SUBJECT.error()
-        if "*" in config.deliver_subject.split(".") or ">" in config.deliver_subject.split("."):
-            raise errors.CONSUMER_DELIVER_TO_WILDCARDS.error()
-        if config.flow_control and not config.idle_heartbeat:
-            raise errors.CONSUMER_WITH_FLOW_CONTROL_NEEDS_HEARTBEATS.error()
+        if config.max_waiting:
+            raise errors.CONSUMER_PUSH_MAX_WAITING.error()
+        if config.max_ack_pending > 0 and config.ack_policy == "none":
+            raise errors.CONSUMER_MAX_PENDING_ACK_POLICY_REQUIRED.error()
+        if 0 < config.idle_heartbeat < MIN_WINDOW_NS:
+            raise errors.CONSUMER_SMALL_HEARTBEAT.error()
     else:
-        if config.idle_heartbeat:
+        if config.ack_policy == "none" and stream.retention == "workqueue":
+            raise errors.CONSUMER_PULL_REQUIRES_ACK.error()
+        if config.rate_limit_bps > 0:
+            raise errors.CONSUMER_PULL_WITH_RATE_LIMIT.error()
+        if config.idle_heartbeat > 0:
             raise errors.CONSUMER_HB_REQUIRES_PUSH.error()
         if config.flow_control:
             raise errors.CONSUMER_FC_REQUIRES_PUSH.error()
-        if config.rate_limit_bps:
-            raise errors.CONSUMER_PULL_WITH_RATE_LIMIT.error()
-        if config.max_waiting < 0:
-            raise errors.INVALID_JSON.format(err="consumer max waiting needs to be positive")
-        if config.max_batch < 0:
-            raise errors.CONSUMER_MAX_REQUEST_BATCH_NEGATIVE.error()
         if 0 < config.max_expires < 1_000_000:
             raise errors.CONSUMER_MAX_REQUEST_EXPIRES_TOO_SMALL.error()
-    if 0 < config.idle_heartbeat < MIN_WINDOW_NS:
-        raise errors.CONSUMER_SMALL_HEARTBEAT.error()
+
+
+def _check_start(config: ConsumerConfig) -> None:
     policy = config.deliver_policy
-    if policy == "by_start_sequence" and config.opt_start_seq == 0:
-        raise _invalid_policy(
-            "consumer delivery policy is deliver by start sequence, but optional start sequence is not set"
-        )
-    if policy == "by_start_time" and not config.opt_start_time:
-        raise _invalid_policy(
-            "consumer delivery policy is deliver by start time, but optional start time is not set"
-        )
-    if policy != "by_start_sequence" and config.opt_start_seq:
+    lead = f"consumer delivery policy is deliver {_policy_words(policy)}, but optional"
+    if policy == "by_start_sequence":
+        if not config.opt_start_seq:
+            raise _invalid_policy(f"{lead} start sequence is not set")
+        if config.opt_start_time:
+            raise _invalid_policy(f"{lead} start time is also set")
+        return
+    if policy == "by_start_time":
+        if not config.opt_start_time:
+            raise _invalid_policy(f"{lead} start time is not set")
+        if config.opt_start_seq:  # nats-server's text says "start" twice
+            raise _invalid_policy(f"{lead} start start sequence is also set")
+        return
+    if config.opt_start_seq:
         raise _invalid_policy(
             f"consumer delivery policy is deliver {_policy_words(policy)}, but optional start "
             "sequence is also set"
         )
-    if policy != "by_start_time" and config.opt_start_time:
+    if config.opt_start_time:
         raise _invalid_policy(
             f"consumer delivery policy is deliver {_policy_words(policy)}, but optional start "
             "time is also set"
@@ -670,15 +695,18 @@ def _policy_words(policy: str) -> str:
     }[policy]
 
 
-def _check_filters(config: ConsumerConfig, stream: StreamConfig) -> None:
+def _check_filters(config: ConsumerConfig) -> None:
     if config.filter_subject and config.filter_subjects:
         raise errors.CONSUMER_DUPLICATE_FILTER_SUBJECTS.error()
+    if config.filter_subject and not is_valid_subject(config.filter_subject):
+        raise errors.STREAM_INVALID_CONFIG.format(err="invalid subject")
+    if any(not subject for subject in config.filter_subjects):
+        raise errors.CONSUMER_EMPTY_FILTER.error()
     filters = config.filters
-    for index, subject in enumerate(filters):
-        if not subject:
-            raise errors.CONSUMER_EMPTY_FILTER.error()
+    for subject in filters:
         if not is_valid_subject(subject):
-            raise errors.CONSUMER_INVALID_POLICY.format(err=f"invalid filter subject {subject!r}")
+            raise errors.STREAM_INVALID_CONFIG.format(err="invalid subject")
+    for index, subject in enumerate(filters):
         for other in filters[index + 1 :]:
             if subjects_overlap(subject, other):
                 raise errors.CONSUMER_OVERLAPPING_SUBJECT_FILTERS.error()

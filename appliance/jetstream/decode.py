@@ -374,12 +374,13 @@ def decode_into(data: bytes, go_type: GoStruct, root: str) -> JsonObject:
     if not data.strip():
         return {}
     fast = fast_document(data)
-    if fast is not None:
+    if fast.document is not None:
         try:
-            return _decode_values([as_node(fast[0])], data, go_type, root, exact=False)
+            return _decode_values([as_node(fast.document[0])], data, go_type, root, exact=False)
         except _NeedExact:
             pass
-    return _decode_values(iter_values(data), data, go_type, root, exact=True)
+    values = iter_values(data, fast.failed_at, first_valid=fast.first_valid)
+    return _decode_values(values, data, go_type, root, exact=True)
 
 
 def _decode_values(
@@ -399,14 +400,14 @@ def _decode_values(
 def unmarshal(data: bytes, go_type: GoStruct, root: str) -> JsonObject:
     """Go's json.Unmarshal of one document into a struct; raises GoJsonError with Go's text."""
     fast = fast_document(data)
-    if fast is not None:
+    if fast.document is not None:
         try:
-            return _unmarshal_node(as_node(fast[0]), data, go_type, root, exact=False)
+            return _unmarshal_node(as_node(fast.document[0]), data, go_type, root, exact=False)
         except _NeedExact:
             pass
     pos = WHITESPACE.match(data).end()  # type: ignore[union-attr]
     try:
-        node, end = scan_value(data, pos)
+        node, end = scan_value(data, pos, None, fast.failed_at)
         rest = WHITESPACE.match(data, end).end()  # type: ignore[union-attr]
         if rest < len(data):
             after = f"invalid character {quote_char(data[rest])} after top-level value"

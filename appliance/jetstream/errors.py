@@ -156,6 +156,8 @@ CONSUMER_MULTIPLE_FILTERS_NOT_ALLOWED = ApiError(
 )
 CONSUMER_OVERLAPPING_SUBJECT_FILTERS = ApiError(400, 10138, "consumer subject filters cannot overlap")
 CONSUMER_EMPTY_FILTER = ApiError(400, 10139, "consumer filter in FilterSubjects cannot be empty")
+CONSUMER_ACK_WAIT_NEGATIVE = ApiError(400, 10183, "consumer ack wait needs to be positive")
+CONSUMER_BACKOFF_NEGATIVE = ApiError(400, 10184, "consumer backoff needs to be positive")
 CONSUMER_ALREADY_EXISTS = ApiError(400, 10148, "consumer already exists")
 CONSUMER_DOES_NOT_EXIST = ApiError(400, 10149, "consumer does not exist")
 CONSUMER_INACTIVE_THRESHOLD_EXCESS = ApiError(

@@ -9,7 +9,9 @@ plain valid document (values wrapped into nodes on demand by `as_node`). Pure: b
 from __future__ import annotations
 
 import json
+import json.scanner
 import re
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
@@ -56,16 +58,35 @@ def _reject_constant(name: str) -> object:
     raise ValueError(name)  # NaN and Infinity are not JSON: the exact scanner words the error
 
 
-def fast_document(data: bytes) -> object:
-    """The body through the C json module when it is one plain valid document (None otherwise:
-    the exact scanner then reads it, errors and all)."""
+@dataclass(frozen=True, slots=True)
+class FastResult:
+    """What the C json module made of a body: `document` (one-tuple) when it is one plain valid
+    document; else None, and `failed_at` the byte offset where the C scanner found the first value
+    broken (-1: not known), so the exact scanner's syntax check need not find it again."""
+
+    document: tuple[object] | None
+    failed_at: int = -1
+    first_valid: bool = False  # the first value is whole, something follows it
+
+
+def fast_document(data: bytes) -> FastResult:
+    """The body through the C json module when it is one plain valid document (otherwise the
+    exact scanner reads it, errors and all)."""
     try:
         text = data.decode("utf-8")  # not UTF-8: the exact scanner keeps the bytes for the errors
-        return (json.loads(
+    except ValueError:
+        return FastResult(None)
+    try:
+        return FastResult((json.loads(
             text, object_pairs_hook=_Pairs, parse_float=_Num, parse_constant=_reject_constant
-        ),)
+        ),))
+    except json.JSONDecodeError as exc:
+        if exc.msg == "Extra data":  # the first value is whole
+            return FastResult(None, first_valid=True)
+        ascii_only = len(text) == len(data)  # character offsets are byte offsets
+        return FastResult(None, exc.pos if ascii_only else -1)
     except (ValueError, RecursionError):
-        return None
+        return FastResult(None)
 
 
 def as_node(value: object) -> Node:
@@ -316,14 +337,144 @@ def _scalar_run(data: bytes, pos: int, top: Node) -> tuple[bool, int]:
     chunk = b"[" + data[pos : run.end()] + b"]"
     if b"\\" in chunk or b"-0" in chunk:  # escapes and "-0": their bytes matter, read them exactly
         return False, pos
-    top.value.extend(  # type: ignore[attr-defined]
-        json.loads(chunk.decode("utf-8", errors="replace"), parse_float=_Num)
-    )
+    try:
+        values = json.loads(chunk.decode("utf-8", errors="replace"), parse_float=_Num)
+    except ValueError:  # an integer of over 4,300 digits: read it token by token
+        return False, pos
+    top.value.extend(values)  # type: ignore[attr-defined]
     return True, run.end()
 
 
-def scan_value(data: bytes, pos: int) -> tuple[Node, int]:
-    """One whole JSON value from pos (after white space), iteratively."""
+def _c_scan(text: str, pos: int) -> tuple[int, int]:
+    """The C scanner on the value at pos: (end, -1) when it is valid, else (-1, the position where
+    the C scanner gave up, or len(text) when it cannot tell)."""
+    try:
+        return _C_SCANNER(text, pos)[1], -1
+    except StopIteration as exc:
+        return -1, int(exc.value)
+    except json.JSONDecodeError as exc:
+        return -1, exc.pos
+    except (ValueError, RecursionError):  # NaN/Infinity, huge integers, deep nesting
+        return -1, len(text)
+
+
+def _reject_any(_: str) -> object:
+    raise ValueError("not JSON")
+
+
+_C_SCANNER = json.scanner.make_scanner(  # type: ignore[attr-defined]
+    json.JSONDecoder(parse_constant=_reject_any)
+)
+_NUMBER_GOES_ON = frozenset(b".eE0123456789")
+_SKIP_TRIES = 3  # commas tried back from where the C scanner failed
+
+
+def _skip_valid(data: bytes, text: str, pos: int, depth: int) -> tuple[int, int]:
+    """(the end of the value at pos, -1) when the C scanner proves it valid JSON (Go's syntax too:
+    the same grammar, constants refused) within the depth bound; else (-1, where it failed)."""
+    if depth + sys.getrecursionlimit() >= MAX_DEPTH:
+        return -1, len(text)
+    end, failed = _c_scan(text, pos)
+    if end >= 0 and end < len(data) and data[end] in _NUMBER_GOES_ON and data[pos] not in b'[{"':
+        return -1, end  # a number the C scanner ended early ("1.x"): Go reads on, the exact scanner words it
+    return end, failed
+
+
+def _skip_elements(text: str, start: int, failed: int, closer: str, depth: int) -> int:
+    """In a container the C scanner failed on (from start, its opening byte): the position of a
+    comma of its own level up to which every element is valid, or -1. A comma tried is the
+    container's own when the text up to it, closed, parses (a comma inside a nested value or a
+    string leaves that unclosed)."""
+    if depth + sys.getrecursionlimit() >= MAX_DEPTH:
+        return -1
+    comma = failed
+    for _ in range(_SKIP_TRIES):
+        comma = text.rfind(",", start, comma)
+        if comma < 0:
+            return -1
+        probe = text[start:comma] + closer
+        end, _ = _c_scan(probe, 0)
+        if end == len(probe):
+            return comma
+    return -1
+
+
+def check_syntax(data: bytes, text: str, pos: int, failed_at: int = -1) -> int:
+    """The end of the value at pos (after white space) when its syntax is valid; raises Go's
+    JsonSyntaxError when not. Spans the C scanner proves valid are skipped, so a long body with a
+    syntax error near its end is checked in a few C passes instead of token by token. failed_at:
+    where the C scanner already found the value at pos broken (FastResult), or -1."""
+    stack: list[Node] = []  # the open containers (nodes without values: depth and kind)
+    n = len(data)
+    while True:  # at a value
+        pos = WHITESPACE.match(data, pos).end()  # type: ignore[union-attr]
+        if failed_at >= 0:  # the top-level value: the C scanner's verdict is known
+            end, failed, failed_at = -1, failed_at, -1
+        else:
+            end, failed = _skip_valid(data, text, pos, len(stack)) if pos < n else (-1, n)
+        if end >= 0:
+            pos = end
+        else:
+            node, after = _value_start(data, pos, stack)  # Go's error, or the container pushed
+            if node is not None:
+                pos = after
+            else:  # a container the C scanner failed on: into it
+                opener = data[pos]
+                closer = "}" if opener == 0x7B else "]"
+                comma = _skip_elements(text, pos, failed, closer, len(stack))
+                pos = WHITESPACE.match(data, after).end()  # type: ignore[union-attr]
+                if pos >= n:
+                    raise JsonSyntaxError(_EOF)
+                if comma < 0 and data[pos] == ord(closer):
+                    stack.pop()
+                    pos += 1
+                elif comma >= 0:
+                    pos = comma + 1
+                    if opener == 0x7B:
+                        _, pos = _key(data, pos)
+                    continue
+                else:
+                    if opener == 0x7B:
+                        _, pos = _key(data, pos)
+                    continue
+        while True:  # after a complete value: a delimiter
+            if not stack:
+                return pos
+            opener = 0x7B if stack[-1].kind == "obj" else 0x5B
+            pos = WHITESPACE.match(data, pos).end()  # type: ignore[union-attr]
+            if pos >= n:
+                raise JsonSyntaxError(_EOF)
+            c = data[pos]
+            if c == 0x2C:
+                pos += 1
+                if opener == 0x7B:
+                    _, pos = _key(data, pos)
+                break
+            if c == opener + 2:  # } after {, ] after [
+                stack.pop()
+                pos += 1
+                continue
+            raise _delimiter_error(opener == 0x7B, c, pos)
+
+
+def _delimiter_error(in_object: bool, c: int, pos: int) -> JsonSyntaxError:
+    where = "after object key:value pair" if in_object else "after array element"
+    return _error(f"invalid character {quote_char(c)} {where}", pos)
+
+
+def scan_value(
+    data: bytes, pos: int, text: str | None = None, failed_at: int = -1, *, valid: bool = False
+) -> tuple[Node, int]:
+    """One whole JSON value from pos (after white space), iteratively. Unless known `valid`, its
+    syntax is checked first (check_syntax; text is the body decoded as latin-1, one character a
+    byte), so a syntax error costs no nodes."""
+    if not valid:
+        check_syntax(data, data.decode("latin-1") if text is None else text, pos, failed_at)
+    return build_value(data, pos)
+
+
+def build_value(data: bytes, pos: int) -> tuple[Node, int]:
+    """The nodes of the value at pos, token by token (raises Go's syntax errors itself too)."""
     stack: list[Node] = []
     keys: list[str] = []
     n = len(data)
@@ -378,19 +529,21 @@ def scan_value(data: bytes, pos: int) -> tuple[Node, int]:
                 top.end = pos + 1
                 node, pos = top, pos + 1
                 continue
-            where = "after object key:value pair" if top.kind == "obj" else "after array element"
-            raise _error(f"invalid character {quote_char(c)} {where}", pos)
+            raise _delimiter_error(top.kind == "obj", c, pos)
 
 
-def iter_values(data: bytes) -> Iterator[Node]:
-    """Each JSON value of the body in turn, as Go's json.Decoder reads them (raises JsApiError)."""
+def iter_values(data: bytes, failed_at: int = -1, *, first_valid: bool = False) -> Iterator[Node]:
+    """Each JSON value of the body in turn, as Go's json.Decoder reads them (raises JsApiError);
+    failed_at and first_valid: FastResult's, on the first value."""
     pos, n = 0, len(data)
+    text = data.decode("latin-1")
     while True:
         pos = WHITESPACE.match(data, pos).end()  # type: ignore[union-attr]
         if pos >= n:
             return
         try:
-            node, pos = scan_value(data, pos)
+            node, pos = scan_value(data, pos, text, failed_at, valid=first_valid)
+            failed_at, first_valid = -1, False
         except JsonSyntaxError as exc:
             raise invalid_json(exc.decoder_text()) from None
         yield node
@@ -428,9 +581,9 @@ INTEGER = re.compile(r"-?[0-9]+")
 def parse_json(data: bytes) -> object:
     """One JSON document (Go's json.Unmarshal: nothing but white space may follow it)."""
     fast = fast_document(data)
-    if fast is not None:
-        return to_python(as_node(fast[0]))
-    values = iter_values(data)
+    if fast.document is not None:
+        return to_python(as_node(fast.document[0]))
+    values = iter_values(data, fast.failed_at, first_valid=fast.first_valid)
     first = next(values, None)
     if first is None:
         raise invalid_json("unexpected end of JSON input")

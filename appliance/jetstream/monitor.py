@@ -10,9 +10,10 @@ from appliance.jetstream.api_consumers import info_of
 from appliance.jetstream.api_streams import stream_info
 from appliance.jetstream.request import API_LEVEL
 from appliance.server.accounts import GLOBAL_ACCOUNT
-from appliance.server.monitor.view import ConsumerHealth, JetStreamStats, JetStreamView, StreamHealth
+from appliance.server.monitor.view import ConsumerHealth, JetStreamStats, JetStreamView, RaftGroupStat, StreamHealth
 
 if TYPE_CHECKING:
+    from appliance.cluster.group import RaftGroup
     from appliance.jetstream.service import JetStreamService
 
 DEFAULT_LIMITS = {"default_max_consumers": 1000}
@@ -38,6 +39,17 @@ class JetStreamMonitor:
     def commit_batches(self) -> object:
         """Messages per group-commit fsync (HistogramSnapshot), for /metrics."""
         return self.service.sync_stats.batch.snapshot()
+
+    def raft_groups(self) -> list[RaftGroupStat]:
+        """Every RAFT group this worker holds a replica of: the meta group, each stream's, each consumer's."""
+        owned: list[tuple[str, RaftGroup]] = [("meta", self.service.meta.group)]
+        for ajs in self.service.accounts.values():
+            for stream in ajs.streams.values():
+                owned.append(("stream", stream.group))
+                owned.extend(("consumer", consumer.group) for consumer in stream.consumers.values())
+        return [RaftGroupStat(kind=kind, group=group.group_id, state=group.role_name(),
+                              leader_changes=group.leader_changes, replica_lag=group.replica_lags())
+                for kind, group in owned]
 
     def totals(self) -> dict[str, int]:
         memory = storage = streams = consumers = messages = size = 0

@@ -164,7 +164,8 @@ class ClientConnection(asyncio.Protocol):
         self._stalled_producers: dict[ClientConnection, None] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._pings_out = 0
-        self._ping_sent_s = 0.0
+        self._ping_sent_s = 0.0  # when the last server PING left (nats-server's rttStart)
+        self._accepted_s = self.server.clock.monotonic()
 
     # --- asyncio.Protocol ------------------------------------------------------------------------
 
@@ -217,8 +218,7 @@ class ClientConnection(asyncio.Protocol):
         loop = self.server.loop
         if self.server.auth.required:
             self._timers["auth"] = loop.call_later(self.server.auth.timeout_s, self._auth_timeout)
-        first_ping_s = limits.FIRST_PING_INTERVAL_S * (1 + 0.2 * self.server.rng.random())
-        self._timers["ping"] = loop.call_later(min(first_ping_s, self.server.options.ping_interval_s), self._ping_tick)
+        self._start_first_ping()
 
     def data_received(self, data: bytes) -> None:
         if self.closed:
@@ -482,14 +482,22 @@ class ClientConnection(asyncio.Protocol):
             else:
                 self._pongs_owed += 1  # answered by _settle_pongs once this read is handled
         elif op == OP_PONG:
-            self._pings_out = 0
-            if self._ping_sent_s:
+            if self._pings_out:  # the answer to our PING: the RTT (an unasked PONG measures nothing)
                 self.rtt_s = self.server.clock.monotonic() - self._ping_sent_s
-                self._ping_sent_s = 0.0
+            self._pings_out = 0
         elif op == OP_SUB:
             self._subscribe(event[1], event[2], event[3])
         elif op == OP_UNSUB:
             self._unsubscribe(event[1], event[2])
+
+    def _start_first_ping(self) -> None:
+        """The first server PING 2 s (+0..20 %) from now, or at the ping interval if shorter."""
+        timer = self._timers.pop("ping", None)
+        if timer is not None:
+            timer.cancel()
+        first_ping_s = limits.FIRST_PING_INTERVAL_S * (1 + 0.2 * self.server.rng.random())
+        delay_s = min(first_ping_s, self.server.options.ping_interval_s)
+        self._timers["ping"] = self.server.loop.call_later(delay_s, self._ping_tick)
 
     def _connect(self, raw: bytes) -> bool:
         """Apply CONNECT. False if handling must pause (async auth) or the connection closed."""
@@ -501,6 +509,10 @@ class ClientConnection(asyncio.Protocol):
         if not isinstance(fields, dict):
             self.close("Protocol Violation: bad CONNECT json")
             return False
+        # As nats-server: the time from accept to CONNECT estimates the RTT until the first server
+        # PING (2 s from now) is answered.
+        self.rtt_s = self.server.clock.monotonic() - self._accepted_s
+        self._start_first_ping()
         self.verbose = bool(fields.get("verbose", True))
         self.pedantic = bool(fields.get("pedantic", True))
         self.echo = bool(fields.get("echo", True))
@@ -790,7 +802,9 @@ class ClientConnection(asyncio.Protocol):
             return
         options = self.server.options
         now = self.server.clock.monotonic()
-        if now - self.last_in_s < options.ping_interval_s and self.pongs_seen:
+        # As nats-server: an active client is not PINGed, unless its RTT is unmeasured or an hour old.
+        need_rtt = not self._ping_sent_s or now - self._ping_sent_s > limits.RTT_MEASUREMENT_INTERVAL_S
+        if now - self.last_in_s < options.ping_interval_s and self.pongs_seen and not need_rtt:
             self._pings_out = 0
         elif self._pings_out + 1 > options.ping_max:
             self.server.stale_connections += 1

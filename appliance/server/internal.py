@@ -41,11 +41,14 @@ class InternalClient:
         self.server = server
         self.account = account
         self.name = name
-        self.cid = server.next_internal_cid()
         self.closed = False
         self._handlers: dict[Subscription, Handler] = {}
         self._run_handlers: dict[Subscription, RunHandler] = {}
         self._next_sid = 0
+        self.cid = server.add_internal(self)
+
+    def subscriptions(self) -> list[Subscription]:
+        return list(self._handlers)
 
     def subscribe(self, subject: bytes, handler: Handler, *, queue: bytes | None = None,
                   run_handler: RunHandler | None = None) -> Subscription:
@@ -120,3 +123,4 @@ class InternalClient:
         for sub in list(self._handlers):
             self.unsubscribe(sub)
         self.closed = True
+        self.server.remove_internal(self)

@@ -543,13 +543,18 @@ class LocalFabric:
         return _SEQ.pack(self.sync.next_seq()) + interest
 
     def _send_all_interest(self, peer: LinkPeer) -> None:
+        """Our whole interest set to one (restarted) sibling. Every entry carries our current number
+        and takes no new one: the set is no change of ours, and the other siblings never see these
+        frames, so numbering them would leave each of them an ACK behind that it can never send (a
+        PONG then waited for their next interest change: the socketpair start-up stall)."""
+        current = _SEQ.pack(self.sync.seq)
         for account_name, subject in self._plain_refs:
-            peer.send(KIND_INTEREST_ADD, self._sequenced(encode_interest(account_name.encode(), subject, None)))
+            peer.send(KIND_INTEREST_ADD, current + encode_interest(account_name.encode(), subject, None))
         for account in self.server.accounts.all():
             for sub in account.sublist.all_subscriptions():
                 if sub.queue is not None and (not sub.conn.is_link or sub.conn.is_route):
-                    peer.send(KIND_INTEREST_ADD,
-                              self._sequenced(encode_interest(account.name.encode(), sub.subject, sub.queue)))
+                    interest = encode_interest(account.name.encode(), sub.subject, sub.queue)
+                    peer.send(KIND_INTEREST_ADD, current + interest)
 
     # --- the interest gate (fabric/sync.py): PONG after every live sibling applied our interest ------
 

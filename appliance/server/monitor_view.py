@@ -41,6 +41,7 @@ from appliance.server.monitor.view import (
     ConnState,
     JetStreamView,
     ProcessUsage,
+    RaftGroupStat,
     RouteInfo,
     ServerCounters,
     SublistStats,
@@ -77,6 +78,7 @@ def _add_counters(a: ServerCounters, b: ServerCounters) -> ServerCounters:
 
 _CONNECTION_FIELDS = tuple(ConnectionInfo.__dataclass_fields__)
 _SUBSCRIPTION_FIELDS = tuple(SubscriptionInfo.__dataclass_fields__)
+INTERNAL_CID_SHOWN = 0  # the cid /subsz shows for an internal client's subscription
 
 
 def _connection_dict(info: ConnectionInfo) -> dict[str, object]:
@@ -105,6 +107,9 @@ class WorkerSnapshot:
                 if page is not None:
                     conns = connz.top(conns, page, now_ns)
                 snapshot[state] = [_connection_dict(c) for c in conns]
+        if PART_OPEN in parts:  # /subsz lists them with the connections' subscriptions
+            snapshot["internal"] = [{name: getattr(sub, name) for name in _SUBSCRIPTION_FIELDS}
+                                    for sub in view.local_internal_subscriptions(None)]
         if PART_SUBLISTS in parts:
             snapshot["sublists"] = [{"account": name, "stats": dataclasses.asdict(stats),
                                      "clients": view.local_account_clients(name)}
@@ -115,7 +120,7 @@ class WorkerSnapshot:
             snapshot["process"] = dataclasses.asdict(view.local_process_usage())
         # a snapshot must fit one frame: drop closed connections first, then the newest open ones
         while len(json.dumps(snapshot)) > frame_bytes_max * 9 // 10:
-            for key in ("closed", "open"):
+            for key in ("closed", "open", "internal"):
                 items = snapshot.get(key, [])
                 assert isinstance(items, list)
                 if items:
@@ -345,6 +350,8 @@ class ServerMonitorView:
             for raw in peer.get("open", ()):
                 found.extend(SubscriptionInfo(**sub) for sub in raw["subscriptions"]
                              if account is None or sub["account"] == account)
+            found.extend(SubscriptionInfo(**sub) for sub in peer.get("internal", ())
+                         if account is None or sub["account"] == account)
         return found
 
     def local_subscriptions(self, account: str | None) -> list[SubscriptionInfo]:
@@ -353,7 +360,14 @@ class ServerMonitorView:
             if account is not None and conn.account.name != account:
                 continue
             found.extend(subscription_info(s, conn.cid) for s in conn.subs.values())
-        return found
+        return found + self.local_internal_subscriptions(account)
+
+    def local_internal_subscriptions(self, account: str | None) -> list[SubscriptionInfo]:
+        """The internal clients' subscriptions (JetStream API, system services), which the sublist
+        counts: nats-server lists its own too. Shown with cid 0: an internal client has no id in
+        the client-id space (nats-server's have ids no connection uses, 1, 2, ...)."""
+        return [subscription_info(s, INTERNAL_CID_SHOWN) for client in self._server.internal_clients.values()
+                for s in client.subscriptions() if account is None or s.account == account]
 
     def accounts(self) -> list[AccountInfo]:
         clients: dict[str, int] = {}
@@ -410,6 +424,11 @@ class ServerMonitorView:
     def commit_batches(self) -> object | None:
         """Messages per group-commit fsync (HistogramSnapshot), if JetStream runs."""
         return self._jetstream_histogram("commit_batches")
+
+    def raft_groups(self) -> list[RaftGroupStat]:
+        """The RAFT groups of this worker (JetStream's, on worker 0), for /metrics; none without JetStream."""
+        monitor = getattr(self._server, "jetstream_monitor", None)
+        return list(monitor.raft_groups()) if monitor is not None else []
 
     def _jetstream_histogram(self, name: str) -> object | None:
         monitor = getattr(self._server, "jetstream_monitor", None)

@@ -6,12 +6,14 @@ new=4333`); nothing is applied then and the server keeps its old config. What ca
 logging and trace flags, pid_file, ports_file_dir, max_payload, max_control_line,
 max_connections, ping_interval, ping_max, write_deadline, tags, authorization (user, password,
 token, timeout, users, default permissions), accounts' users and permissions and JetStream
-limits, no_auth_user (as nats-server: only removed together with its user).
+limits, no_auth_user (as nats-server: only removed together with its user), and the cluster's
+routes (new ones solicited, removed ones closed, as its routesOption; `Reloaded: cluster routes`).
 
 Not yet in this build (refused, with the reason): adding or removing accounts (the account
-objects carry subscriptions and JetStream state), cluster changes other than new route
-certificates (`cluster { tls }` files or settings; turning route TLS on or off is refused),
-turning JetStream on or off, and the appliance {} block (workers and pinning are placed at start).
+objects carry subscriptions and JetStream state), turning JetStream on or off, cluster settings
+other than routes and route certificates (host and port refused with nats-server's
+validateClusterOpts texts; turning route TLS on or off too), and the appliance {} block (workers
+and pinning are placed at start).
 
 Certificates: new `tls {}` / `cluster { tls {} }` files (new contents in the same paths count: the
 loader keeps a digest of them) log `Reloaded: tls = enabled` / `Reloaded: cluster`; new client and
@@ -70,7 +72,8 @@ GO_ORDER = ("ServerName", "Host", "Port", "ClientAdvertise", "Trace", "Debug", "
             "MaxSubs", "Users", "Accounts", "NoAuthUser", "SystemAccount", "NoSystemAccount", "Username", "Password",
             "Authorization", "PingInterval", "MaxPingsOut", "HTTPHost", "HTTPPort", "AuthTimeout", "MaxControlLine",
             "MaxPayload", "MaxPending", "Cluster", "JetStream", "PidFile", "PortsFileDir", "LogFile", "LogSizeLimit",
-            "LogMaxFiles", "WriteDeadline", "LameDuckDuration", "LameDuckGracePeriod", "Tags", "TLSConfig", "appliance")
+            "Routes", "LogMaxFiles", "WriteDeadline", "LameDuckDuration", "LameDuckGracePeriod", "Tags", "TLSConfig",
+            "appliance")
 FIELD_GO_NAME = {
     **GO_NAMES, "debug": "Debug", "trace": "Trace", "trace_verbose": "TraceVerbose", "logtime": "Logtime",
     "max_connections": "MaxConn", "ping_interval_s": "PingInterval", "ping_max": "MaxPingsOut",
@@ -123,11 +126,14 @@ def diff_options(old: ServerOptions, new: ServerOptions) -> ReloadDiff:
                 found.append(("JetStream", f"Reloaded: JetStream max_file_store = {friendly_bytes(after.max_storage)}"))
         elif name == "tls":  # new certificates (or settings) for new client connections
             found.append(("TLSConfig", f"Reloaded: tls = {'enabled' if after is not None else 'disabled'}"))
-        elif name == "cluster" and _only_route_tls_changed(before, after):
-            found.append(("Cluster", "Reloaded: cluster"))  # new route certificates, for new routes
         elif name == "cluster":
-            errors.append(("Cluster", "config reload not supported for Cluster: routes are not implemented in this "
-                                      "build yet (restart the server to change its cluster block)"))
+            refused = _cluster_refusal(before, after)
+            if refused is not None:
+                errors.append(("Cluster", refused))
+            if before.routes != after.routes:
+                found.append(("Routes", "Reloaded: cluster routes"))
+            if before.tls != after.tls:  # new route certificates, for new routes
+                found.append(("Cluster", "Reloaded: cluster"))
         elif name == "appliance":
             errors.append(("appliance", "config reload not supported for appliance: workers, pinning, NUMA store "
                                         "dirs and ring sizes are placed at start (restart the server)"))
@@ -136,14 +142,6 @@ def diff_options(old: ServerOptions, new: ServerOptions) -> ReloadDiff:
     if errors:
         return ReloadDiff([], min(errors, key=lambda error: _rank(error[0]))[1])
     return ReloadDiff([line for _, line in sorted(found, key=lambda item: _rank(item[0]))])
-
-
-def _only_route_tls_changed(before: ClusterOptions, after: ClusterOptions) -> bool:
-    """Route TLS files or settings changed, and nothing else of the cluster block (turning route TLS
-    on or off is not: routes up in plain text would have to be torn down)."""
-    if before.tls is None or after.tls is None:
-        return False
-    return replace(before, tls=None, auth_timeout_s=0.0) == replace(after, tls=None, auth_timeout_s=0.0)
 
 
 def friendly_bytes(count: int) -> str:
@@ -200,6 +198,31 @@ def _account_refusal(before: dict[str, Account], after: dict[str, Account]) -> s
     return None
 
 
+def _cluster_refusal(before: ClusterOptions, after: ClusterOptions) -> str | None:
+    """nats-server's validateClusterOpts texts for the listener; routes are added and removed live
+    (`RouteManager.set_routes`). The rest of the block (name, credentials, advertise, timings) is read
+    when a route connects, so it needs a restart in this build."""
+    if before.host != after.host:
+        return f"config reload not supported for cluster host: old={before.host}, new={after.host}"
+    if before.port != after.port:
+        return f"config reload not supported for cluster port: old={before.port}, new={after.port}"
+    if after.routes and not before.routes and before.port == 0:  # no RouteManager runs to solicit them
+        return ("config reload not supported for cluster routes: this server started without a cluster "
+                "(restart the server to join one)")
+    if (before.tls is None) != (after.tls is None):  # routes up in plain text (or TLS) would have to go
+        return ("config reload not supported for cluster tls: turning route TLS on or off needs a restart "
+                "in this build")
+    live = {"host", "port", "routes", "tls"}  # tls: new certificates for new routes (RouteManager.reload_tls)
+    if not before.auth_timeout_given and not after.auth_timeout_given:
+        live.add("auth_timeout_s")  # follows the TLS timeout
+    others = [spec.name for spec in fields(ClusterOptions) if spec.name not in live
+              and getattr(before, spec.name) != getattr(after, spec.name)]
+    if others:
+        return (f"config reload not supported for cluster {others[0]}: only its routes change live in this build "
+                "(restart the server)")
+    return None
+
+
 def _has_user(options: ServerOptions, username: str) -> bool:
     users = [*options.authorization.users, *(u for a in options.accounts.values() for u in a.users)]
     return any(user.username == username for user in users)
@@ -208,8 +231,8 @@ def _has_user(options: ServerOptions, username: str) -> bool:
 def _jetstream_refusal(before: Any, after: Any) -> str | None:
     if before.enabled != after.enabled:
         return "config reload not supported for JetStream: turning it on or off needs a restart in this build"
-    if before.store_dir != after.store_dir:
-        return "config reload not supported for jetstream storage directory"
+    if before.strict != after.strict:  # nats-server's field is the negation
+        return _not_supported_text("NoJetStreamStrict", not before.strict, not after.strict)
     for limit in ("max_memory", "max_storage"):
         old, new = getattr(before, limit), getattr(after, limit)
         if old == new:
@@ -218,6 +241,18 @@ def _jetstream_refusal(before: Any, after: Any) -> str | None:
             return "config reload not supported for jetstream dynamic max memory and store"
         if new == -1 or new < old:
             return "config reload not supported for decreasing jetstream max memory and store"
+    # the rest in nats-server's Options order, with its field names (JetStreamDomain, ..., SyncAlways)
+    if before.domain != after.domain:
+        return _not_supported_text("JetStreamDomain", before.domain, after.domain)
+    if before.unique_tag != after.unique_tag:
+        return _not_supported_text("JetStreamUniqueTag", before.unique_tag, after.unique_tag)
+    if before.store_dir != after.store_dir:
+        return "config reload not supported for jetstream storage directory"
+    if before.sync_interval_s != after.sync_interval_s:
+        return _not_supported_text("SyncInterval", go_duration(round(before.sync_interval_s * 1e9)),
+                                   go_duration(round(after.sync_interval_s * 1e9)))
+    if before.sync_always != after.sync_always:
+        return _not_supported_text("SyncAlways", before.sync_always, after.sync_always)
     others = replace(after, max_memory=before.max_memory, max_storage=before.max_storage)
     if others != before:
         return "config reload not supported for JetStream: only max_memory and max_store grow live"

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from appliance import NATS_VERSION, limits
+from appliance.config.options import ClusterOptions
 from appliance.config.tls import TLSOptions
 from appliance.config.tls_context import route_contexts
 from appliance.fabric.route import RouteConnection, RouteSettings
@@ -109,6 +110,11 @@ class RoutePeer:
         self._msg_queues: list[bytes] = []
         self._dirty = False
         self._ops: dict[str, bytes] = {}  # account -> b"RMSG <account> "
+
+    @property
+    def congested(self) -> bool:
+        """The link's write buffer is over its high-water mark (senders that may drop, drop now)."""
+        return self.closed or self.conn.paused_writing
 
     # --- as a subscriber -------------------------------------------------------------------------
 
@@ -235,6 +241,7 @@ class RouteManager:
         self._account_names: dict[str, bytes] = {}
         self._listener: asyncio.base_events.Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._route_tasks: dict[str, asyncio.Task[None]] = {}  # configured route URL -> its solicitor
         self._implicit: set[str] = set()  # gossiped route URLs being dialled
         self._self_urls: set[str] = set()
         self._configured = {self._address(url) for url in self.options.routes}
@@ -277,7 +284,37 @@ class RouteManager:
             self._listener = await loop.create_server(lambda: self._socket_protocol(self._new_connection(solicited=False)),
                                                       sock=listener)
         for url in self.options.routes:
-            self._tasks.append(loop.create_task(self._solicit(url, explicit=True)))
+            self._solicit_configured(url)
+
+    def _solicit_configured(self, url: str) -> None:
+        task = asyncio.get_running_loop().create_task(self._solicit(url, explicit=True))
+        self._tasks.append(task)
+        self._route_tasks[url] = task
+
+    def set_routes(self, options: ClusterOptions) -> tuple[list[str], list[str]]:
+        """A reload changed the configured routes (nats-server's routesOption): new URLs are solicited,
+        removed ones stop being redialled and their solicited connection is closed (Route Removed).
+        Returns (added, removed)."""
+        added = [url for url in options.routes if url not in self.options.routes]
+        removed = [url for url in self.options.routes if url not in options.routes]
+        self.options = options
+        self._configured = {self._address(url) for url in options.routes}
+        for url in removed:
+            task = self._route_tasks.pop(url, None)
+            if task is not None:
+                task.cancel()
+                if task in self._tasks:
+                    self._tasks.remove(task)
+            self.url_states.pop(url, None)
+            for conn in list(self.connections):
+                if conn.solicited and conn.configured and conn.url == url and not conn.closed:
+                    logger.info("route %s: route removed by a configuration reload", conn.describe())
+                    conn.close("Route Removed")
+        for url in added:
+            self.url_states[url] = {"state": "down", "peer": "", "since_wall": time.time(),
+                                    "reason": "not connected yet"}
+            self._solicit_configured(url)
+        return added, removed
 
     async def close(self) -> None:
         self._closed.set()
@@ -346,7 +383,7 @@ class RouteManager:
         if self.options.advertise:
             fields["ip"] = f"nats-route://{self.options.advertise}/"
         urls = server.client_urls()
-        if urls:
+        if urls and not self.options.no_advertise:  # as nats-server: its peers' clients never hear of it
             fields["connect_urls"] = urls
         if server.lame_duck:
             fields["ldm"] = True

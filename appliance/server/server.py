@@ -24,6 +24,7 @@ from appliance.server.accounts import GLOBAL_ACCOUNT, Account, AccountRegistry
 from appliance.server.auth import Authenticator
 from appliance.server.client import ClientConnection
 from appliance.server.conn_info import connection_info
+from appliance.server.internal import InternalClient
 from appliance.server.monitor.view import ConnectionInfo
 from appliance.server.sublist import Subscription
 from appliance.server.tls import TLSLayer, TLSServing, serving_from_options
@@ -95,8 +96,8 @@ class Server:
         self.auth = Authenticator(options)
         self.tls: TLSServing | None = serving_from_options(options)  # this worker's own SSL context
         self.clients: dict[int, ClientConnection] = {}
-        # the last CLOSED_CONNECTIONS_MAX closed connections, as recorded when each closed
-        self.closed_clients: deque[ConnectionInfo] = deque(maxlen=limits.CLOSED_CONNECTIONS_MAX)
+        # the last max_closed_clients closed connections, as recorded when each closed
+        self.closed_clients: deque[ConnectionInfo] = deque(maxlen=options.max_closed_clients)
         self.dirty: list[ClientConnection] = []
         self.producer: ClientConnection | None = None  # the connection whose input is being handled
         self.loop: asyncio.AbstractEventLoop = asyncio.get_event_loop()
@@ -118,6 +119,7 @@ class Server:
         self._next_cid = 0
         self._cid_step = 1
         self._next_internal_cid = 0  # internal clients count down from -1
+        self.internal_clients: dict[int, InternalClient] = {}
         self._flush_scheduled = False
         self._listener: asyncio.base_events.Server | None = None
         self._listen_host = options.host
@@ -213,9 +215,15 @@ class Server:
         """Whether the connection registered last is over max_connections (server-wide with a gate)."""
         return self._over_max_connections
 
-    def next_internal_cid(self) -> int:
+    def add_internal(self, client: InternalClient) -> int:
+        """A new internal client (JetStream API, system services): its cid (negative, per worker),
+        and it is listed with its subscriptions in /subsz as nats-server lists its own."""
         self._next_internal_cid -= 1
+        self.internal_clients[self._next_internal_cid] = client
         return self._next_internal_cid
+
+    def remove_internal(self, client: InternalClient) -> None:
+        self.internal_clients.pop(client.cid, None)
 
     def schedule_flush(self) -> None:
         """Flush dirty connections on the next loop turn (for messages sent outside a client read)."""

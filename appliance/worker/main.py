@@ -18,6 +18,7 @@ from pathlib import Path
 
 from appliance import limits
 from appliance.fabric.mesh import WorkerMesh, WorkerMeshSpec, attach_mesh
+from appliance.cluster.raft_host import RaftHost
 from appliance.jetstream.service import start_jetstream, start_relay
 from appliance.server.cluster_urls import follow_cluster_urls
 from appliance.server.links import LocalFabric
@@ -79,9 +80,14 @@ async def serve_worker(ctx: WorkerContext) -> int:
     clustered = ctx.options.cluster.enabled or bool(ctx.options.cluster.routes)
     if ctx.worker_index == 0 and clustered:
         routes = await _start_routes(server, ctx, fabric)
+        if reloader is not None:
+            manager = routes
+            reloader.listeners.append(lambda options: manager.set_routes(options.cluster) and None)
         path = ctx.extra.get("routes_status_path")
         if isinstance(path, str):
             routes_status = loop.create_task(_report_routes(routes, Path(path)))
+    # clustered JetStream: the RAFT groups of this worker talk over the routes (cluster/raft_host.py)
+    raft = RaftHost(server, loop) if routes is not None and jetstream is not None else None
     urls_follower = follow_cluster_urls(server) if ctx.worker_index != 0 and clustered else None
     system = start_system_responder(server, fabric) if ctx.worker_index == 0 and _system_askable(ctx) else None
     ctx.on_ready()
@@ -97,6 +103,8 @@ async def serve_worker(ctx: WorkerContext) -> int:
             jetstream.stop()
         if relay is not None:
             relay.close()
+        if raft is not None:
+            raft.close()
         if routes is not None:
             await routes.close()
         if urls_follower is not None:

@@ -7,6 +7,8 @@ import pytest
 from click.testing import CliRunner
 
 from appliance.bench import compare, servers
+from appliance.bench.plan import BenchRequest
+from appliance.bench.run import run_bench
 
 pytestmark = pytest.mark.integration
 
@@ -116,3 +118,51 @@ def test_make_bench_exits_non_zero_when_an_appliance_scenario_failed(tmp_path: P
     assert result.exit_code == 1
     assert "appliance pub: failed: TimeoutError: no PONG" in result.output
     assert "1 appliance scenario(s) failed" in result.output
+
+
+def test_the_cluster_rows_run_publisher_on_node_1_and_subscriber_on_node_2(tmp_path: Path) -> None:
+    targets = (servers.NATS_DEFAULT, servers.APPLIANCE)
+    lines: list[str] = []
+    cells = compare.run_all(compare.CLUSTER_SCENARIOS, targets, rounds=1, scale=0.002, log=lines.append)
+    assert compare.failed_cells(cells) == [] and not [c.failure for row in cells.values()
+                                                       for c in row.values() if c.failure]
+    for scenario in compare.CLUSTER_SCENARIOS:
+        assert scenario.nodes == 2 and scenario.across_nodes
+        for target in targets:
+            cell = cells[scenario.key][target.name]
+            assert len(cell.msgs_per_s) == 1 and cell.msgs_per_s[0] > 0
+    request = cells["cluster-request"]
+    assert all(len(request[t.name].p50_us) == len(request[t.name].p99_us) == 1 for t in targets)
+    text = compare.write_results(cells, compare.CLUSTER_SCENARIOS, targets, rounds=1, scale=0.002,
+                                 out_dir=tmp_path).read_text()
+    assert "| 2-node cluster: pub n1 → sub n2 1 KiB (sub rate) |" in text
+    assert "2-node cluster: request n1 → reply n2 128 B" in text
+
+
+def test_a_subscriber_on_node_2_gets_every_message_of_a_publisher_on_node_1() -> None:
+    """The publisher starts once the subscription has crossed the route (the interest probe), so
+    no message goes to a node that does not know the subscriber yet."""
+    cluster = servers.start(servers.NATS_DEFAULT, nodes=2)
+    try:
+        request = BenchRequest("pubsub", url=cluster.urls[0], sub_url=cluster.urls[1], msgs=2000, timeout_s=5)
+        report = run_bench(request)
+    finally:
+        cluster.stop()
+    assert report.errors == 0, report.first_error
+    sub = next(r for r in report.totals if r.label == "sub total")
+    assert sub.rate.msgs == 2000
+
+
+def test_the_cli_measures_across_two_nodes() -> None:
+    from appliance.cli.bench import bench
+
+    cluster = servers.start(servers.NATS_DEFAULT, nodes=2)
+    try:
+        for verb in ("pubsub", "request"):
+            result = CliRunner().invoke(bench, [verb, "--url", cluster.urls[0], "--sub-url", cluster.urls[1],
+                                                "--msgs", "300", "--json", "--no-progress"])
+            assert result.exit_code == 0, result.output
+            totals = {row["client"]: row for row in json.loads(result.output)["totals"]}
+            assert totals["sub total" if verb == "pubsub" else "request total"]["msgs"] == 300
+    finally:
+        cluster.stop()

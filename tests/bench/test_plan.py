@@ -33,6 +33,18 @@ def test_request_brings_its_responders_unless_told_otherwise() -> None:
     assert roles(BenchRequest("request", msgs=10, repliers=0)) == [("request", 0, 10)]
 
 
+def test_across_nodes_receivers_go_to_the_other_node_and_senders_wait_for_their_interest() -> None:
+    plan = make_plan(BenchRequest("pubsub", url="nats://n1:1", sub_url="nats://n2:2", msgs=10, pubs=2, subs=3))
+    assert [(c.role, c.url, c.probe, c.probe_answers) for c in plan.clients] == (
+        [("pub", "nats://n1:1", "_BENCH_PROBE.bench", 3)] * 2 + [("sub", "nats://n2:2", "_BENCH_PROBE.bench", 2)] * 3)
+    request = make_plan(BenchRequest("request", url="nats://n1:1", sub_url="nats://n2:2", msgs=10))
+    assert [(c.role, c.url, c.probe_answers) for c in request.clients] == [
+        ("request", "nats://n1:1", 1), ("reply", "nats://n2:2", 1)]
+    alone = make_plan(BenchRequest("sub", url="nats://n1:1", sub_url="nats://n2:2"))
+    assert [(c.url, c.probe) for c in alone.clients] == [("nats://n2:2", "")]  # nobody to wait for it
+    assert all(c.probe == "" for c in make_plan(BenchRequest("pubsub", msgs=10)).clients)
+
+
 def test_push_clients_each_read_the_whole_stream_with_their_own_consumer() -> None:
     plan = make_plan(BenchRequest("js-push", msgs=10, clients=2, consumer="c"))
     assert [(c.msgs, c.consumer) for c in plan.clients] == [(10, "c0"), (10, "c1")]

@@ -39,6 +39,14 @@ def test_appliance_gets_the_flags_of_nats_server(tmp_path: Path) -> None:
                          "--routes", "nats-route://127.0.0.1:11,nats-route://127.0.0.1:12"]
 
 
+def test_an_appliance_with_one_worker_reads_it_from_a_config_file(tmp_path: Path) -> None:
+    if servers.appliance_binary() is None:
+        pytest.skip("the appliance console script is not installed")
+    cmd = command_for(servers.APPLIANCE_ONE_WORKER, NodeLayout(0, (4222,), (), tmp_path / "s"), workdir=tmp_path)
+    assert cmd[-2:] == ["-c", str(tmp_path / "n1.conf")] and "-p" in cmd
+    assert (tmp_path / "n1.conf").read_text() == "appliance { workers: 1 }\n"
+
+
 def test_free_ports_are_bindable() -> None:
     port = servers.free_port()
     assert 1024 <= port <= 65535

@@ -217,7 +217,6 @@ UNSUPPORTED_BY_APPLIANCE = {
     "syslog": "syslog: false\n",
     "logtime_utc": "logtime_utc: true\n",
     "http_base_path": "http_base_path: /x\n",
-    "max_closed_clients": "max_closed_clients: 5\n",
     "cluster_connect_backoff": "cluster { connect_backoff: true }\n",
 }
 CASE_ENV = {"TAGS": "[a, b\n]", "SPACED": "s3 cr3t", "MYP": "4888", "CHAIN_A": "$CHAIN_B", "CHAIN_B": "n1", "CYCLE_A": "$CYCLE_B", "CYCLE_B": "$CYCLE_A"}

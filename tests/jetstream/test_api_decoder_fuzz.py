@@ -242,12 +242,12 @@ async def consumer_create(nc: Client, body: bytes) -> dict[str, object]:
     return answer.get("error") or {}
 
 
-def test_consumer_create_bodies_decode_as_nats_server(
+def test_consumer_create_bodies_answer_as_nats_server(
     connections: tuple[asyncio.AbstractEventLoop, Client, Client],
 ) -> None:
-    """The decoder's part of CONSUMER.CREATE: where either server answers 10025 (the JSON and
-    its types), both answer the same. (The consumer checks after decoding are tested with the
-    consumer API.)"""
+    """CONSUMER.CREATE: the same error (code, err_code, description) from both servers for every
+    body, or both a success: the decoder's answers and the consumer checks in nats-server's
+    order and texts."""
     loop, theirs, ours = connections
     stream = b'{"name":"S","subjects":["s.>","s"]}'
     for nc in (theirs, ours):
@@ -264,14 +264,90 @@ def test_consumer_create_bodies_decode_as_nats_server(
     def same_decoding(body: bytes) -> None:
         expected = loop.run_until_complete(consumer_create(theirs, body))
         got = loop.run_until_complete(consumer_create(ours, body))
-        ours_decoding = got.get("err_code") == 10025 and not str(got["description"]).startswith(
-            "invalid JSON: consumer "  # a consumer check worded as 10025: not the decoder's
-        )
-        if expected.get("err_code") == 10025 or ours_decoding:
-            assert got == expected, body
+        assert got == expected, body
 
     try:
         same_decoding()
+    finally:
+        for nc in (theirs, ours):
+            loop.run_until_complete(nc.request("$JS.API.STREAM.DELETE.S", b"", timeout=TIMEOUT_S))
+
+
+CONSUMER_CHECK_CASES = [  # each found by a deep run of the property test above, or its neighbour
+    {"ack_wait": -1},
+    {"backoff": [-1]},
+    {"backoff": [1_000_000_000, -1], "ack_wait": -5},
+    {"ack_wait": -1, "backoff": [1_000_000_000]},
+    {"max_waiting": -1},
+    {"max_batch": -1},
+    {"max_expires": -1, "max_bytes": -1, "inactive_threshold": -1},
+    {"ack_policy": "none", "max_ack_pending": 10},
+    {"ack_policy": "none", "max_ack_pending": 10, "deliver_subject": "d"},
+    {"ack_policy": "explicit", "max_ack_pending": -5},
+    {"filter_subjects": [""], "priority_groups": ["g"]},
+    {"filter_subject": "a b", "opt_start_seq": 5},
+    {"filter_subject": "a b", "durable_name": "C", "name": "D"},
+    {"deliver_policy": "by_start_time", "opt_start_time": "2020-01-01T00:00:00Z", "opt_start_seq": 3},
+    {"max_deliver": -5, "backoff": [1_000_000_000, 2_000_000_000]},
+    {"max_deliver": 1, "backoff": [1_000_000_000, 2_000_000_000]},
+    {"max_deliver": 2, "backoff": [1_000_000_000, 2_000_000_000]},
+    {"deliver_subject": "a.*", "max_waiting": 3},
+    {"idle_heartbeat": 5, "rate_limit_bps": 5},
+    {"name": "a.b", "ack_policy": "none"},
+    {"name": "a b", "ack_wait": -1, "num_replicas": -1},
+]
+
+
+def test_consumer_checks_answer_as_nats_server(
+    connections: tuple[asyncio.AbstractEventLoop, Client, Client],
+) -> None:
+    loop, theirs, ours = connections
+    stream = b'{"name":"S","subjects":["s.>","s"]}'
+    for nc in (theirs, ours):
+        loop.run_until_complete(nc.request("$JS.API.STREAM.CREATE.S", stream, timeout=TIMEOUT_S))
+    try:
+        for config in CONSUMER_CHECK_CASES:
+            body = json.dumps({"stream_name": "S", "config": config}).encode()
+            expected = loop.run_until_complete(consumer_create(theirs, body))
+            got = loop.run_until_complete(consumer_create(ours, body))
+            assert got == expected, config
+    finally:
+        for nc in (theirs, ours):
+            loop.run_until_complete(nc.request("$JS.API.STREAM.DELETE.S", b"", timeout=TIMEOUT_S))
+
+
+DEFAULTED_CONFIGS = [  # accepted configs whose values nats-server's defaults rewrite
+    {"durable_name": "C", "ack_policy": "none", "backoff": [1_000_000_000, 2_000_000_000]},
+    {"durable_name": "C", "max_waiting": -1, "max_batch": -1, "max_expires": -5, "max_bytes": -1},
+    {"durable_name": "C", "ack_policy": "none", "max_ack_pending": 10},
+    {"durable_name": "C", "ack_policy": "explicit", "max_ack_pending": -5, "max_deliver": -7},
+    {"durable_name": "C", "ack_policy": "explicit", "inactive_threshold": -1, "idle_heartbeat": -1},
+    {"durable_name": "C", "ack_policy": "all", "backoff": [1_000_000_000], "ack_wait": 5},
+]
+
+
+async def created_config(nc: Client, config: dict[str, object]) -> object:
+    body = json.dumps({"stream_name": "S", "config": config}).encode()
+    answer = json.loads((await nc.request("$JS.API.CONSUMER.CREATE.S.C", body, timeout=TIMEOUT_S)).data)
+    await nc.request("$JS.API.CONSUMER.DELETE.S.C", b"", timeout=TIMEOUT_S)
+    created = answer.get("config", answer.get("error"))
+    if isinstance(created, dict):
+        created.pop("metadata", None)
+    return created
+
+
+def test_consumer_defaults_echo_as_nats_server(
+    connections: tuple[asyncio.AbstractEventLoop, Client, Client],
+) -> None:
+    loop, theirs, ours = connections
+    stream = b'{"name":"S","subjects":["s"]}'
+    for nc in (theirs, ours):
+        loop.run_until_complete(nc.request("$JS.API.STREAM.CREATE.S", stream, timeout=TIMEOUT_S))
+    try:
+        for config in DEFAULTED_CONFIGS:
+            expected = loop.run_until_complete(created_config(theirs, config))
+            got = loop.run_until_complete(created_config(ours, config))
+            assert got == expected, config
     finally:
         for nc in (theirs, ours):
             loop.run_until_complete(nc.request("$JS.API.STREAM.DELETE.S", b"", timeout=TIMEOUT_S))

@@ -177,7 +177,7 @@ def test_consumer_defaults_pull_push_and_ephemeral() -> None:
         ({"name": "E", "filter_subjects": ["s.>", "s.a"]}, 10138),
         ({"name": "E", "durable_name": "F"}, 10132),
         ({"name": "E", "deliver_subject": "x.*"}, 10079),
-        ({"name": "E", "ack_policy": "explicit", "backoff": [1, 2], "max_deliver": 2}, 10116),
+        ({"name": "E", "ack_policy": "explicit", "backoff": [1, 2], "max_deliver": 1}, 10116),
     ],
 )
 def test_consumer_config_errors(obj: dict[str, object], code: int) -> None:

@@ -279,3 +279,31 @@ def test_slow_consumer_is_disconnected_and_counted() -> None:
         producer.send(b"PING\r\n")
         producer.read_until(b"PONG\r\n")
         assert server.server is not None and server.server.slow_consumers >= 1
+
+
+def test_rtt_is_estimated_at_connect_and_measured_by_the_first_server_ping(server: InProcessServer) -> None:
+    """As nats-server: CONNECT sets the RTT to the time since accept, and a server PING ~2 s
+    later (sent even to a busy client: its RTT is unmeasured) is timed to its PONG."""
+    import time
+
+    client = raw(server.port)
+    client.send(CONNECT + b"PING\r\n")
+    client.read_until(b"PONG\r\n")
+    assert server.server is not None
+    (conn,) = [c for c in server.server.clients.values() if not c.closed]
+    assert conn.rtt_s > 0  # the estimate (0 before: /connz said rtt "0s")
+    estimate = conn.rtt_s
+    deadline = time.monotonic() + 5
+    seen = b""
+    while b"PING\r\n" not in seen:  # stay busy: one PING from us every 0.2 s
+        assert time.monotonic() < deadline, "no server PING to a busy client"
+        client.send(b"PING\r\n")
+        seen += client.read_until(b"\r\n")
+        time.sleep(0.2)
+    client.send(b"PONG\r\n")
+    deadline = time.monotonic() + 5
+    while conn.rtt_s == estimate:
+        assert time.monotonic() < deadline, "the PONG did not measure the RTT"
+        client.send(b"PING\r\n")
+        client.read_until(b"PONG\r\n")
+    assert 0 < conn.rtt_s < 1

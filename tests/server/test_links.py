@@ -20,8 +20,10 @@ from appliance.server.links import (
     decode_interest,
     decode_records,
     decode_records_py,
+    KIND_HELLO,
     encode_interest,
 )
+from appliance.fabric.sync import encode_pid
 from appliance.testing.inproc_mesh import InProcessMesh
 
 TRANSPORTS = ["socketpair"] + (["ring"] if native.ENABLED else [])
@@ -375,3 +377,34 @@ def test_auto_unsubscribe_holds_across_a_batch_from_another_worker(mesh: InProce
     finally:
         subscriber.close()
         publisher.close()
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_sibling_restart_does_not_leave_the_other_siblings_an_ack_behind(transport: str) -> None:
+    """Worker 0 answers worker 1's HELLO with its whole interest set, which worker 2 never sees. The
+    set must not take new interest numbers: worker 2 could never ACK them, and every PONG of
+    worker 0 waited for worker 2's next interest change (it stalled the socketpair start-up)."""
+    import os
+
+    from appliance.testing.rawclient import RawClient
+
+    with InProcessMesh(3, transport=transport) as mesh:
+        client = RawClient(mesh.ports[0])
+        try:
+            client.send(b'CONNECT {"verbose":false}\r\nSUB held 1\r\nSUB held q 2\r\nPING\r\n')
+            client.read_until(b"PONG\r\n")
+            wait_for_interest(mesh, 2, "held", 2)
+
+            def hello_from_worker_1() -> None:
+                fabric = mesh.fabrics[0]
+                fabric.on_frames(fabric.peers[1].link, [(KIND_HELLO, encode_pid(os.getpid()))])
+
+            mesh.call(hello_from_worker_1)
+            deadline = time.monotonic() + 5
+            while not mesh.call(mesh.fabrics[0].interest_synced):
+                assert time.monotonic() < deadline, "worker 0 waits for an ACK worker 2 can never send"
+                time.sleep(0.01)
+            client.send(b"PING\r\n")
+            client.read_until(b"PONG\r\n")
+        finally:
+            client.close()

@@ -85,6 +85,19 @@ def test_account_users_change_live_but_new_accounts_need_a_restart() -> None:
      "config reload not supported for decreasing jetstream max memory and store"),
     ("jetstream { store_dir: /a }", "jetstream { store_dir: /a, max_file_store: 1GB }",
      "config reload not supported for jetstream dynamic max memory and store"),
+    # as nats-server 2.15.1 logs them (probed with SIGHUP): its Options field names and Go values
+    ("jetstream { store_dir: /a, domain: a }", "jetstream { store_dir: /a, domain: b }",
+     "config reload not supported for JetStreamDomain: old=a, new=b"),
+    ("jetstream { store_dir: /a, domain: a }", "jetstream { store_dir: /b, domain: b }",
+     "config reload not supported for JetStreamDomain: old=a, new=b"),  # before StoreDir in its order
+    ("jetstream { store_dir: /a, unique_tag: az }", "jetstream { store_dir: /a, unique_tag: rack }",
+     "config reload not supported for JetStreamUniqueTag: old=az, new=rack"),
+    ("jetstream { store_dir: /a, strict: true }", "jetstream { store_dir: /a, strict: false }",
+     "config reload not supported for NoJetStreamStrict: old=false, new=true"),
+    ("jetstream { store_dir: /a, sync_interval: \"2m\" }", "jetstream { store_dir: /a, sync_interval: \"90s\" }",
+     "config reload not supported for SyncInterval: old=2m0s, new=1m30s"),
+    ("jetstream { store_dir: /a }", "jetstream { store_dir: /a, sync_interval: always }",
+     "config reload not supported for SyncAlways: old=false, new=true"),
 ])
 def test_refused_changes_use_nats_server_texts(before: str, after: str, error: str) -> None:
     diff = diff_options(opts(before + "\n"), opts(after + "\n"))
@@ -99,3 +112,33 @@ def test_growing_jetstream_limits_is_live() -> None:
     diff = diff_options(opts("jetstream { store_dir: /a, max_file_store: 1GB }\n"),
                         opts("jetstream { store_dir: /a, max_file_store: 2GB }\n"))
     assert diff.error is None and diff.changes == [*ALWAYS, "Reloaded: JetStream max_file_store = 2.00 GB"]
+
+
+def cluster(routes: str, *, listen: str = "127.0.0.1:6222", name: str = "C1") -> ServerOptions:
+    return opts(BASE + f"cluster {{ name: {name}, listen: {listen}, routes: [{routes}] }}\n")
+
+
+def test_routes_added_or_removed_reload_live_as_nats_server_routes_option() -> None:
+    added = diff_options(cluster(""), cluster("nats-route://127.0.0.1:6223"))
+    assert added.error is None and added.changes == [*ALWAYS, "Reloaded: cluster routes"]
+    removed = diff_options(cluster("nats-route://127.0.0.1:6223"), cluster(""))
+    assert removed.error is None and removed.changes == [*ALWAYS, "Reloaded: cluster routes"]
+
+
+@pytest.mark.parametrize(("listen", "error"), [
+    ("127.0.0.1:6333", "config reload not supported for cluster port: old=6222, new=6333"),
+    ("localhost:6222", "config reload not supported for cluster host: old=127.0.0.1, new=localhost"),
+])
+def test_cluster_listener_edits_are_refused_with_validate_cluster_opts_texts(listen: str, error: str) -> None:
+    assert diff_options(cluster(""), cluster("", listen=listen)).error == error
+
+
+def test_other_cluster_settings_are_refused_and_name_the_setting() -> None:
+    diff = diff_options(cluster(""), cluster("nats-route://127.0.0.1:6223", name="C2"))
+    assert diff.changes == [] and diff.error is not None
+    assert diff.error.startswith("config reload not supported for cluster name: ")
+
+
+def test_routes_on_a_server_started_without_a_cluster_are_refused() -> None:
+    diff = diff_options(opts(BASE), opts(BASE + "cluster { routes: [nats-route://127.0.0.1:6223] }\n"))
+    assert diff.error is not None and diff.error.startswith("config reload not supported for cluster routes: ")

@@ -87,6 +87,14 @@ def test_one_scrape_sums_every_worker_and_names_follow_prometheus_conventions(
     assert samples["appliance_jetstream_group_commit_messages_sum"][()] == MESSAGES
     assert samples["appliance_jetstream_fsync_seconds_bucket"][(("le", "+Inf"),)] == \
         samples["appliance_jetstream_fsync_seconds_count"][()]
+    # RAFT groups held here (worker 0's JetStream): the meta group and the stream's, each its own leader
+    groups = samples["appliance_raft_groups"]
+    assert groups[(("kind", "meta"), ("state", "leader"))] == 1
+    assert groups[(("kind", "stream"), ("state", "leader"))] == 1
+    assert groups[(("kind", "stream"), ("state", "follower"))] == 0
+    assert groups[(("kind", "stream"), ("state", "candidate"))] == 0
+    assert samples["appliance_raft_leader_changes_total"][(("kind", "meta"),)] >= 1  # it elected itself
+    assert samples["appliance_raft_leader_changes_total"][(("kind", "stream"),)] >= 1
     states = samples["appliance_worker_state"]
     assert states == {(("state", "ready"), ("worker", "0")): 1, (("state", "ready"), ("worker", "1")): 1}
     assert set(samples["appliance_worker_restarts_total"]) == {(("worker", "0"),), (("worker", "1"),)}

@@ -209,3 +209,35 @@ def _reloaded_lines(read: Callable[[], str]) -> list[str]:
         assert time.monotonic() < deadline, read()
         time.sleep(0.05)
     return re.findall(r"\[INF\] (Reloaded: .*)", read())
+
+
+@pytest.mark.parametrize(("before", "after"), [
+    ("domain: a", "domain: b"),
+    ('sync_interval: "2m"', 'sync_interval: "90s"'),
+])
+def test_refused_jetstream_edits_log_nats_server_text(start_supervisor: Start, tmp_path: Path, before: str,
+                                                      after: str) -> None:
+    """The same JetStream edit on nats-server 2.15.1 and on appliance: the same refusal line, and the
+    server keeps serving with its old config."""
+    texts = []
+    for run in ("nats-server", "appliance"):
+        store = tmp_path / f"{run}-store"
+        head = "host: 127.0.0.1\nport: -1\n" if run == "nats-server" else HEAD
+        config = tmp_path / f"{run}-js.conf"
+        config.write_text(f"{head}jetstream {{ store_dir: {store}, {before} }}\n")
+        log_path = tmp_path / f"{run}-js.log"
+        if run == "nats-server":
+            with NatsServer(["-c", str(config)], log_path=log_path) as real:
+                assert real.process is not None
+                config.write_text(f"{head}jetstream {{ store_dir: {store}, {after} }}\n")
+                real.process.send_signal(signal.SIGHUP)
+                texts.append(_wait_error(lambda: log_path.read_text()))
+        else:
+            server = start_supervisor(command=[sys.executable, "-m", "appliance", "run", "-c", str(config)])
+            server.wait_ready()
+            config.write_text(f"{head}jetstream {{ store_dir: {store}, {after} }}\n")
+            server.signal(signal.SIGHUP)
+            texts.append(_wait_error(server.log))
+            assert asyncio.run(can_connect(server.port, "", ""))
+    assert texts[0] == texts[1], texts
+    assert texts[0].startswith("Failed to reload server configuration: config reload not supported for ")

@@ -6,16 +6,36 @@ The detail comes from the JetStream layer through the view's optional `jetstream
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .durations import rfc3339_nano, wall_ns
 from .endpoint import Endpoint, RequestContext, Response, json_response
 from .gojson import JsonValue
 from .jsinfo import config_json, meta_json, stats_json
-from .view import JetStreamStats
+from .view import JetStreamStats, ServerView
 
 
-def jsz_json(ctx: RequestContext) -> dict[str, JsonValue]:
-    view = ctx.view
+@dataclass(frozen=True, slots=True)
+class JszOptions:
+    """What /jsz (query `acc`, `accounts`, `streams`, `consumers`, `config`) and the system request
+    `$SYS.REQ.SERVER.PING.JSZ` (nats-server's JSzOptions: `account`, `accounts`, `streams`,
+    `consumer`, `config`) ask for."""
+
+    account: str | None = None
+    accounts: bool = False
+    streams: bool = False
+    consumers: bool = False
+    config: bool = False
+
+
+def query_options(ctx: RequestContext) -> JszOptions:
     query = ctx.query
+    return JszOptions(account=query.get("acc"), accounts=query.boolean("accounts"),
+                      streams=query.boolean("streams"), consumers=query.boolean("consumers"),
+                      config=query.boolean("config"))
+
+
+def jsz_json(view: ServerView, options: JszOptions) -> dict[str, JsonValue]:
     js = view.jetstream()
     out: dict[str, JsonValue] = {}
     stats = js.stats if js is not None and js.enabled else JetStreamStats()
@@ -29,10 +49,10 @@ def jsz_json(ctx: RequestContext) -> dict[str, JsonValue]:
     out["config"] = config_json(js)
     out["limits"] = dict(js.limits)
     totals, details = details_of(
-        account=query.get("acc"),
-        streams=query.boolean("streams"),
-        consumers=query.boolean("consumers"),
-        config=query.boolean("config"),
+        account=options.account,
+        streams=options.streams,
+        consumers=options.consumers,
+        config=options.config,
     )
     out.update(
         streams=totals["streams"],
@@ -42,12 +62,7 @@ def jsz_json(ctx: RequestContext) -> dict[str, JsonValue]:
     )
     if js.meta is not None:
         out["meta_cluster"] = meta_json(js.meta)
-    if (
-        query.boolean("accounts")
-        or query.boolean("streams")
-        or query.boolean("consumers")
-        or query.get("acc")
-    ):
+    if options.accounts or options.streams or options.consumers or options.account:
         out["account_details"] = details
     out["total"] = len(details)
     return out
@@ -55,7 +70,7 @@ def jsz_json(ctx: RequestContext) -> dict[str, JsonValue]:
 
 def handle(ctx: RequestContext) -> Response:
     ctx.count()
-    return json_response(jsz_json(ctx))
+    return json_response(jsz_json(ctx.view, query_options(ctx)))
 
 
 ENDPOINT = Endpoint(paths=("/jsz",), handle=handle, title="JetStream")

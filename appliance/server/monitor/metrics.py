@@ -18,6 +18,9 @@ counters end in `_total`, sizes in `_bytes`, durations in `_seconds`.
     appliance_worker_state{worker,state}, appliance_worker_restarts_total{worker},
     appliance_worker_ring_occupancy_ratio{worker}, appliance_worker_heartbeat_age_seconds{worker},
     appliance_worker_client_connections{worker}
+    appliance_raft_groups{kind,state}, appliance_raft_leader_changes_total{kind},
+    appliance_raft_group_replica_lag{kind,group,peer} (groups led here; the meta group's is above)
+    appliance_route_{messages,bytes}_{received,sent}_total{peer,peer_id}, appliance_route_rtt_seconds{peer,peer_id}
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from .endpoint import PART_COUNTERS, Endpoint, RequestContext, Response
-from .view import ServerView
+from .view import RaftGroupStat, ServerView
 
 NAMESPACE = "appliance"
 
@@ -144,6 +147,72 @@ def worker_families(view: ServerView) -> Iterator[Metric]:
     yield from (state, restarts, ring, heartbeat, connections)
 
 
+RAFT_STATES = ("leader", "follower", "candidate")
+
+
+def raft_families(view: ServerView) -> Iterator[Metric]:
+    """The RAFT groups this server holds a replica of (JetStream's meta, stream and consumer groups):
+    how many are in each state, the new leaders they learned of, and (on groups it leads) how far each
+    follower's log is behind."""
+    groups: list[RaftGroupStat] = getattr(view, "raft_groups", lambda: [])()
+    if not groups:
+        return
+    states = GaugeMetricFamily(f"{NAMESPACE}_raft_groups", "RAFT groups held here, by kind and state",
+                               labels=("kind", "state"))
+    changes = CounterMetricFamily(f"{NAMESPACE}_raft_leader_changes",
+                                  "New leaders learned of by the groups held here (summed over live groups)",
+                                  labels=("kind",))
+    counts: dict[tuple[str, str], int] = {}
+    changed: dict[str, int] = {}
+    for group in groups:
+        for state in RAFT_STATES:
+            counts.setdefault((group.kind, state), 0)
+        counts[(group.kind, group.state)] = counts.get((group.kind, group.state), 0) + 1
+        changed[group.kind] = changed.get(group.kind, 0) + group.leader_changes
+    for (kind, state), count in sorted(counts.items()):
+        states.add_metric((kind, state), count)
+    for kind, count in sorted(changed.items()):
+        changes.add_metric((kind,), count)
+    yield states
+    yield changes
+    lagging = [(group, peer, lag) for group in groups if group.kind != "meta"
+               for peer, lag in sorted(group.replica_lag.items())]
+    if lagging:
+        lag_family = GaugeMetricFamily(f"{NAMESPACE}_raft_group_replica_lag",
+                                       "Entries a follower is behind this server, for the groups it leads",
+                                       labels=("kind", "group", "peer"))
+        for group, peer, lag in lagging:
+            lag_family.add_metric((group.kind, group.group, peer), lag)
+        yield lag_family
+
+
+def route_families(view: ServerView) -> Iterator[Metric]:
+    """Per route (peer server): messages and bytes each way, and the last measured round trip."""
+    routes = view.routes()
+    if not routes:
+        return
+    labels = ("peer", "peer_id")
+    families = {
+        "in_msgs": CounterMetricFamily(f"{NAMESPACE}_route_messages_received", "Messages received from the peer",
+                                       labels=labels),
+        "out_msgs": CounterMetricFamily(f"{NAMESPACE}_route_messages_sent", "Messages sent to the peer", labels=labels),
+        "in_bytes": CounterMetricFamily(f"{NAMESPACE}_route_bytes_received", "Payload bytes received from the peer",
+                                        labels=labels),
+        "out_bytes": CounterMetricFamily(f"{NAMESPACE}_route_bytes_sent", "Payload bytes sent to the peer",
+                                         labels=labels),
+    }
+    rtt = GaugeMetricFamily(f"{NAMESPACE}_route_rtt_seconds", "Last measured round trip to the peer (PING/PONG)",
+                            labels=labels)
+    for route in routes:
+        key = (route.remote_name or route.remote_id, route.remote_id)
+        for name, family in families.items():
+            family.add_metric(key, getattr(route, name))
+        if route.rtt_s is not None:
+            rtt.add_metric(key, route.rtt_s)
+    yield from families.values()
+    yield rtt
+
+
 class _ViewCollector:
     def __init__(self, view: ServerView) -> None:
         self.view = view
@@ -152,6 +221,8 @@ class _ViewCollector:
         yield from server_families(self.view)
         yield from jetstream_families(self.view)
         yield from worker_families(self.view)
+        yield from raft_families(self.view)
+        yield from route_families(self.view)
 
 
 def render(view: ServerView) -> bytes:

@@ -31,6 +31,7 @@ from .durations import rfc3339_nano, wall_ns
 from .endpoint import HttpStats
 from .gojson import JsonValue, dumps
 from .healthz import HealthzOptions, healthz_json
+from .jsz import JszOptions, jsz_json
 from .params import BadRequest
 from .routez import routez_json
 from .statsz import statsz_json
@@ -38,7 +39,7 @@ from .subsz import SUBSCRIPTIONS_LIMIT_DEFAULT, SubszOptions, subsz_json
 from .varz import varz_json
 from .view import ConnState, ServerView
 
-SYSTEM_ENDPOINTS = ("VARZ", "CONNZ", "SUBSZ", "HEALTHZ", "ROUTEZ", "STATSZ")
+SYSTEM_ENDPOINTS = ("VARZ", "CONNZ", "SUBSZ", "HEALTHZ", "ROUTEZ", "STATSZ", "JSZ")
 JETSTREAM_ENABLED_FLAG = 1  # ServerCapability bit; we claim no other capability bits
 CONN_STATES: dict[int, ConnState] = {0: "open", 1: "closed", 2: "any"}
 
@@ -54,6 +55,21 @@ FILTER_FIELDS = {
 ENDPOINT_FIELDS: dict[str, tuple[str, dict[str, str]]] = {
     "VARZ": ("VarzEventOptions", {}),
     "STATSZ": ("StatszEventOptions", {}),
+    "JSZ": (
+        "JszEventOptions",
+        {
+            "account": "string",
+            "accounts": "bool",
+            "streams": "bool",
+            "consumer": "bool",
+            "config": "bool",
+            "leader_only": "bool",
+            "offset": "int",
+            "limit": "int",
+            "raft": "bool",
+            "stream_leader_only": "bool",
+        },
+    ),
     "ROUTEZ": ("RoutezEventOptions", {"subscriptions": "bool", "subscriptions_detail": "bool"}),
     "CONNZ": (
         "ConnzEventOptions",
@@ -259,6 +275,14 @@ def subsz_options(options: Mapping[str, object]) -> SubszOptions:
     )
 
 
+def jsz_options(options: Mapping[str, object]) -> JszOptions:
+    """nats-server's JSzOptions; leader_only, offset, limit, raft and stream_leader_only change
+    nothing here (no replicated assets: every stream's leader is this server)."""
+    return JszOptions(account=_text(options, "account") or None, accounts=_flag(options, "accounts"),
+                      streams=_flag(options, "streams"), consumers=_flag(options, "consumer"),
+                      config=_flag(options, "config"))
+
+
 def healthz_options(options: Mapping[str, object]) -> HealthzOptions:
     return HealthzOptions(
         js_enabled_only=_flag(options, "js-enabled-only") or _flag(options, "js-enabled"),
@@ -283,6 +307,8 @@ def endpoint_data(view: ServerView, stats: HttpStats, name: str, options: Mappin
         return routez_json(view, _flag(options, "subscriptions") or _flag(options, "subscriptions_detail"))
     if name == "STATSZ":
         return statsz_json(view)
+    if name == "JSZ":
+        return jsz_json(view, jsz_options(options))
     assert name == "HEALTHZ", name
     code, body = healthz_json(view, healthz_options(options))
     status = body.pop("status")

@@ -182,6 +182,17 @@ class MetaSnapshotStats:
 
 
 @dataclass(frozen=True, slots=True)
+class RaftGroupStat:
+    """One RAFT group this server holds a replica of, for /metrics."""
+
+    kind: str  # meta, stream or consumer
+    group: str  # the group id
+    state: str  # leader, follower or candidate
+    leader_changes: int  # new leaders this replica learned of since the group started here
+    replica_lag: Mapping[str, int] = field(default_factory=dict)  # follower peer -> entries behind (leader only)
+
+
+@dataclass(frozen=True, slots=True)
 class MetaClusterInfo:
     """The JetStream meta group as /varz `jetstream.meta` and /jsz `meta_cluster` show it."""
 

@@ -6,9 +6,10 @@ Workload (one nats-py client "holder"): SUB foo.>, SUB bar in queue group q1, a 
 ORDERS on orders.> with 10 messages of 100 B on 3 subjects, a durable explicit-ack consumer C1,
 5 PUBs to bar; the pages are read while the client is connected. Identity, ports, times and the
 random _INBOX prefix are masked. Known differences, asserted so they stay known:
-  - nats-server lists its internal subscriptions (system account imports, JetStream API,
-    streams' and consumers' own) in /subsz and counts them in `subscriptions`; appliance's
-    internal clients are not listed and are counted differently (KNOWN_SUBSCRIPTION_GAP);
+  - both list their internal subscriptions in /subsz and count them in `subscriptions`, but
+    they have different ones: nats-server's system account services and one `$JS.API.>`,
+    appliance's JetStream API by subject family (fewer: KNOWN_SUBSCRIPTION_GAP); appliance shows
+    an internal subscription with cid 0, nats-server with its internal client's cid (1, 2, 3);
   - /varz `git_commit` (appliance has no Go build), `jetstream.config.compress_ok` (appliance
     offers no s2 stream compression), Go runtime internals (`feature_flags`, `disk_io_wait_stats`);
   - /subsz sublist cache figures and /connz `rtt` are implementation and timing details.
@@ -219,3 +220,13 @@ def test_jsz_totals_streams_consumers_and_config_agree(pages: dict[str, Pages]) 
 @pytest.mark.parametrize("path", ["/healthz", "/healthz?js-enabled-only=true"])
 def test_healthz_agrees(pages: dict[str, Pages], path: str) -> None:
     assert pages["appliance"][path] == pages["nats"][path] == (200, {"status": "ok"})
+
+
+def test_subscription_counts_agree_with_the_lists(pages: dict[str, Pages]) -> None:
+    """Each server's /subsz lists every subscription its counts count, internal ones included
+    (appliance used to count its internal clients' subscriptions without listing them)."""
+    for server in ("nats", "appliance"):
+        subsz, varz = pages[server]["/subsz?subs=1"][1], pages[server]["/varz"][1]
+        assert subsz["total"] == subsz["num_subscriptions"] == varz["subscriptions"], server
+        listed = [s["subject"] for s in subsz["subscriptions_list"]]
+        assert any(s.startswith("$JS.API.") for s in listed), server  # the JetStream API's own

@@ -184,4 +184,5 @@ def test_subjects_to_subscribe() -> None:
     assert subjects["$SYS.REQ.SERVER.NABC.HEALTHZ"] == "HEALTHZ"
     assert subjects["$SYS.REQ.SERVER.PING"] == "STATSZ"  # plain PING: the statsz answer `server ls` lists
     assert subjects["$SYS.REQ.SERVER.PING.ROUTEZ"] == "ROUTEZ"
-    assert len(subjects) == 13
+    assert subjects["$SYS.REQ.SERVER.PING.JSZ"] == subjects["$SYS.REQ.SERVER.NABC.JSZ"] == "JSZ"
+    assert len(subjects) == 15

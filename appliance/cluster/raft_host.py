@@ -1,0 +1,47 @@
+"""RaftHost: the RAFT groups one worker owns and their network, ticking from the worker's clock.
+
+A worker that runs clustered JetStream (worker 0 of a server with a cluster block: it runs
+JetStream and holds the routes) has one: a GroupRegistry whose groups talk over a
+RouteRaftTransport (their messages cross the routes on $ARAFT.<peer>.<group>.<from>), ticked
+every RAFT_TICK_S from the event loop. Groups added to `registry` run their Ready loops on the same
+loop (pass the loop as their Scheduler). Its peer id is `peer_token(server name)`: the name must be
+unique in the cluster and stable across restarts, as nats-server requires for JetStream clustering.
+A standalone server has none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from appliance import limits
+from appliance.cluster.registry import GroupRegistry
+from appliance.cluster.route_transport import RouteRaftTransport, peer_token
+from appliance.server.server import Server
+
+
+class RaftHost:
+    def __init__(self, server: Server, loop: asyncio.AbstractEventLoop, *,
+                 tick_s: float = limits.RAFT_TICK_S) -> None:
+        self.server = server
+        self.loop = loop
+        self.tick_s = tick_s
+        self.server_name = server.options.server_name or server.server_id
+        self.peer = peer_token(self.server_name)
+        self.transport = RouteRaftTransport(server, self.peer)
+        self.registry = GroupRegistry(self.transport)
+        self.transport.attach(self.registry)
+        self._timer: asyncio.TimerHandle | None = loop.call_later(tick_s, self._tick)
+
+    def _tick(self) -> None:
+        self._timer = self.loop.call_later(self.tick_s, self._tick)
+        self.registry.tick()
+
+    def close(self) -> None:
+        """Stop ticking, close every group (fsyncs what it holds), and stop receiving."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        for group in self.registry:
+            group.close()
+            self.registry.remove(group.group_id)
+        self.transport.close()
