@@ -1,0 +1,307 @@
+"""WebSocket clients: the client protocol inside WebSocket frames, on the `websocket {}` port.
+
+As nats-server (server/websocket.go): the client opens with an HTTP/1.1 upgrade (GET, `Upgrade:
+websocket`, `Connection: Upgrade`, a key, version 13); the origin is checked when `same_origin` or
+`allowed_origins` asks for it; a refused upgrade gets Go's `http.Error` answer (status text as body,
+`Sec-Websocket-Version: 13`) and the log line `<addr> - websocket handshake error: <reason>`. After
+the `101 Switching Protocols` the server sends INFO first, in a binary frame, and from then on
+every byte of the NATS protocol travels in frames both ways. `compression` accepts the client's
+permessage-deflate offer. With `tls {}` the TLS handshake comes first (asyncio's server-side SSL,
+which owns the socket from its first byte), then the HTTP upgrade.
+
+`WebSocketLayer` sits between the socket's transport and a `ClientConnection`, as server/tls.py's
+layer does: wsproto (sans-I/O) turns the bytes read into messages whose payloads go to the
+connection's parser — all the messages of one read in one call — and each write of the connection
+becomes one binary frame. A bad frame closes that connection only (a close frame with wsproto's
+status, then "Read Error"). The plain client port never comes here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import logging
+import ssl
+import urllib.parse
+from dataclasses import dataclass
+from http import HTTPStatus
+from typing import TYPE_CHECKING, Any
+
+from wsproto import ConnectionType, WSConnection
+from wsproto.connection import ConnectionState
+from wsproto.events import (
+    AcceptConnection,
+    BytesMessage,
+    CloseConnection,
+    Ping,
+    Request,
+    TextMessage,
+)
+from wsproto.extensions import Extension, PerMessageDeflate
+from wsproto.utilities import RemoteProtocolError
+
+from appliance import limits
+from appliance.config.options import ServerOptions
+from appliance.config.tls_context import server_context
+
+if TYPE_CHECKING:
+    from appliance.server.client import ClientConnection
+
+logger = logging.getLogger(__name__)
+
+REASON_READ_ERROR = "Read Error"
+REASON_CLIENT_CLOSED = "Client Closed"
+CLOSE_NORMAL = 1000
+
+# wsproto's reasons for a refused request -> nats-server's (status, reason) for the same check
+_REFUSALS = {
+    "Request method must be GET": (HTTPStatus.METHOD_NOT_ALLOWED, "request method must be GET"),
+    "Missing header, 'Connection: Upgrade'": (HTTPStatus.BAD_REQUEST, "invalid value for header 'Connection'"),
+    "Missing header, 'Sec-WebSocket-Version'": (HTTPStatus.BAD_REQUEST, "invalid version"),
+    "Missing header, 'Sec-WebSocket-Key'": (HTTPStatus.BAD_REQUEST, "key missing"),
+    "Missing header, 'Upgrade: websocket'": (HTTPStatus.BAD_REQUEST, "invalid value for header 'Upgrade'"),
+    "Missing header, 'Host'": (HTTPStatus.BAD_REQUEST, "'Host' missing in request"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class AllowedOrigin:
+    scheme: str
+    port: str
+
+
+@dataclass(frozen=True, slots=True)
+class WebsocketServing:
+    """What a worker needs to serve WebSocket clients."""
+
+    context: ssl.SSLContext | None  # wss:// when set
+    handshake_timeout_s: float
+    compression: bool
+    same_origin: bool
+    allowed_origins: dict[str, AllowedOrigin]  # lower-case host -> scheme and port
+
+    @property
+    def tls(self) -> bool:
+        return self.context is not None
+
+
+def serving_from_options(options: ServerOptions) -> WebsocketServing | None:
+    ws = options.websocket
+    if ws.port == 0:
+        return None
+    context = None if ws.tls is None else server_context(ws.tls)
+    timeout = ws.handshake_timeout_s
+    if timeout <= 0:
+        timeout = ws.tls.timeout_s if ws.tls is not None else limits.WS_HANDSHAKE_TIMEOUT_S
+    allowed: dict[str, AllowedOrigin] = {}
+    for origin in ws.allowed_origins:
+        parts = urllib.parse.urlsplit(origin)
+        host, port = host_and_port(parts.scheme == "https", parts.netloc)
+        allowed[host] = AllowedOrigin(scheme=parts.scheme, port=port)
+    return WebsocketServing(context=context, handshake_timeout_s=timeout, compression=ws.compression,
+                            same_origin=ws.same_origin, allowed_origins=allowed)
+
+
+def host_and_port(tls: bool, hostport: str) -> tuple[str, str]:
+    """nats-server's wsGetHostAndPort: lower-case host; a missing port is the scheme's default."""
+    if hostport.startswith("["):
+        host, _, rest = hostport[1:].partition("]")
+        port = rest[1:] if rest.startswith(":") else ""
+    elif hostport.count(":") == 1:
+        host, _, port = hostport.partition(":")
+    else:
+        host, port = hostport, ""
+    return host.lower(), port or ("443" if tls else "80")
+
+
+def origin_refusal(serving: WebsocketServing, request: Request, *, tls: bool) -> str | None:
+    """Why the request's origin is refused, or None (nats-server's checkOrigin)."""
+    if not serving.same_origin and not serving.allowed_origins:
+        return None
+    headers = {name.lower(): value for name, value in request.extra_headers}
+    origin = (headers.get(b"origin") or headers.get(b"sec-websocket-origin") or b"").decode("latin-1")
+    if not origin:  # no Origin: not a browser, accepted (RFC 6455 1.6)
+        return None
+    parts = urllib.parse.urlsplit(origin)
+    if not parts.scheme or not parts.netloc:
+        return f'parse "{origin}": invalid URI for request'
+    host, port = host_and_port(parts.scheme == "https", parts.netloc)
+    if serving.same_origin and (host, port) != host_and_port(tls, request.host):
+        return "not same origin"
+    if serving.allowed_origins:
+        allowed = serving.allowed_origins.get(host)
+        if allowed is None or allowed.scheme != parts.scheme or allowed.port != port:
+            return "not in the allowed list"
+    return None
+
+
+def http_error(status: HTTPStatus) -> bytes:
+    """Go's http.Error answer as nats-server's wsReturnHTTPError sends it (then we close)."""
+    body = f"{status.phrase}\n".encode()
+    return (f"HTTP/1.1 {status.value} {status.phrase}\r\n"
+            "Content-Type: text/plain; charset=utf-8\r\n"
+            "Sec-Websocket-Version: 13\r\n"
+            "X-Content-Type-Options: nosniff\r\n"
+            f"Date: {email.utils.formatdate(usegmt=True)}\r\n"
+            f"Content-Length: {len(body)}\r\n"
+            "Connection: close\r\n\r\n").encode() + body
+
+
+class WebSocketLayer(asyncio.Protocol):
+    """The socket's protocol and the connection's transport, with WebSocket frames in between."""
+
+    def __init__(self, conn: ClientConnection, serving: WebsocketServing) -> None:
+        self.conn = conn
+        self.serving = serving
+        self.raw: asyncio.Transport | None = None
+        self._ws = WSConnection(ConnectionType.SERVER)
+        self._open = False  # upgraded: frames flow
+        self._refused = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._where = ""
+
+    # --- the socket's side (asyncio.Protocol) ----------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.raw = transport  # type: ignore[assignment]  # uvloop's is not an asyncio.Transport
+        peer = transport.get_extra_info("peername")
+        self._where = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else "?"
+        self._timer = self.conn.server.loop.call_later(self.serving.handshake_timeout_s, self._handshake_timeout)
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused or self.raw is None:
+            return
+        try:
+            self._ws.receive_data(data)
+        except RemoteProtocolError as error:
+            status, reason = _REFUSALS.get(str(error), (HTTPStatus.BAD_REQUEST, str(error)))
+            self._refuse(status, reason)
+            return
+        payloads: list[bytes] = []
+        for event in self._ws.events():
+            if isinstance(event, BytesMessage | TextMessage):
+                data = event.data
+                payloads.append(data.encode() if isinstance(data, str) else bytes(data))
+            elif isinstance(event, Request):
+                if not self._upgrade(event):
+                    return
+            elif isinstance(event, Ping):
+                self._send(event.response())
+            elif isinstance(event, CloseConnection):
+                self._closed_by_peer(event, payloads)
+                return
+        if payloads and self._open:
+            self.conn.data_received(payloads[0] if len(payloads) == 1 else b"".join(payloads))
+
+    def eof_received(self) -> bool | None:
+        return None  # the transport closes; connection_lost follows
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_timer()
+        if self._open:
+            self.conn.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        if self._open:
+            self.conn.pause_writing()
+
+    def resume_writing(self) -> None:
+        if self._open:
+            self.conn.resume_writing()
+
+    # --- the connection's side (what ClientConnection calls on its transport) ----------------------
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if self._open and self._ws.state is ConnectionState.OPEN:
+            self._send(BytesMessage(data=bytes(data)))
+
+    def get_write_buffer_size(self) -> int:
+        return self.raw.get_write_buffer_size() if self.raw is not None else 0
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        if self.raw is not None:
+            self.raw.set_write_buffer_limits(high=high, low=low)
+
+    def pause_reading(self) -> None:
+        if self.raw is not None:
+            self.raw.pause_reading()
+
+    def resume_reading(self) -> None:
+        if self.raw is not None:
+            self.raw.resume_reading()
+
+    def is_closing(self) -> bool:
+        return self.raw is None or self.raw.is_closing()
+
+    def close(self) -> None:
+        """A close frame (as nats-server sends one), then the socket closes after writing."""
+        self._cancel_timer()
+        if self.raw is None or self.raw.is_closing():
+            return
+        if self._ws.state is ConnectionState.OPEN:
+            self._send(CloseConnection(code=CLOSE_NORMAL))
+        self.raw.close()
+
+    def abort(self) -> None:
+        self._cancel_timer()
+        if self.raw is not None:
+            self.raw.abort()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self.raw.get_extra_info(name, default) if self.raw is not None else default
+
+    # --- internals --------------------------------------------------------------------------------
+
+    def _upgrade(self, request: Request) -> bool:
+        refusal = origin_refusal(self.serving, request, tls=self.serving.tls)
+        if refusal is not None:
+            self._refuse(HTTPStatus.FORBIDDEN, f"origin not allowed: {refusal}")
+            return False
+        extensions: list[Extension] = [PerMessageDeflate()] if self.serving.compression else []
+        self._send(AcceptConnection(extensions=extensions))
+        self._cancel_timer()
+        self._open = True
+        self.conn.websocket = True
+        self.conn.connection_made(self)  # type: ignore[arg-type]  # registers, sends INFO (a frame)
+        return True
+
+    def _refuse(self, status: HTTPStatus, reason: str) -> None:
+        logger.error("%s - websocket handshake error: %s", self._where, reason)
+        self._refused = True
+        self._cancel_timer()
+        if self.raw is not None and not self.raw.is_closing():
+            self.raw.write(http_error(status))
+            self.raw.close()
+
+    def _closed_by_peer(self, event: CloseConnection, payloads: list[bytes]) -> None:
+        """The client's close frame, or wsproto's verdict on a bad frame (we send that close)."""
+        if self._open and payloads:
+            self.conn.data_received(b"".join(payloads))
+        if self._ws.state is ConnectionState.REMOTE_CLOSING:
+            self._send(event.response())  # answer the client's close
+            reason = REASON_CLIENT_CLOSED
+        else:
+            logger.error("%s - read error: websocket frame: %s", self._where, event.reason or event.code)
+            if self._ws.state is ConnectionState.OPEN:
+                self._send(CloseConnection(code=event.code, reason=event.reason))
+            reason = REASON_READ_ERROR
+        if self._open and not self.conn.closed:
+            self.conn.close(reason)
+        elif self.raw is not None:
+            self.raw.close()
+
+    def _send(self, event: Any) -> None:
+        if self.raw is not None and not self.raw.is_closing():
+            self.raw.write(self._ws.send(event))
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _handshake_timeout(self) -> None:
+        self._timer = None
+        if self._open or self.raw is None:
+            return
+        logger.debug("%s - websocket handshake timeout", self._where)
+        self.raw.abort()
