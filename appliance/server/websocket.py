@@ -42,7 +42,7 @@ from wsproto.utilities import RemoteProtocolError
 
 from appliance import limits
 from appliance.config.options import ServerOptions
-from appliance.config.tls_context import server_context
+from appliance.config.tls_context import cipher_name, server_context, version_name
 
 if TYPE_CHECKING:
     from appliance.server.client import ClientConnection
@@ -262,6 +262,9 @@ class WebSocketLayer(asyncio.Protocol):
         self._cancel_timer()
         self._open = True
         self.conn.websocket = True
+        ssl_object = self.get_extra_info("ssl_object")  # wss://: for /connz
+        if ssl_object is not None:
+            self.conn.tls_version, self.conn.tls_cipher_suite = version_name(ssl_object), cipher_name(ssl_object)
         self.conn.connection_made(self)  # type: ignore[arg-type]  # registers, sends INFO (a frame)
         return True
 

@@ -8,8 +8,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import gc
+import json
 import os
 import socket
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -151,12 +153,32 @@ def test_ws_pub_sub_request_with_two_workers_and_plain_clients_alongside(tmp_pat
 
 
 def test_wss_with_trustme_certificates(certs: TestCerts, tmp_path: Path) -> None:
-    port = free_port()
+    port, http = free_port(), free_port()
     block = f'tls {{ cert_file: "{certs.server.cert}", key_file: "{certs.server.key}" }}'
-    conf = ws_conf(tmp_path / "wss.conf", port, block, extra="appliance { workers: 2 }\n")
+    conf = ws_conf(tmp_path / "wss.conf", port, block, extra=f"http_port: {http}\nappliance {{ workers: 2 }}\n")
     with ApplianceProcess(["-c", str(conf), "-a", "127.0.0.1", "-p", "-1"], log_dir=tmp_path) as server:
         assert f"Listening for websocket clients on wss://127.0.0.1:{port}" in server.log()
         asyncio.run(pub_sub_request(f"wss://127.0.0.1:{port}", tls=certs.client_context()))
+
+        async def connz() -> list[dict[str, object]]:
+            nc = await nats.connect(f"wss://127.0.0.1:{port}", tls=certs.client_context(), allow_reconnect=False,
+                                    name="wss-probe")
+            try:
+                await nc.flush()
+                for _ in range(50):  # bounded: the row of the other worker may lag a moment
+                    with urllib.request.urlopen(f"http://127.0.0.1:{http}/connz", timeout=5) as answer:
+                        conns = json.loads(answer.read())["connections"]
+                    found = [c for c in conns if c.get("name") == "wss-probe"]
+                    if found:
+                        return found
+                    await asyncio.sleep(0.1)
+                return []
+            finally:
+                await nc.close()
+
+        found = asyncio.run(connz())
+        assert found and found[0]["type"] == "websocket"
+        assert str(found[0]["tls_version"]).startswith("1.")
 
 
 def test_websocket_without_tls_or_no_tls_is_refused_as_nats_server_refuses_it(tmp_path: Path) -> None:
