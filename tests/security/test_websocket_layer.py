@@ -127,7 +127,11 @@ class FakeTimer:
 
 
 class FakeLoop:
+    def __init__(self) -> None:
+        self.timers: list[tuple[float, Any]] = []
+
     def call_later(self, delay: float, callback: Any) -> FakeTimer:
+        self.timers.append((delay, callback))
         return FakeTimer()
 
 
@@ -280,3 +284,15 @@ def test_refused_upgrades_get_an_http_error_and_no_connection(request_text: byte
     assert raw.written.startswith(b"HTTP/1.1 " + status)
     assert b"Sec-Websocket-Version: 13" in raw.written
     assert raw.closed and conn.transport is None
+
+
+def test_an_upgrade_that_does_not_finish_in_the_handshake_timeout_is_dropped() -> None:
+    conn = FakeConn()
+    layer = WebSocketLayer(conn, WebsocketServing(None, 3.5, False, False, {}))  # type: ignore[arg-type]
+    raw = FakeTransport()
+    layer.connection_made(raw)  # type: ignore[arg-type]
+    layer.data_received(b"GET / HTTP/1.1\r\nHost: h\r\n")  # half a request, then silence
+    delay, fire = conn.server.loop.timers[0]
+    assert delay == 3.5
+    fire()
+    assert raw.closed and conn.transport is None and raw.written == bytearray()
