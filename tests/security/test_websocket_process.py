@@ -247,3 +247,32 @@ def test_bad_frame_closes_only_that_connection(tmp_path: Path) -> None:
                 await good.close()
 
         asyncio.run(scenario())
+
+
+def ws_info(port: int) -> dict[str, object]:
+    """The INFO that comes first, in a binary frame, after the upgrade."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(upgrade_request(port))
+        data = b""
+        while not (b"INFO " in data and data.endswith(b"\r\n")):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    head, _, frames = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 101") and frames[0] == 0x82  # FIN + binary
+    line = frames[frames.index(b"INFO "):]
+    return json.loads(line[5:].strip())
+
+
+def test_ws_info_has_no_tls_fields_of_the_client_port_as_nats_server(certs: TestCerts, tmp_path: Path) -> None:
+    keys = ("tls_required", "tls_verify", "tls_available", "auth_required", "headers", "proto", "max_payload")
+    tls = f'tls {{ cert_file: "{certs.server.cert}", key_file: "{certs.server.key}" }}\n'
+    real_port, our_port = free_port(), free_port()
+    real_conf = ws_conf(tmp_path / "real.conf", real_port, extra="port: -1\n" + tls)
+    our_conf = ws_conf(tmp_path / "ours.conf", our_port, extra=tls)
+    with NatsServer(["-c", str(real_conf)]), \
+            ApplianceProcess(["-c", str(our_conf), "-a", "127.0.0.1", "-p", "-1"], log_dir=tmp_path):
+        real, ours = ws_info(real_port), ws_info(our_port)
+    assert {k: real.get(k) for k in keys} == {k: ours.get(k) for k in keys}
+    assert "tls_required" not in ours and ours["client_ip"] == "127.0.0.1"
