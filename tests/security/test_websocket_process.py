@@ -276,3 +276,20 @@ def test_ws_info_has_no_tls_fields_of_the_client_port_as_nats_server(certs: Test
         real, ours = ws_info(real_port), ws_info(our_port)
     assert {k: real.get(k) for k in keys} == {k: ours.get(k) for k in keys}
     assert "tls_required" not in ours and ours["client_ip"] == "127.0.0.1"
+
+
+def test_varz_websocket_block_as_nats_server(tmp_path: Path) -> None:
+    block = ('no_tls: true, same_origin: true, compression: true, allowed_origins: ["http://a.example"], '
+             'handshake_timeout: "3s"')
+    real_port, our_port, real_http, our_http = free_port(), free_port(), free_port(), free_port()
+    real_conf = ws_conf(tmp_path / "real.conf", real_port, block, extra=f"port: -1\nhttp_port: {real_http}\n")
+    our_conf = ws_conf(tmp_path / "ours.conf", our_port, block, extra=f"http_port: {our_http}\n")
+    with NatsServer(["-c", str(real_conf)]), \
+            ApplianceProcess(["-c", str(our_conf), "-a", "127.0.0.1", "-p", "-1"], log_dir=tmp_path):
+        blocks = []
+        for http in (real_http, our_http):
+            with urllib.request.urlopen(f"http://127.0.0.1:{http}/varz", timeout=5) as answer:
+                blocks.append(json.loads(answer.read())["websocket"])
+    for found, port in zip(blocks, (real_port, our_port), strict=True):
+        assert found.pop("port") == port
+    assert blocks[0] == blocks[1]
