@@ -296,3 +296,17 @@ def test_an_upgrade_that_does_not_finish_in_the_handshake_timeout_is_dropped() -
     assert delay == 3.5
     fire()
     assert raw.closed and conn.transport is None and raw.written == bytearray()
+
+
+def test_websocket_no_auth_user_applies_to_websocket_clients_only() -> None:
+    from appliance.server.auth import Authenticator, Granted
+    options = load('authorization { users = [ { user: alice, password: pw }, { user: bob, password: pw } ] }\n'
+                   'websocket { port: 8080, no_tls: true, no_auth_user: alice }\n')
+    auth = Authenticator(options)
+    granted = auth.authenticate({}, websocket=True)
+    assert isinstance(granted, Granted) and granted.user is not None and granted.user.username == "alice"
+    assert not isinstance(auth.authenticate({}), Granted)  # the client port has no no_auth_user
+    both = Authenticator(load('authorization { users = [ { user: alice, password: pw }, { user: bob, password: pw } ] }\n'
+                              'no_auth_user: bob\nwebsocket { port: 8080, no_tls: true }\n'))
+    fallback = both.authenticate({}, websocket=True)  # no websocket one: the top-level no_auth_user
+    assert isinstance(fallback, Granted) and fallback.user is not None and fallback.user.username == "bob"
