@@ -310,3 +310,38 @@ def test_websocket_no_auth_user_applies_to_websocket_clients_only() -> None:
                               'no_auth_user: bob\nwebsocket { port: 8080, no_tls: true }\n'))
     fallback = both.authenticate({}, websocket=True)  # no websocket one: the top-level no_auth_user
     assert isinstance(fallback, Granted) and fallback.user is not None and fallback.user.username == "bob"
+
+
+def test_wsproto_takes_over_mid_stream_at_a_frame_boundary() -> None:
+    from wsproto.events import Ping, Pong
+    layer, conn, raw, client = open_layer()
+    big = os.urandom(70_000)  # a 64-bit length
+    wire = (client.send(BytesMessage(data=b"PING\r\n")) + client.send(BytesMessage(data=big))
+            + client.send(Ping(payload=b"p")) + client.send(BytesMessage(data=b"PONG\r\n")))
+    for start in range(0, len(wire), 999):
+        layer.data_received(wire[start:start + 999])
+    assert bytes(conn.received) == b"PING\r\n" + big + b"PONG\r\n"
+    client.receive_data(bytes(raw.written))
+    assert any(isinstance(e, Pong) and e.payload == b"p" for e in client.events())
+
+
+def test_server_frames_of_every_length_form_decode() -> None:
+    layer, _, raw, client = open_layer()
+    payloads = [b"a" * 125, b"b" * 126, b"c" * 65535, b"d" * 65536]
+    for payload in payloads:
+        layer.write(payload)
+    client.receive_data(bytes(raw.written))
+    got = [e.data for e in client.events() if isinstance(e, BytesMessage)]
+    assert got == payloads
+
+
+def test_data_before_the_upgrade_answer_is_refused_as_nats_server() -> None:
+    conn = FakeConn()
+    layer = WebSocketLayer(conn, WebsocketServing(None, 2.0, False, False, {}))  # type: ignore[arg-type]
+    raw = FakeTransport()
+    layer.connection_made(raw)  # type: ignore[arg-type]
+    client = WSConnection(ConnectionType.CLIENT)
+    request = client.send(Request(host="h", target="/"))
+    layer.data_received(request[:10])
+    layer.data_received(request[10:] + b"\x82\x80abcd")  # a frame glued to the request
+    assert raw.written.startswith(b"HTTP/1.1 400 ") and conn.transport is None
