@@ -28,6 +28,7 @@ HTTP_REQUEST_BYTES_MAX = 16 * 1024  # monitoring request line + headers
 WRITE_BUFFER_HIGH_BYTES = 256 * 1024  # transport buffer above which a write deadline starts running
 STALLED_PRODUCERS_MAX = 1024  # producers one slow subscriber may hold paused at once
 ACCEPT_BACKLOG = 1024  # listen() backlog of the client port
+WS_HANDSHAKE_TIMEOUT_S = 2.0  # a WebSocket upgrade without TLS and without `handshake_timeout` must finish in this
 LINK_BACKLOG_BYTES_MAX = 64 * 1024 * 1024  # frames waiting for room on one link to a sibling worker
 MONITOR_GATHER_TIMEOUT_S = 2.0  # how long /connz and /varz wait for sibling workers' snapshots
 # a PONG waits at most this long for sibling workers to apply interest (1 s can pass on a loaded 2-core box)

@@ -35,6 +35,7 @@ from appliance.config.parser import ConfigMap, Entry, Position, ReadFile, parse_
 from appliance.config.sections import LoadState, load_appliance, load_cluster, load_jetstream
 from appliance.config.tls import parse_tls
 from appliance.config.tls_context import TLSConfigError, files_digest, server_context
+from appliance.config.websocket import parse_websocket, websocket_problems
 from appliance.errors import ConfigError
 
 DEFAULT_CLIENT_PORT = 4222
@@ -42,7 +43,7 @@ INT32_MAX = 2**31 - 1
 
 # keys nats-server knows that appliance does not implement: an error, never silently ignored
 UNSUPPORTED_KEYS = frozenset({
-    "leafnodes", "leaf", "gateway", "websocket", "ws", "mqtt", "operator", "operators", "roots", "root",
+    "leafnodes", "leaf", "gateway", "mqtt", "operator", "operators", "roots", "root",
     "root_operators", "root_operator", "resolver", "account_resolver", "accounts_resolver", "resolver_tls",
     "resolver_preload", "resolver_pinned_accounts", "trusted", "trusted_keys", "ocsp", "ocsp_cache",
     "http_base_path", "syslog", "remote_syslog", "prof_port", "prof_block_rate", "proxy_protocol",
@@ -170,6 +171,17 @@ def _mappings(entry: Entry, state: LoadState) -> None:
     state.options.mappings = plain
 
 
+def _websocket(entry: Entry, state: LoadState) -> None:
+    """The WebSocket port's block; its certificate files are read now, as for the client port."""
+    ws = parse_websocket(entry, state.problems)
+    if ws.tls is not None:
+        try:
+            server_context(ws.tls)
+        except TLSConfigError as error:
+            raise BadValue(entry.key_position, str(error)) from None
+    state.options.websocket = ws
+
+
 def _tls(entry: Entry, state: LoadState) -> None:
     """The client port's TLS; the certificate files are read now, as nats-server does at load."""
     tls = parse_tls(entry)
@@ -252,6 +264,8 @@ HANDLERS: dict[str, Handler] = {
     "maps": _mappings,
     "appliance": load_appliance,
     "tls": _tls,
+    "websocket": _websocket,
+    "ws": _websocket,
     "allow_non_tls": _set("allow_non_tls", _bool),
 }
 
@@ -335,6 +349,9 @@ def cross_field_problems(options: ServerOptions) -> list[tuple[str, str]]:
     elif options.https_port != 0 and options.tls is None:
         found.append(("https_port", "TLS cert and key required for HTTPS"))
     found.extend(_no_auth_user_problems(options))
+    found.extend(("websocket", text) for text in websocket_problems(options.websocket, trusted=False))
+    if options.websocket.port != 0 and options.websocket.no_auth_user:
+        found.extend(("websocket", text) for _, text in _no_auth_user_problems(options, options.websocket.no_auth_user))
     return found
 
 
@@ -350,8 +367,8 @@ def validate_options(options: ServerOptions) -> None:
         raise ConfigError(problems)
 
 
-def _no_auth_user_problems(options: ServerOptions) -> list[tuple[str, str]]:
-    name = options.no_auth_user
+def _no_auth_user_problems(options: ServerOptions, name: str | None = None) -> list[tuple[str, str]]:
+    name = options.no_auth_user if name is None else name
     if name == "":
         return []
     users = [*options.authorization.users, *(u for a in options.accounts.values() for u in a.users)]

@@ -12,6 +12,7 @@ from typing import TypedDict
 
 from appliance import limits
 from appliance.config.tls import TLSOptions
+from appliance.config.websocket import WebsocketOptions
 
 
 class LoggingSettings(TypedDict):
@@ -166,6 +167,7 @@ class ServerOptions:
     max_subscriptions: int = 0  # 0: unlimited
     allow_non_tls: bool = False  # with `tls {}`: plain-text clients too (INFO says tls_available)
     tls: TLSOptions | None = None  # the client port's `tls {}` (or --tls* flags); None: plain text
+    websocket: WebsocketOptions = field(default_factory=WebsocketOptions)  # `websocket {}` (port 0: off)
     ping_interval_s: float = limits.PING_INTERVAL_S
     ping_max: int = limits.PINGS_OUTSTANDING_MAX
     write_deadline_s: float = limits.WRITE_DEADLINE_S

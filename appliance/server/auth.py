@@ -80,6 +80,7 @@ class Authenticator:
             for user in account.users:
                 self._add(user, account.name, default_permissions)
         self.no_auth_user = options.no_auth_user
+        self.ws_no_auth_user = options.websocket.no_auth_user or options.no_auth_user  # WebSocket clients'
         self.required = bool(self.token or self.users or self.nkeys)
         self.nonce_required = bool(self.nkeys)  # INFO carries a nonce for the client to sign
         self.tls_map = options.tls is not None and options.tls.map
@@ -96,16 +97,17 @@ class Authenticator:
         )
 
     def authenticate(self, connect: dict[str, object], identity: PeerIdentity | None = None,
-                     nonce: str = "") -> Outcome:
+                     nonce: str = "", *, websocket: bool = False) -> Outcome:
         """`identity`: the client certificate, when TLS verified one (used with verify_and_map);
         `nonce`: what the INFO to this client carried (signed by NKey users)."""
         if not self.required:
             return Granted(None, "$G")
+        no_auth_user = self.ws_no_auth_user if websocket else self.no_auth_user
         if self.nkeys:
             nkey = connect.get("nkey")
-            if not nkey and self.no_auth_user in self.nkeys and not connect.get("user") \
+            if not nkey and no_auth_user in self.nkeys and not connect.get("user") \
                     and not connect.get("auth_token"):
-                user = self.nkeys[self.no_auth_user]
+                user = self.nkeys[no_auth_user]
                 return Granted(user, user.account)
             if nkey:
                 user = self.nkeys.get(nkey) if isinstance(nkey, str) else None
@@ -125,8 +127,8 @@ class Authenticator:
             if isinstance(token, str) and _secret_equal(token, self.token):
                 return Granted(None, "$G")
             return Denied("bad token")
-        if not username and not token and self.no_auth_user:
-            user = self.users.get(self.no_auth_user)
+        if not username and not token and no_auth_user:
+            user = self.users.get(no_auth_user)
             if user is not None:
                 return Granted(user, user.account)
         if not isinstance(username, str) or not isinstance(password, str):

@@ -149,6 +149,7 @@ class ClientConnection(asyncio.Protocol):
         self.tls_cipher_suite = ""
         self.tls_first = False
         self.peer_identity: PeerIdentity | None = None
+        self.websocket = False  # framed by server/websocket.py (its own port, its own TLS)
         self.nonce = new_nonce() if server.auth.nonce_required else ""  # signed by NKey users
         self.closed = False
         # output and flow control
@@ -185,7 +186,7 @@ class ClientConnection(asyncio.Protocol):
             self.close_over_max_connections()
             return
         logger.debug("%s:%d - cid:%d - Client connection created", self.ip, self.port, self.cid)
-        serving = self.server.tls
+        serving = self.server.tls if not self.websocket else None
         if serving is not None:  # INFO (unless TLS first), then the handshake; timers once it is done
             layer: tls.TLSLayer = transport  # type: ignore[assignment]  # server/tls.py wraps the socket
             layer.begin_handshake(self.server.info_bytes(self, tls_first=serving.handshake_first))
@@ -529,7 +530,7 @@ class ClientConnection(asyncio.Protocol):
             return False
         self._credentials = {key: fields[key] for key in ("user", "pass", "auth_token", "nkey", "sig")
                              if key in fields}
-        outcome = self.server.auth.authenticate(fields, self.peer_identity, self.nonce)
+        outcome = self.server.auth.authenticate(fields, self.peer_identity, self.nonce, websocket=self.websocket)
         if isinstance(outcome, auth.Granted):
             self._bind(outcome.user, outcome.account)
             return True
@@ -844,7 +845,8 @@ class ClientConnection(asyncio.Protocol):
         (False); the others take their user's new permissions."""
         if not self.connected or self.closed:
             return True
-        outcome = self.server.auth.authenticate(self._credentials, self.peer_identity, self.nonce)
+        outcome = self.server.auth.authenticate(self._credentials, self.peer_identity, self.nonce,
+                                           websocket=self.websocket)
         if isinstance(outcome, auth.NeedsBcrypt):
             same_hash = outcome.hashed == self._checked_hash
             if same_hash or auth.bcrypt_matches(outcome.given, outcome.hashed):

@@ -36,6 +36,7 @@ def connection_info(conn: ClientConnection) -> ConnectionInfo:
         start_wall_s=conn.start_wall_s,
         last_activity_wall_s=conn.last_activity_wall_s,
         account=conn.account.name,
+        type="websocket" if conn.websocket else "nats",
         rtt_s=conn.rtt_s,
         pending_bytes=conn.pending_bytes(),
         in_msgs=conn.in_msgs,

@@ -28,6 +28,8 @@ from appliance.server.internal import InternalClient
 from appliance.server.monitor.view import ConnectionInfo
 from appliance.server.sublist import Subscription
 from appliance.server.tls import TLSLayer, TLSServing, serving_from_options
+from appliance.server.websocket import WebSocketLayer, WebsocketServing
+from appliance.server.websocket import serving_from_options as websocket_serving
 
 from collections.abc import Callable
 
@@ -95,6 +97,7 @@ class Server:
         self.accounts = AccountRegistry(options)
         self.auth = Authenticator(options)
         self.tls: TLSServing | None = serving_from_options(options)  # this worker's own SSL context
+        self.websocket: WebsocketServing | None = websocket_serving(options)  # `websocket {}`, own SSL context
         self.clients: dict[int, ClientConnection] = {}
         # the last max_closed_clients closed connections, as recorded when each closed
         self.closed_clients: deque[ConnectionInfo] = deque(maxlen=options.max_closed_clients)
@@ -122,6 +125,7 @@ class Server:
         self.internal_clients: dict[int, InternalClient] = {}
         self._flush_scheduled = False
         self._listener: asyncio.base_events.Server | None = None
+        self._ws_listener: asyncio.base_events.Server | None = None
         self._listen_host = options.host
         self._listen_port = options.port
 
@@ -140,6 +144,19 @@ class Server:
                                                        backlog=limits.ACCEPT_BACKLOG)
         self.ready = True
 
+    async def start_websocket(self, listener: socket.socket) -> None:
+        """Serve WebSocket clients on `listener` (TLS first when `websocket { tls {} }`)."""
+        serving = self.websocket
+        assert serving is not None
+        self._ws_listener = await self.loop.create_server(
+            self._new_websocket, sock=listener, backlog=limits.ACCEPT_BACKLOG, ssl=serving.context,
+            ssl_handshake_timeout=serving.handshake_timeout_s if serving.context is not None else None)
+
+    def _new_websocket(self) -> WebSocketLayer:
+        assert self.websocket is not None
+        self._next_cid += self._cid_step
+        return WebSocketLayer(ClientConnection(self, self._next_cid), self.websocket)
+
     def _new_connection(self) -> ClientConnection | TLSLayer:
         self._next_cid += self._cid_step
         conn = ClientConnection(self, self._next_cid)
@@ -148,6 +165,8 @@ class Server:
     async def stop_accepting(self) -> None:
         if self._listener is not None:
             self._listener.close()
+        if self._ws_listener is not None:
+            self._ws_listener.close()
             self._listener = None
 
     async def shutdown(self) -> None:
@@ -311,6 +330,9 @@ class Server:
         if tls_first:
             fields.pop("tls_available", None)
             fields["tls_required"] = True
+        if conn.websocket:  # TLS, if any, is the WebSocket port's: no upgrade inside the frames
+            for name in ("tls_required", "tls_verify", "tls_available"):
+                fields.pop(name, None)
         if conn.nonce:
             fields["nonce"] = conn.nonce
         fields["client_id"] = conn.cid

@@ -25,6 +25,7 @@ class Listeners:
     client: socket.socket
     http: socket.socket | None
     cluster: socket.socket | None = None  # route connections; served by worker 0
+    websocket: socket.socket | None = None  # WebSocket clients; served by every worker
 
     @property
     def client_port(self) -> int:
@@ -40,6 +41,8 @@ class Listeners:
             self.http.close()
         if self.cluster is not None:
             self.cluster.close()
+        if self.websocket is not None:
+            self.websocket.close()
 
 
 def join_host_port(host: str, port: int) -> str:
@@ -75,11 +78,15 @@ def open_listeners(options: ServerOptions) -> Listeners:
         scheme = "http" if options.http_port != 0 else "https"  # validate_options allows one of the two
         http = open_listener(options.http_host, options.http_port or options.https_port)
         logger.info("Starting %s monitor on %s", scheme, join_host_port(options.http_host, int(http.getsockname()[1])))
+    websocket = None
     try:
+        websocket = _open_websocket(options)
         client = open_listener(options.host, options.port)
     except StartupError:
         if http is not None:
             http.close()
+        if websocket is not None:
+            websocket.close()
         raise
     logger.info("Listening for client connections on %s", join_host_port(options.host, int(client.getsockname()[1])))
     cluster = None
@@ -90,6 +97,8 @@ def open_listeners(options: ServerOptions) -> Listeners:
             client.close()
             if http is not None:
                 http.close()
+            if websocket is not None:
+                websocket.close()
             raise
         logger.info("Cluster name is %s", options.cluster.name or "(none)")
         logger.info("Listening for route connections on %s",
@@ -105,7 +114,20 @@ def open_listeners(options: ServerOptions) -> Listeners:
             logger.info("TLS required for client connections")
         if first_only:
             logger.warning('Clients that are not using "TLS Handshake First" option will fail to connect')
-    return Listeners(client=client, http=http, cluster=cluster)
+    return Listeners(client=client, http=http, cluster=cluster, websocket=websocket)
+
+
+def _open_websocket(options: ServerOptions) -> socket.socket | None:
+    """nats-server's startWebsocketServer log lines: the scheme says whether it is TLS."""
+    ws = options.websocket
+    if ws.port == 0:
+        return None
+    listener = open_listener(ws.host, ws.port)
+    scheme = "ws" if ws.tls is None else "wss"
+    logger.info("Listening for websocket clients on %s://%s", scheme, join_host_port(ws.host, int(listener.getsockname()[1])))
+    if ws.tls is None:
+        logger.warning("Websocket not configured with TLS. DO NOT USE IN PRODUCTION!")
+    return listener
 
 
 def _listen_error(host: str, port: int, exc: OSError) -> str:

@@ -481,6 +481,7 @@ class Supervisor:
             supervisor_pid=os.getpid(), client_fd=self.listeners.client.fileno(), ready_fd=-1,
             http_fd=self.listeners.http.fileno() if self.listeners.http is not None and slot.index == 0 else None,
             cluster_fd=self.listeners.cluster.fileno() if self.listeners.cluster is not None and slot.index == 0 else None,
+            websocket_fd=self.listeners.websocket.fileno() if self.listeners.websocket is not None else None,
             status_fd=self.table.fd, core=placement.core, numa_node=placement.numa_node, extra=extra,
             extra_fds=extra_fds,
         )

@@ -46,6 +46,7 @@ class WorkerContext:
     client_listener: socket.socket  # bound, listening, shared by all workers
     http_listener: socket.socket | None = None  # monitoring; served by worker 0 only
     cluster_listener: socket.socket | None = None  # routes; held by worker 0 only
+    websocket_listener: socket.socket | None = None  # WebSocket clients, shared by all workers
     on_ready: Callable[[], None] = lambda: None  # call once, when serving
     status: StatusRow | None = None
     connection_gate: ConnectionGate | None = None  # with more than one worker

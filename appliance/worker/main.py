@@ -64,6 +64,9 @@ async def serve_worker(ctx: WorkerContext) -> int:
     # worker k of n hands out client ids k+1, k+1+n, k+1+2n, ...: small and unique on the host
     await server.start(ctx.client_listener, cid_base=ctx.worker_index + 1 - ctx.worker_count,
                        cid_step=ctx.worker_count)
+    if ctx.websocket_listener is not None:
+        ctx.websocket_listener.setblocking(False)
+        await server.start_websocket(ctx.websocket_listener)
     fabric, mesh = _start_fabric(server, ctx, loop)
     jetstream = start_jetstream(server) if ctx.options.jetstream.enabled and ctx.worker_index == 0 else None
     relay = start_relay(server) if ctx.options.jetstream.enabled and ctx.worker_index != 0 else None

@@ -55,6 +55,7 @@ class WorkerBootstrap:
     ready_fd: int
     http_fd: int | None = None
     cluster_fd: int | None = None  # the route listener (worker 0)
+    websocket_fd: int | None = None  # the WebSocket client listener (every worker)
     status_fd: int | None = None
     core: int | None = None  # pin here when options.appliance.cpu_pinning
     numa_node: int = 0
@@ -63,7 +64,7 @@ class WorkerBootstrap:
 
     def inherited_fds(self) -> tuple[int, ...]:
         fds = [self.client_fd, self.ready_fd]
-        fds += [fd for fd in (self.http_fd, self.cluster_fd, self.status_fd) if fd is not None]
+        fds += [fd for fd in (self.http_fd, self.cluster_fd, self.websocket_fd, self.status_fd) if fd is not None]
         return (*fds, *self.extra_fds)
 
 
@@ -106,6 +107,7 @@ def build_context(bootstrap: WorkerBootstrap) -> WorkerContext:
     client = socket.socket(fileno=bootstrap.client_fd)
     http = None if bootstrap.http_fd is None else socket.socket(fileno=bootstrap.http_fd)
     cluster = None if bootstrap.cluster_fd is None else socket.socket(fileno=bootstrap.cluster_fd)
+    websocket = None if bootstrap.websocket_fd is None else socket.socket(fileno=bootstrap.websocket_fd)
     status = None
     gate = None
     if bootstrap.status_fd is not None:
@@ -130,7 +132,7 @@ def build_context(bootstrap: WorkerBootstrap) -> WorkerContext:
     return WorkerContext(options=bootstrap.options, worker_index=bootstrap.worker_index,
                          worker_count=bootstrap.worker_count, server_id=bootstrap.server_id,
                          start_wall_s=bootstrap.start_wall_s, client_listener=client, http_listener=http,
-                         cluster_listener=cluster,
+                         cluster_listener=cluster, websocket_listener=websocket,
                          on_ready=on_ready, status=status, connection_gate=gate, extra=extra)
 
 

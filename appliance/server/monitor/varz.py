@@ -1,7 +1,7 @@
 """`/varz`: server identity, configuration and counters, with nats-server's keys in its order.
 
 Keys nats-server omits when empty (omitempty) are omitted here under the same rule; blocks for
-features we do not have (gateway, leaf, mqtt, websocket) are `{}` exactly as an unconfigured
+features we do not have (gateway, leaf, mqtt) are `{}` exactly as an unconfigured
 nats-server shows them. `disk_io_wait_stats` (Go's disk semaphore) has no counterpart and is left out.
 """
 
@@ -98,11 +98,24 @@ def _limits(view: ServerView) -> dict[str, JsonValue]:
         "gateway": {},
         "leaf": {},
         "mqtt": {},
-        "websocket": {},
+        "websocket": websocket_json(view),
         "jetstream": jsinfo.varz_json(view.jetstream()),
         "tls_timeout": options.tls.timeout_s if options.tls is not None else TLS_TIMEOUT_S,
         "write_deadline": wall_ns(options.write_deadline_s),
     }
+
+
+def websocket_json(view: ServerView) -> dict[str, JsonValue]:
+    """nats-server's WebsocketOptsVarz: every key omitempty, `{}` when not configured."""
+    ws = view.options.websocket
+    if ws.port == 0:
+        return {}
+    out: dict[str, JsonValue] = {"host": ws.host, "port": ws.port, "advertise": ws.advertise,
+                                 "no_auth_user": ws.no_auth_user, "jwt_cookie": ws.jwt_cookie,
+                                 "handshake_timeout": wall_ns(ws.handshake_timeout_s), "no_tls": ws.no_tls,
+                                 "same_origin": ws.same_origin, "allowed_origins": list(ws.allowed_origins),
+                                 "compression": ws.compression}
+    return {key: value for key, value in out.items() if value}
 
 
 def _runtime(view: ServerView, http_req_stats: dict[str, int]) -> dict[str, JsonValue]:

@@ -1,0 +1,130 @@
+"""The `websocket {}` block of a NATS config (nats-server's `parseWebsocket`, server/opts.go).
+
+WebSocket clients speak the client protocol inside WebSocket frames on their own port. As
+nats-server: TLS is required unless `no_tls`; a `tls {}` here is the WebSocket port's own
+(`wss://`). Keys nats-server knows and appliance does not implement are reported, never ignored.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from dataclasses import dataclass, field
+
+from appliance.config.convert import (
+    BadValue,
+    Problems,
+    as_bool,
+    as_listen,
+    as_map,
+    as_port,
+    as_str,
+    as_str_list,
+    parse_go_duration,
+)
+from appliance.config.parser import Entry, Value
+from appliance.config.tls import TLSOptions, parse_tls
+
+_UNSUPPORTED = frozenset({
+    "authorization", "authentication", "user_cookie", "pass_cookie", "token_cookie", "headers",
+    "tls_pinned_certs", "ocsp_peer",
+})
+_ORIGIN_KEYS = frozenset({"allowed_origins", "allowed_origin", "allow_origins", "allow_origin", "origins", "origin"})
+
+
+@dataclass(slots=True)
+class WebsocketOptions:
+    host: str = "0.0.0.0"
+    port: int = 0  # 0: no WebSocket listener; -1: random
+    advertise: str = ""
+    no_tls: bool = False
+    tls: TLSOptions | None = None
+    same_origin: bool = False
+    allowed_origins: list[str] = field(default_factory=list)
+    compression: bool = False
+    handshake_timeout_s: float = 0.0  # 0: the TLS timeout with TLS, else limits.WS_HANDSHAKE_TIMEOUT_S
+    jwt_cookie: str = ""
+    no_auth_user: str = ""
+
+    @property
+    def enabled(self) -> bool:
+        return self.port != 0
+
+
+def parse_websocket(entry: Entry, problems: Problems) -> WebsocketOptions:
+    ws = WebsocketOptions()
+    for item in as_map(entry.key, entry.value).values():
+        try:
+            _key(ws, item, problems)
+        except BadValue as error:
+            problems.bad(error)
+    return ws
+
+
+def _key(ws: WebsocketOptions, item: Entry, problems: Problems) -> None:
+    key, value = item.key.lower(), item.value
+    if key == "listen":
+        host, ws.port = as_listen(key, value)
+        ws.host = host if host is not None else ws.host
+    elif key == "port":
+        ws.port = as_port(key, value)
+    elif key in ("host", "net"):
+        ws.host = as_str(key, value)
+    elif key == "advertise":
+        ws.advertise = as_str(key, value)
+    elif key == "no_tls":
+        ws.no_tls = as_bool(key, value)
+    elif key == "tls":
+        ws.tls = parse_tls(item)
+    elif key == "same_origin":
+        ws.same_origin = as_bool(key, value)
+    elif key in _ORIGIN_KEYS:
+        ws.allowed_origins = _origins(key, value)
+    elif key in ("compression", "compress"):
+        ws.compression = as_bool(key, value)
+    elif key == "handshake_timeout":
+        ws.handshake_timeout_s = _handshake_timeout(value)
+    elif key == "jwt_cookie":
+        ws.jwt_cookie = as_str(key, value)
+    elif key == "no_auth_user":
+        ws.no_auth_user = as_str(key, value)
+    elif key in _UNSUPPORTED:
+        problems.unsupported(item)
+    else:
+        problems.unknown(item)
+
+
+def _origins(key: str, value: Value) -> list[str]:
+    origins = as_str_list(key, value)
+    for origin in origins:
+        try:
+            urllib.parse.urlsplit(origin).port  # noqa: B018  # raises on a bad port
+        except ValueError as error:
+            raise BadValue(value.position, f"unable to parse allowed origin: {error}") from None
+    return list(origins)
+
+
+def _handshake_timeout(value: Value) -> float:
+    """An integer is seconds, a string a Go duration (nats-server's handshake_timeout)."""
+    data = value.data
+    if isinstance(data, bool):
+        raise BadValue(value.position, f"error parsing handshake timeout: unexpected type {type(data).__name__}")
+    if isinstance(data, int | float):
+        return float(data)
+    if isinstance(data, str):
+        try:
+            return parse_go_duration(data)
+        except ValueError as error:
+            raise BadValue(value.position, f"error parsing handshake timeout: {error}") from None
+    raise BadValue(value.position, f"error parsing handshake timeout: unexpected type {type(data).__name__}")
+
+
+def websocket_problems(options_ws: WebsocketOptions, *, trusted: bool) -> list[str]:
+    """nats-server's validateWebsocketOptions (the checks not about users)."""
+    if options_ws.port == 0:
+        return []
+    if options_ws.tls is None and not options_ws.no_tls:
+        return ["websocket requires TLS configuration"]
+    if options_ws.jwt_cookie and not trusted:
+        return ["trusted operators or trusted keys configuration is required for JWT authentication "
+                f'via cookie "{options_ws.jwt_cookie}"']
+    return []
