@@ -79,8 +79,12 @@ def test_two_workers_serve_tls_and_connz_shows_it(certs: TestCerts, tmp_path: Pa
                 for nc in clients:
                     await nc.close()
 
-        workers = asyncio.run(traffic())
-        assert workers == {0, 1}, "the four connections did not land on both workers"
+        workers: set[int] = set()
+        for _ in range(5):  # the kernel picks the worker of each connection: a round may land on one only
+            workers |= asyncio.run(traffic())
+            if workers == {0, 1}:
+                break
+        assert workers == {0, 1}, "five rounds of four connections did not land on both workers"
         with urllib.request.urlopen(f"http://127.0.0.1:{http}/connz?state=closed", timeout=10) as answer:
             connz = json.load(answer)
         tls_conns = [c for c in connz["connections"] if c.get("tls_version") == "1.3"]
