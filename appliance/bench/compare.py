@@ -147,7 +147,7 @@ SCENARIOS: tuple[Scenario, ...] = (
 # Scenarios the server does not support yet, by key, with why: appliance is not run on them and the
 # table says "cannot run yet: <why>". Everything else that does not produce a figure has failed.
 NOT_YET: dict[str, str] = {
-    key: "JetStream clustering (replicas > 1 across routed nodes) is not built yet (issue 13)"
+    key: "JetStream clustering (replicas > 1 across routed nodes) is not built yet (issue 14)"
     for key in ("r3-js-pub-async", "r3-js-pub-sync", "r3-js-fetch-explicit")
 }
 
