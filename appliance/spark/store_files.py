@@ -181,18 +181,3 @@ def _collect_removals(raw: bytes, stream: str, plan: StorePlan) -> None:
         elif kind == records.Kind.FIRST:
             plan.removed_below[stream] = max(plan.removed_below.get(stream, 0), record.seq)
         # any other kind of record removes nothing
-
-
-def piece_messages(
-    piece: Piece, zdict: zstandard.ZstdCompressionDict | None
-) -> list[tuple[int, str, bytes, bytes, int]]:
-    """(seq, subject, headers, payload, timestamp_ns) of every MSG record of the piece."""
-    raw = piece_records(piece, zdict, frames=False)
-    try:
-        return speedups.block_msgs(raw, 0, _as_tuple)  # type: ignore[return-value]
-    except ValueError as exc:  # a malformed record inside a block whose checksum held
-        raise CorruptData(f"damaged record inside block: {exc}", path=piece.path, offset=piece.block_offset) from None
-
-
-def _as_tuple(seq: int, subject: str, headers: bytes, payload: bytes, ts: int) -> tuple[int, str, bytes, bytes, int]:
-    return (seq, subject, headers, payload, ts)
