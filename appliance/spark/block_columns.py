@@ -26,15 +26,51 @@ class MalformedBlock(ValueError):
     """A record inside a (checksum-verified) block whose lengths do not add up."""
 
 
-def _gather(raw: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The bytes raw[starts[i] : starts[i] + lengths[i]] back to back, and their int32 offsets."""
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+def _gather(raw: bytes, starts: np.ndarray, lengths: np.ndarray) -> tuple[bytes, np.ndarray]:
+    """The bytes raw[starts[i] : starts[i] + lengths[i]] back to back, and their int32 offsets
+    (slices joined: one C-level copy each, faster here than a numpy byte gather)."""
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int32)
     np.cumsum(lengths, out=offsets[1:])
-    total = int(offsets[-1])
-    if total == 0:
-        return np.empty(0, dtype=np.uint8), offsets.astype(np.int32)
-    index = np.arange(total, dtype=np.int64) + np.repeat(starts - offsets[:-1], lengths)
-    return raw[index], offsets.astype(np.int32)
+    stops = (starts + lengths).tolist()
+    return b"".join([raw[a:b] for a, b in zip(starts.tolist(), stops)]), offsets
+
+
+class Layout:
+    """Where the records of a verified block are: MSG record starts and heads (numpy), and the
+    offsets of the other records (removals) found in the gaps between them."""
+
+    __slots__ = ("starts", "heads", "others")
+
+    def __init__(self, raw: bytes) -> None:
+        index = np.frombuffer(speedups.msg_index(raw), dtype=np.dtype([("seq", "<u8"), ("offset", "<u8")]))
+        n = len(index)
+        starts = index["offset"].astype(np.int64)
+        if n and int(starts[-1]) + records.HEAD_BYTES > len(raw):
+            raise MalformedBlock("record head past the end of the block")
+        buf = np.frombuffer(raw, dtype=np.uint8)
+        heads = buf[starts[:, None] + _HEAD_COLUMNS].view(HEAD).reshape(n)
+        lengths = heads["length"].astype(np.int64)
+        ends = starts + 8 + lengths
+        sizes = heads["subject_len"].astype(np.int64) + heads["headers_len"] + heads["payload_len"]
+        bad = (records.BODY_HEAD.size + sizes != lengths) | (ends > len(raw))
+        if bad.any():
+            raise MalformedBlock(f"malformed record in block at {int(starts[int(np.argmax(bad))])}")
+        # msg_index stops at a malformed record and skips other kinds: every gap between MSG
+        # records (and before the first, after the last) must be whole records of other kinds
+        gap_starts = np.concatenate(([0], ends))
+        gap_ends = np.concatenate((starts, [len(raw)]))
+        if (gap_ends < gap_starts).any():
+            raise MalformedBlock("overlapping records in block")
+        self.others: list[int] = []
+        view = memoryview(raw)
+        gaps = gap_ends != gap_starts
+        for a, b in zip(gap_starts[gaps].tolist(), gap_ends[gaps].tolist()):
+            frames, stop = speedups.replay_frames(view[:b], a, False)
+            if stop != b:
+                raise MalformedBlock(f"malformed record in block at {stop}")
+            self.others.extend(f[0] for f in frames)
+        self.starts = starts
+        self.heads = heads
 
 
 def block_columns(
@@ -42,35 +78,17 @@ def block_columns(
 ) -> tuple[pa.RecordBatch, np.ndarray, np.ndarray]:
     """Every MSG record of a verified block as one batch, with its seqs and timestamps (ns) as
     numpy arrays for filtering. MalformedBlock if a record's lengths are inconsistent."""
-    index = np.frombuffer(speedups.msg_index(raw), dtype=np.dtype([("seq", "<u8"), ("offset", "<u8")]))
-    buf = np.frombuffer(raw, dtype=np.uint8)
-    n = len(index)
-    starts = index["offset"].astype(np.int64)
-    if n and int(starts[-1]) + records.HEAD_BYTES > len(raw):
-        raise MalformedBlock("record head past the end of the block")
-    heads = buf[starts[:, None] + _HEAD_COLUMNS].view(HEAD).reshape(n)
+    layout = Layout(raw)
+    starts, heads, n = layout.starts, layout.heads, len(layout.starts)
     subject_len = heads["subject_len"].astype(np.int64)
     headers_len = heads["headers_len"].astype(np.int64)
     payload_len = heads["payload_len"].astype(np.int64)
-    ends = starts + 8 + heads["length"].astype(np.int64)
-    bad = (records.BODY_HEAD.size + subject_len + headers_len + payload_len != heads["length"]) | (ends > len(raw))
-    if n > 1:
-        bad[:-1] |= ends[:-1] > starts[1:]  # records overlap
-    if bad.any():
-        at = int(starts[int(np.argmax(bad))])
-        raise MalformedBlock(f"malformed record in block at {at}")
-    # msg_index stops at a malformed record: what follows the last MSG must be whole records
-    tail = int(ends[-1]) if n else 0
-    if tail != len(raw):
-        _frames, stop = speedups.replay_frames(raw, tail, False)
-        if stop != len(raw):
-            raise MalformedBlock(f"malformed record in block at {stop}")
     seqs = heads["seq"].astype(np.int64)
     stamps = heads["ts"].astype(np.int64)
     subject_start = starts + records.HEAD_BYTES
     payload_start = subject_start + subject_len + headers_len
-    subject_bytes, subject_offsets = _gather(buf, subject_start, subject_len)
-    payload_bytes, payload_offsets = _gather(buf, payload_start, payload_len)
+    subject_bytes, subject_offsets = _gather(raw, subject_start, subject_len)
+    payload_bytes, payload_offsets = _gather(raw, payload_start, payload_len)
     subjects = pa.StringArray.from_buffers(n, pa.py_buffer(subject_offsets), pa.py_buffer(subject_bytes))
     subjects.validate(full=True)  # UTF-8, as the store's own decode requires
     payloads = pa.BinaryArray.from_buffers(pa.binary(), n, [None, pa.py_buffer(payload_offsets), pa.py_buffer(payload_bytes)])
