@@ -222,13 +222,10 @@ def _read_all_pipelined(conn: Connection, subject: str, lo: int, hi: int) -> Ite
             token = order[0]
             msgs, done = answers[token]
             while not done[0]:
-                fast = conn.take_buffered(PLAIN_DIRECT_FRAME)
+                fast = take_plain(conn)
                 if fast is not None:  # a message without stored headers, already buffered
-                    match, payload = fast
-                    got_msgs, _done = answers.get(match["reply"].rpartition(b".")[2].decode(), ([], [True]))
-                    got_msgs.append(Message(
-                        int(match["seq"]), match["subject"].decode(), rfc3339_micros(match["time"].decode()), {}, payload
-                    ))
+                    reply, msg = fast
+                    answers.get(reply.rpartition(".")[2], ([], [True]))[0].append(msg)
                     continue
                 frame = conn.next_frame()
                 got_msgs, got_done = answers.get(frame.subject.rpartition(".")[2], ([], [True]))
@@ -252,6 +249,17 @@ def _read_all_pipelined(conn: Connection, subject: str, lo: int, hi: int) -> Ite
                     yield msg
     finally:
         conn.unsubscribe(sid)
+
+
+def take_plain(conn: Connection) -> tuple[str, Message] | None:
+    """(reply subject, message) of the next frame if it is a buffered Direct Get answer without
+    stored headers (the same Message parse_message gives), else None: read it with next_frame."""
+    fast = conn.take_buffered(PLAIN_DIRECT_FRAME)
+    if fast is None:
+        return None
+    match, payload = fast
+    seq, subject, stamp = int(match["seq"]), match["subject"].decode(), rfc3339_micros(match["time"].decode())
+    return match["reply"].decode(), Message(seq, subject, stamp, {}, payload)
 
 
 def _exchange(conn: Connection, subject: str, request: bytes) -> Iterator[Message]:
