@@ -1,6 +1,7 @@
 """A decoded store block as Arrow columns without a Python object per message (the offline reader's
-hot path): the native msg_index gives each MSG record's offset, numpy gathers the record heads,
-subjects and payloads into Arrow buffers, and only messages that carry headers are parsed one by one.
+hot path): the native msg_index gives each MSG record's offset, numpy gathers and checks the
+record heads, subjects and payloads are joined slice by slice into Arrow buffers, and only
+messages that carry headers are parsed one by one.
 """
 
 from __future__ import annotations
