@@ -209,7 +209,6 @@ def _read_all_pipelined(conn: Connection, subject: str, lo: int, hi: int) -> Ite
         token = str(tokens)
         tokens += 1
         conn.publish(subject, b'{"seq":%d,"batch":%d}' % (next_start, count), reply=f"{prefix}.{token}")
-        conn.flush()  # frames already buffered are taken without next_frame (which would flush)
         answers[token] = ([], [False])
         order.append(token)
         next_start += count
