@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import time
 from dataclasses import dataclass
@@ -179,6 +180,24 @@ class Connection:
             if line.startswith(b"MSG ") or line.startswith(b"HMSG "):
                 return self._frame(line, deadline)
             self._control(line)
+
+    def take_buffered(self, pattern: re.Pattern[bytes]) -> tuple[re.Match[bytes], bytes] | None:
+        """The next frame, consumed, if it is buffered whole and `pattern` matches it from its first
+        byte: groups `hlen` and `total` are the HMSG sizes and group `block` must be exactly the
+        header block. None otherwise (nothing consumed: next_frame reads it). Lets a hot loop take
+        its common frames with one regex match each instead of a Frame and a header parse."""
+        match = pattern.match(self.buf, self.pos)
+        if match is None:
+            return None
+        start = match.start("block")
+        if match.end("block") - start != int(match["hlen"]):
+            return None
+        end = start + int(match["total"])
+        if end + 2 > len(self.buf) or self.buf[end : end + 2] != b"\r\n":
+            return None
+        payload = bytes(self.buf[match.end("block") : end])
+        self.pos = end + 2
+        return match, payload
 
     def _frame(self, line: bytes, deadline: float) -> Frame:
         args = line.split()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -177,6 +178,13 @@ def _msg_get_answer(headers: bytes, payload: bytes) -> Message | None:
     return Message(int(message["seq"]), message["subject"], rfc3339_micros(message["time"]), stored_headers(block), data)
 
 
+# A Direct Get answer to a `{"seq","batch"}` request for a message without stored headers: the
+# block is exactly the six headers the server appends (what parse_message's fast path checks)
+PLAIN_DIRECT_FRAME = re.compile(
+    rb"HMSG (?P<reply>[^ \r\n]+) \d+ (?P<hlen>\d+) (?P<total>\d+)\r\n(?P<block>NATS/1\.0\r\n"
+    rb"Nats-Stream: [^\r\n]*\r\nNats-Subject: (?P<subject>[^\r\n]*)\r\nNats-Sequence: (?P<seq>\d+)\r\n"
+    rb"Nats-Time-Stamp: (?P<time>[^\r\n]*)\r\nNats-Num-Pending: \d+\r\nNats-Last-Sequence: \d+\r\n\r\n)"
+)
 PIPELINE_DEPTH = 2  # requests in flight: the server fills the next batch while this one is parsed
 
 
@@ -213,6 +221,11 @@ def _read_all_pipelined(conn: Connection, subject: str, lo: int, hi: int) -> Ite
             token = order[0]
             msgs, done = answers[token]
             while not done[0]:
+                fast = take_plain(conn)
+                if fast is not None:  # a message without stored headers, already buffered
+                    reply, msg = fast
+                    answers.get(reply.rpartition(".")[2], ([], [True]))[0].append(msg)
+                    continue
                 frame = conn.next_frame()
                 got_msgs, got_done = answers.get(frame.subject.rpartition(".")[2], ([], [True]))
                 code, text = status_of(frame.headers)
@@ -235,6 +248,17 @@ def _read_all_pipelined(conn: Connection, subject: str, lo: int, hi: int) -> Ite
                     yield msg
     finally:
         conn.unsubscribe(sid)
+
+
+def take_plain(conn: Connection) -> tuple[str, Message] | None:
+    """(reply subject, message) of the next frame if it is a buffered Direct Get answer without
+    stored headers (the same Message parse_message gives), else None: read it with next_frame."""
+    fast = conn.take_buffered(PLAIN_DIRECT_FRAME)
+    if fast is None:
+        return None
+    match, payload = fast
+    seq, subject, stamp = int(match["seq"]), match["subject"].decode(), rfc3339_micros(match["time"].decode())
+    return match["reply"].decode(), Message(seq, subject, stamp, {}, payload)
 
 
 def _exchange(conn: Connection, subject: str, request: bytes) -> Iterator[Message]:

@@ -63,6 +63,14 @@ class Plan:
         return matches_all(self.subject_filter) or subject_matches(self.subject_filter, subject)
 
     @property
+    def checks_subject_or_time(self) -> bool:
+        """Does accepts() look at more than the sequence (a subject or time bound)?"""
+        return (
+            self.has_time or self.subject_eq is not None or bool(self.subject_prefixes)
+            or not matches_all(self.subject_filter)
+        )
+
+    @property
     def has_time(self) -> bool:
         return self.time_lo != TIME_MIN_US or self.time_hi != TIME_MAX_US
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 HEADERS_TYPE = pa.map_(pa.string(), pa.list_(pa.string()))
 ARROW_SCHEMA = pa.schema([
@@ -52,18 +51,15 @@ class BatchBuilder:
         return batch
 
 
-def batch_of_stored(stream: str, msgs: list[tuple[int, str, bytes, bytes, int]], headers_of) -> pa.RecordBatch:  # type: ignore[no-untyped-def]
-    """Every message of a decoded block as one batch, column by column (no per-row filtering)."""
-    seqs, subjects, blocks, payloads, stamps = zip(*msgs)
-    n = len(seqs)
-    times = pc.divide(pa.array(stamps, pa.int64()), 1000).cast(pa.timestamp("us", tz="UTC"))
-    if any(blocks):
-        headers = pa.array([list(headers_of(b).items()) if b else [] for b in blocks], HEADERS_TYPE)
-    else:  # no message of the block has headers: n empty maps from zero offsets
-        headers = pa.MapArray.from_arrays(
-            pa.array(np.zeros(n + 1, dtype=np.int32)), pa.array([], pa.string()), pa.array([], pa.list_(pa.string()))
-        )
-    return pa.RecordBatch.from_arrays([
-        pa.array([stream] * n, pa.string()), pa.array(seqs, pa.int64()), pa.array(subjects, pa.string()),
-        times, headers, pa.array(payloads, pa.binary()),
-    ], schema=ARROW_SCHEMA)
+def constant_strings(value: str, n: int) -> pa.Array:
+    """n copies of one string as a StringArray, built from buffers (no list of n Python strings)."""
+    encoded = value.encode()
+    offsets = np.arange(n + 1, dtype=np.int32) * len(encoded)
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(encoded * n))
+
+
+def empty_maps(n: int) -> pa.Array:
+    """n empty header maps, from zero offsets."""
+    return pa.MapArray.from_arrays(
+        pa.array(np.zeros(n + 1, dtype=np.int32)), pa.array([], pa.string()), pa.array([], pa.list_(pa.string()))
+    )

@@ -148,10 +148,13 @@ class JetStreamReader(DataSourceReader):  # type: ignore[misc]
         rows = BatchBuilder(self.endpoint.stream)
         with self.endpoint.connect() as conn:
             read = directget.read_range if partition.direct else directget.read_range_msg_get
+            # a partition inside the plan's seq range needs a look per row only for subject/time bounds
+            inside = wanted.seq_lo <= partition.lo and partition.hi <= wanted.seq_hi
+            check = wanted.checks_subject_or_time or not inside
             for msg in read(
                 conn, self.endpoint.stream, partition.lo, partition.hi, wanted.server_filter(), api=self.endpoint.api
             ):
-                if wanted.accepts(msg.seq, msg.subject, msg.time_us):
+                if not check or wanted.accepts(msg.seq, msg.subject, msg.time_us):
                     rows.add(msg.seq, msg.subject, msg.time_us, msg.headers, msg.data)
                     if rows.full():
                         yield rows.take()

@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 
@@ -23,7 +24,7 @@ from appliance.errors import CorruptData
 from appliance.spark import plan, store_files
 from appliance.store.subjects import matches_all
 from appliance.spark.directget import stored_headers
-from appliance.spark.rows import BatchBuilder, batch_of_stored
+from appliance.spark.block_columns import MalformedBlock, block_columns
 from appliance.spark.source import PushdownSlot, push_into
 
 logger = logging.getLogger(__name__)
@@ -108,25 +109,46 @@ class StoreReader(DataSourceReader):  # type: ignore[misc]
             if piece.path not in zdicts:
                 zdicts[piece.path] = store_files.dictionary(piece.path.rsplit("/", 1)[0])
             try:
-                msgs = store_files.piece_messages(piece, zdicts[piece.path])
+                batch, seqs, stamps = piece_batch(piece, zdicts[piece.path])
             except CorruptData as exc:
                 if self.skip_corrupt:
                     logger.warning("jetstream-store: skipped damaged block %s", exc)
                     continue
                 raise
+            if not batch.num_rows:
+                continue
             below = dict(partition.removed_below).get(piece.stream, 0)
             removed = dict(partition.removed).get(piece.stream, frozenset())
-            if msgs and _whole(piece, wanted, below, removed):
-                yield batch_of_stored(piece.stream, msgs, stored_headers)
-                continue
-            rows = BatchBuilder(piece.stream)
-            for seq, subject, header_block, payload, ts in msgs:
-                time_us = ts // 1000
-                if seq < below or seq in removed or not wanted.accepts(seq, subject, time_us):
-                    continue
-                rows.add(seq, subject, time_us, stored_headers(header_block) if header_block else {}, payload)
-            if len(rows):
-                yield rows.take()
+            if not _whole(piece, wanted, below, removed):
+                batch = batch.filter(_wanted_mask(batch, seqs, stamps, wanted, below, removed))
+            if batch.num_rows:
+                yield batch
+
+
+def piece_batch(piece: store_files.Piece, zdict: Any) -> tuple[pa.RecordBatch, np.ndarray, np.ndarray]:
+    """Every message of a piece as one Arrow batch (checksums verified), with its seqs and times (ns)."""
+    raw = store_files.piece_records(piece, zdict, frames=False)
+    try:
+        return block_columns(piece.stream, raw, stored_headers)
+    except (MalformedBlock, pa.ArrowInvalid) as exc:  # a malformed record inside a block whose checksum held
+        raise CorruptData(f"damaged record inside block: {exc}", path=piece.path, offset=piece.block_offset) from None
+
+
+def _wanted_mask(
+    batch: pa.RecordBatch, seqs: np.ndarray, stamps: np.ndarray, wanted: plan.Plan, below: int, removed: frozenset[int]
+) -> pa.Array:
+    """plan.accepts and the removals for every row, as a boolean column (seq and time vectorised)."""
+    times = np.floor_divide(stamps, 1000)
+    keep = (seqs >= max(below, wanted.seq_lo)) & (seqs <= wanted.seq_hi)
+    keep &= (times >= wanted.time_lo) & (times <= wanted.time_hi)
+    if removed:
+        keep &= ~np.isin(seqs, np.fromiter(removed, dtype=np.int64, count=len(removed)))
+    if wanted.subject_eq is not None or wanted.subject_prefixes or not matches_all(wanted.subject_filter):
+        subjects = batch.column("subject").to_pylist()
+        keep &= np.fromiter(
+            (wanted.accepts(int(s), subject, int(t)) for s, subject, t in zip(seqs, subjects, times)), dtype=bool, count=len(subjects)
+        )
+    return pa.array(keep)
 
 
 def _whole(piece: store_files.Piece, wanted: plan.Plan, below: int, removed: frozenset[int]) -> bool:

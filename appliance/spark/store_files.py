@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import zstandard
 
 from appliance.errors import CorruptData
+from appliance.spark.block_columns import Layout, MalformedBlock
 from appliance.store import records, segment, speedups
 from appliance.store.layout import DICT_NAME
 from appliance.store.recovery import unwritten_tail
@@ -126,13 +127,11 @@ def plan_stream(
     if removals and first_wanted is not None:
         for piece in all_pieces[first_wanted:]:
             try:
-                raw = piece_records(piece, zdict)
+                _collect_removals(piece, zdict, stream.name, result)
             except CorruptData as exc:
                 if not skip_corrupt:
                     raise
                 result.corrupt.append(exc)
-                continue
-            _collect_removals(raw, stream.name, result)
     return result
 
 
@@ -168,31 +167,18 @@ def piece_records(piece: Piece, zdict: zstandard.ZstdCompressionDict | None, *, 
     return raw
 
 
-def _collect_removals(raw: bytes, stream: str, plan: StorePlan) -> None:
-    frames, _ = speedups.replay_frames(raw, 0, False)
-    for offset, _end, kind, seq, _ts, _subject, _size in frames:
-        if kind == records.Kind.MSG:
-            continue
+def _collect_removals(piece: Piece, zdict: zstandard.ZstdCompressionDict | None, stream: str, plan: StorePlan) -> None:
+    raw = piece_records(piece, zdict, frames=False)
+    try:
+        others = Layout(raw).others  # checks the framing of every record, finds the non-MSG ones
+    except MalformedBlock as exc:
+        raise CorruptData(f"damaged record inside block: {exc}", path=piece.path, offset=piece.block_offset) from None
+    for offset in others:
         record = records.decode_at(raw, offset, check=False)
-        if kind == records.Kind.DELETE:
+        if record.kind == records.Kind.DELETE:
             target = plan.removed.setdefault(stream, set())
             for first, last in record.ranges():
                 target.update(range(first, last + 1))
-        elif kind == records.Kind.FIRST:
+        elif record.kind == records.Kind.FIRST:
             plan.removed_below[stream] = max(plan.removed_below.get(stream, 0), record.seq)
         # any other kind of record removes nothing
-
-
-def piece_messages(
-    piece: Piece, zdict: zstandard.ZstdCompressionDict | None
-) -> list[tuple[int, str, bytes, bytes, int]]:
-    """(seq, subject, headers, payload, timestamp_ns) of every MSG record of the piece."""
-    raw = piece_records(piece, zdict, frames=False)
-    try:
-        return speedups.block_msgs(raw, 0, _as_tuple)  # type: ignore[return-value]
-    except ValueError as exc:  # a malformed record inside a block whose checksum held
-        raise CorruptData(f"damaged record inside block: {exc}", path=piece.path, offset=piece.block_offset) from None
-
-
-def _as_tuple(seq: int, subject: str, headers: bytes, payload: bytes, ts: int) -> tuple[int, str, bytes, bytes, int]:
-    return (seq, subject, headers, payload, ts)

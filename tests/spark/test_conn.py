@@ -84,3 +84,59 @@ def test_urls() -> None:
     with pytest.raises(ValueError, match="TLS"):
         parse_url("tls://h:1", Auth())
     assert conn_module.status_of(b"NATS/1.0 404 Message Not Found\r\n\r\n") == (404, "Message Not Found")
+
+
+def _direct_frame(reply: bytes, seq: int, subject: bytes, stored: bytes, payload: bytes) -> tuple[bytes, bytes]:
+    """An HMSG Direct Get answer as the server sends it, and its header block."""
+    block = (stored[:-2] if stored else b"NATS/1.0\r\n") + (
+        b"Nats-Stream: S\r\nNats-Subject: %s\r\nNats-Sequence: %d\r\nNats-Time-Stamp: 2026-11-27T17:00:%02d.%09dZ\r\n"
+        b"Nats-Num-Pending: 3\r\nNats-Last-Sequence: 0\r\n\r\n"
+    ) % (subject, seq, seq % 60, seq * 7919 % 10**9)
+    return b"HMSG %s 1 %d %d\r\n%s%s\r\n" % (reply, len(block), len(block) + len(payload), block, payload), block
+
+
+STORED = st.sampled_from([
+    b"", b"NATS/1.0\r\nA: 1\r\n\r\n",
+    # a republished message stores the headers the server appends: they must not be taken for them
+    b"NATS/1.0\r\nNats-Stream: R\r\nNats-Subject: r.x\r\nNats-Sequence: 99\r\nNats-Time-Stamp: 2020-01-01T00:00:00Z\r\n"
+    b"Nats-Num-Pending: 0\r\nNats-Last-Sequence: 98\r\n\r\n",
+])
+EOB = b"HMSG _INBOX.x.9 1 20 20\r\nNATS/1.0 204 EOB\r\n\r\n\r\n"
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(1, 10**9), st.sampled_from([b"a", b"b.c"]), STORED, st.binary(max_size=30)), max_size=8),
+    st.lists(st.integers(0, 10**6), max_size=6),
+)
+def test_plain_direct_fast_path_equals_parse_message(frames, cuts) -> None:
+    """take_plain (a regex over the buffer) gives the Message parse_message gives for every frame it
+    takes, and leaves the others (stored headers, status) to next_frame, however the bytes are cut."""
+    from appliance.spark import directget
+
+    built = [_direct_frame(b"_INBOX.x.%d" % k, *f) for k, f in enumerate(frames)]
+    with pytest.MonkeyPatch.context() as patch:
+        conn, _fake = connect_over(patch, b"".join(w for w, _ in built) + EOB, cuts)
+        for k, ((_seq, _subject, stored, payload), (_wire, block)) in enumerate(zip(frames, built)):
+            fast = directget.take_plain(conn)
+            if fast is None:
+                frame = conn.next_frame()
+                reply, msg = frame.subject, directget.parse_message(frame.headers, frame.payload)
+            else:
+                reply, msg = fast
+                assert not stored  # only answers without stored headers take the fast path
+            assert reply == f"_INBOX.x.{k}"
+            assert msg == directget.parse_message(block, payload)
+        assert directget.take_plain(conn) is None
+        assert conn.next_frame().headers.startswith(b"NATS/1.0 204")
+
+
+def test_plain_direct_answers_buffered_whole_take_the_fast_path(monkeypatch) -> None:
+    from appliance.spark import directget
+
+    built = [_direct_frame(b"_INBOX.x.%d" % k, k + 1, b"a.b", b"", b"p%d" % k) for k in range(3)]
+    conn, _fake = connect_over(monkeypatch, b"".join(w for w, _ in built) + EOB, [])
+    conn.next_frame()  # the first from the socket; the rest are buffered now
+    taken = [directget.take_plain(conn) for _ in range(2)]
+    assert [(r, m.seq, m.data) for r, m in taken] == [("_INBOX.x.1", 2, b"p1"), ("_INBOX.x.2", 3, b"p2")]
+    assert directget.take_plain(conn) is None  # the EOB status
