@@ -88,55 +88,57 @@ def test_monitoring_under_many_connections_answers_everything_and_workers_stay_l
             await asyncio.wait_for(all_closed_recorded(), 60)
             on_zero = await connect_on(url, 0)
             on_one = await connect_on(url, 1)
+            try:
 
-            async def echo(msg: object) -> None:
-                await msg.respond(b"pong")  # type: ignore[attr-defined]
+                async def echo(msg: object) -> None:
+                    await msg.respond(b"pong")  # type: ignore[attr-defined]
 
-            await on_zero.subscribe("svc.echo", cb=echo)
-            await flush_after_subs(on_zero)
-            burst_over = asyncio.Event()
-            client_rounds = 0
+                await on_zero.subscribe("svc.echo", cb=echo)
+                await flush_after_subs(on_zero)
+                burst_over = asyncio.Event()
+                client_rounds = 0
 
-            async def client_meanwhile() -> None:
-                nonlocal client_rounds
-                while not burst_over.is_set() or client_rounds < 3:
-                    await on_one.flush(timeout=30)  # PING answered, on the sibling
-                    await on_zero.flush(timeout=30)  # and on worker 0, which answers the HTTP requests
-                    assert (await on_one.request("svc.echo", b"", timeout=30)).data == b"pong"
-                    client_rounds += 1
+                async def client_meanwhile() -> None:
+                    nonlocal client_rounds
+                    while not burst_over.is_set() or client_rounds < 3:
+                        await on_one.flush(timeout=30)  # PING answered, on the sibling
+                        await on_zero.flush(timeout=30)  # and on worker 0, which answers the HTTP requests
+                        assert (await on_one.request("svc.echo", b"", timeout=30)).data == b"pong"
+                        client_rounds += 1
 
-            heartbeat_ages: list[float] = []
+                heartbeat_ages: list[float] = []
 
-            async def heartbeats_meanwhile() -> None:
-                while not burst_over.is_set():
-                    report = await asyncio.to_thread(status, port)
-                    heartbeat_ages.extend(w["heartbeat_age_s"] for w in report["workers"])  # type: ignore[union-attr]
+                async def heartbeats_meanwhile() -> None:
+                    while not burst_over.is_set():
+                        report = await asyncio.to_thread(status, port)
+                        heartbeat_ages.extend(w["heartbeat_age_s"] for w in report["workers"])  # type: ignore[union-attr]
 
-            client = asyncio.ensure_future(client_meanwhile())
-            watcher = asyncio.ensure_future(heartbeats_meanwhile())
-            targets = (["/varz"] * CONCURRENT + ["/connz?subs=detail"] * CONCURRENT
-                       + ["/connz?state=closed"] * (CONCURRENT // 2))
-            answers = await asyncio.gather(*(http_get(http, target) for target in targets))
-            burst_over.set()
-            await asyncio.wait_for(client, 60)
-            await asyncio.wait_for(watcher, 60)
+                client = asyncio.ensure_future(client_meanwhile())
+                watcher = asyncio.ensure_future(heartbeats_meanwhile())
+                targets = (["/varz"] * CONCURRENT + ["/connz?subs=detail"] * CONCURRENT
+                           + ["/connz?state=closed"] * (CONCURRENT // 2))
+                answers = await asyncio.gather(*(http_get(http, target) for target in targets))
+                burst_over.set()
+                await asyncio.wait_for(client, 60)
+                await asyncio.wait_for(watcher, 60)
 
-            assert [code for code, _ in answers] == [200] * len(targets)
-            for target, (_, body) in zip(targets, answers):
-                document = json.loads(body)
-                if target == "/varz":
-                    assert document["total_connections"] >= OPENED_AND_CLOSED + 2
-                    assert document["connections"] >= 2
-                elif target == "/connz?subs=detail":
-                    assert document["total"] >= 2  # both workers' clients
-                    listed = [s["subject"] for c in document["connections"] for s in c.get("subscriptions_list_detail", [])]
-                    assert "svc.echo" in listed
-                else:
-                    assert document["total"] >= OPENED_AND_CLOSED
-                    assert document["num_connections"] == 1024  # nats-server's default limit, a full page
-            assert heartbeat_ages and max(heartbeat_ages) < HEARTBEAT_SILENCE_MAX_S, heartbeat_ages
-            for nc in (on_zero, on_one):
-                await nc.close()
+                assert [code for code, _ in answers] == [200] * len(targets)
+                for target, (_, body) in zip(targets, answers):
+                    document = json.loads(body)
+                    if target == "/varz":
+                        assert document["total_connections"] >= OPENED_AND_CLOSED + 2
+                        assert document["connections"] >= 2
+                    elif target == "/connz?subs=detail":
+                        assert document["total"] >= 2  # both workers' clients
+                        listed = [s["subject"] for c in document["connections"] for s in c.get("subscriptions_list_detail", [])]
+                        assert "svc.echo" in listed
+                    else:
+                        assert document["total"] >= OPENED_AND_CLOSED
+                        assert document["num_connections"] == 1024  # nats-server's default limit, a full page
+                assert heartbeat_ages and max(heartbeat_ages) < HEARTBEAT_SILENCE_MAX_S, heartbeat_ages
+            finally:  # closed on a failed assertion too (unclosed sockets fail a later test)
+                for nc in (on_zero, on_one):
+                    await nc.close()
 
         asyncio.run(asyncio.wait_for(scenario(), 150))
         after = status(port)
