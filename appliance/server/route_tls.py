@@ -19,31 +19,28 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-from typing import Any
 
 from appliance.fabric.route import RouteConnection
-from appliance.server.tls import READ_CHUNK_BYTES, REASON_TLS_FAILURE, handshake_error_text
+from appliance.server.tls import REASON_TLS_FAILURE, handshake_error_text
+from appliance.server.tls_pump import TLSPump
 
 logger = logging.getLogger(__name__)
 
 
-class RouteTLSLayer(asyncio.Protocol):
-    """The socket's protocol and the route connection's transport, with OpenSSL in between."""
+class RouteTLSLayer(TLSPump):
+    """The socket's protocol and, once the handshake is done, the route connection's transport,
+    with OpenSSL in between. Nothing passes in plain text; the route connection starts only after
+    the handshake (`_started`), and until then it sees neither writes nor flow control."""
 
     def __init__(self, conn: RouteConnection, context: ssl.SSLContext, timeout_s: float, *,
                  server_hostname: str | None = None) -> None:
+        solicited = server_hostname is not None
+        super().__init__(context, server_side=not solicited,
+                         server_hostname=server_hostname if context.check_hostname else None)
         self.conn = conn
         self.timeout_s = timeout_s
-        self.raw: asyncio.Transport | None = None
-        self._incoming = ssl.MemoryBIO()
-        self._outgoing = ssl.MemoryBIO()
-        solicited = server_hostname is not None
-        self._ssl = context.wrap_bio(self._incoming, self._outgoing, server_side=not solicited,
-                                     server_hostname=server_hostname if context.check_hostname else None)
-        self._open = False  # handshake done, application data flows (until our close_notify)
         self._started = False  # the route connection was started on this layer
         self._failed = False
-        self._timer: asyncio.TimerHandle | None = None
         self._where = ""
 
     # --- the socket's side -----------------------------------------------------------------------
@@ -63,13 +60,9 @@ class RouteTLSLayer(asyncio.Protocol):
         self._incoming.write(data)
         if not self._open and not self._step_handshake():
             return
-        plain = self._read_plain()
-        self._flush_outgoing()
+        plain = self._drain()
         if plain and not self.conn.closed:
             self.conn.data_received(plain)
-
-    def eof_received(self) -> bool | None:
-        return None
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_timer()
@@ -88,110 +81,17 @@ class RouteTLSLayer(asyncio.Protocol):
         if self._started:
             self.conn.resume_writing()
 
-    # --- the route connection's side (its transport) ------------------------------------------------
-
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        if not self._open or self.raw is None or self.raw.is_closing():
-            return
-        try:
-            self._ssl.write(data)
-        except ssl.SSLError:
-            return
-        self._flush_outgoing()
-
-    def get_write_buffer_size(self) -> int:
-        return self.raw.get_write_buffer_size() + self._outgoing.pending if self.raw is not None else 0
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        if self.raw is not None:
-            self.raw.set_write_buffer_limits(high=high, low=low)
-
-    def pause_reading(self) -> None:
-        if self.raw is not None:
-            self.raw.pause_reading()
-
-    def resume_reading(self) -> None:
-        if self.raw is not None:
-            self.raw.resume_reading()
-
-    def is_closing(self) -> bool:
-        return self.raw is None or self.raw.is_closing()
-
-    def close(self) -> None:
-        """Our close_notify, then the socket closes once written."""
-        self._cancel_timer()
-        if self.raw is None or self.raw.is_closing():
-            return
-        if self._open:
-            self._open = False
-            try:
-                self._ssl.unwrap()
-            except (ssl.SSLWantReadError, ssl.SSLError, OSError):
-                pass
-        self._flush_outgoing()
-        self.raw.close()
-
-    def abort(self) -> None:
-        self._cancel_timer()
-        if self.raw is not None:
-            self.raw.abort()
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        if name == "ssl_object":
-            return self._ssl if self._open else default
-        if name == "peercert":
-            return self._ssl.getpeercert() if self._open else default
-        return self.raw.get_extra_info(name, default) if self.raw is not None else default
-
     # --- internals --------------------------------------------------------------------------------
 
-    def _step_handshake(self) -> bool:
-        """Advance the handshake with what arrived; True once it is done (the route then starts)."""
-        try:
-            self._ssl.do_handshake()
-        except ssl.SSLWantReadError:
-            self._flush_outgoing()
-            return False
-        except (ssl.SSLError, OSError) as error:
-            self._flush_outgoing()  # the alert, as Go sends one
-            self._fail(error)
-            return False
-        self._flush_outgoing()
-        self._cancel_timer()
-        self._open = self._started = True
+    def _handshake_done(self) -> None:
+        self._started = True
         logger.debug("%s - TLS route handshake complete (TLS %s, %s)", self._where,
                      self._ssl.version(), (self._ssl.cipher() or ("?",))[0])
         self.conn.connection_made(self)  # type: ignore[arg-type]  # INFO / CONNECT go out encrypted
-        return True
 
-    def _read_plain(self) -> bytes:
-        chunks: list[bytes] = []
-        while True:
-            try:
-                chunk = self._ssl.read(READ_CHUNK_BYTES)
-            except ssl.SSLWantReadError:
-                break
-            except ssl.SSLZeroReturnError:
-                self.close()
-                break
-            except ssl.SSLError as error:
-                logger.error("route %s: TLS read error: %s", self.conn.describe(), error)
-                self.conn.close("Read Error", abort=True)
-                break
-            if not chunk:
-                self.close()
-                break
-            chunks.append(chunk)  # bounded: what one socket read brought, decrypted
-        return b"".join(chunks)
-
-    def _flush_outgoing(self) -> None:
-        if self._outgoing.pending and self.raw is not None and not self.raw.is_closing():
-            self.raw.write(self._outgoing.read())
-
-    def _cancel_timer(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+    def _read_failed(self, error: ssl.SSLError) -> None:
+        logger.error("route %s: TLS read error: %s", self.conn.describe(), error)
+        self.conn.close("Read Error", abort=True)
 
     def _handshake_timeout(self) -> None:
         self._timer = None

@@ -14,6 +14,8 @@ connection writes to. Why not asyncio's `start_tls`: uvloop starts reading right
 `connection_made`, so the first bytes of the handshake can reach the NATS parser before
 `start_tls` takes the socket over; owning the bytes from the start has no such window (and lets
 a later `allow_non_tls` look at the first byte). The plain-text path never comes here.
+The memory-BIO pump and the transport plumbing this layer shares with the route and WebSocket
+layers are server/tls_pump.py's.
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ import asyncio
 import logging
 import ssl
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from appliance.config.options import ServerOptions
 from appliance.config.tls_context import server_context
+from appliance.server.tls_pump import TLSPump
 
 if TYPE_CHECKING:
     from appliance.server.client import ClientConnection
@@ -33,7 +36,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 REASON_TLS_FAILURE = "TLS Handshake Failure"
-READ_CHUNK_BYTES = 256 * 1024
 
 # OpenSSL reasons -> the text Go's crypto/tls gives for the same failure (nats-server's log lines)
 _GO_TEXTS = {
@@ -87,23 +89,20 @@ def handshake_error_text(error: BaseException | None) -> tuple[str, bool]:
     return str(error) or type(error).__name__, False
 
 
-class TLSLayer(asyncio.Protocol):
-    """The socket's protocol and the connection's transport, with OpenSSL in between."""
+class TLSLayer(TLSPump):
+    """The socket's protocol and the connection's transport, with OpenSSL in between. Unlike the
+    route layer, bytes pass in plain text before the handshake (the INFO, a -ERR, and all of a
+    plain-text client's traffic)."""
 
     def __init__(self, conn: ClientConnection, serving: TLSServing) -> None:
+        super().__init__(serving.context, server_side=True)
         self.conn = conn
         self.serving = serving
-        self.raw: asyncio.Transport | None = None
-        self._incoming = ssl.MemoryBIO()
-        self._outgoing = ssl.MemoryBIO()
-        self._ssl = serving.context.wrap_bio(self._incoming, self._outgoing, server_side=True)
         self._handshaking = False
         self._sniffing = False  # allow_non_tls: the first byte says TLS or plain text
         self._plain = False  # a plain-text client (allow_non_tls, or after a TLS-first fallback)
         self._info: bytes | None = None  # set while a TLS-first fallback may still happen
         self._fell_back = False
-        self._open = False  # handshake done: application data flows
-        self._timer: asyncio.TimerHandle | None = None
         self._buffer_limits: tuple[int | None, int | None] = (None, None)
 
     # --- the socket's side (asyncio.Protocol) ----------------------------------------------------
@@ -177,13 +176,9 @@ class TLSLayer(asyncio.Protocol):
                 return  # closing, or bytes before the INFO went out: kept in the BIO
             if not self._step_handshake():
                 return
-        plain = self._read_plain()
-        self._flush_outgoing()
+        plain = self._drain()
         if plain:
             self.conn.data_received(plain)
-
-    def eof_received(self) -> bool | None:
-        return None  # the transport closes; connection_lost follows
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_timer()
@@ -198,115 +193,24 @@ class TLSLayer(asyncio.Protocol):
     def resume_writing(self) -> None:
         self.conn.resume_writing()
 
-    # --- the connection's side (what ClientConnection calls on its transport) ----------------------
+    # --- the connection's side: TLSPump is its transport ------------------------------------------
 
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        if self.raw is None or self.raw.is_closing():
-            return
-        if not self._open:  # plain-text clients, and before the handshake
-            self.raw.write(data)  # before the handshake only the plain INFO / -ERR go out
-            return
-        try:
-            self._ssl.write(data)
-        except ssl.SSLError:
-            return
-        self._flush_outgoing()
-
-    def get_write_buffer_size(self) -> int:
-        return self.raw.get_write_buffer_size() + self._outgoing.pending if self.raw is not None else 0
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        if self.raw is not None:
-            self.raw.set_write_buffer_limits(high=high, low=low)
-
-    def pause_reading(self) -> None:
-        if self.raw is not None:
-            self.raw.pause_reading()
-
-    def resume_reading(self) -> None:
-        if self.raw is not None:
-            self.raw.resume_reading()
-
-    def is_closing(self) -> bool:
-        return self.raw is None or self.raw.is_closing()
-
-    def close(self) -> None:
-        """Our close_notify (as Go's tls.Conn.Close sends it), then the socket closes after writing."""
-        self._cancel_timer()
-        if self.raw is None or self.raw.is_closing():
-            return
-        if self._open:
-            self._open = False
-            try:
-                self._ssl.unwrap()
-            except (ssl.SSLWantReadError, ssl.SSLError, OSError):
-                pass  # the peer's close_notify is not awaited
-        self._flush_outgoing()
-        self.raw.close()
-
-    def abort(self) -> None:
-        self._cancel_timer()
-        if self.raw is not None:
-            self.raw.abort()
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        if name == "ssl_object":
-            return self._ssl if self._open else default
-        if name == "peercert":
-            return self._ssl.getpeercert() if self._open else default
-        return self.raw.get_extra_info(name, default) if self.raw is not None else default
+    def _write_before_open(self, data: bytes | bytearray | memoryview) -> None:
+        assert self.raw is not None
+        self.raw.write(data)  # plain-text clients, and before the handshake only the plain INFO / -ERR
 
     # --- internals --------------------------------------------------------------------------------
 
     def _where(self) -> str:
         return f"{self.conn.ip}:{self.conn.port} - cid:{self.conn.cid}"
 
-    def _step_handshake(self) -> bool:
-        """Advance the handshake with what arrived; True once it is done."""
-        try:
-            self._ssl.do_handshake()
-        except ssl.SSLWantReadError:
-            self._flush_outgoing()
-            return False
-        except (ssl.SSLError, OSError) as error:
-            self._flush_outgoing()  # the alert, as Go sends one
-            self._fail(error)
-            return False
-        self._flush_outgoing()
-        self._cancel_timer()
+    def _handshake_done(self) -> None:
         self._handshaking = False
-        self._open = True
         self.conn.tls_established(self, first=self.serving.handshake_first and not self._fell_back)
-        return True
 
-    def _read_plain(self) -> bytes:
-        chunks: list[bytes] = []
-        while True:
-            try:
-                chunk = self._ssl.read(READ_CHUNK_BYTES)
-            except ssl.SSLWantReadError:
-                break
-            except ssl.SSLZeroReturnError:  # close_notify: the client is done; answer it and close
-                self.close()
-                break
-            except ssl.SSLError as error:
-                logger.debug("%s - TLS read error: %s", self._where(), error)
-                self.conn.close("Read Error", abort=True)
-                break
-            if not chunk:  # close_notify (Python returns b"" for it): answer it and close
-                self.close()
-                break
-            chunks.append(chunk)  # bounded: at most what this socket read brought, decrypted
-        return b"".join(chunks)
-
-    def _flush_outgoing(self) -> None:
-        if self._outgoing.pending and self.raw is not None and not self.raw.is_closing():
-            self.raw.write(self._outgoing.read())
-
-    def _cancel_timer(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+    def _read_failed(self, error: ssl.SSLError) -> None:
+        logger.debug("%s - TLS read error: %s", self._where(), error)
+        self.conn.close("Read Error", abort=True)
 
     def _handshake_timeout(self) -> None:
         self._timer = None

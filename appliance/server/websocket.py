@@ -43,6 +43,7 @@ from wsproto.utilities import RemoteProtocolError
 from appliance import limits
 from appliance.config.options import ServerOptions
 from appliance.config.tls_context import cipher_name, server_context, version_name
+from appliance.server.tls_pump import SocketLayer
 
 if TYPE_CHECKING:
     from appliance.server.client import ClientConnection
@@ -147,17 +148,16 @@ def http_error(status: HTTPStatus) -> bytes:
             "Connection: close\r\n\r\n").encode() + body
 
 
-class WebSocketLayer(asyncio.Protocol):
+class WebSocketLayer(SocketLayer):
     """The socket's protocol and the connection's transport, with WebSocket frames in between."""
 
     def __init__(self, conn: ClientConnection, serving: WebsocketServing) -> None:
+        super().__init__()
         self.conn = conn
         self.serving = serving
-        self.raw: asyncio.Transport | None = None
         self._ws = WSConnection(ConnectionType.SERVER)
         self._open = False  # upgraded: frames flow
         self._refused = False
-        self._timer: asyncio.TimerHandle | None = None
         self._where = ""
         self._head_tail = b""  # the last bytes of the request seen so far (to find its end)
         self._early_data = False
@@ -213,9 +213,6 @@ class WebSocketLayer(asyncio.Protocol):
         if payloads and self._open:
             self.conn.data_received(payloads[0] if len(payloads) == 1 else b"".join(payloads))
 
-    def eof_received(self) -> bool | None:
-        return None  # the transport closes; connection_lost follows
-
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_timer()
         if self._open:
@@ -247,24 +244,6 @@ class WebSocketLayer(asyncio.Protocol):
             return
         self._send(BytesMessage(data=bytes(data)))
 
-    def get_write_buffer_size(self) -> int:
-        return self.raw.get_write_buffer_size() if self.raw is not None else 0
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        if self.raw is not None:
-            self.raw.set_write_buffer_limits(high=high, low=low)
-
-    def pause_reading(self) -> None:
-        if self.raw is not None:
-            self.raw.pause_reading()
-
-    def resume_reading(self) -> None:
-        if self.raw is not None:
-            self.raw.resume_reading()
-
-    def is_closing(self) -> bool:
-        return self.raw is None or self.raw.is_closing()
-
     def close(self) -> None:
         """A close frame (as nats-server sends one), then the socket closes after writing."""
         self._cancel_timer()
@@ -273,14 +252,6 @@ class WebSocketLayer(asyncio.Protocol):
         if self._ws.state is ConnectionState.OPEN:
             self._send(CloseConnection(code=CLOSE_NORMAL))
         self.raw.close()
-
-    def abort(self) -> None:
-        self._cancel_timer()
-        if self.raw is not None:
-            self.raw.abort()
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return self.raw.get_extra_info(name, default) if self.raw is not None else default
 
     # --- internals --------------------------------------------------------------------------------
 
@@ -375,11 +346,6 @@ class WebSocketLayer(asyncio.Protocol):
     def _send(self, event: Any) -> None:
         if self.raw is not None and not self.raw.is_closing():
             self.raw.write(self._ws.send(event))
-
-    def _cancel_timer(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
 
     def _handshake_timeout(self) -> None:
         self._timer = None
