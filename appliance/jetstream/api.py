@@ -40,6 +40,7 @@ from appliance.jetstream.api_streams import (
 from appliance.jetstream.backup import stream_snapshot
 from appliance.jetstream.direct import direct_get
 from appliance.jetstream.pause import PAUSE_EXTRAS, consumer_pause
+from appliance.jetstream.responder import Answer, responder
 from appliance.jetstream.restore import stream_restore
 from appliance.jetstream.request import API_LEVEL, API_PREFIX, TYPE_PREFIX, Request, needs_newer_api
 from appliance.jetstream.wire import go_json
@@ -155,7 +156,14 @@ def dispatch(ajs: AccountJetStream, subject: str, reply: str, header: bytes, bod
     handler = _route(tokens)
     if handler is None:
         return
+    answer = responder(ajs, tokens)
+    if answer is Answer.SILENT:
+        return  # another server of the cluster answers (responder.py)
     request = Request(ajs, tokens, reply, header, body)
+    if answer is Answer.UNAVAILABLE:
+        request.respond(_kind_for(tokens), {}, error=errors.CLUSTER_NOT_AVAILABLE.error(),
+                        after_error=_error_extras(tokens))
+        return
     if needs_newer_api(header):
         kind = _kind_for(tokens)
         request.respond(kind, {}, error=errors.REQUIRED_API_LEVEL.error())

@@ -67,7 +67,8 @@ def consumer_create(request: Request) -> None:
     elif not name:
         config_obj["name"] = "".join(request.ajs.rng.choice(NAME_ALPHABET) for _ in range(8))
     config = parse_consumer_config(
-        config_obj, stream=stream.config, ephemeral=not durable, request_level=request.request_level()
+        config_obj, stream=stream.config, ephemeral=not durable, request_level=request.request_level(),
+        clustered=request.ajs.service.meta.clustered,
     )
     pause.normalise(config)
     if config.sample_freq:

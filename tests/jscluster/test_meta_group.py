@@ -1,0 +1,79 @@
+"""The meta group over the routes: it forms on the seed's three servers, every server agrees on
+its leader, and the JetStream API answers once, from the right server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import nats
+import pytest
+
+from tests.jscluster.conftest import META_TIMEOUT_S, meta_leader
+from tests.routes.conftest import Node, wait_until
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def test_the_meta_group_forms_with_every_server(js_cluster: list[Node]) -> None:
+    leader = meta_leader(js_cluster)
+    assert leader in {node.name for node in js_cluster}
+    for node in js_cluster:
+        meta = node.monitor("/jsz")["meta_cluster"]
+        assert meta["name"] == "C1"
+        assert meta["cluster_size"] == 3
+        assert meta["quorum_needed"] == 2
+
+
+async def _request(url: str, subject: str, body: dict[str, object] | None = None, timeout: float = 5.0) -> dict:
+    nc = await nats.connect(url)
+    try:
+        payload = json.dumps(body).encode() if body is not None else b""
+        msg = await nc.request(subject, payload, timeout=timeout)
+        return json.loads(msg.data)
+    finally:
+        await nc.close()
+
+
+def test_streams_are_created_placed_and_used_from_any_server(js_cluster: list[Node]) -> None:
+    async def scenario() -> None:
+        urls = [node.url for node in js_cluster]
+        created = []
+        for index in range(3):
+            config = {"name": f"S{index}", "subjects": [f"s{index}.>"], "storage": "file", "num_replicas": 1}
+            reply = await _request(urls[index], f"$JS.API.STREAM.CREATE.S{index}", config)
+            assert "error" not in reply, reply
+            created.append(reply)
+        # each publish reaches its stream from any server, once
+        for url in urls:
+            nc = await nats.connect(url)
+            js = nc.jetstream()
+            for index in range(3):
+                ack = await js.publish(f"s{index}.x", b"hello", timeout=5)
+                assert ack.stream == f"S{index}"
+            await nc.close()
+        names = await _request(urls[1], "$JS.API.STREAM.NAMES")
+        assert sorted(names["streams"]) == ["S0", "S1", "S2"]
+        for index in range(3):
+            info = await _request(urls[2], f"$JS.API.STREAM.INFO.S{index}")
+            assert info["state"]["messages"] == 3, info
+
+    asyncio.run(scenario())
+
+
+def test_r3_stream_replicates_and_acks_after_quorum(js_cluster: list[Node]) -> None:
+    async def scenario() -> None:
+        url = js_cluster[0].url
+        config = {"name": "R3", "subjects": ["r3.>"], "storage": "file", "num_replicas": 3}
+        reply = await _request(url, "$JS.API.STREAM.CREATE.R3", config)
+        assert "error" not in reply, reply
+        nc = await nats.connect(js_cluster[1].url)
+        js = nc.jetstream()
+        for i in range(100):
+            ack = await js.publish("r3.a", f"m{i}".encode(), timeout=5)
+            assert ack.seq == i + 1
+        await nc.close()
+        info = await _request(js_cluster[2].url, "$JS.API.STREAM.INFO.R3")
+        assert info["state"]["messages"] == 100
+
+    asyncio.run(scenario())
