@@ -101,6 +101,10 @@ def consumer_create(request: Request) -> None:
         if existing is None:
             advisories.consumer_action(request.ajs, stream_name, config.name, "create")
             pause.announce_created(consumer)
+        if consumer.replicated:  # answered once its leader takes pull requests
+            request.ajs.when_led(consumer.group, request.later(
+                lambda: request.respond("consumer_create_response", info_of(consumer))))
+            return
         request.respond("consumer_create_response", info_of(consumer))
 
     op = {

@@ -145,6 +145,7 @@ class AccountJetStream:
         self.restored_stores: dict[str, store_api.StreamStore] = {}  # a memory store a restore hands over
         self._leading: set[str] = set()  # streams whose subjects this server subscribes (it leads them)
         self._create_replies: dict[str, str] = {}  # stream -> the create request's reply, until it leads
+        self._led_waiters: list[tuple[RaftGroup, Callable[[], None]]] = []  # when_led
         remove_leftovers(service.root, account.name)
 
     # --- Host ---------------------------------------------------------------------------------------
@@ -314,6 +315,23 @@ class AccountJetStream:
             elif stream.group.leader():  # another replica leads: it answers
                 del self._create_replies[name]
 
+        if self._led_waiters:
+            waiting, self._led_waiters = self._led_waiters, []
+            for group, fn in waiting:
+                if group.leader():
+                    fn()
+                elif len(self._led_waiters) < limits.RAFT_FORWARD_IN_FLIGHT_MAX:
+                    self._led_waiters.append((group, fn))
+
+    def when_led(self, group: RaftGroup, fn: Callable[[], None]) -> None:
+        """Run `fn` once `group` has a leader (its interest subscribed when it is this server):
+        a new consumer's create answer waits for it, so a pull right after it finds the leader."""
+        if group.leader():
+            self.follow_leaders()
+            fn()
+            return
+        self._led_waiters.append((group, fn))
+
     def _answer_create(self, stream: Stream, reply: str) -> None:
         from_info = stream_info(stream, cluster=False)
         body = {"type": TYPE_PREFIX + "stream_create_response", **from_info, "did_create": True}
@@ -396,12 +414,15 @@ class AccountJetStream:
         key = (stream, name)
         consumer = self._ack_targets.get(key)
         if consumer is not None and not consumer.deleted:
-            return consumer
+            # every server hears the acks of a cluster: the consumer's leader takes them
+            return consumer if not consumer.replicated or consumer.group.is_leader() else None
         self._ack_targets.pop(key, None)
         owner = self.streams.get(stream.decode(errors="replace"))
         consumer = owner.consumers.get(name.decode(errors="replace")) if owner is not None else None
         if consumer is not None and len(self._ack_targets) < limits.JS_ACK_TARGETS_MAX:
             self._ack_targets[key] = consumer
+        if consumer is not None and consumer.replicated and not consumer.group.is_leader():
+            return None
         return consumer
 
     def consumer_storage(self, stream: Stream, config: ConsumerConfig) -> LogStorage:

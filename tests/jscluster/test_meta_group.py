@@ -77,3 +77,46 @@ def test_r3_stream_replicates_and_acks_after_quorum(js_cluster: list[Node]) -> N
         assert info["state"]["messages"] == 100
 
     asyncio.run(scenario())
+
+
+def test_r3_pull_consumer_delivers_and_acks_from_any_server(js_cluster: list[Node]) -> None:
+    async def scenario() -> None:
+        config = {"name": "Q", "subjects": ["q.>"], "storage": "file", "num_replicas": 3}
+        reply = await _request(js_cluster[2].url, "$JS.API.STREAM.CREATE.Q", config)
+        assert "error" not in reply, reply
+        nc = await nats.connect(js_cluster[0].url)
+        js = nc.jetstream()
+        for i in range(20):
+            await js.publish("q.a", f"m{i}".encode(), timeout=5)
+        consumer = {"stream_name": "Q", "config": {"durable_name": "D", "ack_policy": "explicit",
+                                                   "num_replicas": 3}}
+        reply = await _request(js_cluster[1].url, "$JS.API.CONSUMER.DURABLE.CREATE.Q.D", consumer)
+        assert "error" not in reply, reply
+        sub = await js.pull_subscribe_bind("D", stream="Q")
+        got = []
+        while len(got) < 20:
+            msgs = await sub.fetch(10, timeout=5)
+            for msg in msgs:
+                got.append(msg.data)
+                await msg.ack_sync(timeout=5)
+        assert got == [f"m{i}".encode() for i in range(20)]
+        await nc.close()
+        info = await _request(js_cluster[2].url, "$JS.API.CONSUMER.INFO.Q.D")
+        assert info["num_ack_pending"] == 0 and info["delivered"]["stream_seq"] == 20, info
+        assert info["ack_floor"]["stream_seq"] == 20, info
+
+    asyncio.run(scenario())
+
+
+def test_without_a_meta_leader_every_server_answers_10008(js_cluster: list[Node]) -> None:
+    async def scenario() -> None:
+        survivor = js_cluster[0]
+        for node in js_cluster[1:]:
+            node.kill9()
+        wait_until(lambda: not survivor.monitor("/jsz")["meta_cluster"].get("leader"), "no meta leader",
+                   META_TIMEOUT_S)
+        reply = await _request(survivor.url, "$JS.API.INFO")
+        assert reply["error"] == {"code": 503, "err_code": 10008,
+                                  "description": "JetStream system temporarily unavailable"}
+
+    asyncio.run(scenario())
