@@ -293,7 +293,8 @@ class AccountJetStream:
             if preferred == self.service.peer:
                 stream.group.campaign()  # the placement's first peer leads a new group at once
         self._subscribe_stream(stream)
-        sources.start(self, stream)
+        if stream.group.is_leader():  # only the leader copies from sources (its proposals store them)
+            sources.start(self, stream)
         return stream
 
     def follow_leaders(self) -> None:
@@ -303,6 +304,10 @@ class AccountJetStream:
             leads = stream.group.is_leader()
             if leads != (name in self._leading):
                 self._subscribe_stream(stream)
+                if leads:
+                    sources.start(self, stream)
+                else:
+                    sources.stop(stream)
             for consumer in list(stream.consumers.values()):
                 if consumer.group.is_leader() != ((name, consumer.name) in self._consumer_subs):
                     self._subscribe_consumer(stream, consumer)
@@ -381,7 +386,8 @@ class AccountJetStream:
         stream.update_config(config)
         if isinstance(stream.store, FileStreamStore):
             stream.store.set_compression(compresses(config))
-        sources.start(self, stream)
+        if stream.group.is_leader():
+            sources.start(self, stream)
         changed = old_transform != config.subject_transform
         if old_subjects != config.subjects or old_direct != config.allow_direct or changed:
             self._subscribe_stream(stream)

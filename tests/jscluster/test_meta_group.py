@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import urllib.error
 
 import nats
 import pytest
@@ -118,5 +119,41 @@ def test_without_a_meta_leader_every_server_answers_10008(js_cluster: list[Node]
         reply = await _request(survivor.url, "$JS.API.INFO")
         assert reply["error"] == {"code": 503, "err_code": 10008,
                                   "description": "JetStream system temporarily unavailable"}
+        try:
+            survivor.monitor("/healthz")
+            raise AssertionError("/healthz must fail without a meta leader")
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 503
+            body = json.loads(exc.read())
+            assert body["error"] == "JetStream has not established contact with a meta leader", body
+
+    asyncio.run(scenario())
+
+
+def test_r3_stream_update_purge_msg_delete_and_delete(js_cluster: list[Node]) -> None:
+    async def scenario() -> None:
+        urls = [node.url for node in js_cluster]
+        config = {"name": "U", "subjects": ["u.a"], "storage": "file", "num_replicas": 3}
+        assert "error" not in await _request(urls[0], "$JS.API.STREAM.CREATE.U", config)
+        config["subjects"] = ["u.a", "u.b"]
+        reply = await _request(urls[1], "$JS.API.STREAM.UPDATE.U", config)
+        assert reply["config"]["subjects"] == ["u.a", "u.b"], reply
+        nc = await nats.connect(urls[2])
+        js = nc.jetstream()
+        for subject in ("u.a", "u.b", "u.a", "u.b"):
+            await js.publish(subject, b"x", timeout=5)
+        reply = await _request(urls[0], "$JS.API.STREAM.MSG.DELETE.U", {"seq": 2})
+        assert reply.get("success") is True, reply
+        reply = await _request(urls[1], "$JS.API.STREAM.PURGE.U", {"filter": "u.a"})
+        assert reply == {"type": "io.nats.jetstream.api.v1.stream_purge_response", "success": True, "purged": 2}
+        info = await _request(urls[2], "$JS.API.STREAM.INFO.U")
+        assert info["state"]["messages"] == 1 and info["state"]["last_seq"] == 4, info
+        reply = await _request(urls[2], "$JS.API.STREAM.DELETE.U")
+        assert reply.get("success") is True, reply
+        names = await _request(urls[0], "$JS.API.STREAM.NAMES")
+        assert names["streams"] in (None, []), names
+        missing = await _request(urls[1], "$JS.API.STREAM.INFO.U")
+        assert missing["error"]["err_code"] == 10059
+        await nc.close()
 
     asyncio.run(scenario())
