@@ -13,6 +13,9 @@ but one stay silent. Standalone, this server answers everything.
 |                                                      | and every consumer of it)               |
 | CONSUMER.INFO/DELETE/... of a consumer               | the consumer's leader; the stream's     |
 |                                                      | leader when the meta state lacks it     |
+| STREAM.INFO / CONSUMER.* of a leaderless group       | its replicas, after LEADERLESS_DELAY_S: |
+|                                                      | the stream's info as it holds it; 10008 |
+|                                                      | for a consumer                          |
 
 The stream's leader handles what needs the stream's own state; what changes the meta state it
 proposes through the meta leader (cluster/forward.py). A new stream's create reply comes from the
@@ -28,10 +31,14 @@ if TYPE_CHECKING:
     from appliance.jetstream.service import AccountJetStream
 
 
+LEADERLESS_DELAY_S = 0.5  # nats-server's replicas wait this long before answering for a leaderless group
+
+
 class Answer(enum.Enum):
     HERE = "here"
     SILENT = "silent"
     UNAVAILABLE = "unavailable"  # no meta leader: 503/10008
+    LEADERLESS = "leaderless"  # this replica answers a moment later if its group still has no leader
 
 
 META_VERBS = frozenset({"NAMES", "LIST", "LEADER", "PEER", "CANCEL_MOVE", "RESTORE"})
@@ -47,7 +54,7 @@ def responder(ajs: AccountJetStream, tokens: list[str]) -> Answer:
     head = tokens[0]
     if head == "STREAM" and len(tokens) >= 3 and tokens[1] not in META_VERBS:
         name = tokens[3] if tokens[1] == "MSG" and len(tokens) >= 4 else tokens[2]
-        return _by_stream(ajs, name, leads_meta)
+        return _by_stream(ajs, name, leads_meta, info=tokens[1] == "INFO")
     if head == "CONSUMER" and len(tokens) >= 3:
         verb = tokens[1]
         if verb == "DURABLE" and len(tokens) >= 4:
@@ -60,11 +67,15 @@ def responder(ajs: AccountJetStream, tokens: list[str]) -> Answer:
     return Answer.HERE if leads_meta else Answer.SILENT
 
 
-def _by_stream(ajs: AccountJetStream, name: str, leads_meta: bool) -> Answer:
+def _by_stream(ajs: AccountJetStream, name: str, leads_meta: bool, *, info: bool = False) -> Answer:
     if not _known(ajs, name):
         return Answer.HERE if leads_meta else Answer.SILENT
     stream = ajs.streams.get(name)
-    return Answer.HERE if stream is not None and stream.group.is_leader() else Answer.SILENT
+    if stream is None:
+        return Answer.SILENT
+    if stream.group.is_leader():
+        return Answer.HERE
+    return Answer.LEADERLESS if info and not stream.group.leader() else Answer.SILENT
 
 
 def _by_consumer(ajs: AccountJetStream, stream_name: str, name: str, leads_meta: bool) -> Answer:
@@ -77,7 +88,9 @@ def _by_consumer(ajs: AccountJetStream, stream_name: str, name: str, leads_meta:
     consumer = stream.consumers.get(name)
     if consumer is None or meta.state.group_of(ajs.account.name, stream_name, name) is None:
         return Answer.HERE if stream.group.is_leader() else Answer.SILENT
-    return Answer.HERE if consumer.group.is_leader() else Answer.SILENT
+    if consumer.group.is_leader():
+        return Answer.HERE
+    return Answer.LEADERLESS if not consumer.group.leader() else Answer.SILENT
 
 
 def _known(ajs: AccountJetStream, name: str) -> bool:

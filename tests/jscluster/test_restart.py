@@ -67,3 +67,36 @@ def test_a_whole_cluster_restart_keeps_every_acknowledged_message(js_cluster: li
         await nc.close()
 
     asyncio.run(after())
+
+
+def test_quorum_loss_stops_writes_and_they_resume_when_a_peer_returns(js_cluster: list[Node]) -> None:
+    async def scenario() -> None:
+        nc = await nats.connect(js_cluster[0].url)
+        config = {"name": "Q", "subjects": ["q.>"], "storage": "file", "num_replicas": 3}
+        msg = await nc.request("$JS.API.STREAM.CREATE.Q", json.dumps(config).encode(), timeout=5)
+        assert "error" not in json.loads(msg.data)
+        js = nc.jetstream()
+        await js.publish("q.x", b"before", timeout=5)
+        for node in js_cluster[1:]:
+            node.kill9()
+        deadline = asyncio.get_running_loop().time() + META_TIMEOUT_S
+        while True:  # the leader steps down once it misses its quorum: no responders, or no ack
+            try:
+                await js.publish("q.x", b"lost?", timeout=1)
+            except (NatsTimeout, NoRespondersError):
+                break
+            assert asyncio.get_running_loop().time() < deadline, "writes went on without a quorum"
+        info = json.loads((await nc.request("$JS.API.STREAM.INFO.Q", b"", timeout=3)).data)
+        assert "error" not in info and info["state"]["messages"] >= 1, info  # a leaderless replica's own view
+        js_cluster[1].start()
+        deadline = asyncio.get_running_loop().time() + META_TIMEOUT_S
+        while True:
+            try:
+                ack = await js.publish("q.x", b"after", timeout=1)
+                break
+            except (NatsTimeout, NoRespondersError):
+                assert asyncio.get_running_loop().time() < deadline, "writes did not resume"
+        assert ack.seq >= 2
+        await nc.close()
+
+    asyncio.run(scenario())
