@@ -49,8 +49,26 @@ def responder(ajs: AccountJetStream, tokens: list[str]) -> Answer:
     if not meta.clustered:
         return Answer.HERE
     if not meta.leader():
+        # a stream's or consumer's own requests go on where its group has a leader (an R1 asset on
+        # a surviving server is unaffected, spec §9.8); what needs the meta group is unavailable
+        if _asset_scoped(tokens):
+            answer = _by_asset(ajs, tokens, leads_meta=False)
+            if answer is not Answer.SILENT:
+                return answer
         return Answer.UNAVAILABLE
-    leads_meta = meta.is_leader()
+    return _by_asset(ajs, tokens, leads_meta=meta.is_leader())
+
+
+def _asset_scoped(tokens: list[str]) -> bool:
+    """Requests about one stream's or consumer's state that its own group answers."""
+    if tokens[0] == "STREAM" and len(tokens) >= 3:
+        return tokens[1] in ("INFO", "PURGE", "MSG", "SNAPSHOT")
+    if tokens[0] != "CONSUMER" or len(tokens) < 3:
+        return False
+    return tokens[1] in ("NAMES", "LIST") or (len(tokens) >= 4 and tokens[1] in ("INFO", "PAUSE", "UNPIN", "RESET"))
+
+
+def _by_asset(ajs: AccountJetStream, tokens: list[str], *, leads_meta: bool) -> Answer:
     head = tokens[0]
     if head == "STREAM" and len(tokens) >= 3 and tokens[1] not in META_VERBS:
         name = tokens[3] if tokens[1] == "MSG" and len(tokens) >= 4 else tokens[2]

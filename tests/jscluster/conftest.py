@@ -27,7 +27,7 @@ def meta_leader(nodes: list[Node]) -> str:
 @pytest.fixture
 def js_cluster(tmp_path: Path) -> Iterator[list[Node]]:
     """The seed's three JetStream servers, started, with a meta leader they agree on."""
-    nodes = seed_cluster(tmp_path, workers=1)
+    nodes = seed_cluster(tmp_path, workers=2)
     try:
         for node in nodes:
             node.start()

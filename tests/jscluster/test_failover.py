@@ -10,7 +10,7 @@ import time
 import nats
 import pytest
 from nats.errors import NoRespondersError, TimeoutError as NatsTimeout
-from nats.js.errors import APIError
+from nats.js.errors import APIError, NoStreamResponseError
 
 from tests.jscluster.conftest import META_TIMEOUT_S, meta_leader
 from tests.routes.conftest import Node, wait_until
@@ -28,7 +28,7 @@ async def publish_until_acked(js: object, subject: str, data: bytes, msg_id: str
         try:
             ack = await js.publish(subject, data, timeout=1, headers={"Nats-Msg-Id": msg_id})  # type: ignore[attr-defined]
             return int(ack.seq)
-        except (NatsTimeout, NoRespondersError, APIError):
+        except (NatsTimeout, NoRespondersError, NoStreamResponseError, APIError):
             assert time.monotonic() < deadline_s, f"{msg_id} never acknowledged"
             await asyncio.sleep(0.05)
 

@@ -9,6 +9,7 @@ import json
 import nats
 import pytest
 from nats.errors import NoRespondersError, TimeoutError as NatsTimeout
+from nats.js.errors import NoStreamResponseError
 
 from tests.jscluster.conftest import META_TIMEOUT_S, meta_leader
 from tests.routes.conftest import Node, wait_until
@@ -57,7 +58,7 @@ def test_a_whole_cluster_restart_keeps_every_acknowledged_message(js_cluster: li
             try:
                 info = await js.stream_info("K")
                 break
-            except (NatsTimeout, NoRespondersError):
+            except (NatsTimeout, NoRespondersError, NoStreamResponseError):
                 assert asyncio.get_running_loop().time() < deadline
         assert info.state.messages == 200 and info.state.last_seq == 200
         states = await info_everywhere(js_cluster, "K")
@@ -83,7 +84,7 @@ def test_quorum_loss_stops_writes_and_they_resume_when_a_peer_returns(js_cluster
         while True:  # the leader steps down once it misses its quorum: no responders, or no ack
             try:
                 await js.publish("q.x", b"lost?", timeout=1)
-            except (NatsTimeout, NoRespondersError):
+            except (NatsTimeout, NoRespondersError, NoStreamResponseError):
                 break
             assert asyncio.get_running_loop().time() < deadline, "writes went on without a quorum"
         info = json.loads((await nc.request("$JS.API.STREAM.INFO.Q", b"", timeout=3)).data)
@@ -94,7 +95,7 @@ def test_quorum_loss_stops_writes_and_they_resume_when_a_peer_returns(js_cluster
             try:
                 ack = await js.publish("q.x", b"after", timeout=1)
                 break
-            except (NatsTimeout, NoRespondersError):
+            except (NatsTimeout, NoRespondersError, NoStreamResponseError):
                 assert asyncio.get_running_loop().time() < deadline, "writes did not resume"
         assert ack.seq >= 2
         await nc.close()
