@@ -79,6 +79,10 @@ RAFT_LAZY_SYNC_S = 1.0  # driver: a single voter's durable=False entries reach d
 RAFT_GROUPS_PER_WORKER_MAX = 100_000  # registry: RAFT groups one worker owns
 RAFT_SNAPSHOT_ENTRIES = 8192  # driver: snapshot + compact once this many entries were applied since
 RAFT_LOG_RECORD_BYTES_MAX = 64 * 1024 * 1024  # one record of the durable raft log file
+RAFT_FORWARD_TIMEOUT_S = 5.0  # a proposal forwarded to a leader on another host fails without an answer
+RAFT_FORWARD_IN_FLIGHT_MAX = 4096  # forwarded proposals waiting for their leader's answer, per worker
+META_FORM_WAIT_S = 10.0  # a new cluster forms its meta group with a quorum after this, if not all routes are up
+META_CHECK_S = 0.25  # how often the meta driver looks at the servers the routes know
 
 assert RAFT_HEARTBEAT_TICKS < RAFT_ELECTION_TICKS
 assert PAYLOAD_BYTES_MAX <= RAFT_APPEND_BYTES_MAX, "one max-size message fits one APPEND"

@@ -179,6 +179,7 @@ class RaftGroup:
         self.leader_changes = 0  # times this replica learned of a new leader (monitoring: /metrics)
         self._applied_unsynced: list[tuple[OnDone, int]] = []  # acknowledged after the next sync
         self._applied_syncing = False
+        self._applied_waiters: list[tuple[int, Callable[[], None]]] = []  # (index, fn): when_applied
         hard_state, _ = storage.initial_state()
         self._durable_term_vote = (hard_state.term, hard_state.vote)
 
@@ -223,6 +224,28 @@ class RaftGroup:
     def step(self, message: Message) -> None:
         self.core.step(message)
         self.kick()
+
+    def applied(self) -> int:
+        """The index of the last entry applied here."""
+        return self.core.log.applied
+
+    def when_applied(self, index: int, fn: Callable[[], None]) -> None:
+        """Run `fn` once this replica has applied `index` (at once if it has): a proposal a
+        leader committed for us (cluster/forward.py) is answered only when it is visible here."""
+        if self.core.log.applied >= index:
+            fn()
+            return
+        if len(self._applied_waiters) >= self.proposals_pending_max:
+            raise LimitExceeded(f"{self.group_id}: {len(self._applied_waiters)} waiters for applied entries")
+        self._applied_waiters.append((index, fn))
+
+    def _run_applied_waiters(self) -> None:
+        applied = self.core.log.applied
+        due = [fn for index, fn in self._applied_waiters if index <= applied]
+        if due:
+            self._applied_waiters = [(i, fn) for i, fn in self._applied_waiters if i > applied]
+            for fn in due:
+                fn()
 
     # --- membership and leadership -----------------------------------------------------------------
     def add_voter(self, peer: str, on_done: OnDone | None = None) -> int:
@@ -349,6 +372,8 @@ class RaftGroup:
     def _finish(self, ready: Ready, stale_snapshot: bytes | None) -> None:
         self._apply_committed(ready)
         self.core.advance(ready)
+        if self._applied_waiters:
+            self._run_applied_waiters()
         if self.core.lead and self.core.lead != self._known_lead:
             self._known_lead = self.core.lead
             self.leader_changes += 1

@@ -25,7 +25,7 @@ A group's traffic leaves from the worker that owns it: the registry of that work
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol
 
 from appliance import limits
@@ -70,6 +70,9 @@ class GroupRegistry:
         self._groups: dict[str, RaftGroup] = {}
         self.dropped_unknown = 0  # messages for a group not owned here
         self.dropped_corrupt = 0  # messages that did not decode, or were not addressed to this peer
+        # told of every message for a group not owned here (the meta driver learns that a meta
+        # group exists before this server has joined it)
+        self.on_unknown: Callable[[str, str], None] | None = None
 
     def outbox(self, group_id: str) -> GroupOutbox:
         """The transport a new RaftGroup with this id sends through."""
@@ -99,6 +102,8 @@ class GroupRegistry:
         group = self._groups.get(group_id)
         if group is None:
             self.dropped_unknown += 1
+            if self.on_unknown is not None:
+                self.on_unknown(group_id, sender)
             return False
         try:
             decoded = decode_message(message)

@@ -40,6 +40,7 @@ from appliance.jetstream.api_streams import (
 from appliance.jetstream.backup import stream_snapshot
 from appliance.jetstream.direct import direct_get
 from appliance.jetstream.pause import PAUSE_EXTRAS, consumer_pause
+from appliance.jetstream.responder import LEADERLESS_DELAY_S, Answer, responder
 from appliance.jetstream.restore import stream_restore
 from appliance.jetstream.request import API_LEVEL, API_PREFIX, TYPE_PREFIX, Request, needs_newer_api
 from appliance.jetstream.wire import go_json
@@ -155,7 +156,38 @@ def dispatch(ajs: AccountJetStream, subject: str, reply: str, header: bytes, bod
     handler = _route(tokens)
     if handler is None:
         return
+    answer = responder(ajs, tokens)
+    if answer is Answer.SILENT:
+        return  # another server of the cluster answers (responder.py)
+    if answer is Answer.LEADERLESS:
+        ajs.call_later(LEADERLESS_DELAY_S, lambda: _leaderless(ajs, tokens, reply, header, body))
+        return
     request = Request(ajs, tokens, reply, header, body)
+    if answer is Answer.UNAVAILABLE:
+        request.respond(_kind_for(tokens), {}, error=errors.CLUSTER_NOT_AVAILABLE.error(),
+                        after_error=_error_extras(tokens))
+        return
+    _handle(request, handler, tokens, header)
+
+
+def _leaderless(ajs: AccountJetStream, tokens: list[str], reply: str, header: bytes, body: bytes) -> None:
+    """A replica's answer for a group still without a leader: a stream's info as held here, 10008
+    for anything else."""
+    answer = responder(ajs, tokens)
+    if answer is Answer.SILENT:
+        return  # a leader appeared meanwhile: it answered
+    handler = _route(tokens)
+    if handler is None:
+        return
+    request = Request(ajs, tokens, reply, header, body)
+    if answer is Answer.UNAVAILABLE or (answer is Answer.LEADERLESS and tokens[:2] != ["STREAM", "INFO"]):
+        request.respond(_kind_for(tokens), {}, error=errors.CLUSTER_NOT_AVAILABLE.error(),
+                        after_error=_error_extras(tokens))
+        return
+    _handle(request, handler, tokens, header)
+
+
+def _handle(request: Request, handler: Handler, tokens: list[str], header: bytes) -> None:
     if needs_newer_api(header):
         kind = _kind_for(tokens)
         request.respond(kind, {}, error=errors.REQUIRED_API_LEVEL.error())

@@ -67,7 +67,8 @@ def consumer_create(request: Request) -> None:
     elif not name:
         config_obj["name"] = "".join(request.ajs.rng.choice(NAME_ALPHABET) for _ in range(8))
     config = parse_consumer_config(
-        config_obj, stream=stream.config, ephemeral=not durable, request_level=request.request_level()
+        config_obj, stream=stream.config, ephemeral=not durable, request_level=request.request_level(),
+        clustered=request.ajs.service.meta.clustered,
     )
     pause.normalise(config)
     if config.sample_freq:
@@ -100,6 +101,10 @@ def consumer_create(request: Request) -> None:
         if existing is None:
             advisories.consumer_action(request.ajs, stream_name, config.name, "create")
             pause.announce_created(consumer)
+        if consumer.replicated:  # answered once its leader takes pull requests
+            request.ajs.when_led(consumer.group, request.later(
+                lambda: request.respond("consumer_create_response", info_of(consumer))))
+            return
         request.respond("consumer_create_response", info_of(consumer))
 
     op = {

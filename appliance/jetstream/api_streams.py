@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from appliance import limits
 from appliance.errors import CorruptData
 from appliance.jetstream import advisories, errors, ops, resources, sources
-from appliance.jetstream.config import STREAM_TYPE, StreamConfig, parse_stream_config
+from appliance.jetstream.config import STREAM_TYPE, StreamConfig, parse_stream_config, stream_config_from_record
 from appliance.jetstream.decode import JsonObject, decode_into, parse_json
 from appliance.jetstream.msg_get import lookup, parse_msg_get
 from appliance.jetstream.republish import settle_update
@@ -36,7 +36,7 @@ def account_info(request: Request) -> None:
         "storage": usage.storage,
         "reserved_memory": usage.reserved_memory,
         "reserved_storage": usage.reserved_storage,
-        "streams": len(ajs.streams),
+        "streams": len(catalog(ajs)),
         "consumers": sum(len(stream.consumers) for stream in ajs.streams.values()),
         "limits": resources.limits_json(ajs),
     }
@@ -58,7 +58,9 @@ def _config_of(request: Request, obj: JsonObject) -> StreamConfig:
         found = streams.get(name)
         return found.config if found is not None else None
 
-    return parse_stream_config(obj, request_level=request.request_level(), others=others)
+    return parse_stream_config(
+        obj, request_level=request.request_level(), others=others, clustered=request.ajs.service.meta.clustered
+    )
 
 
 def _create_config(request: Request) -> StreamConfig:
@@ -106,13 +108,30 @@ def _check_overlap(request: Request, config: StreamConfig) -> None:
     check_overlap(request.ajs, config)
 
 
+def catalog(ajs: AccountJetStream) -> dict[str, StreamConfig]:
+    """Every stream of the account by name: those held here, or, clustered, every stream the
+    meta state assigns anywhere."""
+    if not ajs.service.meta.clustered:
+        return {name: stream.config for name, stream in ajs.streams.items()}
+    records = ajs.service.meta.state.accounts.get(ajs.account.name, {})
+    out: dict[str, StreamConfig] = {}
+    for name, record in records.items():
+        local = ajs.streams.get(name)
+        config = record["config"]
+        if local is not None:
+            out[name] = local.config
+        elif isinstance(config, dict):
+            out[name] = stream_config_from_record(config)
+    return out
+
+
 def check_overlap(ajs: AccountJetStream, config: StreamConfig) -> None:
     """10065 when config's subjects overlap another stream's (create, update, restore)."""
-    for other in ajs.streams.values():
-        if other.config.name == config.name:
+    for other in catalog(ajs).values():
+        if other.name == config.name:
             continue
         for mine in config.subjects:
-            if any(subjects_overlap(mine, theirs) for theirs in other.config.subjects):
+            if any(subjects_overlap(mine, theirs) for theirs in other.subjects):
                 raise errors.STREAM_SUBJECT_OVERLAP.error()
 
 
@@ -131,7 +150,12 @@ def stream_create(request: Request) -> None:
     sources.check_filters(config.mirror, config.sources)
     _check_overlap(request, config)
 
+    clustered = ajs.service.meta.clustered
+
     def created() -> None:
+        if clustered:  # the stream's first leader answers, once it takes publishes (service.py)
+            advisories.stream_action(ajs, config.name, "create")
+            return
         stream = ajs.streams.get(config.name)
         if stream is None:
             why = ajs.service.failures.get((ajs.account.name, config.name), "stream could not be opened")
@@ -142,6 +166,8 @@ def stream_create(request: Request) -> None:
     op = {
         "op": "stream_put", "acc": ajs.account.name, "config": config.storage_record(), "created": ajs.now_ns()
     }
+    if clustered and request.reply:
+        op["reply"] = request.reply
     propose_meta(request, op, created)
 
 
@@ -304,12 +330,12 @@ def stream_purge(request: Request) -> None:
 PAGE_FIELDS: dict[str, object] = {"offset": "int", "subject": "str"}
 
 
-def _streams_for(request: Request, obj: JsonObject) -> list[Stream]:
+def _streams_for(request: Request, obj: JsonObject) -> list[StreamConfig]:
     subject = str(obj.get("subject", ""))
-    streams = sorted(request.ajs.streams.values(), key=lambda s: s.config.name)
+    configs = sorted(catalog(request.ajs).values(), key=lambda c: c.name)
     if subject:
-        streams = [s for s in streams if any(subjects_overlap(subject, own) for own in s.config.subjects)]
-    return streams
+        configs = [c for c in configs if any(subjects_overlap(subject, own) for own in c.subjects)]
+    return configs
 
 
 def stream_names(request: Request) -> None:
@@ -317,7 +343,7 @@ def stream_names(request: Request) -> None:
     streams = _streams_for(request, obj)
     offset = max(int(str(obj.get("offset", 0))), 0)
     page = limits.JS_API_PAGE_STREAMS_NAMES
-    names = [s.config.name for s in streams[offset : offset + page]]
+    names = [c.name for c in streams[offset : offset + page]]
     request.respond(
         "stream_names_response", {"total": len(streams), "offset": offset, "limit": page, "streams": names}
     )
@@ -328,10 +354,24 @@ def stream_list(request: Request) -> None:
     streams = _streams_for(request, obj)
     offset = max(int(str(obj.get("offset", 0))), 0)
     page = limits.JS_API_PAGE_STREAMS_LIST
-    infos = [stream_info(s, dynamic_metadata=False, cluster=False) for s in streams[offset : offset + page]]
+    infos = [_listed_info(request.ajs, c) for c in streams[offset : offset + page]]
     request.respond(
         "stream_list_response", {"total": len(streams), "offset": offset, "limit": page, "streams": infos}
     )
+
+
+def _listed_info(ajs: AccountJetStream, config: StreamConfig) -> dict[str, object]:
+    """A STREAM.LIST entry: the stream's info when held here; clustered, a stream held only by
+    other servers is listed with its config and creation time (its state stays with them)."""
+    stream = ajs.streams.get(config.name)
+    if stream is not None:
+        return stream_info(stream, dynamic_metadata=False, cluster=False)
+    record = ajs.service.meta.state.accounts.get(ajs.account.name, {}).get(config.name, {})
+    created = int(str(record.get("created", 0)))
+    return {"config": config.to_json(dynamic_metadata=False), "created": rfc3339(created),
+            "state": {"messages": 0, "bytes": 0, "first_seq": 0, "first_ts": rfc3339(0), "last_seq": 0,
+                      "last_ts": rfc3339(0), "consumer_count": 0},
+            "ts": rfc3339(ajs.now_ns())}
 
 
 def msg_get(request: Request) -> None:

@@ -324,7 +324,7 @@ SETTABLE = (
 
 
 def parse_stream_config(
-    obj: JsonObject, *, request_level: str = "0", others: Lookup | None = None
+    obj: JsonObject, *, request_level: str = "0", others: Lookup | None = None, clustered: bool = False
 ) -> StreamConfig:
     """A StreamConfig (decoded against STREAM_TYPE) with nats-server's defaults applied and its
     checks passed in its order (stream_checks.py); `others` looks up the account's streams."""
@@ -352,18 +352,18 @@ def parse_stream_config(
     republish = obj.get("republish")
     config.republish = dict(republish) if isinstance(republish, dict) else None  # checked in stream_checks
     check_stream_config(config, pedantic=bool(obj.get("pedantic")), others=others)
-    _check_supported(config, obj)
+    _check_supported(config, obj, clustered=clustered)
     return config
 
 
-def _check_supported(config: StreamConfig, obj: JsonObject) -> None:
+def _check_supported(config: StreamConfig, obj: JsonObject, *, clustered: bool) -> None:
     """What this server does not do (after nats-server's own checks), and replicas > 1 alone."""
     for unsupported in UNSUPPORTED_STREAM_FEATURES:
         if obj.get(unsupported):
             raise _bad_config(f"stream {unsupported} is not supported by this server")
     if obj.get("persist_mode") == "async":
         raise _bad_config("stream persist_mode async is not supported by this server")
-    if config.num_replicas > 1:
+    if config.num_replicas > 1 and not clustered:
         raise errors.REPLICAS_NOT_SUPPORTED.error()
 
 
@@ -485,7 +485,7 @@ def _invalid_policy(text: str) -> errors.JsApiError:
 
 
 def parse_consumer_config(
-    obj: JsonObject, *, stream: StreamConfig, ephemeral: bool, request_level: str = "0"
+    obj: JsonObject, *, stream: StreamConfig, ephemeral: bool, request_level: str = "0", clustered: bool = False
 ) -> ConsumerConfig:
     """A ConsumerConfig with nats-server's defaults (setConsumerConfigRecoveryDefaults) and checks."""
     config = ConsumerConfig()
@@ -504,7 +504,7 @@ def parse_consumer_config(
                 err=f'parsing time "{config.opt_start_time}" as RFC3339'
             ) from None
     _apply_consumer_defaults(config, stream, ephemeral=ephemeral)  # before the checks, as nats-server
-    _check_consumer(config, stream)
+    _check_consumer(config, stream, clustered=clustered)
     return config
 
 
@@ -586,7 +586,7 @@ def _check_priority(config: ConsumerConfig) -> None:
         raise errors.CONSUMER_PINNED_TTL_WITHOUT_PRIORITY_POLICY.error()
 
 
-def _check_consumer(config: ConsumerConfig, stream: StreamConfig) -> None:
+def _check_consumer(config: ConsumerConfig, stream: StreamConfig, *, clustered: bool) -> None:
     """The request's name checks, then nats-server's checkConsumerCfg in its order and texts
     (on the config with its defaults), then addConsumer's work queue checks."""
     for name in (config.durable_name, config.name):
@@ -597,7 +597,7 @@ def _check_consumer(config: ConsumerConfig, stream: StreamConfig) -> None:
             raise errors.STREAM_INVALID_CONFIG.format(err=f"{what} can not contain '.', '*', '>', '\\', '/'")
     if config.num_replicas < 0:
         raise errors.REPLICAS_COUNT_CANNOT_BE_NEGATIVE.error()
-    if config.num_replicas > 1:
+    if config.num_replicas > 1 and not clustered:
         raise errors.REPLICAS_NOT_SUPPORTED.error()
     if any(delay < 0 for delay in config.backoff):
         raise errors.CONSUMER_BACKOFF_NEGATIVE.error()

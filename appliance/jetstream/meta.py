@@ -12,16 +12,25 @@ replays (snapshot + entries) before the service materialises every stream and co
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import random
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
+from appliance import limits
 from appliance.clock import Clock
-from appliance.cluster.group import Scheduler
+from appliance.cluster.forward import ProposalForwarder
+from appliance.cluster.group import RaftGroup, Scheduler
 from appliance.cluster.placement import PlacementRequest, ServerInfo, place
+from appliance.cluster.raft_storage import DurableStorage
+from appliance.cluster.registry import GroupRegistry
+from appliance.errors import NotLeader
 from appliance.jetstream.groups import durable_storage, group_name, memory_storage, start_group
 from appliance.raft.storage import LogStorage
-from appliance.raft.types import Entry, EntryType
+from appliance.raft.types import ConfState, Entry, EntryType, RaftConfig
+from appliance.store.raftlog import OsLogFiles
 
 Record = dict[str, object]
 OnChange = Callable[[dict[str, object]], None]
@@ -81,14 +90,34 @@ class MetaState:
         self.accounts = json.loads(data) if data else {}
 
 
+META_GROUP = "_meta"
+
+
+@dataclass(frozen=True, slots=True)
+class MetaNetwork:
+    """What the meta group of a clustered server runs on: its worker's GroupRegistry (the routes)
+    and the forwarder that hands a follower's proposals to the leader (cluster/forward.py)."""
+
+    registry: GroupRegistry
+    forwarder: ProposalForwarder
+    tick_s: float = limits.RAFT_TICK_S
+
+
 class MetaGroup:
-    """The meta state in its RAFT group; on_change runs for every applied op once started."""
+    """The meta state in its RAFT group; on_change runs for every applied op once started.
+
+    Standalone: a single voter, leader at once. Clustered (`network` given): a RAFT group over
+    the routes whose voters are every JetStream server of the cluster. A server with a meta log
+    runs it at once; a new one has no group until `form(voters)` or `join()` (the meta driver
+    decides, cluster/meta_formation.py), and until then refuses proposals (NotLeader)."""
 
     def __init__(
         self, *, root: str | None, peer: str, clock: Clock, rng: random.Random, scheduler: Scheduler | None,
         server_name: str = "", cluster: str = "", tags: tuple[str, ...] = (), unique_tag: str = "",
+        network: MetaNetwork | None = None,
     ) -> None:
         self.peer = peer
+        self.server_name = server_name or peer
         # the JetStream servers placement may choose from: this one until the meta group spans a cluster
         self.servers = [ServerInfo(server_name or peer, peer, cluster, tags)]
         self.cluster = cluster
@@ -97,17 +126,72 @@ class MetaGroup:
         self.live = False
         self.on_change: OnChange | None = None
         self.damage: list[str] = []  # what recovering a durable log damaged mid-file lost
-        storage: LogStorage
-        if root is not None:
-            durable = durable_storage(root, "_meta", peer)
-            self.damage = list(durable.damage)
-            storage = durable
+        self.network = network
+        self._root = root
+        self._clock, self._rng, self._scheduler = clock, rng, scheduler
+        self.group: RaftGroup | None = None
+        if network is not None:
+            assert root is not None and scheduler is not None
+            if _log_exists(root, META_GROUP):
+                self._start_replicated(None)
         else:
-            storage = memory_storage(peer)
-        self.group = start_group(
-            name="_meta", peer=peer, storage=storage, machine=self, clock=clock, rng=rng, scheduler=scheduler
-        )
+            storage: LogStorage
+            if root is not None:
+                durable = durable_storage(root, META_GROUP, peer)
+                self.damage = list(durable.damage)
+                storage = durable
+            else:
+                storage = memory_storage(peer)
+            self.group = start_group(
+                name=META_GROUP, peer=peer, storage=storage, machine=self, clock=clock, rng=rng,
+                scheduler=scheduler,
+            )
         self.live = True
+
+    @property
+    def clustered(self) -> bool:
+        return self.network is not None
+
+    def form(self, voters: tuple[str, ...]) -> None:
+        """Bootstrap a new cluster's meta group with these voters (every server computed the same)."""
+        assert self.group is None and self.peer in voters
+        self._start_replicated(ConfState(voters))
+        assert self.group is not None
+        if voters[0] == self.peer:
+            self.group.campaign()  # one server starts the first election: no split vote to wait out
+
+    def join(self) -> None:
+        """Wait, with no voters, for the leader of an existing meta group to add this server."""
+        assert self.group is None
+        self._start_replicated(None)
+
+    def _start_replicated(self, bootstrap: ConfState | None) -> None:
+        network = self.network
+        assert network is not None and self._root is not None and self._scheduler is not None
+        storage = DurableStorage(OsLogFiles(os.path.join(self._root, META_GROUP)), "log", bootstrap=bootstrap)
+        self.damage = list(storage.damage)
+        group = RaftGroup(
+            group_id=META_GROUP, config=RaftConfig(id=self.peer), storage=storage,
+            transport=network.registry.outbox(META_GROUP), state_machine=self, clock=self._clock,
+            rng=random.Random(self._rng.random()), tick_s=network.tick_s,
+        )
+        live, self.live = self.live, False
+        while group.process_ready():  # the committed prefix this log holds applies before anything else
+            pass
+        self.live = live
+        group.scheduler = self._scheduler
+        network.registry.add(group)
+        self.group = group
+
+    def voters(self) -> tuple[str, ...]:
+        return self.group.voters() if self.group is not None else ()
+
+    def is_leader(self) -> bool:
+        return self.group is not None and self.group.is_leader()
+
+    def leader(self) -> str:
+        """The meta leader's peer id; "" when none is known."""
+        return self.group.leader() if self.group is not None else ""
 
     def apply(self, entries: Sequence[Entry]) -> None:
         for entry in entries:
@@ -132,7 +216,14 @@ class MetaGroup:
         done(False) if it was lost. Raises NotLeader or LimitExceeded when refused at once, and
         PlacementError when a new stream's replicas find no servers."""
         op = self._with_group(op)
-        self.group.propose(json.dumps(op, separators=(",", ":")).encode(), lambda ok, _index: done(ok))
+        data = json.dumps(op, separators=(",", ":")).encode()
+        group = self.group
+        if group is None:
+            raise NotLeader("the meta group has not formed yet", leader_hint=None)
+        if self.network is None:
+            group.propose(data, lambda ok, _index: done(ok))
+        else:  # a follower's proposal goes to the meta leader (cluster/forward.py)
+            self.network.forwarder.propose(group, data, lambda ok, _index: done(ok))
 
     def _with_group(self, op: dict[str, object]) -> dict[str, object]:
         """A stream_put/consumer_put with its RAFT group: the recorded one, or a new placement."""
@@ -159,7 +250,7 @@ class MetaGroup:
                     reserved_bytes=max(int(str(config.get("max_bytes", -1))), 0),
                     unique_tag=self.unique_tag,
                 )
-                peers = place(request, self.servers)
+                peers = place(request, self._with_assets(self.servers))
                 group = _group(group_name("S", account, stream), peers, peers[0])
         else:
             stream, consumer = str(op["stream"]), str(config["name"])
@@ -167,9 +258,28 @@ class MetaGroup:
             if group is None:
                 owner = self.state.group_of(account, stream)
                 peers = list(owner["peers"]) if isinstance(owner, dict) else [self.peer]
-                preferred = str(owner["preferred"]) if isinstance(owner, dict) else self.peer
+                # the proposer (the stream's leader, which handles consumer creates) leads it first
+                preferred = self.peer if self.peer in peers else str(owner["preferred"]) if isinstance(
+                    owner, dict) else self.peer
                 group = _group(group_name("C", account, stream, consumer), peers, preferred)
         return {**op, "group": group}
+
+
+    def _with_assets(self, servers: list[ServerInfo]) -> list[ServerInfo]:
+        """The servers with how many streams each holds, so placement spreads them."""
+        counts: dict[str, int] = {}
+        for streams in self.state.accounts.values():
+            for record in streams.values():
+                group = record.get("group")
+                if isinstance(group, dict):
+                    for peer in group.get("peers") or ():
+                        counts[str(peer)] = counts.get(str(peer), 0) + 1
+        return [dataclasses.replace(s, assets=counts.get(s.peer, 0)) for s in servers]
+
+
+def _log_exists(root: str, name: str) -> bool:
+    directory = os.path.join(root, name)
+    return os.path.isdir(directory) and bool(os.listdir(directory))
 
 
 def _group(name: str, peers: list[str], preferred: str) -> dict[str, object]:

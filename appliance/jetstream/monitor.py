@@ -10,7 +10,15 @@ from appliance.jetstream.api_consumers import info_of
 from appliance.jetstream.api_streams import stream_info
 from appliance.jetstream.request import API_LEVEL
 from appliance.server.accounts import GLOBAL_ACCOUNT
-from appliance.server.monitor.view import ConsumerHealth, JetStreamStats, JetStreamView, RaftGroupStat, StreamHealth
+from appliance.server.monitor.view import (
+    ConsumerHealth,
+    JetStreamStats,
+    JetStreamView,
+    MetaClusterInfo,
+    PeerInfo,
+    RaftGroupStat,
+    StreamHealth,
+)
 
 if TYPE_CHECKING:
     from appliance.cluster.group import RaftGroup
@@ -42,7 +50,8 @@ class JetStreamMonitor:
 
     def raft_groups(self) -> list[RaftGroupStat]:
         """Every RAFT group this worker holds a replica of: the meta group, each stream's, each consumer's."""
-        owned: list[tuple[str, RaftGroup]] = [("meta", self.service.meta.group)]
+        meta = self.service.meta.group
+        owned: list[tuple[str, RaftGroup]] = [("meta", meta)] if meta is not None else []
         for ajs in self.service.accounts.values():
             for stream in ajs.streams.values():
                 owned.append(("stream", stream.group))
@@ -90,9 +99,12 @@ class JetStreamMonitor:
             api_errors=sum(a.api_errors for a in self.service.accounts.values()),
         )
         streams = self.health()
+        meta = self.meta_info()
         return JetStreamView(
             enabled=True,
-            clustered=False,
+            clustered=meta is not None,
+            meta=meta,
+            meta_state="ok" if meta is None or meta.leader else "no_leader",
             max_memory=self.max_memory,
             max_storage=self.max_storage,
             store_dir=self.service.root,
@@ -106,6 +118,40 @@ class JetStreamMonitor:
             accounts=tuple(accounts),
             streams=streams,
             damage=tuple(line for key, line in self.service.damage.items() if key == ("", "meta")),
+        )
+
+    def meta_info(self) -> MetaClusterInfo | None:
+        """The meta group as /jsz `meta_cluster` shows it; None when not clustered."""
+        service = self.service
+        meta = service.meta
+        if not meta.clustered:
+            return None
+        voters = meta.voters()
+        size = max(len(voters), 1)
+        leader = meta.leader()
+        driver = service.driver
+        replicas: list[PeerInfo] = []
+        group = meta.group
+        if group is not None and group.is_leader():
+            for peer in group.peers():
+                if peer.peer == meta.peer or peer.peer not in voters:
+                    continue
+                replicas.append(PeerInfo(service.peer_name(peer.peer), peer.current, peer.seen_ago_s, peer.peer,
+                                         offline=driver is not None and driver.offline(peer.peer)))
+        else:
+            for peer in voters:
+                if peer == leader:
+                    continue
+                offline = driver is not None and driver.offline(peer)
+                replicas.append(PeerInfo(service.peer_name(peer), not offline and bool(leader), 0.0, peer,
+                                         offline=offline))
+        return MetaClusterInfo(
+            name=service.options.cluster.name,
+            cluster_size=size,
+            quorum_needed=size // 2 + 1,
+            leader=service.peer_name(leader) if leader else "",
+            leader_peer=leader,
+            replicas=tuple(replicas),
         )
 
     def health(self) -> tuple[StreamHealth, ...]:

@@ -36,7 +36,19 @@ from appliance.jetstream.fsync import FsyncThreads
 from appliance.store.sync_stats import SyncStats
 from appliance.jetstream.groups import durable_storage, group_name, memory_storage
 from appliance.jetstream.host import Timer
-from appliance.jetstream.meta import MetaGroup
+from appliance.jetstream.cluster_driver import ClusterDriver
+from appliance.jetstream.groups import Replication
+from appliance.jetstream.meta import MetaGroup, MetaNetwork
+from appliance.jetstream.api_streams import stream_info
+from appliance.jetstream.request import TYPE_PREFIX
+from appliance.jetstream.wire import go_json
+from appliance.cluster.forward import ProposalForwarder
+from appliance.cluster.group import RaftGroup
+from appliance.cluster.raft_host import RaftHost
+from appliance.cluster.raft_storage import DurableStorage
+from appliance.raft.storage import MemoryStorage
+from appliance.server.routes import RouteManager
+from appliance.store.raftlog import OsLogFiles
 from appliance.jetstream.relay import ACK_PREFIXES, DeliveryRelay, relay_deliverer, relay_message, route_delivery
 from appliance.jetstream.resources import attach_guard, settle_global_account
 from appliance.jetstream.restore import RestoreSession, remove_leftovers
@@ -131,6 +143,9 @@ class AccountJetStream:
         self.api_errors = 0
         self.restoring: dict[str, RestoreSession] = {}  # restores in progress (restore.py), by stream
         self.restored_stores: dict[str, store_api.StreamStore] = {}  # a memory store a restore hands over
+        self._leading: set[str] = set()  # streams whose subjects this server subscribes (it leads them)
+        self._create_replies: dict[str, str] = {}  # stream -> the create request's reply, until it leads
+        self._led_waiters: list[tuple[RaftGroup, Callable[[], None]]] = []  # when_led
         remove_leftovers(service.root, account.name)
 
     # --- Host ---------------------------------------------------------------------------------------
@@ -236,7 +251,9 @@ class AccountJetStream:
     def stream_dir(self, name: str) -> str:
         return os.path.join(self.service.root, self.account.name, "streams", name)
 
-    def open_stream(self, config: StreamConfig, created_ns: int) -> Stream:
+    def open_stream(self, config: StreamConfig, created_ns: int, group: object = None) -> Stream:
+        """Open a stream this server holds a replica of; `group` is its meta record's RAFT group
+        (None: a standalone server's single voter)."""
         restored = self.restored_stores.pop(config.name, None)
         if restored is not None:
             store: store_api.StreamStore = restored
@@ -257,19 +274,73 @@ class AccountJetStream:
             )
         if config.first_seq > 1 and store.state().last_seq == 0:
             store.compact(config.first_seq)  # a new stream starts at first_seq
+        group_id, peers, preferred = _group_of(group, group_name("S", self.account.name, config.name))
+        replication = self.service.replication(group_id, peers) if len(peers) > 1 else None
         stream = Stream(
             config=config,
             created_ns=created_ns,
             store=store,
             host=self,
             peer=self.service.peer,
-            group_id=group_name("S", self.account.name, config.name),
+            group_id=group_id,
+            replication=replication,
         )
         self.streams[config.name] = stream
         attach_guard(self, stream)
+        if replication is not None:
+            self.service.register_group(stream.group)
+            stream.group.on_lead = lambda: self.follow_leaders()
+            if preferred == self.service.peer:
+                stream.group.campaign()  # the placement's first peer leads a new group at once
         self._subscribe_stream(stream)
-        sources.start(self, stream)
+        if stream.group.is_leader():  # only the leader copies from sources (its proposals store them)
+            sources.start(self, stream)
         return stream
+
+    def follow_leaders(self) -> None:
+        """Only a stream's leader holds interest in its subjects; its first leader answers the
+        create request (the reply kept from the meta op), once subscribed."""
+        for name, stream in list(self.streams.items()):
+            leads = stream.group.is_leader()
+            if leads != (name in self._leading):
+                self._subscribe_stream(stream)
+                if leads:
+                    sources.start(self, stream)
+                else:
+                    sources.stop(stream)
+            for consumer in list(stream.consumers.values()):
+                if consumer.group.is_leader() != ((name, consumer.name) in self._consumer_subs):
+                    self._subscribe_consumer(stream, consumer)
+            pending = self._create_replies.get(name)
+            if pending is None:
+                continue
+            if leads:
+                del self._create_replies[name]
+                self._answer_create(stream, pending)
+            elif stream.group.leader():  # another replica leads: it answers
+                del self._create_replies[name]
+
+        if self._led_waiters:
+            waiting, self._led_waiters = self._led_waiters, []
+            for group, fn in waiting:
+                if group.leader():
+                    fn()
+                elif len(self._led_waiters) < limits.RAFT_FORWARD_IN_FLIGHT_MAX:
+                    self._led_waiters.append((group, fn))
+
+    def when_led(self, group: RaftGroup, fn: Callable[[], None]) -> None:
+        """Run `fn` once `group` has a leader (its interest subscribed when it is this server):
+        a new consumer's create answer waits for it, so a pull right after it finds the leader."""
+        if group.leader():
+            self.follow_leaders()
+            fn()
+            return
+        self._led_waiters.append((group, fn))
+
+    def _answer_create(self, stream: Stream, reply: str) -> None:
+        from_info = stream_info(stream, cluster=False)
+        body = {"type": TYPE_PREFIX + "stream_create_response", **from_info, "did_create": True}
+        self.send(reply, go_json(body))
 
     def _subscribe_stream(self, stream: Stream) -> None:
         for sub in self._stream_subs.pop(stream.config.name, []):
@@ -285,8 +356,12 @@ class AccountJetStream:
                 publish(subject.decode(), reply or b"", header, data[len(header) :])
 
         handler = transformed(stream.config, on_msg)  # the stream's subject_transform, if any
-        for subject in stream.config.subjects:
-            subs.append(self.client.subscribe(subject.encode(), handler))
+        if stream.group.is_leader():  # a follower must not: publishes would be stored twice
+            self._leading.add(stream.config.name)
+            for subject in stream.config.subjects:
+                subs.append(self.client.subscribe(subject.encode(), handler))
+        else:
+            self._leading.discard(stream.config.name)
         if stream.config.allow_direct:
             name = stream.config.name
 
@@ -311,7 +386,8 @@ class AccountJetStream:
         stream.update_config(config)
         if isinstance(stream.store, FileStreamStore):
             stream.store.set_compression(compresses(config))
-        sources.start(self, stream)
+        if stream.group.is_leader():
+            sources.start(self, stream)
         changed = old_transform != config.subject_transform
         if old_subjects != config.subjects or old_direct != config.allow_direct or changed:
             self._subscribe_stream(stream)
@@ -329,7 +405,10 @@ class AccountJetStream:
                 advisories.consumer_action(self, name, consumer_name, "delete")
         for consumer_name in list(stream.consumers):
             self.close_consumer(name, consumer_name, remove=False, deleted=remove)
+        self._leading.discard(name)
+        self._create_replies.pop(name, None)
         stream.close()
+        self.service.unregister_group(stream.group)
         if remove:
             shutil.rmtree(self.stream_dir(name), ignore_errors=True)
             advisories.stream_action(self, name, "delete")
@@ -341,12 +420,15 @@ class AccountJetStream:
         key = (stream, name)
         consumer = self._ack_targets.get(key)
         if consumer is not None and not consumer.deleted:
-            return consumer
+            # every server hears the acks of a cluster: the consumer's leader takes them
+            return consumer if not consumer.replicated or consumer.group.is_leader() else None
         self._ack_targets.pop(key, None)
         owner = self.streams.get(stream.decode(errors="replace"))
         consumer = owner.consumers.get(name.decode(errors="replace")) if owner is not None else None
         if consumer is not None and len(self._ack_targets) < limits.JS_ACK_TARGETS_MAX:
             self._ack_targets[key] = consumer
+        if consumer is not None and consumer.replicated and not consumer.group.is_leader():
+            return None
         return consumer
 
     def consumer_storage(self, stream: Stream, config: ConsumerConfig) -> LogStorage:
@@ -364,32 +446,65 @@ class AccountJetStream:
         return storage
 
     def open_consumer(
-        self, stream: Stream, config: ConsumerConfig, created_ns: int, *, fresh: bool, seed: bytes = b""
+        self, stream: Stream, config: ConsumerConfig, created_ns: int, *, fresh: bool, seed: bytes = b"",
+        group: object = None,
     ) -> Consumer:
-        """`seed`: a restored consumer's state (a state snapshot), its RAFT log's first snapshot."""
-        storage = self.consumer_storage(stream, config)
+        """`seed`: a restored consumer's state (a state snapshot), its RAFT log's first snapshot;
+        `group`: its meta record's RAFT group (None: a standalone server's single voter)."""
+        default_id = group_name("C", self.account.name, stream.config.name, config.name)
+        group_id, peers, preferred = _group_of(group, default_id)
+        replication = None
+        if len(peers) > 1:
+            replication = self.service.replication(group_id, peers, directory=self._consumer_raft_dir(
+                stream, config))
+            storage = replication.storage
+        else:
+            storage = self.consumer_storage(stream, config)
         if seed:
-            storage.apply_snapshot(Snapshot(SnapshotMeta(1, 1, ConfState((self.service.peer,))), seed))
+            storage.apply_snapshot(Snapshot(SnapshotMeta(1, 1, ConfState(tuple(sorted(peers)) or (self.service.peer,))), seed))
         consumer = Consumer(
             stream=stream,
             config=config,
             created_ns=created_ns,
             host=self,
             peer=self.service.peer,
-            group_id=group_name("C", self.account.name, stream.config.name, config.name),
+            group_id=group_id,
             storage=storage,
             on_inactive=self._on_inactive,
             fresh=fresh,
+            replication=replication,
         )
         stream.consumers[config.name] = consumer
-        subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream.config.name}.{config.name}".encode()
+        if replication is not None:
+            self.service.register_group(consumer.group)
+            lead = consumer.group.on_lead
+            consumer.group.on_lead = lambda: (self.follow_leaders(), lead() if lead is not None else None)
+            if preferred == self.service.peer:
+                consumer.group.campaign()
+        self._subscribe_consumer(stream, consumer)
+        return consumer
+
+    def _consumer_raft_dir(self, stream: Stream, config: ConsumerConfig) -> str | None:
+        """Where a replicated consumer keeps its durable RAFT log (None: in memory)."""
+        if stream.config.storage == "memory" or not config.durable_name or config.mem_storage:
+            return None
+        return os.path.join(self.stream_dir(stream.config.name), "consumers", config.name)
+
+    def _subscribe_consumer(self, stream: Stream, consumer: Consumer) -> None:
+        """Pull requests go to the consumer's leader only (a follower would answer them wrongly)."""
+        key = (stream.config.name, consumer.name)
+        sub = self._consumer_subs.pop(key, None)
+        if sub is not None:
+            self.client.unsubscribe(sub)
+        if not consumer.group.is_leader():
+            return
+        subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream.config.name}.{consumer.name}".encode()
 
         def on_next(_subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
             payload = data[len(header) :] if header is not None else data
             consumer.on_pull(reply.decode() if reply else "", payload, header or b"")
 
-        self._consumer_subs[(stream.config.name, config.name)] = self.client.subscribe(subject, on_next)
-        return consumer
+        self._consumer_subs[key] = self.client.subscribe(subject, on_next)
 
     def close_consumer(self, stream_name: str, name: str, *, remove: bool, deleted: bool = True) -> None:
         self._ack_targets.clear()
@@ -403,6 +518,7 @@ class AccountJetStream:
         if consumer is None:
             return
         consumer.stop(deleted=deleted)
+        self.service.unregister_group(consumer.group)
         if remove:
             advisories.consumer_action(self, stream_name, name, "delete")
         if remove:
@@ -427,10 +543,16 @@ class AccountJetStream:
             record = op["config"]
             assert isinstance(record, dict)
             config = stream_config_from_record(record)
+            if not self.service.holds(op.get("group")):
+                return  # the stream's replicas are on other servers
             if config.name in self.streams:
                 self.update_stream(config)
             else:
-                self.open_stream(config, int(str(op["created"])))
+                self.open_stream(config, int(str(op["created"])), op.get("group"))
+                reply = op.get("reply")
+                if isinstance(reply, str) and reply and self.service.meta.clustered:
+                    self._create_replies[config.name] = reply  # its first leader answers the create
+                    self.follow_leaders()
         elif kind == "stream_del":
             self.close_stream(str(op["stream"]), remove=True)
         elif kind == "consumer_put":
@@ -438,14 +560,15 @@ class AccountJetStream:
             assert isinstance(record, dict)
             config = consumer_config_from_record(record)
             stream = self.streams.get(str(op["stream"]))
-            if stream is None:
+            if stream is None or not self.service.holds(op.get("group")):
                 return
             existing = stream.consumers.get(config.name)
             if existing is not None:
                 existing.update_config(config)
             else:
                 seed = str(op.get("state", "")).encode()  # a restored consumer (restore.py)
-                self.open_consumer(stream, config, int(str(op["created"])), fresh=not seed, seed=seed)
+                self.open_consumer(stream, config, int(str(op["created"])), fresh=not seed, seed=seed,
+                                   group=op.get("group"))
         elif kind == "consumer_del":
             self.close_consumer(str(op["stream"]), str(op["consumer"]), remove=True)
 
@@ -468,15 +591,24 @@ class AccountJetStream:
 
 class JetStreamService:
     def __init__(
-        self, server: Server, *, clock: Clock | None = None, rng: random.Random | None = None
+        self, server: Server, *, clock: Clock | None = None, rng: random.Random | None = None,
+        raft: RaftHost | None = None, routes: RouteManager | None = None,
     ) -> None:
         self.server = server
         self.options = server.options
         self.clock: Clock = clock or SystemClock()
         self.rng = rng or random.Random()
         self.root = store_root(self.options)
-        self.peer = stable_peer_id(self.root, server.server_name)
+        self.raft = raft
+        self.routes = routes
+        # clustered: every group's peer id is nats-server's token of the server name (spec §9.2)
+        self.peer = raft.peer if raft is not None else stable_peer_id(self.root, server.server_name)
+        self.peer_names: dict[str, str] = {self.peer: server.server_name}  # peer id -> server name
         self.loop = asyncio.get_running_loop()
+        self.forwarder = (ProposalForwarder(server, raft.peer, raft.registry, self.loop)
+                          if raft is not None else None)
+        server.jetstream_api_routed = raft is not None  # every server of the cluster hears each request
+        self.driver: ClusterDriver | None = None
         self.fsyncs = FsyncThreads(self.loop, limits.JS_FSYNC_THREADS)
         self.sync_stats = SyncStats()
         self.sealer = BackgroundSealer(self.loop.call_soon_threadsafe)
@@ -492,6 +624,8 @@ class JetStreamService:
             cluster=self.options.cluster.name if self.options.cluster.port else "",
             tags=tuple(self.options.server_tags),
             unique_tag=self.options.jetstream.unique_tag,
+            network=(MetaNetwork(raft.registry, self.forwarder)
+                     if raft is not None and self.forwarder is not None else None),
         )
         self.started_ns = time.time_ns()
         for line in self.meta.damage:
@@ -519,6 +653,41 @@ class JetStreamService:
         from appliance.jetstream.monitor import JetStreamMonitor
 
         self.server.jetstream_monitor = JetStreamMonitor(self)  # type: ignore[attr-defined]
+        if self.raft is not None and self.routes is not None:
+            self.driver = ClusterDriver(self, self.routes, self.raft)
+            self.driver.start()
+
+    # --- clustered groups ---------------------------------------------------------------------------
+
+    def holds(self, group: object) -> bool:
+        """Does this server hold a replica of the asset whose meta record has `group`?"""
+        if not isinstance(group, dict) or not self.meta.clustered:
+            return True
+        return self.peer in (group.get("peers") or ())
+
+    def peer_name(self, peer: str) -> str:
+        return self.peer_names.get(peer, peer)
+
+    def replication(self, group_id: str, peers: list[str], *, directory: str | None = "") -> Replication:
+        """The durable log (under <store>/_raft/<group>, or `directory`; None: in memory) and the
+        routes of a group with several voters."""
+        assert self.raft is not None, "replicas > 1 need a cluster"
+        conf = ConfState(tuple(sorted(set(peers))))
+        storage: LogStorage
+        if directory is None:
+            storage = MemoryStorage(conf)
+        else:
+            files = OsLogFiles(directory or os.path.join(self.root, "_raft", group_id))
+            storage = DurableStorage(files, "log", bootstrap=conf)
+        return Replication(storage=storage, transport=self.raft.registry.outbox(group_id))
+
+    def register_group(self, group: RaftGroup) -> None:
+        if self.raft is not None:
+            self.raft.registry.add(group)
+
+    def unregister_group(self, group: RaftGroup) -> None:
+        if self.raft is not None and self.raft.registry.get(group.group_id) is group:
+            self.raft.registry.remove(group.group_id)
 
     def reload_options(self, options: ServerOptions) -> None:
         """A config reload (appliance/server/reload.py checked it): accounts' JetStream limits apply from now on."""
@@ -535,8 +704,10 @@ class JetStreamService:
                 config_record = record["config"]
                 assert isinstance(config_record, dict)
                 config = stream_config_from_record(config_record)
+                if not self.holds(record.get("group")):
+                    continue
                 try:
-                    stream = ajs.open_stream(config, int(str(record["created"])))
+                    stream = ajs.open_stream(config, int(str(record["created"])), record.get("group"))
                 except (OSError, ApplianceError) as exc:
                     self._not_opened(account_name, config.name, "", exc)  # the others open
                     continue
@@ -547,8 +718,11 @@ class JetStreamService:
                     if not consumer_config.durable_name:
                         gone.append((account_name, stream.config.name, consumer_config.name))
                         continue
+                    if not self.holds(consumer_record.get("group")):
+                        continue
                     try:
-                        ajs.open_consumer(stream, consumer_config, int(str(consumer_record["created"])), fresh=False)
+                        ajs.open_consumer(stream, consumer_config, int(str(consumer_record["created"])), fresh=False,
+                                          group=consumer_record.get("group"))
                     except (OSError, ApplianceError) as exc:
                         self._not_opened(account_name, config.name, consumer_config.name, exc)
         self._orphans()
@@ -578,7 +752,7 @@ class JetStreamService:
             return
         try:
             ajs.apply_meta(op)
-        except (OSError, ApplianceError) as exc:
+        except Exception as exc:  # noqa: BLE001 - contained to the asset: the meta group must go on applying
             # The assignment stays in the meta state; the asset is reported missing (the API
             # answers with a create error) and is opened again on the next start.
             config = op.get("config")
@@ -594,6 +768,8 @@ class JetStreamService:
             ajs.on_interest(sub)
 
     def stop(self) -> None:
+        if self.driver is not None:
+            self.driver.close()
         self.server.jetstream_monitor = None  # type: ignore[attr-defined]
         if self._on_interest_change in self.server.interest_listeners:
             self.server.interest_listeners.remove(self._on_interest_change)
@@ -603,9 +779,20 @@ class JetStreamService:
             ajs.close()
         for client in self.disabled:
             client.close()
+        if self.forwarder is not None:
+            self.forwarder.close()
 
 
-def start_jetstream(server: Server) -> JetStreamService:
+def _group_of(group: object, default_id: str) -> tuple[str, list[str], str]:
+    """(group id, peers, preferred) of a meta record's group; a standalone server's own otherwise."""
+    if isinstance(group, dict) and group.get("name"):
+        peers = [str(peer) for peer in group.get("peers") or ()]
+        return str(group["name"]), peers, str(group.get("preferred") or "")
+    return default_id, [], ""
+
+
+def start_jetstream(server: Server, *, raft: RaftHost | None = None,
+                    routes: RouteManager | None = None) -> JetStreamService:
     """Start JetStream on a started server (call on its loop); stop() it before the server shuts down.
 
     JetStream keeps large, long-lived object graphs (store indexes, consumer state) that the
@@ -613,7 +800,7 @@ def start_jetstream(server: Server) -> JetStreamService:
     of milliseconds under load. Its garbage is freed by reference counting, so collections run
     far less often here."""
     gc.set_threshold(*limits.JS_GC_THRESHOLDS)
-    service = JetStreamService(server)
+    service = JetStreamService(server, raft=raft, routes=routes)
     service.start()
     logger.info("Starting JetStream, store directory %s", service.root)
     return service

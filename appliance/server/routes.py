@@ -12,8 +12,11 @@ Interest we advertise (spec §4.1–4.2): the host's interest — this worker's 
 of the siblings (their LinkPeer entries) — never what a route told us (no transit). Plain interest is
 counted per (account, subject): RS+ on 0→1, RS- on 1→0; queue interest per (account, subject,
 queue): RS+ with the member count on every change, RS- at 0. A newly registered route gets the whole
-set. Subscriptions of internal clients on `$JS.API.` stay local: JetStream is per host until
-JetStream clustering (the route would otherwise carry every API request to every host's JetStream).
+set. Subscriptions of internal clients on `$JS.API.` stay local unless JetStream is clustered
+(`server.jetstream_api_routed`): a standalone JetStream per host answers only its own clients, while
+every server of a clustered JetStream receives each request and one answers (jetstream/responder.py).
+Only the account's interest is advertised, never `$SYS $JS.API.>` too: a Go node would deliver a
+request twice (spec §6.1).
 
 Forwarding (§4.3–4.6). Outbound: the router calls deliver() once for the plain interest of a route
 and once per queue group whose pick fell on the route, one after the other for the same message;
@@ -86,6 +89,9 @@ def parse_route_url(url: str) -> tuple[str, int, str, str]:
     if parts.hostname is None or parts.port is None:
         raise ValueError(f"route URL {url!r} has no host:port")
     return parts.hostname, parts.port, parts.username or "", parts.password or ""
+
+
+JS_RAFT_VERSION = "appliance/1"  # route INFO `js_raft`: a member of appliance's JetStream RAFT groups
 
 
 class RoutePeer:
@@ -378,6 +384,11 @@ class RouteManager:
         fields["max_payload"] = server.options.max_payload
         if server.options.jetstream.enabled:
             fields["jetstream"] = True
+            # our clustered JetStream (cluster/meta_driver.py): this server takes part in the
+            # appliance RAFT groups, with these placement tags (Go nodes ignore unknown fields)
+            fields["js_raft"] = JS_RAFT_VERSION
+            if server.options.server_tags:
+                fields["tags"] = list(server.options.server_tags)
         if self.settings.cluster_name:
             fields["cluster"] = self.settings.cluster_name
         if self.options.advertise:
@@ -739,14 +750,14 @@ class RouteManager:
             encoded = self._account_names[name] = name.encode()
         return encoded
 
-    @staticmethod
-    def advertised(sub: Subscription) -> bool:
+    def advertised(self, sub: Subscription) -> bool:
         conn = sub.conn
         if sub.subject == CLUSTER_URLS_SUBJECT:
             return False  # host-local (cluster_urls.py), whoever subscribes
         if conn.is_link:
             return not conn.is_route
-        if sub.subject.startswith(_LOCAL_ONLY_PREFIXES) and getattr(conn, "connected", None) is None:
+        if (sub.subject.startswith(_LOCAL_ONLY_PREFIXES) and getattr(conn, "connected", None) is None
+                and not self.server.jetstream_api_routed):
             return False  # an internal client's JetStream API subscription (see the module docstring)
         return True
 

@@ -115,6 +115,7 @@ class Server:
         self.before_client_read: Callable[[], None] | None = None  # take sibling frames first
         self.connection_gate: ConnectionGate | None = None  # max_connections across workers, when there are any
         self.routes: ClusterView | None = None  # the cluster's routes, on the worker that holds them
+        self.jetstream_api_routed = False  # clustered JetStream: its API interest crosses the routes
         self.cluster_urls: list[str] = []  # the other servers' client URLs (server/cluster_urls.py)
         self._over_max_connections = False  # about the connection registered last
         # totals of closed connections, so /varz counters never go backwards

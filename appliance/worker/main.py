@@ -68,10 +68,6 @@ async def serve_worker(ctx: WorkerContext) -> int:
         ctx.websocket_listener.setblocking(False)
         await server.start_websocket(ctx.websocket_listener)
     fabric, mesh = _start_fabric(server, ctx, loop)
-    jetstream = start_jetstream(server) if ctx.options.jetstream.enabled and ctx.worker_index == 0 else None
-    relay = start_relay(server) if ctx.options.jetstream.enabled and ctx.worker_index != 0 else None
-    if reloader is not None and jetstream is not None:  # accounts' JetStream limits are read from its options
-        reloader.listeners.append(jetstream.reload_options)
     monitor = None
     table = None
     if ctx.http_listener is not None:
@@ -89,8 +85,13 @@ async def serve_worker(ctx: WorkerContext) -> int:
         path = ctx.extra.get("routes_status_path")
         if isinstance(path, str):
             routes_status = loop.create_task(_report_routes(routes, Path(path)))
+    runs_jetstream = ctx.options.jetstream.enabled and ctx.worker_index == 0
     # clustered JetStream: the RAFT groups of this worker talk over the routes (cluster/raft_host.py)
-    raft = RaftHost(server, loop) if routes is not None and jetstream is not None else None
+    raft = RaftHost(server, loop) if routes is not None and runs_jetstream else None
+    jetstream = start_jetstream(server, raft=raft, routes=routes) if runs_jetstream else None
+    relay = start_relay(server) if ctx.options.jetstream.enabled and ctx.worker_index != 0 else None
+    if reloader is not None and jetstream is not None:  # accounts' JetStream limits are read from its options
+        reloader.listeners.append(jetstream.reload_options)
     urls_follower = follow_cluster_urls(server) if ctx.worker_index != 0 and clustered else None
     system = start_system_responder(server, fabric) if ctx.worker_index == 0 and _system_askable(ctx) else None
     ctx.on_ready()

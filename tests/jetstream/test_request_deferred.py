@@ -12,6 +12,8 @@ from appliance.jetstream import api
 class SlowMeta:
     """A meta group that commits only when the test says so."""
 
+    clustered = False  # a standalone server answers every request itself (responder.py)
+
     def __init__(self, *, refuse: bool = False) -> None:
         self.waiting: list[tuple[dict[str, object], Callable[[bool], None]]] = []
         self.refuse = refuse
