@@ -58,6 +58,7 @@ from appliance.bench.servers import (
     start,
 )
 from appliance.bench.scenarios import (
+    ALWAYS_MSGS,
     CLUSTER_SCENARIOS,
     FAILOVER_KEY,
     NOT_YET,
@@ -75,7 +76,7 @@ ServerKey = tuple[str, int]  # (server kind name, nodes)
 Log = Callable[[str], None]
 QUICK = {"rounds": 1, "scale": 0.05, "kills": 3}
 FULL = {"rounds": 3, "scale": 1.0, "kills": 20}
-__all__ = ["CLUSTER_SCENARIOS", "FAILOVER_KEY", "NOT_YET", "SCENARIOS", "Scenario", "scaled"]
+__all__ = ["ALWAYS_MSGS", "CLUSTER_SCENARIOS", "FAILOVER_KEY", "NOT_YET", "SCENARIOS", "Scenario", "scaled"]
 
 
 @dataclass(slots=True)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from appliance.bench import jsapi, replicas, wire
 from appliance.bench.conn import Connection, Endpoint
 from appliance.bench.servers import RunningServer, ServerStartFailed
-from appliance.bench.stats import percentile
+from appliance.bench.stats import percentile_rank
 from appliance.errors import ApplianceError
 
 STREAM = "benchfailover"
@@ -62,10 +62,15 @@ class FailoverResult:
     failure: str = ""
 
     def p50_s(self) -> float | None:
-        return percentile(sorted(self.seconds), 50) if self.seconds else None
+        return self._percentile(50)
 
     def p99_s(self) -> float | None:
-        return percentile(sorted(self.seconds), 99) if self.seconds else None
+        return self._percentile(99)
+
+    def _percentile(self, q: float) -> float | None:
+        """Nearest rank (stats.percentile_rank): always one of the measured times."""
+        ordered = sorted(self.seconds)
+        return ordered[percentile_rank(q, len(ordered))] if ordered else None
 
 
 def delivery_check(acked: Iterable[str], stored: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -92,7 +97,7 @@ def stored_msg_id(response: dict[str, object]) -> str | None:
     return header_value(base64.b64decode(message["hdrs"]), MSG_ID)
 
 
-def publish_until_acked(conn: Connection, msg_id: str, payload: bytes, *, deadline: float,
+def publish_until_acked(conn: Connection, subject: str, msg_id: str, payload: bytes, *, deadline: float,
                         attempt_timeout_s: float = ATTEMPT_TIMEOUT_S) -> tuple[jsapi.PubAck, int]:
     """Publish with Nats-Msg-Id until a PubAck for this id arrives: (the ack, attempts). An ack of
     any attempt counts (each has its own reply subject under the id); late acks of earlier ids are
@@ -103,7 +108,7 @@ def publish_until_acked(conn: Connection, msg_id: str, payload: bytes, *, deadli
     last = "no attempt"
     while time.monotonic() < deadline:
         attempts += 1
-        conn.send(wire.hpub(SUBJECT.encode(), {MSG_ID: msg_id}, payload, mine + b"%d" % attempts))
+        conn.send(wire.hpub(subject.encode(), {MSG_ID: msg_id}, payload, mine + b"%d" % attempts))
         until = min(deadline, time.monotonic() + attempt_timeout_s)
         while (remaining := until - time.monotonic()) > 0:
             try:
@@ -181,12 +186,12 @@ def _one_kill(server: RunningServer, names: list[str], round_number: int, result
     try:
         for i in range(MSGS_AROUND_KILL):
             msg_id = f"k{round_number}b{i}"
-            publish_until_acked(client, msg_id, payload, deadline=time.monotonic() + ACK_DEADLINE_S)
+            publish_until_acked(client, SUBJECT, msg_id, payload, deadline=time.monotonic() + ACK_DEADLINE_S)
             acked.add(msg_id)
         started = time.perf_counter()
         server.kill9(leader)
         msg_id = f"k{round_number}f"
-        _, attempts = publish_until_acked(client, msg_id, payload, deadline=time.monotonic() + ACK_DEADLINE_S)
+        _, attempts = publish_until_acked(client, SUBJECT, msg_id, payload, deadline=time.monotonic() + ACK_DEADLINE_S)
         seconds = time.perf_counter() - started
         acked.add(msg_id)
         result.seconds.append(seconds)
@@ -195,7 +200,7 @@ def _one_kill(server: RunningServer, names: list[str], round_number: int, result
             f"{seconds * 1e3:,.0f} ms ({attempts} attempts)")
         for i in range(MSGS_AROUND_KILL):
             msg_id = f"k{round_number}a{i}"
-            publish_until_acked(client, msg_id, payload, deadline=time.monotonic() + ACK_DEADLINE_S)
+            publish_until_acked(client, SUBJECT, msg_id, payload, deadline=time.monotonic() + ACK_DEADLINE_S)
             acked.add(msg_id)
     finally:
         client.close()

@@ -176,7 +176,7 @@ def failover_lines(results: dict[str, FailoverResult], kills: int) -> list[str]:
     """The failover table of a comparison (appliance/bench/failover.py)."""
     return ["", f"Failover of an R3 stream on 3 nodes: kill -9 of the stream leader's node, then the time to the "
             "first PubAck of a client connected to a follower's node (publishing again every 100 ms, or 10 ms after "
-            f"a refusal); {kills} kills asked, the killed node restarted and the stream healthy again before the "
+            f"a refusal); kills asked: {kills}, the killed node restarted and the stream healthy again before the "
             "next. Every publish carries a Nats-Msg-Id; at the end the stream is read back:", "",
             "| server | kills | p50 ms | p99 ms | max ms | attempts (median) | acknowledged vs stored | result |",
             "|---|---:|---:|---:|---:|---:|---|---|",
