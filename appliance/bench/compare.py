@@ -249,7 +249,8 @@ def run_failovers(pool: ServerPool, targets: tuple[ServerKind, ...], kills: int,
     return results
 
 
-def place_client(server: RunningServer, request: BenchRequest, client_on: replicas.ClientOn) -> tuple[BenchRequest, str]:
+def place_client(server: RunningServer, request: BenchRequest,
+                 client_on: replicas.ClientOn) -> tuple[BenchRequest, str]:
     """Create the request's replicated stream (from node 1), wait until it is healthy, and point the
     clients at the stream leader's node or a follower's: (the request to run, that node's name)."""
     conn = Connection(Endpoint.parse(server.url), name="bench-place")
@@ -309,7 +310,8 @@ def _one(rows: list[tuple[Cell, str]], scenario: Scenario, request: BenchRequest
             record(cell, report, label, workers=server.workers())
         where = cells[0].placement[-1] if cells[0].placement else ""
         log(f"round {round_number + 1} {scenario.key:18} {name:24} {cells[0].msgs_per_s[-1]:>12,.0f} msgs/s"
-            + (f"  client on {where}" if where else "") + (f"  client on {scenario.client_on} {node}" if node else ""))
+            + (f"  client on {where}" if where else "")
+            + (f"  client on {scenario.client_on} {node}" if node else ""))
     except Exception as exc:  # noqa: BLE001 - any failure is a result to show, with its reason
         for cell in cells:
             cell.failure = failure_text(exc)
@@ -339,7 +341,8 @@ def _one_reference(rows: list[tuple[Cell, str]], request: BenchRequest, server: 
 
 def write_results(cells: dict[str, dict[str, Cell]], scenarios: tuple[Scenario, ...],
                   targets: tuple[ServerKind, ...], *, rounds: int, scale: float, out_dir: Path,
-                  command: str = "", failovers: dict[str, FailoverResult] | None = None, kills: int = 0) -> Path:
+                  command: str = "", failovers: dict[str, FailoverResult] | None = None,
+                  kills: int = 0) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     info = machine.describe()
@@ -354,7 +357,8 @@ def write_results(cells: dict[str, dict[str, Cell]], scenarios: tuple[Scenario, 
                               "requests": {t.name: asdict(s.request_for(t, scale)) for t in targets},
                               "results": {name: asdict(cell) for name, cell in cells[s.key].items()}}
                              for s in scenarios],
-               "failover": {"kills": kills, "results": {name: asdict(r) for name, r in (failovers or {}).items()}}}
+               "failover": {"kills": kills,
+                            "results": {name: asdict(r) for name, r in (failovers or {}).items()}}}
     for name in (f"bench-{stamp}", "latest"):
         (out_dir / f"{name}.md").write_text(text)
         (out_dir / f"{name}.json").write_text(json.dumps(payload, indent=2))
@@ -390,16 +394,21 @@ def failed_failovers(failovers: dict[str, FailoverResult], name: str = APPLIANCE
 
 
 @click.command()
-@click.option("--rounds", type=int, default=None, help=f"A B C rounds per scenario (medians); default {FULL['rounds']}")
-@click.option("--scale", type=float, default=None, help=f"multiply every scenario's message count; default {FULL['scale']}")
-@click.option("--kills", type=int, default=None, help=f"failover: kill -9 of the R3 stream leader, times; default {FULL['kills']}")
-@click.option("--quick", is_flag=True, help=f"a short run: {QUICK['rounds']} round, scale {QUICK['scale']}, {QUICK['kills']} kills "
+@click.option("--rounds", type=int, default=None,
+              help=f"A B C rounds per scenario (medians); default {FULL['rounds']}")
+@click.option("--scale", type=float, default=None,
+              help=f"multiply every scenario's message count; default {FULL['scale']}")
+@click.option("--kills", type=int, default=None,
+              help=f"failover: kill -9 of the R3 stream leader, times; default {FULL['kills']}")
+@click.option("--quick", is_flag=True,
+              help=f"a short run: {QUICK['rounds']} round, scale {QUICK['scale']}, {QUICK['kills']} kills "
               "(each unless given)")
-@click.option("--only", default="", help=f"comma-separated scenario keys or patterns (r3-*, {FAILOVER_KEY}); default: all")
+@click.option("--only", default="",
+              help=f"comma-separated scenario keys or patterns (r3-*, {FAILOVER_KEY}); default: all")
 @click.option("--targets", "target_names", default="", help="comma-separated: nats-server,nats-server sync=always,appliance")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=RESULTS_DIR, show_default=True)
-def main(rounds: int | None, scale: float | None, kills: int | None, quick: bool, only: str, target_names: str,
-         out_dir: Path) -> None:
+def main(rounds: int | None, scale: float | None, kills: int | None, quick: bool, only: str,
+         target_names: str, out_dir: Path) -> None:
     """Run the side-by-side benchmark and print the markdown table."""
     preset = QUICK if quick else FULL
     rounds = int(preset["rounds"]) if rounds is None else rounds

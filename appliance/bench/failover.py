@@ -191,7 +191,8 @@ def _one_kill(server: RunningServer, names: list[str], round_number: int, result
         started = time.perf_counter()
         server.kill9(leader)
         msg_id = f"k{round_number}f"
-        _, attempts = publish_until_acked(client, SUBJECT, msg_id, payload, deadline=time.monotonic() + ACK_DEADLINE_S)
+        _, attempts = publish_until_acked(client, SUBJECT, msg_id, payload,
+                                          deadline=time.monotonic() + ACK_DEADLINE_S)
         seconds = time.perf_counter() - started
         acked.add(msg_id)
         result.seconds.append(seconds)
@@ -234,5 +235,6 @@ def _check_stored(server: RunningServer, acked: set[str], result: FailoverResult
     lost, duplicated = delivery_check(acked, stored)
     result.stored, result.lost, result.duplicated = len(stored), len(lost), len(duplicated)
     result.unacked = len(set(stored) - acked)
-    result.examples = [f"lost {x}" for x in lost[:LIST_MAX]] + [f"duplicated {x}" for x in duplicated[:LIST_MAX]]
+    result.examples = ([f"lost {x}" for x in lost[:LIST_MAX]]
+                       + [f"duplicated {x}" for x in duplicated[:LIST_MAX]])
     result.checked = True

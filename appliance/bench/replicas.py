@@ -1,4 +1,5 @@
-"""Replicated streams for the bench: when an R3 stream (or consumer) is ready, who leads it, where a client goes.
+"""Replicated streams for the bench: when an R3 stream (or consumer) is ready, who leads it, and
+where a client goes.
 
 A stream with replicas > 1 is ready for a measured run once STREAM.INFO names a leader and lists
 every other replica as current (`cluster.leader`, `cluster.replicas[].current`, as nats-server
@@ -91,4 +92,5 @@ def node_for(names: Sequence[str], group: Sequence[str], client_on: ClientOn) ->
     for name in wanted:
         if name in names:
             return list(names).index(name)
-    raise NotHealthy(f"no node of ours is the stream's {client_on} (group {list(group)}, nodes {list(names)})")
+    raise NotHealthy(f"no node of ours is the stream's {client_on} "
+                     f"(group {list(group)}, nodes {list(names)})")

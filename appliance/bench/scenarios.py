@@ -20,7 +20,8 @@ CLIENT_ON: tuple[ClientOn, ...] = ("leader", "follower")
 
 
 def scaled(request: BenchRequest, scale: float) -> BenchRequest:
-    return replace(request, msgs=max(10, int(request.msgs * scale)), keys=min(request.keys, max(10, int(1000 * scale))))
+    return replace(request, msgs=max(10, int(request.msgs * scale)),
+                   keys=min(request.keys, max(10, int(1000 * scale))))
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,17 +86,20 @@ def _r3_rows() -> tuple[Scenario, ...]:
         for client_on in CLIENT_ON:
             on = f"client on {client_on}"
             rows += [
-                Scenario(f"r3-js-pub-async{tag}-{client_on}", f"3 nodes: JS R3 async pub {label}, window 256, {on}",
-                         BenchRequest("js-pub", msgs=100_000, window=256, size=size, replicas=3), "js-pub total",
-                         nodes=3, client_on=client_on, always_msgs=ALWAYS_MSGS),
+                Scenario(f"r3-js-pub-async{tag}-{client_on}",
+                         f"3 nodes: JS R3 async pub {label}, window 256, {on}",
+                         BenchRequest("js-pub", msgs=100_000, window=256, size=size, replicas=3),
+                         "js-pub total", nodes=3, client_on=client_on, always_msgs=ALWAYS_MSGS),
                 Scenario(f"r3-js-pub-sync{tag}-{client_on}", f"3 nodes: JS R3 sync pub {label}, {on}",
                          BenchRequest("js-pub", msgs=5_000, window=0, size=size, replicas=3), "js-pub total",
                          nodes=3, client_on=client_on),
                 Scenario(f"r3-js-fetch-explicit{tag}-{client_on}",
                          f"3 nodes: JS R3 fetch {label} batch 500, ack explicit, {on}",
-                         BenchRequest("js-fetch", msgs=100_000, batch=500, ack="explicit", size=size, replicas=3),
+                         BenchRequest("js-fetch", msgs=100_000, batch=500, ack="explicit", size=size,
+                                      replicas=3),
                          "js-fetch total", nodes=3, client_on=client_on, always_msgs=ALWAYS_MSGS),
-                Scenario(f"r3-js-fetch-all{tag}-{client_on}", f"3 nodes: JS R3 fetch {label} batch 500, ack all, {on}",
+                Scenario(f"r3-js-fetch-all{tag}-{client_on}",
+                         f"3 nodes: JS R3 fetch {label} batch 500, ack all, {on}",
                          BenchRequest("js-fetch", msgs=100_000, batch=500, ack="all", size=size, replicas=3),
                          "js-fetch total", nodes=3, client_on=client_on, always_msgs=ALWAYS_MSGS),
             ]

@@ -212,8 +212,10 @@ def command_for(kind: ServerKind, layout: NodeLayout, *, workdir: Path) -> list[
     conf = workdir / f"{layout.name}.conf"
     if kind.program == "nats-server" or layout.cluster_ports:
         conf.write_text(cluster_conf(kind, layout))
-        return [binary, "-c", str(conf)] if kind.program == "nats-server" else [binary, "run", "-c", str(conf)]
-    cmd = [binary, "run", "-a", "127.0.0.1", "-p", str(layout.ports[layout.index]), "-js", "-sd", str(layout.store_dir)]
+        run = ["-c"] if kind.program == "nats-server" else ["run", "-c"]
+        return [binary, *run, str(conf)]
+    port = str(layout.ports[layout.index])
+    cmd = [binary, "run", "-a", "127.0.0.1", "-p", port, "-js", "-sd", str(layout.store_dir)]
     if kind.workers:  # no flag for it: a config file with the flags on top
         conf.write_text(f"appliance {{ workers: {kind.workers} }}\n")
         cmd += ["-c", str(conf)]

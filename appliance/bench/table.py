@@ -168,16 +168,18 @@ def failover_row(name: str, result: FailoverResult) -> str:
             f" ({result.unacked} stored without an ack)" if result.unacked else "")
     else:
         check = "not checked"
-    return (f"| {name} | {done} | {_ms(result.p50_s())} | {_ms(result.p99_s())} | {_ms(worst)} | {attempts} | "
-            f"{check} | {result.failure or 'ok'} |")
+    return (f"| {name} | {done} | {_ms(result.p50_s())} | {_ms(result.p99_s())} | {_ms(worst)} | "
+            f"{attempts} | {check} | {result.failure or 'ok'} |")
 
 
 def failover_lines(results: dict[str, FailoverResult], kills: int) -> list[str]:
     """The failover table of a comparison (appliance/bench/failover.py)."""
-    return ["", f"Failover of an R3 stream on 3 nodes: kill -9 of the stream leader's node, then the time to the "
-            "first PubAck of a client connected to a follower's node (publishing again every 100 ms, or 10 ms after "
-            f"a refusal); kills asked: {kills}, the killed node restarted and the stream healthy again before the "
-            "next. Every publish carries a Nats-Msg-Id; at the end the stream is read back:", "",
-            "| server | kills | p50 ms | p99 ms | max ms | attempts (median) | acknowledged vs stored | result |",
+    return ["", "Failover of an R3 stream on 3 nodes: kill -9 of the stream leader's node, then the time to "
+            "the first PubAck of a client connected to a follower's node (publishing again every 100 ms, or "
+            f"10 ms after a refusal); kills asked: {kills}, the killed node restarted and the stream healthy "
+            "again before the next. Every publish carries a Nats-Msg-Id; at the end the stream is read back:",
+            "",
+            "| server | kills | p50 ms | p99 ms | max ms | attempts (median) | acknowledged vs stored "
+            "| result |",
             "|---|---:|---:|---:|---:|---:|---|---|",
             *(failover_row(name, result) for name, result in results.items())]
