@@ -92,9 +92,8 @@ def header_value(block: bytes, name: str) -> str | None:
 def stored_msg_id(response: dict[str, object]) -> str | None:
     """The Nats-Msg-Id of a STREAM.MSG.GET response (`message.hdrs` is base64), None without one."""
     message = response.get("message")
-    if not isinstance(message, dict) or not isinstance(message.get("hdrs"), str):
-        return None
-    return header_value(base64.b64decode(message["hdrs"]), MSG_ID)
+    hdrs = message.get("hdrs") if isinstance(message, dict) else None
+    return header_value(base64.b64decode(hdrs), MSG_ID) if isinstance(hdrs, str) else None
 
 
 def publish_until_acked(conn: Connection, subject: str, msg_id: str, payload: bytes, *, deadline: float,
@@ -183,26 +182,27 @@ def _one_kill(server: RunningServer, names: list[str], round_number: int, result
     client = Connection(Endpoint.parse(server.urls[replicas.node_for(names, group, "follower")]),
                         name="bench-failover", timeout_s=ACK_DEADLINE_S)
     payload = b"x" * 128
-    try:
-        for i in range(MSGS_AROUND_KILL):
-            msg_id = f"k{round_number}b{i}"
-            publish_until_acked(client, SUBJECT, msg_id, payload, deadline=time.monotonic() + ACK_DEADLINE_S)
-            acked.add(msg_id)
-        started = time.perf_counter()
-        server.kill9(leader)
-        msg_id = f"k{round_number}f"
+
+    def publish(msg_id: str) -> int:
+        """Publish one message until acked (within ACK_DEADLINE_S); the attempts it took."""
         _, attempts = publish_until_acked(client, SUBJECT, msg_id, payload,
                                           deadline=time.monotonic() + ACK_DEADLINE_S)
-        seconds = time.perf_counter() - started
         acked.add(msg_id)
+        return attempts
+
+    try:
+        for i in range(MSGS_AROUND_KILL):
+            publish(f"k{round_number}b{i}")
+        started = time.perf_counter()
+        server.kill9(leader)
+        attempts = publish(f"k{round_number}f")
+        seconds = time.perf_counter() - started
         result.seconds.append(seconds)
         result.attempts.append(attempts)
         log(f"failover {server.kind.name} kill {round_number}: {names[leader]} killed, PubAck after "
             f"{seconds * 1e3:,.0f} ms ({attempts} attempts)")
         for i in range(MSGS_AROUND_KILL):
-            msg_id = f"k{round_number}a{i}"
-            publish_until_acked(client, SUBJECT, msg_id, payload, deadline=time.monotonic() + ACK_DEADLINE_S)
-            acked.add(msg_id)
+            publish(f"k{round_number}a{i}")
     finally:
         client.close()
         if server.nodes[leader].proc.poll() is not None:
@@ -214,13 +214,14 @@ def _check_stored(server: RunningServer, acked: set[str], result: FailoverResult
     """Read every stored message's id back and compare with the acknowledged ones."""
     info = _healthy_info(server, HEALTHY_AGAIN_S)
     state = info.get("state")
-    first, last = (state.get("first_seq", 0), state.get("last_seq", 0)) if isinstance(state, dict) else (0, 0)
+    first = state.get("first_seq") if isinstance(state, dict) else None
+    last = state.get("last_seq") if isinstance(state, dict) else None
+    if not isinstance(first, int) or not isinstance(last, int):
+        raise FailoverFailed(f"STREAM.INFO without state.first_seq/last_seq: {state!r:.200}")
     stored: list[str] = []
     conn = Connection(Endpoint.parse(server.url), name="bench-failover-check")
     try:
-        for seq in range(int(first or 0), int(last or 0) + 1):
-            if seq == 0:
-                continue
+        for seq in range(max(1, first), last + 1):
             try:
                 response = jsapi.call(conn, f"$JS.API.STREAM.MSG.GET.{STREAM}", {"seq": seq})
             except jsapi.ApiError as exc:
