@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from appliance.jetstream import resources
 from appliance.jetstream.api_consumers import info_of
 from appliance.jetstream.api_streams import stream_info
+from appliance.jetstream.cluster_info import asset_cluster
 from appliance.jetstream.request import API_LEVEL
 from appliance.server.accounts import GLOBAL_ACCOUNT
 from appliance.server.monitor.view import ConsumerHealth, JetStreamStats, JetStreamView, RaftGroupStat, StreamHealth
@@ -153,7 +154,8 @@ class JetStreamMonitor:
             memory = storage = 0
             stream_detail: list[dict[str, object]] = []
             for stream in sorted(ajs.streams.values(), key=lambda s: s.config.name):
-                info = stream_info(stream, dynamic_metadata=False)
+                cluster = asset_cluster(self.service, stream.group, standalone=True)
+                info = stream_info(stream, dynamic_metadata=False, cluster=cluster)
                 if stream.config.storage == "memory":
                     memory += stream.store.state().bytes
                 else:
@@ -168,7 +170,7 @@ class JetStreamMonitor:
                 detail["state"] = info["state"]
                 if consumers and stream.consumers:
                     detail["consumer_detail"] = [
-                        _consumer_detail(info_of(c), c.config.metadata, config=config)
+                        _consumer_detail(info_of(c, self.service), c.config.metadata, config=config)
                         for _, c in sorted(stream.consumers.items())
                     ]
                 stream_detail.append(detail)

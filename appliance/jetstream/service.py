@@ -476,6 +476,7 @@ class JetStreamService:
         self.rng = rng or random.Random()
         self.root = store_root(self.options)
         self.peer = stable_peer_id(self.root, server.server_name)
+        self.peer_names: dict[str, str] = {self.peer: server.server_name}  # peer id -> server name
         self.loop = asyncio.get_running_loop()
         self.fsyncs = FsyncThreads(self.loop, limits.JS_FSYNC_THREADS)
         self.sync_stats = SyncStats()
