@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from appliance.jetstream import resources
 from appliance.jetstream.api_consumers import info_of
 from appliance.jetstream.api_streams import stream_info
-from appliance.jetstream.cluster_info import asset_cluster
+from appliance.jetstream.cluster_info import asset_cluster, context_of, meta_cluster
 from appliance.jetstream.request import API_LEVEL
 from appliance.server.accounts import GLOBAL_ACCOUNT
 from appliance.server.monitor.view import ConsumerHealth, JetStreamStats, JetStreamView, RaftGroupStat, StreamHealth
@@ -53,12 +53,14 @@ class JetStreamMonitor:
                 for kind, group in owned]
 
     def totals(self) -> dict[str, int]:
-        memory = storage = streams = consumers = messages = size = 0
+        memory = storage = streams = consumers = messages = size = streams_leader = consumers_leader = 0
         for ajs in self.service.accounts.values():
             for stream in ajs.streams.values():
                 state = stream.store.state()
                 streams += 1
                 consumers += len(stream.consumers)
+                streams_leader += _leads(stream.group)
+                consumers_leader += sum(_leads(consumer.group) for consumer in stream.consumers.values())
                 messages += state.msgs
                 size += state.bytes
                 if stream.config.storage == "memory":
@@ -69,7 +71,9 @@ class JetStreamMonitor:
             "memory": memory,
             "storage": storage,
             "streams": streams,
+            "streams_leader": streams_leader,
             "consumers": consumers,
+            "consumers_leader": consumers_leader,
             "messages": messages,
             "bytes": size,
         }
@@ -106,6 +110,7 @@ class JetStreamMonitor:
             limits=dict(DEFAULT_LIMITS),
             accounts=tuple(accounts),
             streams=streams,
+            meta=meta_cluster(self.service.meta.group, context_of(self.service)),
             damage=tuple(line for key, line in self.service.damage.items() if key == ("", "meta")),
         )
 
@@ -188,6 +193,11 @@ class JetStreamMonitor:
                 entry["stream_detail"] = stream_detail
             out.append(entry)
         return out
+
+
+def _leads(group: RaftGroup) -> int:
+    """1 if this replica leads the group (a single voter always does), as /jsz `raft` counts it."""
+    return 1 if len(group.voters()) <= 1 or group.is_leader() else 0
 
 
 def _consumer_detail(info: dict[str, object], metadata: dict[str, str], *, config: bool) -> dict[str, object]:

@@ -71,7 +71,7 @@ def test_the_leader_of_a_real_r3_group_reports_both_followers_current_in_key_ord
     assert list(info) == ["name", "raft_group", "leader", "leader_since", "system_account",
                           "traffic_account", "replicas"]
     assert info["name"] == "C1" and info["raft_group"] == "S-1" and info["leader"] == NAMES[me]
-XX
+    assert str(info["leader_since"]).startswith("2023-11-14T22:13:2")  # ManualClock wall time, elected
     assert info["system_account"] is True and info["traffic_account"] == "SYS"
     listed = info["replicas"]
     assert isinstance(listed, list)
