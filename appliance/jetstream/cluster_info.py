@@ -145,13 +145,19 @@ def meta_cluster(group: ReportingGroup, ctx: ClusterContext) -> MetaClusterInfo 
 
 
 def context_of(service: JetStreamService) -> ClusterContext:
-    """The running service's cluster context (its name, peer id and known peer names)."""
+    """The running service's cluster context: its cluster name and peer id, the peer names the
+    meta group's server list knows (its offline servers flagged) and, over them, the service's
+    `peer_names`."""
     server = service.server
+    known = service.meta.servers
+    names = {info.peer: info.name for info in known}
+    names.update(service.peer_names)
     return ClusterContext(
         cluster=service.meta.cluster,
         server_name=server.server_name,
         peer=service.peer,
-        names=service.peer_names,
+        names=names,
+        offline=frozenset(info.peer for info in known if not info.online),
         system_account=server.accounts.system_name or "$SYS",
     )
 

@@ -180,3 +180,19 @@ def test_meta_cluster_as_jsz_shows_it_on_a_follower_and_is_absent_standalone() -
                                {"name": "n3-c1", "current": False, "active": 0, "peer": "c"}]
     assert out["cluster_size"] == 3 and out["quorum_needed"] == 2
     assert meta_cluster(group, context("a", cluster="")) is None
+
+
+def test_the_service_context_names_peers_from_the_meta_servers_and_peer_names() -> None:
+    from types import SimpleNamespace
+
+    from appliance.cluster.placement import ServerInfo
+    from appliance.jetstream.cluster_info import context_of
+
+    meta = SimpleNamespace(cluster="C1", servers=[ServerInfo("n1-c1", "a", "C1"), ServerInfo("old", "b", "C1"),
+                                                  ServerInfo("n3-c1", "c", "C1", online=False)])
+    server = SimpleNamespace(server_name="n1-c1", accounts=SimpleNamespace(system_name="SYS"))
+    service = SimpleNamespace(server=server, meta=meta, peer="a", peer_names={"a": "n1-c1", "b": "n2-c1"})
+    ctx = context_of(service)  # type: ignore[arg-type]
+    assert (ctx.cluster, ctx.peer, ctx.system_account) == ("C1", "a", "SYS")
+    assert [ctx.name_of(p) for p in "abcd"] == ["n1-c1", "n2-c1", "n3-c1", ""]
+    assert set(ctx.offline) == {"c"}
