@@ -12,6 +12,7 @@ from .durations import rfc3339_nano, wall_ns
 from .endpoint import Endpoint, RequestContext, Response, json_response
 from .gojson import JsonValue
 from .jsinfo import config_json, meta_json, stats_json
+from .params import BadRequest
 from .view import JetStreamStats, ServerView
 
 
@@ -34,7 +35,8 @@ def query_options(ctx: RequestContext) -> JszOptions:
     query = ctx.query
     return JszOptions(account=query.get("acc"), accounts=query.boolean("accounts"),
                       streams=query.boolean("streams"), consumers=query.boolean("consumers"),
-                      config=query.boolean("config"), raft=query.boolean("raft"))
+                      config=query.boolean("config"), leader_only=query.boolean("leader-only"),
+                      raft=query.boolean("raft"))
 
 
 def is_meta_leader(view: ServerView) -> bool:
@@ -82,7 +84,10 @@ def jsz_json(view: ServerView, options: JszOptions) -> dict[str, JsonValue]:
 
 def handle(ctx: RequestContext) -> Response:
     ctx.count()
-    return json_response(jsz_json(ctx.view, query_options(ctx)))
+    options = query_options(ctx)
+    if options.leader_only and not is_meta_leader(ctx.view):
+        raise BadRequest("filtered response: not leader")  # nats-server: 400 text/plain
+    return json_response(jsz_json(ctx.view, options))
 
 
 ENDPOINT = Endpoint(paths=("/jsz",), handle=handle, title="JetStream")

@@ -204,3 +204,14 @@ def test_jsz_leader_only_is_answered_by_the_meta_leader_alone(scene: FakeServerV
     assert app.system_reply("JSZ", b"{}", seq=1) is not None  # every server answers without the flag
     scene.jetstream_view = _js(MetaClusterInfo(name="C1", cluster_size=3, quorum_needed=2, leader="S1"))
     assert ask(scene, "JSZ", body)["server"]["name"] == "S1"
+
+
+def test_http_jsz_leader_only_refuses_on_servers_not_leading(scene: FakeServerView) -> None:
+    app = MonitorApp(scene)
+    refused = app.respond("/jsz", "leader-only=true")
+    assert (refused.status, refused.body) == (400, b"filtered response: not leader")  # no JetStream
+    scene.jetstream_view = _js(MetaClusterInfo(name="C1", cluster_size=3, quorum_needed=2, leader="n2-c1"))
+    assert app.respond("/jsz", "leader-only=true").status == 400
+    assert app.respond("/jsz", "leader-only=false").status == 200
+    scene.jetstream_view = _js(None)
+    assert app.respond("/jsz", "leader-only=true").status == 200
