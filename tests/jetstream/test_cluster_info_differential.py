@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import nats
 import pytest
 
 from appliance.config.options import ServerOptions
+from appliance.server.monitor_view import start_monitoring
 from appliance.testing.inproc import InProcessServer
 from appliance.testing.natsserver import NatsServer
 from appliance.testing.process import free_port
@@ -36,10 +40,11 @@ REQUESTS = [
 ]
 
 
-def node_config(name: str, store: Path, route_ports: list[int], own_route_port: int) -> str:
+def node_config(name: str, store: Path, route_ports: list[int], own_route_port: int, http_port: int) -> str:
     routes = ", ".join(f"nats-route://127.0.0.1:{port}" for port in route_ports)
     return f"""
 server_name: {name}
+http: 127.0.0.1:{http_port}
 jetstream {{ store_dir: "{store}" }}
 cluster {{ name: C1, listen: 127.0.0.1:{own_route_port}, routes: [{routes}] }}
 """
@@ -99,22 +104,34 @@ def test_standalone_answers_carry_the_block_where_nats_server_does(tmp_path: Pat
 
 
 @pytest.fixture
-def real_cluster(tmp_path: Path) -> Iterator[str]:
+def real_cluster(tmp_path: Path) -> Iterator[tuple[str, int]]:
+    """(n1-c1's client URL, its monitoring port)."""
     route_ports = [free_port() for _ in NAMES]
+    http_ports = [free_port() for _ in NAMES]
     with ExitStack() as stack:
         urls = []
-        for name, route_port in zip(NAMES, route_ports, strict=True):
+        for name, route_port, http_port in zip(NAMES, route_ports, http_ports, strict=True):
             config = tmp_path / f"{name}.conf"
-            config.write_text(node_config(name, tmp_path / name, route_ports, route_port))
+            config.write_text(node_config(name, tmp_path / name, route_ports, route_port, http_port))
             urls.append(stack.enter_context(NatsServer(["-c", str(config)], log_path=tmp_path / f"{name}.log")).url)
-        yield urls[0]
+        yield urls[0], http_ports[0]
+
+
+def jsz(port: int) -> dict[str, Any]:
+    answer = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/jsz", timeout=5).read())
+    assert isinstance(answer, dict)
+    return answer
 
 
 @pytest.mark.integration
 @pytest.mark.slow
-def test_clustered_r1_answers_carry_name_and_leader_as_nats_server(real_cluster: str, tmp_path: Path) -> None:
-    theirs = shapes(answers_of(real_cluster))
+def test_clustered_r1_answers_carry_name_and_leader_as_nats_server(
+    real_cluster: tuple[str, int], tmp_path: Path
+) -> None:
+    url, http_port = real_cluster
+    theirs = shapes(answers_of(url))
     assert all(cluster == {"name": "C1", "leader": "<server>"} for _, cluster in theirs)
+    their_meta = jsz(http_port)["meta_cluster"]
     options = ServerOptions()
     options.server_name = "n1-c1"
     options.cluster.name = "C1"
@@ -122,3 +139,21 @@ def test_clustered_r1_answers_carry_name_and_leader_as_nats_server(real_cluster:
     options.cluster.port = free_port()
     with InProcessServer(options, jetstream_dir=str(tmp_path / "ours")) as ours:
         assert shapes(answers_of(ours.url)) == theirs
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        listener.setblocking(False)
+        core = ours.server
+        assert core is not None
+        monitor = ours.call_async(lambda: start_monitoring(core, listener))
+        try:
+            our_meta = jsz(listener.getsockname()[1])["meta_cluster"]
+        finally:
+            ours.call_async(monitor.close)
+            listener.close()
+    # /jsz meta_cluster: the same keys in the same order (ours is a meta group of one voter so far:
+    # no replicas), the cluster's name, the leader and its peer id
+    assert [key for key in their_meta if key != "replicas"] == list(our_meta)
+    assert (our_meta["name"], our_meta["leader"], our_meta["cluster_size"], our_meta["quorum_needed"]) == (
+        "C1", "n1-c1", 1, 1)
+    assert isinstance(our_meta["peer"], str) and our_meta["peer"]  # (this server's peer id)
