@@ -203,20 +203,34 @@ class Columns:
 
 
 def render_table(
-    title: str, headers: list[str], rows: list[list[str]], footer: list[str] | None = None
+    title: str,
+    headers: list[str],
+    rows: list[list[str]],
+    footer: list[str] | None = None,
+    *,
+    right: frozenset[int] = frozenset(),
+    separators: frozenset[int] = frozenset(),
 ) -> str:
-    """A go-pretty StyleRounded table as natscli draws it: title centred, cells left-aligned."""
+    """A go-pretty StyleRounded table as natscli draws it: title centred, cells left-aligned.
+
+    `right`: columns go-pretty right-aligns (header, rows and footer) because every row holds a
+    number there (natscli passes an int, not a formatted string); `separators`: row indexes a
+    separator line goes before (AppendSeparator).
+    """
     body = [headers, *rows, *([footer] if footer else [])]
     widths = [max(len(line[index]) for line in body) for index in range(len(headers))]
     inner = sum(widths) + 3 * len(widths) - 1
 
     def line(cells: list[str]) -> str:
-        padded = (f" {cell.ljust(width)} " for cell, width in zip(cells, widths, strict=True))
+        padded = (
+            f" {cell.rjust(width) if index in right else cell.ljust(width)} "
+            for index, (cell, width) in enumerate(zip(cells, widths, strict=True))
+        )
         text = "│" + "│".join(padded) + "│"
         return text.rstrip()
 
-    def rule(left: str, middle: str, right: str) -> str:
-        return left + middle.join("─" * (width + 2) for width in widths) + right
+    def rule(start: str, middle: str, end: str) -> str:
+        return start + middle.join("─" * (width + 2) for width in widths) + end
 
     out: list[str] = []
     if title:
@@ -229,7 +243,10 @@ def render_table(
         out.append(rule("╭", "┬", "╮"))
     out.append(line(headers))
     out.append(rule("├", "┼", "┤"))
-    out.extend(line(row) for row in rows)
+    for index, row in enumerate(rows):
+        if index in separators and index > 0:
+            out.append(rule("├", "┼", "┤"))
+        out.append(line(row))
     if footer:
         out.append(rule("├", "┼", "┤"))
         out.append(line(footer))

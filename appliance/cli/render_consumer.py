@@ -32,7 +32,7 @@ def consumer_info_text(info: JsonDict, *, tz: tzinfo | None, now: datetime) -> s
         f"created {local_time(created, tz) if created else '(unknown)'}"
     )
     _add_config(cols, config)
-    add_cluster(cols, info.get("cluster"))
+    add_cluster(cols, info.get("cluster"), detail=False)
     _add_state(cols, info, config, reference=parse_go_time(info.get("ts", "")) or now)
     return cols.render()
 

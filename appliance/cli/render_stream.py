@@ -113,23 +113,26 @@ def _add_limits(cols: Columns, config: JsonDict) -> None:
     cols.row_if("Consumer Max Ack Pending", max_ack_pending, max_ack_pending > 0)
 
 
-def add_cluster(cols: Columns, cluster: JsonDict | None) -> None:
-    """The seeds' block: Name, Leader, one `Replica: n4-c1, current, seen 0.07s ago` per peer."""
+def add_cluster(cols: Columns, cluster: JsonDict | None, *, detail: bool = True) -> None:
+    """The seeds' block: Name, Leader, one `Replica: n4-c1, current, seen 0.07s ago` per peer.
+
+    `detail`: a stream's replicas also say OFFLINE and how many operations behind they are; the
+    nats CLI leaves both out of a consumer's."""
     if not cluster or not cluster.get("name"):
         return
     cols.title("Cluster Information")
     cols.row("Name", cluster["name"])
     cols.row("Leader", cluster.get("leader", ""))
     for replica in cluster.get("replicas") or []:
-        cols.row("Replica", replica_text(replica))
+        cols.row("Replica", replica_text(replica, detail=detail))
 
 
-def replica_text(replica: JsonDict) -> str:
+def replica_text(replica: JsonDict, *, detail: bool = True) -> str:
     parts = [str(replica.get("name", "")), "current" if replica.get("current") else "outdated"]
-    if replica.get("offline"):
+    if replica.get("offline") and detail:
         parts.append("OFFLINE")
     parts.append(seen_ago(int(replica.get("active", 0))))
-    lag = int(replica.get("lag", 0))
+    lag = int(replica.get("lag", 0)) if detail else 0
     if lag > 1:
         parts.append(f"{comma(lag)} operations behind")
     elif lag == 1:

@@ -1,7 +1,8 @@
-"""`appliance server ls | raft step-down | raft peer-remove`: system-account verbs.
+"""`appliance server ls | report jetstream | raft step-down | raft peer-remove`: system-account verbs.
 
 They need a user of the system account (as in nats-server): `server ls` gathers
-`$SYS.REQ.SERVER.PING` answers, the raft verbs find the meta leader with
+`$SYS.REQ.SERVER.PING` answers, `server report jetstream` `$SYS.REQ.SERVER.PING.JSZ {"raft":true}`
+answers; the raft verbs find the meta leader with
 `$SYS.REQ.SERVER.PING.JSZ {"leader_only":true}` and then call `$JS.API.META.LEADER.STEPDOWN`
 or `$JS.API.SERVER.REMOVE`.
 """
@@ -19,6 +20,7 @@ from nats.aio.client import Client
 from appliance import limits
 from appliance.cli import jsapi
 from appliance.cli.jsapi import CommandError, Connection, JsonDict, api_request, connection_options
+from appliance.cli.render_report import SORTS, jetstream_report
 from appliance.cli.render_server import meta_group, server_list_table
 from appliance.cli.stream_cluster import log_line
 
@@ -177,3 +179,46 @@ def raft_peer_remove(peer: str, force: bool, conn: Connection) -> None:
         log_line(f'Requested removal of peer "{name}"')
 
     jsapi.run(verb, conn)
+
+
+@server.group("report")
+def report() -> None:
+    """Reports gathered from every server (system account)."""
+
+
+@click.command("jetstream")
+@click.argument("limit", type=click.IntRange(min=0), default=0)
+@click.option("--account", default="", help="Produce the report for a specific account.")
+@click.option("--sort", type=click.Choice(SORTS), default="cluster", show_default=True,
+              help="Sort by a specific property.")
+@click.option("--compact/--no-compact", default=True, show_default=True, help="Compact server names.")
+@click.option("-l", "--leaders", is_flag=True, help="Show details about cluster leaders.")
+@click.option("--json", "as_json", is_flag=True, help="Print the servers' JSZ answers.")
+@connection_options
+def report_jetstream(
+    limit: int, account: str, sort: str, compact: bool, leaders: bool, as_json: bool, conn: Connection
+) -> None:
+    """Per server: streams, consumers, messages, bytes, API requests; and the meta group (natscli's
+    `server report jetstream`, from `$SYS.REQ.SERVER.PING.JSZ`; stop early after LIMIT answers)."""
+    options: JsonDict = {"raft": True}
+    if account:
+        options = {"account": account, "streams": True, "consumer": True, "limit": 10000, "raft": True}
+
+    async def verb(client: Client) -> None:
+        answers = await gather(
+            client, "$SYS.REQ.SERVER.PING.JSZ", jsapi.encode(options), expect=limit, timeout_s=conn.timeout_s
+        )
+        if not answers:
+            raise CommandError(NO_SYSTEM_ANSWER)
+        found = [answer for answer, _ in answers]
+        if as_json:
+            jsapi.print_json(found)
+        else:
+            text = jetstream_report(found, account=account, sort=sort, compact=compact, leaders=leaders)
+            click.echo(text, nl=False)
+
+    jsapi.run(verb, conn)
+
+
+for _name in ("jetstream", "jsz", "js"):  # natscli's aliases
+    report.add_command(report_jetstream, _name)

@@ -175,6 +175,8 @@ class RaftGroup:
         self._apply_paused = False
         self._held: tuple[Ready, bytes | None] | None = None  # a Ready waiting for resume_apply
         self._led_term = 0
+        self._since_term = 0  # the term leader_since_wall_s belongs to
+        self._since_wall_s = 0.0
         self._known_lead = ""
         self.leader_changes = 0  # times this replica learned of a new leader (monitoring: /metrics)
         self._applied_unsynced: list[tuple[OnDone, int]] = []  # acknowledged after the next sync
@@ -377,6 +379,8 @@ class RaftGroup:
         if self.core.lead and self.core.lead != self._known_lead:
             self._known_lead = self.core.lead
             self.leader_changes += 1
+        if self._since_term != self.core.term and self.ready_to_lead():
+            self._since_term, self._since_wall_s = self.core.term, self.clock.wall()
         if self.on_lead is not None and self._led_term != self.core.term and self.ready_to_lead():
             self._led_term = self.core.term
             self.on_lead()
@@ -524,6 +528,18 @@ class RaftGroup:
         """Entries each follower's log is behind this leader's (empty on followers and single voters)."""
         status = self.core.status()
         return {peer.peer: max(status.last_index - peer.match, 0) for peer in status.peers if peer.peer != status.id}
+
+    def leader_since_wall_s(self) -> float | None:
+        """Wall time this replica became a leader ready to lead (nats' leader_since); None unless it leads."""
+        core = self.core
+        return self._since_wall_s if core.role == Role.LEADER and self._since_term == core.term else None
+
+    def leader_seen_ago_s(self) -> float:
+        """On a follower: seconds since it last heard from its leader (0 on the leader)."""
+        return 0.0 if self.is_leader() else self.core.election_elapsed * self.tick_s
+
+    def commit_index(self) -> int:
+        return self.core.log.committed
 
     def role_name(self) -> str:
         """leader, follower or candidate (a pre-candidate counts as a candidate), as /metrics labels it."""

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from appliance import limits
 from appliance.jetstream import advisories, errors, pause, resources
 from appliance.jetstream.api_streams import PAGE_FIELDS
+from appliance.jetstream.cluster_info import asset_cluster
 from appliance.jetstream.config import CONSUMER_FIELDS, GROUP_NAME, ConsumerConfig, parse_consumer_config
 from appliance.jetstream.consumer import ResetRefused
 from appliance.jetstream.decode import Kind, decode_object, parse_json
@@ -17,6 +18,7 @@ from appliance.jetstream.wire import ZERO_TIME, parse_rfc3339
 
 if TYPE_CHECKING:
     from appliance.jetstream.consumer import Consumer
+    from appliance.jetstream.service import JetStreamService
     from appliance.jetstream.stream import Stream
 
 NAME_ALPHABET = string.ascii_letters + string.digits
@@ -81,7 +83,7 @@ def consumer_create(request: Request) -> None:
     action = obj.get("action", "")
     if existing is not None:
         if existing.config.comparable() == config.comparable():
-            request.respond("consumer_create_response", info_of(existing))
+            request.respond("consumer_create_response", info_of(existing, request.ajs.service))
             return
         if action == "create":
             raise errors.CONSUMER_ALREADY_EXISTS.error()
@@ -103,9 +105,9 @@ def consumer_create(request: Request) -> None:
             pause.announce_created(consumer)
         if consumer.replicated:  # answered once its leader takes pull requests
             request.ajs.when_led(consumer.group, request.later(
-                lambda: request.respond("consumer_create_response", info_of(consumer))))
+                lambda: request.respond("consumer_create_response", info_of(consumer, request.ajs.service))))
             return
-        request.respond("consumer_create_response", info_of(consumer))
+        request.respond("consumer_create_response", info_of(consumer, request.ajs.service))
 
     op = {
         "op": "consumer_put",
@@ -189,7 +191,8 @@ def _consumer(request: Request, stream: Stream, name: str) -> Consumer:
 
 def consumer_info(request: Request) -> None:
     stream = stream_of(request, request.tokens[2])
-    request.respond("consumer_info_response", info_of(_consumer(request, stream, request.tokens[3])))
+    consumer = _consumer(request, stream, request.tokens[3])
+    request.respond("consumer_info_response", info_of(consumer, request.ajs.service))
 
 
 def consumer_delete(request: Request) -> None:
@@ -263,7 +266,7 @@ def consumer_reset(request: Request) -> None:
     reset: list[int] = []
 
     def answer() -> None:  # from the commit callback: the info shows the reset state
-        fields = info_of(consumer)
+        fields = info_of(consumer, request.ajs.service)
         fields["reset_seq"] = reset[0]
         request.respond("consumer_reset_response", fields)
 
@@ -274,10 +277,16 @@ def consumer_reset(request: Request) -> None:
         raise errors.CONSUMER_INVALID_RESET.format(err=str(exc)) from None
 
 
-def info_of(consumer: Consumer) -> dict[str, object]:
-    """A consumer's info as the API answers it: with its priority group's state last, as
-    nats-server reports a consumer with priority_groups (the first group; nothing pinned)."""
+def info_of(consumer: Consumer, service: JetStreamService) -> dict[str, object]:
+    """A consumer's info as the API answers it: its cluster block after num_pending when
+    clustered (nats-server adds none on a standalone server), and its priority group's state
+    last, as nats-server reports a consumer with priority_groups (the first group; nothing pinned)."""
     info = consumer.info_json()
+    cluster = asset_cluster(service, consumer.group, standalone=False)
+    if cluster is not None:
+        at = list(info).index("num_pending") + 1
+        items = list(info.items())
+        info = dict([*items[:at], ("cluster", cluster), *items[at:]])
     if consumer.config.priority_groups:
         info["priority_groups"] = [{"group": consumer.config.priority_groups[0], "pinned_ts": ZERO_TIME}]
     return info
@@ -291,7 +300,7 @@ def consumer_list(request: Request) -> None:
     page = limits.JS_API_PAGE_STREAMS_LIST
     infos = []
     for name in names[offset : offset + page]:
-        info = info_of(stream.consumers[name])
+        info = info_of(stream.consumers[name], request.ajs.service)
         config = info["config"]
         assert isinstance(config, dict)
         config["metadata"] = {k: v for k, v in stream.consumers[name].config.metadata.items()}

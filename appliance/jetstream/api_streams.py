@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from appliance import limits
 from appliance.errors import CorruptData
 from appliance.jetstream import advisories, errors, ops, resources, sources
+from appliance.jetstream.cluster_info import asset_cluster
 from appliance.jetstream.config import STREAM_TYPE, StreamConfig, parse_stream_config, stream_config_from_record
 from appliance.jetstream.decode import JsonObject, decode_into, parse_json
 from appliance.jetstream.msg_get import lookup, parse_msg_get
@@ -142,9 +143,8 @@ def stream_create(request: Request) -> None:
     if existing is not None:
         if existing.config.comparable() != config.comparable():
             raise errors.STREAM_NAME_EXISTS.error()
-        request.respond(
-            "stream_create_response", {**stream_info(existing, cluster=False), "did_create": True}
-        )
+        info = stream_info(existing, cluster=asset_cluster(ajs.service, existing.group, standalone=False))
+        request.respond("stream_create_response", {**info, "did_create": True})
         return
     resources.check_stream_create(ajs, config)  # again on the config as completed (addStream's check)
     sources.check_filters(config.mirror, config.sources)
@@ -161,7 +161,8 @@ def stream_create(request: Request) -> None:
             why = ajs.service.failures.get((ajs.account.name, config.name), "stream could not be opened")
             raise errors.STREAM_CREATE.format(err=why)
         advisories.stream_action(ajs, config.name, "create")
-        request.respond("stream_create_response", {**stream_info(stream, cluster=False), "did_create": True})
+        info = stream_info(stream, cluster=asset_cluster(ajs.service, stream.group, standalone=False))
+        request.respond("stream_create_response", {**info, "did_create": True})
 
     op = {
         "op": "stream_put", "acc": ajs.account.name, "config": config.storage_record(), "created": ajs.now_ns()
@@ -183,7 +184,9 @@ def stream_update(request: Request) -> None:
 
     def updated() -> None:
         advisories.stream_action(ajs, config.name, "modify")
-        request.respond("stream_update_response", stream_info(stream_of(request, config.name), cluster=False))
+        current = stream_of(request, config.name)
+        cluster = asset_cluster(ajs.service, current.group, standalone=False)
+        request.respond("stream_update_response", stream_info(current, cluster=cluster))
 
     op = {
         "op": "stream_put", "acc": ajs.account.name, "config": config.storage_record(), "created": stream.created_ns
@@ -236,6 +239,7 @@ def stream_info_handler(request: Request) -> None:
         deleted_details=bool(obj.get("deleted_details")),
         subjects_filter=subjects_filter,
         offset=offset,
+        cluster=asset_cluster(request.ajs.service, stream.group, standalone=True),
     )
     total = info.pop("_total", 0)
     paging = {
@@ -253,8 +257,9 @@ def stream_info(
     subjects_filter: str = "",
     offset: int = 0,
     dynamic_metadata: bool = True,
-    cluster: bool = True,
+    cluster: dict[str, object] | None = None,
 ) -> dict[str, object]:
+    """A stream's info; `cluster`: its block (cluster_info.asset_cluster), None to leave it out."""
     state = stream.store.state(with_deleted=deleted_details)
     out: dict[str, object] = {
         "messages": state.msgs,
@@ -288,8 +293,8 @@ def stream_info(
         "created": rfc3339(stream.created_ns),
         "state": out,
     }
-    if cluster:
-        info["cluster"] = {"leader": stream.host.server_name}
+    if cluster is not None:
+        info["cluster"] = cluster
     if stream.config.mirror:
         info["mirror"] = sources.mirror_info(stream)
     if stream.config.sources:
@@ -365,7 +370,8 @@ def _listed_info(ajs: AccountJetStream, config: StreamConfig) -> dict[str, objec
     other servers is listed with its config and creation time (its state stays with them)."""
     stream = ajs.streams.get(config.name)
     if stream is not None:
-        return stream_info(stream, dynamic_metadata=False, cluster=False)
+        return stream_info(stream, dynamic_metadata=False,
+                           cluster=asset_cluster(ajs.service, stream.group, standalone=False))
     record = ajs.service.meta.state.accounts.get(ajs.account.name, {}).get(config.name, {})
     created = int(str(record.get("created", 0)))
     return {"config": config.to_json(dynamic_metadata=False), "created": rfc3339(created),

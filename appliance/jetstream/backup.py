@@ -84,7 +84,7 @@ def stream_snapshot(request: Request) -> None:
     window_size = int(str(obj.get("window_size", 0))) or WINDOW_DEFAULT
     chunk_size = min(max(1024, chunk_size), 1024 * 1024)
     window_size = max(min(max(1024, window_size), 32 * 1024 * 1024), chunk_size)
-    info = stream_info(stream, cluster=False)
+    info = stream_info(stream)
     consumers = [] if obj.get("no_consumers") else list(stream.consumers.values())
     ajs = request.ajs
     client = advisories.client_info(ajs, advisories.requester(ajs, request.reply))
@@ -224,7 +224,7 @@ class SnapshotSender:
         self.index = 1
         self.sent_full = False
         self.done = False
-        state = stream_info(stream, cluster=False)["state"]
+        state = stream_info(stream)["state"]
         assert isinstance(state, dict)
         self.source = ChunkSource(archive_parts(stream, state, consumers, ajs.now_ns()))
         self.ack_subject = f"$JS.SNAPSHOT.ACK.{stream.config.name}.{advisories.new_id(ajs.rng)}"

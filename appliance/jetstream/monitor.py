@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from appliance.jetstream import resources
 from appliance.jetstream.api_consumers import info_of
 from appliance.jetstream.api_streams import stream_info
+from appliance.jetstream.cluster_info import asset_cluster, context_of, meta_cluster
 from appliance.jetstream.request import API_LEVEL
 from appliance.server.accounts import GLOBAL_ACCOUNT
 from appliance.server.monitor.view import (
@@ -15,7 +16,6 @@ from appliance.server.monitor.view import (
     JetStreamStats,
     JetStreamView,
     MetaClusterInfo,
-    PeerInfo,
     RaftGroupStat,
     StreamHealth,
 )
@@ -61,12 +61,14 @@ class JetStreamMonitor:
                 for kind, group in owned]
 
     def totals(self) -> dict[str, int]:
-        memory = storage = streams = consumers = messages = size = 0
+        memory = storage = streams = consumers = messages = size = streams_leader = consumers_leader = 0
         for ajs in self.service.accounts.values():
             for stream in ajs.streams.values():
                 state = stream.store.state()
                 streams += 1
                 consumers += len(stream.consumers)
+                streams_leader += _leads(stream.group)
+                consumers_leader += sum(_leads(consumer.group) for consumer in stream.consumers.values())
                 messages += state.msgs
                 size += state.bytes
                 if stream.config.storage == "memory":
@@ -77,7 +79,9 @@ class JetStreamMonitor:
             "memory": memory,
             "storage": storage,
             "streams": streams,
+            "streams_leader": streams_leader,
             "consumers": consumers,
+            "consumers_leader": consumers_leader,
             "messages": messages,
             "bytes": size,
         }
@@ -121,38 +125,15 @@ class JetStreamMonitor:
         )
 
     def meta_info(self) -> MetaClusterInfo | None:
-        """The meta group as /jsz `meta_cluster` shows it; None when not clustered."""
+        """The meta group as /jsz `meta_cluster` shows it; None when not clustered. A server whose
+        meta group has not formed yet (cluster/meta_formation.py) reports itself alone, leaderless."""
         service = self.service
         meta = service.meta
         if not meta.clustered:
             return None
-        voters = meta.voters()
-        size = max(len(voters), 1)
-        leader = meta.leader()
-        driver = service.driver
-        replicas: list[PeerInfo] = []
-        group = meta.group
-        if group is not None and group.is_leader():
-            for peer in group.peers():
-                if peer.peer == meta.peer or peer.peer not in voters:
-                    continue
-                replicas.append(PeerInfo(service.peer_name(peer.peer), peer.current, peer.seen_ago_s, peer.peer,
-                                         offline=driver is not None and driver.offline(peer.peer)))
-        else:
-            for peer in voters:
-                if peer == leader:
-                    continue
-                offline = driver is not None and driver.offline(peer)
-                replicas.append(PeerInfo(service.peer_name(peer), not offline and bool(leader), 0.0, peer,
-                                         offline=offline))
-        return MetaClusterInfo(
-            name=service.options.cluster.name,
-            cluster_size=size,
-            quorum_needed=size // 2 + 1,
-            leader=service.peer_name(leader) if leader else "",
-            leader_peer=leader,
-            replicas=tuple(replicas),
-        )
+        if meta.group is None:
+            return MetaClusterInfo(name=service.options.cluster.name, cluster_size=1, quorum_needed=1)
+        return meta_cluster(meta.group, context_of(service))
 
     def health(self) -> tuple[StreamHealth, ...]:
         """Every stream held here: damaged data, or could not be opened (service.failures)."""
@@ -199,7 +180,8 @@ class JetStreamMonitor:
             memory = storage = 0
             stream_detail: list[dict[str, object]] = []
             for stream in sorted(ajs.streams.values(), key=lambda s: s.config.name):
-                info = stream_info(stream, dynamic_metadata=False)
+                cluster = asset_cluster(self.service, stream.group, standalone=True)
+                info = stream_info(stream, dynamic_metadata=False, cluster=cluster)
                 if stream.config.storage == "memory":
                     memory += stream.store.state().bytes
                 else:
@@ -214,7 +196,7 @@ class JetStreamMonitor:
                 detail["state"] = info["state"]
                 if consumers and stream.consumers:
                     detail["consumer_detail"] = [
-                        _consumer_detail(info_of(c), c.config.metadata, config=config)
+                        _consumer_detail(info_of(c, self.service), c.config.metadata, config=config)
                         for _, c in sorted(stream.consumers.items())
                     ]
                 stream_detail.append(detail)
@@ -232,6 +214,11 @@ class JetStreamMonitor:
                 entry["stream_detail"] = stream_detail
             out.append(entry)
         return out
+
+
+def _leads(group: RaftGroup) -> int:
+    """1 if this replica leads the group (a single voter always does), as /jsz `raft` counts it."""
+    return 1 if len(group.voters()) <= 1 or group.is_leader() else 0
 
 
 def _consumer_detail(info: dict[str, object], metadata: dict[str, str], *, config: bool) -> dict[str, object]:

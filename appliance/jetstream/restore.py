@@ -259,7 +259,7 @@ class RestoreSession:
     def _installed(self, reply: str, stream: Stream) -> None:
         self._close()
         self._advise_complete()
-        info = stream_info(stream, cluster=False)
+        info = stream_info(stream)
         self.ajs.send(reply, go_json({"type": TYPE_PREFIX + "stream_create_response", **info}))
         logger.info(
             "Completed restore of %d bytes for stream '%s > %s'", self.bytes, self.ajs.account.name, self.name

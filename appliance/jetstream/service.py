@@ -40,6 +40,7 @@ from appliance.jetstream.cluster_driver import ClusterDriver
 from appliance.jetstream.groups import Replication
 from appliance.jetstream.meta import MetaGroup, MetaNetwork
 from appliance.jetstream.api_streams import stream_info
+from appliance.jetstream.cluster_info import asset_cluster
 from appliance.jetstream.request import TYPE_PREFIX
 from appliance.jetstream.wire import go_json
 from appliance.cluster.forward import ProposalForwarder
@@ -338,7 +339,7 @@ class AccountJetStream:
         self._led_waiters.append((group, fn))
 
     def _answer_create(self, stream: Stream, reply: str) -> None:
-        from_info = stream_info(stream, cluster=False)
+        from_info = stream_info(stream, cluster=asset_cluster(self.service, stream.group, standalone=False))
         body = {"type": TYPE_PREFIX + "stream_create_response", **from_info, "did_create": True}
         self.send(reply, go_json(body))
 

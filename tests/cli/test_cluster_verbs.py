@@ -168,6 +168,28 @@ def test_server_ls_lists_the_three_servers(urls: str) -> None:
     assert result.exit_code == 1 and "system privileges" in result.stderr
 
 
+def test_server_report_jetstream_summarises_servers_and_the_meta_group(urls: str) -> None:
+    out = ok(urls, "server", "report", "jetstream", "3", *SYS)
+    summary, meta = out.split("\n\n", 1)
+    rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in summary.splitlines()
+            if re.match(r"^│ n\d-c1", line)]
+    assert sorted(row[0].rstrip("*") for row in rows) == NAMES
+    assert [row[0].endswith("*") for row in rows].count(True) == 1  # the meta leader
+    assert all(row[1] == "C1" for row in rows)
+    assert sum(int(row[2]) for row in rows) >= 3  # ORDERS is R3: a replica on each server
+    leader = next(row[0].rstrip("*") for row in rows if row[0].endswith("*"))
+    assert "RAFT Meta Group Information - Lead cluster: C1" in meta
+    members = [[cell.strip() for cell in line.split("│")[1:-1]] for line in meta.splitlines()
+               if re.match(r"^│ n\d-c1 ", line)]
+    assert [m[0] for m in members] == NAMES
+    assert [m[0] for m in members if m[2] == "yes"] == [leader]
+    assert all(re.fullmatch(r"[A-Za-z0-9]{8}", m[1]) and m[4] == "true" for m in members)
+    leaders = ok(urls, "server", "report", "jetstream", "3", "--leaders", *SYS)
+    assert "Stream Leaders" in leaders and "Consumer Leaders" in leaders
+    result = cli(urls, "server", "report", "jetstream", *APP)
+    assert result.exit_code == 1 and "system privileges" in result.stderr
+
+
 def test_meta_step_down_then_evict_a_server(urls: str) -> None:
     out = CLOCK.sub("", ok(urls, "server", "raft", "step-down", *SYS))
     first = re.match(r'^Requesting leader step down of "(n\d-c1)" in a 3 peer RAFT group\n', out)

@@ -180,7 +180,7 @@ def test_consumer_info_of_an_r3_consumer_with_a_lagging_replica() -> None:
         "Cluster Information:",
         "                  Leader: N2",
         "                 Replica: N1, current, seen 0.00s ago",
-        "                 Replica: N3, outdated, not seen, 1 operation behind",
+        "                 Replica: N3, outdated, not seen",  # natscli: no lag or OFFLINE for consumers
         "  Last Delivered Message: Consumer sequence: 0 Stream sequence: 0",
         "        Outstanding Acks: 0 out of maximum 1,000",
         "    Unprocessed Messages: 3",
@@ -283,3 +283,31 @@ def test_rarer_config_and_state_rows_appear_only_when_set() -> None:
         "Deleted Messages",
     ]:
         assert label not in plain
+
+
+def test_the_cluster_block_built_by_the_server_prints_as_the_seed() -> None:
+    """jetstream/cluster_info.py's block for an R3 stream led by n1-c1, rendered: the seed's lines
+    (nats-server sorts the replicas by name; the seed's older server did not)."""
+    from appliance.cluster.group import PeerInfo as GroupPeer
+    from appliance.jetstream.cluster_info import ClusterContext, cluster_json
+    from tests.jetstream.test_cluster_info import FakeGroup
+
+    names = {"p1": "n1-c1", "p3": "n3-c1", "p4": "n4-c1"}
+    group = FakeGroup("p1", "p1", ("p1", "p3", "p4"), commit=9, since_wall_s=1_700_000_000.0,
+                      followers=[GroupPeer("p4", True, 0.07, 9), GroupPeer("p3", True, 0.07, 9)])
+    info = load("stream_info_r3.json")
+    info["cluster"] = json.loads(json.dumps(cluster_json(group, ClusterContext("C1", "n1-c1", "p1", names))))
+    text = stream_info_text(info, tz=UTC)
+    block = text[text.index("Cluster Information:") : text.index("State:")]
+    assert [line.strip() for line in block.splitlines()] == [
+        "Cluster Information:", "", "Name: C1", "Leader: n1-c1",
+        "Replica: n3-c1, current, seen 0.07s ago", "Replica: n4-c1, current, seen 0.07s ago", "",
+    ]
+    consumer = load("consumer_create_r3.json")
+    group.followers = [GroupPeer("p4", False, 12.5, 2), GroupPeer("p3", True, 0.07, 9)]
+    info = json.loads(json.dumps(cluster_json(group, ClusterContext("C1", "n1-c1", "p1", names, offline={"p4"}))))
+    consumer["cluster"] = info
+    text = consumer_info_text(consumer, tz=UTC, now=datetime(2030, 1, 1, tzinfo=UTC))
+    assert "Replica: n4-c1, outdated, seen 12.50s ago\n" in text  # (stream info adds OFFLINE, lag)
+    assert "n4-c1, outdated, OFFLINE, seen 12.50s ago, 7 operations behind" in stream_info_text(
+        {**load("stream_info_r3.json"), "cluster": info}, tz=UTC)

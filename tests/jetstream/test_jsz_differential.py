@@ -38,6 +38,7 @@ QUERIES = [
     "/jsz?accounts=true",
     "/jsz?streams=true&consumers=true&config=true",
     "/jsz?accounts=true&streams=true&consumers=true&config=true",
+    "/jsz?raft=true",  # streams_leader / consumers_leader: a standalone server leads everything
 ]
 # Not compared: `?acc=` naming an account that is not a JetStream one. nats-server then leaves
 # account_details out and reports total = its number of JetStream accounts; server/monitor/jsz.py

@@ -12,6 +12,7 @@ from .durations import rfc3339_nano, wall_ns
 from .endpoint import Endpoint, RequestContext, Response, json_response
 from .gojson import JsonValue
 from .jsinfo import config_json, meta_json, stats_json
+from .params import BadRequest
 from .view import JetStreamStats, ServerView
 
 
@@ -26,13 +27,25 @@ class JszOptions:
     streams: bool = False
     consumers: bool = False
     config: bool = False
+    raft: bool = False  # also count the streams and consumers this server leads
+    leader_only: bool = False  # only the meta leader answers (others stay silent)
 
 
 def query_options(ctx: RequestContext) -> JszOptions:
     query = ctx.query
     return JszOptions(account=query.get("acc"), accounts=query.boolean("accounts"),
                       streams=query.boolean("streams"), consumers=query.boolean("consumers"),
-                      config=query.boolean("config"))
+                      config=query.boolean("config"), leader_only=query.boolean("leader-only"),
+                      raft=query.boolean("raft"))
+
+
+def is_meta_leader(view: ServerView) -> bool:
+    """Does this server lead the JetStream meta group (a standalone server always does)?
+    False without JetStream."""
+    js = view.jetstream()
+    if js is None or not js.enabled:
+        return False
+    return js.meta is None or js.meta.leader == view.server_name
 
 
 def jsz_json(view: ServerView, options: JszOptions) -> dict[str, JsonValue]:
@@ -54,12 +67,13 @@ def jsz_json(view: ServerView, options: JszOptions) -> dict[str, JsonValue]:
         consumers=options.consumers,
         config=options.config,
     )
-    out.update(
-        streams=totals["streams"],
-        consumers=totals["consumers"],
-        messages=totals["messages"],
-        bytes=totals["bytes"],
-    )
+    out["streams"] = totals["streams"]
+    if options.raft and totals.get("streams_leader"):  # omitempty
+        out["streams_leader"] = totals["streams_leader"]
+    out["consumers"] = totals["consumers"]
+    if options.raft and totals.get("consumers_leader"):
+        out["consumers_leader"] = totals["consumers_leader"]
+    out.update(messages=totals["messages"], bytes=totals["bytes"])
     if js.meta is not None:
         out["meta_cluster"] = meta_json(js.meta)
     if options.accounts or options.streams or options.consumers or options.account:
@@ -70,7 +84,10 @@ def jsz_json(view: ServerView, options: JszOptions) -> dict[str, JsonValue]:
 
 def handle(ctx: RequestContext) -> Response:
     ctx.count()
-    return json_response(jsz_json(ctx.view, query_options(ctx)))
+    options = query_options(ctx)
+    if options.leader_only and not is_meta_leader(ctx.view):
+        raise BadRequest("filtered response: not leader")  # nats-server: 400 text/plain
+    return json_response(jsz_json(ctx.view, options))
 
 
 ENDPOINT = Endpoint(paths=("/jsz",), handle=handle, title="JetStream")

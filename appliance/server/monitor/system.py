@@ -31,7 +31,7 @@ from .durations import rfc3339_nano, wall_ns
 from .endpoint import HttpStats
 from .gojson import JsonValue, dumps
 from .healthz import HealthzOptions, healthz_json
-from .jsz import JszOptions, jsz_json
+from .jsz import JszOptions, is_meta_leader, jsz_json
 from .params import BadRequest
 from .routez import routez_json
 from .statsz import statsz_json
@@ -276,11 +276,11 @@ def subsz_options(options: Mapping[str, object]) -> SubszOptions:
 
 
 def jsz_options(options: Mapping[str, object]) -> JszOptions:
-    """nats-server's JSzOptions; leader_only, offset, limit, raft and stream_leader_only change
-    nothing here (no replicated assets: every stream's leader is this server)."""
+    """nats-server's JSzOptions; offset, limit and stream_leader_only change nothing here."""
     return JszOptions(account=_text(options, "account") or None, accounts=_flag(options, "accounts"),
                       streams=_flag(options, "streams"), consumers=_flag(options, "consumer"),
-                      config=_flag(options, "config"))
+                      config=_flag(options, "config"), raft=_flag(options, "raft"),
+                      leader_only=_flag(options, "leader_only"))
 
 
 def healthz_options(options: Mapping[str, object]) -> HealthzOptions:
@@ -326,6 +326,8 @@ def system_reply(view: ServerView, stats: HttpStats, name: str, body: bytes, *, 
     else:
         if is_filtered_out(view, options):
             return None
+        if name == "JSZ" and _flag(options, "leader_only") and not is_meta_leader(view):
+            return None  # nats-server: only the meta leader answers (errSkipZreq)
         try:
             # a statsz answer (`$SYS.REQ.SERVER.PING` itself, or .STATSZ) is a ServerStatsMsg: "statsz"
             reply["statsz" if name == "STATSZ" else "data"] = endpoint_data(view, stats, name, options)

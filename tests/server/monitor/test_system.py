@@ -8,7 +8,7 @@ import pytest
 from appliance.config.options import JetStreamOptions
 from appliance.server.monitor import MonitorApp
 from appliance.server.monitor.system import system_subjects
-from appliance.server.monitor.view import JetStreamView, SubscriptionInfo
+from appliance.server.monitor.view import JetStreamView, MetaClusterInfo, SubscriptionInfo
 from appliance.testing.fake_view import FakeServerView
 
 
@@ -186,3 +186,32 @@ def test_subjects_to_subscribe() -> None:
     assert subjects["$SYS.REQ.SERVER.PING.ROUTEZ"] == "ROUTEZ"
     assert subjects["$SYS.REQ.SERVER.PING.JSZ"] == subjects["$SYS.REQ.SERVER.NABC.JSZ"] == "JSZ"
     assert len(subjects) == 15
+
+
+def _js(meta: MetaClusterInfo | None) -> JetStreamView:
+    return JetStreamView(enabled=True, clustered=meta is not None, max_memory=1, max_storage=1,
+                         store_dir="/x", sync_interval_s=120, meta=meta)
+
+
+def test_jsz_leader_only_is_answered_by_the_meta_leader_alone(scene: FakeServerView) -> None:
+    body = b'{"leader_only":true}'
+    app = MonitorApp(scene)
+    assert app.system_reply("JSZ", body, seq=1) is None  # no JetStream: silent, as nats-server
+    scene.jetstream_view = _js(None)  # standalone: it leads
+    assert app.system_reply("JSZ", body, seq=1) is not None
+    scene.jetstream_view = _js(MetaClusterInfo(name="C1", cluster_size=3, quorum_needed=2, leader="n2-c1"))
+    assert app.system_reply("JSZ", body, seq=1) is None
+    assert app.system_reply("JSZ", b"{}", seq=1) is not None  # every server answers without the flag
+    scene.jetstream_view = _js(MetaClusterInfo(name="C1", cluster_size=3, quorum_needed=2, leader="S1"))
+    assert ask(scene, "JSZ", body)["server"]["name"] == "S1"
+
+
+def test_http_jsz_leader_only_refuses_on_servers_not_leading(scene: FakeServerView) -> None:
+    app = MonitorApp(scene)
+    refused = app.respond("/jsz", "leader-only=true")
+    assert (refused.status, refused.body) == (400, b"filtered response: not leader")  # no JetStream
+    scene.jetstream_view = _js(MetaClusterInfo(name="C1", cluster_size=3, quorum_needed=2, leader="n2-c1"))
+    assert app.respond("/jsz", "leader-only=true").status == 400
+    assert app.respond("/jsz", "leader-only=false").status == 200
+    scene.jetstream_view = _js(None)
+    assert app.respond("/jsz", "leader-only=true").status == 200
