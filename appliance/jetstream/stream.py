@@ -124,6 +124,7 @@ class Stream:
         # account/server limits (resources.py): None unless a limit applies to this stream
         self.guard: Callable[[Stream, list[ops.InMsg]], list[Outcome] | None] | None = None
         self.replicated = replication is not None
+        self._fetching = False  # a replica fetching what the leader's snapshot stands for
         self._catch_up = replication.catch_up if replication is not None else None
         if replication is not None:
             self.group = replicated_group(
@@ -208,7 +209,25 @@ class Stream:
                 "and no catch-up source is configured"
             )
         self.group.pause_apply()
+        self._fetching = True
         self._fetch_from(catch_up, max(have + 1, first), wanted, first, last_ts)
+
+    def catch_up_batch(self, from_seq: int, to_seq: int, max_msgs: int, max_bytes: int) -> list[StoredMsg] | None:
+        """Serve a lagging replica (cluster/catch_up.py CatchUpProvider): stored messages in
+        [from_seq, to_seq], at most max_msgs and about max_bytes (at least one); None unless this
+        replica holds the whole range (it is itself fetching, or behind)."""
+        if self.deleted or self._fetching or self.store.state().last_seq < to_seq:
+            return None
+        out: list[StoredMsg] = []
+        size = 0
+        for msg in self.store.scan(from_seq):
+            if msg.seq > to_seq or len(out) >= max_msgs:
+                break
+            size += len(msg.subject) + len(msg.headers) + len(msg.payload)
+            if out and size > max_bytes:
+                break
+            out.append(msg)
+        return out
 
     def _fetch_from(self, catch_up: CatchUpSource, start: int, wanted: int, first: int, last_ts: int) -> None:
         def retry() -> None:
@@ -230,6 +249,7 @@ class Stream:
             self.store.finish_restore(wanted, last_ts)  # type: ignore[attr-defined]
             self._drop_below(first)
             self._rebuild_dedupe()
+            self._fetching = False
             self.group.resume_apply()
 
         catch_up.fetch(self.group.leader(), start, wanted, got)
