@@ -105,6 +105,7 @@ assert FRAME_BYTES_MAX < 2**32, "frame length is a u32 on the wire"
 # --- store (appliance/store/) ---------------------------------------------------------------------
 STORE_SEGMENT_BYTES = 8 * 1024 * 1024  # an active segment is sealed (compressed) past this size
 STORE_BLOCK_RAW_BYTES = 1024 * 1024  # raw records per zstd block of a sealed segment
+STORE_APPLIED_JOURNAL_RECORDS_MAX = 4096  # a replicated stream's applied-index journal is rewritten past this
 STORE_RECORD_BYTES_MAX = 64 * 1024 * 1024  # one record (subject + headers + payload + framing)
 STORE_READ_HANDLES_MAX = 64  # open read fds per FileOps (LRU)
 STORE_BATCH_MSGS_MAX = 65536  # messages per store_batch call

@@ -859,6 +859,49 @@ class FileStreamStore:
         self._written_seq = self._index.last_seq
         self._unsynced = True
 
+    # --- a replicated stream's applied position (store/applied.py) ----------------------------------
+
+    def position(self) -> tuple[int, int]:
+        """Where the store's writes end now: (active segment's first sequence, its size in bytes)."""
+        active = self._active
+        return active.first_seq, active.size
+
+    @_fails_closed
+    def rewind(self, segment_first: int, size: int) -> bool:
+        """Cut the store back to the moment `position()` was (segment_first, size): every record
+        written since (messages, removals) is dropped, and the store is read back from disk.
+
+        False (nothing changed) when that moment cannot be restored: its segment is gone or
+        sealed (compressed since), a seal job holds it, or it is shorter now than then.
+        """
+        k = bisect_right(self._names, segment_first) - 1
+        if k < 0 or self._names[k] != segment_first:
+            return False
+        tail = self._segments[k:]
+        if any(not isinstance(seg, ActiveSegment) or seg.path in self._sealing for seg in tail):
+            return False
+        target = tail[0]
+        assert isinstance(target, ActiveSegment)
+        if size < segment.HEADER_BYTES or size > target.size:
+            return False
+        if (target.size, len(tail)) == (size, 1):
+            return True
+        for seg in tail:
+            self._ops.close_file(seg.path)
+        for seg in tail[1:]:  # only records written after that moment are in them
+            self._ops.remove(seg.path)
+        self._ops.truncate(target.path, size)
+        self._ops.fsync(target.path)
+        self._ops.fsync_dir(self._dir)
+        self._index = StreamIndex(self._index.limits)
+        self._blocks = BlockCache(self.config.block_cache_bytes)
+        self._hot = self._chunk = None
+        self._seal_retry_later.clear()
+        self._unsynced = self._dir_dirty = False
+        self._lost_floor = 0
+        self._recover()
+        return True
+
     # --- introspection for scan.py and inspect ----------------------------------------------------
 
     @property
