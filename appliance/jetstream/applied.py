@@ -13,10 +13,14 @@ AppliedJournal (store/applied.py) beside the store:
 - `note(index)` after every apply, and after store changes outside the log (expiry, acks, a
   catch-up batch), with the index applied so far: one record, written to the OS (a process crash
   keeps it).
-- `sync()` right after each store fsync (before the RAFT log is compacted past the store, and on
-  close): a durable record never names store bytes that are not durable.
+- `sync()` right after each store fsync (before the RAFT log is compacted past the store, on
+  close, and when a record names a new active segment): a durable record never names store
+  bytes that are not durable. The store keeps every segment from the newest durable record's
+  on unsealed (FileStreamStore.hold_seal): whichever record survives a crash, the store can be
+  cut back to it.
 
-A memory store keeps nothing across a restart: its stream has no journal (applied index 0).
+A memory store keeps nothing across a restart: its stream has no journal (applied index 0). A
+file store opened for a stream that is not replicated (any more) drops its journal (`forget`).
 """
 
 from __future__ import annotations
@@ -66,6 +70,23 @@ class AppliedPosition:
         store = self.store
         first, size = store.position()
         self.journal.record(AppliedRecord(index, store.index.last_seq, first, size))
+        if first != store.seal_hold:
+            # a new active segment (or the first record): make this record durable now, so the
+            # segments before it may be sealed (one store fsync and one journal fsync per roll)
+            store.sync()
+            self.sync()
 
     def sync(self) -> None:
+        """Right after a store fsync: the records written so far are durable, and segments older
+        than the newest one's may be sealed (no open will cut back into them)."""
         self.journal.sync()
+        last = self.journal.last()
+        if last is not None and last.segment_first != self.store.seal_hold:
+            self.store.hold_seal(last.segment_first)
+
+
+def forget(store: FileStreamStore) -> None:
+    """An unreplicated stream's store: no journal, nothing held unsealed."""
+    if store.seal_hold is not None:
+        AppliedJournal(store.ops, store.config.directory).remove()
+        store.hold_seal(None)

@@ -28,6 +28,7 @@ from appliance import limits
 from appliance.errors import BrokenError, CorruptData, LimitExceeded, NotLeader, ProposalDropped
 from appliance.jetstream import advisories, errors, ops
 from appliance.jetstream.applied import AppliedPosition
+from appliance.jetstream.applied import forget as forget_applied
 from appliance.jetstream.config import StreamConfig
 from appliance.jetstream.groups import (
     CatchUpSource,
@@ -111,6 +112,8 @@ class Stream:
         if replication is not None and self._file is not None:
             self._applied = AppliedPosition(self._file)
             self._applied_floor = self._applied.open(config.name)
+        elif self._file is not None:
+            forget_applied(self._file)
         self._dedupe: OrderedDict[str, tuple[int, int]] = OrderedDict()
         self._last_msg_id = ""
         self._inbox: list[tuple[ops.InMsg, bytes]] = []  # publishes of this loop turn, reply b"" for none

@@ -20,6 +20,11 @@ did not reach) is gone, and those entries are applied again from the log, onto e
 store they were first applied to. So a crash anywhere between a store write and its record
 neither duplicates nor loses a message.
 
+Sealing: a rewind can only cut into segments still raw (not compressed since), so the store keeps
+every segment from the newest durable record's on unsealed (FileStreamStore.hold_seal, read from
+this file when the store opens, before it seals anything); the stream moves the hold on each time
+it makes a record naming a newer segment durable.
+
 The file is bounded: past APPLIED_JOURNAL_RECORDS_MAX records it is replaced (atomically) by its
 last record. A torn or damaged tail record is ignored (the records before it stand).
 """
@@ -65,6 +70,17 @@ def decode_all(data: bytes) -> list[AppliedRecord]:
     return out
 
 
+def held_segment(ops: FileOps, directory: str) -> int | None:
+    """The segment a store with a journal must keep unsealed from when it opens, or None: its
+    oldest record's (any record may be the one the store is cut back to: the newest durable one
+    is never older than the newest record whose segment the last run kept unsealed)."""
+    path = os.path.join(directory, JOURNAL_NAME)
+    if not ops.exists(path):
+        return None
+    records = decode_all(ops.read_all(path))
+    return min(record.segment_first for record in records) if records else 0
+
+
 class AppliedJournal:
     def __init__(self, ops: FileOps, directory: str, *,
                  records_max: int = limits.STORE_APPLIED_JOURNAL_RECORDS_MAX) -> None:
@@ -95,6 +111,13 @@ class AppliedJournal:
         self._count += 1
         self._unsynced = True
         self.records = [*self.records[-1:], record]  # only the newest few matter once running
+
+    def remove(self) -> None:
+        """The stream is no longer replicated: its store is no longer cut back on open."""
+        if self._ops.exists(self.path):
+            self._ops.remove(self.path)
+            self._ops.fsync_dir(self._dir)
+        self.records, self._count, self._unsynced = [], 0, False
 
     def sync(self) -> None:
         """Make every record durable: call right after the store's own fsync."""

@@ -47,7 +47,7 @@ import zstandard
 
 from appliance import limits as bounds
 from appliance.errors import BrokenError, CorruptData, LimitExceeded
-from appliance.store import api, records, segment, snapshot, speedups
+from appliance.store import api, applied, records, segment, snapshot, speedups
 from appliance.store.cache import BlockCache, CachedBlock
 from appliance.store.fileops import FileOps, OsFileOps, write_atomic, write_file
 from appliance.store.index import StreamIndex
@@ -149,6 +149,10 @@ class FileStreamStore:
         self._unsealable: set[str] = set()
         self.recovery = RecoveryReport()
         self._lost_floor = 0  # lost sequences below it were purged, compacted or expired since
+        # segments from this one on are never sealed (compressed): a replicated stream may still
+        # cut the store back into them (rewind, applied.py); read from its journal before recovery
+        # seals anything, moved by the stream with hold_seal()
+        self._seal_hold: int | None = applied.held_segment(self._ops, self._dir)
         self._recover()
 
     # --- recovery ---------------------------------------------------------------------------------
@@ -239,9 +243,29 @@ class FileStreamStore:
         return sum(1 for seg in self._segments[:-1] if isinstance(seg, ActiveSegment))
 
     def has_unsealed(self) -> bool:
-        """A closed segment could be sealed now (none in flight, damaged or failing)."""
+        """A closed segment could be sealed now (none in flight, damaged, failing or held)."""
         skip = self._unsealable | self._sealing | self._seal_retry_later
-        return any(isinstance(seg, ActiveSegment) and seg.path not in skip for seg in self._segments[:-1])
+        return any(isinstance(seg, ActiveSegment) and seg.path not in skip and not self._held(seg)
+                   for seg in self._segments[:-1])
+
+    def _held(self, seg: Segment) -> bool:
+        return self._seal_hold is not None and seg.first_seq >= self._seal_hold
+
+    @property
+    def seal_hold(self) -> int | None:
+        return self._seal_hold
+
+    def hold_seal(self, segment_first: int | None) -> None:
+        """Seal no segment from `segment_first` on (None: no hold); what the hold released is
+        sealed as after a roll."""
+        released = self._seal_hold is not None and (segment_first is None or segment_first > self._seal_hold)
+        self._seal_hold = segment_first
+        if not released or self._closed or self._broken is not None or not self.has_unsealed():
+            return
+        if self._inline:
+            self._seal_all_now()
+        elif self._sealer is not None:
+            self._sealer.request(self)
 
     def seal_failed(self, job: SealJob, error: BaseException) -> None:
         """A seal job raised: the segment stays closed and readable as it is.
@@ -266,7 +290,7 @@ class FileStreamStore:
         """The compression of the oldest closed, unsealed segment, or None."""
         skip = self._unsealable | self._sealing | self._seal_retry_later
         for k, seg in enumerate(self._segments[:-1]):
-            if not isinstance(seg, ActiveSegment) or seg.path in skip:
+            if not isinstance(seg, ActiveSegment) or seg.path in skip or self._held(seg):
                 continue
             # A backlog (more than this segment waits) is sealed at the fast level to catch up.
             backlog = self._unsealed_count() > 1

@@ -82,11 +82,15 @@ def test_restarted_replicas_and_leader_apply_only_what_their_store_lacks(seed: i
 @pytest.mark.parametrize("mode", ["flush", "lose"])
 @pytest.mark.parametrize("victim", ["leader", "follower"])
 @pytest.mark.parametrize("crash_point", range(1, 13))
-def test_a_crash_at_any_store_write_neither_duplicates_nor_loses(mode: str, victim: str, crash_point: int) -> None:
+@pytest.mark.parametrize("segment_bytes", [None, 600])
+def test_a_crash_at_any_store_write_neither_duplicates_nor_loses(
+    mode: str, victim: str, crash_point: int, segment_bytes: int | None
+) -> None:
     """Killed (flush: the OS keeps every write) or powered off (lose: only fsynced bytes stay) at
-    the n-th file write while it applies batches: between a store write and its journal record."""
+    the n-th file write while it applies batches: between a store write and its journal record,
+    with segments rolled (and sealed) inside one apply when they are small."""
     seed = crash_point * 7 + (victim == "leader")
-    replicas = StreamReplicas(seed=seed, file_stores=True, snapshot_entries=6)
+    replicas = StreamReplicas(seed=seed, file_stores=True, snapshot_entries=6, segment_bytes=segment_bytes)
     leader = replicas.elect()
     publish(leader, range(10))
     replicas.run_until(lambda: len(acked(leader)) == 10)

@@ -178,7 +178,7 @@ class StreamReplicas:
     def __init__(self, *, seed: int, peers: Sequence[str] = ("n1", "n2", "n3"),
                  config: StreamConfig | None = None, faults: NetworkFaults | None = None,
                  snapshot_entries: int | None = None, consumer: dict[str, object] | None = None,
-                 file_stores: bool = False) -> None:
+                 file_stores: bool = False, segment_bytes: int | None = None) -> None:
         self.rng = random.Random(seed)
         self.peers = tuple(peers)
         # parsed as R1 (the config layer refuses R>1 without a cluster), then given its replicas
@@ -194,6 +194,7 @@ class StreamReplicas:
         )
         self.disks = {peer: SimDisk() for peer in self.peers}
         self.filesystems = {peer: FaultFS() for peer in self.peers} if file_stores else {}
+        self.segment_bytes = segment_bytes  # small: the stores roll (and seal) segments often
         self.crashes: list[str] = []  # servers that crashed at an injected write (crash_store_at)
         self.catch_up_batches: list[int] = []  # sizes of the batches lagging replicas fetched
         self._crash_mode: CrashMode = "flush"
@@ -208,8 +209,11 @@ class StreamReplicas:
         store: MemoryStreamStore | FileStreamStore
         if self.filesystems:
             directory = f"/{peer}/streams/{self.config.name}"
-            store = FileStreamStore(FileStoreConfig(directory, limits=store_limits(self.config)),
-                                    ops=self.filesystems[peer])
+            config = FileStoreConfig(directory, limits=store_limits(self.config))
+            if self.segment_bytes is not None:
+                config = dataclasses.replace(config, segment_bytes=self.segment_bytes,
+                                             block_raw_bytes=min(config.block_raw_bytes, self.segment_bytes))
+            store = FileStreamStore(config, ops=self.filesystems[peer])
         else:
             store = MemoryStreamStore(store_limits(self.config))
         replication = Replication(storage=storage, transport=registry.outbox(GROUP_ID), tick_s=TICK_S,
