@@ -81,7 +81,7 @@ def test_restarted_replicas_and_leader_apply_only_what_their_store_lacks(seed: i
 @pytest.mark.sim
 @pytest.mark.parametrize("mode", ["flush", "lose"])
 @pytest.mark.parametrize("victim", ["leader", "follower"])
-@pytest.mark.parametrize("crash_point", range(1, 13))
+@pytest.mark.parametrize("crash_point", range(1, 30))
 @pytest.mark.parametrize("segment_bytes", [None, 600])
 def test_a_crash_at_any_store_write_neither_duplicates_nor_loses(
     mode: str, victim: str, crash_point: int, segment_bytes: int | None
@@ -97,10 +97,12 @@ def test_a_crash_at_any_store_write_neither_duplicates_nor_loses(
     target = leader.name if victim == "leader" else next(p for p in replicas.peers if p != leader.name)
     replicas.crash_store_at(target, crash_point, mode)  # type: ignore[arg-type]
     before = dict(acked(leader))
-    for tick in range(12):
+    for tick in range(40):  # publishing on until the crash, then a little more
         if leader.name in replicas.replicas:
             publish(leader, range(10 + 5 * tick, 15 + 5 * tick))
         replicas.step()
+        if replicas.crashes and tick % 4 == 3:
+            break
     assert replicas.crashes == [target], f"no crash at write {crash_point}"
     if leader.name in replicas.replicas:
         before = acked(leader)
