@@ -69,6 +69,8 @@ class AppliedPosition:
         self.index = index
         store = self.store
         first, size = store.position()
+        if self.journal.full():
+            store.sync()  # the record replacing the file is durable at once: so must its bytes be
         self.journal.record(AppliedRecord(index, store.index.last_seq, first, size))
         if first != store.seal_hold:
             # a new active segment (or the first record): make this record durable now, so the

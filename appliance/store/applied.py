@@ -98,9 +98,13 @@ class AppliedJournal:
     def last(self) -> AppliedRecord | None:
         return self.records[-1] if self.records else None
 
+    def full(self) -> bool:
+        """The next record replaces the file (durably, at once): sync the store first."""
+        return self._count >= self.records_max
+
     def record(self, record: AppliedRecord) -> None:
-        """Append `record` (to the OS; durable at the next sync)."""
-        if self._count >= self.records_max:
+        """Append `record` (to the OS; durable at the next sync, or at once when `full()`)."""
+        if self.full():
             self._replace([record])
             return
         if self._count == 0 and not self._ops.exists(self.path):

@@ -129,3 +129,28 @@ def test_the_journal_lives_beside_the_store_and_stays_bounded() -> None:
     path = f"/{leader.name}/streams/S/{JOURNAL_NAME}"
     assert fs.exists(path)
     assert fs.size(path) <= limits.STORE_APPLIED_JOURNAL_RECORDS_MAX * 36
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("mode", ["flush", "lose"])
+def test_a_replica_killed_while_fetching_behind_a_snapshot_fetches_on_after_its_restart(mode: str) -> None:
+    replicas = StreamReplicas(seed=11, file_stores=True, snapshot_entries=4)
+    leader = replicas.elect()
+    lagging = next(p for p in replicas.peers if p != leader.name)
+    replicas.network.partition({lagging}, list(replicas.peers))
+    total = 700  # three catch-up batches
+    for tick in range(14):
+        publish(leader, range(tick * 50, tick * 50 + 50))
+        replicas.step()
+    replicas.run_until(lambda: len(acked(leader)) == total)
+    assert leader.stream.group.storage.snapshot().meta.index > 0  # compacted past the lagging one
+    replicas.network.heal()
+    behind = replicas.replicas[lagging]
+    replicas.run_until(lambda: len(replicas.catch_up_batches) == 2)  # the first is stored, the second asked
+    assert 0 < behind.stream.store.state().last_seq < total  # part of it fetched
+    replicas.crash(lagging, mode)  # type: ignore[arg-type]
+    restarted = replicas.start(lagging)  # its log holds the snapshot; its store does not, yet
+    replicas.run_until(lambda: restarted.stream.store.state().last_seq == total)
+    publish(leader, range(total, total + 5))
+    stored = converge(replicas, total + 5)
+    assert [payload for _, payload in stored] == [b"m%d" % n for n in range(total + 5)]

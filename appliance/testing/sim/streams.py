@@ -140,25 +140,23 @@ class _NetTransport:
 
 
 class _CatchUp:
-    """CatchUpSource of one server: reads the leader's store (in-process), answers a turn later."""
+    """CatchUpSource of one server: reads the leader's store (in-process), answers a tick later
+    (a round trip: one batch per tick, so a crash can land between two batches)."""
 
-    def __init__(self, replicas: StreamReplicas, peer: str) -> None:
-        self.replicas, self.peer = replicas, peer
+    def __init__(self, replicas: StreamReplicas, peer: str, host: SimHost) -> None:
+        self.replicas, self.peer, self.host = replicas, peer, host
 
     def fetch(
         self, leader: str, from_seq: int, to_seq: int, done: Callable[[list[StoredMsg] | None], None]
     ) -> None:
-        asking = self.replicas.replicas.get(self.peer)
         source = self.replicas.replicas.get(leader)
-        if asking is None:
-            return
-        if source is None or leader == self.peer:
-            asking.host.call_soon(lambda: done(None))
+        if source is None or leader == self.peer:  # no leader known, or it is down: asked again later
+            self.host.call_soon(lambda: done(None))
             return
         scan = itertools.islice(source.stream.store.scan(from_seq), limits.JS_CATCHUP_BATCH_MSGS)
         batch = [msg for msg in scan if msg.seq <= to_seq]
         self.replicas.catch_up_batches.append(len(batch))
-        asking.host.call_soon(lambda: done(batch))
+        self.host.call_later(TICK_S, lambda: done(batch))
 
 
 @dataclass
@@ -217,7 +215,7 @@ class StreamReplicas:
         else:
             store = MemoryStreamStore(store_limits(self.config))
         replication = Replication(storage=storage, transport=registry.outbox(GROUP_ID), tick_s=TICK_S,
-                                  snapshot_entries=self.snapshot_entries, catch_up=_CatchUp(self, peer))
+                                  snapshot_entries=self.snapshot_entries, catch_up=_CatchUp(self, peer, host))
         stream = Stream(config=self.config, created_ns=1, store=store, host=host, peer=peer,
                         group_id=GROUP_ID, replication=replication)
         registry.add(stream.group)
