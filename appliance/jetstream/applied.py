@@ -78,6 +78,15 @@ class AppliedPosition:
             store.sync()
             self.sync()
 
+    def settle(self, index: int) -> None:
+        """Record `index` and make it durable at once: after an erase rewrote a segment in place,
+        the positions recorded before it no longer name the same bytes. Not covered: a crash
+        between the rewrite and this record leaves only records with pre-erase offsets; the cut
+        back then usually fails its last_seq check and the store is refused (BrokenError)."""
+        self.note(index)
+        self.store.sync()
+        self.sync()
+
     def sync(self) -> None:
         """Right after a store fsync: the records written so far are durable, and segments older
         than the newest one's may be sealed (no open will cut back into them)."""

@@ -192,6 +192,8 @@ class Stream:
                 result = self._apply_op(kind, body)
                 if self.group.awaits(entry.index):
                     self._results[entry.index] = result
+                if kind == ops.KIND_DELETE and body.get("erase") and self._applied is not None:
+                    self._applied.settle(entry.index)  # the erase rewrote a segment: older records are void
         if self._applied is not None and entries:
             self._applied.note(max(entries[-1].index, self._applied.index))
 

@@ -255,12 +255,16 @@ class FileStreamStore:
     def seal_hold(self) -> int | None:
         return self._seal_hold
 
+    @_fails_closed
     def hold_seal(self, segment_first: int | None) -> None:
-        """Seal no segment from `segment_first` on (None: no hold); what the hold released is
-        sealed as after a roll."""
+        """Seal (or remove as dead) no segment from `segment_first` on (None: no hold); what the
+        hold released is sealed as after a roll."""
         released = self._seal_hold is not None and (segment_first is None or segment_first > self._seal_hold)
         self._seal_hold = segment_first
-        if not released or self._closed or self._broken is not None or not self.has_unsealed():
+        if not released or self._closed or self._broken is not None:
+            return
+        self._drop_dead_head()
+        if not self.has_unsealed():
             return
         if self._inline:
             self._seal_all_now()
@@ -377,12 +381,13 @@ class FileStreamStore:
         return zdict
 
     def _drop_dead_head(self) -> None:
-        """Remove leading segments without live messages (never the active one)."""
-        if len(self._segments) < 2 or self._segments[0].live:
+        """Remove leading segments without live messages (never the active one, nor a held one:
+        a rewind may cut back into it)."""
+        if len(self._segments) < 2 or self._segments[0].live or self._held(self._segments[0]):
             return
         if self._unsynced or self._dir_dirty:
             self.sync()  # the removal records must be durable before the messages' files go
-        while len(self._segments) > 1 and self._segments[0].live == 0:
+        while len(self._segments) > 1 and self._segments[0].live == 0 and not self._held(self._segments[0]):
             seg = self._segments.pop(0)
             self._names.pop(0)
             self._ops.remove(seg.path)
