@@ -11,6 +11,13 @@ after one fsync of the store that covers every batch applied meanwhile (inline f
 publisher, off the loop otherwise); with a sync interval, PubAcks leave at commit and a timer
 syncs.
 The dedupe window and the last msg id are rebuilt from the store on restart.
+
+Replicated (R>1, `Replication`): the group has voters on other servers and a durable RAFT log;
+a batch commits once a quorum persisted it. A file store records which RAFT index it holds
+(applied.py): on open it is cut back to its last record and the group re-applies only the
+entries after it. A replica behind the leader's snapshot fetches the leader's stored messages
+(`restore`, through its CatchUpSource) and serves its own to others (`catch_up_batch`,
+cluster/catch_up.py).
 """
 
 from __future__ import annotations
