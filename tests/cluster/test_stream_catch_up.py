@@ -39,7 +39,8 @@ TICK_S = 0.05
 
 class Node:
     def __init__(self, mesh: RouteMesh, index: int, voters: tuple[str, ...], clock: ManualClock,
-                 root: Path, *, batch_bytes: int, snapshot_entries: int, config: Any) -> None:
+                 root: Path, *, batch_bytes: int, snapshot_entries: int, config: Any,
+                 disk: SimDisk | None = None) -> None:
         server = mesh.servers[index]
         self.name = server.options.server_name
         self.peer = peer_token(self.name)
@@ -49,7 +50,7 @@ class Node:
         self.transport.attach(self.registry)
         self.catch_up = RouteCatchUp(server, self.peer, self.host, batch_bytes=batch_bytes)
         self.catch_up.serve(self.registry)
-        self.disk = SimDisk()
+        self.disk = disk if disk is not None else SimDisk()  # a restart finds its RAFT log here
         storage = DurableStorage(self.disk, "log", bootstrap=ConfState(voters))
         self.store = FileStreamStore(FileStoreConfig(str(root / self.name), limits=store_limits(config)))
         replication = Replication(storage=storage, transport=self.registry.outbox(GROUP), tick_s=TICK_S,
@@ -57,6 +58,17 @@ class Node:
         self.stream = Stream(config=config, created_ns=1, store=self.store, host=self.host, peer=self.peer,
                              group_id=GROUP, replication=replication)
         self.registry.add(self.stream.group)
+
+    def stop(self, *, kill: bool) -> None:
+        """The server's JetStream goes away: cleanly (the stream closes, fsyncing what it holds)
+        or killed (the RAFT log loses what was not fsynced; the store keeps what it wrote)."""
+        if kill:
+            self.stream.deleted = True
+            self.disk.crash(random.Random(0), torn=False)
+        else:
+            self.stream.close()
+        self.catch_up.close()
+        self.transport.close()
 
     def acks(self) -> dict[bytes, bytes]:
         return {reply: body for reply, body in self.host.sent if reply.startswith(b"r.")}
@@ -68,14 +80,34 @@ class Servers:
         self.clock = ManualClock()
         base = parse_stream_config({"name": "S", "subjects": ["s.>"]})
         config = dataclasses.replace(base, num_replicas=3)
-        voters = tuple(sorted(peer_token(s.options.server_name) for s in self.mesh.servers))
-        self.nodes = [Node(self.mesh, i, voters, self.clock, root, batch_bytes=batch_bytes,
-                           snapshot_entries=snapshot_entries, config=config) for i in range(3)]
+        self.voters = tuple(sorted(peer_token(s.options.server_name) for s in self.mesh.servers))
+        self.root, self.config = root, config
+        self.batch_bytes, self.snapshot_entries = batch_bytes, snapshot_entries
+        self.nodes = [self.node(i) for i in range(3)]
+        self.down: set[int] = set()
+
+    def node(self, index: int, disk: SimDisk | None = None) -> Node:
+        return Node(self.mesh, index, self.voters, self.clock, self.root, batch_bytes=self.batch_bytes,
+                    snapshot_entries=self.snapshot_entries, config=self.config, disk=disk)
+
+    def stop(self, index: int, *, kill: bool) -> None:
+        self.nodes[index].stop(kill=kill)
+        self.down.add(index)
+        self.settle()
+
+    def start(self, index: int) -> Node:
+        """Start server `index`'s stream again on its store directory and its RAFT log."""
+        self.down.discard(index)
+        self.nodes[index] = self.node(index, self.nodes[index].disk)
+        return self.nodes[index]
+
+    def up(self) -> list[Node]:
+        return [n for i, n in enumerate(self.nodes) if i not in self.down]
 
     def settle(self) -> None:
         for _ in range(500):
             busy = False
-            for node in self.nodes:
+            for node in self.up():
                 busy |= node.host.turn()
             received = sum(n.transport.received for n in self.nodes)
             self.mesh.pump()
@@ -85,7 +117,7 @@ class Servers:
 
     def step(self) -> None:
         self.clock.advance(TICK_S)
-        for node in self.nodes:
+        for node in self.up():
             node.registry.tick()
         self.settle()
 
@@ -97,8 +129,8 @@ class Servers:
         raise AssertionError("condition not reached")
 
     def leader(self) -> Node:
-        self.run_until(lambda: sum(n.stream.group.is_leader() for n in self.nodes) == 1)
-        return next(n for n in self.nodes if n.stream.group.is_leader())
+        self.run_until(lambda: sum(n.stream.group.is_leader() for n in self.up()) == 1)
+        return next(n for n in self.up() if n.stream.group.is_leader())
 
 
 def contents(node: Node) -> tuple[object, list[StoredMsg]]:
@@ -295,5 +327,44 @@ def test_a_message_larger_than_one_reply_comes_in_parts() -> None:
         room = 1000 - PART_HEAD_BYTES - len(b"s.big")
         assert pair.catch_ups[0].requested == 1 + -(-len(big.headers + big.payload) // room)
         assert pair.catch_ups[1].reply_bytes_largest <= 1000
+
+    asyncio.run(scenario())
+
+
+def test_restarted_replicas_and_a_killed_leader_catch_up_over_the_routes_without_duplicates(tmp_path: Path) -> None:
+    """Stop a follower, write on (the leader compacts past it), start it again on its store and
+    RAFT log: it re-applies only what its store lacks and fetches the rest over the routes. Then
+    kill the leader under the same rules. Replicas end identical, every message once."""
+    async def scenario() -> None:
+        servers = Servers(tmp_path)
+        await servers.mesh.start()
+        leader = servers.leader()
+
+        def publish(node: Node, numbers: range) -> None:
+            for number in numbers:
+                node.stream.publish_raw("s.%d" % (number % 5), b"r.%d" % number, b"", b"m%d" % number)
+            servers.run_until(lambda: all(b"r.%d" % n in node.acks() for n in numbers))
+
+        publish(leader, range(200))
+        stopped = next(i for i, n in enumerate(servers.nodes) if n is not leader)
+        servers.run_until(lambda: servers.nodes[stopped].store.state().last_seq == 200)
+        servers.stop(stopped, kill=False)  # down while the leader writes on
+        for chunk in range(200, 500, 50):
+            publish(leader, range(chunk, chunk + 50))
+        assert leader.stream.group.storage.snapshot().meta.index > 0  # compacted past it
+        back = servers.start(stopped)
+        assert back.store.state().last_seq == 200  # its own messages, none applied twice
+        servers.run_until(lambda: back.store.state().last_seq == 500)
+        assert back.catch_up.requested > 0  # it fetched what the snapshot stands for
+        killed = servers.nodes.index(leader)
+        servers.stop(killed, kill=True)
+        new = servers.leader()
+        publish(new, range(500, 550))
+        servers.start(killed)
+        everyone = servers.nodes
+        servers.run_until(lambda: all(n.store.state().last_seq == 550 for n in everyone))
+        expected = contents(everyone[killed])
+        assert [m.payload for m in expected[1]] == [b"m%d" % n for n in range(550)]
+        assert all(contents(n) == expected for n in everyone)
 
     asyncio.run(scenario())
