@@ -19,7 +19,7 @@ JS_CATCHUP_BATCH_BYTES / max_payload; a message too large for one reply goes in 
 A reply whose route is congested is not sent: the requester times out and asks again.
 
 Fetching (`source(group_id)`: a jetstream CatchUpSource): one request in flight per group (flow
-control: the next batch is asked only once the previous one was handed over), a timeout
+control: the stream asks for the next batch only once the previous one was stored), a timeout
 (JS_CATCHUP_TIMEOUT_S), and every answer checked: a reply for an older request (its nonce) is
 dropped; one that does not decode or names sequences outside the range fails the fetch with
 done(None), never an exception. `done` always runs on the loop (scheduler.call_soon), never
@@ -112,6 +112,7 @@ class RouteCatchUp:
         self.reply_bytes_largest = 0
         self.requested = 0  # requests sent
         self.timeouts = 0
+        self.superseded = 0  # fetches replaced by a newer one of the same group
         self.parts_received = 0  # pieces of messages too large for one reply
         self.dropped_stale = 0  # replies to a request no longer in flight
         self.dropped_corrupt = 0  # replies or requests that did not decode or were out of range
@@ -200,8 +201,15 @@ class RouteCatchUp:
         return GroupCatchUp(self, group_id)
 
     def fetch(self, group_id: str, leader: str, from_seq: int, to_seq: int, done: Done) -> None:
-        assert group_id not in self._fetches, "one catch-up batch in flight per group"
+        """Ask `leader` for one batch of group_id's messages in [from_seq, to_seq]; done(batch) or
+        done(None) later, on the loop. One request per group: a new fetch supersedes one still in
+        flight (its stream was deleted and made again), whose done is never called."""
         assert 0 < from_seq <= to_seq
+        previous = self._fetches.pop(group_id, None)
+        if previous is not None:
+            if previous.timer is not None:
+                previous.timer.cancel()
+            self.superseded += 1
         if not leader or leader == self.own_peer or not is_subject_token(leader):
             self.scheduler.call_soon(lambda: done(None))  # no leader known (yet): asked again later
             return

@@ -276,6 +276,22 @@ def test_no_answer_times_out_and_an_unreachable_leader_fails_at_once() -> None:
     asyncio.run(scenario())
 
 
+def test_a_new_fetch_of_the_same_group_supersedes_the_one_in_flight() -> None:
+    async def scenario() -> None:
+        pair = Pair(Provider(MSGS))
+        await pair.mesh.start()
+        pair.black_hole()
+        old: list[object] = []
+        pair.catch_ups[0].source("G").fetch(peer_token("h2"), 1, 5, old.append)  # never answered
+        pair.fetch(1, 2)
+        pair.settle()
+        pair.clock.advance(3.0)
+        pair.settle()
+        assert pair.got == [MSGS[:2]] and old == [] and pair.catch_ups[0].superseded == 1
+
+    asyncio.run(scenario())
+
+
 def test_hostile_and_stale_replies_fail_the_fetch_cleanly() -> None:
     async def scenario() -> None:
         pair = Pair(Provider(MSGS))
