@@ -154,3 +154,51 @@ def test_a_replica_killed_while_fetching_behind_a_snapshot_fetches_on_after_its_
     publish(leader, range(total, total + 5))
     stored = converge(replicas, total + 5)
     assert [payload for _, payload in stored] == [b"m%d" % n for n in range(total + 5)]
+
+
+def identical(replicas: StreamReplicas) -> list[tuple[int, bytes]]:
+    """Wait until every replica applied all it can, then compare stores (contents and bounds)."""
+    everyone = list(replicas.replicas.values())
+    leader = replicas.elect()
+    replicas.run_until(lambda: all(r.stream.group.core.log.applied >= leader.stream.group.core.log.committed
+                                   for r in everyone), ticks_max=4_000)
+    for _ in range(20):
+        replicas.step()
+    first = everyone[0].stream.store.state()
+    for replica in everyone[1:]:
+        state = replica.stream.store.state()
+        assert (state.first_seq, state.last_seq, state.msgs) == (first.first_seq, first.last_seq, first.msgs), replica.name
+        assert payloads(replica) == payloads(everyone[0]), f"{replica.name} differs from {everyone[0].name}"
+    return payloads(everyone[0])
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("mode", ["flush", "lose"])
+@pytest.mark.parametrize("victim", ["leader", "follower"])
+@pytest.mark.parametrize("crash_point", range(1, 30, 2))
+def test_a_crash_mid_apply_with_limits_and_deletes_keeps_replicas_identical(mode: str, victim: str, crash_point: int) -> None:
+    """Limits that remove while storing (two per subject, discard old: a KV with history 2), a
+    max_msgs bound and deletes through the log: the state an entry is applied to again must be
+    the one it was first applied to, or the replicas diverge."""
+    from appliance.jetstream import ops
+    from appliance.jetstream.config import parse_stream_config
+
+    config = parse_stream_config({"name": "S", "subjects": ["s.>"], "max_msgs_per_subject": 2, "max_msgs": 40})
+    replicas = StreamReplicas(seed=crash_point, config=config, file_stores=True, snapshot_entries=5)
+    leader = replicas.elect()
+    target = leader.name if victim == "leader" else next(p for p in replicas.peers if p != leader.name)
+    replicas.crash_store_at(target, crash_point, mode)  # type: ignore[arg-type]
+    for tick in range(40):
+        current = replicas.leader()
+        if current is not None:
+            for number in range(tick * 6, tick * 6 + 6):
+                current.publish("s.%d" % (number % 9), b"m%d" % number, reply="r.%d" % number)
+            if tick % 3 == 2:
+                current.stream.propose_op(ops.KIND_DELETE, {"seq": tick * 4, "erase": False}, lambda _r: None)
+        replicas.step()
+        if replicas.crashes and tick % 5 == 4:
+            break
+    assert replicas.crashes == [target], f"no crash at write {crash_point}"
+    replicas.start(target)
+    stored = identical(replicas)
+    assert len({payload for _, payload in stored}) == len(stored), "a message is stored twice"
