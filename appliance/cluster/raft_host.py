@@ -6,8 +6,8 @@ RouteRaftTransport (their messages cross the routes on $ARAFT.<peer>.<group>.<fr
 every RAFT_TICK_S from the event loop. Groups added to `registry` run their Ready loops on the same
 loop (pass the loop as their Scheduler). Its RouteCatchUp serves the stored messages of its
 stream groups to lagging replicas and fetches them for its own (cluster/catch_up.py). Its peer
-id is `peer_token(server name)`: the name must be unique in the cluster and stable across restarts, as nats-server requires for JetStream clustering.
-A standalone server has none.
+id is `peer_token(server name)`: the name must be unique in the cluster and stable across
+restarts, as nats-server requires for JetStream clustering. A standalone server has none.
 """
 
 from __future__ import annotations
