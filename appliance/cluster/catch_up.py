@@ -68,7 +68,9 @@ Done = Callable[[list[StoredMsg] | None], None]
 class CatchUpProvider(Protocol):
     """A group's state machine that can serve its stored messages (a replicated stream)."""
 
-    def catch_up_batch(self, from_seq: int, to_seq: int, max_msgs: int, max_bytes: int) -> list[StoredMsg] | None:
+    def catch_up_batch(
+        self, from_seq: int, to_seq: int, max_msgs: int, max_bytes: int
+    ) -> list[StoredMsg] | None:
         """Stored messages in [from_seq, to_seq], ascending: at most max_msgs, and stopping before
         their subject + headers + payload bytes pass max_bytes, but at least one if there is one.
         [] when none is left in the range; None when this replica does not hold the whole range."""
@@ -222,8 +224,9 @@ class RouteCatchUp:
         fetch.nonce = self._nonce
         request = Request(fetch.from_seq, fetch.to_seq, limits.JS_CATCHUP_BATCH_MSGS, self.reply_bytes_max,
                           part_offset=len(fetch.part))
-        subject = b"%s%s.%s.%s" % (REQUEST_PREFIX, fetch.leader.encode(), group_id.encode(), self.own_peer.encode())
-        reply = b"%s%s.%s.%d" % (REPLY_PREFIX, self.own_peer.encode(), group_id.encode(), fetch.nonce)
+        leader, group, own = fetch.leader.encode(), group_id.encode(), self.own_peer.encode()
+        subject = b"%s%s.%s.%s" % (REQUEST_PREFIX, leader, group, own)
+        reply = b"%s%s.%s.%d" % (REPLY_PREFIX, own, group, fetch.nonce)
         self.requested += 1
         if not self.client.publish(subject, encode_request(request), reply=reply):
             self._finish(group_id, None)  # nobody interested: the leader is unreachable

@@ -10,7 +10,7 @@ A replica that installed its leader's snapshot asks for the stored messages it l
       UNAVAILABLE  body = empty                         (this replica does not hold the range)
     msg      = [u64 seq][i64 ts][u16 subject_len][u32 headers_len][u32 payload_len] subject headers payload
     part     = [u64 seq][i64 ts][u16 subject_len][u32 headers_len][u32 payload_len][u32 offset][u32 chunk_len]
-               subject chunk                        (chunk: bytes [offset, offset+chunk_len) of headers+payload)
+               subject chunk              (chunk: bytes [offset, offset+chunk_len) of headers+payload)
 
 `part_offset` > 0 asks for the rest of message `from_seq` from that byte on. Every decode error
 (short, long, bad version, unknown status, non-UTF-8 subject, descending seqs, a part outside its
@@ -102,7 +102,8 @@ def encode_msgs(msgs: list[StoredMsg]) -> bytes:
     parts = [REPLY_HEAD.pack(VERSION, Status.MSGS), COUNT.pack(len(msgs))]
     for msg in msgs:
         subject = msg.subject.encode()
-        parts.append(MSG_HEAD.pack(msg.seq, msg.timestamp_ns, len(subject), len(msg.headers), len(msg.payload)))
+        head = MSG_HEAD.pack(msg.seq, msg.timestamp_ns, len(subject), len(msg.headers), len(msg.payload))
+        parts.append(head)
         parts += (subject, msg.headers, msg.payload)
     return b"".join(parts)
 

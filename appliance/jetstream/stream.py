@@ -255,7 +255,9 @@ class Stream:
         self._fetching = True
         self._fetch_from(catch_up, max(have + 1, first), wanted, first, last_ts)
 
-    def catch_up_batch(self, from_seq: int, to_seq: int, max_msgs: int, max_bytes: int) -> list[StoredMsg] | None:
+    def catch_up_batch(
+        self, from_seq: int, to_seq: int, max_msgs: int, max_bytes: int
+    ) -> list[StoredMsg] | None:
         """Serve a lagging replica (cluster/catch_up.py CatchUpProvider): stored messages in
         [from_seq, to_seq], at most max_msgs and about max_bytes (at least one); None unless this
         replica holds the whole range (it is itself fetching, or behind)."""
