@@ -153,12 +153,6 @@ class Stream:
                 # the durable log is rewritten on compaction: rarely, as the meta and consumer logs
                 snapshot_entries=limits.RAFT_SNAPSHOT_ENTRIES,
             )
-            self._starting = False
-            if self._fetch_at_start is not None:  # restarted behind its log's snapshot
-                self.group.pause_apply()
-                self._fetching = True
-                self._fetch_from(*self._fetch_at_start)
-                self._fetch_at_start = None
         else:
             self.group = start_group(
                 name=group_id,
@@ -174,6 +168,12 @@ class Stream:
                 # the log is in memory: the store is the durable copy, synced before an ack
                 applied_sync=self if self._file is not None and host.sync_always else None,
             )
+        self._starting = False
+        if self._fetch_at_start is not None:  # restarted behind its log's snapshot: fetch first
+            self.group.pause_apply()
+            self._fetching = True
+            self._fetch_from(*self._fetch_at_start)
+            self._fetch_at_start = None
         self._arm_expiry()
         if self._file is not None and not host.sync_always:
             self._arm_interval_sync()
