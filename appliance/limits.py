@@ -109,6 +109,7 @@ assert FRAME_BYTES_MAX < 2**32, "frame length is a u32 on the wire"
 # --- store (appliance/store/) ---------------------------------------------------------------------
 STORE_SEGMENT_BYTES = 8 * 1024 * 1024  # an active segment is sealed (compressed) past this size
 STORE_BLOCK_RAW_BYTES = 1024 * 1024  # raw records per zstd block of a sealed segment
+STORE_APPLIED_JOURNAL_RECORDS_MAX = 4096  # a replicated stream's applied-index journal is rewritten past this
 STORE_RECORD_BYTES_MAX = 64 * 1024 * 1024  # one record (subject + headers + payload + framing)
 STORE_READ_HANDLES_MAX = 64  # open read fds per FileOps (LRU)
 STORE_BATCH_MSGS_MAX = 65536  # messages per store_batch call
@@ -173,6 +174,8 @@ JS_RELAY_CARRIERS_MAX = 4096  # link subscriptions whose relay carrier is kept (
 JS_RELAY_PIPELINE_BYTES = 64 * 1024  # a pull batch relayed to a sibling leaves in frames this big (relay.py)
 JS_CATCHUP_BATCH_MSGS = 256  # stored messages a lagging replica fetches per round trip (one in flight)
 JS_CATCHUP_RETRY_S = 0.5  # a catch-up fetch the leader did not answer is asked again after this
+JS_CATCHUP_BATCH_BYTES = 1024 * 1024  # one catch-up reply, encoded (also never above the route's max_payload)
+JS_CATCHUP_TIMEOUT_S = 2.0  # a catch-up request with no reply by then has failed (the replica asks again)
 JS_STREAM_LOG_ENTRIES = 32  # applied publish batches a stream's in-memory RAFT log keeps before compacting
 JS_REDELIVER_QUEUE_MAX = 65536  # stream sequences waiting for redelivery per consumer
 JS_FLOW_CONTROL_MSGS = 1024  # a push consumer with flow_control asks for a response this often

@@ -334,7 +334,7 @@ class RaftGroup:
     # --- the Ready loop ------------------------------------------------------------------------------
     def process_ready(self) -> bool:
         """Run one Ready through persist -> send -> apply -> advance; False if there was nothing."""
-        if self._held is not None:
+        if self._apply_paused:
             return False  # a snapshot's data is being fetched (pause_apply)
         self._flush_proposals()
         if not self.core.has_ready():
@@ -357,8 +357,9 @@ class RaftGroup:
 
     def pause_apply(self) -> None:
         """Called by the state machine from `restore` when it must fetch data first (a stream
-        replica catching up from the leader's store): the rest of this Ready (committed entries,
-        advance) and every later Ready wait until `resume_apply`. Messages still arrive (stepped
+        replica catching up from the leader's store), or right after the group is built when the
+        restore ran in its constructor (a replica restarted behind its snapshot): the rest of this
+        Ready (committed entries, advance) and every later Ready wait until `resume_apply`. Messages still arrive (stepped
         into the core); nothing more is persisted, acknowledged or applied meanwhile."""
         self._apply_paused = True
 

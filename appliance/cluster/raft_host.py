@@ -4,9 +4,10 @@ A worker that runs clustered JetStream (worker 0 of a server with a cluster bloc
 JetStream and holds the routes) has one: a GroupRegistry whose groups talk over a
 RouteRaftTransport (their messages cross the routes on $ARAFT.<peer>.<group>.<from>), ticked
 every RAFT_TICK_S from the event loop. Groups added to `registry` run their Ready loops on the same
-loop (pass the loop as their Scheduler). Its peer id is `peer_token(server name)`: the name must be
-unique in the cluster and stable across restarts, as nats-server requires for JetStream clustering.
-A standalone server has none.
+loop (pass the loop as their Scheduler). Its RouteCatchUp serves the stored messages of its
+stream groups to lagging replicas and fetches them for its own (cluster/catch_up.py). Its peer
+id is `peer_token(server name)`: the name must be unique in the cluster and stable across
+restarts, as nats-server requires for JetStream clustering. A standalone server has none.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 
 from appliance import limits
+from appliance.cluster.catch_up import RouteCatchUp
 from appliance.cluster.registry import GroupRegistry
 from appliance.cluster.route_transport import RouteRaftTransport, peer_token
 from appliance.server.server import Server
@@ -30,6 +32,9 @@ class RaftHost:
         self.transport = RouteRaftTransport(server, self.peer)
         self.registry = GroupRegistry(self.transport)
         self.transport.attach(self.registry)
+        # lagging stream replicas fetch the leader's stored messages: `catch_up.source(group_id)`
+        self.catch_up = RouteCatchUp(server, self.peer, loop)
+        self.catch_up.serve(self.registry)
         self._timer: asyncio.TimerHandle | None = loop.call_later(tick_s, self._tick)
 
     def _tick(self) -> None:
@@ -44,4 +49,5 @@ class RaftHost:
         for group in self.registry:
             group.close()
             self.registry.remove(group.group_id)
+        self.catch_up.close()
         self.transport.close()

@@ -41,7 +41,9 @@ class NoTransport:
 
 
 class CatchUpSource(Protocol):
-    """Where a replica behind the leader's snapshot gets the leader's stored messages."""
+    """Where a replica behind the leader's snapshot gets the leader's stored messages: over the
+    routes, `RaftHost.catch_up.source(group_id)` (cluster/catch_up.py); in the simulator, the
+    leader's store read in-process."""
 
     def fetch(
         self, leader: str, from_seq: int, to_seq: int, done: Callable[[list[StoredMsg] | None], None]

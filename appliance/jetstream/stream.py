@@ -11,6 +11,13 @@ after one fsync of the store that covers every batch applied meanwhile (inline f
 publisher, off the loop otherwise); with a sync interval, PubAcks leave at commit and a timer
 syncs.
 The dedupe window and the last msg id are rebuilt from the store on restart.
+
+Replicated (R>1, `Replication`): the group has voters on other servers and a durable RAFT log;
+a batch commits once a quorum persisted it. A file store records which RAFT index it holds
+(applied.py): on open it is cut back to its last record and the group re-applies only the
+entries after it. A replica behind the leader's snapshot fetches the leader's stored messages
+(`restore`, through its CatchUpSource) and serves its own to others (`catch_up_batch`,
+cluster/catch_up.py).
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ from typing import TYPE_CHECKING
 from appliance import limits
 from appliance.errors import BrokenError, CorruptData, LimitExceeded, NotLeader, ProposalDropped
 from appliance.jetstream import advisories, errors, ops
+from appliance.jetstream.applied import AppliedPosition
+from appliance.jetstream.applied import forget as forget_applied
 from appliance.jetstream.config import StreamConfig
 from appliance.jetstream.groups import (
     CatchUpSource,
@@ -103,6 +112,15 @@ class Stream:
         self.consumers: dict[str, Consumer] = {}
         self.deleted = False
         self._file = store if isinstance(store, FileStreamStore) else None
+        # replicated on a file store: which RAFT index the store holds, kept beside it (applied.py);
+        # opened first: it may cut back what a crash left half-applied, before anything reads it
+        self._applied: AppliedPosition | None = None
+        self._applied_floor = 0  # entries up to it are in the store already: never applied again
+        if replication is not None and self._file is not None:
+            self._applied = AppliedPosition(self._file)
+            self._applied_floor = self._applied.open(config.name)
+        elif self._file is not None:
+            forget_applied(self._file)
         self._dedupe: OrderedDict[str, tuple[int, int]] = OrderedDict()
         self._last_msg_id = ""
         self._inbox: list[tuple[ops.InMsg, bytes]] = []  # publishes of this loop turn, reply b"" for none
@@ -124,7 +142,10 @@ class Stream:
         # account/server limits (resources.py): None unless a limit applies to this stream
         self.guard: Callable[[Stream, list[ops.InMsg]], list[Outcome] | None] | None = None
         self.replicated = replication is not None
+        self._fetching = False  # a replica fetching what the leader's snapshot stands for
         self._catch_up = replication.catch_up if replication is not None else None
+        self._starting = True  # restore() during the group's construction defers its fetch
+        self._fetch_at_start: tuple[CatchUpSource, int, int, int, int] | None = None
         if replication is not None:
             self.group = replicated_group(
                 name=group_id, peer=peer, replication=replication, machine=self, clock=host.clock,
@@ -147,6 +168,12 @@ class Stream:
                 # the log is in memory: the store is the durable copy, synced before an ack
                 applied_sync=self if self._file is not None and host.sync_always else None,
             )
+        self._starting = False
+        if self._fetch_at_start is not None:  # restarted behind its log's snapshot: fetch first
+            self.group.pause_apply()
+            self._fetching = True
+            self._fetch_from(*self._fetch_at_start)
+            self._fetch_at_start = None
         self._arm_expiry()
         if self._file is not None and not host.sync_always:
             self._arm_interval_sync()
@@ -155,7 +182,7 @@ class Stream:
 
     def apply(self, entries: Sequence[Entry]) -> None:
         for entry in entries:
-            if entry.type != EntryType.NORMAL or not entry.data:
+            if entry.type != EntryType.NORMAL or not entry.data or entry.index <= self._applied_floor:
                 continue
             kind = entry.data[0]
             if kind == ops.KIND_MSGS:
@@ -172,9 +199,21 @@ class Stream:
                 result = self._apply_op(kind, body)
                 if self.group.awaits(entry.index):
                     self._results[entry.index] = result
+                if kind == ops.KIND_DELETE and body.get("erase") and self._applied is not None:
+                    self._applied.settle(entry.index)  # the erase rewrote a segment: older records are void
+        if self._applied is not None and entries:
+            self._applied.note(max(entries[-1].index, self._applied.index))
+
+    def _note_store_changed(self) -> None:
+        """The store changed outside the log (expiry, acks, catch-up): record where it is now."""
+        if self._applied is not None and not self.deleted:
+            self._applied.note(self._applied.index)
 
     def applied_index(self) -> int:
-        return 0  # the log is in memory and starts empty: nothing to skip on restart
+        """R1: 0 (its log is in memory and starts empty). Replicated on a file store: the index
+        its store was cut back to on open (applied.py). Replicated in memory: 0 (the store
+        starts empty and is refilled from the log, or from the leader after a snapshot)."""
+        return self._applied_floor
 
     def snapshot(self) -> bytes:
         """R1: nothing (the state is the store itself, durable on its own). Replicated: the
@@ -184,6 +223,8 @@ class Stream:
             return b""
         if self._file is not None:
             self._file.sync()
+            if self._applied is not None:
+                self._applied.sync()  # after the store's fsync: it never names bytes not durable
         state = self.store.state()
         position = {"first_seq": state.first_seq, "last_seq": state.last_seq, "last_ts": state.last_ts_ns}
         return go_json(position)
@@ -207,8 +248,31 @@ class Stream:
                 f"stream {self.config.name}: replica holds up to {have}, the snapshot covers {wanted}, "
                 "and no catch-up source is configured"
             )
+        if self._starting:  # called by the group's constructor: the fetch starts once it exists
+            self._fetch_at_start = (catch_up, max(have + 1, first), wanted, first, last_ts)
+            return
         self.group.pause_apply()
+        self._fetching = True
         self._fetch_from(catch_up, max(have + 1, first), wanted, first, last_ts)
+
+    def catch_up_batch(
+        self, from_seq: int, to_seq: int, max_msgs: int, max_bytes: int
+    ) -> list[StoredMsg] | None:
+        """Serve a lagging replica (cluster/catch_up.py CatchUpProvider): stored messages in
+        [from_seq, to_seq], at most max_msgs and about max_bytes (at least one); None unless this
+        replica holds the whole range (it is itself fetching, or behind)."""
+        if self.deleted or self._fetching or self.store.state().last_seq < to_seq:
+            return None
+        out: list[StoredMsg] = []
+        size = 0
+        for msg in self.store.scan(from_seq):
+            if msg.seq > to_seq or len(out) >= max_msgs:
+                break
+            size += len(msg.subject) + len(msg.headers) + len(msg.payload)
+            if out and size > max_bytes:
+                break
+            out.append(msg)
+        return out
 
     def _fetch_from(self, catch_up: CatchUpSource, start: int, wanted: int, first: int, last_ts: int) -> None:
         def retry() -> None:
@@ -224,12 +288,15 @@ class Stream:
             batch = [msg for msg in batch if start <= msg.seq <= wanted][: limits.JS_CATCHUP_BATCH_MSGS]
             if batch:
                 self.store.append_restored(batch)  # type: ignore[attr-defined]
+                self._note_store_changed()
             if batch and batch[-1].seq < wanted:
                 self._fetch_from(catch_up, batch[-1].seq + 1, wanted, first, last_ts)
                 return
             self.store.finish_restore(wanted, last_ts)  # type: ignore[attr-defined]
             self._drop_below(first)
             self._rebuild_dedupe()
+            self._fetching = False
+            self._note_store_changed()
             self.group.resume_apply()
 
         catch_up.fetch(self.group.leader(), start, wanted, got)
@@ -385,6 +452,8 @@ class Stream:
                             store.fail_sync(job, error)
                         else:
                             store.finish_sync(job)
+                            if self._applied is not None:
+                                self._applied.sync()
 
                     self.host.run_sync_job(job, done)
             self._interval_timer = self.host.call_later(self.host.sync_interval_s, tick)
@@ -697,6 +766,7 @@ class Stream:
             removed = self.store.delete(seq) or removed
         if removed:
             self._removed()
+            self._note_store_changed()
         if self._ttls:
             delay_s = max((self._ttls[0][0] - now) / 1e9, limits.JS_EXPIRY_GRANULARITY_S)
             self._ttl_timer = self.host.call_later(delay_s, self._expire_ttls)
@@ -729,12 +799,14 @@ class Stream:
             return
         if self.store.expire(self.host.now_ns()):
             self._removed()
+            self._note_store_changed()
         self._arm_expiry()
 
     def update_config(self, config: StreamConfig) -> None:
         self.config = config
         self._republisher = republisher_for(config.name, config.republish)
         self.store.set_limits(store_limits(config))
+        self._note_store_changed()
         self._removed()
         if self._expiry_timer is not None:
             self._expiry_timer.cancel()
@@ -752,6 +824,7 @@ class Stream:
         interested = [c for c in self.consumers.values() if c.wants(subject)]
         if retention == "workqueue" or all(c.has_acked(seq) for c in interested):
             if self.store.delete(seq):
+                self._note_store_changed()
                 for consumer in list(self.consumers.values()):
                     consumer.on_removed()
 
@@ -770,6 +843,7 @@ class Stream:
         for seq in doomed:
             self.store.delete(seq)
         if doomed:
+            self._note_store_changed()
             self._removed()
 
     def close(self) -> None:
@@ -783,6 +857,8 @@ class Stream:
         if self._file is not None:
             try:
                 self._file.sync()
+                if self._applied is not None:
+                    self._applied.sync()
             except (BrokenError, OSError) as exc:
                 logger.error("stream %s closed without a final sync: %s", self.config.name, exc)
         self.store.close()

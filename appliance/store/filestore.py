@@ -47,7 +47,7 @@ import zstandard
 
 from appliance import limits as bounds
 from appliance.errors import BrokenError, CorruptData, LimitExceeded
-from appliance.store import api, records, segment, snapshot, speedups
+from appliance.store import api, applied, records, segment, snapshot, speedups
 from appliance.store.cache import BlockCache, CachedBlock
 from appliance.store.fileops import FileOps, OsFileOps, write_atomic, write_file
 from appliance.store.index import StreamIndex
@@ -149,6 +149,10 @@ class FileStreamStore:
         self._unsealable: set[str] = set()
         self.recovery = RecoveryReport()
         self._lost_floor = 0  # lost sequences below it were purged, compacted or expired since
+        # segments from this one on are never sealed (compressed): a replicated stream may still
+        # cut the store back into them (rewind, applied.py); read from its journal before recovery
+        # seals anything, moved by the stream with hold_seal()
+        self._seal_hold: int | None = applied.held_segment(self._ops, self._dir)
         self._recover()
 
     # --- recovery ---------------------------------------------------------------------------------
@@ -239,9 +243,33 @@ class FileStreamStore:
         return sum(1 for seg in self._segments[:-1] if isinstance(seg, ActiveSegment))
 
     def has_unsealed(self) -> bool:
-        """A closed segment could be sealed now (none in flight, damaged or failing)."""
+        """A closed segment could be sealed now (none in flight, damaged, failing or held)."""
         skip = self._unsealable | self._sealing | self._seal_retry_later
-        return any(isinstance(seg, ActiveSegment) and seg.path not in skip for seg in self._segments[:-1])
+        return any(isinstance(seg, ActiveSegment) and seg.path not in skip and not self._held(seg)
+                   for seg in self._segments[:-1])
+
+    def _held(self, seg: Segment) -> bool:
+        return self._seal_hold is not None and seg.first_seq >= self._seal_hold
+
+    @property
+    def seal_hold(self) -> int | None:
+        return self._seal_hold
+
+    @_fails_closed
+    def hold_seal(self, segment_first: int | None) -> None:
+        """Seal (or remove as dead) no segment from `segment_first` on (None: no hold); what the
+        hold released is sealed as after a roll."""
+        released = self._seal_hold is not None and (segment_first is None or segment_first > self._seal_hold)
+        self._seal_hold = segment_first
+        if not released or self._closed or self._broken is not None:
+            return
+        self._drop_dead_head()
+        if not self.has_unsealed():
+            return
+        if self._inline:
+            self._seal_all_now()
+        elif self._sealer is not None:
+            self._sealer.request(self)
 
     def seal_failed(self, job: SealJob, error: BaseException) -> None:
         """A seal job raised: the segment stays closed and readable as it is.
@@ -266,7 +294,7 @@ class FileStreamStore:
         """The compression of the oldest closed, unsealed segment, or None."""
         skip = self._unsealable | self._sealing | self._seal_retry_later
         for k, seg in enumerate(self._segments[:-1]):
-            if not isinstance(seg, ActiveSegment) or seg.path in skip:
+            if not isinstance(seg, ActiveSegment) or seg.path in skip or self._held(seg):
                 continue
             # A backlog (more than this segment waits) is sealed at the fast level to catch up.
             backlog = self._unsealed_count() > 1
@@ -353,12 +381,13 @@ class FileStreamStore:
         return zdict
 
     def _drop_dead_head(self) -> None:
-        """Remove leading segments without live messages (never the active one)."""
-        if len(self._segments) < 2 or self._segments[0].live:
+        """Remove leading segments without live messages (never the active one, nor a held one:
+        a rewind may cut back into it)."""
+        if len(self._segments) < 2 or self._segments[0].live or self._held(self._segments[0]):
             return
         if self._unsynced or self._dir_dirty:
             self.sync()  # the removal records must be durable before the messages' files go
-        while len(self._segments) > 1 and self._segments[0].live == 0:
+        while len(self._segments) > 1 and self._segments[0].live == 0 and not self._held(self._segments[0]):
             seg = self._segments.pop(0)
             self._names.pop(0)
             self._ops.remove(seg.path)
@@ -858,6 +887,49 @@ class FileStreamStore:
         self._active.size += len(data)
         self._written_seq = self._index.last_seq
         self._unsynced = True
+
+    # --- a replicated stream's applied position (store/applied.py) ----------------------------------
+
+    def position(self) -> tuple[int, int]:
+        """Where the store's writes end now: (active segment's first sequence, its size in bytes)."""
+        active = self._active
+        return active.first_seq, active.size
+
+    @_fails_closed
+    def rewind(self, segment_first: int, size: int) -> bool:
+        """Cut the store back to the moment `position()` was (segment_first, size): every record
+        written since (messages, removals) is dropped, and the store is read back from disk.
+
+        False (nothing changed) when that moment cannot be restored: its segment is gone or
+        sealed (compressed since), a seal job holds it, or it is shorter now than then.
+        """
+        k = bisect_right(self._names, segment_first) - 1
+        if k < 0 or self._names[k] != segment_first:
+            return False
+        tail = self._segments[k:]
+        if any(not isinstance(seg, ActiveSegment) or seg.path in self._sealing for seg in tail):
+            return False
+        target = tail[0]
+        assert isinstance(target, ActiveSegment)
+        if size < segment.HEADER_BYTES or size > target.size:
+            return False
+        if (target.size, len(tail)) == (size, 1):
+            return True
+        for seg in tail:
+            self._ops.close_file(seg.path)
+        for seg in tail[1:]:  # only records written after that moment are in them
+            self._ops.remove(seg.path)
+        self._ops.truncate(target.path, size)
+        self._ops.fsync(target.path)
+        self._ops.fsync_dir(self._dir)
+        self._index = StreamIndex(self._index.limits)
+        self._blocks = BlockCache(self.config.block_cache_bytes)
+        self._hot = self._chunk = None
+        self._seal_retry_later.clear()
+        self._unsynced = self._dir_dirty = False
+        self._lost_floor = 0
+        self._recover()
+        return True
 
     # --- introspection for scan.py and inspect ----------------------------------------------------
 

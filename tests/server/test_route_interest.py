@@ -76,14 +76,35 @@ class Cluster:
             await manager.start(None)
         for i in range(HOSTS):
             for j in range(i + 1, HOSTS):
-                dialler = self.managers[i]._new_connection(solicited=True)
-                acceptor = self.managers[j]._new_connection(solicited=False)
-                ti, tj = MemoryTransport(), MemoryTransport()
-                self.pipes += [(ti, acceptor), (tj, dialler)]
-                acceptor.connection_made(tj)  # type: ignore[arg-type]
-                dialler.connection_made(ti)  # type: ignore[arg-type]
+                self.connect(i, j)
         self.pump()
         assert all(len(m.peers) == HOSTS - 1 for m in self.managers)
+
+    def connect(self, i: int, j: int) -> None:
+        """A route from host i to host j (call pump() to run the handshake)."""
+        dialler = self.managers[i]._new_connection(solicited=True)
+        acceptor = self.managers[j]._new_connection(solicited=False)
+        ti, tj = MemoryTransport(), MemoryTransport()
+        self.pipes += [(ti, acceptor), (tj, dialler)]
+        acceptor.connection_made(tj)  # type: ignore[arg-type]
+        dialler.connection_made(ti)  # type: ignore[arg-type]
+
+    def isolate(self, i: int) -> None:
+        """Close every route of host i (both ends); bytes still in flight on them are lost."""
+        server_id = self.servers[i].server_id
+        for k, manager in enumerate(self.managers):
+            for peer in list(manager.peers.values()):
+                if k == i or peer.conn.remote_id == server_id:
+                    peer.conn.close("test")
+        self.pipes = [(t, c) for t, c in self.pipes if not t.closed and not c.closed]
+        self.pump()
+
+    def rejoin(self, i: int) -> None:
+        """Reconnect host i to every other host."""
+        for j in range(HOSTS):
+            if j != i:
+                self.connect(i, j)
+        self.pump()
 
     def pump(self) -> None:
         for _ in range(1000):

@@ -8,6 +8,13 @@ one GroupRegistry per server (the same registry and RaftTransport seam the route
     leader.publish("s.a", b"payload")   # PubAck goes to leader.host.sent, after quorum persistence
     replicas.run_until(lambda: ...)
     replicas.crash("n1")                # loses n1's unsynced disk writes and its in-flight sends
+    replicas.start("n1")                # restarts it from what its disks kept
+
+With `file_stores=True` each server's stream lives in a FileStreamStore on its own FaultFS (the
+store's files survive a crash as `crash(peer, mode)` says: "flush" keeps every write, as a killed
+process's page cache does; "lose" keeps only what was fsynced, as a power cut), and
+`crash_store_at(peer, n)` makes the n-th next write of that store's file system crash the server
+right there, in the middle of whatever it was doing (an apply, a journal record).
 """
 
 from __future__ import annotations
@@ -30,7 +37,9 @@ from appliance.raft.codec import decode_message, encode_message
 from appliance.raft.types import ConfState
 from appliance.store.api import StoredMsg
 from appliance.store.layout import SyncJob
+from appliance.store.filestore import FileStoreConfig, FileStreamStore
 from appliance.store.memory import MemoryStreamStore
+from appliance.testing.faultfs import CrashMode, FaultFS, SimulatedCrash
 from appliance.testing.sim.disk import SimDisk
 from appliance.testing.sim.network import NetworkFaults, SimNetwork
 
@@ -131,25 +140,23 @@ class _NetTransport:
 
 
 class _CatchUp:
-    """CatchUpSource of one server: reads the leader's store (in-process), answers a turn later."""
+    """CatchUpSource of one server: reads the leader's store (in-process), answers a tick later
+    (a round trip: one batch per tick, so a crash can land between two batches)."""
 
-    def __init__(self, replicas: StreamReplicas, peer: str) -> None:
-        self.replicas, self.peer = replicas, peer
+    def __init__(self, replicas: StreamReplicas, peer: str, host: SimHost) -> None:
+        self.replicas, self.peer, self.host = replicas, peer, host
 
     def fetch(
         self, leader: str, from_seq: int, to_seq: int, done: Callable[[list[StoredMsg] | None], None]
     ) -> None:
-        asking = self.replicas.replicas.get(self.peer)
         source = self.replicas.replicas.get(leader)
-        if asking is None:
-            return
-        if source is None or leader == self.peer:
-            asking.host.call_soon(lambda: done(None))
+        if source is None or leader == self.peer:  # no leader known, or it is down: asked again later
+            self.host.call_soon(lambda: done(None))
             return
         scan = itertools.islice(source.stream.store.scan(from_seq), limits.JS_CATCHUP_BATCH_MSGS)
         batch = [msg for msg in scan if msg.seq <= to_seq]
         self.replicas.catch_up_batches.append(len(batch))
-        asking.host.call_soon(lambda: done(batch))
+        self.host.call_later(TICK_S, lambda: done(batch))
 
 
 @dataclass
@@ -168,7 +175,8 @@ class Replica:
 class StreamReplicas:
     def __init__(self, *, seed: int, peers: Sequence[str] = ("n1", "n2", "n3"),
                  config: StreamConfig | None = None, faults: NetworkFaults | None = None,
-                 snapshot_entries: int | None = None, consumer: dict[str, object] | None = None) -> None:
+                 snapshot_entries: int | None = None, consumer: dict[str, object] | None = None,
+                 file_stores: bool = False, segment_bytes: int | None = None) -> None:
         self.rng = random.Random(seed)
         self.peers = tuple(peers)
         # parsed as R1 (the config layer refuses R>1 without a cluster), then given its replicas
@@ -183,7 +191,11 @@ class StreamReplicas:
             None if consumer is None else parse_consumer_config(consumer, stream=self.config, ephemeral=False)
         )
         self.disks = {peer: SimDisk() for peer in self.peers}
+        self.filesystems = {peer: FaultFS() for peer in self.peers} if file_stores else {}
+        self.segment_bytes = segment_bytes  # small: the stores roll (and seal) segments often
+        self.crashes: list[str] = []  # servers that crashed at an injected write (crash_store_at)
         self.catch_up_batches: list[int] = []  # sizes of the batches lagging replicas fetched
+        self._crash_mode: CrashMode = "flush"
         self.replicas: dict[str, Replica] = {}
         for peer in self.peers:
             self.start(peer)
@@ -192,9 +204,18 @@ class StreamReplicas:
         host = SimHost(peer, self.clock, random.Random(self.rng.getrandbits(64)))
         registry = GroupRegistry(_NetTransport(self, peer))
         storage = DurableStorage(self.disks[peer], f"{GROUP_ID}.raftlog", bootstrap=ConfState(self.peers))
-        store = MemoryStreamStore(store_limits(self.config))
+        store: MemoryStreamStore | FileStreamStore
+        if self.filesystems:
+            directory = f"/{peer}/streams/{self.config.name}"
+            config = FileStoreConfig(directory, limits=store_limits(self.config))
+            if self.segment_bytes is not None:
+                config = dataclasses.replace(config, segment_bytes=self.segment_bytes,
+                                             block_raw_bytes=min(config.block_raw_bytes, self.segment_bytes))
+            store = FileStreamStore(config, ops=self.filesystems[peer])
+        else:
+            store = MemoryStreamStore(store_limits(self.config))
         replication = Replication(storage=storage, transport=registry.outbox(GROUP_ID), tick_s=TICK_S,
-                                  snapshot_entries=self.snapshot_entries, catch_up=_CatchUp(self, peer))
+                                  snapshot_entries=self.snapshot_entries, catch_up=_CatchUp(self, peer, host))
         stream = Stream(config=self.config, created_ns=1, store=store, host=host, peer=peer,
                         group_id=GROUP_ID, replication=replication)
         registry.add(stream.group)
@@ -214,14 +235,23 @@ class StreamReplicas:
         self.replicas[peer] = replica
         return replica
 
-    def crash(self, peer: str) -> None:
-        """The server dies: unsynced disk writes and its in-flight sends are lost."""
+    def crash(self, peer: str, mode: CrashMode = "lose") -> None:
+        """The server dies: its RAFT log's unsynced writes and its in-flight sends are lost; its
+        file store keeps what `mode` says (file_stores only)."""
         replica = self.replicas.pop(peer)
         replica.stream.deleted = True
         if replica.consumer is not None:
             replica.consumer.deleted = True
         self.disks[peer].crash(self.rng, torn=False)
         self.network.lose_unflushed(peer, sent_since=self.ticks)
+        if self.filesystems:
+            self.filesystems[peer] = self.filesystems[peer].after_crash(mode)
+
+    def crash_store_at(self, peer: str, writes_from_now: int, mode: CrashMode = "flush") -> None:
+        """Crash `peer` at the given write of its store's file system from now on."""
+        fs = self.filesystems[peer]
+        fs.crash_at = fs.calls + writes_from_now
+        self._crash_mode = mode
 
     def step(self) -> None:
         """One simulated tick: deliver due messages, tick every group, turn every loop."""
@@ -236,7 +266,12 @@ class StreamReplicas:
         for _ in range(50):
             busy = False
             for replica in list(self.replicas.values()):
-                busy |= replica.host.turn()
+                try:
+                    busy |= replica.host.turn()
+                except SimulatedCrash:  # an injected crash in the middle of this server's turn
+                    self.crashes.append(replica.name)
+                    self.crash(replica.name, self._crash_mode)
+                    busy = True
             if not busy:
                 break
 
