@@ -680,7 +680,8 @@ class JetStreamService:
         else:
             files = OsLogFiles(directory or os.path.join(self.root, "_raft", group_id))
             storage = DurableStorage(files, "log", bootstrap=conf)
-        return Replication(storage=storage, transport=self.raft.registry.outbox(group_id))
+        return Replication(storage=storage, transport=self.raft.registry.outbox(group_id),
+                           catch_up=self.raft.catch_up.source(group_id))
 
     def register_group(self, group: RaftGroup) -> None:
         if self.raft is not None:
