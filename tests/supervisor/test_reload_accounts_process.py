@@ -161,3 +161,47 @@ def test_accounts_added_removed_and_jetstream_toggled_as_nats_server(start_super
     assert results[0] == results[1], results
     assert results[0]["a, its account removed"] == []  # closed without a word
     assert results[0]["c stream back"] == 3
+
+
+def test_push_consumers_of_a_new_account_deliver_on_every_worker(start_supervisor: Any, tmp_path: Path) -> None:
+    """JetStream runs on worker 0; a push consumer's messages reach a client on another worker through
+    that worker's relay, which a reload must give the new account too."""
+    config = tmp_path / "server.conf"
+    head = HEAD + f"jetstream {{ store_dir: {tmp_path / 'store'} }}\n"
+    config.write_text(head + BEFORE)
+    server = start_supervisor(command=[sys.executable, "-m", "appliance", "run", "-c", str(config)])
+    server.wait_ready()
+    config.write_text(head + AFTER)
+    server.signal(signal.SIGHUP)
+
+    async def scenario() -> None:
+        by_worker: dict[int, NATS] = {}
+        spare: list[NATS] = []
+        deadline = time.monotonic() + DEADLINE_S
+        while len(by_worker) < 2:  # worker k hands out client ids k+1, k+3, ... (two workers)
+            assert time.monotonic() < deadline, "no client on each worker"
+            try:
+                nc = await nats.connect(f"nats://127.0.0.1:{server.port}", user="c", password="pc",
+                                        allow_reconnect=False, connect_timeout=5)
+            except nats.errors.Error:  # a worker the SIGHUP has not reached yet does not know c
+                await asyncio.sleep(0.05)
+                continue
+            worker = (nc._client_id - 1) % 2  # type: ignore[attr-defined]
+            if worker in by_worker:
+                spare.append(nc)
+            else:
+                by_worker[worker] = nc
+        stream = Client()
+        stream.nc = by_worker[0]
+        await until(lambda: stream.api("STREAM.CREATE.P", {"name": "P", "subjects": ["p.>"]}),
+                    lambda answer: "config" in answer)
+        for worker, nc in sorted(by_worker.items()):
+            sub = await nc.jetstream().subscribe(f"p.{worker}")
+            await nc.jetstream().publish(f"p.{worker}", f"to worker {worker}".encode())
+            msg = await sub.next_msg(timeout=5)
+            assert msg.data == f"to worker {worker}".encode()
+            await msg.ack()
+        for nc in [*by_worker.values(), *spare]:
+            await nc.close()
+
+    asyncio.run(scenario())
