@@ -224,6 +224,12 @@ class RoutePeer:
         return Subscription(self, subject, queue, b"R%d" % self._next_sid, account.name)
 
 
+def _note_pool_size(options: ClusterOptions) -> None:
+    if options.pool_size not in (-1, 0, 3):  # 3: nats-server's default, set when not configured
+        logger.info("cluster pool_size %d ignored: this server keeps one route per peer (no pooling)",
+                    options.pool_size)
+
+
 class RouteManager:
     """The routes of this server (held by one worker) and the host interest they are told about."""
 
@@ -268,9 +274,7 @@ class RouteManager:
     # --- lifecycle -------------------------------------------------------------------------------
 
     async def start(self, listener: socket.socket | None) -> None:
-        if self.options.pool_size not in (-1, 0, 3):  # 3: nats-server's default, set when not configured
-            logger.info("cluster pool_size %d ignored: this server keeps one route per peer (no pooling)",
-                        self.options.pool_size)
+        _note_pool_size(self.options)
         self._urls_client = InternalClient(self.server, urls_account(self.server), "cluster urls")
         for account in self.server.accounts.all():
             for sub in account.sublist.all_subscriptions():
@@ -323,6 +327,8 @@ class RouteManager:
         if options.routes != old.routes:
             self.set_routes(options)
         self.options = options
+        if options.pool_size != old.pool_size:
+            _note_pool_size(options)
         settings = self.settings
         if options.name and options.name != settings.cluster_name:
             settings.cluster_name = options.name
