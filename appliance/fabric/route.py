@@ -112,6 +112,7 @@ class RouteConnection(asyncio.Protocol):
         self.remote_id = ""
         self.remote_name = ""
         self.connected = False  # CONNECT received (accepted side) or sent (solicited side)
+        self._peer_credentials: tuple[object, object] = (None, None)  # the accepted CONNECT's user/pass (reload)
         self.registered = False
         self.closed = False
         self.close_reason = ""
@@ -241,7 +242,8 @@ class RouteConnection(asyncio.Protocol):
                          error="attempted to connect to route port")
             return
         settings = self.settings
-        if settings.user and not _credentials_match(settings, fields.get("user"), fields.get("pass")):
+        self._peer_credentials = (fields.get("user"), fields.get("pass"))
+        if settings.user and not _credentials_match(settings, *self._peer_credentials):
             self._reject("authorization violation", "Authentication Failure", error="Authorization Violation")
             return
         cluster = fields.get("cluster")
@@ -311,6 +313,16 @@ class RouteConnection(asyncio.Protocol):
             self.write(wire.PING)
         loop = asyncio.get_running_loop()
         self._timers["ping"] = loop.call_later(ROUTE_FIRST_PING_S, self._ping_tick)
+
+    def recheck_credentials(self) -> None:
+        """A reload changed `cluster { authorization }`: a route we accepted with credentials no longer
+        valid is closed, as nats-server's reloadAuthorization (routes we dialled are the peer's to check)."""
+        if self.solicited or not self.connected or self.closed or not self.settings.user:
+            return
+        if not _credentials_match(self.settings, *self._peer_credentials):
+            self._reject("authorization violation after a reload", "Authentication Failure",
+                         error="Authorization Violation")
+            self.flush()
 
     def _maybe_adopt(self, cluster: object, dynamic: object) -> None:
         """A server without a configured cluster name takes the name of the first peer that has one

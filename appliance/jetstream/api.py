@@ -89,6 +89,7 @@ def answer_not_enabled(client: InternalClient) -> InternalClient:
             body = {
                 "type": TYPE_PREFIX + _kind_for(tokens),
                 "error": errors.NOT_ENABLED_FOR_ACCOUNT.error().as_json(),
+                **_error_extras(tokens),  # as its other errors: `total`, `streams`, `purged`, ...
             }
             client.publish(reply, go_json(body))
 
@@ -201,8 +202,10 @@ def _error_extras(tokens: list[str]) -> dict[str, object]:
     head = ".".join(tokens[:2])
     if head == "STREAM.INFO":
         return {"total": 0, "offset": 0, "limit": 0}
-    if head in ("STREAM.NAMES", "STREAM.LIST"):
+    if head == "STREAM.NAMES":
         return {"total": 0, "offset": 0, "limit": 0, "streams": None}
+    if head == "STREAM.LIST":  # nats-server starts its list answer with an empty list, errors included
+        return {"total": 0, "offset": 0, "limit": 0, "streams": []}
     if head in ("CONSUMER.NAMES", "CONSUMER.LIST"):
         return {"total": 0, "offset": 0, "limit": 0, "consumers": []}
     if head == "STREAM.PURGE":

@@ -168,17 +168,27 @@ class DeliveryRelay:
 
     def __init__(self, server: Server) -> None:
         self.server = server
-        self.clients: list[InternalClient] = []
+        self.clients: dict[str, InternalClient] = {}  # per JetStream account
         self.runs = 0  # runs written whole (run handler), for tests and monitoring
-        for account in server.accounts.all():
-            if not account.jetstream:
+        self.accounts_changed([], [])
+        server.account_listeners.append(self.accounts_changed)
+
+    def accounts_changed(self, _added: list[Account], _removed: list[Account]) -> None:
+        """At start and after a reload: a relay client for each account with JetStream, none for others."""
+        registry = self.server.accounts
+        for name, client in list(self.clients.items()):
+            if registry.get(name) is not client.account or not client.account.jetstream:
+                del self.clients[name]
+                client.close()
+        for account in registry.all():
+            if not account.jetstream or account.name in self.clients:
                 continue
-            client = InternalClient(server, account, f"JetStream relay {account.name}")
+            client = InternalClient(self.server, account, f"JetStream relay {account.name}")
             account.sublist.uncached_prefixes = ACK_PREFIXES
             client.subscribe(RELAY_PREFIX + b">", self._handler(account, queued=False),
                              run_handler=self._run_handler(account))
             client.subscribe(RELAY_QUEUE_PREFIX + b">", self._handler(account, queued=True))
-            self.clients.append(client)
+            self.clients[account.name] = client
 
     def _handler(self, account: Account, *, queued: bool) -> Handler:
         prefix = len(RELAY_QUEUE_PREFIX if queued else RELAY_PREFIX)
@@ -230,5 +240,7 @@ class DeliveryRelay:
         return on_relayed_run
 
     def close(self) -> None:
-        for client in self.clients:
+        if self.accounts_changed in self.server.account_listeners:
+            self.server.account_listeners.remove(self.accounts_changed)
+        for client in self.clients.values():
             client.close()

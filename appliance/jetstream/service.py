@@ -617,7 +617,7 @@ class JetStreamService:
         self.failures: dict[tuple[str, str], str] = {}  # (account, stream) -> why it is not open
         # (account, "stream > consumer") or ("", "meta"): a RAFT log recovered from damage mid-file
         self.damage: dict[tuple[str, str], str] = {}
-        self.disabled: list[InternalClient] = []  # accounts without JetStream: answered 10039
+        self.disabled: dict[str, InternalClient] = {}  # accounts without JetStream: answered 10039
         self.meta = MetaGroup(
             root=os.path.join(self.root, "_raft"), peer=self.peer, clock=self.clock, rng=self.rng,
             scheduler=self.loop,
@@ -635,22 +635,11 @@ class JetStreamService:
 
     def start(self) -> None:
         settle_global_account(self.server)  # hook (resources.py): $G's JetStream as nats-server's
-        for account in self.server.accounts.all():
-            if account.jetstream:
-                self.accounts[account.name] = AccountJetStream(self, account)
-        gone = self._materialise()
+        gone = self._enable_accounts()
         self.meta.on_change = self._on_meta_change
-        for account, stream, consumer in gone:  # ephemerals do not outlive the server
-            op = {"op": "consumer_del", "acc": account, "stream": stream, "consumer": consumer}
-            self.meta.propose(op, lambda _ok: None)
-        for ajs in self.accounts.values():
-            api.subscribe_api(ajs)
-        self.disabled = [
-            api.answer_not_enabled(InternalClient(self.server, account, f"JetStream off {account.name}"))
-            for account in self.server.accounts.all()
-            if not account.jetstream and not account.is_system
-        ]
+        self._forget_ephemerals(gone)
         self.server.interest_listeners.append(self._on_interest_change)
+        self.server.account_listeners.append(self._accounts_changed)
         from appliance.jetstream.monitor import JetStreamMonitor
 
         self.server.jetstream_monitor = JetStreamMonitor(self)  # type: ignore[attr-defined]
@@ -691,17 +680,56 @@ class JetStreamService:
         if self.raft is not None and self.raft.registry.get(group.group_id) is group:
             self.raft.registry.remove(group.group_id)
 
+    def _enable_accounts(self) -> list[tuple[str, str, str]]:
+        """JetStream for each account that has it (its streams and consumers opened, its API answered),
+        10039 answers for the others; returns the ephemeral consumers of the last run in the new ones."""
+        enabled = [account for account in self.server.accounts.all()
+                   if account.jetstream and account.name not in self.accounts]
+        for account in enabled:
+            self.accounts[account.name] = AccountJetStream(self, account)
+        gone = self._materialise([account.name for account in enabled])
+        for account in enabled:
+            api.subscribe_api(self.accounts[account.name])
+        for account in self.server.accounts.all():
+            if not account.jetstream and not account.is_system and account.name not in self.disabled:
+                client = InternalClient(self.server, account, f"JetStream off {account.name}")
+                self.disabled[account.name] = api.answer_not_enabled(client)
+        return gone
+
+    def _forget_ephemerals(self, gone: list[tuple[str, str, str]]) -> None:
+        for account, stream, consumer in gone:  # ephemerals do not outlive the server
+            op = {"op": "consumer_del", "acc": account, "stream": stream, "consumer": consumer}
+            self.meta.propose(op, lambda _ok: None)
+
+    def _accounts_changed(self, _added: list[Account], _removed: list[Account]) -> None:
+        """After a reload (server/accounts.py): JetStream of an account removed or no longer enabled is
+        closed (its streams stay on disk; its API answers 10039 while the account exists), and an account
+        with JetStream now gets it at once, with whatever streams the meta state holds for it."""
+        self.options = self.server.options  # the accounts' limits of the reload (reload_options, next)
+        registry = self.server.accounts
+        for name, ajs in list(self.accounts.items()):
+            if registry.get(name) is not ajs.account or not ajs.account.jetstream:
+                logger.info("JetStream disabled for account %s by a reload (its streams stay on disk)", name)
+                del self.accounts[name]
+                ajs.close()
+                for key in [key for key in self.failures if key[0] == name]:
+                    del self.failures[key]  # reported again if it fails to open when enabled again
+        for name, client in list(self.disabled.items()):
+            if registry.get(name) is not client.account or client.account.jetstream:
+                del self.disabled[name]
+                client.close()
+        self._forget_ephemerals(self._enable_accounts())
+
     def reload_options(self, options: ServerOptions) -> None:
         """A config reload (appliance/server/reload.py checked it): accounts' JetStream limits apply from now on."""
         self.options = options
 
-    def _materialise(self) -> list[tuple[str, str, str]]:
-        """Open every stream and durable consumer; returns the ephemerals of the last run."""
+    def _materialise(self, account_names: list[str]) -> list[tuple[str, str, str]]:
+        """Open every stream and durable consumer of these accounts; returns the ephemerals of the last run."""
         gone: list[tuple[str, str, str]] = []
-        for account_name, streams in self.meta.state.accounts.items():
-            ajs = self.accounts.get(account_name)
-            if ajs is None:
-                continue
+        for account_name in account_names:
+            streams = self.meta.state.accounts.get(account_name, {})
+            ajs = self.accounts[account_name]
             for record in streams.values():
                 config_record = record["config"]
                 assert isinstance(config_record, dict)
@@ -727,13 +755,14 @@ class JetStreamService:
                                           group=consumer_record.get("group"))
                     except (OSError, ApplianceError) as exc:
                         self._not_opened(account_name, config.name, consumer_config.name, exc)
-        self._orphans()
+        self._orphans(account_names)
         return gone
 
-    def _orphans(self) -> None:
+    def _orphans(self, account_names: list[str]) -> None:
         """Stream directories on disk that the meta state does not hold (its log lost them):
         never deleted, reported until they are defined again or removed by an operator."""
-        for account_name, ajs in self.accounts.items():
+        for account_name in account_names:
+            ajs = self.accounts[account_name]
             streams_dir = os.path.join(self.root, account_name, "streams")
             if not os.path.isdir(streams_dir):
                 continue
@@ -775,11 +804,13 @@ class JetStreamService:
         self.server.jetstream_monitor = None  # type: ignore[attr-defined]
         if self._on_interest_change in self.server.interest_listeners:
             self.server.interest_listeners.remove(self._on_interest_change)
+        if self._accounts_changed in self.server.account_listeners:
+            self.server.account_listeners.remove(self._accounts_changed)
         self.fsyncs.stop()  # fsyncs in flight finish before their stores close
         self.sealer.close()
         for ajs in self.accounts.values():
             ajs.close()
-        for client in self.disabled:
+        for client in self.disabled.values():
             client.close()
         if self.forwarder is not None:
             self.forwarder.close()

@@ -1,4 +1,10 @@
-"""Accounts: each one a separate subject space (its own sublist)."""
+"""Accounts: each one a separate subject space (its own sublist).
+
+A config reload (server/reload.py) adds and removes accounts as nats-server's reloadAuthorization:
+`AccountRegistry.update` drops the accounts no longer configured (the global and system accounts
+always stay), makes the new ones and sets each configured account's JetStream flag. A removed
+account's object is never reused: whoever kept it (a closing client, an internal client) sees that
+`registry.get(name) is not account` and lets it go; an account added again later is a new one."""
 
 from __future__ import annotations
 
@@ -29,6 +35,24 @@ class AccountRegistry:
             self._accounts[self.system_name] = Account(self.system_name)
         if self.system_name:
             self._accounts[self.system_name].is_system = True
+
+    def update(self, options: ServerOptions) -> tuple[list[Account], list[Account]]:
+        """The configured accounts of a reload: returns (added, removed). The global account keeps its
+        JetStream as it is (nats-server keeps $G's on a reload that adds the first accounts)."""
+        kept = {GLOBAL_ACCOUNT, self.system_name}
+        removed = [account for name, account in self._accounts.items()
+                   if name not in kept and name not in options.accounts]
+        for account in removed:
+            del self._accounts[account.name]
+        added = []
+        for name, configured in options.accounts.items():
+            account = self._accounts.get(name)
+            if account is None:
+                account = self._accounts[name] = Account(name, jetstream=configured.jetstream.enabled)
+                added.append(account)
+            elif name != GLOBAL_ACCOUNT and not account.is_system:
+                account.jetstream = configured.jetstream.enabled
+        return added, removed
 
     def get(self, name: str) -> Account | None:
         return self._accounts.get(name)

@@ -119,6 +119,7 @@ class ClientConnection(asyncio.Protocol):
         self.user = ""
         self._credentials: dict[str, object] = {}  # CONNECT's user/pass/auth_token: re-checked on reload
         self._checked_hash = ""  # the bcrypt hash the password was verified against (not redone on reload)
+        self._bound_as: tuple[str, str] | None = None  # ("nkey"|"user", key) it was let in as (reload)
         # CONNECT options, with nats-server's defaults for absent keys
         self.connected = False
         self.verbose = True
@@ -580,6 +581,8 @@ class ClientConnection(asyncio.Protocol):
             account.clients += 1
         if user is not None:
             self.user = user.nkey or user.username
+            if user.nkey or not self.server.auth.tls_map:  # a certificate-mapped user is re-checked by its cert
+                self._bound_as = ("nkey", user.nkey) if user.nkey else ("user", user.username)
             if user.permissions is not None:
                 self.perms = auth.ClientPermissions(user.permissions)
         self.connected = True
@@ -841,12 +844,18 @@ class ClientConnection(asyncio.Protocol):
 
     def recheck_authorization(self) -> bool:
         """After a config reload (appliance/server/reload.py), as nats-server's reloadAuthorization: a
-        client no longer allowed into the same account gets 'Authorization Violation' and is closed
-        (False); the others take their user's new permissions."""
+        client whose user is gone or now belongs to another account is closed (Client Closed, no -ERR:
+        it reconnects and lands where it now belongs); one no longer allowed in gets -ERR 'Authorization
+        Violation' and is closed (False either way); the others get their user's new permissions."""
         if not self.connected or self.closed:
             return True
+        if self._moved_account():
+            logger.info("%s:%d - cid:%d - user gone or moved to another account by a reload; closing",
+                        self.ip, self.port, self.cid)
+            self.close("Client Closed")
+            return False
         outcome = self.server.auth.authenticate(self._credentials, self.peer_identity, self.nonce,
-                                           websocket=self.websocket)
+                                                websocket=self.websocket)
         if isinstance(outcome, auth.NeedsBcrypt):
             same_hash = outcome.hashed == self._checked_hash
             if same_hash or auth.bcrypt_matches(outcome.given, outcome.hashed):
@@ -860,6 +869,15 @@ class ClientConnection(asyncio.Protocol):
         user = outcome.user
         self.perms = auth.ClientPermissions(user.permissions) if user is not None and user.permissions else None
         return True
+
+    def _moved_account(self) -> bool:
+        """nats-server's clientHasMovedToDifferentAccount: by the user (or NKey) it was let in as."""
+        if self._bound_as is None:
+            return self.server.accounts.get(self.account.name) is not self.account  # its account was removed
+        kind, key = self._bound_as
+        auth_now = self.server.auth
+        user = (auth_now.nkeys if kind == "nkey" else auth_now.users).get(key)
+        return user is None or user.account != self.account.name
 
     def _auth_violation(self) -> None:
         self.send_error(ERR_AUTH_VIOLATION)

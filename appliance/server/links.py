@@ -451,6 +451,7 @@ class LocalFabric:
         self._next_sid = 0
         # told of each sibling subscription inserted or removed here (the routes advertise the host's interest)
         self.sibling_interest_listeners: list[Callable[[Account, Subscription, bool], None]] = []
+        server.account_listeners.append(self.accounts_changed)
         # interest sync (fabric/sync.py): PONGs wait for live siblings' ACKs; first reads for their interest
         self.sync = SiblingSync(self.peers, base)
         self.pid = os.getpid() if pid is None else pid
@@ -785,31 +786,49 @@ class LocalFabric:
     # --- frames from siblings --------------------------------------------------------------------
 
     def _add_remote_interest(self, peer: LinkPeer, account_name: bytes, subject: bytes, queue: bytes | None) -> None:
-        account = self.server.accounts.get(account_name.decode())
-        if account is None:
-            return
+        """Recorded even for an account this worker does not know (yet): a sibling that applied a reload
+        first may tell of interest in an account added by it; `accounts_changed` inserts it here then."""
         key = (account_name, subject, queue)
         subs = peer.interest.setdefault(key, [])
         if queue is None and subs:
             return
         self._next_sid += 1
-        sub = Subscription(peer, subject, queue, b"L%d" % self._next_sid, account.name)
+        sub = Subscription(peer, subject, queue, b"L%d" % self._next_sid, account_name.decode(errors="replace"))
         subs.append(sub)
-        account.sublist.insert(sub)
-        self.tell_sibling_interest(account, sub, True)
+        account = self.server.accounts.get(sub.account)
+        if account is not None:
+            account.sublist.insert(sub)
+            self.tell_sibling_interest(account, sub, True)
 
     def _remove_remote_interest(self, peer: LinkPeer, account_name: bytes, subject: bytes,
                                 queue: bytes | None) -> None:
         key = (account_name, subject, queue)
         subs = peer.interest.get(key)
-        account = self.server.accounts.get(account_name.decode())
-        if not subs or account is None:
+        if not subs:
             return
         sub = subs.pop()
-        account.sublist.remove(sub)
-        self.tell_sibling_interest(account, sub, False)
         if not subs:
             del peer.interest[key]
+        account = self.server.accounts.get(sub.account)
+        if account is not None:
+            account.sublist.remove(sub)
+            self.tell_sibling_interest(account, sub, False)
+
+    def accounts_changed(self, added: list[Account], removed: list[Account]) -> None:
+        """A reload added or removed accounts (server/accounts.py): siblings' interest recorded for an
+        added one is inserted now; a removed one's sublist goes with it (the routes forget it themselves)."""
+        if not added and not removed:
+            return
+        self._accounts.clear()
+        for account in added:
+            name = account.name.encode()
+            for peer in self.peers.values():
+                for (account_name, _, _), subs in peer.interest.items():
+                    if account_name != name:
+                        continue
+                    for sub in subs:
+                        account.sublist.insert(sub)
+                        self.tell_sibling_interest(account, sub, True)
 
     def _deliver_records(self, peer: LinkPeer, payload: bytes) -> None:
         """The hot path of the receiving worker. The frame's records come as runs (consecutive records

@@ -5,24 +5,28 @@ the error it refuses the whole reload with (`config reload not supported for Por
 new=4333`); nothing is applied then and the server keeps its old config. What can change live:
 logging and trace flags, pid_file, ports_file_dir, max_payload, max_control_line,
 max_connections, ping_interval, ping_max, write_deadline, tags, authorization (user, password,
-token, timeout, users, default permissions), accounts' users and permissions and JetStream
-limits, no_auth_user (as nats-server: only removed together with its user), and the cluster's
-routes (new ones solicited, removed ones closed, as its routesOption; `Reloaded: cluster routes`).
+token, timeout, users, default permissions), accounts (added, removed, their users, permissions,
+JetStream on or off and limits, imports, exports, mappings: nats-server never compares them and
+always logs `Reloaded: accounts`), no_auth_user (as nats-server: only removed together with its
+user), and the cluster block (server/reload_cluster.py: all of it but the listener, as
+nats-server's clusterOption and routesOption).
 
-Not yet in this build (refused, with the reason): adding or removing accounts (the account
-objects carry subscriptions and JetStream state), turning JetStream on or off, cluster settings
-other than routes and route certificates (host and port refused with nats-server's
-validateClusterOpts texts; turning route TLS on or off too), and the appliance {} block (workers
-and pinning are placed at start).
+Not in this build (refused, with the reason): turning JetStream on or off for the whole server, and
+the appliance {} block (workers and pinning are placed at start). Imports, exports and mappings are
+kept as the file says but route nothing, after a reload as after a start (not built yet).
 
 Certificates: new `tls {}` / `cluster { tls {} }` files (new contents in the same paths count: the
 loader keeps a digest of them) log `Reloaded: tls = enabled` / `Reloaded: cluster`; new client and
 route connections use them, connections already up keep the session they verified.
 
-`apply_reload(server, new)` (on a worker's loop) swaps the options and the authenticator, sets
-the new limits on open connections, and re-checks every client as nats-server's
-reloadAuthorization does: a client whose user is gone, whose password changed or whose account
-changed gets -ERR 'Authorization Violation' and is closed; the others get their new permissions.
+`apply_reload(server, new)` (on every worker's loop) swaps the options, the authenticator and the
+accounts (server/accounts.py), sets the new limits on open connections, and re-checks every client
+as nats-server's reloadAuthorization does: a client whose user is gone or moved to another account
+(a removed account's users are gone) is closed without a word (Client Closed: it reconnects where it
+now belongs), one whose password no longer matches gets -ERR 'Authorization Violation' and is
+closed; the others get their new permissions. Then the account listeners run (`Server.account_listeners`:
+the sibling links insert interest they kept for an account new here, the routes tell their peers
+that the interest in a removed account is gone, JetStream opens or closes accounts' JetStream).
 """
 
 from __future__ import annotations
@@ -32,10 +36,11 @@ import math
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from appliance.config.options import Account, Authorization, ClusterOptions, ServerOptions
+from appliance.config.options import Authorization, ServerOptions
 from appliance.config.tls_context import TLSConfigError
 from appliance.server import auth
 from appliance.server.monitor.durations import go_duration
+from appliance.server.reload_cluster import cluster_changes
 from appliance.server.tls import serving_from_options
 
 logger = logging.getLogger(__name__)
@@ -109,10 +114,8 @@ def diff_options(old: ServerOptions, new: ServerOptions) -> ReloadDiff:
             found.append((go_name, line))
         elif name == "authorization":
             found += _authorization_changes(before, after)
-        elif name == "accounts":
-            refused = _account_refusal(before, after)
-            if refused is not None:
-                errors.append(("Accounts", refused))
+        elif name == "accounts":  # always reported (ALWAYS); all of it applies live
+            continue
         elif name == "no_auth_user":
             if not (before and not after and not _has_user(new, before)):
                 errors.append(("NoAuthUser", _not_supported_text("NoAuthUser", before, after)))
@@ -127,13 +130,10 @@ def diff_options(old: ServerOptions, new: ServerOptions) -> ReloadDiff:
         elif name == "tls":  # new certificates (or settings) for new client connections
             found.append(("TLSConfig", f"Reloaded: tls = {'enabled' if after is not None else 'disabled'}"))
         elif name == "cluster":
-            refused = _cluster_refusal(before, after)
+            lines, refused = cluster_changes(before, after)
+            found += lines
             if refused is not None:
                 errors.append(("Cluster", refused))
-            if before.routes != after.routes:
-                found.append(("Routes", "Reloaded: cluster routes"))
-            if before.tls != after.tls:  # new route certificates, for new routes
-                found.append(("Cluster", "Reloaded: cluster"))
         elif name == "appliance":
             errors.append(("appliance", "config reload not supported for appliance: workers, pinning, NUMA store "
                                         "dirs and ring sizes are placed at start (restart the server)"))
@@ -179,48 +179,6 @@ def _authorization_changes(before: Authorization, after: Authorization) -> list[
     if before.timeout_s != after.timeout_s:
         lines.append(("AuthTimeout", f"Reloaded: authorization timeout = {_go(after.timeout_s)}"))
     return lines
-
-
-def _account_refusal(before: dict[str, Account], after: dict[str, Account]) -> str | None:
-    """Users and permissions of accounts change live; what else changed needs a restart in this build."""
-    if set(before) != set(after):
-        added, removed = sorted(set(after) - set(before)), sorted(set(before) - set(after))
-        return ("config reload not supported for accounts: adding or removing accounts "
-                f"(added {added}, removed {removed}) needs a restart in this build")
-    for name in after:
-        if before[name].jetstream.enabled != after[name].jetstream.enabled:
-            return (f"config reload not supported for accounts: turning JetStream on or off for account {name} "
-                    "needs a restart in this build")
-        if (before[name].imports, before[name].exports, before[name].mappings) != (
-                after[name].imports, after[name].exports, after[name].mappings):
-            return (f"config reload not supported for accounts: imports, exports and mappings of {name} are not "
-                    "applied live in this build")
-    return None
-
-
-def _cluster_refusal(before: ClusterOptions, after: ClusterOptions) -> str | None:
-    """nats-server's validateClusterOpts texts for the listener; routes are added and removed live
-    (`RouteManager.set_routes`). The rest of the block (name, credentials, advertise, timings) is read
-    when a route connects, so it needs a restart in this build."""
-    if before.host != after.host:
-        return f"config reload not supported for cluster host: old={before.host}, new={after.host}"
-    if before.port != after.port:
-        return f"config reload not supported for cluster port: old={before.port}, new={after.port}"
-    if after.routes and not before.routes and before.port == 0:  # no RouteManager runs to solicit them
-        return ("config reload not supported for cluster routes: this server started without a cluster "
-                "(restart the server to join one)")
-    if (before.tls is None) != (after.tls is None):  # routes up in plain text (or TLS) would have to go
-        return ("config reload not supported for cluster tls: turning route TLS on or off needs a restart "
-                "in this build")
-    live = {"host", "port", "routes", "tls"}  # tls: new certificates for new routes (RouteManager.reload_tls)
-    if not before.auth_timeout_given and not after.auth_timeout_given:
-        live.add("auth_timeout_s")  # follows the TLS timeout
-    others = [spec.name for spec in fields(ClusterOptions) if spec.name not in live
-              and getattr(before, spec.name) != getattr(after, spec.name)]
-    if others:
-        return (f"config reload not supported for cluster {others[0]}: only its routes change live in this build "
-                "(restart the server)")
-    return None
 
 
 def _has_user(options: ServerOptions, username: str) -> bool:
@@ -269,6 +227,7 @@ def apply_reload(server: Any, new: ServerOptions) -> int:
     server.options = new
     server.trace = new.trace
     server.auth = auth.Authenticator(new)
+    added, removed = server.accounts.update(new)
     try:  # the supervisor read these files a moment ago; one gone since keeps the old certificates
         if new.tls != old.tls:  # new client connections use the new certificates; open ones keep theirs
             server.tls = serving_from_options(new)
@@ -285,6 +244,10 @@ def apply_reload(server: Any, new: ServerOptions) -> int:
             closed += 1
     if closed:
         logger.info("Disconnected %d client(s) no longer authorized by the reloaded configuration", closed)
+    if new.cluster != old.cluster and server.routes is not None:
+        server.routes.reload(new.cluster)
+    for listener in server.account_listeners:  # every time: JetStream follows the accounts' flags too
+        listener(added, removed)
     if new.max_connections < old.max_connections:
         closed += _fall_within_max_connections(server, new.max_connections)
     return closed

@@ -230,6 +230,12 @@ class RoutePeer:
         return Subscription(self, subject, queue, b"R%d" % self._next_sid, account.name)
 
 
+def _note_pool_size(options: ClusterOptions) -> None:
+    if options.pool_size not in (-1, 0, 3):  # 3: nats-server's default, set when not configured
+        logger.info("cluster pool_size %d ignored: this server keeps one route per peer (no pooling)",
+                    options.pool_size)
+
+
 class RouteManager:
     """The routes of this server (held by one worker) and the host interest they are told about."""
 
@@ -274,14 +280,13 @@ class RouteManager:
     # --- lifecycle -------------------------------------------------------------------------------
 
     async def start(self, listener: socket.socket | None) -> None:
-        if self.options.pool_size not in (-1, 0, 3):  # 3: nats-server's default, set when not configured
-            logger.info("cluster pool_size %d ignored: this server keeps one route per peer (no pooling)",
-                        self.options.pool_size)
+        _note_pool_size(self.options)
         self._urls_client = InternalClient(self.server, urls_account(self.server), "cluster urls")
         for account in self.server.accounts.all():
             for sub in account.sublist.all_subscriptions():
                 self.on_interest(account, sub, True)
         self.server.interest_listeners.append(self.on_interest)
+        self.server.account_listeners.append(self.accounts_changed)
         loop = asyncio.get_running_loop()
         if listener is not None:
             listener.setblocking(False)
@@ -322,10 +327,30 @@ class RouteManager:
             self._solicit_configured(url)
         return added, removed
 
+    def reload(self, options: ClusterOptions) -> None:
+        """A reload changed the `cluster {}` block (server/reload_cluster.py says what each setting does)."""
+        old = self.options
+        if options.routes != old.routes:
+            self.set_routes(options)
+        self.options = options
+        if options.pool_size != old.pool_size:
+            _note_pool_size(options)
+        settings = self.settings
+        if options.name and options.name != settings.cluster_name:
+            settings.cluster_name = options.name
+        settings.user, settings.password = options.user, options.password
+        settings.auth_timeout_s = options.auth_timeout_s
+        settings.ping_interval_s, settings.ping_max = options.ping_interval_s, options.ping_max
+        if (options.user, options.password) != (old.user, old.password):
+            for conn in list(self.connections):
+                conn.recheck_credentials()
+
     async def close(self) -> None:
         self._closed.set()
         if self.on_interest in self.server.interest_listeners:
             self.server.interest_listeners.remove(self.on_interest)
+        if self.accounts_changed in self.server.account_listeners:
+            self.server.account_listeners.remove(self.accounts_changed)
         if self._listener is not None:
             self._listener.close()
         for task in self._tasks:
@@ -706,6 +731,24 @@ class RouteManager:
         for (account_name, subject, queue) in list(peer.interest):
             self._remove_interest(peer, account_name, subject, queue)
 
+    def accounts_changed(self, added: list[Account], removed: list[Account]) -> None:
+        """A reload removed accounts: the peers are told this server's interest in them is gone (RS-),
+        what the routes told of them is dropped, and later news of the old account objects is ignored
+        (on_interest). An added account's interest goes out as its subscriptions come."""
+        for account in removed:
+            name = account.name
+            for key in [key for key in self.plain_refs if key[0] == name]:
+                del self.plain_refs[key]
+                self._broadcast(rs_minus(self.account_name(name), key[1]))
+            for qkey in [qkey for qkey in self.queue_refs if qkey[0] == name]:
+                del self.queue_refs[qkey]
+                self._broadcast(rs_minus(self.account_name(name), qkey[1], qkey[2]))
+            encoded = self.account_name(name)
+            for peer in self.peers.values():
+                for key in [key for key in peer.interest if key[0] == encoded]:
+                    for sub in peer.interest.pop(key):
+                        self._tell_siblings(account, sub, False)
+
     def _tell_siblings(self, account: Account, sub: Subscription, added: bool) -> None:
         if self.interest_sink is not None:
             self.interest_sink(account, sub, added)
@@ -763,6 +806,8 @@ class RouteManager:
 
     def on_interest(self, account: Account, sub: Subscription, added: bool) -> None:
         """A subscription of the host (this worker's or a sibling's) came or went."""
+        if self.server.accounts.get(account.name) is not account:
+            return  # an account removed by a reload (accounts_changed told the peers)
         if not self.advertised(sub):
             if added and sub.subject == CLUSTER_URLS_SUBJECT and sub.conn.is_link and self._urls_client is not None:
                 publish_cluster_urls(self._urls_client, self.server.cluster_urls)  # a sibling (re)started

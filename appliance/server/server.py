@@ -17,7 +17,7 @@ from typing import Protocol
 
 from appliance import NATS_PROTO, NATS_VERSION, limits
 from appliance.clock import Clock, SystemClock
-from appliance.config.options import ServerOptions
+from appliance.config.options import ClusterOptions, ServerOptions
 from appliance.config.tls import TLSOptions
 from appliance.protocol import wire
 from appliance.server.accounts import GLOBAL_ACCOUNT, Account, AccountRegistry
@@ -52,6 +52,8 @@ class ClusterView(Protocol):
     def announce_lame_duck(self) -> None: ...
 
     def reload_tls(self, tls: TLSOptions | None) -> None: ...
+
+    def reload(self, options: ClusterOptions) -> None: ...
 
 
 class ConnectionGate(Protocol):
@@ -111,6 +113,8 @@ class Server:
         self.ready = False
         self.trace = options.trace  # -V: protocol traces (TRC lines)
         self.interest_listeners: list[Callable[[Account, Subscription, bool], None]] = []
+        # a reload added or removed accounts: (added, removed), after the clients were re-checked
+        self.account_listeners: list[Callable[[list[Account], list[Account]], None]] = []
         self.interest_gate: InterestGate | None = None  # sibling workers, when there are any
         self.before_client_read: Callable[[], None] | None = None  # take sibling frames first
         self.connection_gate: ConnectionGate | None = None  # max_connections across workers, when there are any

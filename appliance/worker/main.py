@@ -79,9 +79,6 @@ async def serve_worker(ctx: WorkerContext) -> int:
     clustered = ctx.options.cluster.enabled or bool(ctx.options.cluster.routes)
     if ctx.worker_index == 0 and clustered:
         routes = await _start_routes(server, ctx, fabric)
-        if reloader is not None:
-            manager = routes
-            reloader.listeners.append(lambda options: manager.set_routes(options.cluster) and None)
         path = ctx.extra.get("routes_status_path")
         if isinstance(path, str):
             routes_status = loop.create_task(_report_routes(routes, Path(path)))

@@ -65,13 +65,21 @@ def test_users_and_permissions() -> None:
     assert token.changes == [*ALWAYS, "Reloaded: authorization token"]
 
 
-def test_account_users_change_live_but_new_accounts_need_a_restart() -> None:
-    one = "accounts { A: { users: [ {user: a, password: pa} ] } }\n"
-    two = "accounts { A: { users: [ {user: a, password: pa}, {user: b, password: pb} ] } }\n"
-    assert diff_options(opts(one), opts(two)).changes == ALWAYS
-    more = "accounts { A: { users: [ {user: a, password: pa} ] }, B: {} }\n"
-    refused = diff_options(opts(one), opts(more))
-    assert refused.error is not None and refused.error.startswith("config reload not supported for accounts")
+def test_accounts_change_live_as_nats_server_which_only_logs_reloaded_accounts() -> None:
+    """nats-server 2.15.1 (probed with SIGHUP) accepts accounts added and removed, users moved between
+    them, JetStream turned on or off per account, imports/exports/mappings: its two lines, nothing else."""
+    one = "accounts { A: { users: [ {user: a, password: pa} ], jetstream: enabled } }\n"
+    edits = [
+        "accounts { A: { users: [ {user: a, password: pa}, {user: b, password: pb} ] } }\n",
+        "accounts { A: { users: [ {user: a, password: pa} ] }, B: {} }\n",
+        "accounts { B: { users: [ {user: a, password: pa} ], jetstream: enabled } }\n",
+        "accounts { A: { users: [ {user: a, password: pa} ], jetstream: enabled, mappings: { x: y } } }\n",
+        "accounts { A: { users: [ {user: a, password: pa} ], jetstream: enabled, exports: [ {stream: x} ] },"
+        " B: { imports: [ {stream: {account: A, subject: x}} ] } }\n",
+    ]
+    for edit in edits:
+        diff = diff_options(opts(one), opts(edit))
+        assert diff.error is None and diff.changes == ALWAYS, edit
 
 
 @pytest.mark.parametrize(("before", "after", "error"), [
@@ -133,10 +141,38 @@ def test_cluster_listener_edits_are_refused_with_validate_cluster_opts_texts(lis
     assert diff_options(cluster(""), cluster("", listen=listen)).error == error
 
 
-def test_other_cluster_settings_are_refused_and_name_the_setting() -> None:
-    diff = diff_options(cluster(""), cluster("nats-route://127.0.0.1:6223", name="C2"))
-    assert diff.changes == [] and diff.error is not None
-    assert diff.error.startswith("config reload not supported for cluster name: ")
+def cluster_block(extra: str, *, name: str = "C1") -> ServerOptions:
+    return opts(BASE + f"cluster {{ name: {name}, listen: 127.0.0.1:6222\n{extra}\n}}\n")
+
+
+@pytest.mark.parametrize("extra", [
+    "authorization { user: ru, password: rp }", "authorization { user: ru, password: rp, timeout: 5 }",
+    "advertise: \"10.0.0.1:6222\"", "no_advertise: true", "ping_interval: \"5s\"", "ping_max: 5",
+    "pool_size: 5", "compression: s2_fast", "connect_retries: 5", "accounts: [ \"$G\" ]",
+])
+def test_other_cluster_settings_reload_live_as_nats_server_cluster_option(extra: str) -> None:
+    """As nats-server 2.15.1 logs each of these edits (probed with SIGHUP): `Reloaded: cluster`."""
+    diff = diff_options(cluster_block(""), cluster_block(extra))
+    assert diff.error is None and diff.changes == [*ALWAYS, "Reloaded: cluster"]
+
+
+def test_a_new_cluster_name_is_logged_before_reloaded_cluster_as_nats_server() -> None:
+    diff = diff_options(cluster_block(""), cluster_block("", name="C2"))
+    assert diff.changes == [*ALWAYS, "Cluster name updated to C2", "Reloaded: cluster"]
+    both = diff_options(cluster(""), cluster("nats-route://127.0.0.1:6223", name="C2"))
+    assert both.changes == [*ALWAYS, "Cluster name updated to C2", "Reloaded: cluster", "Reloaded: cluster routes"]
+
+
+@pytest.mark.parametrize(("advertise", "error"), [
+    ("x:y:z", "address x:y:z: too many colons in address"),
+    ("host:port", 'strconv.Atoi: parsing "port": invalid syntax'),
+    ("[::1", "address [::1: missing ']' in address"),
+    ("a:99999999999999999999", 'strconv.Atoi: parsing "99999999999999999999": value out of range'),
+])  # each as nats-server 2.15.1 logged it (probed with SIGHUP)
+def test_an_advertise_nats_server_cannot_parse_is_refused_with_its_text(advertise: str, error: str) -> None:
+    diff = diff_options(cluster_block(""), cluster_block(f"advertise: \"{advertise}\""))
+    assert diff.error == f"invalid Cluster.Advertise value of {advertise}, err={error}"
+    assert diff_options(cluster_block(""), cluster_block("advertise: \"10.0.0.1\"")).error is None  # port added
 
 
 def test_routes_on_a_server_started_without_a_cluster_are_refused() -> None:
