@@ -40,6 +40,7 @@ from appliance.protocol.subjects import is_valid_publish_subject, is_valid_subje
 from appliance.config.nkey import new_nonce
 from appliance.config.tls_context import cipher_name, version_name
 from appliance.server import auth, tls
+from appliance.server.jwt_auth import JWTUser
 from appliance.server.accounts import GLOBAL_ACCOUNT, Account
 from appliance.server.links import append_msgs
 from appliance.server.router import pick, route
@@ -97,6 +98,8 @@ count_pubs = native.speedups.count_pubs if native.ENABLED else count_pubs_py
 
 ERR_AUTH_VIOLATION = "Authorization Violation"
 ERR_AUTH_TIMEOUT = "Authentication Timeout"
+ERR_AUTH_EXPIRED = "User Authentication Expired"
+ERR_ACCOUNT_CONNECTIONS = "maximum account active connections exceeded"
 ERR_STALE = "Stale Connection"
 ERR_INVALID_SUBJECT = "Invalid Subject"
 ERR_INVALID_PUB_SUBJECT = "Invalid Publish Subject"
@@ -117,6 +120,7 @@ class ClientConnection(asyncio.Protocol):
         self.subs: dict[bytes, Subscription] = {}
         self.perms: auth.ClientPermissions | None = None
         self.user = ""
+        self.max_subs = -1  # a user JWT's (and its account's) subscription limit; -1: the server's
         self._credentials: dict[str, object] = {}  # CONNECT's user/pass/auth_token: re-checked on reload
         self._checked_hash = ""  # the bcrypt hash the password was verified against (not redone on reload)
         # CONNECT options, with nats-server's defaults for absent keys
@@ -528,12 +532,13 @@ class ClientConnection(asyncio.Protocol):
             self.send_error(ERR_NO_RESPONDERS_HEADERS)
             self.close("Protocol Violation: no responders requires headers")
             return False
-        self._credentials = {key: fields[key] for key in ("user", "pass", "auth_token", "nkey", "sig")
+        self._credentials = {key: fields[key] for key in ("user", "pass", "auth_token", "nkey", "sig", "jwt")
                              if key in fields}
-        outcome = self.server.auth.authenticate(fields, self.peer_identity, self.nonce, websocket=self.websocket)
+        outcome = self.server.auth.authenticate(fields, self.peer_identity, self.nonce, websocket=self.websocket,
+                                                host=self.ip, now_s=self.server.clock.wall())
         if isinstance(outcome, auth.Granted):
-            self._bind(outcome.user, outcome.account)
-            return True
+            self._bind(outcome.user, outcome.account, outcome.jwt)
+            return not self.closed
         if isinstance(outcome, auth.NeedsBcrypt):
             self._holding = True
             self._pause_reading()
@@ -569,11 +574,19 @@ class ClientConnection(asyncio.Protocol):
             self.server.flush_dirty()
             self.server.producer = None
 
-    def _bind(self, user: Any, account_name: str) -> None:
+    def _bind(self, user: Any, account_name: str, grant: JWTUser | None = None) -> None:
         account = self.server.accounts.get(account_name)
         if account is None:
             self._auth_violation()
             return
+        if grant is not None and 0 <= grant.max_account_connections <= account.clients - (account is self.account):
+            logger.error("%s:%d - cid:%d - %s", self.ip, self.port, self.cid, ERR_ACCOUNT_CONNECTIONS)
+            self.send_error(ERR_ACCOUNT_CONNECTIONS)
+            self.server.flush_dirty()
+            self.close("Maximum Account Connections Exceeded")
+            return
+        if grant is not None:
+            self._apply_jwt_limits(grant)
         if account is not self.account:
             self.account.clients -= 1
             self.account = account
@@ -589,6 +602,23 @@ class ClientConnection(asyncio.Protocol):
         if self.verbose:
             self.write(wire.OK)
 
+    def _apply_jwt_limits(self, grant: JWTUser) -> None:
+        """nats-server's applyAccountLimits for a JWT user, and the timer of its expiry."""
+        options = self.server.options
+        self.max_subs = grant.max_subs
+        if 0 < grant.max_payload < options.max_payload:
+            self.parser.set_limits(max_control_line=options.max_control_line, max_payload=grant.max_payload)
+        if grant.expires > 0:
+            delay_s = max(grant.expires - self.server.clock.wall(), 0.0)
+            self._timers["expiry"] = self.server.loop.call_later(delay_s, self._auth_expired)
+
+    def _auth_expired(self) -> None:
+        if not self.closed:
+            logger.debug("%s:%d - cid:%d - %s", self.ip, self.port, self.cid, ERR_AUTH_EXPIRED)
+            self.send_error(ERR_AUTH_EXPIRED)
+            self.server.flush_dirty()
+            self.close("Authentication Expired")
+
     def _subscribe(self, subject: bytes, queue: bytes | None, sid: bytes) -> None:
         if not is_valid_subject(subject) or (queue is not None and not is_valid_subject(queue)):
             self.send_error(ERR_INVALID_SUBJECT)
@@ -600,8 +630,8 @@ class ClientConnection(asyncio.Protocol):
             logger.error("cid:%d - %s", self.cid, text)
             self.send_error(text)
             return
-        max_subs = self.server.options.max_subscriptions
-        if max_subs and len(self.subs) >= max_subs:
+        max_subs = self.max_subs if self.max_subs >= 0 else self.server.options.max_subscriptions or -1
+        if max_subs >= 0 and len(self.subs) >= max_subs:
             self.send_error(ERR_MAX_SUBS)
             return
         if sid not in self.subs:
@@ -846,7 +876,8 @@ class ClientConnection(asyncio.Protocol):
         if not self.connected or self.closed:
             return True
         outcome = self.server.auth.authenticate(self._credentials, self.peer_identity, self.nonce,
-                                           websocket=self.websocket)
+                                                websocket=self.websocket, host=self.ip,
+                                                now_s=self.server.clock.wall())
         if isinstance(outcome, auth.NeedsBcrypt):
             same_hash = outcome.hashed == self._checked_hash
             if same_hash or auth.bcrypt_matches(outcome.given, outcome.hashed):

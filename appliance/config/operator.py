@@ -1,0 +1,186 @@
+"""Operator mode in a NATS config: `operator` (a JWT or a file holding one), `resolver` and
+`resolver_preload`, as nats-server reads them (opts.go) and checks them at start
+(validateTrustedOperators in jwt.go).
+
+The preloaded account JWTs become the server's accounts, named by their public keys, with the
+JetStream limits of their claims, so the rest of the server treats them as configured accounts.
+Only the MEMORY resolver is built; `resolver { type: full|cache }` and `URL(...)` are refused as
+not supported.
+"""
+
+from __future__ import annotations
+
+import re
+
+import nkeys
+
+from appliance.config.convert import BadValue, type_name
+from appliance.config.jwt import JWTError, account_claims, operator_claims, parse_decorated
+from appliance.config.nkey import decode_public_key
+from appliance.config.options import Account, AccountJetStreamLimits, ServerOptions
+from appliance.config.parser import ConfigMap, Entry
+from appliance.config.sections import LoadState
+
+SERVER_VERSION = (2, 15, 1)  # what an operator's assert_server_version is compared with
+_MEMORY = re.compile(r"(?i)(MEM|MEMORY)\s*")
+_URL = re.compile(r'(?i)URL(\(\s*"?([^\s"]*)"?\s*\))?\s*')
+
+
+def _read_operator(text: str) -> str:
+    """nats-server's readOperatorJWT: a file's contents, or the text itself when it is a JWT."""
+    try:
+        with open(text, encoding="utf-8", errors="replace") as handle:
+            contents = handle.read()
+    except OSError as error:
+        if not text.startswith("eyJ"):
+            raise JWTError(f"open {text}: {error.strerror.lower() if error.strerror else error}") from None
+        contents = text
+    return parse_decorated(contents).strip()
+
+
+def load_operator(entry: Entry, state: LoadState) -> None:
+    data = entry.value.data
+    if isinstance(data, str):
+        names = [data]
+    elif isinstance(data, list):
+        names = []
+        for item in data:
+            if not isinstance(item.data, str):
+                raise BadValue(entry.key_position,
+                               f"error parsing operators: unsupported type {type_name(item.data)} where string is expected")
+            names.append(item.data)
+    else:
+        raise BadValue(entry.key_position, f"error parsing operators: unsupported type {type_name(data)}")
+    trust = state.options.trust
+    trust.operator_jwts = []
+    for name in names:
+        try:
+            token = _read_operator(name)
+            claims = operator_claims(token)
+        except JWTError as error:
+            state.problems.error(entry.key_position, f"error parsing operator JWT: {error}")
+            continue
+        trust.operator_jwts.append(token)
+        if len(names) == 1 and state.options.system_account == "$SYS" and claims.system_account:
+            state.options.system_account = claims.system_account
+
+
+def load_resolver(entry: Entry, state: LoadState) -> None:
+    data = entry.value.data
+    trust = state.options.trust
+    if isinstance(data, str):
+        if _MEMORY.match(data):
+            trust.resolver = "MEMORY"
+            return
+        if _URL.match(data):
+            state.problems.unsupported(entry)
+            return
+    elif isinstance(data, ConfigMap):
+        kind = next((e.value.data for e in data.values() if e.key.lower() == "type"), "")
+        if isinstance(kind, str) and kind.upper() in ("MEM", "MEMORY"):
+            trust.resolver = "MEMORY"
+            return
+        if isinstance(kind, str) and kind.upper() in ("FULL", "CACHE"):
+            state.problems.error(entry.key_position, f'field "{entry.key}" of type {kind.upper()} is known to '
+                                 "nats-server but not supported by appliance (MEMORY with resolver_preload is)")
+            return
+    else:
+        raise BadValue(entry.key_position, f"error parsing operator resolver, wrong type {type_name(data)}")
+    raise BadValue(entry.key_position, "error parsing account resolver, should be MEM or "
+                   ' URL("url") or a map containing dir and type state=[FULL|CACHE])')
+
+
+def load_preload(entry: Entry, state: LoadState) -> None:
+    if not isinstance(entry.value.data, ConfigMap):
+        raise BadValue(entry.key_position, "preload should be a map of account_public_key:account_jwt")
+    preload = state.options.trust.preload
+    preload.clear()
+    for item in entry.value.data.values():
+        if not isinstance(item.value.data, str):
+            state.problems.error(item.value.position, "preload map value should be a string JWT")
+            continue
+        try:
+            account_claims(item.value.data)
+        except JWTError:
+            state.problems.error(item.value.position, "invalid account JWT")
+            continue
+        preload[item.key] = item.value.data
+
+
+def _version_problem(subject: str, wanted: str) -> str:
+    if not wanted:
+        return ""
+    parts = wanted.lstrip("v").split(".")
+    try:
+        numbers = tuple(int(p) for p in parts)
+        if len(numbers) != 3:
+            raise ValueError
+    except ValueError:
+        return f"operator {subject} expects version {wanted} got error instead: invalid version string"
+    for index, kind in enumerate(("major", "minor", "update")):
+        if numbers[index] > SERVER_VERSION[index]:
+            return (f"operator {subject} expected {kind} version {numbers[index]} > server {kind} version "
+                    f"{SERVER_VERSION[index]}")
+        if numbers[index] < SERVER_VERSION[index]:
+            return ""
+    return ""
+
+
+def trust_problems(options: ServerOptions, *, accounts_configured: bool) -> list[str]:
+    """validateTrustedOperators: empty when operator mode (if any) is consistent. Fills
+    trust.trusted_keys."""
+    trust = options.trust
+    if not trust.enabled:
+        return []  # nats-server ignores a resolver without operators
+    if not trust.resolver:
+        return ["operators require an account resolver to be configured"]
+    if accounts_configured:
+        return ["operators do not allow Accounts to be configured directly"]
+    if options.authorization.users:
+        return ["operators do not allow users to be configured directly"]
+    operators = [operator_claims(token) for token in trust.operator_jwts]
+    if options.system_account != "$SYS":
+        named = [op.system_account for op in operators if op.system_account]
+        if named and options.system_account not in named:
+            return ["system_account in config and operator JWT must be identical"]
+    for operator in operators:
+        problem = _version_problem(operator.subject, operator.assert_server_version)
+        if problem:
+            return [problem]
+    keys: list[str] = []
+    for operator in operators:
+        if not operator.strict_signing_key_usage:
+            keys.append(operator.subject)
+        keys.extend(operator.signing_keys)
+    for key in keys:
+        if decode_public_key(key, nkeys.PREFIX_BYTE_OPERATOR) is None:
+            return [f'trusted Keys "{key}" are required to be a valid public operator nkey']
+    trust.trusted_keys = keys
+    return []
+
+
+def preload_accounts(options: ServerOptions, now_s: float) -> list[str]:
+    """The preloaded accounts signed by a trusted key become accounts; returns the warnings
+    nats-server logs at start for the others (checkResolvePreloads) as log lines."""
+    warnings: list[str] = []
+    for key, token in options.trust.preload.items():
+        claims = account_claims(token)
+        problem = claims.problem_at(now_s)
+        if problem:
+            warnings.append(f"Account [{key}] has validation issues:")
+            warnings.append(f"  - {problem}")
+        if claims.issuer not in options.trust.trusted_keys or claims.subject != key:
+            continue  # nats-server fails its lookup: "account validation failed"
+        js = claims.jetstream
+        limits = AccountJetStreamLimits(enabled=False)
+        if js.enabled:
+            limits = AccountJetStreamLimits(
+                enabled=True, max_memory=js.memory_storage, max_store=js.disk_storage,
+                max_streams=js.streams, max_consumers=js.consumer,
+                max_ack_pending=js.max_ack_pending if js.max_ack_pending > 0 else -1,
+                memory_max_stream_bytes=js.memory_max_stream_bytes if js.memory_max_stream_bytes > 0 else -1,
+                storage_max_stream_bytes=js.disk_max_stream_bytes if js.disk_max_stream_bytes > 0 else -1,
+                max_bytes_required=js.max_bytes_required)
+        options.accounts[key] = Account(name=key, jetstream=limits, jwt=token)
+    return warnings
+

@@ -1,0 +1,129 @@
+"""Operator mode: a client's user JWT checked against the trusted operators and the accounts'
+JWTs, as nats-server's processClientOrLeafAuthentication (auth.go, the `juc != nil` branch).
+
+Pure: no sockets, the time is passed in. The chain: the user JWT's signature verifies (jwt.py);
+its account (`issuer_account`, else its issuer) is a known account whose JWT a trusted key
+signed; the user's issuer is that account or one of its signing keys (a scoped key gives its
+template's permissions and limits); neither is expired; bearer tokens only where the account
+allows them; otherwise the nonce signature verifies with the user's key; not revoked; `src`
+allows the client's address. The reasons are nats-server's debug lines; the client only ever
+sees 'Authorization Violation'.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+
+from appliance.config.jwt import NO_LIMIT, AccountClaims, JWTError, Limits, UserClaims, account_claims, user_claims
+from appliance.config.nkey import signature_valid
+from appliance.config.options import Permissions, ServerOptions
+
+_CONNECTION_TYPES = frozenset({"STANDARD", "WEBSOCKET", "LEAFNODE", "LEAFNODE_WS", "MQTT", "MQTT_WS", "IN_PROCESS"})
+
+
+@dataclass(frozen=True, slots=True)
+class JWTUser:
+    """Who a valid user JWT makes the client, and the limits nats-server's applyAccountLimits sets."""
+
+    public_key: str
+    account: str
+    permissions: Permissions | None
+    max_payload: int  # -1: the server's max_payload
+    max_subs: int  # -1: unlimited
+    expires: int  # unix seconds the user JWT expires at; 0: never
+    max_account_connections: int  # the account's `conn`; -1: unlimited
+
+
+def _min_limit(value: int, limit: int) -> int:
+    """nats-server's minLimit: the smaller of two limits where -1 is none."""
+    if value == NO_LIMIT:
+        return limit
+    if limit == NO_LIMIT:
+        return value
+    return min(value, limit)
+
+
+def _src_allowed(cidrs: tuple[str, ...], host: str) -> bool:
+    if not cidrs:
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    for cidr in cidrs:
+        try:
+            if address in ipaddress.ip_network(cidr, strict=False):
+                return True
+        except ValueError:
+            return False
+    return False
+
+
+class JWTAuthenticator:
+    def __init__(self, options: ServerOptions) -> None:
+        self.trusted_keys = frozenset(options.trust.trusted_keys)
+        self.accounts: dict[str, AccountClaims] = {}
+        for name, account in options.accounts.items():
+            if account.jwt:
+                self.accounts[name] = account_claims(account.jwt)
+        self.max_payload = options.max_payload or NO_LIMIT
+        self.max_subs = options.max_subscriptions or NO_LIMIT
+
+    def authenticate(self, connect: dict[str, object], nonce: str, host: str, now_s: float, *,
+                     websocket: bool = False) -> JWTUser | str:
+        """The user, or the reason (a nats-server debug line) it is not allowed."""
+        token = connect.get("jwt")
+        if not isinstance(token, str) or not token:
+            return "Authentication requires a user JWT"
+        try:
+            user = user_claims(token)
+        except JWTError as error:
+            return f"User JWT not valid: {error}"
+        problem = user.problem_at(now_s)
+        if problem:
+            return f"User JWT no longer valid: {problem}"
+        account = self.accounts.get(user.account)
+        if account is None:
+            return "Account JWT lookup error: account missing"
+        if account.problem_at(now_s):
+            return "Account JWT lookup error: account validation failed"
+        if account.issuer not in self.trusted_keys:
+            return "Account JWT not signed by trusted operator"
+        known, scope = account.issuer_scope(user.issuer)
+        if not known:
+            return "User JWT issuer is not known"
+        permissions, limits, bearer, types = (user.permissions, user.limits, user.bearer_token,
+                                              user.allowed_connection_types)
+        if scope is not None:
+            if not user.empty_permissions:
+                return "User JWT is not valid: scoped users require no permissions or limits set"
+            permissions, limits, bearer, types = (scope.permissions, scope.limits, scope.bearer_token,
+                                                  scope.allowed_connection_types)
+        if bearer and account.disallow_bearer:
+            return "Account does not allow bearer tokens"
+        known_types = [t.upper() for t in types if t.upper() in _CONNECTION_TYPES]
+        if types and not known_types:
+            return f"invalid connection types {list(types)}"
+        if known_types and ("WEBSOCKET" if websocket else "STANDARD") not in known_types:
+            return "Connection type not allowed"
+        if not bearer:
+            if not connect.get("sig"):
+                return "Signature missing"
+            if not signature_valid(user.subject, nonce, connect.get("sig")):
+                return "Signature not verified"
+        if account.revoked(user.subject, user.issued_at):
+            return "User authentication revoked"
+        if not _src_allowed(user.src, host):
+            return f"Bad src Ip {host}"
+        return self._grant(user, account, permissions, limits)
+
+    def _grant(self, user: UserClaims, account: AccountClaims, permissions: Permissions | None,
+               limits: Limits) -> JWTUser:
+        if permissions is None:
+            permissions = account.default_permissions
+        payload = _min_limit(_min_limit(limits.payload, account.limits.payload), self.max_payload)
+        subs = _min_limit(_min_limit(limits.subs, account.limits.subs), self.max_subs)
+        return JWTUser(public_key=user.subject, account=account.subject, permissions=permissions,
+                       max_payload=payload, max_subs=subs, expires=user.expires,
+                       max_account_connections=account.conn)
