@@ -67,6 +67,7 @@ class JWTAuthenticator:
         for name, account in options.accounts.items():
             if account.jwt:
                 self.accounts[name] = account_claims(account.jwt)
+        self.refused = frozenset(options.trust.preload) - frozenset(self.accounts)  # untrusted signer
         self.max_payload = options.max_payload or NO_LIMIT
         self.max_subs = options.max_subscriptions or NO_LIMIT
 
@@ -85,6 +86,8 @@ class JWTAuthenticator:
             return f"User JWT no longer valid: {problem}"
         account = self.accounts.get(user.account)
         if account is None:
+            if user.account in self.refused:
+                return "Account JWT lookup error: account validation failed"
             return "Account JWT lookup error: account missing"
         if account.problem_at(now_s):
             return "Account JWT lookup error: account validation failed"
