@@ -24,6 +24,7 @@ from appliance import native
 from appliance.log import TRACE
 from appliance.protocol import wire
 from appliance.protocol.client_parser import (
+    ERR_MAX_PAYLOAD,
     OP_CONNECT,
     OP_HPUB,
     OP_INFO,
@@ -121,6 +122,7 @@ class ClientConnection(asyncio.Protocol):
         self.perms: auth.ClientPermissions | None = None
         self.user = ""
         self.max_subs = -1  # a user JWT's (and its account's) subscription limit; -1: the server's
+        self._payload_cut = 0  # a user JWT's payload limit, still to check on PUBs parsed before it
         self._credentials: dict[str, object] = {}  # CONNECT's user/pass/auth_token: re-checked on reload
         self._checked_hash = ""  # the bcrypt hash the password was verified against (not redone on reload)
         # CONNECT options, with nats-server's defaults for absent keys
@@ -359,6 +361,9 @@ class ClientConnection(asyncio.Protocol):
                     self._publish(event[1], event[2], event[3], event[4])
                 else:
                     self._handle_control(event)
+                    if self._payload_cut:  # a user JWT's lower max payload: PUBs parsed with it after CONNECT
+                        events = self._cut_over_payload(events, i)
+                        count = len(events)
                     if self._holding:
                         self._held = list(events[i:])
                         return
@@ -467,6 +472,19 @@ class ClientConnection(asyncio.Protocol):
                 text = _TRACE_NAMES.get(op, b"?")
             logger.log(TRACE, "%s:%d - cid:%d - <<- [%s]", self.ip, self.port, self.cid,
                        text.decode(errors="replace"))
+
+    def _cut_over_payload(self, events: list[Event], start: int) -> list[Event]:
+        """The events up to the first PUB/HPUB from `start` over the client's new payload limit,
+        then that limit's protocol error (the parser had read them with the server's limit)."""
+        limit, self._payload_cut = self._payload_cut, 0
+        for index in range(start, len(events)):
+            event = events[index]
+            op = event[0]
+            size = len(event[3]) if op == OP_PUB else len(event[3] or b"") + len(event[4]) if op == OP_HPUB else -1
+            if size > limit:
+                error = ProtocolError(f"maximum payload exceeded: {size} vs {limit}", client_error=ERR_MAX_PAYLOAD)
+                return [*events[:index], ("error", error)]
+        return events
 
     def _fast_publish(self) -> bool:
         return (self.connected or not self.server.auth.required) and not self.verbose and not self.pedantic \
@@ -608,6 +626,7 @@ class ClientConnection(asyncio.Protocol):
         self.max_subs = grant.max_subs
         if 0 < grant.max_payload < options.max_payload:
             self.parser.set_limits(max_control_line=options.max_control_line, max_payload=grant.max_payload)
+            self._payload_cut = grant.max_payload
         if grant.expires > 0:
             delay_s = max(grant.expires - self.server.clock.wall(), 0.0)
             self._timers["expiry"] = self.server.loop.call_later(delay_s, self._auth_expired)

@@ -1,0 +1,210 @@
+"""Operator mode end to end: the same config (operator JWT, MEMORY resolver, preloaded account
+JWTs) run by the real nats-server and by `appliance run`; the same CONNECTs with user JWTs get
+the same answers (INFO nonce, PONG or -ERR), permissions and limits are enforced alike, and
+nats-py connects with a creds file."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import socket
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import nats
+import pytest
+
+from appliance.config.load import options_from_text
+from appliance.testing.inproc import InProcessServer
+from appliance.testing.jwts import Key, account_jwt, account_limits, creds, operator_jwt, user_jwt
+from appliance.testing.natsserver import NatsServer
+from appliance.testing.process import ApplianceProcess
+
+OPERATOR, OTHER_OPERATOR = Key.new("O"), Key.new("O")
+SYSTEM, ACCOUNT, LIMITED, UNTRUSTED, UNKNOWN, SIGNER = (Key.new("A") for _ in range(6))
+USER, OTHER, REVOKED = Key.new("U"), Key.new("U"), Key.new("U")
+NOW = int(time.time())
+
+
+def conf_text() -> str:
+    accounts = {
+        SYSTEM.public: account_jwt(SYSTEM, OPERATOR, name="SYS"),
+        ACCOUNT.public: account_jwt(ACCOUNT, OPERATOR, signing_keys=[SIGNER.public],
+                                    revocations={REVOKED.public: NOW + 3600}),
+        LIMITED.public: account_jwt(LIMITED, OPERATOR, limits=account_limits(subs=2, payload=8, conn=1,
+                                                                              disallow_bearer=True)),
+        UNTRUSTED.public: account_jwt(UNTRUSTED, OTHER_OPERATOR),
+    }
+    preload = "\n".join(f"  {key}: {token}" for key, token in accounts.items())
+    return (f"operator: {operator_jwt(OPERATOR, system_account=SYSTEM.public)}\n"
+            f"system_account: {SYSTEM.public}\nresolver: MEMORY\nresolver_preload: {{\n{preload}\n}}\n")
+
+
+CONF = conf_text()
+
+
+@dataclass
+class Exchange:
+    info: dict[str, object]
+    answer: bytes
+
+
+def exchange(port: int, token: str | None, key: Key | None, lines: bytes = b"", *, until: bytes = b"PONG\r\n",
+             timeout_s: float = 5.0) -> Exchange:
+    """CONNECT with `token` signed by `key`, then `lines` and a PING; what came back until `until`
+    (or the connection closed)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as sock:
+        line = b""
+        while not line.endswith(b"\r\n"):
+            line += sock.recv(1)
+        info = json.loads(line[5:])
+        connect: dict[str, object] = {"verbose": False, "pedantic": False, "protocol": 1, "headers": True}
+        if token is not None:
+            connect["jwt"] = token
+        if key is not None:
+            connect["sig"] = base64.urlsafe_b64encode(key.sign(str(info["nonce"]).encode())).decode().rstrip("=")
+        sock.sendall(b"CONNECT " + json.dumps(connect).encode() + b"\r\n" + lines + b"PING\r\n")
+        answer = b""
+        deadline = time.monotonic() + timeout_s
+        while until not in answer and time.monotonic() < deadline:
+            try:
+                chunk = sock.recv(4096)
+            except (TimeoutError, ConnectionResetError):
+                break
+            if not chunk:
+                break
+            answer += chunk
+        return Exchange(info, _mask_info(answer.replace(b"PING\r\n", b"")))
+
+
+def _mask_info(answer: bytes) -> bytes:
+    """The INFO sent after CONNECT (connect_info) reduced to the account it names: server ids,
+    ports and build fields differ between the two servers by nature."""
+    out = []
+    for line in answer.split(b"\r\n"):
+        if line.startswith(b"INFO "):
+            fields = json.loads(line[5:])
+            line = b"INFO remote_account=" + str(fields.get("remote_account", "")).encode()
+        out.append(line)
+    return b"\r\n".join(out)
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, int]]:
+    tmp = tmp_path_factory.mktemp("operator")
+    conf = tmp / "op.conf"
+    conf.write_text(CONF)
+    with NatsServer(["-c", str(conf)], log_path=tmp / "nats-server.log") as real, \
+            ApplianceProcess(["-c", str(conf), "-a", "127.0.0.1", "-p", "-1"], log_dir=tmp) as ours:
+        yield real.port, ours.client_port
+
+
+VIOLATION = b"-ERR 'Authorization Violation'\r\n"
+CONNECTED = b"PONG\r\nINFO remote_account=" + ACCOUNT.public.encode() + b"\r\n"
+
+
+def both(servers: tuple[int, int], token: str | None, key: Key | None, lines: bytes = b"", **kw: object) -> bytes:
+    real, ours = (exchange(port, token, key, lines, **kw) for port in servers)  # type: ignore[arg-type]
+    for result in (real, ours):
+        assert result.info["auth_required"] is True
+        assert isinstance(result.info["nonce"], str) and len(result.info["nonce"]) == 15
+    assert ours.answer == real.answer, (token, ours.answer, real.answer)
+    return ours.answer
+
+
+@pytest.mark.integration
+def test_connects_and_refusals_match_nats_server(servers: tuple[int, int]) -> None:
+    cases = [
+        (user_jwt(USER, ACCOUNT), USER, CONNECTED),  # signed by the account
+        (user_jwt(USER, SIGNER, issuer_account=ACCOUNT.public), USER, CONNECTED),  # by its signing key
+        (user_jwt(USER, ACCOUNT, bearer=True), None, CONNECTED),  # bearer: no nonce signature
+        (user_jwt(USER, ACCOUNT), OTHER, VIOLATION),  # signed with the wrong key
+        (user_jwt(USER, ACCOUNT), None, VIOLATION),  # no signature
+        (user_jwt(USER, ACCOUNT, expires=NOW - 10), USER, VIOLATION),  # expired
+        (user_jwt(REVOKED, ACCOUNT), REVOKED, VIOLATION),  # revoked in the account JWT
+        (user_jwt(USER, UNKNOWN), USER, VIOLATION),  # account not preloaded
+        (user_jwt(USER, UNTRUSTED), USER, VIOLATION),  # account signed by another operator
+        (user_jwt(USER, Key.new("A"), issuer_account=ACCOUNT.public), USER, VIOLATION),  # unknown signing key
+        (user_jwt(USER, LIMITED, bearer=True), None, VIOLATION),  # account disallows bearer tokens
+        (None, None, VIOLATION),  # no JWT at all
+        ("not.a.jwt", USER, VIOLATION),
+    ]
+    for token, key, expected in cases:
+        assert both(servers, token, key) == expected
+
+
+@pytest.mark.integration
+def test_permissions_match_nats_server(servers: tuple[int, int]) -> None:
+    token = user_jwt(USER, ACCOUNT, pub={"allow": ["ok.>"], "deny": ["ok.no"]}, sub={"allow": ["ok.>", "_INBOX.>"]})
+    answer = both(servers, token, USER, b"SUB ok.a 1\r\nSUB no.a 2\r\nPUB ok.a 2\r\nhi\r\nPUB ok.no 0\r\n\r\n"
+                  b"PUB no.a 0\r\n\r\nSUB ok.b q 3\r\nSUB nope q 4\r\n")
+    assert b"-ERR 'Permissions Violation for Subscription to \"no.a\"'" in answer
+    assert b"-ERR 'Permissions Violation for Publish to \"ok.no\"'" in answer
+    assert b'-ERR \'Permissions Violation for Subscription to "nope" using queue "q"\'' in answer
+    assert b"MSG ok.a 1 2\r\nhi\r\n" in answer
+
+
+@pytest.mark.integration
+def test_user_and_account_limits_match_nats_server(servers: tuple[int, int]) -> None:
+    subs = both(servers, user_jwt(USER, LIMITED), USER, b"SUB a 1\r\nSUB b 2\r\nSUB c 3\r\n")
+    assert subs.count(b"-ERR 'maximum subscriptions exceeded'\r\n") == 1
+    user_subs = both(servers, user_jwt(USER, ACCOUNT, limits={"subs": 1, "data": -1, "payload": -1}), USER,
+                     b"SUB a 1\r\nSUB b 2\r\n")
+    assert user_subs.count(b"-ERR 'maximum subscriptions exceeded'\r\n") == 1
+    payload = both(servers, user_jwt(USER, LIMITED), USER, b"PUB a 9\r\n123456789\r\n")
+    assert payload.endswith(b"-ERR 'Maximum Payload Violation'\r\n")
+
+
+@pytest.mark.integration
+def test_expiry_while_connected_matches_nats_server(servers: tuple[int, int]) -> None:
+    token = user_jwt(USER, ACCOUNT, expires=int(time.time()) + 2)
+    results = [exchange(port, token, USER, until=b"Expired'\r\n", timeout_s=6) for port in servers]
+    for result in results:
+        assert result.answer.startswith(b"PONG\r\n"), result.answer
+        assert result.answer.endswith(b"-ERR 'User Authentication Expired'\r\n"), result.answer
+
+
+def test_account_connection_limit_matches_nats_server(tmp_path: Path) -> None:
+    """One worker (in process): the account's `conn` limit counts this worker's clients."""
+    conf = tmp_path / "op.conf"
+    conf.write_text(CONF)
+    token = user_jwt(USER, LIMITED)
+    with NatsServer(["-c", str(conf)]) as real, \
+            InProcessServer(options_from_text(CONF, filename=str(conf))) as ours:
+        for port in (real.port, ours.port):
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as first:
+                info = json.loads(first.recv(4096)[5:].split(b"\r\n")[0])
+                sig = base64.urlsafe_b64encode(USER.sign(str(info["nonce"]).encode())).decode().rstrip("=")
+                first.sendall(b"CONNECT " + json.dumps({"jwt": token, "sig": sig, "verbose": False}).encode()
+                              + b"\r\nPING\r\n")
+                assert first.recv(4096).endswith(b"PONG\r\n")
+                second = exchange(port, token, USER)
+                assert second.answer == b"-ERR 'maximum account active connections exceeded'\r\n", port
+            third = exchange(port, token, USER)  # the first one left
+            deadline = time.monotonic() + 5
+            while not third.answer.startswith(b"PONG\r\n") and time.monotonic() < deadline:
+                third = exchange(port, token, USER)
+            assert third.answer.startswith(b"PONG\r\n"), third.answer
+
+
+@pytest.mark.integration
+def test_nats_py_connects_with_a_creds_file(servers: tuple[int, int], tmp_path: Path) -> None:
+    """nats-py's user_credentials: the JWT from the creds file, the nonce signed with its seed."""
+    good = tmp_path / "good.creds"
+    good.write_text(creds(user_jwt(USER, ACCOUNT, pub={"allow": ["creds.>"]}), USER))
+
+    async def round_trip(port: int) -> bytes:
+        nc = await nats.connect(f"nats://127.0.0.1:{port}", user_credentials=str(good), allow_reconnect=False,
+                                max_reconnect_attempts=0, connect_timeout=3)
+        try:
+            sub = await nc.subscribe("creds.>")
+            await nc.publish("creds.a", b"via creds")
+            return (await sub.next_msg(timeout=3)).data
+        finally:
+            await nc.close()
+
+    for port in servers:
+        assert asyncio.run(round_trip(port)) == b"via creds"
