@@ -563,7 +563,11 @@ class ClientConnection(asyncio.Protocol):
             task = self.server.loop.run_in_executor(None, auth.bcrypt_matches, outcome.given, outcome.hashed)
             task.add_done_callback(lambda done: self._bcrypt_done(done, outcome))
             return False
-        logger.error("%s:%d - cid:%d - authentication error: %s", self.ip, self.port, self.cid, outcome.reason)
+        if self.server.auth.jwt is not None:  # as nats-server: the reason at debug level
+            logger.debug("%s:%d - cid:%d - %s", self.ip, self.port, self.cid, outcome.reason)
+            logger.error("%s:%d - cid:%d - authentication error", self.ip, self.port, self.cid)
+        else:
+            logger.error("%s:%d - cid:%d - authentication error: %s", self.ip, self.port, self.cid, outcome.reason)
         self._auth_violation()
         return False
 
@@ -604,6 +608,8 @@ class ClientConnection(asyncio.Protocol):
             self.close("Maximum Account Connections Exceeded")
             return
         if grant is not None:
+            logger.debug('%s:%d - cid:%d - Authenticated JWT: Client "%s" by Account "%s"', self.ip, self.port,
+                         self.cid, grant.public_key, grant.account)
             self._apply_jwt_limits(grant)
         if account is not self.account:
             self.account.clients -= 1

@@ -208,3 +208,35 @@ def test_nats_py_connects_with_a_creds_file(servers: tuple[int, int], tmp_path: 
 
     for port in servers:
         assert asyncio.run(round_trip(port)) == b"via creds"
+
+
+@pytest.mark.integration
+def test_log_lines_match_nats_server(tmp_path: Path) -> None:
+    """With -D both servers log why a user JWT was refused (nats-server's debug lines), then
+    'authentication error'."""
+    conf = tmp_path / "op.conf"
+    conf.write_text(CONF)
+    reasons = [
+        (user_jwt(USER, ACCOUNT), OTHER, "Signature not verified"),
+        (user_jwt(USER, ACCOUNT), None, "Signature missing"),
+        (user_jwt(USER, ACCOUNT, expires=NOW - 10), USER, "User JWT no longer valid"),
+        (user_jwt(REVOKED, ACCOUNT), REVOKED, "User authentication revoked"),
+        (user_jwt(USER, UNKNOWN), USER, "Account JWT lookup error"),
+        (user_jwt(USER, Key.new("A"), issuer_account=ACCOUNT.public), USER, "User JWT issuer is not known"),
+        (user_jwt(USER, LIMITED, bearer=True), None, "Account does not allow bearer tokens"),
+        (None, None, "Authentication requires a user JWT"),
+    ]
+    with NatsServer(["-c", str(conf), "-D"], log_path=tmp_path / "nats-server.log") as real, \
+            ApplianceProcess(["-c", str(conf), "-a", "127.0.0.1", "-p", "-1", "-D"], log_dir=tmp_path) as ours:
+        for token, key, _ in reasons:
+            for port in (real.port, ours.client_port):
+                assert exchange(port, token, key).answer == VIOLATION
+        logs = {"nats-server": (tmp_path / "nats-server.log").read_text(), "appliance": ours.log()}
+        deadline = time.monotonic() + 5
+        while logs["appliance"].count("authentication error") < len(reasons) and time.monotonic() < deadline:
+            time.sleep(0.05)
+            logs["appliance"] = ours.log()
+        for name, log in logs.items():
+            for _, _, reason in reasons:
+                assert f" - {reason}" in log, (name, reason)
+            assert log.count("- authentication error\n") == len(reasons), name
