@@ -41,6 +41,7 @@ from appliance.protocol.subjects import is_valid_publish_subject, is_valid_subje
 from appliance.config.nkey import new_nonce
 from appliance.config.tls_context import cipher_name, version_name
 from appliance.server import auth, tls
+from appliance.server import jwt_auth
 from appliance.server.jwt_auth import JWTUser
 from appliance.server.accounts import GLOBAL_ACCOUNT, Account
 from appliance.server.links import append_msgs
@@ -100,6 +101,7 @@ count_pubs = native.speedups.count_pubs if native.ENABLED else count_pubs_py
 ERR_AUTH_VIOLATION = "Authorization Violation"
 ERR_AUTH_TIMEOUT = "Authentication Timeout"
 ERR_AUTH_EXPIRED = "User Authentication Expired"
+ERR_AUTH_REVOKED = "User Authentication Revoked"
 ERR_ACCOUNT_CONNECTIONS = "maximum account active connections exceeded"
 ERR_STALE = "Stale Connection"
 ERR_INVALID_SUBJECT = "Invalid Subject"
@@ -909,12 +911,22 @@ class ClientConnection(asyncio.Protocol):
                 self._checked_hash = outcome.hashed
                 outcome = auth.Granted(outcome.user, outcome.account)
         if not isinstance(outcome, auth.Granted) or outcome.account != self.account.name:
-            logger.error("%s:%d - cid:%d - authentication error after reload: %s", self.ip, self.port, self.cid,
-                         outcome.reason if isinstance(outcome, auth.Denied) else "account changed")
-            self._auth_violation()
+            reason = outcome.reason if isinstance(outcome, auth.Denied) else "account changed"
+            logger.error("%s:%d - cid:%d - authentication error after reload: %s", self.ip, self.port, self.cid, reason)
+            if reason == jwt_auth.REVOKED:  # an account JWT revoked the user: nats-server's own -ERR
+                self.send_error(ERR_AUTH_REVOKED)
+                self.server.flush_dirty()
+                self.close("Credentials Revoked")
+            else:
+                self._auth_violation()
             return False
         user = outcome.user
         self.perms = auth.ClientPermissions(user.permissions) if user is not None and user.permissions else None
+        if outcome.jwt is not None:  # the account's new limits (applyAccountLimits)
+            self.max_subs = outcome.jwt.max_subs
+            limit = outcome.jwt.max_payload if 0 < outcome.jwt.max_payload else self.server.options.max_payload
+            self.parser.set_limits(max_control_line=self.server.options.max_control_line,
+                                   max_payload=min(limit, self.server.options.max_payload))
         return True
 
     def _auth_violation(self) -> None:

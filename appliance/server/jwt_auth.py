@@ -19,6 +19,7 @@ from appliance.config.jwt import NO_LIMIT, AccountClaims, JWTError, Limits, User
 from appliance.config.nkey import signature_valid
 from appliance.config.options import Permissions, ServerOptions
 
+REVOKED = "User authentication revoked"
 _CONNECTION_TYPES = frozenset({"STANDARD", "WEBSOCKET", "LEAFNODE", "LEAFNODE_WS", "MQTT", "MQTT_WS", "IN_PROCESS"})
 
 
@@ -116,7 +117,7 @@ class JWTAuthenticator:
             if not signature_valid(user.subject, nonce, connect.get("sig")):
                 return "Signature not verified"
         if account.revoked(user.subject, user.issued_at):
-            return "User authentication revoked"
+            return REVOKED
         if not _src_allowed(user.src, host):
             return f"Bad src Ip {host}"
         return self._grant(user, account, permissions, limits)

@@ -32,7 +32,7 @@ import math
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from appliance.config.options import Account, Authorization, ClusterOptions, ServerOptions
+from appliance.config.options import Account, Authorization, ClusterOptions, ServerOptions, TrustOptions
 from appliance.config.tls_context import TLSConfigError
 from appliance.server import auth
 from appliance.server.monitor.durations import go_duration
@@ -69,7 +69,7 @@ def _go(value: Any) -> str:
 # nats-server's Options fields in declaration order: it diffs them in this order, so its `Reloaded:`
 # lines come in it and the first unsupported field is the one its error names
 GO_ORDER = ("ServerName", "Host", "Port", "ClientAdvertise", "Trace", "Debug", "TraceVerbose", "Logtime", "MaxConn",
-            "MaxSubs", "Users", "Accounts", "NoAuthUser", "SystemAccount", "NoSystemAccount", "Username", "Password",
+            "MaxSubs", "Users", "Accounts", "TrustedOperators", "AccountResolver", "NoAuthUser", "SystemAccount", "NoSystemAccount", "Username", "Password",
             "Authorization", "PingInterval", "MaxPingsOut", "HTTPHost", "HTTPPort", "AuthTimeout", "MaxControlLine",
             "MaxPayload", "MaxPending", "Cluster", "JetStream", "PidFile", "PortsFileDir", "LogFile", "LogSizeLimit",
             "Routes", "LogMaxFiles", "WriteDeadline", "LameDuckDuration", "LameDuckGracePeriod", "Tags", "TLSConfig",
@@ -134,6 +134,10 @@ def diff_options(old: ServerOptions, new: ServerOptions) -> ReloadDiff:
                 found.append(("Routes", "Reloaded: cluster routes"))
             if before.tls != after.tls:  # new route certificates, for new routes
                 found.append(("Cluster", "Reloaded: cluster"))
+        elif name == "trust":  # operator mode: new account JWTs apply live, new operators do not
+            refused = _trust_refusal(before, after)
+            if refused is not None:
+                errors.append(("TrustedOperators", refused))
         elif name == "appliance":
             errors.append(("appliance", "config reload not supported for appliance: workers, pinning, NUMA store "
                                         "dirs and ring sizes are placed at start (restart the server)"))
@@ -195,6 +199,16 @@ def _account_refusal(before: dict[str, Account], after: dict[str, Account]) -> s
                 after[name].imports, after[name].exports, after[name].mappings):
             return (f"config reload not supported for accounts: imports, exports and mappings of {name} are not "
                     "applied live in this build")
+    return None
+
+
+def _trust_refusal(before: TrustOptions, after: TrustOptions) -> str | None:
+    """nats-server reloads the MEMORY resolver's preloaded account JWTs (reloadAuthorization), never
+    the operators or the resolver."""
+    if before.operator_jwts != after.operator_jwts or before.trusted_keys != after.trusted_keys:
+        return "config reload not supported for TrustedOperators"
+    if before.resolver != after.resolver:
+        return "config reload not supported for AccountResolver"
     return None
 
 

@@ -216,3 +216,18 @@ def test_account_default_permissions_apply_to_users_without_any() -> None:
 
 def test_nkeys_prefix_sanity() -> None:
     assert USER.public.startswith("U") and nkeys.from_seed(bytearray(USER.seed.encode())).public_key.decode() == USER.public
+
+
+def test_reload_takes_new_account_jwts_but_not_new_operators() -> None:
+    from appliance.server.reload import diff_options
+
+    before = options_from_text(config(base_preload(**{ACCOUNT.public: account_jwt(ACCOUNT, OPERATOR)})), filename="a.conf")
+    revoked = account_jwt(ACCOUNT, OPERATOR, revocations={USER.public: int(time.time())})
+    after = options_from_text(config(base_preload(**{ACCOUNT.public: revoked})), filename="a.conf")
+    assert diff_options(before, after).error is None
+    other = options_from_text(config(base_preload()).replace(
+        operator_jwt(OPERATOR, signing_keys=[OPERATOR_SIGNER.public], system_account=SYSTEM.public)[:0], ""),
+        filename="a.conf")
+    other.trust.trusted_keys = [OTHER_OPERATOR.public]
+    other.accounts = after.accounts
+    assert diff_options(before, other).error == "config reload not supported for TrustedOperators"

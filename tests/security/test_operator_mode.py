@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import signal
 import socket
 import time
 from collections.abc import Iterator
@@ -240,3 +241,55 @@ def test_log_lines_match_nats_server(tmp_path: Path) -> None:
             for _, _, reason in reasons:
                 assert f" - {reason}" in log, (name, reason)
             assert log.count("- authentication error\n") == len(reasons), name
+
+
+def _connected(port: int, token: str, key: Key) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+    line = b""
+    while not line.endswith(b"\r\n"):
+        line += sock.recv(1)
+    nonce = str(json.loads(line[5:])["nonce"]).encode()
+    sig = base64.urlsafe_b64encode(key.sign(nonce)).decode().rstrip("=")
+    sock.sendall(b"CONNECT " + json.dumps({"jwt": token, "sig": sig, "verbose": False}).encode() + b"\r\nPING\r\n")
+    assert _read_until(sock, b"PONG\r\n").startswith(b"PONG\r\n")
+    return sock
+
+
+def _read_until(sock: socket.socket, marker: bytes, timeout_s: float = 10.0) -> bytes:
+    data = b""
+    deadline = time.monotonic() + timeout_s
+    while marker not in data and time.monotonic() < deadline:
+        try:
+            chunk = sock.recv(4096)
+        except TimeoutError:
+            continue
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+@pytest.mark.integration
+def test_reload_applies_new_account_jwts_as_nats_server(tmp_path: Path) -> None:
+    """SIGHUP with a new preloaded account JWT that revokes one user: that user gets
+    'User Authentication Revoked' and is closed, the other stays connected."""
+    conf = tmp_path / "op.conf"
+    conf.write_text(CONF)
+    keep, revoke = user_jwt(USER, ACCOUNT), user_jwt(OTHER, ACCOUNT)
+    with NatsServer(["-c", str(conf)], log_path=tmp_path / "nats-server.log") as real, \
+            ApplianceProcess(["-c", str(conf), "-a", "127.0.0.1", "-p", "-1"], log_dir=tmp_path) as ours:
+        ports = {"nats-server": real.port, "appliance": ours.client_port}
+        sockets = {name: (_connected(port, keep, USER), _connected(port, revoke, OTHER)) for name, port in ports.items()}
+        revoked_account = account_jwt(ACCOUNT, OPERATOR, signing_keys=[SIGNER.public],
+                                      revocations={REVOKED.public: NOW + 3600, OTHER.public: NOW + 3600})
+        conf.write_text(CONF.replace(f"  {ACCOUNT.public}: ", f"  {ACCOUNT.public}: {revoked_account}\n  #"))
+        assert real.process is not None
+        real.process.send_signal(signal.SIGHUP)
+        ours.signal(signal.SIGHUP)
+        for name, (kept, gone) in sockets.items():
+            assert _read_until(gone, b"Revoked'\r\n").endswith(b"-ERR 'User Authentication Revoked'\r\n"), name
+            kept.sendall(b"PING\r\n")
+            assert b"-ERR" not in _read_until(kept, b"PONG\r\n").replace(b"PING\r\n", b""), name
+            assert exchange(ports[name], revoke, OTHER).answer == VIOLATION, name
+            kept.close()
+            gone.close()
