@@ -123,6 +123,7 @@ class ClientConnection(asyncio.Protocol):
         self.subs: dict[bytes, Subscription] = {}
         self.perms: auth.ClientPermissions | None = None
         self.user = ""
+        self.jwt_user: JWTUser | None = None  # operator mode: who the user JWT made this client
         self.max_subs = -1  # a user JWT's (and its account's) subscription limit; -1: the server's
         self._payload_cut = 0  # a user JWT's payload limit, still to check on PUBs parsed before it
         self._credentials: dict[str, object] = {}  # CONNECT's user/pass/auth_token: re-checked on reload
@@ -158,6 +159,7 @@ class ClientConnection(asyncio.Protocol):
         self.tls_first = False
         self.peer_identity: PeerIdentity | None = None
         self.websocket = False  # framed by server/websocket.py (its own port, its own TLS)
+        self.cookie_jwt = ""  # WebSocket `jwt_cookie`: the user JWT when CONNECT has none
         self.nonce = new_nonce() if server.auth.nonce_required else ""  # signed by NKey users
         self.closed = False
         # output and flow control
@@ -552,6 +554,8 @@ class ClientConnection(asyncio.Protocol):
             self.send_error(ERR_NO_RESPONDERS_HEADERS)
             self.close("Protocol Violation: no responders requires headers")
             return False
+        if self.cookie_jwt and not fields.get("jwt"):
+            fields["jwt"] = self.cookie_jwt
         self._credentials = {key: fields[key] for key in ("user", "pass", "auth_token", "nkey", "sig", "jwt")
                              if key in fields}
         outcome = self.server.auth.authenticate(fields, self.peer_identity, self.nonce, websocket=self.websocket,
@@ -631,6 +635,7 @@ class ClientConnection(asyncio.Protocol):
     def _apply_jwt_limits(self, grant: JWTUser) -> None:
         """nats-server's applyAccountLimits for a JWT user, and the timer of its expiry."""
         options = self.server.options
+        self.jwt_user = grant
         self.max_subs = grant.max_subs
         if 0 < grant.max_payload < options.max_payload:
             self.parser.set_limits(max_control_line=options.max_control_line, max_payload=grant.max_payload)

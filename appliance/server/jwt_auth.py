@@ -34,6 +34,9 @@ class JWTUser:
     max_subs: int  # -1: unlimited
     expires: int  # unix seconds the user JWT expires at; 0: never
     max_account_connections: int  # the account's `conn`; -1: unlimited
+    shown_jwt: str = ""  # the user JWT as /connz shows it ("" for a bearer token)
+    issuer_key: str = ""  # the JWT's issuer: the account, or its signing key
+    name_tag: str = ""  # the account JWT's name
 
 
 def _min_limit(value: int, limit: int) -> int:
@@ -120,14 +123,16 @@ class JWTAuthenticator:
             return REVOKED
         if not _src_allowed(user.src, host):
             return f"Bad src Ip {host}"
-        return self._grant(user, account, permissions, limits)
+        return self._grant(user, account, permissions, limits, token, bearer)
 
     def _grant(self, user: UserClaims, account: AccountClaims, permissions: Permissions | None,
-               limits: Limits) -> JWTUser:
+               limits: Limits, token: str, bearer: bool) -> JWTUser:
         if permissions is None:
             permissions = account.default_permissions
         payload = _min_limit(_min_limit(limits.payload, account.limits.payload), self.max_payload)
         subs = _min_limit(_min_limit(limits.subs, account.limits.subs), self.max_subs)
         return JWTUser(public_key=user.subject, account=account.subject, permissions=permissions,
                        max_payload=payload, max_subs=subs, expires=user.expires,
-                       max_account_connections=account.conn)
+                       max_account_connections=account.conn, shown_jwt="" if user.bearer_token else token,
+                       issuer_key=user.issuer if user.issuer_account else account.subject,
+                       name_tag=account.name)

@@ -11,6 +11,7 @@ import json
 import signal
 import socket
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,7 @@ from appliance.config.load import options_from_text
 from appliance.testing.inproc import InProcessServer
 from appliance.testing.jwts import Key, account_jwt, account_limits, creds, operator_jwt, user_jwt
 from appliance.testing.natsserver import NatsServer
-from appliance.testing.process import ApplianceProcess
+from appliance.testing.process import ApplianceProcess, free_port
 
 OPERATOR, OTHER_OPERATOR = Key.new("O"), Key.new("O")
 SYSTEM, ACCOUNT, LIMITED, UNTRUSTED, UNKNOWN, SIGNER = (Key.new("A") for _ in range(6))
@@ -293,3 +294,30 @@ def test_reload_applies_new_account_jwts_as_nats_server(tmp_path: Path) -> None:
             assert exchange(ports[name], revoke, OTHER).answer == VIOLATION, name
             kept.close()
             gone.close()
+
+
+@pytest.mark.integration
+def test_connz_auth_shows_the_jwt_user_as_nats_server(tmp_path: Path) -> None:
+    """/connz?auth=true: authorized_user (the user key), account, jwt (hidden for bearer tokens),
+    issuer_key (the signing key that issued it) and name_tag (the account JWT's name)."""
+    conf = tmp_path / "op.conf"
+    conf.write_text(CONF)
+    signed = user_jwt(USER, SIGNER, issuer_account=ACCOUNT.public)
+    bearer = user_jwt(OTHER, ACCOUNT, bearer=True)
+    ports = (free_port(), free_port())
+    shown = []
+    with NatsServer(["-c", str(conf), "-m", str(ports[0])]) as real, \
+            ApplianceProcess(["-c", str(conf), "-a", "127.0.0.1", "-p", "-1", "-m", str(ports[1])],
+                             log_dir=tmp_path) as ours:
+        for client_port, http_port in zip((real.port, ours.client_port), ports, strict=True):
+            first, second = _connected(client_port, signed, USER), _connected(client_port, bearer, OTHER)
+            with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/connz?auth=true", timeout=5) as answer:
+                connz = json.loads(answer.read())
+            shown.append(sorted(({k: c.get(k) for k in ("authorized_user", "account", "jwt", "issuer_key", "name_tag")}
+                                 for c in connz["connections"]), key=lambda c: str(c["authorized_user"])))
+            first.close()
+            second.close()
+    assert shown[0] == shown[1]
+    assert {c["authorized_user"]: c["issuer_key"] for c in shown[0]} == {USER.public: SIGNER.public,
+                                                                          OTHER.public: ACCOUNT.public}
+    assert {c["authorized_user"]: c["jwt"] for c in shown[0]} == {USER.public: signed, OTHER.public: None}
