@@ -13,7 +13,6 @@ the command-line flags (which can fix them, e.g. `-n NAME`) and validates the re
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 
 from appliance import limits
@@ -31,7 +30,8 @@ from appliance.config.convert import (
     as_str,
     as_str_list,
 )
-from appliance.config.operator import load_operator, load_preload, load_resolver, preload_accounts, trust_problems
+from appliance.config.operator import load_operator, load_preload, preload_accounts, trust_problems
+from appliance.config.resolver import load_resolver
 from appliance.config.options import ServerOptions, default_auth_timeout
 from appliance.config.parser import ConfigMap, Entry, Position, ReadFile, parse_text, read_text_file, to_plain
 from appliance.config.sections import LoadState, load_appliance, load_cluster, load_jetstream
@@ -340,7 +340,7 @@ def _operator_mode(state: LoadState, anchors: dict[str, Position]) -> None:
     for text in trust_problems(options, accounts_configured=bool(options.accounts)):
         state.problems.error(where, text)
     if not state.problems.errors:
-        preload_accounts(options, time.time())
+        preload_accounts(options)
 
 
 def cross_field_problems(options: ServerOptions) -> list[tuple[str, str]]:

@@ -4,26 +4,22 @@
 
 The preloaded account JWTs become the server's accounts, named by their public keys, with the
 JetStream limits of their claims, so the rest of the server treats them as configured accounts.
-Only the MEMORY resolver is built; `resolver { type: full|cache }` and `URL(...)` are refused as
-not supported.
+The resolver itself is read by resolver.py.
 """
 
 from __future__ import annotations
-
-import re
 
 import nkeys
 
 from appliance.config.convert import BadValue, type_name
 from appliance.config.jwt import JWTError, account_claims, operator_claims, parse_decorated
+from appliance.config.jwt_store import JWTDirectory, newer
 from appliance.config.nkey import decode_public_key
 from appliance.config.options import Account, AccountJetStreamLimits, ServerOptions
 from appliance.config.parser import ConfigMap, Entry
 from appliance.config.sections import LoadState
 
 SERVER_VERSION = (2, 15, 1)  # what an operator's assert_server_version is compared with
-_MEMORY = re.compile(r"(?i)(MEM|MEMORY)\s*")
-_URL = re.compile(r'(?i)URL(\(\s*"?([^\s"]*)"?\s*\))?\s*')
 
 
 def _read_operator(text: str) -> str:
@@ -63,31 +59,6 @@ def load_operator(entry: Entry, state: LoadState) -> None:
         trust.operator_jwts.append(token)
         if len(names) == 1 and state.options.system_account == "$SYS" and claims.system_account:
             state.options.system_account = claims.system_account
-
-
-def load_resolver(entry: Entry, state: LoadState) -> None:
-    data = entry.value.data
-    trust = state.options.trust
-    if isinstance(data, str):
-        if _MEMORY.match(data):
-            trust.resolver = "MEMORY"
-            return
-        if _URL.match(data):
-            state.problems.unsupported(entry)
-            return
-    elif isinstance(data, ConfigMap):
-        kind = next((e.value.data for e in data.values() if e.key.lower() == "type"), "")
-        if isinstance(kind, str) and kind.upper() in ("MEM", "MEMORY"):
-            trust.resolver = "MEMORY"
-            return
-        if isinstance(kind, str) and kind.upper() in ("FULL", "CACHE"):
-            state.problems.error(entry.key_position, f'field "{entry.key}" of type {kind.upper()} is known to '
-                                 "nats-server but not supported by appliance (MEMORY with resolver_preload is)")
-            return
-    else:
-        raise BadValue(entry.key_position, f"error parsing operator resolver, wrong type {type_name(data)}")
-    raise BadValue(entry.key_position, "error parsing account resolver, should be MEM or "
-                   ' URL("url") or a map containing dir and type state=[FULL|CACHE])')
 
 
 def load_preload(entry: Entry, state: LoadState) -> None:
@@ -138,6 +109,9 @@ def trust_problems(options: ServerOptions, *, accounts_configured: bool) -> list
         return ["operators do not allow Accounts to be configured directly"]
     if options.authorization.users:
         return ["operators do not allow users to be configured directly"]
+    if trust.resolver == "FULL" and options.system_account == "$SYS":
+        return ["using nats based account resolver - the system account needs to be specified in configuration "
+                "or the operator jwt"]
     operators = [operator_claims(token) for token in trust.operator_jwts]
     if options.system_account != "$SYS":
         named = [op.system_account for op in operators if op.system_account]
@@ -159,28 +133,40 @@ def trust_problems(options: ServerOptions, *, accounts_configured: bool) -> list
     return []
 
 
-def preload_accounts(options: ServerOptions, now_s: float) -> list[str]:
-    """The preloaded accounts signed by a trusted key become accounts; returns the warnings
-    nats-server logs at start for the others (checkResolvePreloads) as log lines."""
-    warnings: list[str] = []
-    for key, token in options.trust.preload.items():
+def account_option(key: str, token: str, trusted_keys: list[str] | frozenset[str]) -> Account | None:
+    """The account an account JWT makes (named by its key, JetStream per its limits, as nats-server's
+    UpdateAccountClaims); None when no trusted key signed it or it is not the JWT of `key`."""
+    try:
         claims = account_claims(token)
-        problem = claims.problem_at(now_s)
-        if problem:
-            warnings.append(f"Account [{key}] has validation issues:")
-            warnings.append(f"  - {problem}")
-        if claims.issuer not in options.trust.trusted_keys or claims.subject != key:
-            continue  # nats-server fails its lookup: "account validation failed"
-        js = claims.jetstream
-        limits = AccountJetStreamLimits(enabled=False)
-        if js.enabled:
-            limits = AccountJetStreamLimits(
-                enabled=True, max_memory=js.memory_storage, max_store=js.disk_storage,
-                max_streams=js.streams, max_consumers=js.consumer,
-                max_ack_pending=js.max_ack_pending if js.max_ack_pending > 0 else -1,
-                memory_max_stream_bytes=js.memory_max_stream_bytes if js.memory_max_stream_bytes > 0 else -1,
-                storage_max_stream_bytes=js.disk_max_stream_bytes if js.disk_max_stream_bytes > 0 else -1,
-                max_bytes_required=js.max_bytes_required)
-        options.accounts[key] = Account(name=key, jetstream=limits, jwt=token)
-    return warnings
+    except JWTError:
+        return None
+    if claims.issuer not in trusted_keys or claims.subject != key:
+        return None  # nats-server fails its lookup: "account validation failed"
+    js = claims.jetstream
+    limits = AccountJetStreamLimits(enabled=False)
+    if js.enabled:
+        limits = AccountJetStreamLimits(
+            enabled=True, max_memory=js.memory_storage, max_store=js.disk_storage,
+            max_streams=js.streams, max_consumers=js.consumer,
+            max_ack_pending=js.max_ack_pending if js.max_ack_pending > 0 else -1,
+            memory_max_stream_bytes=js.memory_max_stream_bytes if js.memory_max_stream_bytes > 0 else -1,
+            storage_max_stream_bytes=js.disk_max_stream_bytes if js.disk_max_stream_bytes > 0 else -1,
+            max_bytes_required=js.max_bytes_required)
+    return Account(name=key, jetstream=limits, jwt=token)
 
+
+def preload_accounts(options: ServerOptions) -> None:
+    """The accounts known at start: the preloaded JWTs and, with the FULL resolver, those kept in
+    its directory (the newer of the two when both have one)."""
+    trust = options.trust
+    tokens = dict(trust.preload)
+    if trust.resolver == "FULL":
+        for key, token in JWTDirectory(trust.resolver_dir).all().items():
+            tokens[key] = newer(tokens.get(key), token)
+    for key, token in tokens.items():
+        account = account_option(key, token, trust.trusted_keys)
+        if account is not None:
+            options.accounts[key] = account
+    if trust.resolver == "FULL" and options.system_account not in options.accounts:
+        # nats-server's "Using bootstrapping system account" until the system account's JWT is pushed
+        options.accounts[options.system_account] = Account(name=options.system_account)

@@ -87,8 +87,11 @@ class TrustOptions:
 
     operator_jwts: list[str] = field(default_factory=list)  # verified operator JWTs
     trusted_keys: list[str] = field(default_factory=list)  # operators and their signing keys
-    resolver: str = ""  # "MEMORY" (the one built); "" without operators
+    resolver: str = ""  # "MEMORY" or "FULL"; "" without operators
     preload: dict[str, str] = field(default_factory=dict)  # account public key -> account JWT
+    resolver_dir: str = ""  # FULL: where account JWTs are kept (<public key>.jwt)
+    allow_delete: bool = False  # FULL: `$SYS.REQ.CLAIMS.DELETE` is honoured
+    hard_delete: bool = False  # FULL: deleted JWTs are removed (else renamed *.jwt.deleted)
 
     @property
     def enabled(self) -> bool:

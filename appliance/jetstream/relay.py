@@ -171,14 +171,18 @@ class DeliveryRelay:
         self.clients: list[InternalClient] = []
         self.runs = 0  # runs written whole (run handler), for tests and monitoring
         for account in server.accounts.all():
-            if not account.jetstream:
-                continue
-            client = InternalClient(server, account, f"JetStream relay {account.name}")
-            account.sublist.uncached_prefixes = ACK_PREFIXES
-            client.subscribe(RELAY_PREFIX + b">", self._handler(account, queued=False),
-                             run_handler=self._run_handler(account))
-            client.subscribe(RELAY_QUEUE_PREFIX + b">", self._handler(account, queued=True))
-            self.clients.append(client)
+            self._add(account)
+        server.account_listeners.append(self._add)  # an account JWT that arrives while running
+
+    def _add(self, account: Account) -> None:
+        if not account.jetstream or any(client.account is account for client in self.clients):
+            return
+        client = InternalClient(self.server, account, f"JetStream relay {account.name}")
+        account.sublist.uncached_prefixes = ACK_PREFIXES
+        client.subscribe(RELAY_PREFIX + b">", self._handler(account, queued=False),
+                         run_handler=self._run_handler(account))
+        client.subscribe(RELAY_QUEUE_PREFIX + b">", self._handler(account, queued=True))
+        self.clients.append(client)
 
     def _handler(self, account: Account, *, queued: bool) -> Handler:
         prefix = len(RELAY_QUEUE_PREFIX if queued else RELAY_PREFIX)

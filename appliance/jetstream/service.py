@@ -516,9 +516,26 @@ class JetStreamService:
             if not account.jetstream and not account.is_system
         ]
         self.server.interest_listeners.append(self._on_interest_change)
+        self.server.account_listeners.append(self._on_new_account)
         from appliance.jetstream.monitor import JetStreamMonitor
 
         self.server.jetstream_monitor = JetStreamMonitor(self)  # type: ignore[attr-defined]
+
+    def _on_new_account(self, account: Account) -> None:
+        """An account JWT with JetStream limits arrived while running (operator mode, FULL resolver):
+        the account's API is served from now on (10039 before)."""
+        if account.name in self.accounts:
+            return
+        if not account.jetstream:
+            if not account.is_system and not any(c.account is account for c in self.disabled):
+                self.disabled.append(api.answer_not_enabled(InternalClient(self.server, account,
+                                                                           f"JetStream off {account.name}")))
+            return
+        for client in [c for c in self.disabled if c.account is account]:
+            client.close()
+            self.disabled.remove(client)
+        ajs = self.accounts[account.name] = AccountJetStream(self, account)
+        api.subscribe_api(ajs)
 
     def reload_options(self, options: ServerOptions) -> None:
         """A config reload (appliance/server/reload.py checked it): accounts' JetStream limits apply from now on."""

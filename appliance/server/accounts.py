@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from appliance.config.options import ServerOptions
 from appliance.server.sublist import Sublist
 
@@ -30,8 +32,26 @@ class AccountRegistry:
         if self.system_name:
             self._accounts[self.system_name].is_system = True
 
+        # operator mode with the FULL resolver: an account a sibling worker or a client names
+        # before this worker saw its JWT is looked up there (server/jwt_accounts.py)
+        self.fetch: Callable[[str], Account | None] | None = None
+
     def get(self, name: str) -> Account | None:
+        account = self._accounts.get(name)
+        if account is None and self.fetch is not None:
+            account = self.fetch(name)
+        return account
+
+    def known(self, name: str) -> Account | None:
+        """The account if this worker has it already (no fetch)."""
         return self._accounts.get(name)
+
+    def add(self, name: str, *, jetstream: bool) -> Account:
+        """A new account (an account JWT that arrived while running)."""
+        account = self._accounts.get(name)
+        if account is None:
+            account = self._accounts[name] = Account(name, jetstream=jetstream)
+        return account
 
     def __getitem__(self, name: str) -> Account:
         return self._accounts[name]

@@ -102,6 +102,7 @@ ERR_AUTH_VIOLATION = "Authorization Violation"
 ERR_AUTH_TIMEOUT = "Authentication Timeout"
 ERR_AUTH_EXPIRED = "User Authentication Expired"
 ERR_AUTH_REVOKED = "User Authentication Revoked"
+ERR_ACCOUNT_EXPIRED = "Account Authentication Expired"
 ERR_ACCOUNT_CONNECTIONS = "maximum account active connections exceeded"
 ERR_STALE = "Stale Connection"
 ERR_INVALID_SUBJECT = "Invalid Subject"
@@ -643,6 +644,13 @@ class ClientConnection(asyncio.Protocol):
         if grant.expires > 0:
             delay_s = max(grant.expires - self.server.clock.wall(), 0.0)
             self._timers["expiry"] = self.server.loop.call_later(delay_s, self._auth_expired)
+
+    def account_expired(self) -> None:
+        """The account's JWT was deleted (or expired): nats-server's accountAuthExpired."""
+        if not self.closed:
+            self.send_error(ERR_ACCOUNT_EXPIRED)
+            self.server.flush_dirty()
+            self.close("Authentication Expired")
 
     def _auth_expired(self) -> None:
         if not self.closed:

@@ -16,6 +16,7 @@ import ipaddress
 from dataclasses import dataclass
 
 from appliance.config.jwt import NO_LIMIT, AccountClaims, JWTError, Limits, UserClaims, account_claims, user_claims
+from appliance.config.jwt_store import JWTDirectory
 from appliance.config.nkey import signature_valid
 from appliance.config.options import Permissions, ServerOptions
 
@@ -72,8 +73,30 @@ class JWTAuthenticator:
             if account.jwt:
                 self.accounts[name] = account_claims(account.jwt)
         self.refused = frozenset(options.trust.preload) - frozenset(self.accounts)  # untrusted signer
+        # FULL resolver: an account missing here is read from its directory (nats-server's Fetch)
+        self.directory = JWTDirectory(options.trust.resolver_dir) if options.trust.resolver == "FULL" else None
+        # FULL resolver without the system account's JWT yet: nats-server's bootstrapping system
+        # account (its own key signs its users; no limits)
+        self.bootstrap = ""
+        system = options.system_account
+        if self.directory is not None and system in options.accounts and not options.accounts[system].jwt:
+            self.bootstrap = system
+            self.accounts[system] = AccountClaims(subject=system, issuer="")
         self.max_payload = options.max_payload or NO_LIMIT
         self.max_subs = options.max_subscriptions or NO_LIMIT
+
+    def set_account(self, key: str, token: str) -> bool:
+        """A new JWT for account `key` (FULL resolver); False when it is not one a trusted key signed."""
+        try:
+            claims = account_claims(token)
+        except JWTError:
+            return False
+        if claims.subject != key or claims.issuer not in self.trusted_keys:
+            return False
+        self.accounts[key] = claims
+        if key == self.bootstrap:
+            self.bootstrap = ""
+        return True
 
     def authenticate(self, connect: dict[str, object], nonce: str, host: str, now_s: float, *,
                      websocket: bool = False) -> JWTUser | str:
@@ -89,13 +112,18 @@ class JWTAuthenticator:
         if problem:
             return f"User JWT no longer valid: {problem}"
         account = self.accounts.get(user.account)
+        if account is None and self.directory is not None:
+            token = self.directory.load(user.account)
+            if token is not None and not self.set_account(user.account, token):
+                return "Account JWT lookup error: account validation failed"
+            account = self.accounts.get(user.account)
         if account is None:
             if user.account in self.refused:
                 return "Account JWT lookup error: account validation failed"
             return "Account JWT lookup error: account missing"
         if account.problem_at(now_s):
             return "Account JWT lookup error: account validation failed"
-        if account.issuer not in self.trusted_keys:
+        if account.issuer not in self.trusted_keys and account.subject != self.bootstrap:
             return "Account JWT not signed by trusted operator"
         known, scope = account.issuer_scope(user.issuer)
         if not known:

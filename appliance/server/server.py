@@ -111,6 +111,8 @@ class Server:
         self.ready = False
         self.trace = options.trace  # -V: protocol traces (TRC lines)
         self.interest_listeners: list[Callable[[Account, Subscription, bool], None]] = []
+        # operator mode: an account JWT that arrived while running made a new account (JetStream listens)
+        self.account_listeners: list[Callable[[Account], None]] = []
         self.interest_gate: InterestGate | None = None  # sibling workers, when there are any
         self.before_client_read: Callable[[], None] | None = None  # take sibling frames first
         self.connection_gate: ConnectionGate | None = None  # max_connections across workers, when there are any

@@ -136,8 +136,12 @@ def test_operator_from_a_file(tmp_path: Path) -> None:
      "f.conf:3:79: invalid account JWT"),
     (f"operator: {operator_jwt(OPERATOR)}\nresolver: MEMORY\nresolver_preload: x\n",
      "f.conf:3:1: preload should be a map of account_public_key:account_jwt"),
-    (f"operator: {operator_jwt(OPERATOR)}\nresolver {{ type: full, dir: /tmp/x }}\n",
-     'f.conf:2:1: field "resolver" of type FULL is known to nats-server but not supported by appliance'),
+    (f"operator: {operator_jwt(OPERATOR)}\nresolver {{ type: cache, dir: /nonexistent/x }}\n",
+     'f.conf:2:1: field "resolver" of type CACHE is known to nats-server but not supported by appliance'),
+    (f"operator: {operator_jwt(OPERATOR)}\nresolver {{ type: full }}\n",
+     "f.conf:2:1: dir has no value and needs to point to a directory"),
+    (f"operator: {operator_jwt(OPERATOR)}\nresolver {{ type: bogus, dir: /nonexistent/x }}\n",
+     "f.conf:2:1: error parsing account resolver, should be MEM or "),
 ])
 def test_config_problems_name_file_and_line(text: str, problem: str) -> None:
     with pytest.raises(ConfigError) as caught:
@@ -231,3 +235,24 @@ def test_reload_takes_new_account_jwts_but_not_new_operators() -> None:
     other.trust.trusted_keys = [OTHER_OPERATOR.public]
     other.accounts = after.accounts
     assert diff_options(before, other).error == "config reload not supported for TrustedOperators"
+
+
+def test_full_resolver_config(tmp_path: Path) -> None:
+    directory = tmp_path / "jwts"
+    text = f"operator: {operator_jwt(OPERATOR, system_account=SYSTEM.public)}\nresolver {{ type: full, dir: '{directory}' }}\n"
+    stored = account_jwt(ACCOUNT, OPERATOR)
+    options = options_from_text(text, filename="f.conf")
+    assert directory.is_dir() and options.trust.resolver == "FULL"  # created, as nats-server does
+    (directory / f"{ACCOUNT.public}.jwt").write_text(stored)
+    assert options_from_text(text, filename="f.conf").accounts[ACCOUNT.public].jwt == stored  # known at start
+    for extra, problem in (
+        ("", "using nats based account resolver - the system account needs to be specified in configuration "
+             "or the operator jwt"),
+        (", ttl: '1m'", "FULL does not accept ttl"),
+        (", hard_delete: true", "hard_delete has no effect without delete"),
+    ):
+        operator = operator_jwt(OPERATOR) if not extra else operator_jwt(OPERATOR, system_account=SYSTEM.public)
+        with pytest.raises(ConfigError) as caught:
+            options_from_text(f"operator: {operator}\nresolver {{ type: full, dir: '{directory}'{extra} }}\n",
+                              filename="f.conf")
+        assert any(problem in p for p in caught.value.problems), caught.value.problems
