@@ -138,7 +138,7 @@ def _claims_data(payload: dict[str, object]) -> dict[str, object]:
 
 def _expect(kind: str, wanted: str, subject: str, issuer: str, subject_prefix: int, issuer_prefixes: tuple[int, ...]) -> None:
     if kind != wanted:
-        raise JWTError(f"not {'an' if wanted[0] in 'aeiou' else 'a'} {wanted} claim")
+        raise JWTError(f"not {wanted} claim")
     if not any(decode_public_key(issuer, prefix) is not None for prefix in issuer_prefixes):
         raise JWTError(f"unable to validate expected prefixes - {list(issuer_prefixes)}")
     if decode_public_key(subject, subject_prefix) is None:

@@ -51,9 +51,9 @@ def test_decode_verifies_signature_and_kind() -> None:
         decode(forged)
     with pytest.raises(JWTError, match="expected 3 chunks"):
         decode("a.b")
-    with pytest.raises(JWTError, match="not an account claim"):
+    with pytest.raises(JWTError, match="not account claim"):
         account_claims(token)
-    with pytest.raises(JWTError, match="not an operator claim"):
+    with pytest.raises(JWTError, match="not operator claim"):
         operator_claims(token)
 
 
@@ -123,7 +123,7 @@ def test_operator_from_a_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("text", "problem"), [
     ("operator: /nonexistent/op.jwt\nresolver: MEMORY\n",
      "f.conf:1:1: error parsing operator JWT: open /nonexistent/op.jwt: no such file or directory"),
-    (f"operator: {user_jwt(USER, ACCOUNT)}\nresolver: MEMORY\n", "f.conf:1:1: error parsing operator JWT: not an operator claim"),
+    (f"operator: {user_jwt(USER, ACCOUNT)}\nresolver: MEMORY\n", "f.conf:1:1: error parsing operator JWT: not operator claim"),
     (f"operator: {operator_jwt(OPERATOR)}\n", "f.conf:1:1: operators require an account resolver to be configured"),
     (f"operator: {operator_jwt(OPERATOR)}\nresolver: MEMORY\naccounts {{ A {{}} }}\n",
      "f.conf:1:1: operators do not allow Accounts to be configured directly"),

@@ -13,7 +13,6 @@ import socket
 import time
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import nats
@@ -23,6 +22,7 @@ from appliance.config.load import options_from_text
 from appliance.testing.inproc import InProcessServer
 from appliance.testing.jwts import Key, account_jwt, account_limits, creds, operator_jwt, user_jwt
 from appliance.testing.natsserver import NatsServer
+from appliance.testing.rawjwt import connected, exchange, read_until
 from appliance.testing.process import ApplianceProcess, free_port
 
 OPERATOR, OTHER_OPERATOR = Key.new("O"), Key.new("O")
@@ -46,52 +46,6 @@ def conf_text() -> str:
 
 
 CONF = conf_text()
-
-
-@dataclass
-class Exchange:
-    info: dict[str, object]
-    answer: bytes
-
-
-def exchange(port: int, token: str | None, key: Key | None, lines: bytes = b"", *, until: bytes = b"PONG\r\n",
-             timeout_s: float = 5.0) -> Exchange:
-    """CONNECT with `token` signed by `key`, then `lines` and a PING; what came back until `until`
-    (or the connection closed)."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as sock:
-        line = b""
-        while not line.endswith(b"\r\n"):
-            line += sock.recv(1)
-        info = json.loads(line[5:])
-        connect: dict[str, object] = {"verbose": False, "pedantic": False, "protocol": 1, "headers": True}
-        if token is not None:
-            connect["jwt"] = token
-        if key is not None:
-            connect["sig"] = base64.urlsafe_b64encode(key.sign(str(info["nonce"]).encode())).decode().rstrip("=")
-        sock.sendall(b"CONNECT " + json.dumps(connect).encode() + b"\r\n" + lines + b"PING\r\n")
-        answer = b""
-        deadline = time.monotonic() + timeout_s
-        while until not in answer and time.monotonic() < deadline:
-            try:
-                chunk = sock.recv(4096)
-            except (TimeoutError, ConnectionResetError):
-                break
-            if not chunk:
-                break
-            answer += chunk
-        return Exchange(info, _mask_info(answer.replace(b"PING\r\n", b"")))
-
-
-def _mask_info(answer: bytes) -> bytes:
-    """The INFO sent after CONNECT (connect_info) reduced to the account it names: server ids,
-    ports and build fields differ between the two servers by nature."""
-    out = []
-    for line in answer.split(b"\r\n"):
-        if line.startswith(b"INFO "):
-            fields = json.loads(line[5:])
-            line = b"INFO remote_account=" + str(fields.get("remote_account", "")).encode()
-        out.append(line)
-    return b"\r\n".join(out)
 
 
 @pytest.fixture(scope="module")
@@ -244,32 +198,6 @@ def test_log_lines_match_nats_server(tmp_path: Path) -> None:
             assert log.count("- authentication error\n") == len(reasons), name
 
 
-def _connected(port: int, token: str, key: Key) -> socket.socket:
-    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
-    line = b""
-    while not line.endswith(b"\r\n"):
-        line += sock.recv(1)
-    nonce = str(json.loads(line[5:])["nonce"]).encode()
-    sig = base64.urlsafe_b64encode(key.sign(nonce)).decode().rstrip("=")
-    sock.sendall(b"CONNECT " + json.dumps({"jwt": token, "sig": sig, "verbose": False}).encode() + b"\r\nPING\r\n")
-    assert _read_until(sock, b"PONG\r\n").startswith(b"PONG\r\n")
-    return sock
-
-
-def _read_until(sock: socket.socket, marker: bytes, timeout_s: float = 10.0) -> bytes:
-    data = b""
-    deadline = time.monotonic() + timeout_s
-    while marker not in data and time.monotonic() < deadline:
-        try:
-            chunk = sock.recv(4096)
-        except TimeoutError:
-            continue
-        if not chunk:
-            break
-        data += chunk
-    return data
-
-
 @pytest.mark.integration
 def test_reload_applies_new_account_jwts_as_nats_server(tmp_path: Path) -> None:
     """SIGHUP with a new preloaded account JWT that revokes one user: that user gets
@@ -280,7 +208,7 @@ def test_reload_applies_new_account_jwts_as_nats_server(tmp_path: Path) -> None:
     with NatsServer(["-c", str(conf)], log_path=tmp_path / "nats-server.log") as real, \
             ApplianceProcess(["-c", str(conf), "-a", "127.0.0.1", "-p", "-1"], log_dir=tmp_path) as ours:
         ports = {"nats-server": real.port, "appliance": ours.client_port}
-        sockets = {name: (_connected(port, keep, USER), _connected(port, revoke, OTHER)) for name, port in ports.items()}
+        sockets = {name: (connected(port, keep, USER), connected(port, revoke, OTHER)) for name, port in ports.items()}
         revoked_account = account_jwt(ACCOUNT, OPERATOR, signing_keys=[SIGNER.public],
                                       revocations={REVOKED.public: NOW + 3600, OTHER.public: NOW + 3600})
         conf.write_text(CONF.replace(f"  {ACCOUNT.public}: ", f"  {ACCOUNT.public}: {revoked_account}\n  #"))
@@ -288,9 +216,9 @@ def test_reload_applies_new_account_jwts_as_nats_server(tmp_path: Path) -> None:
         real.process.send_signal(signal.SIGHUP)
         ours.signal(signal.SIGHUP)
         for name, (kept, gone) in sockets.items():
-            assert _read_until(gone, b"Revoked'\r\n").endswith(b"-ERR 'User Authentication Revoked'\r\n"), name
+            assert read_until(gone, b"Revoked'\r\n").endswith(b"-ERR 'User Authentication Revoked'\r\n"), name
             kept.sendall(b"PING\r\n")
-            assert b"-ERR" not in _read_until(kept, b"PONG\r\n").replace(b"PING\r\n", b""), name
+            assert b"-ERR" not in read_until(kept, b"PONG\r\n").replace(b"PING\r\n", b""), name
             assert exchange(ports[name], revoke, OTHER).answer == VIOLATION, name
             kept.close()
             gone.close()
@@ -310,7 +238,7 @@ def test_connz_auth_shows_the_jwt_user_as_nats_server(tmp_path: Path) -> None:
             ApplianceProcess(["-c", str(conf), "-a", "127.0.0.1", "-p", "-1", "-m", str(ports[1])],
                              log_dir=tmp_path) as ours:
         for client_port, http_port in zip((real.port, ours.client_port), ports, strict=True):
-            first, second = _connected(client_port, signed, USER), _connected(client_port, bearer, OTHER)
+            first, second = connected(client_port, signed, USER), connected(client_port, bearer, OTHER)
             with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/connz?auth=true", timeout=5) as answer:
                 connz = json.loads(answer.read())
             shown.append(sorted(({k: c.get(k) for k in ("authorized_user", "account", "jwt", "issuer_key", "name_tag")}

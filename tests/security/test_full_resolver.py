@@ -1,0 +1,116 @@
+"""The FULL account resolver (`resolver { type: full, dir: ... }`) against the real nats-server:
+account JWTs pushed over `$SYS.REQ.CLAIMS.UPDATE` by a system-account user become accounts while
+running (with JetStream per their limits), `LOOKUP` and `LIST` answer from the directory, a
+pushed revocation disconnects the user, and the accounts are still there after a restart."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import nats
+import pytest
+
+from appliance.testing.jwts import Key, account_jwt, account_limits, creds, operator_jwt, user_jwt
+from appliance.testing.natsserver import NatsServer
+from appliance.testing.process import ApplianceProcess
+from appliance.testing.rawjwt import connected, exchange, read_until
+
+
+OPERATOR = Key.new("O")
+SYSTEM, ACCOUNT, GONE = Key.new("A"), Key.new("A"), Key.new("A")
+ADMIN, USER = Key.new("U"), Key.new("U")
+VIOLATION = b"-ERR 'Authorization Violation'\r\n"
+JS_LIMITS = account_limits(mem_storage=1 << 20, disk_storage=1 << 20, streams=1)
+
+
+def conf_text(tmp: Path, name: str) -> str:
+    return (f"operator: {operator_jwt(OPERATOR, system_account=SYSTEM.public)}\n"
+            f"resolver {{ type: full, dir: '{tmp / (name + '-jwt')}', allow_delete: true }}\n"
+            f"resolver_preload {{ {SYSTEM.public}: {account_jwt(SYSTEM, OPERATOR, name='SYS')} }}\n"
+            f"jetstream {{ store_dir: '{tmp / (name + '-js')}' }}\n")
+
+
+@contextmanager
+def running(name: str, conf: Path, tmp: Path) -> Iterator[int]:
+    if name == "nats-server":
+        with NatsServer(["-c", str(conf)], log_path=tmp / "nats-server.log") as real:
+            yield real.port
+    else:
+        with ApplianceProcess(["-c", str(conf), "-a", "127.0.0.1", "-p", "-1"], log_dir=tmp) as ours:
+            yield ours.client_port
+
+
+def without_server(reply: bytes) -> dict[str, object]:
+    body: dict[str, object] = json.loads(reply)
+    body.pop("server")
+    return body
+
+
+async def push_and_use(port: int, admin_creds: Path, user_creds: Path) -> list[object]:
+    """What a system-account user and a user of the pushed account see."""
+    seen: list[object] = []
+    url = f"nats://127.0.0.1:{port}"
+    admin = await nats.connect(url, user_credentials=str(admin_creds), allow_reconnect=False, connect_timeout=3)
+    try:
+        missing = await admin.request(f"$SYS.REQ.ACCOUNT.{ACCOUNT.public}.CLAIMS.LOOKUP", b"", timeout=3)
+        seen.append(missing.data)
+        bad = await admin.request("$SYS.REQ.CLAIMS.UPDATE", user_jwt(USER, ACCOUNT).encode(), timeout=3)
+        seen.append(without_server(bad.data))
+        token = account_jwt(ACCOUNT, OPERATOR, name="PUSHED", limits=JS_LIMITS)
+        pushed = await admin.request("$SYS.REQ.CLAIMS.UPDATE", token.encode(), timeout=3)
+        seen.append(without_server(pushed.data))
+        other = account_jwt(GONE, OPERATOR)
+        wrong = await admin.request(f"$SYS.REQ.ACCOUNT.{ACCOUNT.public}.CLAIMS.UPDATE", other.encode(), timeout=3)
+        seen.append(without_server(wrong.data))
+        looked = await admin.request(f"$SYS.REQ.ACCOUNT.{ACCOUNT.public}.CLAIMS.LOOKUP", b"", timeout=3)
+        seen.append(looked.data == token.encode())
+        listed = await admin.request("$SYS.REQ.CLAIMS.LIST", b"", timeout=3)
+        seen.append(sorted(json.loads(listed.data)["data"]))
+    finally:
+        await admin.close()
+    for _ in range(4):  # new connections, over every worker of appliance
+        nc = await nats.connect(url, user_credentials=str(user_creds), allow_reconnect=False, connect_timeout=3)
+        try:
+            sub = await nc.subscribe("pushed.>")
+            await nc.publish("pushed.a", b"in the pushed account")
+            seen.append((await sub.next_msg(timeout=3)).data)
+            info = await nc.request("$JS.API.INFO", b"", timeout=3)
+            seen.append(json.loads(info.data)["limits"]["max_streams"])
+        finally:
+            await nc.close()
+    return seen
+
+
+@pytest.mark.integration
+def test_pushed_account_jwts_as_nats_server(tmp_path: Path) -> None:
+    admin_creds, user_creds = tmp_path / "admin.creds", tmp_path / "user.creds"
+    admin_creds.write_text(creds(user_jwt(ADMIN, SYSTEM), ADMIN))
+    user_creds.write_text(creds(user_jwt(USER, ACCOUNT), USER))
+    results = {}
+    for name in ("nats-server", "appliance"):
+        conf = tmp_path / f"{name}.conf"
+        conf.write_text(conf_text(tmp_path, name))
+        with running(name, conf, tmp_path) as port:
+            results[name] = asyncio.run(push_and_use(port, admin_creds, user_creds))
+            # a revocation pushed while the user is connected
+            victim = connected(port, user_jwt(USER, ACCOUNT), USER)
+            revoking = account_jwt(ACCOUNT, OPERATOR, name="PUSHED", limits=JS_LIMITS,
+                                   revocations={USER.public: int(time.time()) + 60})
+            admin = connected(port, user_jwt(ADMIN, SYSTEM), ADMIN)
+            admin.sendall(f"PUB $SYS.REQ.CLAIMS.UPDATE {len(revoking)}\r\n{revoking}\r\n".encode())
+            results[name].append(read_until(victim, b"Revoked'\r\n").split(b"\r\n")[-2])
+            victim.close()
+            admin.close()
+        with running(name, conf, tmp_path) as port:  # the directory keeps the pushed account
+            results[name].append(exchange(port, user_jwt(Key.new("U"), ACCOUNT), None).answer == VIOLATION)
+            fresh = Key.new("U")
+            results[name].append(exchange(port, user_jwt(fresh, ACCOUNT), fresh).answer.startswith(b"PONG"))
+    assert results["appliance"] == results["nats-server"]
+    assert results["nats-server"][2] == {"data": {"account": ACCOUNT.public, "code": 200, "message": "jwt updated"}}
+    assert results["nats-server"][-3] == b"-ERR 'User Authentication Revoked'"
+    assert results["nats-server"][-1] is True
