@@ -314,6 +314,8 @@ class UserClaims(ClaimsData):
     bearer_token: bool = False
     allowed_connection_types: tuple[str, ...] = ()
     src: tuple[str, ...] = ()  # CIDRs the user may connect from
+    times: tuple[tuple[str, str], ...] = ()  # (start, end) "HH:MM:SS" windows the user may connect in
+    times_location: str = ""  # their IANA time zone; "": the server's local time
     empty_permissions: bool = True  # no permissions, no limits: what a scoped signing key requires
 
     @property
@@ -338,7 +340,10 @@ def user_claims(token: str) -> UserClaims:
                       permissions=permissions, limits=limits,
                       bearer_token=bool(nats.get("bearer_token", False)),
                       allowed_connection_types=tuple(_strings(nats.get("allowed_connection_types"))),
-                      src=cidrs, empty_permissions=empty)
+                      src=cidrs, empty_permissions=empty,
+                      times=tuple((str(t.get("start", "")), str(t.get("end", ""))) for t in nats.get("times") or []
+                                  if isinstance(t, dict)),
+                      times_location=str(nats.get("times_location", "")))
 
 
 def _dashes(line: str) -> bool:

@@ -641,9 +641,12 @@ class ClientConnection(asyncio.Protocol):
         if 0 < grant.max_payload < options.max_payload:
             self.parser.set_limits(max_control_line=options.max_control_line, max_payload=grant.max_payload)
             self._payload_cut = grant.max_payload
+        now_s = self.server.clock.wall()
         if grant.expires > 0:
-            delay_s = max(grant.expires - self.server.clock.wall(), 0.0)
-            self._timers["expiry"] = self.server.loop.call_later(delay_s, self._auth_expired)
+            self._timers["expiry"] = self.server.loop.call_later(max(grant.expires - now_s, 0.0), self._auth_expired)
+        if grant.account_expires > 0:
+            self._timers["account expiry"] = self.server.loop.call_later(max(grant.account_expires - now_s, 0.0),
+                                                                         self.account_expired)
 
     def account_expired(self) -> None:
         """The account's JWT was deleted (or expired): nats-server's accountAuthExpired."""

@@ -12,8 +12,10 @@ sees 'Authorization Violation'.
 
 from __future__ import annotations
 
+import datetime
 import ipaddress
-from dataclasses import dataclass
+import zoneinfo
+from dataclasses import dataclass, replace
 
 from appliance.config.jwt import NO_LIMIT, AccountClaims, JWTError, Limits, UserClaims, account_claims, user_claims
 from appliance.config.jwt_store import JWTDirectory
@@ -33,8 +35,9 @@ class JWTUser:
     permissions: Permissions | None
     max_payload: int  # -1: the server's max_payload
     max_subs: int  # -1: unlimited
-    expires: int  # unix seconds the user JWT expires at; 0: never
+    expires: float  # unix seconds the user (its JWT, or its connect-time window) expires at; 0: never
     max_account_connections: int  # the account's `conn`; -1: unlimited
+    account_expires: int = 0  # unix seconds the account's JWT expires at; 0: never
     shown_jwt: str = ""  # the user JWT as /connz shows it ("" for a bearer token)
     issuer_key: str = ""  # the JWT's issuer: the account, or its signing key
     name_tag: str = ""  # the account JWT's name
@@ -63,6 +66,44 @@ def _src_allowed(cidrs: tuple[str, ...], host: str) -> bool:
         except ValueError:
             return False
     return False
+
+
+def _clock(text: str) -> datetime.time | None:
+    try:
+        return datetime.datetime.strptime(text, "%H:%M:%S").time()
+    except ValueError:
+        return None
+
+
+def connect_window(times: tuple[tuple[str, str], ...], location: str, now_s: float) -> tuple[bool, float]:
+    """nats-server's validateTimes: whether `now_s` is inside one of the windows, and for how many
+    seconds still (the longest); (True, 0) without windows. A window may span midnight."""
+    if not times:
+        return True, 0.0
+    try:
+        zone = zoneinfo.ZoneInfo(location) if location else None
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return False, 0.0
+    now = datetime.datetime.fromtimestamp(now_s, zone) if zone else datetime.datetime.fromtimestamp(now_s).astimezone()
+    best: float | None = None
+    for start_text, end_text in times:
+        start_clock, end_clock = _clock(start_text), _clock(end_text)
+        if start_clock is None or end_clock is None:
+            return False, 0.0
+        start, end = now.replace(hour=start_clock.hour, minute=start_clock.minute, second=start_clock.second,
+                                 microsecond=0), \
+            now.replace(hour=end_clock.hour, minute=end_clock.minute, second=end_clock.second, microsecond=0)
+        inside = start < now < end
+        if not inside and start > end:
+            if end > now:
+                inside = True
+            else:
+                end += datetime.timedelta(days=1)
+                inside = start < now < end
+        if inside:
+            left = (end - now).total_seconds()
+            best = left if best is None else max(best, left)
+    return best is not None, best or 0.0
 
 
 class JWTAuthenticator:
@@ -151,7 +192,14 @@ class JWTAuthenticator:
             return REVOKED
         if not _src_allowed(user.src, host):
             return f"Bad src Ip {host}"
-        return self._grant(user, account, permissions, limits, token, bearer)
+        allowed, valid_for_s = connect_window(user.times, user.times_location, now_s)
+        if not allowed:
+            return "Outside connect times"
+        granted = self._grant(user, account, permissions, limits, token, bearer)
+        if valid_for_s > 0:
+            until = now_s + valid_for_s
+            granted = replace(granted, expires=min(granted.expires, until) if granted.expires else until)
+        return granted
 
     def _grant(self, user: UserClaims, account: AccountClaims, permissions: Permissions | None,
                limits: Limits, token: str, bearer: bool) -> JWTUser:
@@ -161,6 +209,6 @@ class JWTAuthenticator:
         subs = _min_limit(_min_limit(limits.subs, account.limits.subs), self.max_subs)
         return JWTUser(public_key=user.subject, account=account.subject, permissions=permissions,
                        max_payload=payload, max_subs=subs, expires=user.expires,
-                       max_account_connections=account.conn, shown_jwt="" if user.bearer_token else token,
+                       max_account_connections=account.conn, account_expires=account.expires, shown_jwt="" if user.bearer_token else token,
                        issuer_key=user.issuer if user.issuer_account else account.subject,
                        name_tag=account.name)

@@ -4,6 +4,7 @@ config keys with file:line errors (config/operator.py), and the user-JWT chain (
 from __future__ import annotations
 
 import base64
+import datetime
 import json
 import time
 from pathlib import Path
@@ -256,3 +257,17 @@ def test_full_resolver_config(tmp_path: Path) -> None:
             options_from_text(f"operator: {operator}\nresolver {{ type: full, dir: '{directory}'{extra} }}\n",
                               filename="f.conf")
         assert any(problem in p for p in caught.value.problems), caught.value.problems
+
+
+def test_connect_windows_as_nats_server_validate_times() -> None:
+    from appliance.server.jwt_auth import connect_window
+
+    noon = datetime.datetime(2026, 11, 27, 12, 0, 0, tzinfo=datetime.timezone.utc).timestamp()
+    assert connect_window((), "", noon) == (True, 0.0)
+    assert connect_window((("11:00:00", "13:00:00"),), "UTC", noon) == (True, 3600.0)
+    assert connect_window((("13:00:00", "14:00:00"),), "UTC", noon) == (False, 0.0)
+    assert connect_window((("11:00:00", "12:30:00"), ("10:00:00", "15:00:00")), "UTC", noon) == (True, 3 * 3600.0)
+    assert connect_window((("22:00:00", "13:00:00"),), "UTC", noon) == (True, 3600.0)  # spans midnight
+    assert connect_window((("22:00:00", "11:00:00"),), "UTC", noon) == (False, 0.0)
+    assert connect_window((("11:00:00", "13:00:00"),), "Europe/Berlin", noon) == (False, 0.0)  # 13:00 there
+    assert connect_window((("11:00:00", "13:00:00"),), "No/Such_Zone", noon) == (False, 0.0)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import datetime
 import json
 import signal
 import socket
@@ -114,13 +115,27 @@ def test_user_and_account_limits_match_nats_server(servers: tuple[int, int]) -> 
     assert payload.endswith(b"-ERR 'Maximum Payload Violation'\r\n")
 
 
+def _window(seconds: int) -> dict[str, object]:
+    """A connect-time window (UTC) from a minute ago to `seconds` from now."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    start, end = now - datetime.timedelta(seconds=60), now + datetime.timedelta(seconds=seconds)
+    return {"subs": -1, "data": -1, "payload": -1, "times_location": "UTC",
+            "times": [{"start": start.strftime("%H:%M:%S"), "end": end.strftime("%H:%M:%S")}]}
+
+
 @pytest.mark.integration
 def test_expiry_while_connected_matches_nats_server(servers: tuple[int, int]) -> None:
-    token = user_jwt(USER, ACCOUNT, expires=int(time.time()) + 2)
-    results = [exchange(port, token, USER, until=b"Expired'\r\n", timeout_s=6) for port in servers]
-    for result in results:
-        assert result.answer.startswith(b"PONG\r\n"), result.answer
-        assert result.answer.endswith(b"-ERR 'User Authentication Expired'\r\n"), result.answer
+    """A user JWT's exp, and the end of its connect-time window, close the connection."""
+    for make in (lambda: user_jwt(USER, ACCOUNT, expires=int(time.time()) + 2),
+                 lambda: user_jwt(USER, ACCOUNT, limits=_window(2))):
+        results = [exchange(port, make(), USER, until=b"Expired'\r\n", timeout_s=6)  # made just before use
+                   for port in servers]
+        for result in results:
+            assert result.answer.startswith(b"PONG\r\n"), result.answer
+            assert result.answer.endswith(b"-ERR 'User Authentication Expired'\r\n"), result.answer
+    later = _window(0)
+    later["times"] = [{"start": "00:00:00", "end": "00:00:01"}]  # a window that is not now (but at midnight)
+    assert both(servers, user_jwt(USER, ACCOUNT, limits=later), USER) == VIOLATION
 
 
 def test_account_connection_limit_matches_nats_server(tmp_path: Path) -> None:
@@ -249,3 +264,19 @@ def test_connz_auth_shows_the_jwt_user_as_nats_server(tmp_path: Path) -> None:
     assert {c["authorized_user"]: c["issuer_key"] for c in shown[0]} == {USER.public: SIGNER.public,
                                                                           OTHER.public: ACCOUNT.public}
     assert {c["authorized_user"]: c["jwt"] for c in shown[0]} == {USER.public: signed, OTHER.public: None}
+
+
+@pytest.mark.integration
+def test_account_expiry_while_connected_matches_nats_server(tmp_path: Path) -> None:
+    expiring = Key.new("A")
+    conf = tmp_path / "op.conf"
+    conf.write_text(CONF.replace("resolver_preload: {\n", f"resolver_preload: {{\n  {expiring.public}: "
+                                 f"{account_jwt(expiring, OPERATOR, expires=int(time.time()) + 8)}\n"))
+    token = user_jwt(USER, expiring)
+    with NatsServer(["-c", str(conf)]) as real, \
+            ApplianceProcess(["-c", str(conf), "-a", "127.0.0.1", "-p", "-1"], log_dir=tmp_path) as ours:
+        sockets = [connected(port, token, USER) for port in (real.port, ours.client_port)]
+        for sock in sockets:
+            answer = read_until(sock, b"Expired'\r\n", timeout_s=12)
+            assert answer.endswith(b"-ERR 'Account Authentication Expired'\r\n"), answer
+            sock.close()
