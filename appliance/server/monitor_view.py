@@ -378,8 +378,10 @@ class ServerMonitorView:
         for peer in self._peers:
             for raw in peer.get("sublists", ()):
                 clients[raw["account"]] = clients.get(raw["account"], 0) + int(raw.get("clients", 0))
+        configured = self._server.options.accounts
         return [AccountInfo(name=account.name, is_system=account.is_system, jetstream_enabled=account.jetstream,
-                            client_connections=account.clients + clients.get(account.name, 0))
+                            client_connections=account.clients + clients.get(account.name, 0),
+                            jwt=configured[account.name].jwt if account.name in configured else "")
                 for account in self._server.accounts.all()]
 
     def local_account_clients(self, name: str) -> int:

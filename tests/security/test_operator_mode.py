@@ -280,3 +280,30 @@ def test_account_expiry_while_connected_matches_nats_server(tmp_path: Path) -> N
             answer = read_until(sock, b"Expired'\r\n", timeout_s=12)
             assert answer.endswith(b"-ERR 'Account Authentication Expired'\r\n"), answer
             sock.close()
+
+
+@pytest.mark.integration
+def test_varz_and_accountz_show_the_jwts_as_nats_server(tmp_path: Path) -> None:
+    conf = tmp_path / "op.conf"
+    conf.write_text(CONF)
+    ports = (free_port(), free_port())
+    shown = []
+    with NatsServer(["-c", str(conf), "-m", str(ports[0])]) as real, \
+            ApplianceProcess(["-c", str(conf), "-a", "127.0.0.1", "-p", "-1", "-m", str(ports[1])],
+                             log_dir=tmp_path) as ours:
+        for client_port, http_port in zip((real.port, ours.client_port), ports, strict=True):
+            sock = connected(client_port, user_jwt(USER, ACCOUNT), USER)  # nats-server registers it now
+            with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/varz", timeout=5) as answer:
+                varz = json.loads(answer.read())
+            with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/accountz?acc={ACCOUNT.public}",
+                                        timeout=5) as answer:
+                detail = json.loads(answer.read())["account_detail"]
+            shown.append({
+                "varz": {k: varz.get(k) for k in ("trusted_operators_jwt", "system_account", "auth_required")},
+                "operator": {k: varz["trusted_operators_claim"][0].get(k) for k in ("sub", "iss", "name", "nats")},
+                "accountz": {k: detail.get(k) for k in ("account_name", "jwt", "issuer_key", "name_tag", "revoked_user",
+                                                        "client_connections")},
+            })
+            sock.close()
+    assert shown[0] == shown[1]
+    assert shown[0]["accountz"]["name_tag"] == "A" and shown[0]["accountz"]["issuer_key"] == OPERATOR.public

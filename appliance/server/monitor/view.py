@@ -95,6 +95,7 @@ class AccountInfo:
     is_system: bool = False
     jetstream_enabled: bool = False
     client_connections: int = 0
+    jwt: str = ""  # operator mode: the account's JWT
 
 
 @dataclass(frozen=True, slots=True)
