@@ -2,9 +2,9 @@
 `resolver_preload`, as nats-server reads them (opts.go) and checks them at start
 (validateTrustedOperators in jwt.go).
 
-The preloaded account JWTs become the server's accounts, named by their public keys, with the
-JetStream limits of their claims, so the rest of the server treats them as configured accounts.
-The resolver itself is read by resolver.py.
+The preloaded account JWTs (and, with the FULL resolver, those in its directory) become the
+server's accounts, named by their public keys, with the JetStream limits of their claims, so the
+rest of the server treats them as configured accounts. The resolver itself is read by resolver.py.
 """
 
 from __future__ import annotations

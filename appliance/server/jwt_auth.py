@@ -1,7 +1,8 @@
 """Operator mode: a client's user JWT checked against the trusted operators and the accounts'
 JWTs, as nats-server's processClientOrLeafAuthentication (auth.go, the `juc != nil` branch).
 
-Pure: no sockets, the time is passed in. The chain: the user JWT's signature verifies (jwt.py);
+No sockets, the time is passed in; with the FULL resolver an account not seen yet is read from
+its directory (nats-server's Fetch). The chain: the user JWT's signature verifies (jwt.py);
 its account (`issuer_account`, else its issuer) is a known account whose JWT a trusted key
 signed; the user's issuer is that account or one of its signing keys (a scoped key gives its
 template's permissions and limits); neither is expired; bearer tokens only where the account

@@ -230,11 +230,8 @@ def test_reload_takes_new_account_jwts_but_not_new_operators() -> None:
     revoked = account_jwt(ACCOUNT, OPERATOR, revocations={USER.public: int(time.time())})
     after = options_from_text(config(base_preload(**{ACCOUNT.public: revoked})), filename="a.conf")
     assert diff_options(before, after).error is None
-    other = options_from_text(config(base_preload()).replace(
-        operator_jwt(OPERATOR, signing_keys=[OPERATOR_SIGNER.public], system_account=SYSTEM.public)[:0], ""),
-        filename="a.conf")
-    other.trust.trusted_keys = [OTHER_OPERATOR.public]
-    other.accounts = after.accounts
+    other = options_from_text(config(base_preload(**{ACCOUNT.public: revoked})), filename="a.conf")
+    other.trust.operator_jwts = [operator_jwt(OTHER_OPERATOR)]
     assert diff_options(before, other).error == "config reload not supported for TrustedOperators"
 
 
