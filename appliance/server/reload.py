@@ -186,7 +186,15 @@ def _authorization_changes(before: Authorization, after: Authorization) -> list[
 
 
 def _account_refusal(before: dict[str, Account], after: dict[str, Account]) -> str | None:
-    """Users and permissions of accounts change live; what else changed needs a restart in this build."""
+    """Users and permissions of accounts change live; what else changed needs a restart in this build.
+    Accounts made by JWTs (operator mode) come and go with their JWTs, and may turn JetStream on."""
+    by_jwt = {name for name, account in [*before.items(), *after.items()] if account.jwt}
+    for name in by_jwt & set(before) & set(after):
+        if before[name].jetstream.enabled and not after[name].jetstream.enabled:
+            return (f"config reload not supported for accounts: turning JetStream off for account {name} "
+                    "needs a restart in this build")
+    before = {name: account for name, account in before.items() if name not in by_jwt}
+    after = {name: account for name, account in after.items() if name not in by_jwt}
     if set(before) != set(after):
         added, removed = sorted(set(after) - set(before)), sorted(set(before) - set(after))
         return ("config reload not supported for accounts: adding or removing accounts "
@@ -292,6 +300,7 @@ def apply_reload(server: Any, new: ServerOptions) -> int:
         logger.error("reloaded TLS configuration not applied, keeping the previous certificates: %s", error)
     if server.connection_gate is not None:
         server.connection_gate.limit = new.max_connections
+    _register_jwt_accounts(server, new)
     closed = 0
     for conn in list(server.clients.values()):
         conn.parser.set_limits(max_control_line=new.max_control_line, max_payload=new.max_payload)
@@ -302,6 +311,23 @@ def apply_reload(server: Any, new: ServerOptions) -> int:
     if new.max_connections < old.max_connections:
         closed += _fall_within_max_connections(server, new.max_connections)
     return closed
+
+
+def _register_jwt_accounts(server: Any, new: ServerOptions) -> None:
+    """Operator mode: accounts of JWTs new in this config are served from now on (JetStream too,
+    through the server's account listeners)."""
+    for name, option in new.accounts.items():
+        if not option.jwt:
+            continue
+        account = server.accounts.known(name)
+        if account is None:
+            account = server.accounts.add(name, jetstream=option.jetstream.enabled)
+        elif option.jetstream.enabled and not account.jetstream:
+            account.jetstream = True
+        else:
+            continue
+        for listener in server.account_listeners:
+            listener(account)
 
 
 def _fall_within_max_connections(server: Any, limit: int) -> int:

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -37,12 +38,26 @@ def conf_text(tmp: Path, name: str) -> str:
 
 @contextmanager
 def running(name: str, conf: Path, tmp: Path) -> Iterator[int]:
+    with running_with_log(name, conf, tmp) as (port, _):
+        yield port
+
+
+@contextmanager
+def running_with_log(name: str, conf: Path, tmp: Path) -> Iterator[tuple[int, Callable[[], str]]]:
+    """The server's client port and a way to read its log (SIGHUP: `hup`)."""
     if name == "nats-server":
-        with NatsServer(["-c", str(conf)], log_path=tmp / "nats-server.log") as real:
-            yield real.port
+        log = tmp / "nats-server.log"
+        with NatsServer(["-c", str(conf)], log_path=log) as real:
+            assert real.process is not None
+            RUNNING[name] = real.process.send_signal
+            yield real.port, log.read_text
     else:
         with ApplianceProcess(["-c", str(conf), "-a", "127.0.0.1", "-p", "-1"], log_dir=tmp) as ours:
-            yield ours.client_port
+            RUNNING[name] = ours.signal
+            yield ours.client_port, ours.log
+
+
+RUNNING: dict[str, Callable[[int], None]] = {}
 
 
 def without_server(reply: bytes) -> dict[str, object]:
@@ -114,3 +129,25 @@ def test_pushed_account_jwts_as_nats_server(tmp_path: Path) -> None:
     assert results["nats-server"][2] == {"data": {"account": ACCOUNT.public, "code": 200, "message": "jwt updated"}}
     assert results["nats-server"][-3] == b"-ERR 'User Authentication Revoked'"
     assert results["nats-server"][-1] is True
+
+
+@pytest.mark.integration
+def test_sighup_after_a_push_keeps_the_pushed_account(tmp_path: Path) -> None:
+    """A reload (SIGHUP) with accounts pushed since the start is no change of configured accounts."""
+    for name in ("nats-server", "appliance"):
+        conf = tmp_path / f"{name}.conf"
+        conf.write_text(conf_text(tmp_path, name))
+        with running_with_log(name, conf, tmp_path) as (port, log):
+            admin = connected(port, user_jwt(ADMIN, SYSTEM), ADMIN)
+            token = account_jwt(ACCOUNT, OPERATOR, name="PUSHED")
+            admin.sendall(f"PUB $SYS.REQ.CLAIMS.UPDATE {len(token)}\r\n{token}\r\nPING\r\n".encode())
+            read_until(admin, b"PONG\r\n")
+            RUNNING[name](signal.SIGHUP)
+            deadline = time.monotonic() + 10
+            while "Reloaded: accounts" not in log() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert "Reloaded: accounts" in log(), name
+            assert "not supported" not in log(), name
+            fresh = Key.new("U")
+            assert exchange(port, user_jwt(fresh, ACCOUNT), fresh).answer.startswith(b"PONG"), name
+            admin.close()

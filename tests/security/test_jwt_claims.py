@@ -268,3 +268,17 @@ def test_connect_windows_as_nats_server_validate_times() -> None:
     assert connect_window((("22:00:00", "11:00:00"),), "UTC", noon) == (False, 0.0)
     assert connect_window((("11:00:00", "13:00:00"),), "Europe/Berlin", noon) == (False, 0.0)  # 13:00 there
     assert connect_window((("11:00:00", "13:00:00"),), "No/Such_Zone", noon) == (False, 0.0)
+
+
+def test_reload_lets_jwt_accounts_come_and_turn_jetstream_on() -> None:
+    from appliance.server.reload import diff_options
+
+    before = options_from_text(config(base_preload()), filename="a.conf")
+    with_js = account_jwt(ACCOUNT, OPERATOR, limits=account_limits(mem_storage=-1, disk_storage=-1))
+    after = options_from_text(config(base_preload(**{ACCOUNT.public: with_js})), filename="a.conf")
+    assert diff_options(before, after).error is None  # a new account JWT
+    without_js = options_from_text(config(base_preload(**{ACCOUNT.public: account_jwt(ACCOUNT, OPERATOR)})),
+                                   filename="a.conf")
+    assert diff_options(without_js, after).error is None  # JetStream turned on
+    refused = diff_options(after, without_js).error
+    assert refused is not None and "turning JetStream off" in refused

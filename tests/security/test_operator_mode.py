@@ -226,7 +226,9 @@ def test_reload_applies_new_account_jwts_as_nats_server(tmp_path: Path) -> None:
         sockets = {name: (connected(port, keep, USER), connected(port, revoke, OTHER)) for name, port in ports.items()}
         revoked_account = account_jwt(ACCOUNT, OPERATOR, signing_keys=[SIGNER.public],
                                       revocations={REVOKED.public: NOW + 3600, OTHER.public: NOW + 3600})
-        conf.write_text(CONF.replace(f"  {ACCOUNT.public}: ", f"  {ACCOUNT.public}: {revoked_account}\n  #"))
+        added = account_jwt(UNKNOWN, OPERATOR, name="ADDED")  # a new preloaded account
+        conf.write_text(CONF.replace(f"  {ACCOUNT.public}: ", f"  {UNKNOWN.public}: {added}\n"
+                                     f"  {ACCOUNT.public}: {revoked_account}\n  #"))
         assert real.process is not None
         real.process.send_signal(signal.SIGHUP)
         ours.signal(signal.SIGHUP)
@@ -235,6 +237,7 @@ def test_reload_applies_new_account_jwts_as_nats_server(tmp_path: Path) -> None:
             kept.sendall(b"PING\r\n")
             assert b"-ERR" not in read_until(kept, b"PONG\r\n").replace(b"PING\r\n", b""), name
             assert exchange(ports[name], revoke, OTHER).answer == VIOLATION, name
+            assert exchange(ports[name], user_jwt(USER, UNKNOWN), USER).answer.startswith(b"PONG\r\n"), name
             kept.close()
             gone.close()
 
