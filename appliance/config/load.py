@@ -30,7 +30,7 @@ from appliance.config.convert import (
     as_str,
     as_str_list,
 )
-from appliance.config.operator import load_operator, load_preload, preload_accounts, trust_problems
+from appliance.config.operator import load_operator, load_pinned, load_preload, preload_accounts, trust_problems
 from appliance.config.resolver import load_resolver
 from appliance.config.options import ServerOptions, default_auth_timeout
 from appliance.config.parser import ConfigMap, Entry, Position, ReadFile, parse_text, read_text_file, to_plain
@@ -45,8 +45,7 @@ INT32_MAX = 2**31 - 1
 
 # keys nats-server knows that appliance does not implement: an error, never silently ignored
 UNSUPPORTED_KEYS = frozenset({
-    "leafnodes", "leaf", "gateway", "mqtt", "resolver_tls",
-    "resolver_pinned_accounts", "trusted", "trusted_keys", "ocsp", "ocsp_cache",
+    "leafnodes", "leaf", "gateway", "mqtt", "resolver_tls", "trusted", "trusted_keys", "ocsp", "ocsp_cache",
     "http_base_path", "syslog", "remote_syslog", "prof_port", "prof_block_rate", "proxy_protocol",
     "proxies", "default_sentinel", "server_metadata", "feature_flags", "default_js_domain",
     "no_header_support", "connect_error_reports", "reconnect_error_reports",
@@ -278,6 +277,7 @@ HANDLERS: dict[str, Handler] = {
     "account_resolver": load_resolver,
     "accounts_resolver": load_resolver,
     "resolver_preload": load_preload,
+    "resolver_pinned_accounts": load_pinned,
 }
 
 

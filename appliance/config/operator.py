@@ -78,6 +78,23 @@ def load_preload(entry: Entry, state: LoadState) -> None:
         preload[item.key] = item.value.data
 
 
+def load_pinned(entry: Entry, state: LoadState) -> None:
+    data = entry.value.data
+    if isinstance(data, str):
+        state.options.trust.pinned = [data]
+        return
+    if not isinstance(data, list):
+        raise BadValue(entry.key_position, f"error parsing resolver_pinned_accounts: unsupported type {type_name(data)}")
+    pinned: list[str] = []
+    for item in data:
+        if isinstance(item.data, str):
+            pinned.append(item.data)
+        else:
+            state.problems.error(item.position, "error parsing resolver_pinned_accounts: unsupported type in array "
+                                 f"{type_name(item.data)}")
+    state.options.trust.pinned = pinned
+
+
 def _version_problem(subject: str, wanted: str) -> str:
     if not wanted:
         return ""
@@ -129,6 +146,12 @@ def trust_problems(options: ServerOptions, *, accounts_configured: bool) -> list
     for key in keys:
         if decode_public_key(key, nkeys.PREFIX_BYTE_OPERATOR) is None:
             return [f'trusted Keys "{key}" are required to be a valid public operator nkey']
+    if trust.pinned:
+        for key in trust.pinned:
+            if decode_public_key(key, nkeys.PREFIX_BYTE_ACCOUNT) is None:
+                return [f'pinned account key "{key}" is not a valid public account nkey']
+        if options.system_account != "$SYS" and options.system_account not in trust.pinned:
+            trust.pinned.append(options.system_account)
     trust.trusted_keys = keys
     return []
 

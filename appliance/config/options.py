@@ -92,6 +92,7 @@ class TrustOptions:
     resolver_dir: str = ""  # FULL: where account JWTs are kept (<public key>.jwt)
     allow_delete: bool = False  # FULL: `$SYS.REQ.CLAIMS.DELETE` is honoured
     hard_delete: bool = False  # FULL: deleted JWTs are removed (else renamed *.jwt.deleted)
+    pinned: list[str] | None = None  # `resolver_pinned_accounts`: only these accounts' users (and the system's)
 
     @property
     def enabled(self) -> bool:

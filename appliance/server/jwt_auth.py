@@ -124,6 +124,8 @@ class JWTAuthenticator:
         if self.directory is not None and system in options.accounts and not options.accounts[system].jwt:
             self.bootstrap = system
             self.accounts[system] = AccountClaims(subject=system, issuer="")
+        self.pinned = frozenset(options.trust.pinned) if options.trust.pinned is not None else None
+        self.pinned_fails = 0  # refused for an account not pinned (/varz pinned_account_fails)
         self.max_payload = options.max_payload or NO_LIMIT
         self.max_subs = options.max_subscriptions or NO_LIMIT
 
@@ -153,6 +155,9 @@ class JWTAuthenticator:
         problem = user.problem_at(now_s)
         if problem:
             return f"User JWT no longer valid: {problem}"
+        if self.pinned is not None and user.account not in self.pinned:
+            self.pinned_fails += 1
+            return f"Account {user.account} not listed as operator pinned account"
         account = self.accounts.get(user.account)
         if account is None and self.directory is not None:
             token = self.directory.load(user.account)

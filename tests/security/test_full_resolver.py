@@ -98,6 +98,15 @@ async def push_and_use(port: int, admin_creds: Path, user_creds: Path) -> list[o
             seen.append(json.loads(info.data)["limits"]["max_streams"])
         finally:
             await nc.close()
+    nc = await nats.connect(url, user_credentials=str(user_creds), allow_reconnect=False, connect_timeout=3)
+    try:  # JetStream of the pushed account: one stream allowed
+        for stream in ("S1", "S2"):
+            body = {"name": stream, "subjects": [f"{stream}.>"], "max_bytes": 1024}
+            created = json.loads((await nc.request(f"$JS.API.STREAM.CREATE.{stream}", json.dumps(body).encode(),
+                                                   timeout=5)).data)
+            seen.append(created.get("error", {}).get("err_code", "created"))
+    finally:
+        await nc.close()
     return seen
 
 
@@ -127,6 +136,7 @@ def test_pushed_account_jwts_as_nats_server(tmp_path: Path) -> None:
             results[name].append(exchange(port, user_jwt(fresh, ACCOUNT), fresh).answer.startswith(b"PONG"))
     assert results["appliance"] == results["nats-server"]
     assert results["nats-server"][2] == {"data": {"account": ACCOUNT.public, "code": 200, "message": "jwt updated"}}
+    assert results["nats-server"][-5:-3] == ["created", 10027]
     assert results["nats-server"][-3] == b"-ERR 'User Authentication Revoked'"
     assert results["nats-server"][-1] is True
 

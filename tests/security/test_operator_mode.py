@@ -310,3 +310,16 @@ def test_varz_and_accountz_show_the_jwts_as_nats_server(tmp_path: Path) -> None:
             sock.close()
     assert shown[0] == shown[1]
     assert shown[0]["accountz"]["name_tag"] == "A" and shown[0]["accountz"]["issuer_key"] == OPERATOR.public
+
+
+@pytest.mark.integration
+def test_pinned_accounts_match_nats_server(tmp_path: Path) -> None:
+    """resolver_pinned_accounts: users of other accounts are refused (the system account stays allowed)."""
+    conf = tmp_path / "op.conf"
+    conf.write_text(CONF + f"resolver_pinned_accounts: [{LIMITED.public}]\n")
+    with NatsServer(["-c", str(conf)]) as real, \
+            ApplianceProcess(["-c", str(conf), "-a", "127.0.0.1", "-p", "-1"], log_dir=tmp_path) as ours:
+        for token, expected in ((user_jwt(USER, ACCOUNT), VIOLATION), (user_jwt(USER, LIMITED), b"PONG"),
+                                (user_jwt(USER, SYSTEM), b"PONG")):
+            for port in (real.port, ours.client_port):
+                assert exchange(port, token, USER).answer.startswith(expected), port
