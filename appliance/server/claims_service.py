@@ -6,9 +6,9 @@ when there is none), `$SYS.REQ.CLAIMS.LIST` with the stored account keys, and
 `$SYS.REQ.CLAIMS.DELETE` (with `allow_delete`) deletes the accounts an operator-signed request names.
 
 One worker answers (the one with the system responder); it writes the directory and applies the
-JWT at once; the other workers see the file change (server/jwt_accounts.py). Not built: the
-servers of a cluster exchanging their directories (`$SYS.REQ.CLAIMS.PACK`) and asking each other
-for an account they lack.
+JWT at once; the other workers see the file change (server/jwt_accounts.py). Over routes an update
+reaches every server of the cluster, each storing it. Not built: a server that was down catching up
+(`$SYS.REQ.CLAIMS.PACK`) and servers asking each other for an account they lack.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ account over the route, and accounts stay apart."""
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import nats
@@ -69,5 +70,49 @@ def test_jwt_users_meet_over_a_route_with_nats_server(tmp_path: Path, cluster_no
         finally:
             for nc in (on_a, on_g, other_on_a):
                 await nc.close()  # type: ignore[attr-defined]
+
+    asyncio.run(scenario())
+
+
+def test_a_push_to_either_server_reaches_both_full_resolvers(tmp_path: Path, cluster_nodes: list[Node]) -> None:
+    """Every server of the cluster subscribes to the claim updates in the system account, so a JWT
+    pushed to one is stored by all (as nats-server's resolvers do among themselves)."""
+    ports = {"a1": free_port(), "g1": free_port()}
+    nodes = []
+    for name, kind, routes in (("a1", "appliance", ["g1"]), ("g1", "go", [])):
+        block = (f"operator: {operator_jwt(OPERATOR, system_account=SYSTEM.public)}\n"
+                 f"resolver {{ type: full, dir: '{tmp_path / (name + '-jwt')}' }}\n"
+                 f"resolver_preload {{ {SYSTEM.public}: {account_jwt(SYSTEM, OPERATOR, name='SYS')} }}\n")
+        nodes.append(make_node(tmp_path, name, kind, ports, routes=routes, extra=block))
+    for node in nodes:
+        cluster_nodes.append(node.start())
+    admin_key = Key.new("U")
+    admin_creds, sales_creds, ops_creds = tmp_path / "admin.creds", tmp_path / "sales.creds", tmp_path / "ops.creds"
+    admin_creds.write_text(creds(user_jwt(admin_key, SYSTEM), admin_key))
+    sales_creds.write_text(creds(user_jwt(USER, SALES), USER))
+    ops_creds.write_text(creds(user_jwt(USER, OPS), USER))
+
+    async def scenario() -> None:
+        admins = [await nats.connect(node.url, user_credentials=str(admin_creds), allow_reconnect=False,
+                                     connect_timeout=5) for node in nodes]
+        try:
+            await routed(admins[0], admins[1])
+            await routed(admins[1], admins[0])
+            for admin, key, account in ((admins[1], SALES, "SALES"), (admins[0], OPS, "OPS")):
+                token = account_jwt(key, OPERATOR, name=account)
+                await admin.request("$SYS.REQ.CLAIMS.UPDATE", token.encode(), timeout=5)
+            deadline = time.monotonic() + 10
+            stored = [tmp_path / f"{node.name}-jwt" / f"{key.public}.jwt" for node in nodes for key in (SALES, OPS)]
+            while not all(path.exists() for path in stored):  # each server stores what reaches it
+                assert time.monotonic() < deadline, [path for path in stored if not path.exists()]
+                await asyncio.sleep(0.05)
+            for node in nodes:
+                for path in (sales_creds, ops_creds):
+                    nc = await nats.connect(node.url, user_credentials=str(path), allow_reconnect=False,
+                                            connect_timeout=5)
+                    await nc.close()
+        finally:
+            for admin in admins:
+                await admin.close()
 
     asyncio.run(scenario())
