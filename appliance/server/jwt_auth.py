@@ -160,8 +160,8 @@ class JWTAuthenticator:
             return f"Account {user.account} not listed as operator pinned account"
         account = self.accounts.get(user.account)
         if account is None and self.directory is not None:
-            token = self.directory.load(user.account)
-            if token is not None and not self.set_account(user.account, token):
+            stored = self.directory.load(user.account)
+            if stored is not None and not self.set_account(user.account, stored):
                 return "Account JWT lookup error: account validation failed"
             account = self.accounts.get(user.account)
         if account is None:

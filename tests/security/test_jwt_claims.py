@@ -284,3 +284,19 @@ def test_reload_lets_jwt_accounts_come_and_turn_jetstream_on() -> None:
     assert diff_options(without_js, after).error is None  # JetStream turned on
     refused = diff_options(after, without_js).error
     assert refused is not None and "turning JetStream off" in refused
+
+
+def test_full_resolver_reads_an_account_it_has_not_seen_from_the_directory(tmp_path: Path) -> None:
+    directory = tmp_path / "jwts"
+    text = (f"operator: {operator_jwt(OPERATOR, system_account=SYSTEM.public)}\n"
+            f"resolver {{ type: full, dir: '{directory}' }}\n")
+    auth = JWTAuthenticator(options_from_text(text, filename="f.conf"))
+    token = user_jwt(USER, ACCOUNT)
+    assert connect_as(auth, token, USER) == "Account JWT lookup error: account missing"
+    (directory / f"{ACCOUNT.public}.jwt").write_text(account_jwt(ACCOUNT, OPERATOR))  # pushed meanwhile
+    granted = connect_as(auth, token, USER)
+    assert isinstance(granted, JWTUser) and granted.account == ACCOUNT.public and granted.shown_jwt == token
+    (directory / f"{SCOPED.public}.jwt").write_text(account_jwt(SCOPED, OTHER_OPERATOR))
+    assert connect_as(auth, user_jwt(USER, SCOPED), USER) == "Account JWT lookup error: account validation failed"
+    system_user = connect_as(auth, user_jwt(USER, SYSTEM), USER)  # the bootstrapping system account
+    assert isinstance(system_user, JWTUser) and system_user.account == SYSTEM.public
