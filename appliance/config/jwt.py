@@ -214,9 +214,10 @@ class AccountClaims(ClaimsData):
     revocations: dict[str, int] = field(default_factory=dict)
     default_permissions: Permissions | None = None
 
-    def issuer_scope(self, key: str) -> tuple[bool, UserTemplate | None]:
-        """(known, scope) of a user JWT's issuer: the account itself or one of its signing keys."""
-        if key == self.subject:
+    def issuer_scope(self, key: str, *, strict: bool = False) -> tuple[bool, UserTemplate | None]:
+        """(known, scope) of a user JWT's issuer: the account itself (unless `strict`: its operator
+        has strict_signing_key_usage) or one of its signing keys."""
+        if key == self.subject and not strict:
             return True, None
         if key in self.signing_keys:
             return True, self.signing_keys[key]

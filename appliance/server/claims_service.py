@@ -17,7 +17,7 @@ import json
 import logging
 from collections.abc import Callable
 
-from appliance.config.jwt import JWTError, account_claims, decode
+from appliance.config.jwt import JWTError, account_claims, decode, operator_claims
 from appliance.config.nkey import decode_public_key
 from appliance.server.internal import InternalClient
 from appliance.server.jwt_accounts import JWTAccounts
@@ -63,6 +63,15 @@ class ClaimsService:
         if self.client is not None:
             self.client.close()
 
+    def _strict_operators(self) -> set[str]:
+        """Operators with strict_signing_key_usage: account JWTs must come from their signing keys."""
+        strict = set()
+        for token in self.server.options.trust.operator_jwts:
+            claims = operator_claims(token)
+            if claims.strict_signing_key_usage:
+                strict.add(claims.subject)
+        return strict
+
     def _respond(self, reply: bytes | None, account: str, message: str, error: str = "") -> None:
         if error:
             logger.error("%s - %s", f"{message} - {account}" if account else message, error)
@@ -89,6 +98,9 @@ class ClaimsService:
         key = named or claims.subject
         if named and claims.subject != named:
             self._respond(reply, named, "jwt update resulted in error", "subject does not match jwt content")
+            return
+        if claims.issuer in self._strict_operators():
+            self._respond(reply, key, "jwt update resulted in error", "operator requires issuer to be a signing key")
             return
         try:
             self.accounts.directory.save(key, token)

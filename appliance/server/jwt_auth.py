@@ -18,7 +18,16 @@ import ipaddress
 import zoneinfo
 from dataclasses import dataclass, replace
 
-from appliance.config.jwt import NO_LIMIT, AccountClaims, JWTError, Limits, UserClaims, account_claims, user_claims
+from appliance.config.jwt import (
+    NO_LIMIT,
+    AccountClaims,
+    JWTError,
+    Limits,
+    UserClaims,
+    account_claims,
+    operator_claims,
+    user_claims,
+)
 from appliance.config.jwt_store import JWTDirectory
 from appliance.config.nkey import signature_valid
 from appliance.config.options import Permissions, ServerOptions
@@ -110,6 +119,11 @@ def connect_window(times: tuple[tuple[str, str], ...], location: str, now_s: flo
 class JWTAuthenticator:
     def __init__(self, options: ServerOptions) -> None:
         self.trusted_keys = frozenset(options.trust.trusted_keys)
+        # signing keys of operators with strict_signing_key_usage: accounts they sign cannot sign users
+        # with their own key (nats-server's strictSigningKeyUsage)
+        self.strict_keys = frozenset(key for token in options.trust.operator_jwts
+                                     for claims in [operator_claims(token)] if claims.strict_signing_key_usage
+                                     for key in claims.signing_keys)
         self.accounts: dict[str, AccountClaims] = {}
         for name, account in options.accounts.items():
             if account.jwt:
@@ -172,7 +186,7 @@ class JWTAuthenticator:
             return "Account JWT lookup error: account validation failed"
         if account.issuer not in self.trusted_keys and account.subject != self.bootstrap:
             return "Account JWT not signed by trusted operator"
-        known, scope = account.issuer_scope(user.issuer)
+        known, scope = account.issuer_scope(user.issuer, strict=account.issuer in self.strict_keys)
         if not known:
             return "User JWT issuer is not known"
         permissions, limits, bearer, types = (user.permissions, user.limits, user.bearer_token,

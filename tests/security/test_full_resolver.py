@@ -161,3 +161,33 @@ def test_sighup_after_a_push_keeps_the_pushed_account(tmp_path: Path) -> None:
             fresh = Key.new("U")
             assert exchange(port, user_jwt(fresh, ACCOUNT), fresh).answer.startswith(b"PONG"), name
             admin.close()
+
+
+@pytest.mark.integration
+def test_strict_operator_as_nats_server(tmp_path: Path) -> None:
+    """strict_signing_key_usage: account JWTs must come from the operator's signing keys, and users from
+    the accounts' signing keys (not the account key itself)."""
+    signer, system_signer = Key.new("O"), Key.new("A")
+    operator = operator_jwt(OPERATOR, system_account=SYSTEM.public, signing_keys=[signer.public],
+                            strict_signing_key_usage=True)
+    system = account_jwt(SYSTEM, signer, name="SYS", signing_keys=[system_signer.public])
+    answers = {}
+    for name in ("nats-server", "appliance"):
+        conf = tmp_path / f"{name}.conf"
+        conf.write_text(f"operator: {operator}\nresolver {{ type: full, dir: '{tmp_path / (name + '-jwt')}' }}\n"
+                        f"resolver_preload {{ {SYSTEM.public}: {system} }}\n")
+        with running(name, conf, tmp_path) as port:
+            seen: list[object] = [exchange(port, user_jwt(ADMIN, SYSTEM), ADMIN).answer]  # the account's own key
+            admin = connected(port, user_jwt(ADMIN, system_signer, issuer_account=SYSTEM.public), ADMIN)
+            admin.sendall(b"SUB _R 1\r\n")
+            for issuer in (OPERATOR, signer):
+                token = account_jwt(ACCOUNT, issuer, name="PUSHED")
+                admin.sendall(f"PUB $SYS.REQ.CLAIMS.UPDATE _R {len(token)}\r\n{token}\r\n".encode())
+                lines = read_until(admin, b"}\r\n").split(b"\r\n")
+                seen.append(without_server(next(part for part in lines if part.startswith(b"{"))))
+            answers[name] = seen
+            admin.close()
+    assert answers["appliance"] == answers["nats-server"]
+    assert answers["nats-server"][0] == VIOLATION
+    assert answers["nats-server"][1]["error"]["description"].endswith(  # type: ignore[index]
+        "operator requires issuer to be a signing key")

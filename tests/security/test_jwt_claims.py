@@ -300,3 +300,16 @@ def test_full_resolver_reads_an_account_it_has_not_seen_from_the_directory(tmp_p
     assert connect_as(auth, user_jwt(USER, SCOPED), USER) == "Account JWT lookup error: account validation failed"
     system_user = connect_as(auth, user_jwt(USER, SYSTEM), USER)  # the bootstrapping system account
     assert isinstance(system_user, JWTUser) and system_user.account == SYSTEM.public
+
+
+def test_strict_signing_key_usage_refuses_users_of_the_account_key() -> None:
+    strict = operator_jwt(OPERATOR, signing_keys=[OPERATOR_SIGNER.public], system_account=SYSTEM.public,
+                          strict_signing_key_usage=True)
+    preload = {SYSTEM.public: account_jwt(SYSTEM, OPERATOR_SIGNER, name="SYS"),
+               ACCOUNT.public: account_jwt(ACCOUNT, OPERATOR_SIGNER, signing_keys=[ACCOUNT_SIGNER.public])}
+    entries = "\n".join(f"  {key}: {token}" for key, token in preload.items())
+    auth = JWTAuthenticator(options_from_text(f"operator: {strict}\nresolver: MEMORY\nresolver_preload: {{\n{entries}\n}}\n",
+                                              filename="s.conf"))
+    assert auth.trusted_keys == {OPERATOR_SIGNER.public}
+    assert connect_as(auth, user_jwt(USER, ACCOUNT), USER) == "User JWT issuer is not known"
+    assert isinstance(connect_as(auth, user_jwt(USER, ACCOUNT_SIGNER, issuer_account=ACCOUNT.public), USER), JWTUser)
