@@ -117,6 +117,7 @@ class ClaimsData:
     subject: str
     issuer: str
     name: str = ""
+    tags: tuple[str, ...] = ()  # `nats.tags`, lower-cased as jwt's TagList keeps them
     issued_at: int = 0
     expires: int = 0  # unix seconds; 0: never
     not_before: int = 0
@@ -131,7 +132,8 @@ class ClaimsData:
 
 
 def _claims_data(payload: dict[str, object]) -> dict[str, object]:
-    return {"subject": str(payload.get("sub", "")), "issuer": str(payload.get("iss", "")),
+    tags = tuple(t.strip().lower() for t in _strings(_section(payload, "nats").get("tags")) if t.strip())
+    return {"subject": str(payload.get("sub", "")), "issuer": str(payload.get("iss", "")), "tags": tags,
             "name": str(payload.get("name", "")), "issued_at": _int(payload, "iat"),
             "expires": _int(payload, "exp"), "not_before": _int(payload, "nbf")}
 

@@ -30,6 +30,7 @@ from appliance.config.jwt import (
 )
 from appliance.config.jwt_store import JWTDirectory
 from appliance.config.nkey import signature_valid
+from appliance.server.jwt_template import TemplateError, apply_template
 from appliance.config.options import Permissions, ServerOptions
 
 REVOKED = "User authentication revoked"
@@ -196,6 +197,10 @@ class JWTAuthenticator:
                 return "User JWT is not valid: scoped users require no permissions or limits set"
             permissions, limits, bearer, types = (scope.permissions, scope.limits, scope.bearer_token,
                                                   scope.allowed_connection_types)
+            try:
+                permissions = apply_template(permissions, user, account)
+            except TemplateError:
+                return "User JWT generated invalid permissions"
         if bearer and account.disallow_bearer:
             return "Account does not allow bearer tokens"
         known_types = [t.upper() for t in types if t.upper() in _CONNECTION_TYPES]

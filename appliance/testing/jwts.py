@@ -82,7 +82,8 @@ def account_limits(**overrides: Any) -> dict[str, Any]:
 
 def account_jwt(account: Key, signer: Key, *, name: str = "A", limits: dict[str, Any] | None = None,
                 signing_keys: list[Any] | None = None, revocations: dict[str, int] | None = None,
-                default_permissions: dict[str, Any] | None = None, expires: int = 0) -> str:
+                default_permissions: dict[str, Any] | None = None, expires: int = 0,
+                tags: list[str] | None = None) -> str:
     nats: dict[str, Any] = {"limits": limits if limits is not None else account_limits()}
     if signing_keys:
         nats["signing_keys"] = signing_keys
@@ -90,6 +91,8 @@ def account_jwt(account: Key, signer: Key, *, name: str = "A", limits: dict[str,
         nats["revocations"] = revocations
     if default_permissions:
         nats["default_permissions"] = default_permissions
+    if tags:
+        nats["tags"] = tags
     claims: dict[str, Any] = {"sub": account.public, "name": name, "nats": nats}
     if expires:
         claims["exp"] = expires
@@ -99,7 +102,7 @@ def account_jwt(account: Key, signer: Key, *, name: str = "A", limits: dict[str,
 def user_jwt(user: Key, signer: Key, *, issuer_account: str = "", name: str = "U", pub: dict[str, Any] | None = None,
              sub: dict[str, Any] | None = None, resp: dict[str, Any] | None = None, bearer: bool = False,
              limits: dict[str, Any] | None = None, expires: int = 0, now_s: float | None = None,
-             scoped: bool = False) -> str:
+             scoped: bool = False, tags: list[str] | None = None) -> str:
     """A user JWT; `scoped`: no permissions and no limits at all (a scoped signing key's user)."""
     nats: dict[str, Any] = {} if scoped else {"pub": pub or {}, "sub": sub or {},
                                              **(limits if limits is not None else {"subs": -1, "data": -1, "payload": -1})}
@@ -109,6 +112,8 @@ def user_jwt(user: Key, signer: Key, *, issuer_account: str = "", name: str = "U
         nats["bearer_token"] = True
     if issuer_account:
         nats["issuer_account"] = issuer_account
+    if tags:
+        nats["tags"] = tags
     claims: dict[str, Any] = {"sub": user.public, "name": name, "nats": nats}
     if expires:
         claims["exp"] = expires

@@ -313,3 +313,24 @@ def test_strict_signing_key_usage_refuses_users_of_the_account_key() -> None:
     assert auth.trusted_keys == {OPERATOR_SIGNER.public}
     assert connect_as(auth, user_jwt(USER, ACCOUNT), USER) == "User JWT issuer is not known"
     assert isinstance(connect_as(auth, user_jwt(USER, ACCOUNT_SIGNER, issuer_account=ACCOUNT.public), USER), JWTUser)
+
+
+def test_scoped_templates_expand_as_nats_server() -> None:
+    template = {"pub": {"allow": ["{{name()}}.>", "t.{{tag(team)}}", "a.{{account-name()}}.{{account-tag(zone)}}"],
+                        "deny": ["{{subject()}}"]},
+                "sub": {"allow": ["{{tag(missing)}}.x"]}, "subs": -1, "data": -1, "payload": -1}
+    scope = {"kind": "user_scope", "key": SCOPED.public, "role": "r", "description": "", "template": template}
+    auth = authenticator(**{ACCOUNT.public: account_jwt(ACCOUNT, OPERATOR, name="ACC", signing_keys=[scope],
+                                                        tags=["zone:eu", "zone:us"])})
+    token = user_jwt(USER, SCOPED, issuer_account=ACCOUNT.public, scoped=True, name="bob", tags=["Team:Red", "team:blue"])
+    granted = connect_as(auth, token, USER)
+    assert isinstance(granted, JWTUser) and granted.permissions is not None
+    publish, subscribe = granted.permissions.publish, granted.permissions.subscribe
+    assert publish is not None and subscribe is not None
+    assert publish.allow == ["bob.>", "t.red", "t.blue", "a.ACC.eu", "a.ACC.us"]
+    assert publish.deny == [USER.public]
+    assert subscribe.allow is None and subscribe.deny == [">"]  # the only allowed subject had no value
+    bad = dict(template, pub={"deny": ["{{nope()}}"]})
+    auth = authenticator(**{ACCOUNT.public: account_jwt(ACCOUNT, OPERATOR, signing_keys=[
+        {"kind": "user_scope", "key": SCOPED.public, "role": "r", "description": "", "template": bad}])})
+    assert connect_as(auth, token, USER) == "User JWT generated invalid permissions"

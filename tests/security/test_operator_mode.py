@@ -323,3 +323,25 @@ def test_pinned_accounts_match_nats_server(tmp_path: Path) -> None:
                                 (user_jwt(USER, SYSTEM), b"PONG")):
             for port in (real.port, ours.client_port):
                 assert exchange(port, token, USER).answer.startswith(expected), port
+
+
+@pytest.mark.integration
+def test_scoped_signing_key_templates_match_nats_server(tmp_path: Path) -> None:
+    scoped_key, templated = Key.new("A"), Key.new("A")
+    template = {"pub": {"allow": ["{{name()}}.>", "team.{{tag(team)}}"]}, "sub": {"allow": ["{{name()}}.>"]},
+                "subs": -1, "data": -1, "payload": -1}
+    scope = {"kind": "user_scope", "key": scoped_key.public, "role": "r", "description": "", "template": template}
+    conf = tmp_path / "op.conf"
+    conf.write_text(CONF.replace("resolver_preload: {\n", f"resolver_preload: {{\n  {templated.public}: "
+                                 f"{account_jwt(templated, OPERATOR, name='T', signing_keys=[scope])}\n"))
+    token = user_jwt(USER, scoped_key, issuer_account=templated.public, scoped=True, name="bob", tags=["team:red"])
+    lines = (b"SUB bob.in 1\r\nSUB alice.in 2\r\nPUB bob.in 2\r\nok\r\nPUB team.red 0\r\n\r\n"
+             b"PUB team.blue 0\r\n\r\nPUB alice.in 0\r\n\r\n")
+    with NatsServer(["-c", str(conf)]) as real, \
+            ApplianceProcess(["-c", str(conf), "-a", "127.0.0.1", "-p", "-1"], log_dir=tmp_path) as ours:
+        answer = both((real.port, ours.client_port), token, USER, lines)
+    assert b"MSG bob.in 1 2\r\nok\r\n" in answer
+    assert b"Permissions Violation for Subscription to \"alice.in\"" in answer
+    assert b"Permissions Violation for Publish to \"team.blue\"" in answer
+    assert b"Permissions Violation for Publish to \"alice.in\"" in answer
+    assert b"team.red" not in answer
