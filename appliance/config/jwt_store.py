@@ -73,13 +73,14 @@ class JWTDirectory:
         return sorted(name[:-len(EXTENSION)] for name in names
                       if name.endswith(EXTENSION) and self.path(name[:-len(EXTENSION)]) is not None)
 
-    def stamps(self) -> dict[str, tuple[int, int]]:
-        """key -> (mtime ns, size) of every JWT file: what a watcher compares to see changes."""
+    def stamps(self) -> dict[str, tuple[int, int]] | None:
+        """key -> (mtime ns, size) of every JWT file: what a watcher compares to see changes; None
+        when the directory cannot be read now (nothing is concluded from that)."""
         stamps: dict[str, tuple[int, int]] = {}
         try:
             entries = list(os.scandir(self.directory))
         except OSError:
-            return stamps
+            return None
         for entry in entries:
             if entry.name.endswith(EXTENSION):
                 try:

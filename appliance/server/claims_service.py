@@ -80,10 +80,11 @@ class ClaimsService:
         if not reply or self.client is None:
             return
         body: dict[str, object] = {"server": self.server_block()}
+        named = {"account": account} if account else {}  # omitempty, as nats-server's structs
         if error:
-            body["error"] = {"account": account, "code": 500, "description": f"{message} - {error}"}
+            body["error"] = {**named, "code": 500, "description": f"{message} - {error}"}
         else:
-            body["data"] = {"account": account, "code": 200, "message": message}
+            body["data"] = {**named, "code": 200, "message": message}
         self.client.publish(reply, json.dumps(body, separators=(",", ":")).encode())
 
     def _on_update(self, subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
@@ -126,7 +127,7 @@ class ClaimsService:
         self.client.publish(reply, json.dumps(body, separators=(",", ":")).encode())
 
     def _on_delete(self, subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
-        """handleDeleteRequest: a generic JWT the operator signed itself, `data.accounts` to delete."""
+        """handleDeleteRequest: a generic JWT the operator signed itself, `nats.accounts` to delete."""
         text = (data[len(header):] if header is not None else data).decode(errors="replace").strip()
         trust = self.server.options.trust
         try:
@@ -135,7 +136,8 @@ class ClaimsService:
             self._respond(reply, "", "delete accounts request by  failed", str(error))
             return
         issuer, by = str(claims.get("iss", "")), str(claims.get("sub", ""))
-        listed = claims.get("data", {}).get("accounts") if isinstance(claims.get("data"), dict) else None
+        nats = claims.get("nats")  # a generic claim's data (jwt.GenericClaims.Data)
+        listed = nats.get("accounts") if isinstance(nats, dict) else None
         problem = ""
         if not trust.allow_delete:
             problem = "delete must be enabled in server config"
@@ -158,6 +160,8 @@ class ClaimsService:
                 self.accounts.directory.delete(key, hard=trust.hard_delete)
             except OSError as error:
                 failed.append(str(error))
+                continue
+            self.accounts.remove(key)
         if failed:
             self._respond(reply, "", f"deleted {len(listed) - len(failed)} accounts, failed for {len(failed)}",
                           "\n".join(failed))

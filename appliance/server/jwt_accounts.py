@@ -34,7 +34,9 @@ class JWTAccounts:
     def __init__(self, server: Server) -> None:
         self.server = server
         self.directory = JWTDirectory(server.options.trust.resolver_dir)
-        self._stamps = self.directory.stamps()
+        self._stamps = self.directory.stamps() or {}
+        # accounts this worker serves from a JWT: one whose file is gone was deleted
+        self._known = {name for name, account in server.options.accounts.items() if account.jwt}
         self._task: asyncio.Task[None] | None = None
         server.accounts.fetch = self.fetch
 
@@ -60,6 +62,7 @@ class JWTAccounts:
         jwt = server.auth.jwt
         if jwt is not None:
             jwt.set_account(key, token)
+        self._known.add(key)
         previous = server.options.accounts.get(key)
         server.options.accounts[key] = option  # JetStream reads an account's limits from these options
         account = server.accounts.known(key)
@@ -82,6 +85,8 @@ class JWTAccounts:
 
     def remove(self, key: str) -> None:
         """A deleted account JWT (nats-server's removeCb): the account's clients are expired."""
+        self._known.discard(key)
+        self._stamps.pop(key, None)
         jwt = self.server.auth.jwt
         if jwt is not None:
             jwt.accounts.pop(key, None)
@@ -94,8 +99,11 @@ class JWTAccounts:
 
     def _changed(self) -> tuple[list[str], list[str]]:
         stamps = self.directory.stamps()
+        if stamps is None:  # unreadable for now: no conclusion (a deleted account stays until it reads)
+            logger.warning("account resolver directory %s cannot be read", self.directory.directory)
+            return [], []
         changed = [key for key, stamp in stamps.items() if self._stamps.get(key) != stamp]
-        removed = [key for key in self._stamps if key not in stamps]
+        removed = [key for key in self._known if key not in stamps]
         self._stamps = stamps
         return changed, removed
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import nats
 import pytest
 
-from appliance.testing.jwts import Key, account_jwt, account_limits, creds, operator_jwt, user_jwt
+from appliance.testing.jwts import Key, account_jwt, account_limits, creds, encode, operator_jwt, user_jwt
 from appliance.testing.natsserver import NatsServer
 from appliance.testing.process import ApplianceProcess
 from appliance.testing.rawjwt import connected, exchange, read_until
@@ -191,3 +191,39 @@ def test_strict_operator_as_nats_server(tmp_path: Path) -> None:
     assert answers["nats-server"][0] == VIOLATION
     assert answers["nats-server"][1]["error"]["description"].endswith(  # type: ignore[index]
         "operator requires issuer to be a signing key")
+
+
+@pytest.mark.integration
+def test_delete_request_as_nats_server(tmp_path: Path) -> None:
+    """`$SYS.REQ.CLAIMS.DELETE` (allow_delete): an operator-signed request deletes account JWTs; the
+    deleted account's connected users are expired and new ones refused."""
+    answers = {}
+    for name in ("nats-server", "appliance"):
+        conf = tmp_path / f"{name}.conf"
+        conf.write_text(conf_text(tmp_path, name))
+        with running(name, conf, tmp_path) as port:
+            admin = connected(port, user_jwt(ADMIN, SYSTEM), ADMIN)
+            admin.sendall(b"SUB _R 1\r\n")
+            token = account_jwt(ACCOUNT, OPERATOR, name="PUSHED")
+            admin.sendall(f"PUB $SYS.REQ.CLAIMS.UPDATE _R {len(token)}\r\n{token}\r\n".encode())
+            read_until(admin, b"}\r\n")
+            victim = connected(port, user_jwt(USER, ACCOUNT), USER)
+            seen: list[object] = []
+            for signer in (Key.new("O"), OPERATOR):  # an untrusted operator first
+                request = encode({"sub": signer.public, "nats": {"accounts": [ACCOUNT.public]}}, signer,
+                                 kind="generic")
+                admin.sendall(f"PUB $SYS.REQ.CLAIMS.DELETE _R {len(request)}\r\n{request}\r\n".encode())
+                lines = read_until(admin, b"}\r\n").split(b"\r\n")
+                answer = without_server(next(part for part in lines if part.startswith(b"{")))
+                if "error" in answer:  # names the (random) key that signed it
+                    answer["error"]["description"] = answer["error"]["description"].replace(  # type: ignore[index]
+                        signer.public, "<signer>")
+                seen.append(answer)
+            seen.append(read_until(victim, b"Expired'\r\n").split(b"\r\n")[-2])
+            fresh = Key.new("U")
+            seen.append(exchange(port, user_jwt(fresh, ACCOUNT), fresh).answer)
+            answers[name] = seen
+            admin.close()
+            victim.close()
+    assert answers["appliance"] == answers["nats-server"]
+    assert answers["nats-server"][1] == {"data": {"code": 200, "message": "deleted 1 accounts"}}
