@@ -396,6 +396,8 @@ def _no_auth_user_problems(options: ServerOptions, name: str | None = None) -> l
     name = options.no_auth_user if name is None else name
     if name == "":
         return []
+    if options.trust.enabled:
+        return [("no_auth_user", "no_auth_user not compatible with Trusted Operator")]
     users = [*options.authorization.users, *(u for a in options.accounts.values() for u in a.users)]
     if not users:
         return [("no_auth_user", f'no_auth_user: "{name}" present, but users/nkeys are not defined')]

@@ -141,6 +141,8 @@ def test_operator_from_a_file(tmp_path: Path) -> None:
      'f.conf:2:1: field "resolver" of type CACHE is known to nats-server but not supported by appliance'),
     (f"operator: {operator_jwt(OPERATOR)}\nresolver: MEMORY\nresolver_pinned_accounts: [{USER.public}]\n",
      f'f.conf:1:1: pinned account key "{USER.public}" is not a valid public account nkey'),
+    (f"operator: {operator_jwt(OPERATOR)}\nresolver: MEMORY\nno_auth_user: bob\n",
+     "f.conf:3:1: no_auth_user not compatible with Trusted Operator"),
     (f"operator: {operator_jwt(OPERATOR)}\nresolver {{ type: full }}\n",
      "f.conf:2:1: dir has no value and needs to point to a directory"),
     (f"operator: {operator_jwt(OPERATOR)}\nresolver {{ type: bogus, dir: /nonexistent/x }}\n",
