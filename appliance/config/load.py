@@ -333,7 +333,7 @@ def options_from_tree(tree: ConfigMap, *, filename: str, pedantic: bool = False,
 def _operator_mode(state: LoadState, anchors: dict[str, Position]) -> None:
     """validateTrustedOperators, then the preloaded accounts become accounts (operator.py)."""
     options = state.options
-    if not options.trust.enabled:
+    if not options.trust.enabled or state.problems.errors:  # checks of the operator mode as a whole come last
         return
     where = next((anchors[k] for k in ("operator", "operators", "roots", "root", "root_operators", "root_operator")
                   if k in anchors), None)

@@ -16,7 +16,7 @@ from appliance.config.jwt import JWTError, account_claims, operator_claims, pars
 from appliance.config.jwt_store import JWTDirectory, newer
 from appliance.config.nkey import decode_public_key
 from appliance.config.options import Account, AccountJetStreamLimits, ServerOptions
-from appliance.config.parser import ConfigMap, Entry
+from appliance.config.parser import ConfigMap, Entry, Position
 from appliance.config.sections import LoadState
 
 SERVER_VERSION = (2, 15, 1)  # what an operator's assert_server_version is compared with
@@ -53,8 +53,9 @@ def load_operator(entry: Entry, state: LoadState) -> None:
         try:
             token = _read_operator(name)
             claims = operator_claims(token)
-        except JWTError as error:
-            state.problems.error(entry.key_position, f"error parsing operator JWT: {error}")
+        except JWTError as error:  # nats-server's position for it: the line, column 0
+            where = Position(entry.key_position.file, entry.key_position.line, 0)
+            state.problems.error(where, f"error parsing operator JWT: {error}")
             continue
         trust.operator_jwts.append(token)
         if len(names) == 1 and state.options.system_account == "$SYS" and claims.system_account:
@@ -73,7 +74,7 @@ def load_preload(entry: Entry, state: LoadState) -> None:
         try:
             account_claims(item.value.data)
         except JWTError:
-            state.problems.error(item.value.position, "invalid account JWT")
+            state.problems.error(item.key_position, "invalid account JWT")  # at the key, as nats-server
             continue
         preload[item.key] = item.value.data
 

@@ -123,8 +123,8 @@ def test_operator_from_a_file(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("text", "problem"), [
     ("operator: /nonexistent/op.jwt\nresolver: MEMORY\n",
-     "f.conf:1:1: error parsing operator JWT: open /nonexistent/op.jwt: no such file or directory"),
-    (f"operator: {user_jwt(USER, ACCOUNT)}\nresolver: MEMORY\n", "f.conf:1:1: error parsing operator JWT: not operator claim"),
+     "f.conf:1:0: error parsing operator JWT: open /nonexistent/op.jwt: no such file or directory"),
+    (f"operator: {user_jwt(USER, ACCOUNT)}\nresolver: MEMORY\n", "f.conf:1:0: error parsing operator JWT: not operator claim"),
     (f"operator: {operator_jwt(OPERATOR)}\n", "f.conf:1:1: operators require an account resolver to be configured"),
     (f"operator: {operator_jwt(OPERATOR)}\nresolver: MEMORY\naccounts {{ A {{}} }}\n",
      "f.conf:1:1: operators do not allow Accounts to be configured directly"),
@@ -134,7 +134,7 @@ def test_operator_from_a_file(tmp_path: Path) -> None:
      "f.conf:1:1: system_account in config and operator JWT must be identical"),
     (f"operator: {operator_jwt(OPERATOR)}\nresolver: BOGUS\n", "f.conf:2:1: error parsing account resolver, should be MEM or "),
     (f"operator: {operator_jwt(OPERATOR)}\nresolver: MEMORY\nresolver_preload: {{ {ACCOUNT.public}: nope }}\n",
-     "f.conf:3:79: invalid account JWT"),
+     "f.conf:3:21: invalid account JWT"),
     (f"operator: {operator_jwt(OPERATOR)}\nresolver: MEMORY\nresolver_preload: x\n",
      "f.conf:3:1: preload should be a map of account_public_key:account_jwt"),
     (f"operator: {operator_jwt(OPERATOR)}\nresolver {{ type: cache, dir: /nonexistent/x }}\n",

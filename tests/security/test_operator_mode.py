@@ -11,6 +11,7 @@ import datetime
 import json
 import signal
 import socket
+import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -22,7 +23,8 @@ import pytest
 from appliance.config.load import options_from_text
 from appliance.testing.inproc import InProcessServer
 from appliance.testing.jwts import Key, account_jwt, account_limits, creds, operator_jwt, user_jwt
-from appliance.testing.natsserver import NatsServer
+from appliance.errors import ConfigError
+from appliance.testing.natsserver import NatsServer, nats_server_binary
 from appliance.testing.rawjwt import connected, exchange, read_until
 from appliance.testing.process import ApplianceProcess, free_port
 
@@ -345,3 +347,24 @@ def test_scoped_signing_key_templates_match_nats_server(tmp_path: Path) -> None:
     assert b"Permissions Violation for Publish to \"team.blue\"" in answer
     assert b"Permissions Violation for Publish to \"alice.in\"" in answer
     assert b"team.red" not in answer
+
+
+@pytest.mark.integration
+def test_config_errors_match_nats_server_t(tmp_path: Path) -> None:
+    """`nats-server -t` and appliance's loader name the same problem at the same file:line:col."""
+    cases = [
+        f"operator: {user_jwt(USER, ACCOUNT)}\nresolver: MEMORY\n",
+        "operator: /nonexistent/op.jwt\nresolver: MEMORY\n",
+        f"operator: {operator_jwt(OPERATOR)}\nresolver: BOGUS\n",
+        f"operator: {operator_jwt(OPERATOR)}\nresolver: MEMORY\nresolver_preload: {{ {ACCOUNT.public}: nope }}\n",
+        f"operator: {operator_jwt(OPERATOR)}\nresolver {{ type: full }}\n",
+    ]
+    for index, text in enumerate(cases):
+        conf = tmp_path / f"c{index}.conf"
+        conf.write_text(text)
+        real = subprocess.run([nats_server_binary(), "-t", "-c", str(conf)], capture_output=True, text=True,
+                              timeout=30)
+        first = (real.stderr or real.stdout).strip().splitlines()[0].removeprefix("nats-server: ")
+        with pytest.raises(ConfigError) as caught:
+            options_from_text(text, filename=str(conf))
+        assert caught.value.problems[0] == first, (caught.value.problems, first)
