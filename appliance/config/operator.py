@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import nkeys
 
+from appliance import NATS_VERSION
 from appliance.config.convert import BadValue, type_name
 from appliance.config.jwt import JWTError, account_claims, operator_claims, parse_decorated
 from appliance.config.jwt_store import JWTDirectory, newer
@@ -19,7 +20,8 @@ from appliance.config.options import Account, AccountJetStreamLimits, ServerOpti
 from appliance.config.parser import ConfigMap, Entry, Position
 from appliance.config.sections import LoadState
 
-SERVER_VERSION = (2, 15, 1)  # what an operator's assert_server_version is compared with
+# what an operator's assert_server_version is compared with: the nats-server version we speak as
+SERVER_VERSION = tuple(int(part) for part in NATS_VERSION.split("."))
 
 
 def _read_operator(text: str) -> str:

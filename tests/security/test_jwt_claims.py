@@ -336,3 +336,13 @@ def test_scoped_templates_expand_as_nats_server() -> None:
     auth = authenticator(**{ACCOUNT.public: account_jwt(ACCOUNT, OPERATOR, signing_keys=[
         {"kind": "user_scope", "key": SCOPED.public, "role": "r", "description": "", "template": bad}])})
     assert connect_as(auth, token, USER) == "User JWT generated invalid permissions"
+
+
+def test_operator_asserting_a_newer_server_is_refused() -> None:
+    with pytest.raises(ConfigError) as caught:
+        options_from_text(f"operator: {operator_jwt(OPERATOR, assert_server_version='2.16.0')}\nresolver: MEMORY\n",
+                          filename="v.conf")
+    assert caught.value.problems == [f"v.conf:1:1: operator {OPERATOR.public} expected minor version 16 > "
+                                     "server minor version 15"]
+    assert options_from_text(f"operator: {operator_jwt(OPERATOR, assert_server_version='2.15.0')}\n"
+                             "resolver: MEMORY\n", filename="v.conf").trust.enabled
