@@ -608,7 +608,7 @@ class ClientConnection(asyncio.Protocol):
         if account is None:
             self._auth_violation()
             return
-        if grant is not None and 0 <= grant.max_account_connections <= account.clients - (account is self.account):
+        if grant is not None and not self._admit_to_account(account, grant.max_account_connections):
             logger.error("%s:%d - cid:%d - %s", self.ip, self.port, self.cid, ERR_ACCOUNT_CONNECTIONS)
             self.send_error(ERR_ACCOUNT_CONNECTIONS)
             self.server.flush_dirty()
@@ -632,6 +632,14 @@ class ClientConnection(asyncio.Protocol):
             timer.cancel()
         if self.verbose:
             self.write(wire.OK)
+
+    def _admit_to_account(self, account: Account, limit: int) -> bool:
+        """The account's `conn` limit (-1: none), over every worker of the server when they share a gate."""
+        if limit < 0:
+            return True
+        local = account.clients - (account is self.account)
+        gate = self.server.account_gate
+        return gate.admit(self.cid, account.name, limit, local) if gate is not None else local < limit
 
     def _apply_jwt_limits(self, grant: JWTUser) -> None:
         """nats-server's applyAccountLimits for a JWT user, and the timer of its expiry."""
@@ -981,5 +989,7 @@ class ClientConnection(asyncio.Protocol):
         for sub in list(self.subs.values()):
             self.remove_subscription(sub)
         self._release_stalled()
+        if self.server.account_gate is not None:
+            self.server.account_gate.release(self.cid)
         self.server.unregister(self)
         logger.debug("%s:%d - cid:%d - Client connection closed: %s", self.ip, self.port, self.cid, reason)

@@ -25,6 +25,7 @@ from appliance.server.links import LocalFabric
 from appliance.config.options import ServerOptions
 from appliance.log import setup_logging
 from appliance.server.monitor.http import MonitorServer
+from appliance.server.account_gate import AccountGate
 from appliance.server.jwt_accounts import JWTAccounts
 from appliance.server.monitor_view import provide_snapshots, start_claims_service, start_monitoring, start_system_responder
 from appliance.server.reload import apply_reload
@@ -45,6 +46,9 @@ async def serve_worker(ctx: WorkerContext) -> int:
     server = Server(ctx.options, server_id=ctx.server_id, start_wall_s=ctx.start_wall_s)
     server.connection_gate = ctx.connection_gate
     jwt_accounts = JWTAccounts(server) if ctx.options.trust.resolver == "FULL" else None  # before any client
+    gate_path = ctx.extra.get("account_gate_path")
+    if isinstance(gate_path, str) and gate_path:
+        server.account_gate = AccountGate(gate_path, ctx.worker_index, ctx.worker_count)
     stop = asyncio.Event()
     lame_duck: list[asyncio.Task[None]] = []
 
@@ -125,6 +129,8 @@ async def serve_worker(ctx: WorkerContext) -> int:
         if jwt_accounts is not None:
             jwt_accounts.close()
         await server.shutdown()
+        if server.account_gate is not None:
+            server.account_gate.close()
         if fabric is not None:
             fabric.close()
         if mesh is not None:

@@ -346,3 +346,20 @@ def test_operator_asserting_a_newer_server_is_refused() -> None:
                                      "server minor version 15"]
     assert options_from_text(f"operator: {operator_jwt(OPERATOR, assert_server_version='2.15.0')}\n"
                              "resolver: MEMORY\n", filename="v.conf").trust.enabled
+
+
+def test_account_gate_counts_an_account_over_workers(tmp_path: Path) -> None:
+    from appliance.server.account_gate import AccountGate
+
+    path = str(tmp_path / "accounts")
+    first, second = AccountGate(path, 0, 2), AccountGate(path, 1, 2)
+    assert first.admit(1, ACCOUNT.public, 2, 0) and second.admit(2, ACCOUNT.public, 2, 0)
+    assert not first.admit(3, ACCOUNT.public, 2, 1) and not second.admit(4, ACCOUNT.public, 2, 1)
+    assert first.admit(5, SYSTEM.public, 1, 0)  # another account, its own count
+    second.release(2)
+    assert first.admit(6, ACCOUNT.public, 2, 1)
+    assert not second.admit(7, ACCOUNT.public, 2, 0)
+    restarted = AccountGate(path, 0, 2)  # worker 0 again, after a crash: its connections are gone
+    assert restarted.admit(8, ACCOUNT.public, 2, 0) and second.admit(9, ACCOUNT.public, 2, 0)
+    for gate in (first, second, restarted):
+        gate.close()

@@ -368,3 +368,20 @@ def test_config_errors_match_nats_server_t(tmp_path: Path) -> None:
         with pytest.raises(ConfigError) as caught:
             options_from_text(text, filename=str(conf))
         assert caught.value.problems[0] == first, (caught.value.problems, first)
+
+
+@pytest.mark.integration
+def test_account_connection_limit_holds_across_workers(tmp_path: Path) -> None:
+    """`appliance run` with two workers: the account's `conn` counts the connections of both."""
+    conf = tmp_path / "op.conf"
+    conf.write_text(CONF)
+    token = user_jwt(USER, LIMITED)
+    with ApplianceProcess(["-c", str(conf), "-a", "127.0.0.1", "-p", "-1"], log_dir=tmp_path) as ours:
+        first = connected(ours.client_port, token, USER)
+        for _ in range(8):  # new connections land on either worker
+            assert exchange(ours.client_port, token, USER).answer == \
+                b"-ERR 'maximum account active connections exceeded'\r\n"
+        first.close()
+        deadline = time.monotonic() + 5
+        while not exchange(ours.client_port, token, USER).answer.startswith(b"PONG"):
+            assert time.monotonic() < deadline, "the account's connection was never released"
