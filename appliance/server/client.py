@@ -625,7 +625,8 @@ class ClientConnection(asyncio.Protocol):
             account.clients += 1
         if user is not None:
             self.user = user.nkey or user.username
-            if user.nkey or not self.server.auth.tls_map:  # a certificate-mapped user is re-checked by its cert
+            # a certificate-mapped user is re-checked by its cert, a JWT user by its account's JWT
+            if grant is None and (user.nkey or not self.server.auth.tls_map):
                 self._bound_as = ("nkey", user.nkey) if user.nkey else ("user", user.username)
             if user.permissions is not None:
                 self.perms = auth.ClientPermissions(user.permissions)
