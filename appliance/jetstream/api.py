@@ -42,6 +42,7 @@ from appliance.jetstream.direct import direct_get
 from appliance.jetstream.pause import PAUSE_EXTRAS, consumer_pause
 from appliance.jetstream.responder import LEADERLESS_DELAY_S, Answer, responder
 from appliance.jetstream.restore import stream_restore
+from appliance.jetstream.stepdown import consumer_leader_stepdown, stream_leader_stepdown
 from appliance.jetstream.request import API_LEVEL, API_PREFIX, TYPE_PREFIX, Request, needs_newer_api
 from appliance.jetstream.wire import go_json
 from appliance.server.internal import InternalClient
@@ -267,6 +268,8 @@ def _route(tokens: list[str]) -> Handler | None:
             return STREAM_HANDLERS[verb]
         if count == 4 and verb == "MSG" and tokens[2] in ("GET", "DELETE"):
             return msg_get if tokens[2] == "GET" else msg_delete
+        if count == 4 and (verb, tokens[2]) == ("LEADER", "STEPDOWN"):
+            return stream_leader_stepdown
         if count == 4 and (verb, tokens[2]) in CLUSTER_VERBS:
             return cluster_required
         if count == 3 and verb == "CANCEL_MOVE":
@@ -283,7 +286,7 @@ def _route(tokens: list[str]) -> Handler | None:
         if verb in ("INFO", "DELETE") and count == 4:
             return consumer_info if verb == "INFO" else consumer_delete
         if verb == "LEADER" and count == 5 and tokens[2] == "STEPDOWN":
-            return cluster_required
+            return consumer_leader_stepdown
         if verb == "PAUSE" and count == 4:
             return consumer_pause
         if verb == "UNPIN" and count == 4:
@@ -293,7 +296,7 @@ def _route(tokens: list[str]) -> Handler | None:
     return None
 
 
-CLUSTER_VERBS = (("LEADER", "STEPDOWN"), ("PEER", "REMOVE"), ("PEER", "EVACUATE"))
+CLUSTER_VERBS = (("PEER", "REMOVE"), ("PEER", "EVACUATE"))  # step-down: stepdown.py
 
 
 def cluster_required(request: Request) -> None:
