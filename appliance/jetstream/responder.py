@@ -13,9 +13,11 @@ but one stay silent. Standalone, this server answers everything.
 | CONSUMER.CREATE/NAMES/LIST                           | and every consumer of it)               |
 | CONSUMER.INFO/DELETE/LEADER.STEPDOWN/... of a        | the consumer's leader; the stream's     |
 | consumer                                             | leader when the meta state lacks it     |
-| STREAM.INFO / STREAM.LEADER.STEPDOWN / CONSUMER.* of | its replicas, after LEADERLESS_DELAY_S: |
-| a leaderless group                                   | the stream's info as it holds it; 10008 |
-|                                                      | for the others                          |
+| STREAM.INFO / STREAM.LEADER.STEPDOWN / CONSUMER.* of | a replica that becomes its ready leader |
+| a leaderless group, or of a new leader that has not  | within LEADERLESS_DELAY_S (looked at    |
+| applied its predecessors' entries yet                | every LEADER_POLL_S), else its replicas |
+| (RaftGroup.ready_to_lead)                            | after that delay: the stream's info as  |
+|                                                      | it holds it; 10008 for the others       |
 
 META.LEADER.STEPDOWN is not here: it lives in the system account (stepdown.py MetaStepDown).
 
@@ -30,10 +32,12 @@ import enum
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from appliance.cluster.group import RaftGroup
     from appliance.jetstream.service import AccountJetStream
 
 
 LEADERLESS_DELAY_S = 0.5  # nats-server's replicas wait this long before answering for a leaderless group
+LEADER_POLL_S = 0.02  # meanwhile a server without a (ready) leader looks again this often (api.dispatch)
 
 
 class Answer(enum.Enum):
@@ -41,6 +45,7 @@ class Answer(enum.Enum):
     SILENT = "silent"
     UNAVAILABLE = "unavailable"  # no meta leader: 503/10008
     LEADERLESS = "leaderless"  # this replica answers a moment later if its group still has no leader
+    NOT_READY = "not ready"  # this new leader answers once it has applied its predecessors' entries
 
 
 META_VERBS = frozenset({"NAMES", "LIST", "LEADER", "PEER", "CANCEL_MOVE", "RESTORE"})
@@ -99,7 +104,7 @@ def _by_stream(ajs: AccountJetStream, name: str, leads_meta: bool, *, replicas_a
     if stream is None:
         return Answer.SILENT
     if stream.group.is_leader():
-        return Answer.HERE
+        return _as_leader(stream.group)
     return Answer.LEADERLESS if replicas_answer and not stream.group.leader() else Answer.SILENT
 
 
@@ -114,8 +119,15 @@ def _by_consumer(ajs: AccountJetStream, stream_name: str, name: str, leads_meta:
     if consumer is None or meta.state.group_of(ajs.account.name, stream_name, name) is None:
         return Answer.HERE if stream.group.is_leader() else Answer.SILENT
     if consumer.group.is_leader():
-        return Answer.HERE
+        return _as_leader(consumer.group)
     return Answer.LEADERLESS if not consumer.group.leader() else Answer.SILENT
+
+
+def _as_leader(group: RaftGroup) -> Answer:
+    """A new leader answers once it has applied its predecessors' entries (ready_to_lead): before,
+    its state is behind what the old leader answered (a consumer's acks, a stream's last messages).
+    A leadership transfer makes that window short; the request waits it out (api.py)."""
+    return Answer.HERE if group.ready_to_lead() else Answer.NOT_READY
 
 
 def _known(ajs: AccountJetStream, name: str) -> bool:
