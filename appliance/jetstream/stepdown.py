@@ -67,8 +67,8 @@ def step_down(service: JetStreamService, group: RaftGroup, body: bytes, label: s
     """Hand `group`'s leadership on as the request's placement asks; raises JsApiError."""
     if len(group.voters()) <= 1:
         return  # nothing to hand over to (nats-server: no RAFT node, success)
-    decoded = decode_object(request_body(body), STEPDOWN_FIELDS, STEPDOWN_STRUCT) if request_body(body) else {}
-    placement = decoded.get("placement")
+    data = request_body(body)  # nats-server reads a body only when it starts with { or [
+    placement = decode_object(data, STEPDOWN_FIELDS, STEPDOWN_STRUCT).get("placement") if data else None
     try:
         successor = choose_successor(service.peer, voters_of(service, group),
                                      placement if isinstance(placement, dict) else None,

@@ -100,10 +100,11 @@ async def leader_of(nc: NATS, subject: str) -> str:
     return str(cluster.get("leader", "")) if isinstance(cluster, dict) else ""
 
 
-async def meta_leader(sys_nc: NATS) -> str:
-    """The meta leader's name, as the meta leader answers `$SYS.REQ.SERVER.PING.JSZ` ("" if none)."""
+async def meta_leader(sys_nc: NATS, *, timeout_s: float = 2.0) -> str:
+    """The meta leader's name, as the meta leader answers `$SYS.REQ.SERVER.PING.JSZ` ("" if none
+    answers within `timeout_s`: a server answers only while it leads)."""
     try:
-        msg = await sys_nc.request("$SYS.REQ.SERVER.PING.JSZ", b'{"leader_only":true}', timeout=2)
+        msg = await sys_nc.request("$SYS.REQ.SERVER.PING.JSZ", b'{"leader_only":true}', timeout=timeout_s)
     except (nats.errors.TimeoutError, nats.errors.NoRespondersError):
         return ""
     data = json.loads(msg.data).get("data") or {}

@@ -10,9 +10,6 @@ import json
 import re
 import time
 from collections.abc import Iterator
-from pathlib import Path
-
-import nats
 import pytest
 from click.testing import CliRunner
 from nats.errors import NoRespondersError, TimeoutError as NatsTimeout
@@ -62,13 +59,18 @@ async def new_leader(fetch: object, old: str) -> tuple[str, float]:
         await asyncio.sleep(0.01)
 
 
-async def publish_until_acked(js: object, subject: str, data: bytes, msg_id: str, deadline_s: float) -> int:
+async def publish_until_acked(js: object, subject: str, data: bytes, msg_id: str, deadline_s: float,
+                              retries: list[str] | None = None) -> int:
+    """Publish until acknowledged (a retry keeps its Nats-Msg-Id: stored once); `retries` gets a
+    line per failed attempt."""
     while True:
         try:
             ack = await js.publish(subject, data, timeout=1, headers={"Nats-Msg-Id": msg_id})  # type: ignore[attr-defined]
             return int(ack.seq)
-        except (NatsTimeout, NoRespondersError, NoStreamResponseError, APIError):
+        except (NatsTimeout, NoRespondersError, NoStreamResponseError, APIError) as exc:
             assert time.monotonic() < deadline_s, f"{msg_id} never acknowledged"
+            if retries is not None:
+                retries.append(f"{msg_id}: {type(exc).__name__}")
             await asyncio.sleep(0.02)
 
 
@@ -92,13 +94,14 @@ def test_stream_step_down_under_synchronous_publishes_loses_nothing(cluster: lis
                            {"name": "SYNC", "subjects": ["sync.>"], "num_replicas": 3})
         js = nc.jetstream()
         acked: dict[str, int] = {}
+        retries: list[str] = []
         stop_publishing = asyncio.Event()
         deadline = time.monotonic() + 150
 
         async def publisher() -> None:
             i = 0
             while not stop_publishing.is_set() or i < 40:
-                acked[f"id-{i}"] = await publish_until_acked(js, "sync.x", b"%d" % i, f"id-{i}", deadline)
+                acked[f"id-{i}"] = await publish_until_acked(js, "sync.x", b"%d" % i, f"id-{i}", deadline, retries)
                 i += 1
 
         task = asyncio.create_task(publisher())
@@ -115,7 +118,8 @@ def test_stream_step_down_under_synchronous_publishes_loses_nothing(cluster: lis
             times.append(took)
         stop_publishing.set()
         await task
-        print(f"\nstream step-down under publishes: new leader after {[f'{t:.3f}s' for t in times]}")
+        print(f"\nstream step-down under publishes: new leader after {[f'{t:.3f}s' for t in times]}; "
+              f"{len(acked)} publishes acknowledged, {len(retries)} attempts retried {retries}")
         info = await settled_leader(nc, "$JS.API.STREAM.INFO.SYNC")
         count = len(acked)
         assert sorted(acked.values()) == list(range(1, count + 1))  # each acknowledged once, none lost
@@ -250,12 +254,12 @@ def test_meta_step_down_from_the_system_account_only(cluster: list[Node]) -> Non
         assert await meta_leader(sys_nc) == old
         answer = await api(sys_nc, "$JS.API.META.LEADER.STEPDOWN")
         assert answer == {"type": "io.nats.jetstream.api.v1.meta_leader_stepdown_response", "success": True}
-        leader, took = await new_leader(lambda: meta_leader(sys_nc), old)
+        leader, took = await new_leader(lambda: meta_leader(sys_nc, timeout_s=0.2), old)
         print(f"\nmeta step-down: {leader} after {took:.3f}s")
         wanted = next(node.name for node in cluster if node.name not in (old, leader))
         answer = await api(sys_nc, "$JS.API.META.LEADER.STEPDOWN", {"placement": {"preferred": wanted}})
         assert answer.get("success") is True, answer
-        chosen, took = await new_leader(lambda: meta_leader(sys_nc), leader)
+        chosen, took = await new_leader(lambda: meta_leader(sys_nc, timeout_s=0.2), leader)
         print(f"meta step-down to {wanted}: {chosen} after {took:.3f}s")
         assert chosen == wanted
         refused = await api(sys_nc, "$JS.API.META.LEADER.STEPDOWN", {"placement": {"preferred": wanted}})
