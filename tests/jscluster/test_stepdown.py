@@ -307,6 +307,7 @@ def test_cli_step_down_verbs_print_what_the_seed_shows(cluster: list[Node]) -> N
     elected = re.search(r'^New leader elected "(n\d-c1)"$', out, re.MULTILINE)
     assert elected is not None and elected.group(1) != consumer_leader, out
     assert "Information for Consumer ORDERS > NEW created " in out and "Cluster Information:" in out
+    assert f"                  Leader: {elected.group(1)}\n" in out, out
 
     async def current_meta() -> str:
         nc = await connect(cluster[0], SYS)
