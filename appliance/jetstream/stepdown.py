@@ -30,7 +30,7 @@ from appliance.jetstream.wire import go_json
 from appliance.server.internal import InternalClient
 
 if TYPE_CHECKING:
-    from appliance.jetstream.service import JetStreamService
+    from appliance.jetstream.service import AccountJetStream, JetStreamService
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +40,7 @@ STEPDOWN_FIELDS = {
                           pointer=True),
 }
 STEPDOWN_STRUCT = "JSApiLeaderStepdownRequest"
+STEPDOWN_POLL_S = 0.01  # how often the old leader looks whether the transfer is done
 
 
 def stream_leader_stepdown(request: Request) -> None:
@@ -48,6 +49,7 @@ def stream_leader_stepdown(request: Request) -> None:
         raise errors.CLUSTER_REQUIRED.error()
     stream = stream_of(request, request.tokens[3])
     step_down(service, stream.group, request.body, f"stream {stream.config.name!r}")
+    follow_when_moved(request.ajs, stream.group, limits.STEPDOWN_FOLLOW_S)
     request.respond("stream_leader_stepdown_response", {"success": True})
 
 
@@ -60,6 +62,7 @@ def consumer_leader_stepdown(request: Request) -> None:
     if consumer is None:
         raise errors.CONSUMER_NOT_FOUND.error()
     step_down(service, consumer.group, request.body, f"consumer {stream.config.name!r} > {consumer.name!r}")
+    follow_when_moved(request.ajs, consumer.group, limits.STEPDOWN_FOLLOW_S)
     request.respond("consumer_leader_stepdown_response", {"success": True})
 
 
@@ -81,6 +84,17 @@ def step_down(service: JetStreamService, group: RaftGroup, body: bytes, label: s
         raise errors.RAFT_GENERAL.format(err=str(exc)) from None
     logger.info("JetStream %s: leader step-down requested, handing leadership to %s",
                 label, service.peer_name(chosen))
+
+
+def follow_when_moved(ajs: AccountJetStream, group: RaftGroup, left_s: float) -> None:
+    """Once leadership has moved on, drop this server's interest in the asset's subjects at once
+    (not at the cluster driver's next look): publishes and pulls then reach only the new leader."""
+    if len(group.voters()) <= 1:
+        return
+    if not group.is_leader():
+        ajs.follow_leaders()
+    elif left_s > 0:  # the transfer is under way (or given up after an election timeout: still leading)
+        ajs.call_later(STEPDOWN_POLL_S, lambda: follow_when_moved(ajs, group, left_s - STEPDOWN_POLL_S))
 
 
 def voters_of(service: JetStreamService, group: RaftGroup) -> list[Voter]:

@@ -262,6 +262,12 @@ def test_meta_step_down_from_the_system_account_only(cluster: list[Node]) -> Non
         chosen, took = await new_leader(lambda: meta_leader(sys_nc, timeout_s=0.2), leader)
         print(f"meta step-down to {wanted}: {chosen} after {took:.3f}s")
         assert chosen == wanted
+        # once every server knows it (a deposed leader that has not heard of its successor yet
+        # still answers as leader for a moment, in nats-server too)
+        deadline = time.monotonic() + NEW_LEADER_TIMEOUT_S
+        while {node.monitor("/jsz")["meta_cluster"]["leader"] for node in cluster} != {wanted}:  # type: ignore[index]
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.05)
         refused = await api(sys_nc, "$JS.API.META.LEADER.STEPDOWN", {"placement": {"preferred": wanted}})
         assert refused["error"] == {"code": 400, "err_code": 10005,
                                     "description": f'preferred server "{wanted}" is already leader'}
