@@ -44,7 +44,8 @@ def step_down(stream: str, name: str, preferred: str | None, as_json: bool, conn
         leader = group.get("leader", "")
         if not leader:
             raise CommandError("consumer has no current leader")
-        log_line(f'Requesting leader step down of "{leader}" in a {len(group["replicas"]) + 1} peer RAFT group')
+        peers = len(group["replicas"]) + 1
+        log_line(f'Requesting leader step down of "{leader}" in a {peers} peer RAFT group')
         body = {"placement": {"preferred": preferred}} if preferred else None
         await api_request(client, f"{API}.LEADER.STEPDOWN.{stream}.{name}", body, timeout_s=conn.timeout_s)
         after = await await_new_leader(lambda: info(client), leader, "Consumer")

@@ -96,7 +96,8 @@ def _by_asset(ajs: AccountJetStream, tokens: list[str], *, leads_meta: bool) -> 
     return Answer.HERE if leads_meta else Answer.SILENT
 
 
-def _by_stream(ajs: AccountJetStream, name: str, leads_meta: bool, *, replicas_answer: bool = False) -> Answer:
+def _by_stream(ajs: AccountJetStream, name: str, leads_meta: bool, *,
+               replicas_answer: bool = False) -> Answer:
     """`replicas_answer`: a leaderless stream's replicas answer (its info, or 10008)."""
     if not _known(ajs, name):
         return Answer.HERE if leads_meta else Answer.SILENT
