@@ -83,6 +83,8 @@ RAFT_FORWARD_TIMEOUT_S = 5.0  # a proposal forwarded to a leader on another host
 RAFT_FORWARD_IN_FLIGHT_MAX = 4096  # forwarded proposals waiting for their leader's answer, per worker
 META_FORM_WAIT_S = 10.0  # a new cluster forms its meta group with a quorum after this, if not all routes are up
 META_CHECK_S = 0.25  # how often the meta driver looks at the servers the routes know
+STEPDOWN_PEER_SEEN_S = 1.0  # leader step-down: a successor must have answered the leader this recently
+STEPDOWN_FOLLOW_S = 3.0  # an old leader looks this long for its transfer to finish, to drop its interest
 
 assert RAFT_HEARTBEAT_TICKS < RAFT_ELECTION_TICKS
 assert PAYLOAD_BYTES_MAX <= RAFT_APPEND_BYTES_MAX, "one max-size message fits one APPEND"

@@ -1,4 +1,4 @@
-"""`appliance consumer add|info|ls|rm|next`: the `nats consumer` verbs over `$JS.API.CONSUMER.*`.
+"""`appliance consumer add|info|ls|rm|next|cluster`: the `nats consumer` verbs over `$JS.API.CONSUMER.*`.
 
 `add` names the consumer durably (`name` = `durable_name`) on `CONSUMER.CREATE.<stream>.<name>`;
 `next` sends one pull request per message to `CONSUMER.MSG.NEXT` and acks it unless `--no-ack`.
@@ -16,6 +16,7 @@ from nats.aio.msg import Msg
 
 from appliance import limits
 from appliance.cli import jsapi, prompts
+from appliance.cli.consumer_cluster import cluster
 from appliance.cli.consumer_config import ConsumerFlags, consumer_config, missing_flags
 from appliance.cli.consumer_questions import next_consumer_question
 from appliance.cli.format import NS_PER_S
@@ -43,6 +44,9 @@ def _echo_info(info: JsonDict, *, as_json: bool) -> None:
 @click.group()
 def consumer() -> None:
     """JetStream consumer management (the `nats consumer` verbs)."""
+
+
+consumer.add_command(cluster)
 
 
 @consumer.command("add")

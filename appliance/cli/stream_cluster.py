@@ -8,6 +8,7 @@ group`, `New leader elected "n4-c1"`, `Removing peer "n4-c1"`, `Requested remova
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 import click
@@ -63,7 +64,7 @@ def step_down(name: str, preferred: str | None, as_json: bool, conn: Connection)
         log_line(f'Requesting leader step down of "{leader}" in a {peers} peer RAFT group')
         body = {"placement": {"preferred": preferred}} if preferred else None
         await api_request(client, f"{API}.LEADER.STEPDOWN.{name}", body, timeout_s=conn.timeout_s)
-        info = await _await_new_leader(client, name, leader, conn)
+        info = await await_new_leader(lambda: _info(client, name, conn), leader, "Stream")
         click.echo()
         if as_json:
             jsapi.print_json(info)
@@ -73,14 +74,16 @@ def step_down(name: str, preferred: str | None, as_json: bool, conn: Connection)
     jsapi.run(verb, conn)
 
 
-async def _await_new_leader(client: Client, name: str, old_leader: str, conn: Connection) -> JsonDict:
+async def await_new_leader(fetch: Callable[[], Awaitable[JsonDict]], old_leader: str, what: str) -> JsonDict:
+    """Poll `fetch` (a stream's or consumer's info) until its group reports another leader, as natscli
+    does; prints natscli's lines. `what` is "Stream" or "Consumer"."""
     info: JsonDict = {}
     for _ in range(limits.CLI_STEPDOWN_POLLS_MAX):
         await asyncio.sleep(limits.CLI_STEPDOWN_POLL_S)
         try:
-            info = await _info(client, name, conn)
+            info = await fetch()
         except (ApiError, CommandError) as exc:
-            log_line(f"Failed to retrieve Stream State: {exc}")
+            log_line(f"Failed to retrieve {what} State: {exc}")
             continue
         leader = (info.get("cluster") or {}).get("leader", "")
         if not leader:
@@ -89,7 +92,7 @@ async def _await_new_leader(client: Client, name: str, old_leader: str, conn: Co
             log_line(f'New leader elected "{leader}"')
             return info
     if not info:
-        raise CommandError(f'stream "{name}" did not elect a new leader in time')
+        raise CommandError(f"{what.lower()} did not elect a new leader in time")
     log_line(f"Leader did not change after {limits.CLI_STEPDOWN_POLLS_MAX * limits.CLI_STEPDOWN_POLL_S:.1f}s")
     return info
 

@@ -40,8 +40,9 @@ from appliance.jetstream.api_streams import (
 from appliance.jetstream.backup import stream_snapshot
 from appliance.jetstream.direct import direct_get
 from appliance.jetstream.pause import PAUSE_EXTRAS, consumer_pause
-from appliance.jetstream.responder import LEADERLESS_DELAY_S, Answer, responder
+from appliance.jetstream.responder import LEADERLESS_DELAY_S, LEADER_POLL_S, Answer, responder
 from appliance.jetstream.restore import stream_restore
+from appliance.jetstream.stepdown import consumer_leader_stepdown, stream_leader_stepdown
 from appliance.jetstream.request import API_LEVEL, API_PREFIX, TYPE_PREFIX, Request, needs_newer_api
 from appliance.jetstream.wire import go_json
 from appliance.server.internal import InternalClient
@@ -152,7 +153,8 @@ def _find_consumer(ajs: AccountJetStream, stream_name: str, consumer_name: str) 
     return stream.consumers.get(consumer_name) if stream is not None else None
 
 
-def dispatch(ajs: AccountJetStream, subject: str, reply: str, header: bytes, body: bytes) -> None:
+def dispatch(ajs: AccountJetStream, subject: str, reply: str, header: bytes, body: bytes, *,
+             waited_s: float = 0.0) -> None:
     tokens = subject[len(API_PREFIX) :].split(".")
     handler = _route(tokens)
     if handler is None:
@@ -160,8 +162,14 @@ def dispatch(ajs: AccountJetStream, subject: str, reply: str, header: bytes, bod
     answer = responder(ajs, tokens)
     if answer is Answer.SILENT:
         return  # another server of the cluster answers (responder.py)
-    if answer is Answer.LEADERLESS:
-        ajs.call_later(LEADERLESS_DELAY_S, lambda: _leaderless(ajs, tokens, reply, header, body))
+    if answer in (Answer.LEADERLESS, Answer.NOT_READY):
+        # wait for a leader (up to LEADERLESS_DELAY_S): this server answers at once if it becomes a
+        # ready leader meanwhile (a leadership transfer), stays silent if another one leads
+        if waited_s >= LEADERLESS_DELAY_S:
+            _leaderless(ajs, tokens, reply, header, body)
+            return
+        waited = waited_s + LEADER_POLL_S
+        ajs.call_later(LEADER_POLL_S, lambda: dispatch(ajs, subject, reply, header, body, waited_s=waited))
         return
     request = Request(ajs, tokens, reply, header, body)
     if answer is Answer.UNAVAILABLE:
@@ -172,8 +180,8 @@ def dispatch(ajs: AccountJetStream, subject: str, reply: str, header: bytes, bod
 
 
 def _leaderless(ajs: AccountJetStream, tokens: list[str], reply: str, header: bytes, body: bytes) -> None:
-    """A replica's answer for a group still without a leader: a stream's info as held here, 10008
-    for anything else."""
+    """A replica's answer for a group still without a leader (or a new leader still not ready to
+    answer): a stream's info as held here, 10008 for anything else."""
     answer = responder(ajs, tokens)
     if answer is Answer.SILENT:
         return  # a leader appeared meanwhile: it answered
@@ -181,7 +189,8 @@ def _leaderless(ajs: AccountJetStream, tokens: list[str], reply: str, header: by
     if handler is None:
         return
     request = Request(ajs, tokens, reply, header, body)
-    if answer is Answer.UNAVAILABLE or (answer is Answer.LEADERLESS and tokens[:2] != ["STREAM", "INFO"]):
+    waiting = answer in (Answer.LEADERLESS, Answer.NOT_READY)
+    if answer is Answer.UNAVAILABLE or (waiting and tokens[:2] != ["STREAM", "INFO"]):
         request.respond(_kind_for(tokens), {}, error=errors.CLUSTER_NOT_AVAILABLE.error(),
                         after_error=_error_extras(tokens))
         return
@@ -267,6 +276,8 @@ def _route(tokens: list[str]) -> Handler | None:
             return STREAM_HANDLERS[verb]
         if count == 4 and verb == "MSG" and tokens[2] in ("GET", "DELETE"):
             return msg_get if tokens[2] == "GET" else msg_delete
+        if count == 4 and (verb, tokens[2]) == ("LEADER", "STEPDOWN"):
+            return stream_leader_stepdown
         if count == 4 and (verb, tokens[2]) in CLUSTER_VERBS:
             return cluster_required
         if count == 3 and verb == "CANCEL_MOVE":
@@ -283,7 +294,7 @@ def _route(tokens: list[str]) -> Handler | None:
         if verb in ("INFO", "DELETE") and count == 4:
             return consumer_info if verb == "INFO" else consumer_delete
         if verb == "LEADER" and count == 5 and tokens[2] == "STEPDOWN":
-            return cluster_required
+            return consumer_leader_stepdown
         if verb == "PAUSE" and count == 4:
             return consumer_pause
         if verb == "UNPIN" and count == 4:
@@ -293,7 +304,7 @@ def _route(tokens: list[str]) -> Handler | None:
     return None
 
 
-CLUSTER_VERBS = (("LEADER", "STEPDOWN"), ("PEER", "REMOVE"), ("PEER", "EVACUATE"))
+CLUSTER_VERBS = (("PEER", "REMOVE"), ("PEER", "EVACUATE"))  # step-down: stepdown.py
 
 
 def cluster_required(request: Request) -> None:

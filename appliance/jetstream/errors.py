@@ -41,6 +41,7 @@ BAD_REQUEST = ApiError(400, 10003, "bad request")
 CLUSTER_NO_PEERS = ApiError(400, 10005, "{err}")  # no suitable peers for placement[, tags not matched [...]]
 CLUSTER_REQUIRED = ApiError(503, 10010, "JetStream clustering support required")
 CLUSTER_NOT_AVAILABLE = ApiError(503, 10008, "JetStream system temporarily unavailable")
+RAFT_GENERAL = ApiError(500, 10041, "{err}")
 CONSUMER_CREATE = ApiError(500, 10012, "{err}")
 CONSUMER_NAME_EXISTS = ApiError(400, 10013, "consumer name already in use")
 CONSUMER_NOT_FOUND = ApiError(404, 10014, "consumer not found")

@@ -39,6 +39,7 @@ from appliance.jetstream.host import Timer
 from appliance.jetstream.cluster_driver import ClusterDriver
 from appliance.jetstream.groups import Replication
 from appliance.jetstream.meta import MetaGroup, MetaNetwork
+from appliance.jetstream.stepdown import MetaStepDown
 from appliance.jetstream.api_streams import stream_info
 from appliance.jetstream.cluster_info import asset_cluster
 from appliance.jetstream.request import TYPE_PREFIX
@@ -610,6 +611,7 @@ class JetStreamService:
                           if raft is not None else None)
         server.jetstream_api_routed = raft is not None  # every server of the cluster hears each request
         self.driver: ClusterDriver | None = None
+        self.meta_stepdown: MetaStepDown | None = None  # $JS.API.META.LEADER.STEPDOWN (system account)
         self.fsyncs = FsyncThreads(self.loop, limits.JS_FSYNC_THREADS)
         self.sync_stats = SyncStats()
         self.sealer = BackgroundSealer(self.loop.call_soon_threadsafe)
@@ -646,6 +648,8 @@ class JetStreamService:
         if self.raft is not None and self.routes is not None:
             self.driver = ClusterDriver(self, self.routes, self.raft)
             self.driver.start()
+            self.meta_stepdown = MetaStepDown(self)
+            self.meta_stepdown.start()
 
     # --- clustered groups ---------------------------------------------------------------------------
 
@@ -801,6 +805,8 @@ class JetStreamService:
     def stop(self) -> None:
         if self.driver is not None:
             self.driver.close()
+        if self.meta_stepdown is not None:
+            self.meta_stepdown.close()
         self.server.jetstream_monitor = None  # type: ignore[attr-defined]
         if self._on_interest_change in self.server.interest_listeners:
             self.server.interest_listeners.remove(self._on_interest_change)

@@ -134,6 +134,20 @@ def test_stream_step_down_to_a_preferred_server(urls: str) -> None:
     assert f'New leader elected "{preferred}"\n' in out, out
 
 
+def test_consumer_step_down_elects_another_leader(urls: str) -> None:
+    eventually(urls, "consumer", "add", "ORDERS", "WORKER", "--pull", "--defaults", *APP)
+    info = json.loads(
+        eventually(urls, "consumer", "info", "ORDERS", "WORKER", "--json", *APP, condition='"current": true')
+    )
+    before = info["cluster"]["leader"]
+    out = CLOCK.sub("", ok(urls, "consumer", "cluster", "step-down", "ORDERS", "WORKER", *APP))
+    assert out.splitlines()[0] == f'Requesting leader step down of "{before}" in a 3 peer RAFT group'
+    elected = re.search(r'^New leader elected "(n\d-c1)"$', out, re.MULTILINE)
+    assert elected is not None and elected.group(1) != before, out
+    assert "Information for Consumer ORDERS > WORKER created " in out
+    assert f"                  Leader: {elected.group(1)}\n" in out, out
+
+
 def test_stream_peer_remove_replaces_the_peer(urls: str) -> None:
     eventually(urls, "stream", "add", "PAIR", "--subjects", "pair", "--replicas", "2", "--defaults", *APP)
     info = json.loads(eventually(urls, "stream", "info", "PAIR", "--json", *APP, condition='"current": true'))
