@@ -251,7 +251,8 @@ class MetaGroup:
                     unique_tag=self.unique_tag,
                 )
                 peers = place(request, self._with_assets(self.servers))
-                group = _group(group_name("S", account, stream), peers, peers[0])
+                # a stream made again under the same name gets a group (and RAFT log) of its own
+                group = _group(group_name("S", account, stream, str(op.get("created", ""))), peers, peers[0])
         else:
             stream, consumer = str(op["stream"]), str(config["name"])
             group = self.state.group_of(account, stream, consumer)
@@ -261,7 +262,8 @@ class MetaGroup:
                 # the proposer (the stream's leader, which handles consumer creates) leads it first
                 preferred = self.peer if self.peer in peers else str(owner["preferred"]) if isinstance(
                     owner, dict) else self.peer
-                group = _group(group_name("C", account, stream, consumer), peers, preferred)
+                name = group_name("C", account, stream, consumer, str(op.get("created", "")))
+                group = _group(name, peers, preferred)
         return {**op, "group": group}
 
 

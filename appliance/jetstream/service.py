@@ -411,6 +411,8 @@ class AccountJetStream:
         self._create_replies.pop(name, None)
         stream.close()
         self.service.unregister_group(stream.group)
+        if remove and stream.replicated:  # its RAFT log goes with it
+            shutil.rmtree(os.path.join(self.service.root, "_raft", stream.group.group_id), ignore_errors=True)
         if remove:
             shutil.rmtree(self.stream_dir(name), ignore_errors=True)
             advisories.stream_action(self, name, "delete")
