@@ -128,6 +128,42 @@ class PeerInfo:
         return f"{self.peer}, {'current' if self.current else 'outdated'}, seen {self.seen_ago_s:.2f}s ago"
 
 
+@dataclass(frozen=True, slots=True)
+class PeerReport:
+    """Another voter as this replica knows it (/raftz `peers`): the leader tracks every follower's
+    replicated index and contact; a follower only its leader's contact."""
+
+    peer: str
+    last_replicated_index: int = 0  # 0: not known here
+    seen_ago_s: float | None = None  # None: never heard from (as far as this replica tracks)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupReport:
+    """One replica's RAFT state for monitoring (/raftz, /healthz, `appliance status`)."""
+
+    group_id: str
+    peer: str  # this replica's peer id
+    role: str  # LEADER, FOLLOWER or CANDIDATE (a pre-candidate is a candidate), as nats-server spells it
+    term: int
+    voted_for: str
+    leader: str  # peer id; "" when none is known
+    ever_had_leader: bool
+    leader_since_wall_s: float | None
+    leader_seen_ago_s: float  # 0 on the leader
+    committed: int
+    applied: int
+    first_index: int  # of the entries the log holds (after its snapshot)
+    last_index: int
+    last_term: int
+    log_entries: int
+    log_bytes: int
+    last_append_wall_s: float | None  # when this replica last appended an entry; None: not since start
+    voters: tuple[str, ...]
+    peers: tuple[PeerReport, ...]
+    apply_paused: bool  # waiting for a snapshot's data (catching up)
+
+
 @dataclass(slots=True)
 class _Proposal:
     term: int
@@ -179,6 +215,7 @@ class RaftGroup:
         self._since_wall_s = 0.0
         self._known_lead = ""
         self.leader_changes = 0  # times this replica learned of a new leader (monitoring: /metrics)
+        self._last_append_wall_s: float | None = None  # monitoring: /raftz wal.last_ts
         self._applied_unsynced: list[tuple[OnDone, int]] = []  # acknowledged after the next sync
         self._applied_syncing = False
         self._applied_waiters: list[tuple[int, Callable[[], None]]] = []  # (index, fn): when_applied
@@ -414,6 +451,8 @@ class RaftGroup:
             if sync and self.bugs.ack_before_persist:
                 sync, self._unsynced = False, True
             self.storage.save(ready.hard_state, ready.entries, sync=sync)
+            if ready.entries:
+                self._last_append_wall_s = self.clock.wall()
             if sync:
                 self._dirty = False
             if ready.hard_state is not None and sync:
@@ -556,3 +595,27 @@ class RaftGroup:
                      peer.ticks_since_contact * self.tick_s, peer.match)
             for peer in status.peers
         ]
+
+    def report(self) -> GroupReport:
+        """This replica's RAFT state, for monitoring (see GroupReport)."""
+        core = self.core
+        status = core.status()
+        role = core.role
+        name = "LEADER" if role == Role.LEADER else "FOLLOWER" if role == Role.FOLLOWER else "CANDIDATE"
+        first, last = self.storage.first_index(), self.storage.last_index()
+        entries = self.storage.entries(first, last + 1, 1 << 62) if last >= first else []
+        seen_leader = self.leader_seen_ago_s()
+        if role == Role.LEADER:
+            peers = tuple(PeerReport(p.peer, p.match, p.ticks_since_contact * self.tick_s) for p in status.peers)
+        else:
+            peers = tuple(PeerReport(v, 0, seen_leader if v == core.lead else None)
+                          for v in core.voters if v != core.id)
+        return GroupReport(
+            group_id=self.group_id, peer=core.id, role=name, term=core.term, voted_for=core.vote,
+            leader=core.lead, ever_had_leader=bool(self._known_lead or core.lead),
+            leader_since_wall_s=self.leader_since_wall_s(), leader_seen_ago_s=seen_leader,
+            committed=status.commit, applied=status.applied, first_index=first, last_index=last,
+            last_term=core.log.last_term(), log_entries=len(entries), log_bytes=sum(len(e.data) for e in entries),
+            last_append_wall_s=self._last_append_wall_s, voters=core.voters, peers=peers,
+            apply_paused=self._apply_paused,
+        )
