@@ -146,7 +146,10 @@ def test_a_lagging_replica_is_reported(js_cluster: list[Node]) -> None:
     laggard = next(n for n in js_cluster if n is not leader and n.name != meta_leader)
     process = laggard.process
     assert isinstance(process, ApplianceProcess) and process.process is not None
-    os.killpg(process.process.pid, signal.SIGSTOP)
+    # the workers run in process groups of their own: pause the supervisor and each of them
+    paused = [process.process.pid, *(int(w["pid"]) for w in status_json(laggard)["workers"] if w["pid"])]
+    for pid in paused:
+        os.kill(pid, signal.SIGSTOP)
     try:
         async def publish() -> None:
             nc = await nats.connect(leader.url)
@@ -180,4 +183,5 @@ def test_a_lagging_replica_is_reported(js_cluster: list[Node]) -> None:
                        if r["name"] == laggard.name)
         assert replica["current"] is False and replica["lag"] >= 20
     finally:
-        os.killpg(process.process.pid, signal.SIGCONT)
+        for pid in paused:
+            os.kill(pid, signal.SIGCONT)
