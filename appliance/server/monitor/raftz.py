@@ -47,7 +47,7 @@ def peer_json(peer: RaftzPeer) -> dict[str, JsonValue]:
     if peer.last_replicated_index:
         out["last_replicated_index"] = peer.last_replicated_index
     if peer.last_seen_s is not None:
-        out["last_seen"] = go_duration(wall_ns(peer.last_seen_s))
+        out["last_seen"] = go_duration(round(peer.last_seen_s * 1_000_000_000))  # Go: time.Since().String()
     return out
 
 
