@@ -111,6 +111,7 @@ class JetStreamMonitor:
             reserved_memory=reserved.reserved_memory,
             reserved_storage=reserved.reserved_storage,
             accounts=len(listed),
+            ha_assets=self.ha_assets(),
             api_level=API_LEVEL,
             api_total=sum(a.api_total for a in self.service.accounts.values()),
             api_errors=sum(a.api_errors for a in self.service.accounts.values()),
@@ -158,6 +159,19 @@ class JetStreamMonitor:
         if not report.leader:
             return "no_leader"
         return "ok" if node_healthy(report) else "not_current"
+
+    def ha_assets(self) -> int:
+        """/jsz and /varz `ha_assets`: the RAFT groups held here (the meta group and every R>1 stream
+        and consumer replica); 0 when standalone, as nats-server counts them."""
+        service = self.service
+        if not service.meta.clustered or service.meta.group is None:
+            return 0
+        count = 1
+        for ajs in service.accounts.values():
+            for stream in ajs.streams.values():
+                count += len(stream.group.voters()) > 1
+                count += sum(len(c.group.voters()) > 1 for c in stream.consumers.values())
+        return count
 
     def raftz_groups(self) -> list[RaftzGroup]:
         """/raftz: the RAFT groups of clustered JetStream held here (none when standalone: its

@@ -86,7 +86,7 @@ def test_raftz_jsz_and_healthz_match_nats_server(js_cluster: list[Node], go_clus
     jsz_ours, jsz_theirs = ours["jsz"], theirs["jsz"]
     assert isinstance(jsz_ours, dict) and isinstance(jsz_theirs, dict)
     assert list(jsz_ours) == list(jsz_theirs)
-    for key in ("streams", "consumers", "messages"):  # which server leads what differs
+    for key in ("streams", "consumers", "messages", "ha_assets"):  # which server leads what differs
         assert jsz_ours[key] == jsz_theirs[key], key
     streams_ours = {s["name"]: s for s in jsz_ours["account_details"][0]["stream_detail"]}
     streams_theirs = {s["name"]: s for s in jsz_theirs["account_details"][0]["stream_detail"]}
