@@ -12,6 +12,7 @@ from appliance import limits
 from appliance.jetstream.cluster_info import asset_cluster, context_of, meta_cluster
 from appliance.jetstream.raft_report import (
     META_GROUP_NAME,
+    CommitHistory,
     GroupSummary,
     consumer_problem,
     node_healthy,
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from appliance.jetstream.service import JetStreamService
 
 DEFAULT_LIMITS = {"default_max_consumers": 1000}
+STATUS_LAG_S = 2.0  # a follower that has not replicated what was committed this long ago lags
 
 
 def listed_accounts(service: JetStreamService) -> list[str]:
@@ -52,6 +54,9 @@ class JetStreamMonitor:
         self.service = service
         # configured, or derived at start as nats-server derives them (75% of RAM / free disk)
         self.max_memory, self.max_storage = resources.server_limits(service)
+        # what each group had committed a while ago: `appliance status` calls a follower lagging only
+        # when it has not replicated that (raft_report.py summarise)
+        self._commits = CommitHistory(STATUS_LAG_S)
 
     def fsync_latency(self) -> object:
         """The file stores' fsync latency histogram (HistogramSnapshot), for /metrics."""
@@ -202,24 +207,31 @@ class JetStreamMonitor:
         if meta is None:
             return summary_json([], meta_leader="", clustered=True)
         ctx = context_of(service)
-        current_s = limits.JS_REPLICA_CURRENT_S
-        meta_report = meta.report()
-        groups: list[GroupSummary] = [summarise(meta_report, ctx, kind="meta", label=META_GROUP_NAME,
-                                                replicas=len(meta_report.voters), current_s=current_s)]
+        now = service.server.clock.monotonic()
+        history = self._commits
+        seen: set[str] = set()
+
+        def summary(group: RaftGroup, kind: str, label: str, replicas: int) -> GroupSummary:
+            report = group.report()
+            seen.add(report.group_id)
+            settled = history.settled(report.group_id, now, report.committed)
+            return summarise(report, ctx, kind=kind, label=label, replicas=replicas,
+                             current_s=limits.JS_REPLICA_CURRENT_S, settled_commit=settled)
+
+        groups = [summary(meta, "meta", META_GROUP_NAME, len(meta.voters()))]
         for name, ajs in sorted(service.accounts.items()):
             for stream in ajs.streams.values():
                 replicas = max(stream.config.num_replicas, 1)
                 label = f"{name} > {stream.config.name}"
                 if replicas > 1 or len(stream.group.voters()) > 1:
-                    groups.append(summarise(stream.group.report(), ctx, kind="stream", label=label,
-                                            replicas=replicas, current_s=current_s))
+                    groups.append(summary(stream.group, "stream", label, replicas))
                 for consumer in stream.consumers.values():
                     wanted = consumer.config.num_replicas or replicas
                     if wanted > 1 or len(consumer.group.voters()) > 1:
-                        groups.append(summarise(consumer.group.report(), ctx, kind="consumer",
-                                                label=f"{label} > {consumer.config.name}", replicas=wanted,
-                                                current_s=current_s))
-        leader = ctx.name_of(meta_report.leader) if meta_report.leader else ""
+                        groups.append(summary(consumer.group, "consumer", f"{label} > {consumer.config.name}", wanted))
+        history.keep_only(seen)
+        meta_leader = meta.leader()
+        leader = ctx.name_of(meta_leader) if meta_leader else ""
         return summary_json(groups, meta_leader=leader, clustered=True)
 
     def health(self) -> tuple[StreamHealth, ...]:

@@ -114,11 +114,14 @@ class GroupSummary:
 
 
 def summarise(
-    report: GroupReport, ctx: ClusterContext, *, kind: str, label: str, replicas: int, current_s: float
+    report: GroupReport, ctx: ClusterContext, *, kind: str, label: str, replicas: int, current_s: float,
+    settled_commit: int | None = None,
 ) -> GroupSummary:
-    """This server's view of one group: its leader, quorum, lagging followers (seen by the leader:
-    behind the commit, or not heard from within `current_s`) and under-replication (`replicas`
-    configured, fewer voters)."""
+    """This server's view of one group: its leader, quorum, lagging followers and under-replication
+    (`replicas` configured, fewer voters). On the leader a follower lags when it was not heard from
+    within `current_s`, or has not replicated `settled_commit` (what the group had committed a
+    little while ago: CommitHistory): under a steady load the slower follower of a quorum is always
+    a few entries behind the newest commit, which is no lag. None: the newest commit."""
     size = len(report.voters)
     leader = ctx.name_of(report.leader) if report.leader else ""
     quorum = bool(report.leader)
@@ -126,16 +129,44 @@ def summarise(
     if report.role == "LEADER":
         heard = 1 + sum(1 for p in report.peers if p.seen_ago_s is not None and p.seen_ago_s <= current_s)
         quorum = heard >= size // 2 + 1
+        settled = report.committed if settled_commit is None else settled_commit
         for p in report.peers:
             name = ctx.name_of(p.peer) or p.peer
             behind = max(report.committed - p.last_replicated_index, 0)
             if p.seen_ago_s is None or p.seen_ago_s > current_s:
                 seen = "never seen" if p.seen_ago_s is None else f"not seen for {p.seen_ago_s:.1f}s"
                 lagging.append(f"{name} ({seen}, {behind} behind)")
-            elif behind:
+            elif p.last_replicated_index < settled:
                 lagging.append(f"{name} ({behind} behind)")
     under = f"{size} of {replicas} replicas" if size < replicas else ""
     return GroupSummary(kind, label, leader, size, quorum, tuple(lagging), under)
+
+
+class CommitHistory:
+    """Each group's commit index as sampled at each status summary (every second), for the
+    `settled_commit` of summarise: the newest commit at least `age_s` old. Bounded: a few samples
+    per group, and groups not sampled in a round are forgotten."""
+
+    def __init__(self, age_s: float, samples_max: int = 16) -> None:
+        self.age_s = age_s
+        self.samples_max = samples_max
+        self._samples: dict[str, list[tuple[float, int]]] = {}
+
+    def settled(self, group_id: str, now_s: float, commit: int) -> int:
+        """Record `commit` now; the commit of the newest sample at least age_s old (0 when none is)."""
+        samples = self._samples.setdefault(group_id, [])
+        samples.append((now_s, commit))
+        old = [sample for sample in samples if now_s - sample[0] >= self.age_s]
+        del samples[: max(len(old) - 1, 0)]  # keep the newest old-enough sample and every newer one
+        del samples[: max(len(samples) - self.samples_max, 0)]
+        return old[-1][1] if old else 0
+
+    def sample_count(self, group_id: str) -> int:
+        return len(self._samples.get(group_id, ()))
+
+    def keep_only(self, group_ids: set[str]) -> None:
+        for gone in set(self._samples) - group_ids:
+            del self._samples[gone]
 
 
 def summary_json(groups: Sequence[GroupSummary], *, meta_leader: str, clustered: bool) -> dict[str, object]:

@@ -7,6 +7,7 @@ from appliance.cluster.group import GroupReport, PeerReport
 from appliance.jetstream.cluster_info import ClusterContext
 from appliance.jetstream.raft_report import (
     NODE_UNHEALTHY,
+    CommitHistory,
     STREAM_CATCHING_UP,
     consumer_problem,
     node_healthy,
@@ -103,3 +104,28 @@ def test_status_levels_and_text() -> None:
     assert "JetStream cluster:\n  Meta leader: none (no quorum)\n" in text
     assert "  RAFT groups held here: 2, without quorum: 2, lagging: 0, under-replicated: 0" in text
     assert "  Without quorum: stream $G > S" in text
+
+
+def test_a_follower_a_few_entries_behind_under_load_is_no_lag() -> None:
+    """The slower follower of a quorum trails the newest commit; it lags only when it has not
+    replicated what was committed STATUS_LAG_S ago."""
+    busy = leader(committed=120, peers=(PeerReport("P2", 120, 0.1), PeerReport("P3", 117, 0.1)))
+    assert summarise(busy, CTX, kind="stream", label="$G > S", replicas=3, current_s=10.0,
+                     settled_commit=100).lagging == ()
+    stuck = leader(committed=120, peers=(PeerReport("P2", 120, 0.1), PeerReport("P3", 60, 0.1)))
+    assert summarise(stuck, CTX, kind="stream", label="$G > S", replicas=3, current_s=10.0,
+                     settled_commit=100).lagging == ("n3 (60 behind)",)
+
+
+def test_commit_history_gives_the_commit_of_age_s_ago() -> None:
+    history = CommitHistory(age_s=2.0, samples_max=4)
+    assert history.settled("S", 0.0, 10) == 0  # nothing is old enough yet
+    assert history.settled("S", 1.0, 20) == 0
+    assert history.settled("S", 2.0, 30) == 10
+    assert history.settled("S", 3.5, 40) == 20
+    for step in range(10):  # bounded
+        history.settled("S", 4.0 + step * 0.01, 50 + step)
+    assert history.sample_count("S") <= 4
+    history.settled("C", 0.0, 1)
+    history.keep_only({"S"})
+    assert history.sample_count("C") == 0 and history.sample_count("S") > 0
