@@ -8,6 +8,7 @@
   - the body: {account: {group: {...}}}, keys sorted, indented with three spaces (MarshalIndent
     with "   "), fields and omitempty rules of nats-server's RaftzGroup / RaftzGroupPeer.
 
+Also asked over NATS as `$SYS.REQ.SERVER.PING.RAFTZ` (system.py; options `account`, `group`).
 The groups come from the view's optional `raftz_groups()` (the JetStream layer provides them; the
 server layer cannot import it).
 """
@@ -19,7 +20,7 @@ from collections.abc import Sequence
 from .durations import GO_ZERO_TIME, go_duration, rfc3339_nano, wall_ns
 from .endpoint import Endpoint, RequestContext, Response, json_response, text_response
 from .gojson import JsonValue
-from .view import RaftzGroup, RaftzPeer, RaftzWal
+from .view import RaftzGroup, RaftzPeer, RaftzWal, ServerView
 
 NO_RAFT_NODES = "No Raft nodes registered"
 NO_MATCH = "No Raft nodes returned, check supplied filters"
@@ -95,10 +96,23 @@ def raftz_json(groups: Sequence[RaftzGroup], *, account: str, group: str) -> dic
     return {account: {g.name: group_json(g) for g in selected}}
 
 
+def _groups(view: ServerView) -> list[RaftzGroup]:
+    provider = getattr(view, "raftz_groups", None)
+    return list(provider()) if provider is not None else []
+
+
+def raftz_data(view: ServerView, *, account: str, group: str) -> JsonValue:
+    """`$SYS.REQ.SERVER.PING.RAFTZ` {"account", "group"}: the same document, `{}` without groups
+    (nats-server's Raftz answers there without the HTTP handler's 404s), null without an account."""
+    account = account or view.system_account
+    if not account:
+        return None
+    return raftz_json(_groups(view), account=account, group=group)
+
+
 def handle(ctx: RequestContext) -> Response:
     ctx.count()
-    provider = getattr(ctx.view, "raftz_groups", None)
-    groups: list[RaftzGroup] = list(provider()) if provider is not None else []
+    groups = _groups(ctx.view)
     if not groups:
         return text_response(404, NO_RAFT_NODES)
     account = ctx.query.get("acc") or ctx.view.system_account

@@ -92,3 +92,21 @@ def test_filters(view: FakeServerView, monitor: MonitorProbe) -> None:
     page = monitor.get("/raftz")
     assert (page.status, page.text) == (404, "No Raft nodes returned, check supplied filters")
     assert monitor.get("/raftz", "acc=$G").status == 200
+
+
+def test_asked_over_the_system_account(view: FakeServerView) -> None:
+    from appliance.server.monitor import MonitorApp
+
+    def ask(body: bytes) -> object:
+        reply = MonitorApp(view).system_reply("RAFTZ", body, seq=1)
+        assert reply is not None
+        return json.loads(reply)
+
+    assert ask(b"")["data"] == {}  # no groups: nats-server's Raftz answers {} (the 404 is HTTP's)
+    view.raftz = [meta(), follower_stream()]
+    assert list(ask(b"")["data"]["$SYS"]) == ["_meta_"]
+    assert list(ask(b'{"account":"$G"}')["data"]["$G"]) == ["S-R3F-lbqxhyhC"]
+    assert ask(b'{"account":"$G","group":"nope"}')["data"] == {}
+    assert ask(b'{"group":7}')["error"]["code"] == 400
+    view.system_account = ""
+    assert ask(b"")["data"] is None
