@@ -36,6 +36,7 @@ calls `process_ready`.
 from __future__ import annotations
 
 import random
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -60,6 +61,7 @@ from appliance.raft.types import (
 OnDone = Callable[[bool, int], None]  # (acknowledged, index); index 0 if none was assigned
 TICKS_PER_CALL_MAX = 100  # a stalled loop catches up at most this many ticks at once
 READIES_PER_TURN_MAX = 64  # a scheduled Ready loop yields to the event loop after this many
+APPEND_TIMES_MAX = 1024  # appended batches whose time monitoring remembers (older: first_ts unknown)
 
 
 class Timer(Protocol):
@@ -158,6 +160,7 @@ class GroupReport:
     last_term: int
     log_entries: int
     log_bytes: int
+    first_append_wall_s: float | None  # when the log's first entry was appended here; None: unknown
     last_append_wall_s: float | None  # when this replica last appended an entry; None: not since start
     voters: tuple[str, ...]
     peers: tuple[PeerReport, ...]
@@ -216,6 +219,8 @@ class RaftGroup:
         self._known_lead = ""
         self.leader_changes = 0  # times this replica learned of a new leader (monitoring: /metrics)
         self._last_append_wall_s: float | None = None  # monitoring: /raftz wal.last_ts
+        # monitoring: (first index, wall time) of each batch appended since start (/raftz wal.first_ts)
+        self._append_times: deque[tuple[int, float]] = deque(maxlen=APPEND_TIMES_MAX)
         self._applied_unsynced: list[tuple[OnDone, int]] = []  # acknowledged after the next sync
         self._applied_syncing = False
         self._applied_waiters: list[tuple[int, Callable[[], None]]] = []  # (index, fn): when_applied
@@ -452,7 +457,7 @@ class RaftGroup:
                 sync, self._unsynced = False, True
             self.storage.save(ready.hard_state, ready.entries, sync=sync)
             if ready.entries:
-                self._last_append_wall_s = self.clock.wall()
+                self._note_append(ready.entries[0].index)
             if sync:
                 self._dirty = False
             if ready.hard_state is not None and sync:
@@ -596,6 +601,21 @@ class RaftGroup:
             for peer in status.peers
         ]
 
+    def _note_append(self, first: int) -> None:
+        now = self.clock.wall()
+        self._last_append_wall_s = now
+        times = self._append_times
+        while times and times[-1][0] >= first:  # a follower's log overwritten from `first` on
+            times.pop()
+        times.append((first, now))
+
+    def _first_append_wall_s(self, first_index: int) -> float | None:
+        """When the batch holding the log's first entry was appended here (None: before start, or forgotten)."""
+        times = self._append_times
+        while len(times) > 1 and times[1][0] <= first_index:
+            times.popleft()
+        return times[0][1] if times and times[0][0] <= first_index else None
+
     def report(self) -> GroupReport:
         """This replica's RAFT state, for monitoring (see GroupReport)."""
         core = self.core
@@ -616,6 +636,7 @@ class RaftGroup:
             leader_since_wall_s=self.leader_since_wall_s(), leader_seen_ago_s=seen_leader,
             committed=status.commit, applied=status.applied, first_index=first, last_index=last,
             last_term=core.log.last_term(), log_entries=len(entries), log_bytes=sum(len(e.data) for e in entries),
+            first_append_wall_s=self._first_append_wall_s(first) if entries else None,
             last_append_wall_s=self._last_append_wall_s, voters=core.voters, peers=peers,
             apply_paused=self._apply_paused,
         )

@@ -73,6 +73,7 @@ def raftz_group(
         messages=report.log_entries,
         bytes=report.log_bytes,
         first_seq=report.first_index,
+        first_wall_s=report.first_append_wall_s,
         last_seq=report.last_index,
         last_wall_s=report.last_append_wall_s,
     )

@@ -26,7 +26,8 @@ def leader(**overrides: object) -> GroupReport:
     values: dict[str, object] = dict(
         group_id="S-abc", peer="P1", role="LEADER", term=2, voted_for="P1", leader="P1", ever_had_leader=True,
         leader_since_wall_s=1000.0, leader_seen_ago_s=0.0, committed=30, applied=30, first_index=1,
-        last_index=30, last_term=2, log_entries=30, log_bytes=900, last_append_wall_s=1001.0,
+        last_index=30, last_term=2, log_entries=30, log_bytes=900, first_append_wall_s=990.0,
+        last_append_wall_s=1001.0,
         voters=("P1", "P2", "P3"), peers=(PeerReport("P2", 30, 0.1), PeerReport("P3", 30, 0.2)),
         apply_paused=False,
     )
@@ -60,6 +61,7 @@ def test_raftz_entry_of_a_leader_and_a_follower() -> None:
     assert [(p.peer, p.name, p.last_replicated_index, p.last_seen_s) for p in entry.peers] == [
         ("P2", "n2", 30, 0.1), ("P3", "n3", 30, 0.2)]
     assert (entry.wal.messages, entry.wal.bytes, entry.wal.first_seq, entry.wal.last_seq) == (30, 900, 1, 30)
+    assert (entry.wal.first_wall_s, entry.wal.last_wall_s) == (990.0, 1001.0)
     meta = raftz_group(follower(), CTX, account="$SYS", kind="meta", name="_meta_")
     assert meta.name == "_meta_" and meta.leader == "P2" and meta.leader_since_wall_s is None
     assert [(p.name, p.last_replicated_index, p.last_seen_s) for p in meta.peers] == [("n2", 0, 0.3), ("n3", 0, None)]
