@@ -616,14 +616,15 @@ class RaftGroup:
             times.popleft()
         return times[0][1] if times and times[0][0] <= first_index else None
 
-    def report(self) -> GroupReport:
-        """This replica's RAFT state, for monitoring (see GroupReport)."""
+    def report(self, *, log_bytes: bool = True) -> GroupReport:
+        """This replica's RAFT state, for monitoring (see GroupReport). `log_bytes`: also sum the
+        sizes of the entries the log holds (reads them all: /raftz asks, health checks do not)."""
         core = self.core
         status = core.status()
         role = core.role
         name = "LEADER" if role == Role.LEADER else "FOLLOWER" if role == Role.FOLLOWER else "CANDIDATE"
         first, last = self.storage.first_index(), self.storage.last_index()
-        entries = self.storage.entries(first, last + 1, 1 << 62) if last >= first else []
+        entries = self.storage.entries(first, last + 1, 1 << 62) if last >= first and log_bytes else []
         seen_leader = self.leader_seen_ago_s()
         if role == Role.LEADER:
             peers = tuple(PeerReport(p.peer, p.match, p.ticks_since_contact * self.tick_s) for p in status.peers)
@@ -635,8 +636,9 @@ class RaftGroup:
             leader=core.lead, ever_had_leader=bool(self._known_lead or core.lead),
             leader_since_wall_s=self.leader_since_wall_s(), leader_seen_ago_s=seen_leader,
             committed=status.commit, applied=status.applied, first_index=first, last_index=last,
-            last_term=core.log.last_term(), log_entries=len(entries), log_bytes=sum(len(e.data) for e in entries),
-            first_append_wall_s=self._first_append_wall_s(first) if entries else None,
+            last_term=core.log.last_term(), log_entries=max(last - first + 1, 0),
+            log_bytes=sum(len(e.data) for e in entries),
+            first_append_wall_s=self._first_append_wall_s(first) if last >= first else None,
             last_append_wall_s=self._last_append_wall_s, voters=core.voters, peers=peers,
             apply_paused=self._apply_paused,
         )

@@ -160,7 +160,7 @@ class JetStreamMonitor:
         group = self.service.meta.group
         if group is None:
             return "no_leader"
-        report = group.report()
+        report = group.report(log_bytes=False)
         if not report.leader:
             return "no_leader"
         return "ok" if node_healthy(report) else "not_current"
@@ -212,7 +212,7 @@ class JetStreamMonitor:
         seen: set[str] = set()
 
         def summary(group: RaftGroup, kind: str, label: str, replicas: int) -> GroupSummary:
-            report = group.report()
+            report = group.report(log_bytes=False)
             seen.add(report.group_id)
             settled = history.settled(report.group_id, now, report.committed)
             return summarise(report, ctx, kind=kind, label=label, replicas=replicas,
@@ -256,7 +256,7 @@ class JetStreamMonitor:
                 consumers = [ConsumerHealth(c.name, "damaged", damaged[c.name]) if c.name in damaged else c
                              for c in consumers]
                 lost = stream.store.lost()
-                problem = stream_problem(stream.group.report()) if clustered and len(
+                problem = stream_problem(stream.group.report(log_bytes=False)) if clustered and len(
                     stream.group.voters()) > 1 else ""
                 if lost.damaged:
                     detail = f"{lost.count} message(s) lost until repaired: " + "; ".join(lost.regions)
@@ -333,7 +333,7 @@ def _consumer_health(health: ConsumerHealth, group: RaftGroup) -> ConsumerHealth
     """A replicated consumer whose replica is not current (nats-server's isConsumerHealthy)."""
     if len(group.voters()) <= 1:
         return health
-    problem = consumer_problem(group.report())
+    problem = consumer_problem(group.report(log_bytes=False))
     return ConsumerHealth(health.name, "not_current", problem) if problem else health
 
 

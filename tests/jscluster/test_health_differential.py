@@ -85,9 +85,9 @@ def test_raftz_jsz_and_healthz_match_nats_server(js_cluster: list[Node], go_clus
         assert group_shape(ours[key]) == group_shape(theirs[key]), key  # type: ignore[arg-type]
     jsz_ours, jsz_theirs = ours["jsz"], theirs["jsz"]
     assert isinstance(jsz_ours, dict) and isinstance(jsz_theirs, dict)
-    assert list(jsz_ours) == list(jsz_theirs)
-    for key in ("streams", "consumers", "messages", "ha_assets"):  # which server leads what differs
-        assert jsz_ours[key] == jsz_theirs[key], key
+    leads = {"streams_leader", "consumers_leader"}  # omitempty: 0 when this server leads none, a matter of luck
+    assert [k for k in jsz_ours if k not in leads] == [k for k in jsz_theirs if k not in leads]
+    assert jsz_ours["ha_assets"] == jsz_theirs["ha_assets"] == 3  # meta + R3 stream + its consumer (R1: no group)
     streams_ours = {s["name"]: s for s in jsz_ours["account_details"][0]["stream_detail"]}
     streams_theirs = {s["name"]: s for s in jsz_theirs["account_details"][0]["stream_detail"]}
     assert "R3" in streams_ours and "R3" in streams_theirs
