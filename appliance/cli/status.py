@@ -135,6 +135,7 @@ def render(answer: JsonObject) -> str:
         _table([_dict(worker) for worker in _list(answer.get("workers"))]),
         "",
         *_routes([_dict(route) for route in _list(answer.get("routes"))]),
+        *_jetstream(answer.get("jetstream")),
         f"Health: {str(answer.get('health')).upper()}",
     ]
     lines += [f"  - {reason}" for reason in _list(answer.get("reasons"))]
@@ -153,6 +154,22 @@ def _routes(routes: list[JsonObject]) -> list[str]:
         peer = route.get("peer") or "?"
         lines.append(f"  {route.get('url')}  {peer}  {route.get('state')} for "
                      f"{_duration(_float(route.get('for_s')))}{detail}{reason}")
+    return [*lines, ""]
+
+
+def _jetstream(summary: object) -> list[str]:
+    """Clustered JetStream from this server's view: meta leader, replicated groups held here and
+    those without quorum, lagging or under-replicated; nothing unless JetStream runs clustered."""
+    if not isinstance(summary, dict):
+        return []
+    leader = summary.get("meta_leader") or "none (no quorum)"
+    problems = {key: _list(summary.get(key)) for key in ("no_quorum", "lagging", "under_replicated")}
+    lines = ["JetStream cluster:", f"  Meta leader: {leader}",
+             f"  RAFT groups held here: {summary.get('groups')}, without quorum: {len(problems['no_quorum'])}, "
+             f"lagging: {len(problems['lagging'])}, under-replicated: {len(problems['under_replicated'])}"]
+    for key, title in (("no_quorum", "Without quorum"), ("lagging", "Lagging"),
+                       ("under_replicated", "Under-replicated")):
+        lines += [f"  {title}: {item}" for item in problems[key]]
     return [*lines, ""]
 
 

@@ -36,6 +36,7 @@ calls `process_ready`.
 from __future__ import annotations
 
 import random
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -60,6 +61,7 @@ from appliance.raft.types import (
 OnDone = Callable[[bool, int], None]  # (acknowledged, index); index 0 if none was assigned
 TICKS_PER_CALL_MAX = 100  # a stalled loop catches up at most this many ticks at once
 READIES_PER_TURN_MAX = 64  # a scheduled Ready loop yields to the event loop after this many
+APPEND_TIMES_MAX = 1024  # appended batches whose time monitoring remembers (older: first_ts unknown)
 
 
 class Timer(Protocol):
@@ -128,6 +130,43 @@ class PeerInfo:
         return f"{self.peer}, {'current' if self.current else 'outdated'}, seen {self.seen_ago_s:.2f}s ago"
 
 
+@dataclass(frozen=True, slots=True)
+class PeerReport:
+    """Another voter as this replica knows it (/raftz `peers`): the leader tracks every follower's
+    replicated index and contact; a follower only its leader's contact."""
+
+    peer: str
+    last_replicated_index: int = 0  # 0: not known here
+    seen_ago_s: float | None = None  # None: never heard from (as far as this replica tracks)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupReport:
+    """One replica's RAFT state for monitoring (/raftz, /healthz, `appliance status`)."""
+
+    group_id: str
+    peer: str  # this replica's peer id
+    role: str  # LEADER, FOLLOWER or CANDIDATE (a pre-candidate is a candidate), as nats-server spells it
+    term: int
+    voted_for: str
+    leader: str  # peer id; "" when none is known
+    ever_had_leader: bool
+    leader_since_wall_s: float | None
+    leader_seen_ago_s: float  # 0 on the leader
+    committed: int
+    applied: int
+    first_index: int  # of the entries the log holds (after its snapshot)
+    last_index: int
+    last_term: int
+    log_entries: int
+    log_bytes: int
+    first_append_wall_s: float | None  # when the log's first entry was appended here; None: unknown
+    last_append_wall_s: float | None  # when this replica last appended an entry; None: not since start
+    voters: tuple[str, ...]
+    peers: tuple[PeerReport, ...]
+    apply_paused: bool  # waiting for a snapshot's data (catching up)
+
+
 @dataclass(slots=True)
 class _Proposal:
     term: int
@@ -179,6 +218,9 @@ class RaftGroup:
         self._since_wall_s = 0.0
         self._known_lead = ""
         self.leader_changes = 0  # times this replica learned of a new leader (monitoring: /metrics)
+        self._last_append_wall_s: float | None = None  # monitoring: /raftz wal.last_ts
+        # monitoring: (first index, wall time) of each batch appended since start (/raftz wal.first_ts)
+        self._append_times: deque[tuple[int, float]] = deque(maxlen=APPEND_TIMES_MAX)
         self._applied_unsynced: list[tuple[OnDone, int]] = []  # acknowledged after the next sync
         self._applied_syncing = False
         self._applied_waiters: list[tuple[int, Callable[[], None]]] = []  # (index, fn): when_applied
@@ -414,6 +456,8 @@ class RaftGroup:
             if sync and self.bugs.ack_before_persist:
                 sync, self._unsynced = False, True
             self.storage.save(ready.hard_state, ready.entries, sync=sync)
+            if ready.entries:
+                self._note_append(ready.entries[0].index)
             if sync:
                 self._dirty = False
             if ready.hard_state is not None and sync:
@@ -556,3 +600,45 @@ class RaftGroup:
                      peer.ticks_since_contact * self.tick_s, peer.match)
             for peer in status.peers
         ]
+
+    def _note_append(self, first: int) -> None:
+        now = self.clock.wall()
+        self._last_append_wall_s = now
+        times = self._append_times
+        while times and times[-1][0] >= first:  # a follower's log overwritten from `first` on
+            times.pop()
+        times.append((first, now))
+
+    def _first_append_wall_s(self, first_index: int) -> float | None:
+        """When the batch holding the log's first entry was appended here (None: before start, or forgotten)."""
+        times = self._append_times
+        while len(times) > 1 and times[1][0] <= first_index:
+            times.popleft()
+        return times[0][1] if times and times[0][0] <= first_index else None
+
+    def report(self, *, log_bytes: bool = True) -> GroupReport:
+        """This replica's RAFT state, for monitoring (see GroupReport). `log_bytes`: also sum the
+        sizes of the entries the log holds (reads them all: /raftz asks, health checks do not)."""
+        core = self.core
+        status = core.status()
+        role = core.role
+        name = "LEADER" if role == Role.LEADER else "FOLLOWER" if role == Role.FOLLOWER else "CANDIDATE"
+        first, last = self.storage.first_index(), self.storage.last_index()
+        entries = self.storage.entries(first, last + 1, 1 << 62) if last >= first and log_bytes else []
+        seen_leader = self.leader_seen_ago_s()
+        if role == Role.LEADER:
+            peers = tuple(PeerReport(p.peer, p.match, p.ticks_since_contact * self.tick_s) for p in status.peers)
+        else:
+            peers = tuple(PeerReport(v, 0, seen_leader if v == core.lead else None)
+                          for v in core.voters if v != core.id)
+        return GroupReport(
+            group_id=self.group_id, peer=core.id, role=name, term=core.term, voted_for=core.vote,
+            leader=core.lead, ever_had_leader=bool(self._known_lead or core.lead),
+            leader_since_wall_s=self.leader_since_wall_s(), leader_seen_ago_s=seen_leader,
+            committed=status.commit, applied=status.applied, first_index=first, last_index=last,
+            last_term=core.log.last_term(), log_entries=max(last - first + 1, 0),
+            log_bytes=sum(len(e.data) for e in entries),
+            first_append_wall_s=self._first_append_wall_s(first) if last >= first else None,
+            last_append_wall_s=self._last_append_wall_s, voters=core.voters, peers=peers,
+            apply_paused=self._apply_paused,
+        )

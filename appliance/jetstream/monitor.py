@@ -8,7 +8,19 @@ from typing import TYPE_CHECKING
 from appliance.jetstream import resources
 from appliance.jetstream.api_consumers import info_of
 from appliance.jetstream.api_streams import stream_info
+from appliance import limits
 from appliance.jetstream.cluster_info import asset_cluster, context_of, meta_cluster
+from appliance.jetstream.raft_report import (
+    META_GROUP_NAME,
+    CommitHistory,
+    GroupSummary,
+    consumer_problem,
+    node_healthy,
+    raftz_group,
+    stream_problem,
+    summarise,
+    summary_json,
+)
 from appliance.jetstream.request import API_LEVEL
 from appliance.server.accounts import GLOBAL_ACCOUNT
 from appliance.server.monitor.view import (
@@ -16,7 +28,9 @@ from appliance.server.monitor.view import (
     JetStreamStats,
     JetStreamView,
     MetaClusterInfo,
+    MetaState,
     RaftGroupStat,
+    RaftzGroup,
     StreamHealth,
 )
 
@@ -25,6 +39,7 @@ if TYPE_CHECKING:
     from appliance.jetstream.service import JetStreamService
 
 DEFAULT_LIMITS = {"default_max_consumers": 1000}
+STATUS_LAG_S = 2.0  # a follower that has not replicated what was committed this long ago lags
 
 
 def listed_accounts(service: JetStreamService) -> list[str]:
@@ -39,6 +54,9 @@ class JetStreamMonitor:
         self.service = service
         # configured, or derived at start as nats-server derives them (75% of RAM / free disk)
         self.max_memory, self.max_storage = resources.server_limits(service)
+        # what each group had committed a while ago: `appliance status` calls a follower lagging only
+        # when it has not replicated that (raft_report.py summarise)
+        self._commits = CommitHistory(STATUS_LAG_S)
 
     def fsync_latency(self) -> object:
         """The file stores' fsync latency histogram (HistogramSnapshot), for /metrics."""
@@ -98,6 +116,7 @@ class JetStreamMonitor:
             reserved_memory=reserved.reserved_memory,
             reserved_storage=reserved.reserved_storage,
             accounts=len(listed),
+            ha_assets=self.ha_assets(),
             api_level=API_LEVEL,
             api_total=sum(a.api_total for a in self.service.accounts.values()),
             api_errors=sum(a.api_errors for a in self.service.accounts.values()),
@@ -108,7 +127,7 @@ class JetStreamMonitor:
             enabled=True,
             clustered=meta is not None,
             meta=meta,
-            meta_state="ok" if meta is None or meta.leader else "no_leader",
+            meta_state=self.meta_state() if meta is not None else "ok",
             max_memory=self.max_memory,
             max_storage=self.max_storage,
             store_dir=self.service.root,
@@ -135,13 +154,97 @@ class JetStreamMonitor:
             return MetaClusterInfo(name=service.options.cluster.name, cluster_size=1, quorum_needed=1)
         return meta_cluster(meta.group, context_of(service))
 
+    def meta_state(self) -> MetaState:
+        """The meta layer as clustered /healthz checks it (nats-server: no leader known, or this
+        replica not current with it)."""
+        group = self.service.meta.group
+        if group is None:
+            return "no_leader"
+        report = group.report(log_bytes=False)
+        if not report.leader:
+            return "no_leader"
+        return "ok" if node_healthy(report) else "not_current"
+
+    def ha_assets(self) -> int:
+        """/jsz and /varz `ha_assets`: the RAFT groups held here (the meta group and every R>1 stream
+        and consumer replica); 0 when standalone, as nats-server counts them."""
+        service = self.service
+        if not service.meta.clustered or service.meta.group is None:
+            return 0
+        count = 1
+        for ajs in service.accounts.values():
+            for stream in ajs.streams.values():
+                count += len(stream.group.voters()) > 1
+                count += sum(len(c.group.voters()) > 1 for c in stream.consumers.values())
+        return count
+
+    def raftz_groups(self) -> list[RaftzGroup]:
+        """/raftz: the RAFT groups of clustered JetStream held here (none when standalone: its
+        single-voter groups are no RAFT nodes in nats-server's sense, nor are R1 assets' groups)."""
+        service = self.service
+        meta = service.meta.group
+        if not service.meta.clustered or meta is None:
+            return []
+        ctx = context_of(service)
+        system = service.server.accounts.system_name or "$SYS"
+        out = [raftz_group(meta.report(), ctx, account=system, kind="meta", name=META_GROUP_NAME)]
+        for name, ajs in sorted(service.accounts.items()):
+            for stream in ajs.streams.values():
+                if len(stream.group.voters()) > 1:
+                    out.append(raftz_group(stream.group.report(), ctx, account=name, kind="stream"))
+                for consumer in stream.consumers.values():
+                    if len(consumer.group.voters()) > 1:
+                        out.append(raftz_group(consumer.group.report(), ctx, account=name, kind="consumer"))
+        return out
+
+    def cluster_summary(self) -> dict[str, object]:
+        """For `appliance status` (written by worker 0 with the routes' state): the meta leader and
+        the replicated groups held here without quorum, lagging or under-replicated."""
+        service = self.service
+        meta = service.meta.group
+        if not service.meta.clustered:
+            return summary_json([], meta_leader="", clustered=False)
+        if meta is None:
+            return summary_json([], meta_leader="", clustered=True)
+        ctx = context_of(service)
+        now = service.server.clock.monotonic()
+        history = self._commits
+        seen: set[str] = set()
+
+        def summary(group: RaftGroup, kind: str, label: str, replicas: int) -> GroupSummary:
+            report = group.report(log_bytes=False)
+            seen.add(report.group_id)
+            settled = history.settled(report.group_id, now, report.committed)
+            return summarise(report, ctx, kind=kind, label=label, replicas=replicas,
+                             current_s=limits.JS_REPLICA_CURRENT_S, settled_commit=settled)
+
+        groups = [summary(meta, "meta", META_GROUP_NAME, len(meta.voters()))]
+        for name, ajs in sorted(service.accounts.items()):
+            for stream in ajs.streams.values():
+                replicas = max(stream.config.num_replicas, 1)
+                label = f"{name} > {stream.config.name}"
+                if replicas > 1 or len(stream.group.voters()) > 1:
+                    groups.append(summary(stream.group, "stream", label, replicas))
+                for consumer in stream.consumers.values():
+                    wanted = consumer.config.num_replicas or replicas
+                    if wanted > 1 or len(consumer.group.voters()) > 1:
+                        groups.append(summary(consumer.group, "consumer", f"{label} > {consumer.config.name}", wanted))
+        history.keep_only(seen)
+        meta_leader = meta.leader()
+        leader = ctx.name_of(meta_leader) if meta_leader else ""
+        return summary_json(groups, meta_leader=leader, clustered=True)
+
     def health(self) -> tuple[StreamHealth, ...]:
-        """Every stream held here: damaged data, or could not be opened (service.failures)."""
+        """Every stream held here: damaged data, or could not be opened (service.failures); when
+        clustered, a replicated stream or consumer whose replica is not current (raft_report.py)."""
         failures = self.service.failures
+        clustered = self.service.meta.clustered
         out: list[StreamHealth] = []
         for name, ajs in self.service.accounts.items():
             for stream in ajs.streams.values():
                 consumers = [ConsumerHealth(c) for c in stream.consumers]
+                if clustered:
+                    consumers = [_consumer_health(c, stream.consumers[c.name].group) for c in consumers]
                 prefix = f"{stream.config.name} > "
                 consumers += [
                     ConsumerHealth(key[1][len(prefix) :], "not_recovered", why)
@@ -153,9 +256,13 @@ class JetStreamMonitor:
                 consumers = [ConsumerHealth(c.name, "damaged", damaged[c.name]) if c.name in damaged else c
                              for c in consumers]
                 lost = stream.store.lost()
+                problem = stream_problem(stream.group.report(log_bytes=False)) if clustered and len(
+                    stream.group.voters()) > 1 else ""
                 if lost.damaged:
                     detail = f"{lost.count} message(s) lost until repaired: " + "; ".join(lost.regions)
                     out.append(StreamHealth(name, stream.config.name, "damaged", detail, tuple(consumers)))
+                elif problem:
+                    out.append(StreamHealth(name, stream.config.name, "not_current", problem, tuple(consumers)))
                 else:
                     out.append(StreamHealth(name, stream.config.name, consumers=tuple(consumers)))
             for (account, stream_name), why in failures.items():
@@ -169,7 +276,7 @@ class JetStreamMonitor:
         return assets + (("", "meta") in self.service.damage)
 
     def details(
-        self, *, account: str, streams: bool, consumers: bool, config: bool
+        self, *, account: str, streams: bool, consumers: bool, config: bool, raft: bool = False
     ) -> list[dict[str, object]]:
         """/jsz `account_details`: one entry per JetStream account (or only `account`)."""
         out: list[dict[str, object]] = []
@@ -199,6 +306,12 @@ class JetStreamMonitor:
                         _consumer_detail(info_of(c, self.service), c.config.metadata, config=config)
                         for _, c in sorted(stream.consumers.items())
                     ]
+                if raft and self.service.meta.clustered:  # nats-server: only where the asset has a group
+                    detail["stream_raft_group"] = stream.group.group_id
+                    groups = [{"name": c.config.name, "raft_group": c.group.group_id}
+                              for _, c in sorted(stream.consumers.items())] if consumers else []
+                    if groups:
+                        detail["consumer_raft_groups"] = groups
                 stream_detail.append(detail)
             entry: dict[str, object] = {
                 "name": name,
@@ -214,6 +327,14 @@ class JetStreamMonitor:
                 entry["stream_detail"] = stream_detail
             out.append(entry)
         return out
+
+
+def _consumer_health(health: ConsumerHealth, group: RaftGroup) -> ConsumerHealth:
+    """A replicated consumer whose replica is not current (nats-server's isConsumerHealthy)."""
+    if len(group.voters()) <= 1:
+        return health
+    problem = consumer_problem(group.report(log_bytes=False))
+    return ConsumerHealth(health.name, "not_current", problem) if problem else health
 
 
 def _leads(group: RaftGroup) -> int:

@@ -46,6 +46,7 @@ from appliance.server.monitor.view import (
     JetStreamView,
     ProcessUsage,
     RaftGroupStat,
+    RaftzGroup,
     RouteInfo,
     ServerCounters,
     SublistStats,
@@ -407,13 +408,13 @@ class ServerMonitorView:
         monitor = getattr(self._server, "jetstream_monitor", None)
         return monitor.view() if monitor is not None else None
 
-    def jetstream_details(self, *, account: str, streams: bool, consumers: bool, config: bool
-                          ) -> tuple[dict[str, int], list[dict[str, object]]]:
+    def jetstream_details(self, *, account: str, streams: bool, consumers: bool, config: bool,
+                          raft: bool = False) -> tuple[dict[str, int], list[dict[str, object]]]:
         """/jsz totals and `account_details` (empty without JetStream)."""
         monitor = getattr(self._server, "jetstream_monitor", None)
         if monitor is None:
             return {"streams": 0, "consumers": 0, "messages": 0, "bytes": 0}, []
-        details = monitor.details(account=account, streams=streams, consumers=consumers, config=config)
+        details = monitor.details(account=account, streams=streams, consumers=consumers, config=config, raft=raft)
         return monitor.totals(), details
 
 
@@ -435,6 +436,12 @@ class ServerMonitorView:
         """The RAFT groups of this worker (JetStream's, on worker 0), for /metrics; none without JetStream."""
         monitor = getattr(self._server, "jetstream_monitor", None)
         return list(monitor.raft_groups()) if monitor is not None else []
+
+    def raftz_groups(self) -> list[RaftzGroup]:
+        """/raftz: the RAFT groups of clustered JetStream on this worker (worker 0, which also serves
+        monitoring); none without JetStream or when standalone."""
+        monitor = getattr(self._server, "jetstream_monitor", None)
+        return list(monitor.raftz_groups()) if monitor is not None else []
 
     def _jetstream_histogram(self, name: str) -> object | None:
         monitor = getattr(self._server, "jetstream_monitor", None)

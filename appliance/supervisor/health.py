@@ -62,3 +62,10 @@ def assess_health(
     if not rows or serving == 0:
         return Health("down", ["no worker is serving clients", *reasons])
     return Health("degraded" if reasons else "ok", reasons)
+
+
+def worse(health: Health, level: HealthLevel, reasons: list[str]) -> Health:
+    """`health` with more reasons; its level raised to `level` when that is worse."""
+    order = ("ok", "degraded", "down")
+    top = level if order.index(level) > order.index(health.level) else health.level
+    return Health(top, [*health.reasons, *reasons])

@@ -8,7 +8,9 @@ Shape (every key always present; times in seconds; sizes in bytes):
     workers [{index, pid, state, core, numa_node, cpu_percent, rss_bytes, connections,
               msgs_in, msgs_out, bytes_in, bytes_out, heartbeat_age_s, ring_fill, restarts, uptime_s}],
     routes [{url, configured, peer, state (up|down|refused|self), for_s, reason, rtt_ms (or null)}]
-    (empty when not clustered; see route_status.py)
+    (empty when not clustered; see route_status.py),
+    jetstream {clustered, meta_leader, groups, no_quorum [str], lagging [str], under_replicated [str]}
+    (null unless JetStream runs clustered; see cluster_status.py)
 A worker slot without a process (waiting to restart) has pid 0 and heartbeat_age_s null.
 """
 
@@ -67,6 +69,7 @@ def status_report(
     start_wall_s: float,
     now_wall_s: float,
     routes: list[JsonObject] | None = None,
+    jetstream: JsonObject | None = None,
 ) -> JsonObject:
     return {
         **identity,
@@ -77,4 +80,5 @@ def status_report(
         "supervisor": supervisor,
         "workers": workers,
         "routes": routes or [],
+        "jetstream": jetstream,
     }

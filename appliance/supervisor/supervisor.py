@@ -44,7 +44,8 @@ from appliance.log import setup_logging
 from appliance.server.reload import diff_options
 from appliance.supervisor import topology
 from appliance.supervisor.control import ControlServer, JsonObject, server_socket_path
-from appliance.supervisor.health import Health, assess_health
+from appliance.supervisor.health import Health, assess_health, worse
+from appliance.supervisor.cluster_status import assess_cluster, read_cluster_status
 from appliance.supervisor.route_status import account_gate_path, read_route_status, routes_status_path
 from appliance.supervisor.identity import generate_server_id
 from appliance.supervisor.notify import Notifier
@@ -708,8 +709,11 @@ class Supervisor:
             health = Health("degraded", route_reasons)
         elif route_reasons:
             health = Health(health.level, [*health.reasons, *route_reasons])
+        cluster = read_cluster_status(routes_status_path(self.control.path))
+        health = worse(health, *assess_cluster(cluster))
         return status_report(identity=identity, health=health, supervisor=supervisor, workers=workers,
-                             start_wall_s=self.start_wall_s, now_wall_s=self.clock.wall(), routes=routes)
+                             start_wall_s=self.start_wall_s, now_wall_s=self.clock.wall(), routes=routes,
+                             jetstream=cluster)
 
 
 def reload_file_path(control_socket: Path) -> Path:

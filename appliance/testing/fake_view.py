@@ -16,6 +16,7 @@ from appliance.config.options import ServerOptions
 from appliance.server.monitor.app import MonitorApp
 from appliance.server.monitor.endpoint import Response
 from appliance.server.monitor.view import (
+    RaftzGroup,
     AccountInfo,
     ConnectionInfo,
     ConnState,
@@ -61,6 +62,7 @@ class FakeServerView:
     jetstream_view: JetStreamView | None = None
     route_list: list[RouteInfo] = field(default_factory=list)
     queues: dict[str, int] = field(default_factory=dict)
+    raftz: list[RaftzGroup] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.start_wall_s = self.start_wall_s or self.clock.wall()
@@ -155,6 +157,9 @@ class FakeServerView:
 
     def internal_queues(self) -> dict[str, int]:
         return dict(self.queues)
+
+    def raftz_groups(self) -> list[RaftzGroup]:
+        return list(self.raftz)
 
 
 @dataclass(frozen=True, slots=True)

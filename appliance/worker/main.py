@@ -219,7 +219,11 @@ async def _report_routes(routes: RouteManager, path: Path) -> None:
     tmp = path.with_name(path.name + ".tmp")
     try:
         while True:
-            document = json.dumps({"written_wall": time.time(), "routes": routes.status_rows()})
+            monitor = getattr(routes.server, "jetstream_monitor", None)  # set while JetStream runs here
+            report: dict[str, object] = {"written_wall": time.time(), "routes": routes.status_rows()}
+            if monitor is not None:
+                report["jetstream"] = monitor.cluster_summary()
+            document = json.dumps(report)
             try:
                 tmp.write_text(document)
                 os.replace(tmp, path)

@@ -322,3 +322,30 @@ def test_a_durable_state_machine_is_not_fed_what_it_already_holds_after_a_restar
         pass
     assert again.data == [b"a", b"b", b"c"]
     assert again.index == first.index
+
+
+def test_the_report_monitoring_reads() -> None:
+    """/raftz's picture of a replica: role, term, vote, commit/applied, the log's extent and append
+    times, and the peers each role tracks (the leader every follower's index and contact; a
+    follower only its leader's contact)."""
+    trio = Trio()
+    trio.clock.advance(5.0)
+    leader = trio.elect()
+    trio.down = {"c"}
+    for data in (b"one", b"two"):
+        leader.propose(data)
+        trio.run()
+        trio.clock.advance(0.5)  # the clock only: no ticks, so no election timeout passes
+    report = leader.report()
+    assert (report.role, report.peer, report.leader, report.voted_for, report.ever_had_leader) == (
+        "LEADER", "a", "a", "a", True)
+    assert report.committed == report.applied == report.last_index == 3  # the leader's empty entry + 2
+    assert (report.first_index, report.log_entries, report.log_bytes, report.last_term) == (1, 3, 6, report.term)
+    assert report.first_append_wall_s == trio.clock.wall() - 1.0 and report.last_append_wall_s == trio.clock.wall() - 0.5
+    peers = {p.peer: p for p in report.peers}
+    assert peers["b"].last_replicated_index == 3 and peers["c"].last_replicated_index < 3
+    assert peers["b"].seen_ago_s == 0.0 and peers["c"].seen_ago_s is not None
+    follower = trio.groups["b"].report()
+    assert (follower.role, follower.leader, follower.leader_since_wall_s) == ("FOLLOWER", "a", None)
+    assert [(p.peer, p.last_replicated_index) for p in follower.peers] == [("a", 0), ("c", 0)]
+    assert follower.peers[0].seen_ago_s is not None and follower.peers[1].seen_ago_s is None

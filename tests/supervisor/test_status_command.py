@@ -23,7 +23,7 @@ Start = Callable[..., Any]  # the start_supervisor fixture of conftest.py; retur
 WORKER_KEYS = {"index", "pid", "state", "core", "numa_node", "cpu_percent", "rss_bytes", "connections", "msgs_in",
                "msgs_out", "bytes_in", "bytes_out", "heartbeat_age_s", "ring_fill", "restarts", "uptime_s"}
 TOP_KEYS = {"server_name", "server_id", "version", "appliance_version", "client_url", "http_url", "control_socket",
-            "start", "uptime_s", "health", "reasons", "supervisor", "workers", "routes"}
+            "start", "uptime_s", "health", "reasons", "supervisor", "workers", "routes", "jetstream"}
 
 
 def status(*args: str) -> tuple[int, str]:

@@ -24,8 +24,9 @@ class Response:
     body: bytes
 
 
-def json_response(value: gojson.JsonValue, *, status: int = 200, indented: bool = True) -> Response:
-    return Response(status, JSON_HEADERS, gojson.dumps(value, indented=indented))
+def json_response(value: gojson.JsonValue, *, status: int = 200, indented: bool = True,
+                  indent: str = "  ") -> Response:
+    return Response(status, JSON_HEADERS, gojson.dumps(value, indented=indented, indent=indent))
 
 
 def text_response(status: int, text: str) -> Response:

@@ -71,7 +71,7 @@ def _scalar(value: JsonValue) -> str | None:
     return None
 
 
-def _encode(value: JsonValue, out: list[str], newline: str | None) -> None:
+def _encode(value: JsonValue, out: list[str], newline: str | None, step: str = "  ") -> None:
     """Append the JSON of `value`; `newline` is "\\n" plus the current indentation, None when compact."""
     text = _scalar(value)
     if text is not None:
@@ -81,7 +81,7 @@ def _encode(value: JsonValue, out: list[str], newline: str | None) -> None:
     if not value:
         out.append("{}" if isinstance(value, dict) else "[]")
         return
-    inner = None if newline is None else newline + "  "
+    inner = None if newline is None else newline + step
     separator = "," if inner is None else "," + inner
     colon = ":" if inner is None else ": "
     append = out.append
@@ -102,13 +102,14 @@ def _encode(value: JsonValue, out: list[str], newline: str | None) -> None:
         elif type(item) is int:
             append(str(item))
         else:
-            _encode(item, out, inner)
+            _encode(item, out, inner, step)
     if newline is not None:
         append(newline)
     append("}" if isinstance(value, dict) else "]")
 
 
-def dumps(value: JsonValue, *, indented: bool = True) -> bytes:
+def dumps(value: JsonValue, *, indented: bool = True, indent: str = "  ") -> bytes:
+    """`indent`: one level's indentation (nats-server indents /raftz with three spaces)."""
     out: list[str] = []
-    _encode(value, out, "\n" if indented else None)
+    _encode(value, out, "\n" if indented else None, indent)
     return _html_escaped("".join(out)).encode()

@@ -66,6 +66,7 @@ def jsz_json(view: ServerView, options: JszOptions) -> dict[str, JsonValue]:
         streams=options.streams,
         consumers=options.consumers,
         config=options.config,
+        raft=options.raft,
     )
     out["streams"] = totals["streams"]
     if options.raft and totals.get("streams_leader"):  # omitempty

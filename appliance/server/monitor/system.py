@@ -33,13 +33,14 @@ from .gojson import JsonValue, dumps
 from .healthz import HealthzOptions, healthz_json
 from .jsz import JszOptions, is_meta_leader, jsz_json
 from .params import BadRequest
+from .raftz import raftz_data
 from .routez import routez_json
 from .statsz import statsz_json
 from .subsz import SUBSCRIPTIONS_LIMIT_DEFAULT, SubszOptions, subsz_json
 from .varz import varz_json
 from .view import ConnState, ServerView
 
-SYSTEM_ENDPOINTS = ("VARZ", "CONNZ", "SUBSZ", "HEALTHZ", "ROUTEZ", "STATSZ", "JSZ")
+SYSTEM_ENDPOINTS = ("VARZ", "CONNZ", "SUBSZ", "HEALTHZ", "ROUTEZ", "STATSZ", "JSZ", "RAFTZ")
 JETSTREAM_ENABLED_FLAG = 1  # ServerCapability bit; we claim no other capability bits
 CONN_STATES: dict[int, ConnState] = {0: "open", 1: "closed", 2: "any"}
 
@@ -71,6 +72,7 @@ ENDPOINT_FIELDS: dict[str, tuple[str, dict[str, str]]] = {
         },
     ),
     "ROUTEZ": ("RoutezEventOptions", {"subscriptions": "bool", "subscriptions_detail": "bool"}),
+    "RAFTZ": ("RaftzEventOptions", {"account": "string", "group": "string"}),
     "CONNZ": (
         "ConnzEventOptions",
         {
@@ -309,6 +311,8 @@ def endpoint_data(view: ServerView, stats: HttpStats, name: str, options: Mappin
         return statsz_json(view)
     if name == "JSZ":
         return jsz_json(view, jsz_options(options))
+    if name == "RAFTZ":
+        return raftz_data(view, account=_text(options, "account"), group=_text(options, "group"))
     assert name == "HEALTHZ", name
     code, body = healthz_json(view, healthz_options(options))
     status = body.pop("status")

@@ -197,6 +197,56 @@ class RaftGroupStat:
 
 
 @dataclass(frozen=True, slots=True)
+class RaftzPeer:
+    """Another voter of a RAFT group as /raftz `peers` shows it."""
+
+    peer: str  # peer id
+    name: str  # server name ("" when unknown)
+    known: bool = True  # a settled member (False while its membership change is in flight)
+    last_replicated_index: int = 0  # 0: not tracked here (a follower tracks no replication)
+    last_seen_s: float | None = None  # since last heard from; None: never (or not tracked here)
+
+
+@dataclass(frozen=True, slots=True)
+class RaftzWal:
+    """The group's RAFT log as /raftz `wal` shows it (nats-server's StreamState of its WAL)."""
+
+    messages: int = 0
+    bytes: int = 0
+    first_seq: int = 0
+    first_wall_s: float | None = None  # None: unknown (shown as Go's zero time)
+    last_seq: int = 0
+    last_wall_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RaftzGroup:
+    """One RAFT group this server holds a replica of, as /raftz shows it; `account` is the account
+    nats-server files it under (the system account for the meta group, the asset's otherwise)."""
+
+    account: str
+    name: str  # as shown: "_meta_", "S-...", "C-..."
+    kind: str  # meta, stream or consumer
+    id: str  # this replica's peer id
+    state: str  # LEADER, FOLLOWER, CANDIDATE
+    size: int
+    quorum_needed: int
+    committed: int
+    applied: int
+    term: int
+    pterm: int  # term of the last log entry
+    pindex: int  # index of the last log entry
+    leader: str = ""  # peer id
+    leader_since_wall_s: float | None = None
+    ever_had_leader: bool = False
+    voted_for: str = ""
+    catching_up: bool = False
+    traffic_account: str = "$SYS"
+    wal: RaftzWal = RaftzWal()
+    peers: tuple[RaftzPeer, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class MetaClusterInfo:
     """The JetStream meta group as /varz `jetstream.meta` and /jsz `meta_cluster` show it."""
 

@@ -184,8 +184,9 @@ def test_subjects_to_subscribe() -> None:
     assert subjects["$SYS.REQ.SERVER.NABC.HEALTHZ"] == "HEALTHZ"
     assert subjects["$SYS.REQ.SERVER.PING"] == "STATSZ"  # plain PING: the statsz answer `server ls` lists
     assert subjects["$SYS.REQ.SERVER.PING.ROUTEZ"] == "ROUTEZ"
+    assert subjects["$SYS.REQ.SERVER.PING.RAFTZ"] == subjects["$SYS.REQ.SERVER.NABC.RAFTZ"] == "RAFTZ"
     assert subjects["$SYS.REQ.SERVER.PING.JSZ"] == subjects["$SYS.REQ.SERVER.NABC.JSZ"] == "JSZ"
-    assert len(subjects) == 15
+    assert len(subjects) == 17
 
 
 def _js(meta: MetaClusterInfo | None) -> JetStreamView:
