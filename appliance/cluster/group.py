@@ -2,6 +2,8 @@
 
     persist (fsync when the Ready says must_sync) -> send -> apply -> advance
 
+(a leader's appends leave just before its persist: its followers fsync alongside it)
+
 I/O sits behind four small seams, so the same driver runs in a worker's asyncio loop and in the
 simulator: a LogStorage (memory or DurableStorage), a Transport (`send(messages)`), a StateMachine
 (`apply(entries)`, `snapshot()`, `restore(data)`) and a Clock (ticks are derived from it).
@@ -47,6 +49,7 @@ from appliance.errors import LimitExceeded, NotLeader, ProposalDropped
 from appliance.raft.core import RaftCore
 from appliance.raft.storage import LogStorage
 from appliance.raft.types import (
+    MessageType,
     ConfChange,
     ConfChangeOp,
     Entry,
@@ -385,8 +388,17 @@ class RaftGroup:
             self.storage.sync()  # planted bug ack_before_persist: the fsync comes one Ready late
             self._unsynced = False
         ready = self.core.ready()
+        messages = ready.messages
+        if self.core.role == Role.LEADER and messages:
+            # A leader's appends leave before its own fsync, so the followers' fsyncs run alongside
+            # it (Raft thesis §10.2.1): the leader counts itself toward a commit only through this
+            # Ready, and the persist below ends before any follower's answer is stepped.
+            early = [m for m in messages if m.type == MessageType.APPEND]
+            if early:
+                self.transport.send(early)
+                messages = [m for m in messages if m.type != MessageType.APPEND]
         self._persist(ready)
-        self.transport.send(ready.messages)
+        self.transport.send(messages)
         stale_snapshot = self._stale_snapshot_for_bug(ready)
         if ready.snapshot is not None:
             self.state_machine.restore(ready.snapshot.data)

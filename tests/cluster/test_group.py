@@ -129,9 +129,10 @@ def test_every_ready_is_persisted_then_sent_then_applied() -> None:
     leader.propose(b"x")
     trio.run()
     events = trio.journal.events
-    assert events.index("a persist 2..2") < events.index("a send 2")
+    # the leader's appends leave before its own fsync (followers fsync alongside it); a follower
+    # answers only once the entries are on its disk; nothing applies before its Ready persisted
+    assert events.index("a send 2") < events.index("a persist 2..2") < events.index("a apply 2..2")
     assert events.index("b persist 2..2") < events.index("b send 1")
-    assert events.index("a send 2") < events.index("a apply 2..2")
 
 
 def test_proposals_made_while_a_ready_is_in_flight_share_one_append_and_one_fsync() -> None:
