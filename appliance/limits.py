@@ -83,6 +83,8 @@ RAFT_FORWARD_TIMEOUT_S = 5.0  # a proposal forwarded to a leader on another host
 RAFT_FORWARD_IN_FLIGHT_MAX = 4096  # forwarded proposals waiting for their leader's answer, per worker
 META_FORM_WAIT_S = 10.0  # a new cluster forms its meta group with a quorum after this, if not all routes are up
 META_CHECK_S = 0.25  # how often the meta driver looks at the servers the routes know
+JS_LEAVE_GRACE_S = 3.0  # a replica moved off a server is deleted once no leader contacted it for this long
+JS_REPLACE_CHECK_S = 1.0  # how often the meta leader tries to re-place under-replicated streams
 
 assert RAFT_HEARTBEAT_TICKS < RAFT_ELECTION_TICKS
 assert PAYLOAD_BYTES_MAX <= RAFT_APPEND_BYTES_MAX, "one max-size message fits one APPEND"

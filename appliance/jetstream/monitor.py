@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from appliance.jetstream import resources
 from appliance.jetstream.api_consumers import info_of
 from appliance.jetstream.api_streams import stream_info
+from appliance.jetstream.regroup import peers_of, under_replicated
 from appliance.jetstream.cluster_info import asset_cluster, context_of, meta_cluster
 from appliance.jetstream.request import API_LEVEL
 from appliance.server.accounts import GLOBAL_ACCOUNT
@@ -122,7 +123,21 @@ class JetStreamMonitor:
             accounts=tuple(accounts),
             streams=streams,
             damage=tuple(line for key, line in self.service.damage.items() if key == ("", "meta")),
+            under_replicated=self.under_replicated(),
         )
+
+    def under_replicated(self) -> tuple[tuple[str, str, int, int], ...]:
+        """Streams of the cluster (the meta state) with fewer peers than replicas wanted."""
+        if not self.service.meta.clustered:
+            return ()
+        out = []
+        for account, streams in sorted(self.service.meta.state.accounts.items()):
+            for name, record in sorted(streams.items()):
+                lacking = under_replicated(record)
+                if lacking:
+                    peers = len(peers_of(record.get("group")))
+                    out.append((account, name, peers, peers + lacking))
+        return tuple(out)
 
     def meta_info(self) -> MetaClusterInfo | None:
         """The meta group as /jsz `meta_cluster` shows it; None when not clustered. A server whose
@@ -153,9 +168,17 @@ class JetStreamMonitor:
                 consumers = [ConsumerHealth(c.name, "damaged", damaged[c.name]) if c.name in damaged else c
                              for c in consumers]
                 lost = stream.store.lost()
+                record = self.service.meta.state.accounts.get(name, {}).get(stream.config.name)
+                lacking = under_replicated(record) if record is not None and self.service.meta.clustered else 0
                 if lost.damaged:
                     detail = f"{lost.count} message(s) lost until repaired: " + "; ".join(lost.regions)
                     out.append(StreamHealth(name, stream.config.name, "damaged", detail, tuple(consumers)))
+                elif lacking:
+                    assert record is not None
+                    peers = len(peers_of(record.get("group")))
+                    detail = f"{peers} of {peers + lacking} replicas (waiting for a server to place the others on)"
+                    out.append(StreamHealth(name, stream.config.name, "under_replicated", detail,
+                                            tuple(consumers)))
                 else:
                     out.append(StreamHealth(name, stream.config.name, consumers=tuple(consumers)))
             for (account, stream_name), why in failures.items():
