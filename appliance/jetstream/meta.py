@@ -56,6 +56,8 @@ class MetaState:
             existing = streams.get(name)
             consumers = existing["consumers"] if existing is not None else {}
             streams[name] = {"config": config, "created": op["created"], "consumers": consumers}
+            if existing is not None and "group" in existing:
+                streams[name]["group"] = existing["group"]
             if "group" in op:
                 _set_group(streams[name], op["group"])
         elif kind == "stream_peers":  # a membership change of the stream's group (regroup.py)
