@@ -136,8 +136,12 @@ class ClusterDriver:
         """SERVER.REMOVE committed: the meta leader takes the server out of the meta group."""
         meta = self.service.meta
         assert meta.group is not None
+        # its replicated streams are re-placed first (_replace_one), so it hears of it and deletes
+        # its copies; an R1 stream it alone holds stays assigned to it (nothing else has its data)
+        holding = {peer for streams in meta.state.accounts.values() for record in streams.values()
+                   for peer in peers_of(record.get("group")) if len(peers_of(record.get("group"))) > 1}
         for peer in meta.group.voters():
-            if peer in meta.state.removed and peer != meta.peer:
+            if peer in meta.state.removed and peer not in holding:  # itself too: RAFT hands over leadership
                 try:
                     meta.group.remove_voter(peer)
                 except ApplianceError as exc:  # a change in flight: the next check removes it

@@ -39,6 +39,7 @@ from appliance.jetstream.host import Timer
 from appliance.jetstream.cluster_driver import ClusterDriver
 from appliance.jetstream.groups import Replication
 from appliance.jetstream.meta import MetaGroup, MetaNetwork
+from appliance.jetstream.api_server_remove import subscribe_server_remove
 from appliance.jetstream.membership import Membership
 from appliance.jetstream.regroup import joining_of
 from appliance.jetstream.api_streams import stream_info
@@ -651,6 +652,7 @@ class JetStreamService:
         # (account, "stream > consumer") or ("", "meta"): a RAFT log recovered from damage mid-file
         self.damage: dict[tuple[str, str], str] = {}
         self.disabled: dict[str, InternalClient] = {}  # accounts without JetStream: answered 10039
+        self.system_api: InternalClient | None = None  # $JS.API.SERVER.REMOVE in the system account
         self.meta = MetaGroup(
             root=os.path.join(self.root, "_raft"), peer=self.peer, clock=self.clock, rng=self.rng,
             scheduler=self.loop,
@@ -679,6 +681,7 @@ class JetStreamService:
         if self.raft is not None and self.routes is not None:
             self.driver = ClusterDriver(self, self.routes, self.raft)
             self.driver.start()
+        self.system_api = subscribe_server_remove(self)
 
     # --- clustered groups ---------------------------------------------------------------------------
 
@@ -818,6 +821,8 @@ class JetStreamService:
         self.failures[(account, stream if not consumer else f"{stream} > {consumer}")] = str(exc)
 
     def _on_meta_change(self, op: dict[str, object]) -> None:
+        if "acc" not in op:  # server_remove: the cluster driver acts on it (cluster_driver.py)
+            return
         ajs = self.accounts.get(str(op["acc"]))
         if ajs is None:
             return
@@ -852,6 +857,8 @@ class JetStreamService:
             ajs.close()
         for client in self.disabled.values():
             client.close()
+        if self.system_api is not None:
+            self.system_api.close()
         if self.forwarder is not None:
             self.forwarder.close()
 
