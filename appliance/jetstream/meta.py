@@ -291,7 +291,8 @@ class MetaGroup:
         return {**op, "group": group}
 
 
-    def place_peers(self, config: dict[str, object], replicas: int, exclude: frozenset[str] = frozenset()) -> list[str]:
+    def place_peers(self, config: dict[str, object], replicas: int, exclude: frozenset[str] = frozenset(),
+                    kept: frozenset[str] = frozenset()) -> list[str]:
         """Placement of `replicas` new peers for a stream config; PlacementError if too few servers."""
         placement = config.get("placement")
         wanted = placement if isinstance(placement, dict) else {}
@@ -303,7 +304,8 @@ class MetaGroup:
             storage="memory" if config.get("storage") == "memory" else "file",
             reserved_bytes=max(int(str(config.get("max_bytes", -1))), 0),
             unique_tag=self.unique_tag,
-            exclude=exclude | frozenset(self.state.removed),
+            exclude=exclude | kept | frozenset(self.state.removed),
+            kept=kept,
         )
         return place(request, self._with_assets(self.servers))
 
@@ -313,7 +315,7 @@ class MetaGroup:
         cluster has no spare server: the stream stays under-replicated until one appears)."""
         for wanted in range(count, 0, -1):
             try:
-                return self.place_peers(config, wanted, exclude | frozenset(peers))
+                return self.place_peers(config, wanted, exclude, kept=frozenset(peers))
             except PlacementError:
                 continue
         return []
@@ -353,8 +355,13 @@ class MetaGroup:
         peers = peers_of(group)
         if replicas < len(peers):
             return regrouped(group, resized(peers, replicas, self.peer))
-        extra = self.place_peers(config, replicas - len(peers), frozenset(peers))
-        return regrouped(group, [*peers, *extra])
+        # an operator asking for more replicas may get a server PEER.REMOVE took off this stream
+        extra = self.place_peers(config, replicas - len(peers), kept=frozenset(peers))
+        out = regrouped(group, [*peers, *extra])
+        out["excluded"] = [peer for peer in excluded_of(group) if peer not in extra]
+        if not out["excluded"]:
+            del out["excluded"]
+        return out
 
     def _with_assets(self, servers: list[ServerInfo]) -> list[ServerInfo]:
         """The servers with how many streams each holds, so placement spreads them."""
