@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import nats
@@ -138,6 +140,11 @@ def test_peer_remove_without_spare_server_keeps_serving_and_regains_replicas(js_
         assert not list((tmp_path / f"store-{victim.split('-')[0]}").rglob("streams/PR")), "copy left on disk"
         jsz = by_name[leader].monitor("/jsz")
         assert jsz.get("under_replicated") == [{"account": "$G", "stream": "PR", "replicas": 2, "wanted": 3}], jsz
+        status, health = healthz(by_name[leader], "/healthz?details=true")
+        assert status == 503 and health["errors"] == [{  # type: ignore[index]
+            "type": "STREAM", "account": "$G", "stream": "PR",
+            "error": "JetStream stream '$G > PR' is under-replicated: 2 of 3 replicas "
+                     "(waiting for a server to place the others on)"}], health
         target = len(publisher.acked) + 20
         await until(lambda: _ready(publisher, target), "publishes on two peers")
 
@@ -152,6 +159,7 @@ def test_peer_remove_without_spare_server_keeps_serving_and_regains_replicas(js_
         wait_until(lambda: identical(replica_states(js_cluster, "PR"), set(by_name), count),
                    "three identical replicas", 60)
         assert "under_replicated" not in by_name[leader].monitor("/jsz")
+        wait_until(lambda: healthz(by_name[leader], "/healthz")[0] == 200, "healthy again", 30)
         consumer = json.loads((await nc.request("$JS.API.CONSUMER.INFO.PR.D", b"", timeout=5)).data)
         assert "error" not in consumer, consumer
         print(f"peer-remove: two peers after {removal_s:.2f}s; {count} acknowledged, "
@@ -159,6 +167,14 @@ def test_peer_remove_without_spare_server_keeps_serving_and_regains_replicas(js_
         await nc.close()
 
     asyncio.run(scenario())
+
+
+def healthz(node: Node, path: str) -> tuple[int, dict[str, object]]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{node.http_port}{path}", timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
 
 
 async def _ready(publisher: Publisher, count: int) -> bool:
