@@ -15,7 +15,7 @@ import click
 from nats.aio.client import Client
 
 from appliance import limits
-from appliance.cli import jsapi
+from appliance.cli import jsapi, prompts
 from appliance.cli.jsapi import (
     API_NAME,
     ApiError,
@@ -99,14 +99,30 @@ async def await_new_leader(fetch: Callable[[], Awaitable[JsonDict]], old_leader:
 
 @cluster.command("peer-remove")
 @click.argument("name", type=API_NAME)
-@click.argument("peer")
+@click.argument("peer", required=False)
 @connection_options
-def peer_remove(name: str, peer: str, conn: Connection) -> None:
-    """Remove PEER (a server name) from the stream's group; JetStream picks a replacement."""
+def peer_remove(name: str, peer: str | None, conn: Connection) -> None:
+    """Remove PEER (a server name) from the stream's group; JetStream picks a replacement.
+
+    Without PEER: on a terminal, choose one of the stream's peers; otherwise they are listed and
+    the verb fails (a script never waits for an answer)."""
 
     async def verb(client: Client) -> None:
-        log_line(f'Removing peer "{peer}"')
-        await api_request(client, f"{API}.PEER.REMOVE.{name}", {"peer": peer}, timeout_s=conn.timeout_s)
-        log_line(f'Requested removal of peer "{peer}"')
+        chosen = peer or await _choose_peer(client, name, conn)
+        log_line(f'Removing peer "{chosen}"')
+        await api_request(client, f"{API}.PEER.REMOVE.{name}", {"peer": chosen}, timeout_s=conn.timeout_s)
+        log_line(f'Requested removal of peer "{chosen}"')
 
     jsapi.run(verb, conn)
+
+
+async def _choose_peer(client: Client, name: str, conn: Connection) -> str:
+    group = (await _info(client, name, conn)).get("cluster") or {}
+    peers = [str(group["leader"])] if group.get("leader") else []
+    peers += [str(replica["name"]) for replica in group.get("replicas") or []]
+    if not peers:
+        raise CommandError(f'stream "{name}" is not clustered')
+    peers.sort()
+    if not prompts.on_terminal():
+        raise CommandError(f"a peer is required (not a terminal); the peers of stream {name}: {', '.join(peers)}")
+    return str(click.prompt("? Select a Peer", type=click.Choice(peers), show_choices=True))

@@ -7,7 +7,8 @@ of the new group, or a PlacementError whose text is nats-server's (JetStream API
     JetStream, not already excluded, and carrying every placement tag (case-insensitive, as
     nats-server lower-cases `server_tags`);
   - with `unique_tag` (e.g. "az:"), at most one replica per value of the server's tag that starts
-    with that prefix (servers without such a tag are not candidates);
+    with that prefix (servers without such a tag are not candidates), counting the peers a
+    group keeps when it gets a replacement or more replicas (`kept`);
   - with a byte reservation (max_bytes of the stream), only servers with that much free storage
     (file) or memory (memory);
   - the least loaded first: fewer replicated assets, then more free resources, then the server
@@ -51,6 +52,8 @@ class PlacementRequest:
     reserved_bytes: int = 0  # max_bytes when set (> 0)
     unique_tag: str = ""  # jetstream { unique_tag } prefix, e.g. "az:"
     exclude: frozenset[str] = field(default_factory=frozenset)  # peers that may not be chosen
+    # peers the group keeps (a replacement or an added replica): their unique_tag values are taken
+    kept: frozenset[str] = field(default_factory=frozenset)
 
 
 def place(request: PlacementRequest, servers: Sequence[ServerInfo]) -> list[str]:
@@ -67,6 +70,11 @@ def place(request: PlacementRequest, servers: Sequence[ServerInfo]) -> list[str]
     roomy.sort(key=lambda s: (s.name != request.preferred, s.assets, -_free(s, request.storage), s.name))
     chosen: list[ServerInfo] = []
     zones: set[str] = set()
+    if request.unique_tag:
+        for server in servers:
+            zone = _unique_value(server, request.unique_tag) if server.peer in request.kept else None
+            if zone is not None:
+                zones.add(zone)
     for server in roomy:
         if request.unique_tag:
             zone = _unique_value(server, request.unique_tag)

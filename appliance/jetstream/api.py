@@ -37,6 +37,7 @@ from appliance.jetstream.api_streams import (
     stream_purge,
     stream_update,
 )
+from appliance.jetstream.api_peers import stream_peer_remove
 from appliance.jetstream.backup import stream_snapshot
 from appliance.jetstream.direct import direct_get
 from appliance.jetstream.pause import PAUSE_EXTRAS, consumer_pause
@@ -278,6 +279,8 @@ def _route(tokens: list[str]) -> Handler | None:
             return msg_get if tokens[2] == "GET" else msg_delete
         if count == 4 and (verb, tokens[2]) == ("LEADER", "STEPDOWN"):
             return stream_leader_stepdown
+        if count == 4 and (verb, tokens[2]) == ("PEER", "REMOVE"):
+            return stream_peer_remove
         if count == 4 and (verb, tokens[2]) in CLUSTER_VERBS:
             return cluster_required
         if count == 3 and verb == "CANCEL_MOVE":

@@ -23,6 +23,7 @@ from appliance.cluster.meta_formation import Formation, expected_size, known_ser
 from appliance.cluster.placement import ServerInfo
 from appliance.errors import ApplianceError
 from appliance.jetstream.meta import META_GROUP
+from appliance.jetstream.regroup import peers_of
 from appliance.server.routes import RouteManager
 
 if TYPE_CHECKING:
@@ -47,6 +48,12 @@ class ClusterDriver:
         self.known: list[ServerInfo] = []
         raft.registry.on_unknown = self._on_unknown
         self._timer: asyncio.TimerHandle | None = None
+        self._next_replace_s = 0.0
+        self._replacing = False  # a re-placement proposal in flight: one at a time
+        self._refused: set[str] = set()  # removed servers already logged as refused
+        self._told_removed = False
+        self._gone: set[str] = set()  # servers seen offline since they were last connected
+        self.restarted: set[str] = set()  # servers seen going offline and coming back
 
     def start(self) -> None:
         self.check()
@@ -71,7 +78,13 @@ class ClusterDriver:
     def _check(self) -> None:
         service = self.service
         meta = service.meta
-        self.known = known_servers(self.routes)
+        known = known_servers(self.routes)
+        now_known = {server.peer for server in known}
+        # a server that went offline and came back restarted: PEER.REMOVE's exclusion ends (meta.py)
+        self._gone |= {server.peer for server in self.known} - now_known
+        self.restarted |= self._gone & now_known
+        self._gone -= now_known
+        self.known = known
         for server in self.known:
             service.peer_names[server.peer] = server.name
         meta.servers = [self.own, *self.known]
@@ -87,6 +100,13 @@ class ClusterDriver:
                 meta.form(decision.voters)
         elif meta.group.ready_to_lead():
             self._add_missing_voter()
+            self._remove_evicted_voter()
+            now = service.clock.monotonic()
+            if now >= self._next_replace_s and not self._replacing:
+                self._next_replace_s = now + limits.JS_REPLACE_CHECK_S
+                self._replace_one()
+        elif self.peer_removed_here():
+            self._note_removed_once()
         for ajs in service.accounts.values():
             ajs.follow_leaders()
 
@@ -94,8 +114,15 @@ class ClusterDriver:
         group = self.service.meta.group
         assert group is not None
         voters = set(group.voters())
+        removed = self.service.meta.state.removed
         for server in self.known:
             if server.peer in voters:
+                continue
+            if server.peer in removed:
+                if server.peer not in self._refused:
+                    self._refused.add(server.peer)
+                    logger.warning("JetStream cluster: %s was removed from the cluster (SERVER.REMOVE): "
+                                   "it is not added back to the meta group", server.name)
                 continue
             try:
                 group.add_voter(server.peer)
@@ -104,6 +131,54 @@ class ClusterDriver:
                 return
             logger.info("JetStream cluster: adding %s to the meta group", server.name)
             return
+
+    def _remove_evicted_voter(self) -> None:
+        """SERVER.REMOVE committed: the meta leader takes the server out of the meta group."""
+        meta = self.service.meta
+        assert meta.group is not None
+        # its replicated streams are re-placed first (_replace_one), so it hears of it and deletes
+        # its copies; an R1 stream it alone holds stays assigned to it (nothing else has its data)
+        holding = {peer for streams in meta.state.accounts.values() for record in streams.values()
+                   for peer in peers_of(record.get("group")) if len(peers_of(record.get("group"))) > 1}
+        for peer in meta.group.voters():
+            if peer in meta.state.removed and peer not in holding:  # itself too: RAFT hands over leadership
+                try:
+                    meta.group.remove_voter(peer)
+                except ApplianceError as exc:  # a change in flight: the next check removes it
+                    logger.debug("meta group: removing %s later: %s", peer, exc)
+                    return
+                logger.info("JetStream cluster: removing %s from the meta group", self.service.peer_name(peer))
+                return
+
+    def _replace_one(self) -> None:
+        """On the meta leader: one stream whose group holds an evicted server or lacks replicas
+        gets a new peer list (a `stream_peers` op; regroup.py, membership.py)."""
+        meta = self.service.meta
+        change = meta.replacement_op(frozenset(self.restarted))
+        if change is None:
+            return
+        self._replacing = True
+
+        def done(_ok: bool) -> None:
+            self._replacing = False
+
+        logger.info("JetStream cluster: re-placing stream '%s > %s' on %s", change["acc"], change["stream"],
+                    ", ".join(self.service.peer_name(p) for p in peers_of(change["group"])))
+        try:
+            meta.propose(change, done)
+        except ApplianceError as exc:
+            self._replacing = False
+            logger.debug("re-placement later: %s", exc)
+
+    def peer_removed_here(self) -> bool:
+        """This server's meta log says it was evicted (SERVER.REMOVE)."""
+        return self.service.meta.peer in self.service.meta.state.removed
+
+    def _note_removed_once(self) -> None:
+        if not self._told_removed:
+            self._told_removed = True
+            logger.warning("JetStream cluster: this server was removed from the cluster (SERVER.REMOVE): "
+                           "it holds no replicas and is not a member until re-added")
 
     def offline(self, peer: str) -> bool:
         """A server of the cluster that no route connects us to now."""

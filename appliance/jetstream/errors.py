@@ -40,6 +40,9 @@ class JsApiError(ApplianceError):
 BAD_REQUEST = ApiError(400, 10003, "bad request")
 CLUSTER_NO_PEERS = ApiError(400, 10005, "{err}")  # no suitable peers for placement[, tags not matched [...]]
 CLUSTER_REQUIRED = ApiError(503, 10010, "JetStream clustering support required")
+CLUSTER_PEER_NOT_MEMBER = ApiError(400, 10040, "peer not a member")
+CLUSTER_SERVER_NOT_MEMBER = ApiError(400, 10044, "server is not a member of the cluster")
+PEER_REMAP_FAILED = ApiError(503, 10075, "peer remap failed")
 CLUSTER_NOT_AVAILABLE = ApiError(503, 10008, "JetStream system temporarily unavailable")
 RAFT_GENERAL = ApiError(500, 10041, "{err}")
 CONSUMER_CREATE = ApiError(500, 10012, "{err}")

@@ -23,10 +23,11 @@ from appliance import limits
 from appliance.clock import Clock
 from appliance.cluster.forward import ProposalForwarder
 from appliance.cluster.group import RaftGroup, Scheduler
-from appliance.cluster.placement import PlacementRequest, ServerInfo, place
+from appliance.cluster.placement import PlacementError, PlacementRequest, ServerInfo, place
 from appliance.cluster.raft_storage import DurableStorage
 from appliance.cluster.registry import GroupRegistry
 from appliance.errors import NotLeader
+from appliance.jetstream.regroup import excluded_of, follows, peers_of, regrouped, resized
 from appliance.jetstream.groups import durable_storage, group_name, memory_storage, start_group
 from appliance.raft.storage import LogStorage
 from appliance.raft.types import ConfState, Entry, EntryType, RaftConfig
@@ -39,8 +40,12 @@ OnChange = Callable[[dict[str, object]], None]
 class MetaState:
     def __init__(self) -> None:
         self.accounts: dict[str, dict[str, Record]] = {}
+        self.removed: set[str] = set()  # peers evicted by SERVER.REMOVE: never voters or replicas again
 
     def apply(self, op: dict[str, object]) -> None:
+        if op["op"] == "server_remove":
+            self.removed.add(str(op["peer"]))
+            return
         account = str(op["acc"])
         streams = self.accounts.setdefault(account, {})
         kind = op["op"]
@@ -51,8 +56,14 @@ class MetaState:
             existing = streams.get(name)
             consumers = existing["consumers"] if existing is not None else {}
             streams[name] = {"config": config, "created": op["created"], "consumers": consumers}
+            if existing is not None and "group" in existing:
+                streams[name]["group"] = existing["group"]
             if "group" in op:
-                streams[name]["group"] = op["group"]
+                _set_group(streams[name], op["group"])
+        elif kind == "stream_peers":  # a membership change of the stream's group (regroup.py)
+            record = streams.get(str(op["stream"]))
+            if record is not None:
+                _set_group(record, op["group"])
         elif kind == "stream_del":
             streams.pop(str(op["stream"]), None)
         elif kind == "consumer_put":
@@ -84,10 +95,34 @@ class MetaState:
         return None if record is None else record.get("group")
 
     def snapshot(self) -> bytes:
-        return json.dumps(self.accounts, separators=(",", ":")).encode()
+        if not self.removed:
+            return json.dumps(self.accounts, separators=(",", ":")).encode()
+        state = {"v": SNAPSHOT_V2, "accounts": self.accounts, "removed": sorted(self.removed)}
+        return json.dumps(state, separators=(",", ":")).encode()
 
     def restore(self, data: bytes) -> None:
-        self.accounts = json.loads(data) if data else {}
+        state = json.loads(data) if data else {}
+        # version 2 (with removed servers): "v" holds a number, never an account's streams (a dict)
+        if state.get("v") == SNAPSHOT_V2:
+            self.accounts, self.removed = state["accounts"], set(state["removed"])
+        else:
+            self.accounts, self.removed = state, set()
+
+
+SNAPSHOT_V2 = 2
+
+
+def _set_group(record: Record, group: object) -> None:
+    """A stream's group, and its consumers' groups following it (same peers)."""
+    old = record.get("group")
+    record["group"] = group
+    if not isinstance(group, dict) or not isinstance(old, dict) or old.get("peers") == group.get("peers"):
+        return
+    consumers = record["consumers"]
+    assert isinstance(consumers, dict)
+    for consumer in consumers.values():
+        if "group" in consumer:
+            consumer["group"] = follows(consumer["group"], group)
 
 
 META_GROUP = "_meta"
@@ -237,22 +272,13 @@ class MetaGroup:
             group = self.state.group_of(account, stream)
             if group is None and not self.cluster:  # a server of its own: it holds everything
                 group = _group(group_name("S", account, stream), [self.peer], self.peer)
+            replicas = max(int(str(config.get("num_replicas", 1) or 1)), 1)
             if group is None:
-                replicas = max(int(str(config.get("num_replicas", 1))), 1)
-                placement = config.get("placement")
-                wanted = placement if isinstance(placement, dict) else {}
-                request = PlacementRequest(
-                    replicas,
-                    str(wanted.get("cluster") or self.cluster),
-                    tags=tuple(str(tag) for tag in wanted.get("tags") or ()),
-                    preferred=str(wanted.get("preferred") or ""),
-                    storage="memory" if config.get("storage") == "memory" else "file",
-                    reserved_bytes=max(int(str(config.get("max_bytes", -1))), 0),
-                    unique_tag=self.unique_tag,
-                )
-                peers = place(request, self._with_assets(self.servers))
+                peers = self.place_peers(config, replicas)
                 # a stream made again under the same name gets a group (and RAFT log) of its own
                 group = _group(group_name("S", account, stream, str(op.get("created", ""))), peers, peers[0])
+            elif self.cluster and isinstance(group, dict) and replicas != self._recorded_replicas(account, stream):
+                group = self._resized(config, group, replicas)  # a replica-count change (regroup.py)
         else:
             stream, consumer = str(op["stream"]), str(config["name"])
             group = self.state.group_of(account, stream, consumer)
@@ -266,6 +292,78 @@ class MetaGroup:
                 group = _group(name, peers, preferred)
         return {**op, "group": group}
 
+
+    def place_peers(self, config: dict[str, object], replicas: int, exclude: frozenset[str] = frozenset(),
+                    kept: frozenset[str] = frozenset()) -> list[str]:
+        """Placement of `replicas` new peers for a stream config; PlacementError if too few servers."""
+        placement = config.get("placement")
+        wanted = placement if isinstance(placement, dict) else {}
+        request = PlacementRequest(
+            replicas,
+            str(wanted.get("cluster") or self.cluster),
+            tags=tuple(str(tag) for tag in wanted.get("tags") or ()),
+            preferred=str(wanted.get("preferred") or ""),
+            storage="memory" if config.get("storage") == "memory" else "file",
+            reserved_bytes=max(int(str(config.get("max_bytes", -1))), 0),
+            unique_tag=self.unique_tag,
+            exclude=exclude | kept | frozenset(self.state.removed),
+            kept=kept,
+        )
+        return place(request, self._with_assets(self.servers))
+
+    def replacements(self, config: dict[str, object], peers: list[str], count: int,
+                     exclude: frozenset[str] = frozenset()) -> list[str]:
+        """Up to `count` servers placement allows beside `peers` (fewer, even none, when the
+        cluster has no spare server: the stream stays under-replicated until one appears)."""
+        for wanted in range(count, 0, -1):
+            try:
+                return self.place_peers(config, wanted, exclude, kept=frozenset(peers))
+            except PlacementError:
+                continue
+        return []
+
+    def replacement_op(self, restarted: frozenset[str] = frozenset()) -> dict[str, object] | None:
+        """The next `stream_peers` op the meta leader proposes, if any: a stream whose group holds
+        an evicted server (SERVER.REMOVE), or lacks replicas that a server can now take. A server
+        taken off a stream by PEER.REMOVE is not placed on it again unless it restarted since
+        (`restarted`: the driver saw it go offline and come back; its copy was deleted on leave)."""
+        removed = self.state.removed
+        for account, streams in sorted(self.state.accounts.items()):
+            for name, record in sorted(streams.items()):
+                group, config = record.get("group"), record.get("config")
+                if not isinstance(group, dict) or not isinstance(config, dict):
+                    continue
+                peers = peers_of(group)
+                kept = [peer for peer in peers if peer not in removed]
+                lacking = max(int(str(config.get("num_replicas", 1) or 1)), 1) - len(kept)
+                excluded = frozenset(peers) | (frozenset(excluded_of(group)) - restarted)
+                extra = self.replacements(config, kept, lacking, exclude=excluded) if lacking > 0 else []
+                if kept and kept + extra != peers:
+                    changed = regrouped(group, [*kept, *extra])
+                    changed["excluded"] = [peer for peer in excluded_of(group) if peer not in extra]
+                    if not changed["excluded"]:
+                        del changed["excluded"]
+                    return {"op": "stream_peers", "acc": account, "stream": name, "group": changed}
+        return None
+
+    def _recorded_replicas(self, account: str, stream: str) -> int:
+        record = self.state.accounts.get(account, {}).get(stream)
+        config = record.get("config") if record is not None else None
+        return max(int(str(config.get("num_replicas", 1) or 1)), 1) if isinstance(config, dict) else 1
+
+    def _resized(self, config: dict[str, object], group: dict[str, object], replicas: int) -> dict[str, object]:
+        """A replica-count change: shrink keeps the proposer (the stream's leader) first; grow
+        places the new peers (PlacementError when the cluster cannot hold them all)."""
+        peers = peers_of(group)
+        if replicas < len(peers):
+            return regrouped(group, resized(peers, replicas, self.peer))
+        # an operator asking for more replicas may get a server PEER.REMOVE took off this stream
+        extra = self.place_peers(config, replicas - len(peers), kept=frozenset(peers))
+        out = regrouped(group, [*peers, *extra])
+        out["excluded"] = [peer for peer in excluded_of(group) if peer not in extra]
+        if not out["excluded"]:
+            del out["excluded"]
+        return out
 
     def _with_assets(self, servers: list[ServerInfo]) -> list[ServerInfo]:
         """The servers with how many streams each holds, so placement spreads them."""

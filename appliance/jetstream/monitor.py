@@ -9,6 +9,7 @@ from appliance.jetstream import resources
 from appliance.jetstream.api_consumers import info_of
 from appliance.jetstream.api_streams import stream_info
 from appliance import limits
+from appliance.jetstream.regroup import peers_of, under_replicated
 from appliance.jetstream.cluster_info import asset_cluster, context_of, meta_cluster
 from appliance.jetstream.raft_report import (
     META_GROUP_NAME,
@@ -141,7 +142,21 @@ class JetStreamMonitor:
             accounts=tuple(accounts),
             streams=streams,
             damage=tuple(line for key, line in self.service.damage.items() if key == ("", "meta")),
+            under_replicated=self.under_replicated(),
         )
+
+    def under_replicated(self) -> tuple[tuple[str, str, int, int], ...]:
+        """Streams of the cluster (the meta state) with fewer peers than replicas wanted."""
+        if not self.service.meta.clustered:
+            return ()
+        out = []
+        for account, streams in sorted(self.service.meta.state.accounts.items()):
+            for name, record in sorted(streams.items()):
+                lacking = under_replicated(record)
+                if lacking:
+                    peers = len(peers_of(record.get("group")))
+                    out.append((account, name, peers, peers + lacking))
+        return tuple(out)
 
     def meta_info(self) -> MetaClusterInfo | None:
         """The meta group as /jsz `meta_cluster` shows it; None when not clustered. A server whose
@@ -258,9 +273,17 @@ class JetStreamMonitor:
                 lost = stream.store.lost()
                 problem = stream_problem(stream.group.report(log_bytes=False)) if clustered and len(
                     stream.group.voters()) > 1 else ""
+                record = self.service.meta.state.accounts.get(name, {}).get(stream.config.name)
+                lacking = under_replicated(record) if record is not None and self.service.meta.clustered else 0
                 if lost.damaged:
                     detail = f"{lost.count} message(s) lost until repaired: " + "; ".join(lost.regions)
                     out.append(StreamHealth(name, stream.config.name, "damaged", detail, tuple(consumers)))
+                elif lacking:
+                    assert record is not None
+                    peers = len(peers_of(record.get("group")))
+                    detail = f"{peers} of {peers + lacking} replicas (waiting for a server to place the others on)"
+                    out.append(StreamHealth(name, stream.config.name, "under_replicated", detail,
+                                            tuple(consumers)))
                 elif problem:
                     out.append(StreamHealth(name, stream.config.name, "not_current", problem, tuple(consumers)))
                 else:

@@ -40,6 +40,9 @@ from appliance.jetstream.cluster_driver import ClusterDriver
 from appliance.jetstream.groups import Replication
 from appliance.jetstream.meta import MetaGroup, MetaNetwork
 from appliance.jetstream.stepdown import MetaStepDown
+from appliance.jetstream.api_server_remove import subscribe_server_remove
+from appliance.jetstream.membership import Membership
+from appliance.jetstream.regroup import joining_of
 from appliance.jetstream.api_streams import stream_info
 from appliance.jetstream.cluster_info import asset_cluster
 from appliance.jetstream.request import TYPE_PREFIX
@@ -148,6 +151,7 @@ class AccountJetStream:
         self._leading: set[str] = set()  # streams whose subjects this server subscribes (it leads them)
         self._create_replies: dict[str, str] = {}  # stream -> the create request's reply, until it leads
         self._led_waiters: list[tuple[RaftGroup, Callable[[], None]]] = []  # when_led
+        self.membership = Membership(self)  # stream groups changing members (regroup.py)
         remove_leftovers(service.root, account.name)
 
     # --- Host ---------------------------------------------------------------------------------------
@@ -253,9 +257,12 @@ class AccountJetStream:
     def stream_dir(self, name: str) -> str:
         return os.path.join(self.service.root, self.account.name, "streams", name)
 
-    def open_stream(self, config: StreamConfig, created_ns: int, group: object = None) -> Stream:
+    def open_stream(self, config: StreamConfig, created_ns: int, group: object = None, *, join: bool = False,
+                    seed: bytes = b"") -> Stream:
         """Open a stream this server holds a replica of; `group` is its meta record's RAFT group
-        (None: a standalone server's single voter)."""
+        (None: a standalone server's single voter). `join`: a replica added to a running group
+        (its log waits for the leader); `seed`: a converted R1 stream's store position, the
+        first snapshot of its new durable log (membership.py)."""
         restored = self.restored_stores.pop(config.name, None)
         if restored is not None:
             store: store_api.StreamStore = restored
@@ -277,7 +284,13 @@ class AccountJetStream:
         if config.first_seq > 1 and store.state().last_seq == 0:
             store.compact(config.first_seq)  # a new stream starts at first_seq
         group_id, peers, preferred = _group_of(group, group_name("S", self.account.name, config.name))
-        replication = self.service.replication(group_id, peers) if len(peers) > 1 else None
+        durable_log = len(peers) > 1 or (isinstance(group, dict) and bool(group.get("raft")))
+        replication = None
+        if durable_log:
+            if seed:  # a conversion: whatever an earlier replicated life left there is stale
+                shutil.rmtree(self.service.group_dir(group_id), ignore_errors=True)
+            replication = self.service.replication(group_id, [self.service.peer] if seed else peers,
+                                                   join=join, seed=seed)
         stream = Stream(
             config=config,
             created_ns=created_ns,
@@ -292,7 +305,7 @@ class AccountJetStream:
         if replication is not None:
             self.service.register_group(stream.group)
             stream.group.on_lead = lambda: self.follow_leaders()
-            if preferred == self.service.peer:
+            if preferred == self.service.peer and not join or stream.group.voters() == (self.service.peer,):
                 stream.group.campaign()  # the placement's first peer leads a new group at once
         self._subscribe_stream(stream)
         if stream.group.is_leader():  # only the leader copies from sources (its proposals store them)
@@ -322,6 +335,7 @@ class AccountJetStream:
             elif stream.group.leader():  # another replica leads: it answers
                 del self._create_replies[name]
 
+        self.membership.reconcile()
         if self._led_waiters:
             waiting, self._led_waiters = self._led_waiters, []
             for group, fn in waiting:
@@ -394,7 +408,19 @@ class AccountJetStream:
         if old_subjects != config.subjects or old_direct != config.allow_direct or changed:
             self._subscribe_stream(stream)
 
-    def close_stream(self, name: str, *, remove: bool) -> None:
+    def drop_copy(self, name: str) -> None:
+        """This server no longer holds a replica of the stream (membership.py): close it and
+        delete its copy and its RAFT log; the stream lives on on its other peers."""
+        stream = self.streams.get(name)
+        if stream is None:
+            return
+        group_id = stream.group.group_id
+        self.close_stream(name, remove=False)
+        shutil.rmtree(self.stream_dir(name), ignore_errors=True)
+        shutil.rmtree(self.service.group_dir(group_id), ignore_errors=True)
+
+    def close_stream(self, name: str, *, remove: bool, keep_memory: bool = False) -> None:
+        """`keep_memory`: a memory store is handed to the stream's next open (a conversion)."""
         stream = self.streams.pop(name, None)
         if stream is not None:
             sources.stop(stream)
@@ -409,7 +435,9 @@ class AccountJetStream:
             self.close_consumer(name, consumer_name, remove=False, deleted=remove)
         self._leading.discard(name)
         self._create_replies.pop(name, None)
-        stream.close()
+        if keep_memory and isinstance(stream.store, MemoryStreamStore):
+            self.restored_stores[name] = stream.store
+        stream.close(keep_store=keep_memory and isinstance(stream.store, MemoryStreamStore))
         self.service.unregister_group(stream.group)
         if remove and stream.replicated:  # its RAFT log goes with it
             shutil.rmtree(os.path.join(self.service.root, "_raft", stream.group.group_id), ignore_errors=True)
@@ -451,7 +479,7 @@ class AccountJetStream:
 
     def open_consumer(
         self, stream: Stream, config: ConsumerConfig, created_ns: int, *, fresh: bool, seed: bytes = b"",
-        group: object = None,
+        group: object = None, join: bool = False,
     ) -> Consumer:
         """`seed`: a restored consumer's state (a state snapshot), its RAFT log's first snapshot;
         `group`: its meta record's RAFT group (None: a standalone server's single voter)."""
@@ -460,7 +488,7 @@ class AccountJetStream:
         replication = None
         if len(peers) > 1:
             replication = self.service.replication(group_id, peers, directory=self._consumer_raft_dir(
-                stream, config))
+                stream, config), join=join)
             storage = replication.storage
         else:
             storage = self.consumer_storage(stream, config)
@@ -483,7 +511,7 @@ class AccountJetStream:
             self.service.register_group(consumer.group)
             lead = consumer.group.on_lead
             consumer.group.on_lead = lambda: (self.follow_leaders(), lead() if lead is not None else None)
-            if preferred == self.service.peer:
+            if preferred == self.service.peer and not join:
                 consumer.group.campaign()
         self._subscribe_consumer(stream, consumer)
         return consumer
@@ -547,17 +575,23 @@ class AccountJetStream:
             record = op["config"]
             assert isinstance(record, dict)
             config = stream_config_from_record(record)
-            if not self.service.holds(op.get("group")):
-                return  # the stream's replicas are on other servers
             if config.name in self.streams:
                 self.update_stream(config)
+                self.membership.applied(config.name)  # its group may have changed (a replica count)
+            elif not self.service.holds(op.get("group")):
+                return  # the stream's replicas are on other servers
+            elif self.service.peer in joining_of(op.get("group")):
+                self.membership.applied(config.name)  # added to a running stream's group
             else:
                 self.open_stream(config, int(str(op["created"])), op.get("group"))
                 reply = op.get("reply")
                 if isinstance(reply, str) and reply and self.service.meta.clustered:
                     self._create_replies[config.name] = reply  # its first leader answers the create
                     self.follow_leaders()
+        elif kind == "stream_peers":
+            self.membership.applied(str(op["stream"]))
         elif kind == "stream_del":
+            self.membership.leaving.pop(str(op["stream"]), None)
             self.close_stream(str(op["stream"]), remove=True)
         elif kind == "consumer_put":
             record = op["config"]
@@ -622,6 +656,7 @@ class JetStreamService:
         # (account, "stream > consumer") or ("", "meta"): a RAFT log recovered from damage mid-file
         self.damage: dict[tuple[str, str], str] = {}
         self.disabled: dict[str, InternalClient] = {}  # accounts without JetStream: answered 10039
+        self.system_api: InternalClient | None = None  # $JS.API.SERVER.REMOVE in the system account
         self.meta = MetaGroup(
             root=os.path.join(self.root, "_raft"), peer=self.peer, clock=self.clock, rng=self.rng,
             scheduler=self.loop,
@@ -652,6 +687,7 @@ class JetStreamService:
             self.driver.start()
             self.meta_stepdown = MetaStepDown(self)
             self.meta_stepdown.start()
+        self.system_api = subscribe_server_remove(self)
 
     # --- clustered groups ---------------------------------------------------------------------------
 
@@ -664,17 +700,24 @@ class JetStreamService:
     def peer_name(self, peer: str) -> str:
         return self.peer_names.get(peer, peer)
 
-    def replication(self, group_id: str, peers: list[str], *, directory: str | None = "") -> Replication:
+    def group_dir(self, group_id: str) -> str:
+        return os.path.join(self.root, "_raft", group_id)
+
+    def replication(self, group_id: str, peers: list[str], *, directory: str | None = "", join: bool = False,
+                    seed: bytes = b"") -> Replication:
         """The durable log (under <store>/_raft/<group>, or `directory`; None: in memory) and the
-        routes of a group with several voters."""
+        routes of a group with several voters. `join`: a new log has no voters (the leader's
+        appends bring them); `seed`: a new log starts with this snapshot at index 1."""
         assert self.raft is not None, "replicas > 1 need a cluster"
-        conf = ConfState(tuple(sorted(set(peers))))
+        conf = None if join else ConfState(tuple(sorted(set(peers))))
         storage: LogStorage
         if directory is None:
             storage = MemoryStorage(conf)
         else:
-            files = OsLogFiles(directory or os.path.join(self.root, "_raft", group_id))
+            files = OsLogFiles(directory or self.group_dir(group_id))
             storage = DurableStorage(files, "log", bootstrap=conf)
+        if seed and conf is not None and storage.last_index() == 0:
+            storage.apply_snapshot(Snapshot(SnapshotMeta(1, 1, conf), seed))
         return Replication(storage=storage, transport=self.raft.registry.outbox(group_id),
                            catch_up=self.raft.catch_up.source(group_id))
 
@@ -784,6 +827,8 @@ class JetStreamService:
         self.failures[(account, stream if not consumer else f"{stream} > {consumer}")] = str(exc)
 
     def _on_meta_change(self, op: dict[str, object]) -> None:
+        if "acc" not in op:  # server_remove: the cluster driver acts on it (cluster_driver.py)
+            return
         ajs = self.accounts.get(str(op["acc"]))
         if ajs is None:
             return
@@ -820,6 +865,8 @@ class JetStreamService:
             ajs.close()
         for client in self.disabled.values():
             client.close()
+        if self.system_api is not None:
+            self.system_api.close()
         if self.forwarder is not None:
             self.forwarder.close()
 

@@ -846,7 +846,8 @@ class Stream:
             self._note_store_changed()
             self._removed()
 
-    def close(self) -> None:
+    def close(self, *, keep_store: bool = False) -> None:
+        """`keep_store`: the store is handed over to the stream's next open (a memory stream converted)."""
         if not self.deleted:
             self._flush_inbox()
             self.group.close()  # publishes proposed but not yet applied are applied (or failed)
@@ -861,7 +862,8 @@ class Stream:
                     self._applied.sync()
             except (BrokenError, OSError) as exc:
                 logger.error("stream %s closed without a final sync: %s", self.config.name, exc)
-        self.store.close()
+        if not keep_store:
+            self.store.close()
 
     def matches(self, subject: str) -> bool:
         return any(subject_matches(own, subject) for own in self.config.subjects)

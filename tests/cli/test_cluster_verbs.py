@@ -166,6 +166,22 @@ def test_stream_peer_remove_replaces_the_peer(urls: str) -> None:
     assert result.exit_code == 1 and result.stderr == "nats: error: peer not a member (10040)\n"
 
 
+def test_stream_peer_remove_without_a_peer_lists_or_asks(urls: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    info = json.loads(eventually(urls, "stream", "info", "PAIR", "--json", *APP, condition='"current": true'))
+    members = sorted([info["cluster"]["leader"], *(r["name"] for r in info["cluster"]["replicas"])])
+    result = cli(urls, "stream", "cluster", "peer-remove", "PAIR", *APP)  # stdin is not a terminal
+    assert result.exit_code == 1
+    assert result.stderr == (f"nats: error: a peer is required (not a terminal); the peers of stream PAIR: "
+                             f"{', '.join(members)}\n")
+    monkeypatch.setattr("appliance.cli.prompts.on_terminal", lambda: True)
+    chosen = members[-1]
+    result = CliRunner().invoke(main, ["stream", "cluster", "peer-remove", "PAIR", "-s", urls, "--timeout", "10",
+                                       *APP], input=f"{chosen}\n", catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert f"? Select a Peer ({', '.join(members)}): {chosen}\n" in result.stdout
+    assert CLOCK.sub("", result.stdout).endswith(f'Removing peer "{chosen}"\nRequested removal of peer "{chosen}"\n')
+
+
 def test_server_ls_lists_the_three_servers(urls: str) -> None:
     out = ok(urls, "server", "ls", "3", *SYS)
     rows = [
@@ -223,3 +239,4 @@ def test_a_wrong_password_is_one_error_line(urls: str) -> None:
     assert result.exit_code == 1
     assert result.stderr.startswith(f"nats: error: could not connect to {urls}: ")
     assert "Authorization Violation" in result.stderr, result.stderr
+

@@ -76,3 +76,14 @@ def test_a_placement_is_distinct_least_loaded_servers_and_deterministic(loads: l
     assert peers == place(request, list(reversed(servers)))
     chosen_max = max(servers[int(p[1:])].assets for p in peers)
     assert all(s.assets >= chosen_max for s in servers if s.peer not in peers)  # the least loaded won
+
+
+def test_a_replacement_keeps_unique_tag_with_the_peers_the_group_keeps() -> None:
+    servers = [ServerInfo(f"n{i}", f"p{i}", "C1", (f"az:{zone}",)) for i, zone in
+               ((1, 1), (2, 1), (3, 2), (4, 2), (5, 3))]
+    # the group keeps p1 (az:1) and p3 (az:2): only az:3 may take the third replica
+    request = PlacementRequest(1, "C1", unique_tag="az:", exclude=frozenset({"p5"}), kept=frozenset({"p1", "p3"}))
+    with pytest.raises(PlacementError):
+        place(request, servers)
+    request = PlacementRequest(1, "C1", unique_tag="az:", kept=frozenset({"p1", "p3"}))
+    assert place(request, servers) == ["p5"]

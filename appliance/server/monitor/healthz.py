@@ -34,6 +34,7 @@ STREAM_PROBLEMS = {
     "write_error": "JetStream stream {label} write error: {detail}",
     "not_current": "JetStream stream {label} is not current: {detail}",
     "damaged": "JetStream stream {label} has damaged data: {detail}",
+    "under_replicated": "JetStream stream {label} is under-replicated: {detail}",
 }
 
 

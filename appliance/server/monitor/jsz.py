@@ -77,6 +77,9 @@ def jsz_json(view: ServerView, options: JszOptions) -> dict[str, JsonValue]:
     out.update(messages=totals["messages"], bytes=totals["bytes"])
     if js.meta is not None:
         out["meta_cluster"] = meta_json(js.meta)
+    if js.under_replicated:  # beyond nats-server: streams waiting for a server to regain replicas
+        out["under_replicated"] = [{"account": account, "stream": stream, "replicas": peers, "wanted": wanted}
+                                   for account, stream, peers, wanted in js.under_replicated]
     if options.accounts or options.streams or options.consumers or options.account:
         out["account_details"] = details
     out["total"] = len(details)

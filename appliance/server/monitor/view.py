@@ -276,7 +276,7 @@ class JetStreamStats:
 
 
 # damaged: opened, but the store holds damaged data it does not serve until repaired (appliance)
-AssetState = Literal["ok", "not_current", "not_recovered", "write_error", "damaged"]
+AssetState = Literal["ok", "not_current", "not_recovered", "write_error", "damaged", "under_replicated"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,6 +325,9 @@ class JetStreamView:
     accounts: tuple[str, ...] = ()  # accounts that have JetStream assets (assigned anywhere, when clustered)
     streams: tuple[StreamHealth, ...] = ()  # assets held by this server
     damage: tuple[str, ...] = ()  # JetStream-wide damage recovered from (a meta log damaged mid-file)
+    # streams of the cluster with fewer peers than replicas (a peer-remove without a spare server):
+    # (account, stream, peers, replicas wanted)
+    under_replicated: tuple[tuple[str, str, int, int], ...] = ()
 
 
 class ServerView(Protocol):

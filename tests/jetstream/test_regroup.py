@@ -1,0 +1,156 @@
+"""Membership changes of a stream's group (regroup.py, meta.py), pure: the new group record, the
+one change a leader proposes next, consumers following their stream, replica-count changes,
+re-placement of under-replicated streams and of evicted servers, and the snapshot keeping them."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+from hypothesis import given, strategies as st
+
+from appliance.clock import ManualClock
+from appliance.cluster.placement import ServerInfo
+from appliance.jetstream.meta import MetaGroup, MetaState
+from appliance.jetstream.regroup import next_change, peers_of, regrouped, resized, under_replicated
+
+
+class Loop:
+    def __init__(self) -> None:
+        self.soon: list[Callable[[], None]] = []
+
+    def call_soon(self, fn: Callable[[], None]) -> None:
+        self.soon.append(fn)
+
+    def call_later(self, delay_s: float, fn: Callable[[], None]) -> object:
+        raise AssertionError("no timers expected")
+
+    def settle(self) -> None:
+        while self.soon:
+            soon, self.soon = self.soon, []
+            for fn in soon:
+                fn()
+
+
+def five() -> list[ServerInfo]:
+    return [ServerInfo(f"n{i}", f"p{i}", "C1") for i in range(1, 6)]
+
+
+def meta(loop: Loop, servers: list[ServerInfo]) -> MetaGroup:
+    group = MetaGroup(root=None, peer="p1", clock=ManualClock(), rng=random.Random(1), scheduler=loop,
+                      server_name="n1", cluster="C1")
+    group.servers = servers
+    return group
+
+
+def put(meta_group: MetaGroup, loop: Loop, op: dict[str, object]) -> None:
+    done: list[bool] = []
+    meta_group.propose(op, done.append)
+    loop.settle()
+    assert done == [True]
+
+
+def stream_put(replicas: int) -> dict[str, object]:
+    return {"op": "stream_put", "acc": "A", "config": {"name": "S", "num_replicas": replicas}, "created": 7}
+
+
+def test_regrouped_marks_new_peers_as_joining_and_keeps_the_preferred_leader() -> None:
+    group = {"name": "S-1", "peers": ["p1", "p2", "p3"], "preferred": "p2"}
+    moved = regrouped(group, ["p1", "p2", "p4"])
+    assert moved == {"name": "S-1", "peers": ["p1", "p2", "p4"], "preferred": "p2", "joining": ["p4"],
+                     "raft": True}
+    again = regrouped(moved, ["p2", "p4"])
+    assert again["joining"] == ["p4"] and again["preferred"] == "p2"  # still joining until it restarts
+    assert regrouped(again, ["p4"])["preferred"] == "p4"
+    single = regrouped({"name": "S-1", "peers": ["p1"], "preferred": "p1"}, ["p1"])
+    assert "raft" not in single and "joining" not in single
+
+
+def test_a_leader_adds_first_and_removes_itself_last() -> None:
+    assert next_change(["p1", "p2", "p3"], ["p1", "p2", "p4"], "p1") == ("add", "p4")
+    assert next_change(["p1", "p2", "p3", "p4"], ["p2", "p3", "p4"], "p1") == ("remove", "p1")
+    assert next_change(["p1", "p2", "p3", "p4"], ["p1", "p4"], "p1") == ("remove", "p2")
+    assert next_change(["p1", "p2"], ["p2", "p1"], "p1") is None
+
+
+@given(st.sets(st.sampled_from("abcdefg"), min_size=1), st.sets(st.sampled_from("abcdefg"), min_size=1),
+       st.sampled_from("abcdefg"))
+def test_one_change_at_a_time_reaches_the_wanted_voters(voters: set[str], wanted: set[str], own: str) -> None:
+    current, target = sorted(voters), sorted(wanted)
+    for _ in range(len(voters) + len(wanted) + 1):
+        change = next_change(current, target, own)
+        if change is None:
+            break
+        op, peer = change
+        before = len(current)
+        current = [*current, peer] if op == "add" else [p for p in current if p != peer]
+        assert abs(len(current) - before) == 1 and current  # one server per change, never empty
+        if op == "remove" and peer == own:
+            assert not [p for p in target if p not in current]  # the leader leaves only after the adds
+    assert sorted(current) == target
+
+
+def test_shrinking_keeps_the_proposer() -> None:
+    assert resized(["p1", "p2", "p3"], 1, "p3") == ["p3"]
+    assert resized(["p1", "p2", "p3"], 2, "p9") == ["p1", "p2"]
+
+
+def test_a_replica_count_change_places_new_peers_and_consumers_follow() -> None:
+    loop = Loop()
+    group = meta(loop, five())
+    put(group, loop, stream_put(1))
+    put(group, loop, {"op": "consumer_put", "acc": "A", "stream": "S", "config": {"name": "D"}, "created": 9})
+    assert peers_of(group.state.group_of("A", "S")) == ["p1"]
+    put(group, loop, stream_put(3))
+    grown = group.state.group_of("A", "S")
+    assert isinstance(grown, dict) and grown["peers"][0] == "p1" and len(grown["peers"]) == 3
+    assert grown["joining"] == grown["peers"][1:] and grown["raft"] is True
+    assert peers_of(group.state.group_of("A", "S", "D")) == grown["peers"]
+    put(group, loop, stream_put(3))  # an update that keeps the count keeps the group
+    assert group.state.group_of("A", "S") == grown
+    put(group, loop, stream_put(1))
+    shrunk = group.state.group_of("A", "S")
+    assert isinstance(shrunk, dict) and shrunk["peers"] == ["p1"] and shrunk["raft"] is True
+    assert peers_of(group.state.group_of("A", "S", "D")) == ["p1"]
+
+
+def test_an_under_replicated_stream_is_re_placed_but_not_on_the_peer_removed_from_it() -> None:
+    loop = Loop()
+    servers = five()[:3]
+    group = meta(loop, servers)
+    put(group, loop, stream_put(3))
+    recorded = group.state.group_of("A", "S")
+    assert isinstance(recorded, dict)
+    changed = regrouped(recorded, ["p1", "p2"])
+    changed["excluded"] = ["p3"]
+    put(group, loop, {"op": "stream_peers", "acc": "A", "stream": "S", "group": changed})
+    assert under_replicated(group.state.accounts["A"]["S"]) == 1
+    assert group.replacement_op() is None  # p3 was removed from it and has not restarted
+    op = group.replacement_op(frozenset({"p3"}))
+    assert op is not None and peers_of(op["group"]) == ["p1", "p2", "p3"] and "excluded" not in op["group"]
+    group.servers = five()
+    op = group.replacement_op()
+    assert op is not None and peers_of(op["group"]) == ["p1", "p2", "p4"]  # a new server takes it
+    put(group, loop, op)
+    assert under_replicated(group.state.accounts["A"]["S"]) == 0
+    assert group.replacement_op() is None
+
+
+def test_an_evicted_server_is_replaced_everywhere_and_never_placed_again() -> None:
+    loop = Loop()
+    group = meta(loop, five())
+    put(group, loop, stream_put(3))
+    peers = peers_of(group.state.group_of("A", "S"))
+    evicted = peers[1]
+    put(group, loop, {"op": "server_remove", "peer": evicted})
+    assert group.state.removed == {evicted}
+    op = group.replacement_op()
+    assert op is not None
+    new = peers_of(op["group"])
+    assert evicted not in new and len(new) == 3 and new[:1] == peers[:1]
+    twin = MetaState()
+    twin.restore(group.state.snapshot())
+    assert twin.removed == {evicted} and twin.accounts == group.state.accounts
+    old = MetaState()
+    old.restore(b'{"A":{}}')  # a snapshot of before: accounts only
+    assert old.accounts == {"A": {}} and old.removed == set()

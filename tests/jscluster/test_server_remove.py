@@ -1,0 +1,110 @@
+"""`$JS.API.SERVER.REMOVE` on a three-node cluster with a system account: nats-server's errors,
+the evicted server leaves the meta group and every stream group (the stream goes on on the other
+two, under-replicated), its copies are deleted, and when it comes back it is not added again."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import nats
+import pytest
+from nats.errors import TimeoutError as NatsTimeout
+
+from appliance.testing.process import free_port
+from tests.jscluster.conftest import META_TIMEOUT_S, meta_leader
+from tests.jscluster.test_peer_remove import Publisher, info, peers, replica_states, until
+from tests.routes.conftest import Node, wait_until
+
+pytestmark = pytest.mark.timeout(240)
+KIND = "io.nats.jetstream.api.v1.meta_server_remove_response"
+
+
+def node_config(index: int, *, client: int, http: int, cluster: dict[int, int], store: Path) -> str:
+    routes = ", ".join(f"nats-route://127.0.0.1:{cluster[n]}" for n in cluster if n != index)
+    return (f"server_name: n{index}-c1\nlisten: 127.0.0.1:{client}\nhttp: 127.0.0.1:{http}\n"
+            f'jetstream {{ store_dir: "{store}" }}\n'
+            "accounts {\n  SYS: { users: [{user: sys, password: sys}] }\n"
+            "  APP: { jetstream: enabled, users: [{user: app, password: app}] }\n}\n"
+            "system_account: SYS\n"
+            f"cluster {{ name: C1, listen: 127.0.0.1:{cluster[index]}, routes: [{routes}] }}\n"
+            "appliance { workers: 1 }\n")
+
+
+@pytest.fixture
+def sys_cluster(tmp_path: Path) -> Iterator[list[Node]]:
+    cluster = {n: free_port() for n in (1, 2, 3)}
+    nodes = []
+    for n in (1, 2, 3):
+        client, http = free_port(), free_port()
+        path = tmp_path / f"n{n}.conf"
+        path.write_text(node_config(n, client=client, http=http, cluster=cluster, store=tmp_path / f"s{n}"))
+        nodes.append(Node(f"n{n}-c1", client, cluster[n], path, log_dir=tmp_path, http_port=http))
+    try:
+        for node in nodes:
+            node.start()
+        wait_until(lambda: meta_leader(nodes), "a meta leader", META_TIMEOUT_S)
+        yield nodes
+    finally:
+        for node in nodes:
+            node.stop()
+
+
+async def remove(nc: nats.NATS, body: bytes) -> dict[str, object]:
+    return json.loads((await nc.request("$JS.API.SERVER.REMOVE", body, timeout=5)).data)  # type: ignore[no-any-return]
+
+
+def test_server_remove_evicts_a_server_for_good(sys_cluster: list[Node], tmp_path: Path) -> None:
+    by_name = {node.name: node for node in sys_cluster}
+
+    async def scenario() -> None:
+        leader = meta_leader(sys_cluster)
+        app = await nats.connect(by_name[leader].url, user="app", password="app", max_reconnect_attempts=-1)
+        system = await nats.connect(by_name[leader].url, user="sys", password="sys", max_reconnect_attempts=-1)
+        config = {"name": "SR", "subjects": ["sr.>"], "storage": "file", "num_replicas": 3}
+        reply = json.loads((await app.request("$JS.API.STREAM.CREATE.SR", json.dumps(config).encode(), timeout=10)).data)
+        assert "error" not in reply, reply
+        publisher = Publisher(app.jetstream(), "sr.x")
+        for i in range(20):
+            await publisher.one(i, time.monotonic() + 60)
+
+        with pytest.raises(NatsTimeout):  # not the system account: nobody answers
+            await app.request("$JS.API.SERVER.REMOVE", b'{"peer":"n2-c1"}', timeout=1)
+        assert await remove(system, b"") == {
+            "type": KIND, "error": {"code": 400, "err_code": 10003, "description": "bad request"}}
+        assert await remove(system, b'{"server": "n3-c1"}') == {"type": KIND, "error": {
+            "code": 400, "err_code": 10025, "description": 'invalid JSON: json: unknown field "server"'}}
+        assert await remove(system, b'{"peer": "nope"}') == {"type": KIND, "error": {
+            "code": 400, "err_code": 10044, "description": "server is not a member of the cluster"}}
+
+        victim = next(name for name in by_name if name != leader)
+        publisher.start()
+        assert await remove(system, json.dumps({"peer": victim}).encode()) == {"type": KIND, "success": True}
+        wait_until(lambda: by_name[leader].monitor("/jsz")["meta_cluster"]["cluster_size"] == 2,
+                   "the meta group without the evicted server", 30)
+        await until(lambda: _peers_are(app, set(by_name) - {victim}), "the stream on two peers")
+        wait_until(lambda: victim not in replica_states(sys_cluster, "SR"), "the evicted copy deleted", 30)
+        assert await remove(system, json.dumps({"peer": victim}).encode()) == {"type": KIND, "error": {
+            "code": 400, "err_code": 10044, "description": "server is not a member of the cluster"}}
+
+        by_name[victim].stop()
+        by_name[victim].start()
+        wait_until(lambda: "is not added back to the meta group" in by_name[leader].log(),
+                   "the refusal logged", 30)
+        assert by_name[leader].monitor("/jsz")["meta_cluster"]["cluster_size"] == 2
+        assert await peers(app, "SR") == set(by_name) - {victim}
+        await publisher.finish()
+        count = len(publisher.acked)
+        assert sorted(publisher.acked.values()) == list(range(1, count + 1))
+        assert (await info(app, "SR"))["state"]["messages"] == count  # type: ignore[index]
+        await app.close()
+        await system.close()
+
+    asyncio.run(scenario())
+
+
+async def _peers_are(nc: nats.NATS, wanted: set[str]) -> bool:
+    return await peers(nc, "SR") == wanted
