@@ -166,6 +166,32 @@ class RunningServer:
                 pass
         proc.wait(STOP_TIMEOUT_S)
 
+    def pause(self, index: int) -> None:
+        """SIGSTOP node `index`'s process group: it holds its sockets but answers nothing."""
+        self._signal_group(index, signal.SIGSTOP)
+
+    def resume(self, index: int) -> None:
+        self._signal_group(index, signal.SIGCONT)
+
+    def terminate(self, index: int) -> None:
+        """A graceful stop of node `index` (SIGTERM to its supervisor; kill -9 if it hangs)."""
+        proc = self.nodes[index].proc
+        if proc.poll() is None:
+            self.resume(index)  # a stopped process would never act on SIGTERM
+            proc.terminate()
+            try:
+                proc.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.kill9(index)
+
+    def _signal_group(self, index: int, signum: signal.Signals) -> None:
+        proc = self.nodes[index].proc
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signum)
+            except ProcessLookupError:
+                pass
+
     def restart(self, index: int, timeout_s: float = START_TIMEOUT_S) -> None:
         """Start a stopped node again with its own command (same ports, same store) and wait until
         it answers INFO; the caller waits for whatever state it needs (a stream's health)."""
@@ -176,15 +202,20 @@ class RunningServer:
         _wait_info(node, deadline, timeout_s)
 
     def stop(self) -> None:
-        for node in self.nodes:
+        self.stop_nodes()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def stop_nodes(self) -> None:
+        """Stop every node gracefully (kill -9 one that hangs); the stores and logs stay."""
+        for index, node in enumerate(self.nodes):
             if node.proc.poll() is None:
+                self.resume(index)
                 node.proc.terminate()
         for index, node in enumerate(self.nodes):
             try:
                 node.proc.wait(STOP_TIMEOUT_S)
             except subprocess.TimeoutExpired:
                 self.kill9(index)
-        shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 def cluster_conf(kind: ServerKind, layout: NodeLayout) -> str:
