@@ -10,8 +10,10 @@ One run (`run_chaos`):
    same id (on the same or another server) until its PubAck comes: an acknowledged id is one the
    cluster promised to keep. One consumer thread pulls one message at a time and acks it (AckSync);
 3. the seed's faults (chaos_plan.plan) fire one after another: kill -9 or SIGSTOP of the stream
-   leader or of another server, or a graceful restart; each is healed (SIGCONT, start again on its
-   store) after its hold time, then load runs for the next gap;
+   leader or of another server, a graceful restart, or kill -9 of every server at once; each is
+   healed (SIGCONT, start again on its store) after its hold time, then load runs for the next gap.
+   A power loss (unsynced writes dropped) is not among them: the processes write through the
+   real file system, and appliance/testing/faultfs.py serves only in-process stores;
 4. heal: every server running, stream and consumer healthy; the workload stops; CONSUMER.INFO's
    ack floor is read; every server is stopped gracefully and each one's copy of the stream is read
    from its store directory (as `appliance store inspect --dump` does) and judged
@@ -293,6 +295,14 @@ def _stream_leader(server: servers.RunningServer) -> int:
 
 def _fire(server: servers.RunningServer, fault: Fault, log: Log) -> None:
     leader = _stream_leader(server)
+    if fault.kind == chaos_plan.KILL_ALL:
+        log(f"  {fault.describe()} -> every server")
+        for index in range(len(server.nodes)):
+            server.kill9(index)
+        time.sleep(fault.hold_s)
+        for index in range(len(server.nodes)):
+            server.restart(index, START_TIMEOUT_S)
+        return
     if fault.kind in (chaos_plan.KILL_LEADER, chaos_plan.PAUSE_LEADER):
         victim = leader
     else:
