@@ -77,6 +77,15 @@ class ServerStartFailed(Exception):
 
 
 @dataclass(frozen=True, slots=True)
+class RouteWiring:
+    """Where a cluster's routes go instead of straight to the nodes (a test's fault proxies)."""
+
+    cluster_ports: tuple[int, ...]  # where each node listens for routes
+    dial: dict[tuple[int, int], int]  # (from, to): the port node `from` dials to reach node `to`
+    advertise: dict[int, int]  # node: the port its route INFO advertises (where gossiped routes dial)
+
+
+@dataclass(frozen=True, slots=True)
 class NodeLayout:
     """Where node `index` of `ports`/`cluster_ports` listens; cluster_ports is empty for one node."""
 
@@ -84,6 +93,7 @@ class NodeLayout:
     ports: tuple[int, ...]
     cluster_ports: tuple[int, ...]
     store_dir: Path
+    wiring: RouteWiring | None = None
 
     @property
     def name(self) -> str:
@@ -91,7 +101,9 @@ class NodeLayout:
 
     @property
     def routes(self) -> list[str]:
-        return [f"nats-route://127.0.0.1:{p}" for i, p in enumerate(self.cluster_ports) if i != self.index]
+        dial = self.wiring.dial if self.wiring is not None else {}
+        return [f"nats-route://127.0.0.1:{dial.get((self.index, i), p)}" for i, p in enumerate(self.cluster_ports)
+                if i != self.index]
 
 
 @dataclass(slots=True)
@@ -228,7 +240,10 @@ def cluster_conf(kind: ServerKind, layout: NodeLayout) -> str:
     if layout.cluster_ports:
         routes = ", ".join(f'"{r}"' for r in layout.routes)
         lines += ["cluster {", f"  name: {CLUSTER_NAME}", f'  listen: "127.0.0.1:{layout.cluster_ports[layout.index]}"',
-                  f"  routes: [{routes}]", "}"]
+                  f"  routes: [{routes}]"]
+        if layout.wiring is not None and layout.index in layout.wiring.advertise:
+            lines.append(f'  advertise: "127.0.0.1:{layout.wiring.advertise[layout.index]}"')
+        lines.append("}")
     if kind.program == "appliance" and kind.workers:
         lines.append(f"appliance {{ workers: {kind.workers} }}")
     return "\n".join(lines) + "\n"
@@ -253,15 +268,20 @@ def command_for(kind: ServerKind, layout: NodeLayout, *, workdir: Path) -> list[
     return cmd
 
 
-def start(kind: ServerKind, *, nodes: int = 1, timeout_s: float = START_TIMEOUT_S) -> RunningServer:
+def start(kind: ServerKind, *, nodes: int = 1, timeout_s: float = START_TIMEOUT_S,
+          wiring: RouteWiring | None = None) -> RunningServer:
+    """`nodes` servers of `kind`, ready; with `wiring`, a cluster's routes dial where it says."""
     assert nodes >= 1
+    assert wiring is None or len(wiring.cluster_ports) == nodes
     workdir = Path(tempfile.mkdtemp(prefix=f"bench-{kind.program}-"))
     ports = tuple(free_port() for _ in range(nodes))
     cluster_ports = tuple(free_port() for _ in range(nodes)) if nodes > 1 else ()
+    if wiring is not None:
+        cluster_ports = wiring.cluster_ports
     server = RunningServer(kind, [], workdir)
     try:
         for index in range(nodes):
-            layout = NodeLayout(index, ports, cluster_ports, workdir / f"store-n{index + 1}")
+            layout = NodeLayout(index, ports, cluster_ports, workdir / f"store-n{index + 1}", wiring)
             log_path = workdir / f"{layout.name}.log"
             cmd = command_for(kind, layout, workdir=workdir)
             server.nodes.append(Node(ports[index], _spawn(cmd, log_path, workdir), log_path, layout.name,

@@ -23,8 +23,9 @@ from appliance.testing.chaos import ChaosOptions, run_chaos
               help="Synchronous publishers (each waits for its PubAck).")
 @click.option("--workers", type=click.IntRange(1, 8), default=1, show_default=True, help="Workers per server.")
 @click.option("--quiet", is_flag=True, help="Only the result lines, not each fault.")
+@click.option("--keep", is_flag=True, help="Keep every run's directory (configs, logs, stores), not only failed ones.")
 def chaos(seed: int, runs: int, nodes: int, faults: int, kinds_text: str, publishers: int, workers: int,
-          quiet: bool) -> None:
+          quiet: bool, keep: bool) -> None:
     """Start a local cluster per run (127.0.0.1, temp dirs), publish with Nats-Msg-Id on an R3
     stream while the seed's faults hit it, heal, and check every replica. Exit 1 on any loss,
     duplicate, divergence or failed run; a failed run keeps its directory (logs, stores)."""
@@ -43,7 +44,7 @@ def chaos(seed: int, runs: int, nodes: int, faults: int, kinds_text: str, publis
     for current in range(seed, seed + runs):
         started = time.monotonic()
         result = run_chaos(ChaosOptions(current, nodes=nodes, faults=faults, kinds=kinds, publishers=publishers,
-                                        workers=workers), log=log)
+                                        workers=workers, keep=keep), log=log)
         total.add(result.verdict)
         for fault in result.faults:
             counts[fault.kind] = counts.get(fault.kind, 0) + 1

@@ -12,6 +12,8 @@ One run (`run_chaos`):
 3. the seed's faults (chaos_plan.plan) fire one after another: kill -9 or SIGSTOP of the stream
    leader or of another server, a graceful restart, or kill -9 of every server at once; each is
    healed (SIGCONT, start again on its store) after its hold time, then load runs for the next gap.
+   A route partition cuts the leader or another server off from the rest (route_faults.py: a run
+   with partitions in its plan has every route go through our proxies) until its hold time ends.
    A power loss (unsynced writes dropped) is not among them: the processes write through the
    real file system, and appliance/testing/faultfs.py serves only in-process stores;
 4. heal: every server running, stream and consumer healthy; the workload stops; CONSUMER.INFO's
@@ -39,6 +41,7 @@ from appliance.errors import ApplianceError
 from appliance.store import inspect as store_inspect
 from appliance.testing import chaos_plan
 from appliance.testing.chaos_plan import Fault, Record, Verdict
+from appliance.testing.route_faults import Partitions
 
 STREAM = "CHAOS"
 SUBJECT = "chaos.m"
@@ -65,6 +68,7 @@ class ChaosOptions:
     kinds: tuple[str, ...] = chaos_plan.FAULT_KINDS
     publishers: int = 2
     workers: int = 1  # worker processes per server
+    keep: bool = False  # keep the run's directory (configs, logs, stores) even when it is clean
 
 
 @dataclass(slots=True)
@@ -208,25 +212,30 @@ def ack_stream_seq(reply: str) -> int:
 def run_chaos(options: ChaosOptions, *, log: Log = print) -> RunResult:
     result = RunResult(options.seed)
     kind = servers.ServerKind("appliance chaos", "appliance", workers=options.workers)
+    faults = chaos_plan.plan(options.seed, options.faults, options.kinds)
+    net = Partitions(options.nodes) if any(f.kind in chaos_plan.PARTITIONS for f in faults) else None
     try:
-        server = servers.start(kind, nodes=options.nodes, timeout_s=START_TIMEOUT_S)
+        server = servers.start(kind, nodes=options.nodes, timeout_s=START_TIMEOUT_S,
+                               wiring=net.wiring if net is not None else None)
     except FAILURES as exc:
         result.failure = f"cluster did not start: {type(exc).__name__}: {exc}"
+        if net is not None:
+            net.close()
         return result
     workload = Workload(server, options.publishers)
     try:
         _setup(server)
         workload.start()
-        for fault in chaos_plan.plan(options.seed, options.faults, options.kinds):
+        for fault in faults:
             time.sleep(fault.gap_s)
-            _fire(server, fault, log)
+            _fire(server, net, fault, log)
             result.faults.append(fault)
-        _heal(server)
+        _heal(server, net)
         time.sleep(0.5)  # some load on the healed cluster
     except FAILURES as exc:
         result.failure = f"{type(exc).__name__}: {exc}".replace("\n", " ")[:300]
         log(f"chaos seed {options.seed}: {result.failure}")
-        _heal_quietly(server)
+        _heal_quietly(server, net)
     finally:
         workload.stop.set()
         workload.finish()
@@ -237,6 +246,8 @@ def run_chaos(options: ChaosOptions, *, log: Log = print) -> RunResult:
     except FAILURES as exc:
         result.failure = result.failure or f"consumer not read: {type(exc).__name__}: {exc}"[:300]
     server.stop_nodes()
+    if net is not None:
+        net.close()
     copies = _read_copies(server)
     result.verdict = chaos_plan.judge(workload.acked, copies)
     if ack_floor is not None and copies:
@@ -245,7 +256,7 @@ def run_chaos(options: ChaosOptions, *, log: Log = print) -> RunResult:
         if ahead:
             result.verdict.ack_floor_ahead = 1
             result.verdict.examples.append(f"ack floor {ack_floor} covers undelivered seqs {ahead[:5]}")
-    if result.clean:
+    if result.clean and not options.keep:
         shutil.rmtree(server.workdir, ignore_errors=True)
     else:
         result.kept = str(server.workdir)
@@ -268,13 +279,16 @@ def _live(server: servers.RunningServer) -> list[int]:
     return [i for i, node in enumerate(server.nodes) if node.proc.poll() is None]
 
 
-def _stream_leader(server: servers.RunningServer) -> int:
-    """Index of the node that leads the stream now (asked on any live node until one names it)."""
+def _stream_leader(server: servers.RunningServer, *, exclude: int = -1) -> int:
+    """Index of the node that leads the stream now (asked on any live node but `exclude` until one
+    names it)."""
     deadline = time.monotonic() + LEADER_TIMEOUT_S
     names = [node.name for node in server.nodes]
     last = "no answer"
     while time.monotonic() < deadline:
         for index in _live(server):
+            if index == exclude:
+                continue
             try:
                 conn = Connection(Endpoint.parse(server.urls[index]), name="chaos-leader", timeout_s=CONNECT_TIMEOUT_S)
             except FAILURES as exc:
@@ -293,7 +307,7 @@ def _stream_leader(server: servers.RunningServer) -> int:
     raise FailoverFailed(f"no stream leader named within {LEADER_TIMEOUT_S:g}s ({last})")
 
 
-def _fire(server: servers.RunningServer, fault: Fault, log: Log) -> None:
+def _fire(server: servers.RunningServer, net: Partitions | None, fault: Fault, log: Log) -> None:
     leader = _stream_leader(server)
     if fault.kind == chaos_plan.KILL_ALL:
         log(f"  {fault.describe()} -> every server")
@@ -310,6 +324,14 @@ def _fire(server: servers.RunningServer, fault: Fault, log: Log) -> None:
         victim = others[fault.victim % len(others)]
     name = server.nodes[victim].name
     log(f"  {fault.describe()} -> {name}")
+    if fault.kind in chaos_plan.PARTITIONS:
+        assert net is not None, "a run with partitions is wired through the proxies"
+        net.isolate(victim)
+        time.sleep(fault.hold_s)
+        during = _stream_leader(server, exclude=victim)
+        net.heal()
+        log(f"    leader while {name} was cut off: {server.nodes[during].name}")
+        return
     if fault.kind in (chaos_plan.PAUSE_LEADER, chaos_plan.PAUSE_OTHER):
         server.pause(victim)
         time.sleep(fault.hold_s)
@@ -323,7 +345,9 @@ def _fire(server: servers.RunningServer, fault: Fault, log: Log) -> None:
     server.restart(victim, START_TIMEOUT_S)
 
 
-def _heal(server: servers.RunningServer) -> None:
+def _heal(server: servers.RunningServer, net: Partitions | None) -> None:
+    if net is not None:
+        net.heal()
     for index in range(len(server.nodes)):
         server.resume(index)
         if server.nodes[index].proc.poll() is not None:
@@ -337,9 +361,9 @@ def _heal(server: servers.RunningServer) -> None:
         conn.close()
 
 
-def _heal_quietly(server: servers.RunningServer) -> None:
+def _heal_quietly(server: servers.RunningServer, net: Partitions | None) -> None:
     try:
-        _heal(server)
+        _heal(server, net)
     except FAILURES:
         pass
 

@@ -31,9 +31,15 @@ PAUSE_LEADER = "pause-leader"  # SIGSTOP the leader's server, later SIGCONT (a G
 PAUSE_OTHER = "pause-other"
 RESTART = "restart"  # SIGTERM a server (graceful stop) and start it again on its store
 KILL_ALL = "kill-all"  # SIGKILL every server at once, then start them all again (the OS keeps its page cache)
-FAULT_KINDS = (KILL_LEADER, KILL_OTHER, PAUSE_LEADER, PAUSE_OTHER, RESTART, KILL_ALL)
+PARTITION_LEADER = "partition-leader"  # cut the leader's routes to every other server (clients still reach it)
+PARTITION_OTHER = "partition-other"
+FAULT_KINDS = (KILL_LEADER, KILL_OTHER, PAUSE_LEADER, PAUSE_OTHER, RESTART, KILL_ALL, PARTITION_LEADER,
+               PARTITION_OTHER)
+PARTITIONS = (PARTITION_LEADER, PARTITION_OTHER)
 PAUSE_MIN_S = 0.5
 PAUSE_MAX_S = 4.0  # longer than an election timeout: the paused leader is deposed meanwhile
+PARTITION_MIN_S = 2.0
+PARTITION_MAX_S = 8.0  # several election timeouts: the rest elect a leader while the cut one cannot hear it
 GAP_MIN_S = 0.3  # load between two faults
 GAP_MAX_S = 2.0
 
@@ -58,8 +64,13 @@ def plan(seed: int, faults: int, kinds: Sequence[str] = FAULT_KINDS) -> list[Fau
     chosen = []
     for _ in range(faults):
         kind = rng.choice(list(kinds))
-        victim = 0 if kind in (KILL_LEADER, PAUSE_LEADER) else rng.randrange(1 << 16)
-        hold = rng.uniform(PAUSE_MIN_S, PAUSE_MAX_S) if kind.startswith("pause") else rng.uniform(0.0, 1.5)
+        victim = 0 if kind in (KILL_LEADER, PAUSE_LEADER, PARTITION_LEADER) else rng.randrange(1 << 16)
+        if kind in PARTITIONS:
+            hold = rng.uniform(PARTITION_MIN_S, PARTITION_MAX_S)
+        elif kind in (PAUSE_LEADER, PAUSE_OTHER):
+            hold = rng.uniform(PAUSE_MIN_S, PAUSE_MAX_S)
+        else:
+            hold = rng.uniform(0.0, 1.5)
         chosen.append(Fault(kind, victim, round(hold, 3), round(rng.uniform(GAP_MIN_S, GAP_MAX_S), 3)))
     return chosen
 
