@@ -103,6 +103,10 @@ class _LinkProxy:
             inbound.close()  # the node is down: the dialler sees its connection closed
             return
         with self._lock:
+            if self.net.closed:  # closed while we dialled: close() has run, nobody else will
+                inbound.close()
+                outbound.close()
+                return
             self._sockets += [inbound, outbound]
         for src, dst in ((inbound, outbound), (outbound, inbound)):
             threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
@@ -114,7 +118,7 @@ class _LinkProxy:
                     self.net.idle()
                     continue
                 readable, _, _ = select.select([src], [], [], POLL_S)
-                if not readable:
+                if not readable or not self.net.passes(self.ends):  # cut while we waited: read nothing
                     continue
                 data = src.recv(CHUNK_BYTES)
                 if not data:
@@ -130,6 +134,7 @@ class _LinkProxy:
                     pass
 
     def close(self) -> None:
+        """After Partitions.close set `closed`: no socket is added once this has run."""
         self.listener.close()
         with self._lock:
             for sock in self._sockets:
