@@ -3,8 +3,10 @@ then one line: runs, acknowledged, lost, duplicated, diverged."""
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
+from types import FrameType
 
 import click
 
@@ -29,6 +31,7 @@ def chaos(seed: int, runs: int, nodes: int, faults: int, kinds_text: str, publis
     """Start a local cluster per run (127.0.0.1, temp dirs), publish with Nats-Msg-Id on an R3
     stream while the seed's faults hit it, heal, and check every replica. Exit 1 on any loss,
     duplicate, divergence or failed run; a failed run keeps its directory (logs, stores)."""
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)  # a stopped soak stops its servers too (run_chaos's finally)
     try:
         kinds = chaos_plan.parse_kinds(kinds_text)
     except ValueError as error:
@@ -59,3 +62,7 @@ def chaos(seed: int, runs: int, nodes: int, faults: int, kinds_text: str, publis
     fired = " ".join(f"{kind}={counts.get(kind, 0)}" for kind in chaos_plan.FAULT_KINDS)
     click.echo(f"{chaos_plan.summary_line(runs, total)} failed_runs={failed} nodes={nodes} {fired}")
     sys.exit(1 if failed else 0)
+
+
+def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)

@@ -222,6 +222,30 @@ def run_chaos(options: ChaosOptions, *, log: Log = print) -> RunResult:
         if net is not None:
             net.close()
         return result
+    try:
+        workload, ack_floor = _under_faults(server, net, faults, options, result, log)
+    finally:  # an interrupted run (Ctrl-C, SIGTERM) leaves no server behind either
+        server.stop_nodes()
+        if net is not None:
+            net.close()
+    copies = _read_copies(server)
+    result.verdict = chaos_plan.judge(workload.acked, copies)
+    if ack_floor is not None and copies:
+        stored = [r.seq for r in next(iter(copies.values()))]
+        ahead = chaos_plan.ack_floor_ahead(ack_floor, workload.delivered, stored)
+        if ahead:
+            result.verdict.ack_floor_ahead = 1
+            result.verdict.examples.append(f"ack floor {ack_floor} covers undelivered seqs {ahead[:5]}")
+    if result.clean and not options.keep:
+        shutil.rmtree(server.workdir, ignore_errors=True)
+    else:
+        result.kept = str(server.workdir)
+    return result
+
+
+def _under_faults(server: servers.RunningServer, net: Partitions | None, faults: list[Fault], options: ChaosOptions,
+                  result: RunResult, log: Log) -> tuple[Workload, int | None]:
+    """The load and the faults, the heal, the consumer drained: (the load's record, the ack floor)."""
     workload = Workload(server, options.publishers)
     try:
         _setup(server)
@@ -240,27 +264,11 @@ def run_chaos(options: ChaosOptions, *, log: Log = print) -> RunResult:
         workload.stop.set()
         workload.finish()
     result.unacked, result.delivered = workload.unacked, len(workload.delivered)
-    ack_floor = None
     try:
-        ack_floor = _drained_ack_floor(server, workload)
+        return workload, _drained_ack_floor(server, workload)
     except FAILURES as exc:
         result.failure = result.failure or f"consumer not read: {type(exc).__name__}: {exc}"[:300]
-    server.stop_nodes()
-    if net is not None:
-        net.close()
-    copies = _read_copies(server)
-    result.verdict = chaos_plan.judge(workload.acked, copies)
-    if ack_floor is not None and copies:
-        stored = [r.seq for r in next(iter(copies.values()))]
-        ahead = chaos_plan.ack_floor_ahead(ack_floor, workload.delivered, stored)
-        if ahead:
-            result.verdict.ack_floor_ahead = 1
-            result.verdict.examples.append(f"ack floor {ack_floor} covers undelivered seqs {ahead[:5]}")
-    if result.clean and not options.keep:
-        shutil.rmtree(server.workdir, ignore_errors=True)
-    else:
-        result.kept = str(server.workdir)
-    return result
+        return workload, None
 
 
 def _setup(server: servers.RunningServer) -> None:
@@ -277,6 +285,13 @@ def _setup(server: servers.RunningServer) -> None:
 
 def _live(server: servers.RunningServer) -> list[int]:
     return [i for i, node in enumerate(server.nodes) if node.proc.poll() is None]
+
+
+def _live_url(server: servers.RunningServer) -> str:
+    live = _live(server)
+    if not live:
+        raise FailoverFailed("no server is running")
+    return server.urls[live[0]]
 
 
 def _stream_leader(server: servers.RunningServer, *, exclude: int = -1) -> int:
@@ -352,7 +367,7 @@ def _heal(server: servers.RunningServer, net: Partitions | None) -> None:
         server.resume(index)
         if server.nodes[index].proc.poll() is not None:
             server.restart(index, START_TIMEOUT_S)
-    conn = Connection(Endpoint.parse(server.urls[_live(server)[0]]), name="chaos-heal")
+    conn = Connection(Endpoint.parse(_live_url(server)), name="chaos-heal")
     try:
         replicas.wait_healthy(conn, STREAM, REPLICAS, timeout_s=HEAL_TIMEOUT_S, api_timeout_s=API_TIMEOUT_S)
         replicas.wait_healthy(conn, STREAM, REPLICAS, consumer=CONSUMER, timeout_s=HEAL_TIMEOUT_S,
@@ -373,7 +388,7 @@ def _drained_ack_floor(server: servers.RunningServer, workload: Workload) -> int
     drain = Workload(server, 0)
     drain.delivered = workload.delivered
     drain.start()
-    conn = Connection(Endpoint.parse(server.urls[_live(server)[0]]), name="chaos-drain")
+    conn = Connection(Endpoint.parse(_live_url(server)), name="chaos-drain")
     try:
         deadline = time.monotonic() + DRAIN_S
         while time.monotonic() < deadline:

@@ -56,14 +56,17 @@ class Fault:
 
 
 def plan(seed: int, faults: int, kinds: Sequence[str] = FAULT_KINDS) -> list[Fault]:
-    """`faults` faults for run `seed`, drawn from `kinds` (replayable: same seed, same plan)."""
+    """`faults` faults for run `seed`, drawn from `kinds` (replayable: same seed, same plan). A
+    plan of at least len(kinds) faults has every kind at least once, in a seeded order."""
     unknown = set(kinds) - set(FAULT_KINDS)
     if unknown or not kinds:
         raise ValueError(f"fault kinds must be among {', '.join(FAULT_KINDS)}; got {', '.join(kinds) or 'none'}")
     rng = random.Random(seed)
+    order = list(dict.fromkeys(kinds)) if faults >= len(set(kinds)) else []
+    order += [rng.choice(list(kinds)) for _ in range(faults - len(order))]
+    rng.shuffle(order)
     chosen = []
-    for _ in range(faults):
-        kind = rng.choice(list(kinds))
+    for kind in order:
         victim = 0 if kind in (KILL_LEADER, PAUSE_LEADER, PARTITION_LEADER) else rng.randrange(1 << 16)
         if kind in PARTITIONS:
             hold = rng.uniform(PARTITION_MIN_S, PARTITION_MAX_S)

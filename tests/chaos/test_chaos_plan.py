@@ -90,3 +90,10 @@ def test_the_stream_sequence_of_both_ack_subject_forms() -> None:
     assert ack_stream_seq("$JS.ACK.dom.ACCHASH.S.C.2.43.8.1700000000.0.tok") == 43
     with pytest.raises(ValueError):
         ack_stream_seq("_INBOX.abc")
+
+
+@given(st.integers(0, 2**32), st.integers(0, 30))
+def test_a_plan_as_long_as_the_kinds_has_each_of_them(seed: int, extra: int) -> None:
+    kinds = chaos_plan.FAULT_KINDS
+    faults = chaos_plan.plan(seed, len(kinds) + extra)
+    assert {f.kind for f in faults} == set(kinds)
