@@ -1,6 +1,7 @@
 """Seeded faults against a real cluster of `appliance run` processes under a synchronous-publish
 workload, then the verdict: every acknowledged message stored exactly once on every replica, the
-replicas identical, the consumer's ack floor never ahead of what it was delivered.
+replicas identical, the consumer's ack floor never ahead of what it was delivered nor behind the
+acks the server confirmed (AckSync).
 
 One run (`run_chaos`):
 1. start `nodes` servers (appliance/bench/servers.py: own process groups, free ports, temp dir);
@@ -96,6 +97,7 @@ class Workload:
         self.acked: set[str] = set()
         self.unacked = 0
         self.delivered: set[int] = set()
+        self.confirmed: set[int] = set()  # stream sequences whose AckSync the server answered
         self.errors: list[str] = []
         self.threads = [threading.Thread(target=self._publish, args=(i,), name=f"chaos-pub-{i}", daemon=True)
                         for i in range(publishers)]
@@ -191,7 +193,10 @@ class Workload:
             if msg.reply is not None and msg.reply.startswith(b"$JS.ACK."):
                 with self.lock:
                     self.delivered.add(ack_stream_seq(msg.reply.decode()))
-                conn.request(msg.reply, b"+ACK", API_TIMEOUT_S)
+                answer = conn.request(msg.reply, b"+ACK", API_TIMEOUT_S)
+                if answer.status is None:
+                    with self.lock:
+                        self.confirmed.add(ack_stream_seq(msg.reply.decode()))
                 return
             if msg.subject == inbox:
                 return  # a status: 404/408 nothing now, 409/503 no consumer leader yet
@@ -236,6 +241,10 @@ def run_chaos(options: ChaosOptions, *, log: Log = print) -> RunResult:
         if ahead:
             result.verdict.ack_floor_ahead = 1
             result.verdict.examples.append(f"ack floor {ack_floor} covers undelivered seqs {ahead[:5]}")
+        floor_min = chaos_plan.confirmed_floor(workload.confirmed, stored)
+        if ack_floor < floor_min:
+            result.verdict.acks_lost = 1
+            result.verdict.examples.append(f"ack floor {ack_floor} behind confirmed acks up to {floor_min}")
     if result.clean and not options.keep:
         shutil.rmtree(server.workdir, ignore_errors=True)
     else:
@@ -386,7 +395,7 @@ def _heal_quietly(server: servers.RunningServer, net: Partitions | None) -> None
 def _drained_ack_floor(server: servers.RunningServer, workload: Workload) -> int:
     """Let a consumer pull the rest of the stream (up to DRAIN_S), then CONSUMER.INFO's ack floor."""
     drain = Workload(server, 0)
-    drain.delivered = workload.delivered
+    drain.delivered, drain.confirmed = workload.delivered, workload.confirmed
     drain.start()
     conn = Connection(Endpoint.parse(_live_url(server)), name="chaos-drain")
     try:

@@ -112,11 +112,12 @@ class Verdict:
     duplicated: int = 0
     diverged: int = 0
     ack_floor_ahead: int = 0  # consumers whose ack floor covers a sequence never delivered
+    acks_lost: int = 0  # consumers whose ack floor is behind acks the server confirmed (AckSync)
     examples: list[str] = field(default_factory=list)  # the first few findings, for the report
 
     @property
     def clean(self) -> bool:
-        return not (self.lost or self.duplicated or self.diverged or self.ack_floor_ahead)
+        return not (self.lost or self.duplicated or self.diverged or self.ack_floor_ahead or self.acks_lost)
 
     def add(self, other: Verdict) -> None:
         self.acknowledged += other.acknowledged
@@ -124,6 +125,7 @@ class Verdict:
         self.duplicated += other.duplicated
         self.diverged += other.diverged
         self.ack_floor_ahead += other.ack_floor_ahead
+        self.acks_lost += other.acks_lost
         self.examples += other.examples[: max(0, EXAMPLES_MAX - len(self.examples))]
 
 
@@ -171,8 +173,20 @@ def ack_floor_ahead(ack_floor: int, delivered: Iterable[int], stored: Iterable[i
     return sorted(seq for seq in stored if seq <= ack_floor and seq not in seen)
 
 
+def confirmed_floor(confirmed: Iterable[int], stored: Iterable[int]) -> int:
+    """The highest stream sequence s such that every stored message up to s had its ack
+    confirmed (AckSync answered): a consumer's ack floor may not be below it."""
+    acked = set(confirmed)
+    floor = 0
+    for seq in sorted(stored):
+        if seq not in acked:
+            break
+        floor = seq
+    return floor
+
+
 def summary_line(runs: int, verdict: Verdict) -> str:
     """The soak's one line."""
     return (f"runs={runs} acknowledged={verdict.acknowledged} lost={verdict.lost} "
             f"duplicated={verdict.duplicated} diverged={verdict.diverged} "
-            f"ack_floor_ahead={verdict.ack_floor_ahead}")
+            f"ack_floor_ahead={verdict.ack_floor_ahead} acks_lost={verdict.acks_lost}")

@@ -81,7 +81,7 @@ def test_verdicts_add_up_into_the_one_line() -> None:
     total.add(chaos_plan.Verdict(acknowledged=10, lost=1, examples=["x"]))
     total.add(chaos_plan.Verdict(acknowledged=5, diverged=2))
     assert chaos_plan.summary_line(2, total) == (
-        "runs=2 acknowledged=15 lost=1 duplicated=0 diverged=2 ack_floor_ahead=0")
+        "runs=2 acknowledged=15 lost=1 duplicated=0 diverged=2 ack_floor_ahead=0 acks_lost=0")
     assert not total.clean and total.examples == ["x"]
 
 
@@ -97,3 +97,10 @@ def test_a_plan_as_long_as_the_kinds_has_each_of_them(seed: int, extra: int) -> 
     kinds = chaos_plan.FAULT_KINDS
     faults = chaos_plan.plan(seed, len(kinds) + extra)
     assert {f.kind for f in faults} == set(kinds)
+
+
+def test_the_floor_confirmed_acks_promise_stops_at_the_first_unconfirmed_message() -> None:
+    assert chaos_plan.confirmed_floor([1, 2, 3, 5], stored=[1, 2, 3, 4, 5]) == 3
+    assert chaos_plan.confirmed_floor([1, 2, 3, 5], stored=[1, 2, 3, 5]) == 5  # 4 was never stored
+    assert chaos_plan.confirmed_floor([2], stored=[1, 2]) == 0
+    assert not chaos_plan.Verdict(acks_lost=1).clean
