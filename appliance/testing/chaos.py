@@ -98,7 +98,6 @@ class Workload:
         self.unacked = 0
         self.delivered: set[int] = set()
         self.confirmed: set[int] = set()  # stream sequences whose AckSync the server answered
-        self.errors: list[str] = []
         self.threads = [threading.Thread(target=self._publish, args=(i,), name=f"chaos-pub-{i}", daemon=True)
                         for i in range(publishers)]
         self.threads.append(threading.Thread(target=self._consume, name="chaos-consumer", daemon=True))
