@@ -10,6 +10,7 @@ from types import FrameType
 
 import click
 
+from appliance.bench.stats import percentile_rank
 from appliance.testing import chaos_plan
 from appliance.testing.chaos import ChaosOptions, run_chaos
 
@@ -39,6 +40,7 @@ def chaos(seed: int, runs: int, nodes: int, faults: int, kinds_text: str, publis
     total = chaos_plan.Verdict()
     failed = 0
     counts: dict[str, int] = {}
+    failovers: list[float] = []
 
     def log(line: str) -> None:
         if not quiet:
@@ -55,14 +57,25 @@ def chaos(seed: int, runs: int, nodes: int, faults: int, kinds_text: str, publis
         status = "ok" if result.clean else f"FAILED{': ' + result.failure if result.failure else ''}"
         click.echo(f"seed {current}: {chaos_plan.summary_line(1, result.verdict)} faults={len(result.faults)} "
                    f"unacked={result.unacked} delivered={result.delivered} {time.monotonic() - started:.1f}s {status}")
+        failovers.extend(result.failovers)
+        if result.failovers:
+            click.echo(f"  leader kills: first PubAck after {_times(result.failovers)}")
         for example in result.verdict.examples:
             click.echo(f"  {example}")
         if result.kept:
             click.echo(f"  kept {result.kept}")
     fired = " ".join(f"{kind}={counts.get(kind, 0)}" for kind in chaos_plan.FAULT_KINDS)
     click.echo(f"{chaos_plan.summary_line(runs, total)} failed_runs={failed} nodes={nodes} {fired}")
+    if failovers:
+        click.echo(f"leader kills: first PubAck after {_times(failovers)}")
     sys.exit(1 if failed else 0)
 
 
 def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(128 + signum)
+
+
+def _times(seconds: list[float]) -> str:
+    ordered = sorted(seconds)
+    p50, p99 = (ordered[percentile_rank(q, len(ordered))] for q in (50, 99))
+    return f"p50 {p50 * 1e3:,.0f} ms, p99 {p99 * 1e3:,.0f} ms, max {ordered[-1] * 1e3:,.0f} ms over {len(ordered)}"

@@ -81,6 +81,8 @@ class RunResult:
     delivered: int = 0  # messages the consumer received
     failure: str = ""  # the run could not finish (a server that did not start, no leader, ...)
     kept: str = ""  # its directory, kept for a look at the logs
+    failovers: list[float] = field(default_factory=list)  # per leader kill: seconds to the first PubAck of a
+    # publish begun after it (chaos_plan.failover_times)
 
     @property
     def clean(self) -> bool:
@@ -98,6 +100,7 @@ class Workload:
         self.unacked = 0
         self.delivered: set[int] = set()
         self.confirmed: set[int] = set()  # stream sequences whose AckSync the server answered
+        self.ack_times: list[tuple[float, float]] = []  # per acked id: (its first attempt, its PubAck)
         self.threads = [threading.Thread(target=self._publish, args=(i,), name=f"chaos-pub-{i}", daemon=True)
                         for i in range(publishers)]
         self.threads.append(threading.Thread(target=self._consume, name="chaos-consumer", daemon=True))
@@ -135,6 +138,7 @@ class Workload:
         try:
             while not self.stop.is_set():
                 msg_id = f"p{number}-{sent}"
+                began = time.monotonic()
                 while True:
                     if self.stop.is_set():
                         with self.lock:
@@ -152,6 +156,7 @@ class Workload:
                         conn, where = None, where + 1
                 with self.lock:
                     self.acked.add(msg_id)
+                    self.ack_times.append((began, time.monotonic()))
                 sent += 1
         except FailoverFailed:
             return  # stopped while connecting
@@ -255,13 +260,16 @@ def _under_faults(server: servers.RunningServer, net: Partitions | None, faults:
                   result: RunResult, log: Log) -> tuple[Workload, int | None]:
     """The load and the faults, the heal, the consumer drained: (the load's record, the ack floor)."""
     workload = Workload(server, options.publishers)
+    leader_kills: list[float] = []
     try:
         _setup(server)
         workload.start()
         for fault in faults:
             time.sleep(fault.gap_s)
-            _fire(server, net, fault, log)
+            fired_at = _fire(server, net, fault, log)
             result.faults.append(fault)
+            if fault.kind == chaos_plan.KILL_LEADER:
+                leader_kills.append(fired_at)
         _heal(server, net)
         time.sleep(0.5)  # some load on the healed cluster
     except FAILURES as exc:
@@ -272,6 +280,7 @@ def _under_faults(server: servers.RunningServer, net: Partitions | None, faults:
         workload.stop.set()
         workload.finish()
     result.unacked, result.delivered = workload.unacked, len(workload.delivered)
+    result.failovers = chaos_plan.failover_times(leader_kills, workload.ack_times)
     try:
         return workload, _drained_ack_floor(server, workload)
     except FAILURES as exc:
@@ -330,8 +339,10 @@ def _stream_leader(server: servers.RunningServer, *, exclude: int = -1) -> int:
     raise FailoverFailed(f"no stream leader named within {LEADER_TIMEOUT_S:g}s ({last})")
 
 
-def _fire(server: servers.RunningServer, net: Partitions | None, fault: Fault, log: Log) -> None:
+def _fire(server: servers.RunningServer, net: Partitions | None, fault: Fault, log: Log) -> float:
+    """Fire one fault and heal it after its hold time; the moment it hit (time.monotonic)."""
     leader = _stream_leader(server)
+    hit = time.monotonic()
     if fault.kind == chaos_plan.KILL_ALL:
         log(f"  {fault.describe()} -> every server")
         for index in range(len(server.nodes)):
@@ -339,7 +350,7 @@ def _fire(server: servers.RunningServer, net: Partitions | None, fault: Fault, l
         time.sleep(fault.hold_s)
         for index in range(len(server.nodes)):
             server.restart(index, START_TIMEOUT_S)
-        return
+        return hit
     if fault.kind in (chaos_plan.KILL_LEADER, chaos_plan.PAUSE_LEADER):
         victim = leader
     else:
@@ -347,6 +358,7 @@ def _fire(server: servers.RunningServer, net: Partitions | None, fault: Fault, l
         victim = others[fault.victim % len(others)]
     name = server.nodes[victim].name
     log(f"  {fault.describe()} -> {name}")
+    hit = time.monotonic()
     if fault.kind in chaos_plan.PARTITIONS:
         assert net is not None, "a run with partitions is wired through the proxies"
         net.isolate(victim)
@@ -354,18 +366,20 @@ def _fire(server: servers.RunningServer, net: Partitions | None, fault: Fault, l
         during = _stream_leader(server, exclude=victim)
         net.heal()
         log(f"    leader while {name} was cut off: {server.nodes[during].name}")
-        return
+        return hit
     if fault.kind in (chaos_plan.PAUSE_LEADER, chaos_plan.PAUSE_OTHER):
         server.pause(victim)
         time.sleep(fault.hold_s)
         server.resume(victim)
-        return
+        return hit
     if fault.kind == chaos_plan.RESTART:
         server.terminate(victim)
     else:
         server.kill9(victim)
+    hit = time.monotonic()  # it is gone now (reaped): a publish begun from here on needs its successor
     time.sleep(fault.hold_s)
     server.restart(victim, START_TIMEOUT_S)
+    return hit
 
 
 def _heal(server: servers.RunningServer, net: Partitions | None) -> None:

@@ -185,6 +185,17 @@ def confirmed_floor(confirmed: Iterable[int], stored: Iterable[int]) -> int:
     return floor
 
 
+def failover_times(kills: Iterable[float], acks: Sequence[tuple[float, float]]) -> list[float]:
+    """Per kill (a moment), seconds until the first PubAck of a publish begun at or after it
+    (acks: (first attempt, PubAck) moments); a kill no such publish followed is left out."""
+    times = []
+    for kill in kills:
+        after = [acked for began, acked in acks if began >= kill]
+        if after:
+            times.append(min(after) - kill)
+    return times
+
+
 def summary_line(runs: int, verdict: Verdict) -> str:
     """The soak's one line."""
     return (f"runs={runs} acknowledged={verdict.acknowledged} lost={verdict.lost} "

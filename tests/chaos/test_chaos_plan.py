@@ -104,3 +104,8 @@ def test_the_floor_confirmed_acks_promise_stops_at_the_first_unconfirmed_message
     assert chaos_plan.confirmed_floor([1, 2, 3, 5], stored=[1, 2, 3, 5]) == 5  # 4 was never stored
     assert chaos_plan.confirmed_floor([2], stored=[1, 2]) == 0
     assert not chaos_plan.Verdict(acks_lost=1).clean
+
+
+def test_a_failover_lasts_until_the_first_ack_of_a_publish_begun_after_the_kill() -> None:
+    acks = [(0.0, 1.0), (1.0, 5.5), (5.5, 5.6), (9.0, 9.2)]  # (first attempt, PubAck)
+    assert chaos_plan.failover_times([0.5, 5.0, 10.0], acks) == pytest.approx([5.0, 0.6])
