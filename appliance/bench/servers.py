@@ -2,8 +2,10 @@
 a cluster of two or three (routes between the nodes, JetStream on every node).
 
 Each node is a child process we started, in its own process group (an appliance node is a
-supervisor with its workers): stopped, killed (`kill9`, the failover benchmark) and restarted on
-the same ports and store by its pid only. Readiness is a TCP connection that gets an INFO line,
+supervisor with its workers): stopped, killed (`kill9`, the failover benchmark), paused
+(SIGSTOP/SIGCONT, the chaos suite) and restarted on the same ports and store by its pid only. A
+cluster's routes may go through a test's proxies instead (`RouteWiring`: appliance/testing/
+route_faults.py cuts them). Readiness is a TCP connection that gets an INFO line,
 polled against a deadline; a cluster is ready once its JetStream API answers (a meta leader was
 elected). A server that cannot start is reported with its reason (the last line of its log),
 never silently left out.
