@@ -30,6 +30,8 @@ from appliance.config.convert import (
     as_str,
     as_str_list,
 )
+from appliance.config.operator import load_operator, load_pinned, load_preload, preload_accounts, trust_problems
+from appliance.config.resolver import load_resolver
 from appliance.config.options import ServerOptions, default_auth_timeout
 from appliance.config.parser import ConfigMap, Entry, Position, ReadFile, parse_text, read_text_file, to_plain
 from appliance.config.sections import LoadState, load_appliance, load_cluster, load_jetstream
@@ -43,9 +45,7 @@ INT32_MAX = 2**31 - 1
 
 # keys nats-server knows that appliance does not implement: an error, never silently ignored
 UNSUPPORTED_KEYS = frozenset({
-    "leafnodes", "leaf", "gateway", "mqtt", "operator", "operators", "roots", "root",
-    "root_operators", "root_operator", "resolver", "account_resolver", "accounts_resolver", "resolver_tls",
-    "resolver_preload", "resolver_pinned_accounts", "trusted", "trusted_keys", "ocsp", "ocsp_cache",
+    "leafnodes", "leaf", "gateway", "mqtt", "resolver_tls", "trusted", "trusted_keys", "ocsp", "ocsp_cache",
     "http_base_path", "syslog", "remote_syslog", "prof_port", "prof_block_rate", "proxy_protocol",
     "proxies", "default_sentinel", "server_metadata", "feature_flags", "default_js_domain",
     "no_header_support", "connect_error_reports", "reconnect_error_reports",
@@ -267,6 +267,17 @@ HANDLERS: dict[str, Handler] = {
     "websocket": _websocket,
     "ws": _websocket,
     "allow_non_tls": _set("allow_non_tls", _bool),
+    "operator": load_operator,
+    "operators": load_operator,
+    "roots": load_operator,
+    "root": load_operator,
+    "root_operators": load_operator,
+    "root_operator": load_operator,
+    "resolver": load_resolver,
+    "account_resolver": load_resolver,
+    "accounts_resolver": load_resolver,
+    "resolver_preload": load_preload,
+    "resolver_pinned_accounts": load_pinned,
 }
 
 
@@ -306,6 +317,7 @@ def options_from_tree(tree: ConfigMap, *, filename: str, pedantic: bool = False,
     users_anchor = next((e for e in tree.values() if e.key.lower() in ("accounts", "authorization")), None)
     check_users(users_anchor, state.options.authorization, state.options.accounts, problems)
     state.options.config_anchors = {key: str(position) for key, position in anchors.items()}
+    _operator_mode(state, anchors)
     default_auth_timeout(state.options)
     if validate:
         problems.errors.extend(_located(state.options, cross_field_problems(state.options)))
@@ -316,6 +328,19 @@ def options_from_tree(tree: ConfigMap, *, filename: str, pedantic: bool = False,
         raise ConfigError(errors)
     state.options.config_warnings = list(problems.warnings)
     return state.options
+
+
+def _operator_mode(state: LoadState, anchors: dict[str, Position]) -> None:
+    """validateTrustedOperators, then the preloaded accounts become accounts (operator.py)."""
+    options = state.options
+    if not options.trust.enabled or state.problems.errors:  # checks of the operator mode as a whole come last
+        return
+    where = next((anchors[k] for k in ("operator", "operators", "roots", "root", "root_operators", "root_operator")
+                  if k in anchors), None)
+    for text in trust_problems(options, accounts_configured=bool(options.accounts)):
+        state.problems.error(where, text)
+    if not state.problems.errors:
+        preload_accounts(options)
 
 
 def cross_field_problems(options: ServerOptions) -> list[tuple[str, str]]:
@@ -349,7 +374,7 @@ def cross_field_problems(options: ServerOptions) -> list[tuple[str, str]]:
     elif options.https_port != 0 and options.tls is None:
         found.append(("https_port", "TLS cert and key required for HTTPS"))
     found.extend(_no_auth_user_problems(options))
-    found.extend(("websocket", text) for text in websocket_problems(options.websocket, trusted=False))
+    found.extend(("websocket", text) for text in websocket_problems(options.websocket, trusted=options.trust.enabled))
     if options.websocket.port != 0 and options.websocket.no_auth_user:
         found.extend(("websocket", text) for _, text in _no_auth_user_problems(options, options.websocket.no_auth_user))
     return found
@@ -371,6 +396,8 @@ def _no_auth_user_problems(options: ServerOptions, name: str | None = None) -> l
     name = options.no_auth_user if name is None else name
     if name == "":
         return []
+    if options.trust.enabled:
+        return [("no_auth_user", "no_auth_user not compatible with Trusted Operator")]
     users = [*options.authorization.users, *(u for a in options.accounts.values() for u in a.users)]
     if not users:
         return [("no_auth_user", f'no_auth_user: "{name}" present, but users/nkeys are not defined')]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import os
 
 import nacl.exceptions
@@ -19,6 +20,7 @@ import nacl.signing
 import nkeys
 
 NONCE_BYTES = 11  # nats-server nonceLen
+PUBLIC_KEYS_CACHED_MAX = 4096  # decoded public keys kept (users, accounts, operators seen lately)
 USER_PREFIX = nkeys.PREFIX_BYTE_USER
 ACCOUNT_PREFIX = nkeys.PREFIX_BYTE_ACCOUNT
 
@@ -32,6 +34,12 @@ def decode_public_key(text: str, prefix: int = USER_PREFIX) -> bytes | None:
     """The 32 raw key bytes of a public nkey with this prefix; None when it is not one."""
     if not isinstance(text, str) or not text.isascii():
         return None
+    return _decode_public_key(text, prefix)
+
+
+@functools.lru_cache(maxsize=PUBLIC_KEYS_CACHED_MAX)
+def _decode_public_key(text: str, prefix: int) -> bytes | None:
+    """(Cached: every user JWT names its key and its issuer's, and pure-Python base32 is slow.)"""
     padded = text + "=" * (-len(text) % 8)
     try:
         raw = base64.b32decode(padded)

@@ -78,6 +78,25 @@ class Account:
     imports: list[dict[str, object]] = field(default_factory=list)
     exports: list[dict[str, object]] = field(default_factory=list)
     mappings: dict[str, object] = field(default_factory=dict)
+    jwt: str = ""  # operator mode: the account's JWT (name = its public key), verified at load
+
+
+@dataclass(slots=True)
+class TrustOptions:
+    """Operator mode (decentralized auth): `operator`, `resolver`, `resolver_preload`."""
+
+    operator_jwts: list[str] = field(default_factory=list)  # verified operator JWTs
+    trusted_keys: list[str] = field(default_factory=list)  # operators and their signing keys
+    resolver: str = ""  # "MEMORY" or "FULL"; "" without operators
+    preload: dict[str, str] = field(default_factory=dict)  # account public key -> account JWT
+    resolver_dir: str = ""  # FULL: where account JWTs are kept (<public key>.jwt)
+    allow_delete: bool = False  # FULL: `$SYS.REQ.CLAIMS.DELETE` is honoured
+    hard_delete: bool = False  # FULL: deleted JWTs are removed (else renamed *.jwt.deleted)
+    pinned: list[str] | None = None  # `resolver_pinned_accounts`: only these accounts' users (and the system's)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.operator_jwts)
 
 
 @dataclass(slots=True)
@@ -185,6 +204,7 @@ class ServerOptions:
     server_tags: list[str] = field(default_factory=list)
     authorization: Authorization = field(default_factory=Authorization)
     accounts: dict[str, Account] = field(default_factory=dict)
+    trust: TrustOptions = field(default_factory=TrustOptions)
     system_account: str = "$SYS"
     no_system_account: bool = False
     no_auth_user: str = ""

@@ -129,8 +129,8 @@ class JetStreamMonitor:
         meta group has not formed yet (cluster/meta_formation.py) reports itself alone, leaderless."""
         service = self.service
         meta = service.meta
-        if not meta.clustered:
-            return None
+        if not meta.clustered:  # a single server with a cluster block: its own one-voter group
+            return meta_cluster(meta.group, context_of(service)) if meta.group is not None else None
         if meta.group is None:
             return MetaClusterInfo(name=service.options.cluster.name, cluster_size=1, quorum_needed=1)
         return meta_cluster(meta.group, context_of(service))

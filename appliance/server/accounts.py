@@ -8,6 +8,8 @@ account's object is never reused: whoever kept it (a closing client, an internal
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from appliance.config.options import ServerOptions
 from appliance.server.sublist import Sublist
 
@@ -36,10 +38,15 @@ class AccountRegistry:
         if self.system_name:
             self._accounts[self.system_name].is_system = True
 
+        # operator mode with the FULL resolver: an account a sibling worker or a client names
+        # before this worker saw its JWT is looked up there (server/jwt_accounts.py)
+        self.fetch: Callable[[str], Account | None] | None = None
+        self._from_jwts: set[str] = set()  # accounts made by account JWTs: a config reload keeps them
+
     def update(self, options: ServerOptions) -> tuple[list[Account], list[Account]]:
         """The configured accounts of a reload: returns (added, removed). The global account keeps its
         JetStream as it is (nats-server keeps $G's on a reload that adds the first accounts)."""
-        kept = {GLOBAL_ACCOUNT, self.system_name}
+        kept = {GLOBAL_ACCOUNT, self.system_name, *self._from_jwts}
         removed = [account for name, account in self._accounts.items()
                    if name not in kept and name not in options.accounts]
         for account in removed:
@@ -55,7 +62,22 @@ class AccountRegistry:
         return added, removed
 
     def get(self, name: str) -> Account | None:
+        account = self._accounts.get(name)
+        if account is None and self.fetch is not None:
+            account = self.fetch(name)
+        return account
+
+    def known(self, name: str) -> Account | None:
+        """The account if this worker has it already (no fetch)."""
         return self._accounts.get(name)
+
+    def add(self, name: str, *, jetstream: bool) -> Account:
+        """A new account (an account JWT that arrived while running)."""
+        account = self._accounts.get(name)
+        if account is None:
+            account = self._accounts[name] = Account(name, jetstream=jetstream)
+            self._from_jwts.add(name)
+        return account
 
     def __getitem__(self, name: str) -> Account:
         return self._accounts[name]

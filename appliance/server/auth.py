@@ -17,6 +17,7 @@ import bcrypt
 from appliance.config.options import Permissions, ResponsePermission, ServerOptions, User
 from appliance.config.nkey import signature_valid
 from appliance.protocol.subjects import match_tokens, pattern_covers
+from appliance.server.jwt_auth import JWTAuthenticator, JWTUser
 from appliance.server.tls_map import PeerIdentity, map_user
 
 _BCRYPT = re.compile(r"^\$2[abxy]\$\d{2}\$")
@@ -32,6 +33,7 @@ def is_bcrypt(password: str) -> bool:
 class Granted:
     user: User | None  # None: token or anonymous
     account: str
+    jwt: JWTUser | None = None  # operator mode: the user JWT's limits and expiry
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,8 +83,9 @@ class Authenticator:
                 self._add(user, account.name, default_permissions)
         self.no_auth_user = options.no_auth_user
         self.ws_no_auth_user = options.websocket.no_auth_user or options.no_auth_user  # WebSocket clients'
-        self.required = bool(self.token or self.users or self.nkeys)
-        self.nonce_required = bool(self.nkeys)  # INFO carries a nonce for the client to sign
+        self.jwt = JWTAuthenticator(options) if options.trust.enabled else None  # operator mode
+        self.required = bool(self.token or self.users or self.nkeys or self.jwt)
+        self.nonce_required = bool(self.nkeys or self.jwt)  # INFO carries a nonce for the client to sign
         self.tls_map = options.tls is not None and options.tls.map
 
     def _add(self, user: User, account: str, default: Permissions | None) -> None:
@@ -97,11 +100,19 @@ class Authenticator:
         )
 
     def authenticate(self, connect: dict[str, object], identity: PeerIdentity | None = None,
-                     nonce: str = "", *, websocket: bool = False) -> Outcome:
+                     nonce: str = "", *, websocket: bool = False, host: str = "", now_s: float = 0.0) -> Outcome:
         """`identity`: the client certificate, when TLS verified one (used with verify_and_map);
-        `nonce`: what the INFO to this client carried (signed by NKey users)."""
+        `nonce`: what the INFO to this client carried (signed by NKey and JWT users); `host` and
+        `now_s` (wall seconds): what a user JWT's `src` and expiry are checked against."""
         if not self.required:
             return Granted(None, "$G")
+        if self.jwt is not None:  # operator mode: a user JWT is the only way in
+            granted = self.jwt.authenticate(connect, nonce, host, now_s, websocket=websocket)
+            if isinstance(granted, str):
+                return Denied(granted)
+            user = User(username=granted.public_key, account=granted.account, permissions=granted.permissions,
+                        nkey=granted.public_key)
+            return Granted(user, granted.account, granted)
         no_auth_user = self.ws_no_auth_user if websocket else self.no_auth_user
         if self.nkeys:
             nkey = connect.get("nkey")

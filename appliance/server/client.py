@@ -24,6 +24,7 @@ from appliance import native
 from appliance.log import TRACE
 from appliance.protocol import wire
 from appliance.protocol.client_parser import (
+    ERR_MAX_PAYLOAD,
     OP_CONNECT,
     OP_HPUB,
     OP_INFO,
@@ -40,6 +41,8 @@ from appliance.protocol.subjects import is_valid_publish_subject, is_valid_subje
 from appliance.config.nkey import new_nonce
 from appliance.config.tls_context import cipher_name, version_name
 from appliance.server import auth, tls
+from appliance.server import jwt_auth
+from appliance.server.jwt_auth import JWTUser
 from appliance.server.accounts import GLOBAL_ACCOUNT, Account
 from appliance.server.links import append_msgs
 from appliance.server.router import pick, route
@@ -97,6 +100,10 @@ count_pubs = native.speedups.count_pubs if native.ENABLED else count_pubs_py
 
 ERR_AUTH_VIOLATION = "Authorization Violation"
 ERR_AUTH_TIMEOUT = "Authentication Timeout"
+ERR_AUTH_EXPIRED = "User Authentication Expired"
+ERR_AUTH_REVOKED = "User Authentication Revoked"
+ERR_ACCOUNT_EXPIRED = "Account Authentication Expired"
+ERR_ACCOUNT_CONNECTIONS = "maximum account active connections exceeded"
 ERR_STALE = "Stale Connection"
 ERR_INVALID_SUBJECT = "Invalid Subject"
 ERR_INVALID_PUB_SUBJECT = "Invalid Publish Subject"
@@ -117,6 +124,9 @@ class ClientConnection(asyncio.Protocol):
         self.subs: dict[bytes, Subscription] = {}
         self.perms: auth.ClientPermissions | None = None
         self.user = ""
+        self.jwt_user: JWTUser | None = None  # operator mode: who the user JWT made this client
+        self.max_subs = -1  # a user JWT's (and its account's) subscription limit; -1: the server's
+        self._payload_cut = 0  # a user JWT's payload limit, still to check on PUBs parsed before it
         self._credentials: dict[str, object] = {}  # CONNECT's user/pass/auth_token: re-checked on reload
         self._checked_hash = ""  # the bcrypt hash the password was verified against (not redone on reload)
         self._bound_as: tuple[str, str] | None = None  # ("nkey"|"user", key) it was let in as (reload)
@@ -151,6 +161,7 @@ class ClientConnection(asyncio.Protocol):
         self.tls_first = False
         self.peer_identity: PeerIdentity | None = None
         self.websocket = False  # framed by server/websocket.py (its own port, its own TLS)
+        self.cookie_jwt = ""  # WebSocket `jwt_cookie`: the user JWT when CONNECT has none
         self.nonce = new_nonce() if server.auth.nonce_required else ""  # signed by NKey users
         self.closed = False
         # output and flow control
@@ -356,6 +367,9 @@ class ClientConnection(asyncio.Protocol):
                     self._publish(event[1], event[2], event[3], event[4])
                 else:
                     self._handle_control(event)
+                    if self._payload_cut:  # a user JWT's lower max payload: PUBs parsed with it after CONNECT
+                        events = self._cut_over_payload(events, i)
+                        count = len(events)
                     if self._holding:
                         self._held = list(events[i:])
                         return
@@ -465,6 +479,19 @@ class ClientConnection(asyncio.Protocol):
             logger.log(TRACE, "%s:%d - cid:%d - <<- [%s]", self.ip, self.port, self.cid,
                        text.decode(errors="replace"))
 
+    def _cut_over_payload(self, events: list[Event], start: int) -> list[Event]:
+        """The events up to the first PUB/HPUB from `start` over the client's new payload limit,
+        then that limit's protocol error (the parser had read them with the server's limit)."""
+        limit, self._payload_cut = self._payload_cut, 0
+        for index in range(start, len(events)):
+            event = events[index]
+            op = event[0]
+            size = len(event[3]) if op == OP_PUB else len(event[3] or b"") + len(event[4]) if op == OP_HPUB else -1
+            if size > limit:
+                error = ProtocolError(f"maximum payload exceeded: {size} vs {limit}", client_error=ERR_MAX_PAYLOAD)
+                return [*events[:index], ("error", error)]
+        return events
+
     def _fast_publish(self) -> bool:
         return (self.connected or not self.server.auth.required) and not self.verbose and not self.pedantic \
             and self.perms is None
@@ -529,19 +556,26 @@ class ClientConnection(asyncio.Protocol):
             self.send_error(ERR_NO_RESPONDERS_HEADERS)
             self.close("Protocol Violation: no responders requires headers")
             return False
-        self._credentials = {key: fields[key] for key in ("user", "pass", "auth_token", "nkey", "sig")
+        if self.cookie_jwt and not fields.get("jwt"):
+            fields["jwt"] = self.cookie_jwt
+        self._credentials = {key: fields[key] for key in ("user", "pass", "auth_token", "nkey", "sig", "jwt")
                              if key in fields}
-        outcome = self.server.auth.authenticate(fields, self.peer_identity, self.nonce, websocket=self.websocket)
+        outcome = self.server.auth.authenticate(fields, self.peer_identity, self.nonce, websocket=self.websocket,
+                                                host=self.ip, now_s=self.server.clock.wall())
         if isinstance(outcome, auth.Granted):
-            self._bind(outcome.user, outcome.account)
-            return True
+            self._bind(outcome.user, outcome.account, outcome.jwt)
+            return not self.closed
         if isinstance(outcome, auth.NeedsBcrypt):
             self._holding = True
             self._pause_reading()
             task = self.server.loop.run_in_executor(None, auth.bcrypt_matches, outcome.given, outcome.hashed)
             task.add_done_callback(lambda done: self._bcrypt_done(done, outcome))
             return False
-        logger.error("%s:%d - cid:%d - authentication error: %s", self.ip, self.port, self.cid, outcome.reason)
+        if self.server.auth.jwt is not None:  # as nats-server: the reason at debug level
+            logger.debug("%s:%d - cid:%d - %s", self.ip, self.port, self.cid, outcome.reason)
+            logger.error("%s:%d - cid:%d - authentication error", self.ip, self.port, self.cid)
+        else:
+            logger.error("%s:%d - cid:%d - authentication error: %s", self.ip, self.port, self.cid, outcome.reason)
         self._auth_violation()
         return False
 
@@ -570,11 +604,21 @@ class ClientConnection(asyncio.Protocol):
             self.server.flush_dirty()
             self.server.producer = None
 
-    def _bind(self, user: Any, account_name: str) -> None:
+    def _bind(self, user: Any, account_name: str, grant: JWTUser | None = None) -> None:
         account = self.server.accounts.get(account_name)
         if account is None:
             self._auth_violation()
             return
+        if grant is not None and not self._admit_to_account(account, grant.max_account_connections):
+            logger.error("%s:%d - cid:%d - %s", self.ip, self.port, self.cid, ERR_ACCOUNT_CONNECTIONS)
+            self.send_error(ERR_ACCOUNT_CONNECTIONS)
+            self.server.flush_dirty()
+            self.close("Maximum Account Connections Exceeded")
+            return
+        if grant is not None:
+            logger.debug('%s:%d - cid:%d - Authenticated JWT: Client "%s" by Account "%s"', self.ip, self.port,
+                         self.cid, grant.public_key, grant.account)
+            self._apply_jwt_limits(grant)
         if account is not self.account:
             self.account.clients -= 1
             self.account = account
@@ -592,6 +636,43 @@ class ClientConnection(asyncio.Protocol):
         if self.verbose:
             self.write(wire.OK)
 
+    def _admit_to_account(self, account: Account, limit: int) -> bool:
+        """The account's `conn` limit (-1: none), over every worker of the server when they share a gate."""
+        if limit < 0:
+            return True
+        local = account.clients - (account is self.account)
+        gate = self.server.account_gate
+        return gate.admit(self.cid, account.name, limit, local) if gate is not None else local < limit
+
+    def _apply_jwt_limits(self, grant: JWTUser) -> None:
+        """nats-server's applyAccountLimits for a JWT user, and the timer of its expiry."""
+        options = self.server.options
+        self.jwt_user = grant
+        self.max_subs = grant.max_subs
+        if 0 < grant.max_payload < options.max_payload:
+            self.parser.set_limits(max_control_line=options.max_control_line, max_payload=grant.max_payload)
+            self._payload_cut = grant.max_payload
+        now_s = self.server.clock.wall()
+        if grant.expires > 0:
+            self._timers["expiry"] = self.server.loop.call_later(max(grant.expires - now_s, 0.0), self._auth_expired)
+        if grant.account_expires > 0:
+            self._timers["account expiry"] = self.server.loop.call_later(max(grant.account_expires - now_s, 0.0),
+                                                                         self.account_expired)
+
+    def account_expired(self) -> None:
+        """The account's JWT was deleted (or expired): nats-server's accountAuthExpired."""
+        if not self.closed:
+            self.send_error(ERR_ACCOUNT_EXPIRED)
+            self.server.flush_dirty()
+            self.close("Authentication Expired")
+
+    def _auth_expired(self) -> None:
+        if not self.closed:
+            logger.debug("%s:%d - cid:%d - %s", self.ip, self.port, self.cid, ERR_AUTH_EXPIRED)
+            self.send_error(ERR_AUTH_EXPIRED)
+            self.server.flush_dirty()
+            self.close("Authentication Expired")
+
     def _subscribe(self, subject: bytes, queue: bytes | None, sid: bytes) -> None:
         if not is_valid_subject(subject) or (queue is not None and not is_valid_subject(queue)):
             self.send_error(ERR_INVALID_SUBJECT)
@@ -603,8 +684,8 @@ class ClientConnection(asyncio.Protocol):
             logger.error("cid:%d - %s", self.cid, text)
             self.send_error(text)
             return
-        max_subs = self.server.options.max_subscriptions
-        if max_subs and len(self.subs) >= max_subs:
+        max_subs = self.max_subs if self.max_subs >= 0 else self.server.options.max_subscriptions or -1
+        if max_subs >= 0 and len(self.subs) >= max_subs:
             self.send_error(ERR_MAX_SUBS)
             return
         if sid not in self.subs:
@@ -855,19 +936,30 @@ class ClientConnection(asyncio.Protocol):
             self.close("Client Closed")
             return False
         outcome = self.server.auth.authenticate(self._credentials, self.peer_identity, self.nonce,
-                                                websocket=self.websocket)
+                                                websocket=self.websocket, host=self.ip,
+                                                now_s=self.server.clock.wall())
         if isinstance(outcome, auth.NeedsBcrypt):
             same_hash = outcome.hashed == self._checked_hash
             if same_hash or auth.bcrypt_matches(outcome.given, outcome.hashed):
                 self._checked_hash = outcome.hashed
                 outcome = auth.Granted(outcome.user, outcome.account)
         if not isinstance(outcome, auth.Granted) or outcome.account != self.account.name:
-            logger.error("%s:%d - cid:%d - authentication error after reload: %s", self.ip, self.port, self.cid,
-                         outcome.reason if isinstance(outcome, auth.Denied) else "account changed")
-            self._auth_violation()
+            reason = outcome.reason if isinstance(outcome, auth.Denied) else "account changed"
+            logger.error("%s:%d - cid:%d - authentication error after reload: %s", self.ip, self.port, self.cid, reason)
+            if reason == jwt_auth.REVOKED:  # an account JWT revoked the user: nats-server's own -ERR
+                self.send_error(ERR_AUTH_REVOKED)
+                self.server.flush_dirty()
+                self.close("Credentials Revoked")
+            else:
+                self._auth_violation()
             return False
         user = outcome.user
         self.perms = auth.ClientPermissions(user.permissions) if user is not None and user.permissions else None
+        if outcome.jwt is not None:  # the account's new limits (applyAccountLimits)
+            self.max_subs = outcome.jwt.max_subs
+            limit = outcome.jwt.max_payload if 0 < outcome.jwt.max_payload else self.server.options.max_payload
+            self.parser.set_limits(max_control_line=self.server.options.max_control_line,
+                                   max_payload=min(limit, self.server.options.max_payload))
         return True
 
     def _moved_account(self) -> bool:
@@ -915,5 +1007,7 @@ class ClientConnection(asyncio.Protocol):
         for sub in list(self.subs.values()):
             self.remove_subscription(sub)
         self._release_stalled()
+        if self.server.account_gate is not None:
+            self.server.account_gate.release(self.cid)
         self.server.unregister(self)
         logger.debug("%s:%d - cid:%d - Client connection closed: %s", self.ip, self.port, self.cid, reason)

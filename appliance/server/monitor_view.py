@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import json
 import os
 import socket
@@ -34,6 +35,9 @@ from appliance.server.monitor.endpoint import (
 from appliance.server.monitor.gather import GatherCoalescer
 from appliance.server.monitor.http import MonitorServer
 from appliance.server.system_service import SystemResponder
+from appliance.server.claims_service import ClaimsService
+from appliance.server.jwt_accounts import JWTAccounts
+from appliance.server.monitor.system import server_info_json
 from appliance.server.monitor.view import (
     AccountInfo,
     ByKindCounts,
@@ -374,8 +378,10 @@ class ServerMonitorView:
         for peer in self._peers:
             for raw in peer.get("sublists", ()):
                 clients[raw["account"]] = clients.get(raw["account"], 0) + int(raw.get("clients", 0))
+        configured = self._server.options.accounts
         return [AccountInfo(name=account.name, is_system=account.is_system, jetstream_enabled=account.jetstream,
-                            client_connections=account.clients + clients.get(account.name, 0))
+                            client_connections=account.clients + clients.get(account.name, 0),
+                            jwt=configured[account.name].jwt if account.name in configured else "")
                 for account in self._server.accounts.all()]
 
     def local_account_clients(self, name: str) -> int:
@@ -446,6 +452,14 @@ def start_system_responder(server: Server, fabric: LocalFabric | None = None) ->
     view = ServerMonitorView(server, None, fabric)
     responder = SystemResponder(server, MonitorApp(view), view.refresh)
     return responder if responder.start() else None
+
+
+def start_claims_service(server: Server, accounts: JWTAccounts, fabric: LocalFabric | None = None) -> ClaimsService | None:
+    """The FULL account resolver's `$SYS.REQ.CLAIMS...` requests (one worker answers them)."""
+    view = ServerMonitorView(server, None, fabric)
+    seq = itertools.count(1)
+    service = ClaimsService(accounts, lambda: dict(server_info_json(view, seq=next(seq))))
+    return service if service.start() else None
 
 
 async def start_monitoring(server: Server, listener: socket.socket, fabric: LocalFabric | None = None,

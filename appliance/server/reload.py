@@ -36,7 +36,7 @@ import math
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from appliance.config.options import Authorization, ServerOptions
+from appliance.config.options import Authorization, ServerOptions, TrustOptions
 from appliance.config.tls_context import TLSConfigError
 from appliance.server import auth
 from appliance.server.monitor.durations import go_duration
@@ -74,7 +74,7 @@ def _go(value: Any) -> str:
 # nats-server's Options fields in declaration order: it diffs them in this order, so its `Reloaded:`
 # lines come in it and the first unsupported field is the one its error names
 GO_ORDER = ("ServerName", "Host", "Port", "ClientAdvertise", "Trace", "Debug", "TraceVerbose", "Logtime", "MaxConn",
-            "MaxSubs", "Users", "Accounts", "NoAuthUser", "SystemAccount", "NoSystemAccount", "Username", "Password",
+            "MaxSubs", "Users", "Accounts", "TrustedOperators", "AccountResolver", "NoAuthUser", "SystemAccount", "NoSystemAccount", "Username", "Password",
             "Authorization", "PingInterval", "MaxPingsOut", "HTTPHost", "HTTPPort", "AuthTimeout", "MaxControlLine",
             "MaxPayload", "MaxPending", "Cluster", "JetStream", "PidFile", "PortsFileDir", "LogFile", "LogSizeLimit",
             "Routes", "LogMaxFiles", "WriteDeadline", "LameDuckDuration", "LameDuckGracePeriod", "Tags", "TLSConfig",
@@ -134,6 +134,10 @@ def diff_options(old: ServerOptions, new: ServerOptions) -> ReloadDiff:
             found += lines
             if refused is not None:
                 errors.append(("Cluster", refused))
+        elif name == "trust":  # operator mode: new account JWTs apply live, new operators do not
+            refused = _trust_refusal(before, after)
+            if refused is not None:
+                errors.append(("TrustedOperators", refused))
         elif name == "appliance":
             errors.append(("appliance", "config reload not supported for appliance: workers, pinning, NUMA store "
                                         "dirs and ring sizes are placed at start (restart the server)"))
@@ -179,6 +183,16 @@ def _authorization_changes(before: Authorization, after: Authorization) -> list[
     if before.timeout_s != after.timeout_s:
         lines.append(("AuthTimeout", f"Reloaded: authorization timeout = {_go(after.timeout_s)}"))
     return lines
+
+
+def _trust_refusal(before: TrustOptions, after: TrustOptions) -> str | None:
+    """nats-server reloads the MEMORY resolver's preloaded account JWTs (reloadAuthorization), never
+    the operators or the resolver."""
+    if before.operator_jwts != after.operator_jwts or before.trusted_keys != after.trusted_keys:
+        return "config reload not supported for TrustedOperators"
+    if before.resolver != after.resolver:
+        return "config reload not supported for AccountResolver"
+    return None
 
 
 def _has_user(options: ServerOptions, username: str) -> bool:
@@ -237,6 +251,7 @@ def apply_reload(server: Any, new: ServerOptions) -> int:
         logger.error("reloaded TLS configuration not applied, keeping the previous certificates: %s", error)
     if server.connection_gate is not None:
         server.connection_gate.limit = new.max_connections
+    _register_jwt_accounts(server, new)
     closed = 0
     for conn in list(server.clients.values()):
         conn.parser.set_limits(max_control_line=new.max_control_line, max_payload=new.max_payload)
@@ -251,6 +266,23 @@ def apply_reload(server: Any, new: ServerOptions) -> int:
     if new.max_connections < old.max_connections:
         closed += _fall_within_max_connections(server, new.max_connections)
     return closed
+
+
+def _register_jwt_accounts(server: Any, new: ServerOptions) -> None:
+    """Operator mode: accounts of JWTs new in this config are served from now on (JetStream too,
+    through the server's account listeners)."""
+    for name, option in new.accounts.items():
+        if not option.jwt:
+            continue
+        account = server.accounts.known(name)
+        if account is None:
+            account = server.accounts.add(name, jetstream=option.jetstream.enabled)
+        elif option.jetstream.enabled and not account.jetstream:
+            account.jetstream = True
+        else:
+            continue
+        for listener in server.account_listeners:
+            listener(account)
 
 
 def _fall_within_max_connections(server: Any, limit: int) -> int:

@@ -20,6 +20,7 @@ from appliance.clock import Clock, SystemClock
 from appliance.config.options import ClusterOptions, ServerOptions
 from appliance.config.tls import TLSOptions
 from appliance.protocol import wire
+from appliance.server.account_gate import AccountGate
 from appliance.server.accounts import GLOBAL_ACCOUNT, Account, AccountRegistry
 from appliance.server.auth import Authenticator
 from appliance.server.client import ClientConnection
@@ -117,7 +118,8 @@ class Server:
         self.account_listeners: list[Callable[[list[Account], list[Account]], None]] = []
         self.interest_gate: InterestGate | None = None  # sibling workers, when there are any
         self.before_client_read: Callable[[], None] | None = None  # take sibling frames first
-        self.connection_gate: ConnectionGate | None = None  # max_connections across workers, when there are any
+        self.connection_gate: ConnectionGate | None = None
+        self.account_gate: AccountGate | None = None  # operator mode: accounts' `conn` limits across workers  # max_connections across workers, when there are any
         self.routes: ClusterView | None = None  # the cluster's routes, on the worker that holds them
         self.jetstream_api_routed = False  # clustered JetStream: its API interest crosses the routes
         self.cluster_urls: list[str] = []  # the other servers' client URLs (server/cluster_urls.py)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import http.cookies
 import logging
 import ssl
 import urllib.parse
@@ -80,6 +81,7 @@ class WebsocketServing:
     compression: bool
     same_origin: bool
     allowed_origins: dict[str, AllowedOrigin]  # lower-case host -> scheme and port
+    jwt_cookie: str = ""  # operator mode: the upgrade request's cookie that carries the user JWT
 
     @property
     def tls(self) -> bool:
@@ -100,7 +102,7 @@ def serving_from_options(options: ServerOptions) -> WebsocketServing | None:
         host, port = host_and_port(parts.scheme == "https", parts.netloc)
         allowed[host] = AllowedOrigin(scheme=parts.scheme, port=port)
     return WebsocketServing(context=context, handshake_timeout_s=timeout, compression=ws.compression,
-                            same_origin=ws.same_origin, allowed_origins=allowed)
+                            same_origin=ws.same_origin, allowed_origins=allowed, jwt_cookie=ws.jwt_cookie)
 
 
 def host_and_port(tls: bool, hostport: str) -> tuple[str, str]:
@@ -134,6 +136,21 @@ def origin_refusal(serving: WebsocketServing, request: Request, *, tls: bool) ->
         if allowed is None or allowed.scheme != parts.scheme or allowed.port != port:
             return "not in the allowed list"
     return None
+
+
+def cookie_value(request: Request, name: str) -> str:
+    """The value of cookie `name` in the upgrade request's Cookie headers ('' when absent)."""
+    for header, value in request.extra_headers:
+        if header.lower() != b"cookie":
+            continue
+        jar = http.cookies.SimpleCookie()
+        try:
+            jar.load(value.decode("latin-1"))
+        except http.cookies.CookieError:
+            continue
+        if name in jar:
+            return jar[name].value
+    return ""
 
 
 def http_error(status: HTTPStatus) -> bytes:
@@ -267,6 +284,8 @@ class WebSocketLayer(SocketLayer):
         self._cancel_timer()
         self._open = True
         self.conn.websocket = True
+        if self.serving.jwt_cookie:
+            self.conn.cookie_jwt = cookie_value(request, self.serving.jwt_cookie)
         ssl_object = self.get_extra_info("ssl_object")  # wss://: for /connz
         if ssl_object is not None:
             self.conn.tls_version, self.conn.tls_cipher_suite = version_name(ssl_object), cipher_name(ssl_object)

@@ -21,6 +21,11 @@ def routes_status_path(control_path: Path) -> Path:
     return control_path.with_name(control_path.name + ".routes.json")
 
 
+def account_gate_path(control_path: Path) -> Path:
+    """The file the workers count accounts' connections in (server/account_gate.py)."""
+    return control_path.with_name(control_path.name + ".accounts")
+
+
 def read_route_status(path: Path, *, now_wall_s: float, clustered: bool) -> tuple[list[JsonObject], list[str]]:
     """(rows for the status answer, reasons the server is degraded)."""
     try:

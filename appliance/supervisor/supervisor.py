@@ -45,7 +45,7 @@ from appliance.server.reload import diff_options
 from appliance.supervisor import topology
 from appliance.supervisor.control import ControlServer, JsonObject, server_socket_path
 from appliance.supervisor.health import Health, assess_health
-from appliance.supervisor.route_status import read_route_status, routes_status_path
+from appliance.supervisor.route_status import account_gate_path, read_route_status, routes_status_path
 from appliance.supervisor.identity import generate_server_id
 from appliance.supervisor.notify import Notifier
 from appliance.supervisor.ports_file import host_addresses, ports_json, remove_ports_file, write_ports_file
@@ -287,10 +287,11 @@ class Supervisor:
         if self.registration is not None:
             unregister(self.registration)
         if self.control is not None:
-            try:
-                self._reload_path().unlink()
-            except FileNotFoundError:
-                pass
+            for path in (self._reload_path(), account_gate_path(self.control.path)):
+                try:
+                    path.unlink()
+                except FileNotFoundError:
+                    pass
             self.control.close()
         if self.table is not None:
             self.table.close()
@@ -468,6 +469,8 @@ class Supervisor:
         }
         if slot.index == 0 and self.control is not None:
             extra["routes_status_path"] = str(routes_status_path(self.control.path))
+        if self.options.trust.enabled and self.control is not None:  # accounts' `conn` limits, host-wide
+            extra["account_gate_path"] = str(account_gate_path(self.control.path))
         extra_fds: tuple[int, ...] = ()
         if self.mesh is not None:
             # rings: the same fds again for a restarted worker; socketpairs: fresh ones, handed to siblings too

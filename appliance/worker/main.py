@@ -25,7 +25,9 @@ from appliance.server.links import LocalFabric
 from appliance.config.options import ServerOptions
 from appliance.log import setup_logging
 from appliance.server.monitor.http import MonitorServer
-from appliance.server.monitor_view import provide_snapshots, start_monitoring, start_system_responder
+from appliance.server.account_gate import AccountGate
+from appliance.server.jwt_accounts import JWTAccounts
+from appliance.server.monitor_view import provide_snapshots, start_claims_service, start_monitoring, start_system_responder
 from appliance.server.reload import apply_reload
 from appliance.server.routes import RouteManager
 from appliance.server.server import Server
@@ -43,6 +45,10 @@ async def serve_worker(ctx: WorkerContext) -> int:
     loop = asyncio.get_running_loop()
     server = Server(ctx.options, server_id=ctx.server_id, start_wall_s=ctx.start_wall_s)
     server.connection_gate = ctx.connection_gate
+    jwt_accounts = JWTAccounts(server) if ctx.options.trust.resolver == "FULL" else None  # before any client
+    gate_path = ctx.extra.get("account_gate_path")
+    if isinstance(gate_path, str) and gate_path:
+        server.account_gate = AccountGate(gate_path, ctx.worker_index, ctx.worker_count)
     stop = asyncio.Event()
     lame_duck: list[asyncio.Task[None]] = []
 
@@ -91,6 +97,10 @@ async def serve_worker(ctx: WorkerContext) -> int:
         reloader.listeners.append(jetstream.reload_options)
     urls_follower = follow_cluster_urls(server) if ctx.worker_index != 0 and clustered else None
     system = start_system_responder(server, fabric) if ctx.worker_index == 0 and _system_askable(ctx) else None
+    claims = None
+    if jwt_accounts is not None:
+        jwt_accounts.start()
+        claims = start_claims_service(server, jwt_accounts, fabric) if ctx.worker_index == 0 else None
     ctx.on_ready()
     try:
         await stop.wait()
@@ -112,7 +122,13 @@ async def serve_worker(ctx: WorkerContext) -> int:
             urls_follower.close()
         if system is not None:
             system.close()
+        if claims is not None:
+            claims.close()
+        if jwt_accounts is not None:
+            jwt_accounts.close()
         await server.shutdown()
+        if server.account_gate is not None:
+            server.account_gate.close()
         if fabric is not None:
             fabric.close()
         if mesh is not None:
@@ -133,6 +149,8 @@ def _system_askable(ctx: WorkerContext) -> bool:
     system = options.system_account or "$SYS"
     if options.no_system_account:
         return False
+    if options.trust.enabled:  # operator mode: users of the system account come with JWTs
+        return True
     users = [*options.authorization.users, *(u for a in options.accounts.values() for u in a.users)]
     return (options.cluster.enabled or bool(options.cluster.routes) or system in options.accounts
             and bool(options.accounts[system].users) or any(u.account == system for u in users))

@@ -426,7 +426,7 @@ def test_unknown_keys_are_errors_everywhere() -> None:
     assert problems("authorization { users: [{user: u, zap: 1}] }") == ['t.conf:1:35: unknown field "zap"']
 
 
-@pytest.mark.parametrize("key", ["leafnodes", "gateway", "mqtt", "operator", "resolver"])
+@pytest.mark.parametrize("key", ["leafnodes", "gateway", "mqtt", "resolver_tls", "trusted_keys"])
 def test_known_but_unsupported_keys_are_errors_not_ignored(key: str) -> None:
     assert problems(f"{key}: {{}}") == [f't.conf:1:1: field "{key}" is known to nats-server but not supported by appliance']
 

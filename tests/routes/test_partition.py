@@ -232,11 +232,13 @@ def test_restart_of_a_worker_that_holds_no_route(tmp_path: Path, cluster_nodes: 
     workers = sorted(psutil.Process(n1.process.process.pid).children(), key=lambda p: p.create_time())
 
     async def connect_on(worker: int) -> nats.NATS:
-        for _ in range(64):
+        deadline = time.monotonic() + 30  # a worker still starting (a loaded machine) takes none yet
+        while time.monotonic() < deadline:
             nc = await nats.connect(n1.url, allow_reconnect=False)
             if (int(nc._server_info["client_id"]) - 1) % 2 == worker:
                 return nc
             await nc.close()
+            await asyncio.sleep(0.02)
         raise AssertionError(f"no connection landed on worker {worker}")
 
     async def scenario() -> None:

@@ -6,6 +6,7 @@ is reported by `status` and restarted by the supervisor."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,11 +24,13 @@ TARGET = "hostile_worker:serve"
 
 
 async def connect_to_worker(port: int, worker: int) -> NATS:
-    for _ in range(300):
+    deadline = time.monotonic() + 60  # a worker still starting (a loaded machine) takes none yet
+    while time.monotonic() < deadline:
         client = await nats.connect(f"nats://127.0.0.1:{port}", connect_timeout=5, allow_reconnect=False)
         if client.client_id is not None and (client.client_id - 1) % 2 == worker:
             return client
         await client.close()
+        await asyncio.sleep(0.02)
     raise AssertionError(f"no connection landed on worker {worker}")
 
 

@@ -8,6 +8,8 @@ empty, are left out as nats-server leaves out empty ones.
 
 from __future__ import annotations
 
+from appliance.config.jwt import AccountClaims, JWTError, account_claims
+
 from .durations import rfc3339_nano, wall_ns
 from .endpoint import PART_SUBLISTS, Endpoint, RequestContext, Response, json_response, text_response
 from .gojson import JsonValue
@@ -31,10 +33,25 @@ def detail_json(view: ServerView, account: AccountInfo) -> dict[str, JsonValue]:
         "leafnode_connections": 0,
         "client_connections": account.client_connections,
         "subscriptions": stats["num_subscriptions"],
-        "name_tag": account.name,
-        "sublist_stats": stats,
     })
+    claims = _claims(account.jwt)
+    if claims is not None:  # operator mode: the account's JWT, who signed it, its revoked users
+        out["jwt"] = account.jwt
+        out["issuer_key"] = claims.issuer
+    out["name_tag"] = claims.name if claims is not None and claims.name else account.name
+    if claims is not None and claims.revocations:
+        out["revoked_user"] = {key: rfc3339_nano(at * 1_000_000_000) for key, at in claims.revocations.items()}
+    out["sublist_stats"] = stats
     return out
+
+
+def _claims(token: str) -> AccountClaims | None:
+    if not token:
+        return None
+    try:
+        return account_claims(token)
+    except JWTError:
+        return None
 
 
 def handle(ctx: RequestContext) -> Response:

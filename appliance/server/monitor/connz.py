@@ -183,8 +183,12 @@ def connection_json(conn: ConnectionInfo, options: ConnzOptions, now_ns: int) ->
         ]
     elif conn.subscriptions and options.subs:
         out["subscriptions_list"] = [s.subject for s in conn.subscriptions]
+    if options.auth and conn.jwt:
+        out["jwt"] = conn.jwt
+    if options.auth and conn.issuer_key:
+        out["issuer_key"] = conn.issuer_key
     if options.auth and not (closed and conn.account == GLOBAL_ACCOUNT):
-        out["name_tag"] = conn.account  # nats-server names no tag for a closed connection of $G
+        out["name_tag"] = conn.name_tag or conn.account  # nats-server names no tag for a closed connection of $G
     return out
 
 

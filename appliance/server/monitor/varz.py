@@ -11,6 +11,8 @@ import platform
 from collections.abc import Sequence
 from urllib.parse import urlsplit
 
+from appliance.config.jwt import JWTError, decode
+
 from . import jsinfo
 from .durations import rfc3339_nano, uptime, wall_ns
 from .endpoint import PART_COUNTERS, PART_PROCESS, Endpoint, RequestContext, Response, json_response
@@ -156,11 +158,23 @@ def _runtime(view: ServerView, http_req_stats: dict[str, int]) -> dict[str, Json
         out["tags"] = list(view.options.server_tags)
     if view.feature_flags:
         out["feature_flags"] = dict[str, JsonValue](sorted(view.feature_flags.items()))
+    if view.options.trust.operator_jwts:  # operator mode: the trusted operators, as JWTs and decoded
+        out["trusted_operators_jwt"] = list[JsonValue](view.options.trust.operator_jwts)
+        out["trusted_operators_claim"] = [_claims_json(token) for token in view.options.trust.operator_jwts]
     if view.system_account:
         out["system_account"] = view.system_account
     out["slow_consumer_stats"] = _by_kind(counters.slow_consumer_stats)
     out["stale_connection_stats"] = _by_kind(counters.stale_connection_stats)
     return out
+
+
+def _claims_json(token: str) -> JsonValue:
+    """The operator JWT's claims (verified when the config was loaded)."""
+    try:
+        claims: JsonValue = decode(token)[1]  # type: ignore[assignment]
+    except JWTError:
+        return None
+    return claims
 
 
 def varz_json(view: ServerView, http_req_stats: dict[str, int]) -> dict[str, JsonValue]:

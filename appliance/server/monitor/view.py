@@ -60,6 +60,9 @@ class ConnectionInfo:
     lang: str = ""
     version: str = ""
     authorized_user: str = ""  # the user this connection authenticated as; "" for none
+    jwt: str = ""  # operator mode: the user JWT (not shown for a bearer token, as nats-server)
+    issuer_key: str = ""  # operator mode: the user JWT's issuer (the account or its signing key)
+    name_tag: str = ""  # the account's name in its JWT; "": the account name
     tls_version: str = ""  # e.g. "1.3"; "" when not TLS
     tls_cipher_suite: str = ""
     tls_first: bool = False  # the handshake came before the INFO (handshake_first)
@@ -92,6 +95,7 @@ class AccountInfo:
     is_system: bool = False
     jetstream_enabled: bool = False
     client_connections: int = 0
+    jwt: str = ""  # operator mode: the account's JWT
 
 
 @dataclass(frozen=True, slots=True)
