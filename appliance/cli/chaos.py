@@ -21,7 +21,7 @@ from appliance.testing.chaos import ChaosOptions, run_chaos
 @click.option("--nodes", type=click.IntRange(3, 9), default=3, show_default=True, help="Servers per cluster.")
 @click.option("--faults", type=click.IntRange(0), default=8, show_default=True, help="Faults per run.")
 @click.option("--kinds", "kinds_text", default="all", show_default=True,
-              help=f"Comma list of {','.join(chaos_plan.FAULT_KINDS)}; or all.")
+              help=f"Comma list of {', '.join(chaos_plan.FAULT_KINDS)}; or all.")
 @click.option("--publishers", type=click.IntRange(1, 16), default=2, show_default=True,
               help="Synchronous publishers (each waits for its PubAck).")
 @click.option("--workers", type=click.IntRange(1, 8), default=1, show_default=True, help="Workers per server.")
