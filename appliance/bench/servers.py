@@ -104,8 +104,8 @@ class NodeLayout:
     @property
     def routes(self) -> list[str]:
         dial = self.wiring.dial if self.wiring is not None else {}
-        return [f"nats-route://127.0.0.1:{dial.get((self.index, i), p)}" for i, p in enumerate(self.cluster_ports)
-                if i != self.index]
+        return [f"nats-route://127.0.0.1:{dial.get((self.index, i), p)}"
+                for i, p in enumerate(self.cluster_ports) if i != self.index]
 
 
 @dataclass(slots=True)

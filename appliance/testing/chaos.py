@@ -57,7 +57,8 @@ HEAL_TIMEOUT_S = 90.0  # after the last fault: stream and consumer healthy again
 DRAIN_S = 10.0  # the consumer's time to catch up with the stream after the load stopped
 API_TIMEOUT_S = 2.0
 START_TIMEOUT_S = 90.0
-FAILURES = (FailoverFailed, replicas.NotHealthy, servers.ServerStartFailed, OSError, TimeoutError, ApplianceError)
+FAILURES = (FailoverFailed, replicas.NotHealthy, servers.ServerStartFailed, OSError, TimeoutError,
+            ApplianceError)
 Log = Callable[[str], None]
 
 
@@ -123,7 +124,8 @@ class Workload:
                 if self.server.nodes[index].proc.poll() is not None:
                     continue
                 try:
-                    conn = Connection(Endpoint.parse(self.server.urls[index]), name=name, timeout_s=CONNECT_TIMEOUT_S)
+                    conn = Connection(Endpoint.parse(self.server.urls[index]), name=name,
+                                      timeout_s=CONNECT_TIMEOUT_S)
                     conn.timeout_s = ID_WINDOW_S
                     return conn, index
                 except FAILURES:
@@ -147,7 +149,8 @@ class Workload:
                     try:
                         if conn is None:
                             conn, where = self._connect(where, f"chaos-pub-{number}")
-                        publish_until_acked(conn, SUBJECT, msg_id, PAYLOAD, deadline=time.monotonic() + ID_WINDOW_S,
+                        publish_until_acked(conn, SUBJECT, msg_id, PAYLOAD,
+                                            deadline=time.monotonic() + ID_WINDOW_S,
                                             attempt_timeout_s=ATTEMPT_TIMEOUT_S)
                         break
                     except FAILURES:
@@ -256,8 +259,8 @@ def run_chaos(options: ChaosOptions, *, log: Log = print) -> RunResult:
     return result
 
 
-def _under_faults(server: servers.RunningServer, net: Partitions | None, faults: list[Fault], options: ChaosOptions,
-                  result: RunResult, log: Log) -> tuple[Workload, int | None]:
+def _under_faults(server: servers.RunningServer, net: Partitions | None, faults: list[Fault],
+                  options: ChaosOptions, result: RunResult, log: Log) -> tuple[Workload, int | None]:
     """The load and the faults, the heal, the consumer drained: (the load's record, the ack floor)."""
     workload = Workload(server, options.publishers)
     leader_kills: list[float] = []
@@ -322,7 +325,8 @@ def _stream_leader(server: servers.RunningServer, *, exclude: int = -1) -> int:
             if index == exclude:
                 continue
             try:
-                conn = Connection(Endpoint.parse(server.urls[index]), name="chaos-leader", timeout_s=CONNECT_TIMEOUT_S)
+                conn = Connection(Endpoint.parse(server.urls[index]), name="chaos-leader",
+                                  timeout_s=CONNECT_TIMEOUT_S)
             except FAILURES as exc:
                 last = f"{type(exc).__name__}: {exc}"
                 continue
@@ -411,15 +415,16 @@ def _drained_ack_floor(server: servers.RunningServer, workload: Workload) -> int
     drain.delivered, drain.confirmed = workload.delivered, workload.confirmed
     drain.start()
     conn = Connection(Endpoint.parse(_live_url(server)), name="chaos-drain")
+    info_subject = f"$JS.API.CONSUMER.INFO.{STREAM}.{CONSUMER}"
     try:
         deadline = time.monotonic() + DRAIN_S
         while time.monotonic() < deadline:
-            info = jsapi.call(conn, f"$JS.API.CONSUMER.INFO.{STREAM}.{CONSUMER}", None, timeout_s=API_TIMEOUT_S)
+            info = jsapi.call(conn, info_subject, None, timeout_s=API_TIMEOUT_S)
             if info.get("num_pending") == 0 and info.get("num_ack_pending") == 0:
                 break
             time.sleep(0.2)
         drain.finish()
-        info = jsapi.call(conn, f"$JS.API.CONSUMER.INFO.{STREAM}.{CONSUMER}", None, timeout_s=API_TIMEOUT_S)
+        info = jsapi.call(conn, info_subject, None, timeout_s=API_TIMEOUT_S)
         floor = info.get("ack_floor")
         seq = floor.get("stream_seq") if isinstance(floor, dict) else None
         if not isinstance(seq, int):

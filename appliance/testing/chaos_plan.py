@@ -31,7 +31,7 @@ PAUSE_LEADER = "pause-leader"  # SIGSTOP the leader's server, later SIGCONT (a G
 PAUSE_OTHER = "pause-other"
 RESTART = "restart"  # SIGTERM a server (graceful stop) and start it again on its store
 KILL_ALL = "kill-all"  # SIGKILL every server at once, then start them all again (the OS keeps its page cache)
-PARTITION_LEADER = "partition-leader"  # cut the leader's routes to every other server (clients still reach it)
+PARTITION_LEADER = "partition-leader"  # cut the leader's routes to every other server (clients reach it)
 PARTITION_OTHER = "partition-other"
 FAULT_KINDS = (KILL_LEADER, KILL_OTHER, PAUSE_LEADER, PAUSE_OTHER, RESTART, KILL_ALL, PARTITION_LEADER,
                PARTITION_OTHER)
@@ -60,7 +60,8 @@ def plan(seed: int, faults: int, kinds: Sequence[str] = FAULT_KINDS) -> list[Fau
     plan of at least len(kinds) faults has every kind at least once, in a seeded order."""
     unknown = set(kinds) - set(FAULT_KINDS)
     if unknown or not kinds:
-        raise ValueError(f"fault kinds must be among {', '.join(FAULT_KINDS)}; got {', '.join(kinds) or 'none'}")
+        raise ValueError(f"fault kinds must be among {', '.join(FAULT_KINDS)}; "
+                         f"got {', '.join(kinds) or 'none'}")
     rng = random.Random(seed)
     order = list(dict.fromkeys(kinds)) if faults >= len(set(kinds)) else []
     order += [rng.choice(list(kinds)) for _ in range(faults - len(order))]

@@ -12,7 +12,8 @@ pytestmark = pytest.mark.integration
 
 
 def check(result: RunResult, faults: int) -> None:
-    report = f"{chaos_plan.summary_line(1, result.verdict)} {result.failure} {result.verdict.examples} {result.kept}"
+    report = (f"{chaos_plan.summary_line(1, result.verdict)} {result.failure} {result.verdict.examples} "
+              f"{result.kept}")
     assert result.failure == "", report
     assert len(result.faults) == faults, report
     assert result.verdict.acknowledged > 0 and result.delivered > 0, report

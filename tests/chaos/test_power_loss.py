@@ -26,6 +26,10 @@ def header(number: int) -> bytes:
     return b"NATS/1.0\r\nNats-Msg-Id: id-%d\r\n\r\n" % number
 
 
+def send(leader: Replica, number: int) -> None:
+    leader.publish("s.%d" % (number % 4), b"m%d" % number, reply="r.%d" % number, header=header(number))
+
+
 def collect_acks(replica: Replica, acked: dict[int, int]) -> None:
     """PubAcks this replica sent (reply `r.<number>`) into acked: number -> seq; a duplicate's
     ack names the first copy's sequence, which must agree."""
@@ -41,7 +45,9 @@ def collect_acks(replica: Replica, acked: dict[int, int]) -> None:
 @pytest.mark.sim
 @pytest.mark.parametrize("seed", range(12))
 @pytest.mark.parametrize("mode", ["lose", "flush"])
-def test_power_loss_of_every_server_at_once_keeps_every_acknowledged_message_once(seed: int, mode: str) -> None:
+def test_power_loss_of_every_server_at_once_keeps_every_acknowledged_message_once(
+    seed: int, mode: str
+) -> None:
     rng = random.Random(seed)
     replicas = StreamReplicas(seed=seed, file_stores=True, snapshot_entries=rng.choice([None, 5, 17]))
     acked: dict[int, int] = {}
@@ -52,7 +58,7 @@ def test_power_loss_of_every_server_at_once_keeps_every_acknowledged_message_onc
         leader = replicas.leader()
         if leader is not None:
             for number in range(next_number, min(MESSAGES, next_number + rng.randrange(1, 6))):
-                leader.publish("s.%d" % (number % 4), b"m%d" % number, reply="r.%d" % number, header=header(number))
+                send(leader, number)
             next_number = min(MESSAGES, next_number + 5)
         replicas.step()
         for replica in replicas.replicas.values():
@@ -66,7 +72,7 @@ def test_power_loss_of_every_server_at_once_keeps_every_acknowledged_message_onc
     while len(acked) < MESSAGES:  # clients send again what was never acknowledged, same ids
         leader = replicas.elect()
         for number in (n for n in range(MESSAGES) if n not in acked):
-            leader.publish("s.%d" % (number % 4), b"m%d" % number, reply="r.%d" % number, header=header(number))
+            send(leader, number)
         for _ in range(10):
             replicas.step()
         for replica in replicas.replicas.values():
