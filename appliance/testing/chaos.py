@@ -102,6 +102,7 @@ class Workload:
         self.delivered: set[int] = set()
         self.confirmed: set[int] = set()  # stream sequences whose AckSync the server answered
         self.ack_times: list[tuple[float, float]] = []  # per acked id: (its first attempt, its PubAck)
+        self.bad_deliveries: list[str] = []  # deliveries a client cannot take as they came (left unacked)
         self.threads = [threading.Thread(target=self._publish, args=(i,), name=f"chaos-pub-{i}", daemon=True)
                         for i in range(publishers)]
         self.threads.append(threading.Thread(target=self._consume, name="chaos-consumer", daemon=True))
@@ -198,27 +199,40 @@ class Workload:
         while (remaining := deadline - time.monotonic()) > 0:
             msg = conn.next_msg(remaining)
             if msg.reply is not None and msg.reply.startswith(b"$JS.ACK."):
+                try:
+                    seq = delivery_seq(msg.subject, msg.reply)
+                except ValueError as exc:
+                    with self.lock:
+                        self.bad_deliveries.append(str(exc))
+                    return
                 with self.lock:
-                    self.delivered.add(ack_stream_seq(msg.reply.decode()))
+                    self.delivered.add(seq)
                 answer = conn.request(msg.reply, b"+ACK", API_TIMEOUT_S)
                 if answer.status is None:
                     with self.lock:
-                        self.confirmed.add(ack_stream_seq(msg.reply.decode()))
+                        self.confirmed.add(seq)
                 return
             if msg.subject == inbox:
                 return  # a status: 404/408 nothing now, 409/503 no consumer leader yet
         raise TimeoutError("pull request unanswered")
 
 
+def delivery_seq(subject: bytes, reply: bytes) -> int:
+    """The stream sequence of a consumer's delivery as a client receives it: the message's own
+    subject and a well-formed ack subject; ValueError names what is wrong."""
+    if subject != SUBJECT.encode():
+        raise ValueError(f"delivery on subject {subject!r}, not {SUBJECT} (reply {reply!r})")
+    return ack_stream_seq(reply.decode())
+
+
 def ack_stream_seq(reply: str) -> int:
     """The stream sequence in a delivery's ack subject: `$JS.ACK.<stream>.<consumer>.<delivered>.
     <sseq>.<cseq>.<ts>.<pending>`, or the newer form with domain and account hash after `$JS.ACK`."""
     tokens = reply.split(".")
-    if len(tokens) == 9:
-        return int(tokens[5])
-    if len(tokens) >= 11:
-        return int(tokens[7])
-    raise ValueError(f"not an ack subject: {reply!r}")
+    numbers = tokens[4:9] if len(tokens) == 9 else tokens[6:11] if len(tokens) in (11, 12) else []
+    if len(numbers) != 5 or not all(t.isdigit() for t in numbers):
+        raise ValueError(f"not an ack subject: {reply!r}")
+    return int(numbers[1])  # delivered count, stream seq, consumer seq, timestamp, pending
 
 
 def run_chaos(options: ChaosOptions, *, log: Log = print) -> RunResult:
@@ -283,6 +297,10 @@ def _under_faults(server: servers.RunningServer, net: Partitions | None, faults:
         workload.stop.set()
         workload.finish()
     result.unacked, result.delivered = workload.unacked, len(workload.delivered)
+    if workload.bad_deliveries:
+        result.failure = (f"{len(workload.bad_deliveries)} malformed deliveries to the consumer's client, "
+                          f"first: {workload.bad_deliveries[0]}")
+        log(f"chaos seed {options.seed}: {result.failure}")
     result.failovers = chaos_plan.failover_times(leader_kills, workload.ack_times)
     try:
         return workload, _drained_ack_floor(server, workload)

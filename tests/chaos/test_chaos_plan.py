@@ -109,3 +109,13 @@ def test_the_floor_confirmed_acks_promise_stops_at_the_first_unconfirmed_message
 def test_a_failover_lasts_until_the_first_ack_of_a_publish_begun_after_the_kill() -> None:
     acks = [(0.0, 1.0), (1.0, 5.5), (5.5, 5.6), (9.0, 9.2)]  # (first attempt, PubAck)
     assert chaos_plan.failover_times([0.5, 5.0, 10.0], acks) == pytest.approx([5.0, 0.6])
+
+
+def test_a_delivery_with_an_internal_reply_or_subject_is_refused() -> None:
+    from appliance.testing.chaos import delivery_seq
+
+    assert delivery_seq(b"chaos.m", b"$JS.ACK.CHAOS.C.1.7.7.1795808106603196340.3") == 7
+    with pytest.raises(ValueError, match="not an ack subject"):  # the route's `reply@subject` form leaked
+        delivery_seq(b"chaos.m", b"$JS.ACK.CHAOS.C.1.7.7.1795808106603196340.3@chaos.m")
+    with pytest.raises(ValueError, match="delivery on subject"):
+        delivery_seq(b"_INBOX.x.pull", b"$JS.ACK.CHAOS.C.1.7.7.1795808106603196340.3")
