@@ -48,3 +48,43 @@ def test_pull_deliveries_from_a_remote_consumer_leader_reach_clients_on_both_wor
         assert bad == [], f"consumer leader {leader}: {bad}"
     finally:
         cluster.stop()
+
+
+def test_queue_push_deliveries_from_a_remote_consumer_leader_reach_members_on_both_workers_intact() -> None:
+    cluster = servers.start(servers.ServerKind("appliance 2 workers", "appliance", workers=2), nodes=3,
+                            timeout_s=90)
+    members: list[Connection] = []
+    try:
+        setup = Connection(Endpoint.parse(cluster.url), name="setup")
+        try:
+            jsapi.create_stream(setup, jsapi.stream_config("RQ", ["rq.m"], storage="file", replicas=3))
+            replicas.wait_healthy(setup, "RQ", 3, timeout_s=60)
+            for index in range(len(cluster.nodes)):
+                for _ in range(CONNECTIONS_PER_NODE):
+                    member = Connection(Endpoint.parse(cluster.urls[index]), name="member")
+                    members.append(member)
+                    member.subscribe(b"rq.deliver", b"G")
+                    member.flush()
+            config = jsapi.consumer_config("Q", ack="explicit", deliver_subject="rq.deliver")
+            config["deliver_group"] = "G"
+            jsapi.create_consumer(setup, "RQ", config)
+            replicas.wait_healthy(setup, "RQ", 3, consumer="Q", timeout_s=60)
+            total = 60
+            for i in range(total):
+                jsapi.parse_pub_ack(setup.request(b"rq.m", b"m%d" % i, 5).payload)
+        finally:
+            setup.close()
+        got = []
+        for member in members:
+            while True:
+                try:
+                    msg = member.next_msg(0.5 if got else 5)
+                except TimeoutError:
+                    break
+                got.append((msg.subject, msg.reply))
+        bad = [g for g in got if g[0] != b"rq.m" or g[1] is None or b"@" in g[1]]
+        assert len(got) >= total and bad == [], bad[:5]
+    finally:
+        for member in members:
+            member.close()
+        cluster.stop()
