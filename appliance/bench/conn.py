@@ -73,8 +73,12 @@ class Connection:
         self._request_id = 0
         self.sock = socket.create_connection((endpoint.host, endpoint.port), timeout=timeout_s)
         self._timeout_now_s = timeout_s
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._handshake(name)
+        try:
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._handshake(name)
+        except BaseException:
+            self.sock.close()  # a server that accepts but never answers (a stopped process) leaks no socket
+            raise
 
     def _handshake(self, name: str) -> None:
         event = self.next_event()

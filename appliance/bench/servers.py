@@ -2,8 +2,10 @@
 a cluster of two or three (routes between the nodes, JetStream on every node).
 
 Each node is a child process we started, in its own process group (an appliance node is a
-supervisor with its workers): stopped, killed (`kill9`, the failover benchmark) and restarted on
-the same ports and store by its pid only. Readiness is a TCP connection that gets an INFO line,
+supervisor with its workers): stopped, killed (`kill9`, the failover benchmark), paused
+(SIGSTOP/SIGCONT, the chaos suite) and restarted on the same ports and store by its pid only. A
+cluster's routes may go through a test's proxies instead (`RouteWiring`: appliance/testing/
+route_faults.py cuts them). Readiness is a TCP connection that gets an INFO line,
 polled against a deadline; a cluster is ready once its JetStream API answers (a meta leader was
 elected). A server that cannot start is reported with its reason (the last line of its log),
 never silently left out.
@@ -77,6 +79,15 @@ class ServerStartFailed(Exception):
 
 
 @dataclass(frozen=True, slots=True)
+class RouteWiring:
+    """Where a cluster's routes go instead of straight to the nodes (a test's fault proxies)."""
+
+    cluster_ports: tuple[int, ...]  # where each node listens for routes
+    dial: dict[tuple[int, int], int]  # (from, to): the port node `from` dials to reach node `to`
+    advertise: dict[int, int]  # node: the port its route INFO advertises (where gossiped routes dial)
+
+
+@dataclass(frozen=True, slots=True)
 class NodeLayout:
     """Where node `index` of `ports`/`cluster_ports` listens; cluster_ports is empty for one node."""
 
@@ -84,6 +95,7 @@ class NodeLayout:
     ports: tuple[int, ...]
     cluster_ports: tuple[int, ...]
     store_dir: Path
+    wiring: RouteWiring | None = None
 
     @property
     def name(self) -> str:
@@ -91,7 +103,9 @@ class NodeLayout:
 
     @property
     def routes(self) -> list[str]:
-        return [f"nats-route://127.0.0.1:{p}" for i, p in enumerate(self.cluster_ports) if i != self.index]
+        dial = self.wiring.dial if self.wiring is not None else {}
+        return [f"nats-route://127.0.0.1:{dial.get((self.index, i), p)}"
+                for i, p in enumerate(self.cluster_ports) if i != self.index]
 
 
 @dataclass(slots=True)
@@ -166,6 +180,32 @@ class RunningServer:
                 pass
         proc.wait(STOP_TIMEOUT_S)
 
+    def pause(self, index: int) -> None:
+        """SIGSTOP node `index`'s process group: it holds its sockets but answers nothing."""
+        self._signal_group(index, signal.SIGSTOP)
+
+    def resume(self, index: int) -> None:
+        self._signal_group(index, signal.SIGCONT)
+
+    def terminate(self, index: int) -> None:
+        """A graceful stop of node `index` (SIGTERM to its supervisor; kill -9 if it hangs)."""
+        proc = self.nodes[index].proc
+        if proc.poll() is None:
+            self.resume(index)  # a stopped process would never act on SIGTERM
+            proc.terminate()
+            try:
+                proc.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.kill9(index)
+
+    def _signal_group(self, index: int, signum: signal.Signals) -> None:
+        proc = self.nodes[index].proc
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signum)
+            except ProcessLookupError:
+                pass
+
     def restart(self, index: int, timeout_s: float = START_TIMEOUT_S) -> None:
         """Start a stopped node again with its own command (same ports, same store) and wait until
         it answers INFO; the caller waits for whatever state it needs (a stream's health)."""
@@ -176,15 +216,20 @@ class RunningServer:
         _wait_info(node, deadline, timeout_s)
 
     def stop(self) -> None:
-        for node in self.nodes:
+        self.stop_nodes()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def stop_nodes(self) -> None:
+        """Stop every node gracefully (kill -9 one that hangs); the stores and logs stay."""
+        for index, node in enumerate(self.nodes):
             if node.proc.poll() is None:
+                self.resume(index)
                 node.proc.terminate()
         for index, node in enumerate(self.nodes):
             try:
                 node.proc.wait(STOP_TIMEOUT_S)
             except subprocess.TimeoutExpired:
                 self.kill9(index)
-        shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 def cluster_conf(kind: ServerKind, layout: NodeLayout) -> str:
@@ -197,7 +242,10 @@ def cluster_conf(kind: ServerKind, layout: NodeLayout) -> str:
     if layout.cluster_ports:
         routes = ", ".join(f'"{r}"' for r in layout.routes)
         lines += ["cluster {", f"  name: {CLUSTER_NAME}", f'  listen: "127.0.0.1:{layout.cluster_ports[layout.index]}"',
-                  f"  routes: [{routes}]", "}"]
+                  f"  routes: [{routes}]"]
+        if layout.wiring is not None and layout.index in layout.wiring.advertise:
+            lines.append(f'  advertise: "127.0.0.1:{layout.wiring.advertise[layout.index]}"')
+        lines.append("}")
     if kind.program == "appliance" and kind.workers:
         lines.append(f"appliance {{ workers: {kind.workers} }}")
     return "\n".join(lines) + "\n"
@@ -222,15 +270,20 @@ def command_for(kind: ServerKind, layout: NodeLayout, *, workdir: Path) -> list[
     return cmd
 
 
-def start(kind: ServerKind, *, nodes: int = 1, timeout_s: float = START_TIMEOUT_S) -> RunningServer:
+def start(kind: ServerKind, *, nodes: int = 1, timeout_s: float = START_TIMEOUT_S,
+          wiring: RouteWiring | None = None) -> RunningServer:
+    """`nodes` servers of `kind`, ready; with `wiring`, a cluster's routes dial where it says."""
     assert nodes >= 1
+    assert wiring is None or len(wiring.cluster_ports) == nodes
     workdir = Path(tempfile.mkdtemp(prefix=f"bench-{kind.program}-"))
     ports = tuple(free_port() for _ in range(nodes))
     cluster_ports = tuple(free_port() for _ in range(nodes)) if nodes > 1 else ()
+    if wiring is not None:
+        cluster_ports = wiring.cluster_ports
     server = RunningServer(kind, [], workdir)
     try:
         for index in range(nodes):
-            layout = NodeLayout(index, ports, cluster_ports, workdir / f"store-n{index + 1}")
+            layout = NodeLayout(index, ports, cluster_ports, workdir / f"store-n{index + 1}", wiring)
             log_path = workdir / f"{layout.name}.log"
             cmd = command_for(kind, layout, workdir=workdir)
             server.nodes.append(Node(ports[index], _spawn(cmd, log_path, workdir), log_path, layout.name,

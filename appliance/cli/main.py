@@ -15,6 +15,7 @@ COMMANDS: dict[str, str] = {
     "run": "appliance.cli.run:run",
     "check-config": "appliance.cli.check_config:check_config",
     "sim": "appliance.cli.sim:sim",
+    "chaos": "appliance.cli.chaos:chaos",
     "status": "appliance.cli.status:status",
     "bench": "appliance.cli.bench:bench",
     "stream": "appliance.cli.stream:stream",

@@ -71,6 +71,12 @@ _RECORD = struct.Struct("<HHHHII")  # account, subject, reply, queue lengths; he
 _RECORD_NAMES = struct.Struct("<HH")  # the first two fields of _RECORD: account and subject lengths
 _INTEREST = struct.Struct("<HHH")  # account, subject, queue lengths
 NO_HEADER = 0xFFFFFFFF
+# Consumer deliveries relayed to a sibling worker (appliance/jetstream/relay.py owns the format):
+# subject `$JSD.<deliver subject>` (`$JSDQ.` for one member of a queue group), reply
+# `<ack>@<stream subject>[@<queue>]`. The route holder relays a remote consumer's deliveries so too
+# (server/routes.py), since the route's `RMSG <deliver subject> <ack>@<stream subject>` is that reply.
+RELAY_PREFIX = b"$JSD."
+RELAY_QUEUE_PREFIX = b"$JSDQ."
 KIND_HELLO = int(FrameKind.HELLO)
 KIND_INTEREST_ADD = int(FrameKind.INTEREST_ADD)
 KIND_INTEREST_REMOVE = int(FrameKind.INTEREST_REMOVE)

@@ -64,6 +64,7 @@ from appliance.server.accounts import Account
 from appliance.server.client import append_pub_msgs
 from appliance.server.cluster_urls import CLUSTER_URLS_SUBJECT, publish_cluster_urls, urls_account
 from appliance.server.internal import InternalClient
+from appliance.server.links import RELAY_PREFIX, RELAY_QUEUE_PREFIX
 from appliance.server.route_tls import RouteTLSLayer
 from appliance.server.router import pick
 from appliance.server.sublist import Subscription
@@ -673,15 +674,17 @@ class RouteManager:
             result = sublist.match(subject)
         plain, groups = result
         client_subject, client_reply = subject, reply
+        sibling_subject = subject  # what a sibling worker is sent the message on
         if reply is not None and reply.startswith(b"$JS.ACK.") and b"@" in reply:
-            ack, _, original = reply.rpartition(b"@")  # spec §4.4: a push delivery from a remote consumer
+            ack, _, original = reply.rpartition(b"@")  # spec §4.4: a delivery from a remote consumer
             if original:
                 client_subject, client_reply = original, ack
+                sibling_subject = RELAY_PREFIX + subject  # its relay gives its clients the same
         for sub in plain:
             conn = sub.conn
             if conn.is_link:
                 if not conn.is_route:
-                    conn.deliver(sub, subject, reply, header, data)
+                    conn.deliver(sub, sibling_subject, reply, header, data)
                 continue
             conn.deliver(sub, client_subject, client_reply, header, data)
         if not queues:
@@ -694,7 +697,11 @@ class RouteManager:
                 continue
             chosen = pick(local, None, True, self.server.rng)
             if chosen is not None:
-                if chosen.conn.is_link:
+                if chosen.conn.is_link and sibling_subject is not subject:  # relayed to one member there
+                    carrier = Subscription(chosen.conn, chosen.subject, None, b"", chosen.account)
+                    chosen.conn.deliver(carrier, RELAY_QUEUE_PREFIX + subject, reply + b"@" + chosen.queue,
+                                        header, data)
+                elif chosen.conn.is_link:
                     chosen.conn.deliver(chosen, subject, reply, header, data)
                 else:
                     chosen.conn.deliver(chosen, client_subject, client_reply, header, data)

@@ -29,6 +29,16 @@ def test_a_cluster_node_routes_to_the_others(tmp_path: Path) -> None:
     assert 'routes: ["nats-route://127.0.0.1:2001", "nats-route://127.0.0.1:2003"]' in conf
 
 
+def test_a_wired_cluster_node_dials_its_proxies_and_advertises_where_it_is_told(tmp_path: Path) -> None:
+    wiring = servers.RouteWiring((2001, 2002, 2003), {(1, 0): 3010, (1, 2): 3012}, {1: 4001})
+    layout = NodeLayout(1, (1001, 1002, 1003), (2001, 2002, 2003), tmp_path / "s2", wiring)
+    command_for(NATS_DEFAULT, layout, workdir=tmp_path)
+    conf = (tmp_path / "n2.conf").read_text()
+    assert 'listen: "127.0.0.1:2002"' in conf
+    assert 'routes: ["nats-route://127.0.0.1:3010", "nats-route://127.0.0.1:3012"]' in conf
+    assert '  advertise: "127.0.0.1:4001"\n}' in conf
+
+
 def test_a_single_appliance_gets_the_flags_of_nats_server(tmp_path: Path) -> None:
     if servers.appliance_binary() is None:
         pytest.skip("the appliance console script is not installed")
