@@ -50,6 +50,7 @@ class AckHandling:
         _redeliver_due_ns: int
         _ack_batch: list[tuple[int, int]]
         _ack_replies: list[str]
+        next_sseq: int
 
         def _propose(self, data: bytes, *, durable: bool, done: Callable[[], None] | None = None) -> None: ...
 
@@ -112,6 +113,11 @@ class AckHandling:
         """Queue an ack; every ack of one loop turn becomes one ACK operation (one log append)."""
         if self.config.ack_policy == "none":
             self._ack_reply(reply)
+            return
+        if sseq >= max(self.next_sseq, self.state.delivered_sseq + 1):
+            # Not delivered yet as far as this leader knows: a previous leader delivered it and
+            # its DELIVERED record was lost. As nats-server (processAckMsg), the ack is dropped
+            # unanswered: an AckSync reply would promise an ack the next delivery ignores.
             return
         if not self._ack_batch:
             self.host.call_soon(self._flush_acks)

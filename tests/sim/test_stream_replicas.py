@@ -185,3 +185,40 @@ def test_after_a_consumer_leader_failover_no_ack_is_lost_and_only_the_unacked_co
     for _ in range(60):  # (unacked, they come again every ack_wait) the acknowledged five never do
         replicas.step()
     assert {payload for _, _, payload in second.host.delivered} == {b"m%d" % n for n in range(5, 10)}
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("seed", SEEDS)
+def test_an_ack_for_a_delivery_the_new_leader_never_heard_of_is_not_confirmed(seed: int) -> None:
+    """The consumer leader delivers and dies before its DELIVERED record leaves it; the client
+    AckSyncs one of those messages to the next leader, which has not delivered it. As nats-server
+    (processAckMsg: an ack at or past the next sequence to deliver is dropped, unanswered), the
+    ack gets no reply: answering it would tell the client its ack is safe while the message is
+    delivered again. (Found by `appliance sim --streams`, seed 0.)"""
+    replicas = StreamReplicas(seed=seed, consumer=CONSUMER)
+    leader = replicas.elect()
+    for number in range(3):
+        leader.publish("s.a", b"m%d" % number, reply="r.%d" % number)
+    replicas.run_until(lambda: all(r.stream.store.state().msgs == 3 for r in replicas.replicas.values()))
+    replicas.run_until(lambda: replicas.consumer_leader() is not None)
+    first = replicas.consumer_leader()
+    assert first is not None and first.consumer is not None
+    first.consumer.on_pull("_INBOX.p1", PULL)
+    replicas.run_until(lambda: len(first.host.delivered) == 3, ticks_max=3)
+    replicas.crash(first.name)  # the DELIVERED record it just proposed goes down with it
+
+    def taken_over() -> bool:
+        leader = replicas.consumer_leader()
+        return leader is not None and leader.consumer is not None and leader.consumer.group.ready_to_lead()
+
+    replicas.run_until(taken_over)
+    second = replicas.consumer_leader()
+    assert second is not None and second.consumer is not None
+    assert second.consumer.state.delivered_sseq == 0, f"seed {seed}: the delivery reached a follower"
+    _, ack, _ = first.host.delivered[0]
+    second.consumer.on_ack(ack.decode().split("."), "acked.0", b"+ACK")
+    for _ in range(20):
+        replicas.step()
+    assert not [s for s, _ in second.host.sent if s.startswith(b"acked.")], f"seed {seed}: confirmed"
+    second.consumer.on_pull("_INBOX.p2", PULL)
+    replicas.run_until(lambda: len(second.host.delivered) == 3)  # it never had them: all come again

@@ -197,6 +197,7 @@ class StreamReplicas:
         self.catch_up_batches: list[int] = []  # sizes of the batches lagging replicas fetched
         self._crash_mode: CrashMode = "flush"
         self.replicas: dict[str, Replica] = {}
+        self.replicas_started: set[str] = set()
         for peer in self.peers:
             self.start(peer)
 
@@ -227,12 +228,14 @@ class StreamReplicas:
             on_consumer = Replication(storage=log, transport=outbox, tick_s=TICK_S)
             replica.consumer = Consumer(
                 stream=stream, config=self.consumer_config, created_ns=1, host=host, peer=peer,
-                group_id=CONSUMER_GROUP_ID, storage=log, on_inactive=lambda _c: None, fresh=True,
+                group_id=CONSUMER_GROUP_ID, storage=log, on_inactive=lambda _c: None,
+                fresh=peer not in self.replicas_started,  # a restart reopens it, as the service does
                 replication=on_consumer,
             )
             stream.consumers[self.consumer_config.name] = replica.consumer
             registry.add(replica.consumer.group)
         self.replicas[peer] = replica
+        self.replicas_started.add(peer)
         return replica
 
     def crash(self, peer: str, mode: CrashMode = "lose") -> None:
