@@ -222,3 +222,33 @@ def test_an_ack_for_a_delivery_the_new_leader_never_heard_of_is_not_confirmed(se
     assert not [s for s, _ in second.host.sent if s.startswith(b"acked.")], f"seed {seed}: confirmed"
     second.consumer.on_pull("_INBOX.p2", PULL)
     replicas.run_until(lambda: len(second.host.delivered) == 3)  # it never had them: all come again
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_replica_catching_up_when_its_leader_dies_fetches_from_another_and_votes_again(seed: int) -> None:
+    """A replica behind the leader's snapshot pauses its group while it fetches the messages the
+    snapshot stands for (it answers no vote meanwhile). If the leader dies then, fetching only
+    from the leader never ends: the survivors (one fetching, one whole) cannot elect anyone, a
+    quorum of live replicas stays without a leader. Any replica that holds the range serves it.
+    (Found by `appliance sim --streams`, seed 9: two replicas fetching, stuck for good.)"""
+    replicas = StreamReplicas(seed=seed, snapshot_entries=4, file_stores=True)
+    leader = replicas.elect()
+    lagging = next(p for p in replicas.peers if p != leader.name)
+    replicas.network.partition({lagging}, list(replicas.peers))
+    total = 600  # three catch-up batches: the leader dies after the first
+    for number in range(total):
+        leader.publish("s.%d" % (number % 7), b"%d" % number, reply="r.%d" % number)
+        if number % 50 == 49:
+            replicas.step()
+    replicas.run_until(lambda: len(acks(leader)) == total)
+    assert leader.stream.group.storage.snapshot().meta.index > 0
+    replicas.network.heal()
+    replicas.run_until(lambda: len(replicas.catch_up_batches) >= 1)
+    replicas.crash(leader.name)
+    behind = replicas.replicas[lagging]
+    replicas.run_until(lambda: behind.stream.store.state().last_seq == total, ticks_max=400)
+    new = replicas.elect()
+    new.publish("s.x", b"after", reply="r.after")
+    survivors = list(replicas.replicas.values())
+    replicas.run_until(lambda: all(r.stream.store.state().last_seq == total + 1 for r in survivors))
