@@ -30,13 +30,11 @@ from appliance import limits
 from appliance.server.accounts import Account
 from appliance.server.client import ClientConnection
 from appliance.server.internal import Handler, InternalClient
-from appliance.server.links import LinkPeer, append_relayed_msgs, record_subject
+from appliance.server.links import RELAY_PREFIX, RELAY_QUEUE_PREFIX, LinkPeer, append_relayed_msgs, record_subject
 from appliance.server.router import pick
 from appliance.server.server import Server
 from appliance.server.sublist import Subscription
 
-RELAY_PREFIX = b"$JSD."
-RELAY_QUEUE_PREFIX = b"$JSDQ."
 ACK_PREFIXES = (b"$JS.ACK.",)  # ack subjects are unique: matched, never cached, on every worker
 
 # The plain subscription each link interest is carried as (one per link subscription, reused).

@@ -59,6 +59,12 @@ from appliance.server.accounts import Account
 from appliance.server.router import pick
 from appliance.server.sublist import Subscription
 
+# A consumer delivery handed to a sibling worker's JetStream relay (jetstream/relay.py): the record
+# is routed on `$JSD.<deliver subject>` (`$JSDQ.` for one member of a queue group), its reply is
+# `<ack subject>@<stream subject>[@<queue>]`; the relay gives its clients the stream subject.
+RELAY_PREFIX = b"$JSD."
+RELAY_QUEUE_PREFIX = b"$JSDQ."
+
 if TYPE_CHECKING:
     from appliance.server.client import ClientConnection
     from appliance.server.server import Server

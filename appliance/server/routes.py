@@ -64,6 +64,7 @@ from appliance.server.accounts import Account
 from appliance.server.client import append_pub_msgs
 from appliance.server.cluster_urls import CLUSTER_URLS_SUBJECT, publish_cluster_urls, urls_account
 from appliance.server.internal import InternalClient
+from appliance.server.links import RELAY_PREFIX, RELAY_QUEUE_PREFIX
 from appliance.server.route_tls import RouteTLSLayer
 from appliance.server.router import pick
 from appliance.server.sublist import Subscription
@@ -673,14 +674,20 @@ class RouteManager:
             result = sublist.match(subject)
         plain, groups = result
         client_subject, client_reply = subject, reply
+        relayed = False  # a sibling worker gets it as a record for its JetStream relay
         if reply is not None and reply.startswith(b"$JS.ACK.") and b"@" in reply:
-            ack, _, original = reply.rpartition(b"@")  # spec §4.4: a push delivery from a remote consumer
+            ack, _, original = reply.rpartition(b"@")  # spec §4.4: a delivery from a remote consumer
             if original:
                 client_subject, client_reply = original, ack
+                relayed = account.jetstream  # its siblings run the relay (jetstream/relay.py)
         for sub in plain:
             conn = sub.conn
             if conn.is_link:
-                if not conn.is_route:
+                if conn.is_route:
+                    continue
+                if relayed:  # routed on the deliver subject, the client sees the stream subject
+                    conn.deliver(sub, RELAY_PREFIX + subject, reply, header, data)
+                else:
                     conn.deliver(sub, subject, reply, header, data)
                 continue
             conn.deliver(sub, client_subject, client_reply, header, data)
@@ -694,7 +701,11 @@ class RouteManager:
                 continue
             chosen = pick(local, None, True, self.server.rng)
             if chosen is not None:
-                if chosen.conn.is_link:
+                if chosen.conn.is_link and relayed and reply is not None and chosen.queue is not None:
+                    carrier = Subscription(chosen.conn, chosen.subject, None, b"", chosen.account)  # a plain record
+                    carrier_reply = reply + b"@" + chosen.queue  # the relay picks its local member
+                    chosen.conn.deliver(carrier, RELAY_QUEUE_PREFIX + subject, carrier_reply, header, data)
+                elif chosen.conn.is_link:
                     chosen.conn.deliver(chosen, subject, reply, header, data)
                 else:
                     chosen.conn.deliver(chosen, client_subject, client_reply, header, data)
