@@ -59,4 +59,4 @@ def test_the_checker_catches_a_redelivery_of_a_confirmed_ack() -> None:
     consumer.consumer.on_pull("_INBOX.x", b'{"batch": 1, "expires": 1000000000}')
     with pytest.raises(Violation, match="delivered again"):
         for _ in range(20):
-            scenario._step()
+            scenario.step()

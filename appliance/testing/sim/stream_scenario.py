@@ -130,7 +130,7 @@ class StreamScenario:
         snapshot_entries = setup.choice([None, 8, 32]) if file_stores else None
         self.crash_rate = setup.choice([0.005, 0.01, 0.02])
         self.partition_rate = setup.choice([0.0, 0.005, 0.01])
-        consumer = {"durable_name": "D", "ack_policy": "explicit", "ack_wait": self.ack_wait_ticks * int(TICK_S * NS),
+        consumer = {"durable_name": "D", "name": "D", "ack_policy": "explicit", "ack_wait": self.ack_wait_ticks * int(TICK_S * NS),
                     "max_deliver": self.max_deliver}
         config = parse_stream_config({"name": "S", "subjects": ["s.>"]})
         self.replicas = StreamReplicas(seed=master.getrandbits(32), config=config, faults=faults,
@@ -158,7 +158,7 @@ class StreamScenario:
             for _ in range(self.options.ticks):
                 self._nemesis()
                 self._clients(publishing=True)
-                self._step()
+                self.step()
             result.ticks = self.tick
             self._settle()
             self._final_checks()
@@ -173,7 +173,7 @@ class StreamScenario:
         result.acks_confirmed = len(self.client.confirmed)
         return result
 
-    def _step(self) -> None:
+    def step(self) -> None:
         self.tick += 1
         self.replicas.step()
         self._observe()
@@ -192,11 +192,11 @@ class StreamScenario:
                 raise Violation(f"liveness: {len(self.client.unacked)} publishes never acknowledged "
                                 f"after healing (e.g. message {min(self.client.unacked)})")
             self._clients(publishing=False)
-            self._step()
+            self.step()
         while not self._converged():
             if self.tick - start > SETTLE_TICKS_MAX:
                 raise Violation("liveness: replicas did not converge after healing")
-            self._step()
+            self.step()
         self.result.settle_ticks = self.tick - start
 
     def _converged(self) -> bool:
