@@ -252,3 +252,31 @@ def test_a_replica_catching_up_when_its_leader_dies_fetches_from_another_and_vot
     new.publish("s.x", b"after", reply="r.after")
     survivors = list(replicas.replicas.values())
     replicas.run_until(lambda: all(r.stream.store.state().last_seq == total + 1 for r in survivors))
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_delivery_that_commits_after_its_ack_wait_is_still_redelivered(seed: int) -> None:
+    """The consumer leader's pending set is its applied state: a delivery becomes pending only
+    once its DELIVERED record commits. When that takes longer than ack_wait (a slow quorum), the
+    ack_wait timer found the message not pending yet and forgot it: never redelivered while that
+    replica led. (Found by `appliance sim --streams`, seeds 18 and 22, at the end's drain.)"""
+    consumer = {"durable_name": "D", "ack_policy": "explicit", "ack_wait": 150_000_000}  # 3 ticks
+    replicas = StreamReplicas(seed=seed, consumer=consumer)
+    leader = replicas.elect()
+    for number in range(3):
+        leader.publish("s.a", b"m%d" % number, reply="r.%d" % number)
+    replicas.run_until(lambda: all(r.stream.store.state().msgs == 3 for r in replicas.replicas.values()))
+    replicas.run_until(lambda: replicas.consumer_leader() is not None)
+    first = replicas.consumer_leader()
+    assert first is not None and first.consumer is not None
+    for peer in replicas.peers:  # its appends reach the followers late: commits take 7 ticks
+        if peer != first.name:
+            replicas.network.clog((first.name, peer), until=replicas.ticks + 12, delay_ticks=6)
+    first.consumer.on_pull("_INBOX.p1", b'{"batch": 3, "expires": 60000000000}')
+    replicas.run_until(lambda: len(first.host.delivered) == 3, ticks_max=3)
+    replicas.run_until(lambda: len(first.consumer.state.pending) == 3, ticks_max=30)  # committed, late
+    assert replicas.consumer_leader() is first
+    first.consumer.on_pull("_INBOX.p2", b'{"batch": 3, "expires": 60000000000}')
+    replicas.run_until(lambda: len(first.host.delivered) >= 6, ticks_max=60)  # all three again
+    assert sorted(p for _, _, p in first.host.delivered[3:6]) == [b"m0", b"m1", b"m2"]

@@ -2,7 +2,8 @@
 simulator (streams.py: the real Stream and Consumer state machines, three simulated servers).
 
 One seed draws everything: the network's faults (drop, duplicate, delay), whether the servers
-keep file stores (memory stores otherwise, refilled from the log), how often the RAFT logs snapshot, the consumer's ack_wait and max_deliver, and
+keep file stores (memory stores otherwise, refilled from the log), how often the RAFT logs
+snapshot, the consumer's ack_wait and max_deliver, and
 then, tick by tick, what the nemesis does (crash a server, its stream or consumer leader most
 often; restart it; cut the network into two sides; heal it) and what the clients do: a publisher
 sends messages with Nats-Msg-Id to whichever replica leads the stream and sends again what was
@@ -19,8 +20,11 @@ Checked after every tick (a breach stops the run, naming the tick):
   - a redelivery by the same leader comes no sooner than ack_wait after the last delivery, and
     no delivery counts past max_deliver.
 Checked at the end, after the network heals, every server is up and the publisher has had every
-message acknowledged: every acknowledged publish is stored once, at its sequence, on every
-replica; the replicas' stores are identical and so are their consumer states.
+message acknowledged, and the consumer client then acks every delivery until the consumer has
+delivered every message and holds none pending (what the failovers left unacked came again):
+every acknowledged publish is stored once, at its sequence, on every replica; the replicas'
+stores are identical and so are their consumer states. Not reaching those ends in bounded time
+fails the run too (liveness).
 """
 
 from __future__ import annotations
@@ -130,7 +134,8 @@ class StreamScenario:
         snapshot_entries = setup.choice([None, 8, 32]) if file_stores else None
         self.crash_rate = setup.choice([0.005, 0.01, 0.02])
         self.partition_rate = setup.choice([0.0, 0.005, 0.01])
-        consumer = {"durable_name": "D", "name": "D", "ack_policy": "explicit", "ack_wait": self.ack_wait_ticks * int(TICK_S * NS),
+        consumer = {"durable_name": "D", "name": "D", "ack_policy": "explicit",
+                    "ack_wait": self.ack_wait_ticks * int(TICK_S * NS),
                     "max_deliver": self.max_deliver}
         config = parse_stream_config({"name": "S", "subjects": ["s.>"]})
         self.replicas = StreamReplicas(seed=master.getrandbits(32), config=config, faults=faults,
@@ -141,6 +146,7 @@ class StreamScenario:
         self.observed: dict[str, _Observed] = {}
         self.deliveries: dict[int, _Delivery] = {}  # sseq -> its last delivery
         self.down: list[str] = []
+        self.acking_all = False  # the end: every delivery acked (AckSync) at once
         self.tick = 0
         self.result = StreamSimResult(
             options.seed, command=options.command(),
@@ -193,11 +199,24 @@ class StreamScenario:
                                 f"after healing (e.g. message {min(self.client.unacked)})")
             self._clients(publishing=False)
             self.step()
+        self.acking_all = True
+        while not self._consumer_done():
+            if self.tick - start > SETTLE_TICKS_MAX:
+                raise Violation("liveness: after healing, the consumer did not deliver and get acked every message")
+            self._clients(publishing=False)
+            self.step()
         while not self._converged():
             if self.tick - start > SETTLE_TICKS_MAX:
                 raise Violation("liveness: replicas did not converge after healing")
             self.step()
         self.result.settle_ticks = self.tick - start
+
+    def _consumer_done(self) -> bool:
+        leader = self.replicas.consumer_leader()
+        if leader is None or leader.consumer is None or not leader.consumer.group.ready_to_lead():
+            return False
+        state = leader.consumer.state
+        return not state.pending and state.delivered_sseq >= leader.stream.store.state().last_seq
 
     def _converged(self) -> bool:
         everyone = list(self.replicas.replicas.values())
@@ -254,9 +273,10 @@ class StreamScenario:
                 header = b"NATS/1.0\r\nNats-Msg-Id: m%d\r\n\r\n" % number
                 target.publish("s.%d" % (number % 3), b"m%d" % number, reply="r.%d" % number, header=header)
         consumer = self._leading(consumer=True)
-        if consumer is not None and consumer.consumer is not None and rng.random() < 0.15:
+        if consumer is not None and consumer.consumer is not None and (self.acking_all or rng.random() < 0.15):
             client.pulls += 1
-            body = json.dumps({"batch": PULL_BATCH, "expires": PULL_EXPIRES_TICKS * int(TICK_S * NS)})
+            batch = PULL_BATCH * 10 if self.acking_all else PULL_BATCH
+            body = json.dumps({"batch": batch, "expires": PULL_EXPIRES_TICKS * int(TICK_S * NS)})
             consumer.consumer.on_pull(f"_INBOX.p{client.pulls}", body.encode())
         due = [item for item in client.acks_due if item[0] <= self.tick]
         client.acks_due = [item for item in client.acks_due if item[0] > self.tick]
@@ -337,7 +357,9 @@ class StreamScenario:
                                 f"its last delivery, ack_wait is {self.ack_wait_ticks} ticks")
         self.deliveries[sseq] = _Delivery(self.tick, replica.name, term)
         roll = self.rng.random()
-        if roll < 0.7:
+        if self.acking_all:
+            self.client.acks_due.append((self.tick, ack, True))
+        elif roll < 0.7:
             delay = self.rng.randrange(0, self.ack_wait_ticks * 3 // 2 + 1)
             self.client.acks_due.append((self.tick + delay, ack, roll < 0.35))
 
