@@ -3,7 +3,9 @@ Stream and Consumer on three simulated servers, with crashes, restarts, partitio
 drawn from the seed, checked for one leader per term, acknowledged publishes stored once on
 every replica, identical replicas, AckSync answered only after quorum and acked messages never
 delivered again. A handful of seeds here; `appliance sim --streams --seeds a:b` soaks more.
-Seeds 0, 1, 2, 4, 5 and 9 found the bugs fixed with them (see the tests they name)."""
+Before the fixes made with it, seeds 0, 1, 2, 4 and 9 failed (AckSync answered for an ack that
+did not count; an acked message re-opened by a later delivery record) and 18 and 22 did (an
+ack_wait that ran out before the delivery was applied was forgotten); see the tests naming them."""
 
 import functools
 
@@ -13,7 +15,7 @@ from appliance.testing.sim.checkers import Violation
 from appliance.testing.sim.stream_scenario import StreamScenario, StreamSimOptions, StreamSimResult
 from appliance.testing.sim.stream_scenario import run_stream_seed
 
-SEEDS = [0, 1, 2, 4, 5, 9, 11, 23]
+SEEDS = [0, 1, 2, 4, 9, 18, 22, 23]
 
 
 @functools.cache
