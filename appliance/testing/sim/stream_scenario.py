@@ -22,8 +22,9 @@ Checked after every tick (a breach stops the run, naming the tick):
 Checked at the end, after the network heals, every server is up and the publisher has had every
 message acknowledged, and the consumer client then acks every delivery until the consumer has
 delivered every message and holds none pending (what the failovers left unacked came again):
-every acknowledged publish is stored once, at its sequence, on every replica; the replicas'
-stores are identical and so are their consumer states. Not reaching those ends in bounded time
+every acknowledged publish is stored once, at its sequence, on every replica; every stored
+message was acked by the client or given up on after max_deliver (at least once: none silently
+skipped); the replicas' stores are identical and so are their consumer states. Not reaching those ends in bounded time
 fails the run too (liveness).
 """
 
@@ -114,6 +115,7 @@ class _Client:
     acks_due: list[tuple[int, bytes, bool]] = field(default_factory=list)  # (tick, ack subject, sync)
     sync_waiting: dict[str, int] = field(default_factory=dict)  # AckSync reply -> sseq
     confirmed: set[int] = field(default_factory=set)  # sseqs whose AckSync was answered
+    acked_seqs: set[int] = field(default_factory=set)  # sseqs the client sent an ack for to a leader
 
 
 class StreamScenario:
@@ -145,6 +147,7 @@ class StreamScenario:
         self.client = _Client()
         self.observed: dict[str, _Observed] = {}
         self.deliveries: dict[int, _Delivery] = {}  # sseq -> its last delivery
+        self.most_deliveries: dict[int, int] = {}  # sseq -> the highest delivery count seen
         self.down: list[str] = []
         self.acking_all = False  # the end: every delivery acked (AckSync) at once
         self.tick = 0
@@ -286,6 +289,7 @@ class StreamScenario:
             if consumer is None or consumer.consumer is None:
                 continue  # nobody listens: the ack is lost, the message comes again
             reply = ""
+            client.acked_seqs.add(int(subject.split(b".")[5]))
             if sync:
                 reply = f"acked.{self.result.acks_sent}"
                 client.sync_waiting[reply] = int(subject.split(b".")[5])
@@ -356,6 +360,7 @@ class StreamScenario:
                 raise Violation(f"seq {sseq} redelivered by {replica.name} {self.tick - last.tick} ticks after "
                                 f"its last delivery, ack_wait is {self.ack_wait_ticks} ticks")
         self.deliveries[sseq] = _Delivery(self.tick, replica.name, term)
+        self.most_deliveries[sseq] = max(self.most_deliveries.get(sseq, 0), dc)
         roll = self.rng.random()
         if self.acking_all:
             self.client.acks_due.append((self.tick, ack, True))
@@ -404,6 +409,13 @@ class StreamScenario:
                     raise Violation(f"acknowledged message {number} (seq {seq}) is not stored on {replica.name}: "
                                     f"{by_seq.get(seq)!r} is there")
         first = everyone[0]
+        assert first.consumer is not None
+        state = first.consumer.state
+        given_up = set(state.given_up())  # and those the floor passed over: delivered max_deliver times
+        given_up.update(seq for seq, dc in self.most_deliveries.items() if 0 < self.max_deliver <= dc)
+        for seq, _, _, _, _ in contents[first.name]:  # at least once: the client acked each, or it was given up on
+            if seq not in self.client.acked_seqs and seq not in given_up:
+                raise Violation(f"seq {seq} was never acked by the client nor given up on, yet nothing is pending")
         for replica in everyone[1:]:
             if contents[replica.name] != contents[first.name]:
                 raise Violation(f"the stores of {first.name} and {replica.name} differ")
