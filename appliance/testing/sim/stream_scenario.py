@@ -168,7 +168,6 @@ class StreamScenario:
                 self._nemesis()
                 self._clients(publishing=True)
                 self.step()
-            result.ticks = self.tick
             self._settle()
             self._final_checks()
         except Violation as violation:
@@ -177,6 +176,7 @@ class StreamScenario:
             where = traceback.extract_tb(error.__traceback__)[-1]
             result.ok, result.failed_tick = False, self.tick
             result.failure = f"{type(error).__name__}: {error} (at {where.filename}:{where.lineno})"
+        result.ticks = min(self.tick, self.options.ticks)
         result.published = self.client.next_number
         result.acked = len(self.client.acked)
         result.acks_confirmed = len(self.client.confirmed)
@@ -188,8 +188,9 @@ class StreamScenario:
         self._observe()
 
     def _settle(self) -> None:
-        """Heal everything, start every server, and let the publisher finish; then wait for the
-        replicas to hold the same stores and states."""
+        """Heal everything, start every server, and let the publisher finish; then ack every
+        delivery until the consumer holds nothing pending; then wait for the replicas to hold
+        the same stores and states."""
         replicas = self.replicas
         replicas.network.heal()
         replicas.network.faults = NetworkFaults()
