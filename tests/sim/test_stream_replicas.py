@@ -7,6 +7,7 @@ import json
 import pytest
 
 from appliance.cluster.raft_storage import DurableStorage
+from appliance.errors import LimitExceeded
 from appliance.jetstream import ops
 from appliance.testing.sim.network import NetworkFaults
 from appliance.testing.sim.streams import GROUP_ID, Replica, StreamReplicas
@@ -280,3 +281,73 @@ def test_a_delivery_that_commits_after_its_ack_wait_is_still_redelivered(seed: i
     first.consumer.on_pull("_INBOX.p2", b'{"batch": 3, "expires": 60000000000}')
     replicas.run_until(lambda: len(first.host.delivered) >= 6, ticks_max=60)  # all three again
     assert sorted(p for _, _, p in first.host.delivered[3:6]) == [b"m0", b"m1", b"m2"]
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("seed", SEEDS)
+def test_deliveries_whose_record_the_group_refused_come_again(seed: int) -> None:
+    """The consumer leader delivers, then proposes the DELIVERED record; the group may refuse it
+    (LimitExceeded: its in-flight window to a quorum is full). A later record of later messages
+    then moved the delivered position past them: never pending, never redelivered, the ack floor
+    passing over them, lost for this consumer. (Found by `appliance sim --streams`, seed 3104.)"""
+    replicas = StreamReplicas(seed=seed, consumer=CONSUMER)
+    leader = replicas.elect()
+    for number in range(6):
+        leader.publish("s.a", b"m%d" % number, reply="r.%d" % number)
+    replicas.run_until(lambda: all(r.stream.store.state().msgs == 6 for r in replicas.replicas.values()))
+    replicas.run_until(lambda: replicas.consumer_leader() is not None)
+    first = replicas.consumer_leader()
+    assert first is not None and first.consumer is not None
+    group = first.consumer.group
+    propose = group.propose
+    refused: list[bytes] = []
+
+    def full(data: bytes, on_done: object = None, *, durable: bool = True) -> None:
+        refused.append(data)
+        raise LimitExceeded("the in-flight window to a quorum of followers is full")
+
+    group.propose = full  # type: ignore[method-assign]
+    first.consumer.on_pull("_INBOX.p1", b'{"batch": 3, "expires": 60000000000}')
+    replicas.run_until(lambda: len(first.host.delivered) == 3, ticks_max=3)
+    assert refused
+    group.propose = propose  # type: ignore[method-assign]
+    first.consumer.on_pull("_INBOX.p2", b'{"batch": 10, "expires": 60000000000}')
+    replicas.run_until(lambda: len(first.consumer.state.pending) == 6, ticks_max=60)
+    for _, ack, _ in first.host.delivered[3:]:  # the client acks what it got this time: all six
+        first.consumer.on_ack(ack.decode().split("."), "", b"+ACK")
+    replicas.run_until(lambda: not first.consumer.state.pending)
+    assert sorted(p for _, _, p in first.host.delivered[3:]) == [b"m%d" % n for n in range(6)]
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_consumer_leader_elected_again_delivers_from_the_replicated_state(seed: int) -> None:
+    """A consumer leader delivers, is cut off before its DELIVERED record leaves, another replica
+    leads a while, then the first leads again. Its own next sequence (past what it delivered in
+    its old term) is stale: the record was lost, so those messages were never pending anywhere;
+    taking over it must start from the replicated state. It kept its old position and skipped
+    them for good. (Found by `appliance sim --streams`, seed 3104.)"""
+    replicas = StreamReplicas(seed=seed, consumer=CONSUMER)
+    leader = replicas.elect()
+    for number in range(3):
+        leader.publish("s.a", b"m%d" % number, reply="r.%d" % number)
+    replicas.run_until(lambda: all(r.stream.store.state().msgs == 3 for r in replicas.replicas.values()))
+    replicas.run_until(lambda: replicas.consumer_leader() is not None)
+    first = replicas.consumer_leader()
+    assert first is not None and first.consumer is not None
+    first.consumer.on_pull("_INBOX.p1", b'{"batch": 3, "expires": 60000000000}')
+    replicas.run_until(lambda: len(first.host.delivered) == 3, ticks_max=3)
+    replicas.network.partition({first.name}, list(replicas.peers))  # its record stays with it
+    replicas.run_until(lambda: any(r.consumer is not None and r.consumer.group.ready_to_lead()
+                                   for r in replicas.replicas.values() if r is not first))
+    replicas.network.heal()
+    second = next(r for r in replicas.replicas.values() if r is not first and r.consumer
+                  and r.consumer.group.is_leader())
+    assert second.consumer is not None and second.consumer.state.delivered_sseq == 0
+    replicas.run_until(lambda: first.consumer is not None and not first.consumer.group.is_leader()
+                       and first.consumer.group.applied() == second.consumer.group.applied())
+    second.consumer.group.transfer_leader(first.name)
+    replicas.run_until(lambda: first.consumer is not None and first.consumer.group.ready_to_lead())
+    first.consumer.on_pull("_INBOX.p2", b'{"batch": 3, "expires": 60000000000}')
+    replicas.run_until(lambda: len(first.host.delivered) == 6, ticks_max=60)
+    assert sorted(p for _, _, p in first.host.delivered[3:]) == [b"m0", b"m1", b"m2"]
