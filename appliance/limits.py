@@ -176,6 +176,7 @@ JS_ACK_TARGETS_MAX = 65536  # (stream, consumer) ack-subject tokens remembered p
 JS_GC_THRESHOLDS = (50_000, 20, 100)  # gc.set_threshold in a worker running JetStream (see service.py)
 JS_RELAY_CARRIERS_MAX = 4096  # link subscriptions whose relay carrier is kept (relay.py); then cleared
 JS_RELAY_PIPELINE_BYTES = 64 * 1024  # a pull batch relayed to a sibling leaves in frames this big (relay.py)
+JS_REDELIVER_UNAPPLIED_RETRY_S = 0.05  # an ack_wait that ran out before its delivery was applied: looked at again
 JS_CATCHUP_BATCH_MSGS = 256  # stored messages a lagging replica fetches per round trip (one in flight)
 JS_CATCHUP_RETRY_S = 0.5  # a catch-up fetch the leader did not answer is asked again after this
 JS_CATCHUP_BATCH_BYTES = 1024 * 1024  # one catch-up reply, encoded (also never above the route's max_payload)

@@ -106,6 +106,8 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
         self._target_b = b""
         self.replicated = replication is not None
         self._led_term = 0  # the term this replica last took over delivery in (replicated only)
+        self._unrecorded_hold = False  # no delivery until _unhold (_unrecord)
+        self._start_sseq = 1  # where the deliver policy starts (_start_position)
         if replication is not None:
             self.group = replicated_group(
                 name=group_id, peer=peer, replication=replication, machine=self, clock=host.clock,
@@ -162,8 +164,9 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
     def restore(self, data: bytes) -> None:
         self.state.restore(data)
 
-    def _propose(self, data: bytes, *, durable: bool, done: Callable[[], None] | None = None) -> None:
-        """Propose one operation; `done` runs once it is committed and applied."""
+    def _propose(self, data: bytes, *, durable: bool, done: Callable[[], None] | None = None) -> bool:
+        """Propose one operation; `done` runs once it is committed and applied. False when the
+        group refused it (not leader, full)."""
 
         def on_done(ok: bool, index: int) -> None:
             if ok and done is not None:
@@ -173,11 +176,40 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
             self.group.propose(data, on_done, durable=durable)
         except (NotLeader, ProposalDropped, LimitExceeded) as exc:
             logger.warning("consumer %s dropped an operation: %s", self.name, exc)
+            return False
+        return True
+
+    def _unrecord(self, delivered: list[int]) -> None:
+        """The group refused the DELIVERED record of this turn's deliveries (flat (sseq, cseq, dc,
+        ts) runs): as far as the consumer's state goes they never happened, so they are made
+        again (the client may see a message twice: at least once). Without this, a later record
+        moved the delivered position past them and they were never pending, never redelivered.
+        Delivery waits a moment first: the group is full, a retry at once would only repeat."""
+        firsts = [delivered[i] for i in range(0, len(delivered), 4) if delivered[i + 2] == 1]
+        for i in range(0, len(delivered), 4):
+            sseq = delivered[i]
+            self._deadlines.pop(sseq, None)
+            if delivered[i + 2] > 1 and sseq not in self._redeliver:
+                self._redeliver.append(sseq)
+        self._redeliver.sort()
+        if firsts:
+            self.next_sseq = min(self.next_sseq, min(firsts))
+        self.next_cseq = min(self.next_cseq, min(delivered[1::4]))
+        self._pending_count = None
+        self._cursor = None
+        self._unrecorded_hold = True
+        self.host.call_later(limits.JS_REDELIVER_UNAPPLIED_RETRY_S, self._unhold)
+
+    def _unhold(self) -> None:
+        self._unrecorded_hold = False
+        self._kick()
 
     def _leads(self) -> bool:
         """Is this replica the consumer's leader? A replica that just became leader takes over
         delivery from the replicated state: on from the last delivered sequence, and every
-        message still pending is due again after ack_wait (its deliverer may be gone)."""
+        message still pending is due again after ack_wait (its deliverer may be gone). Only from
+        that state: a replica leading again has its own position of an earlier term, past
+        deliveries whose records were lost with that term (never pending, they would be skipped)."""
         group = self.group
         if not group.ready_to_lead():
             return False
@@ -185,13 +217,15 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
         if term != self._led_term:
             self._led_term = term
             state = self.state
-            self.next_sseq = max(self.next_sseq, state.delivered_sseq + 1)
-            self.next_cseq = max(self.next_cseq, state.delivered_cseq + 1)
+            self.next_sseq = max(state.delivered_sseq + 1, self._start_sseq)
+            self.next_cseq = state.delivered_cseq + 1
             self._pending_count = None
             self._cursor = None
             now = self.host.now_ns()
+            self._deadlines = {s: due for s, due in self._deadlines.items() if s in state.pending}
             for sseq in state.pending:
                 self._deadlines.setdefault(sseq, now + self._ack_wait_ns(state.redelivered.get(sseq, 1)))
+            self._redeliver = [s for s in self._redeliver if s in state.pending]
             self._arm_redelivery()
         return True
 
@@ -228,6 +262,7 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
         self.next_sseq = max(self.next_sseq, start)
         if self._initial:
             self.next_sseq = last_seq(store) + 1
+        self._start_sseq = self.next_sseq  # a replicated consumer's first leader may not record it (_leads)
 
     # --- stream events ---------------------------------------------------------------------------
 
@@ -348,6 +383,8 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
             return
         if self.replicated and not self._leads():
             return  # only the consumer's leader delivers; followers apply its decisions
+        if self._unrecorded_hold:
+            return  # a DELIVERED record was refused a moment ago (_unrecord): _unhold kicks again
         if self.config.pause_until and pause.holds(self):
             if not self.config.is_push:
                 self._finish_no_wait()  # paused: no_wait requests end at once with 404
@@ -426,7 +463,10 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
                 # Nothing stays pending: the state keeps only the highest positions (and the
                 # floors follow them), so one record of the turn's last delivery is the same state.
                 delivered = [max(delivered[0::4]), max(delivered[1::4]), 1, now]
-            self._propose(ops.op_delivered_flat(delivered), durable=False)
+            recorded = self._propose(ops.op_delivered_flat(delivered), durable=False)
+            if not recorded and config.ack_policy != "none" and self.group.is_leader():
+                self._unrecord(delivered)
+                return
             self._last_activity_ns = now
             self._delivered_since_heartbeat = True
             self._arm_redelivery()
@@ -593,6 +633,7 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
 
         self._propose(ops.op_reset(seq), durable=True, done=applied)
         self.next_sseq, self.next_cseq = seq, 1
+        self._start_sseq = 1  # the recorded reset is where delivery goes on (_leads)
         self._redeliver.clear()
         self._deadlines.clear()
         self._initial.clear()

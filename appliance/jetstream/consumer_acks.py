@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from appliance import limits
+from appliance.cluster.group import RaftGroup
 from appliance.jetstream import advisories
 from appliance.jetstream import consumer_state as ops
 from appliance.jetstream.config import ConsumerConfig
@@ -50,8 +51,10 @@ class AckHandling:
         _redeliver_due_ns: int
         _ack_batch: list[tuple[int, int]]
         _ack_replies: list[str]
+        next_sseq: int
+        group: RaftGroup
 
-        def _propose(self, data: bytes, *, durable: bool, done: Callable[[], None] | None = None) -> None: ...
+        def _propose(self, data: bytes, *, durable: bool, done: Callable[[], None] | None = None) -> bool: ...
 
         def on_pull(self, reply: str, body: bytes, header: bytes = b"") -> None: ...
 
@@ -112,6 +115,11 @@ class AckHandling:
         """Queue an ack; every ack of one loop turn becomes one ACK operation (one log append)."""
         if self.config.ack_policy == "none":
             self._ack_reply(reply)
+            return
+        if sseq >= max(self.next_sseq, self.state.delivered_sseq + 1):
+            # Not delivered yet as far as this leader knows: a previous leader delivered it and
+            # its DELIVERED record was lost. As nats-server (processAckMsg), the ack is dropped
+            # unanswered: an AckSync reply would promise an ack the next delivery ignores.
             return
         if not self._ack_batch:
             self.host.call_soon(self._flush_acks)
@@ -202,10 +210,17 @@ class AckHandling:
         if self.deleted:
             return
         now = self.host.now_ns()
+        unapplied = self.state.delivered_sseq
         for sseq in [s for s, due in self._deadlines.items() if due <= now]:
-            del self._deadlines[sseq]
             if sseq in self.state.pending:
+                del self._deadlines[sseq]
                 self._queue_redelivery(sseq)
+            elif sseq > unapplied and self.group.is_leader():
+                # delivered, but its DELIVERED record is not applied yet (a slow quorum): it is
+                # due as soon as it is pending; looked at again shortly, not forgotten
+                self._deadlines[sseq] = now + int(limits.JS_REDELIVER_UNAPPLIED_RETRY_S * NS)
+            else:
+                del self._deadlines[sseq]
         self._arm_redelivery()
 
     def _ack_wait_ns(self, dc: int, config: ConsumerConfig | None = None) -> int:

@@ -30,6 +30,10 @@ nats-server also keeps a leader-only floor (`live_*`) that a give-up moves as an
 ack-all at or below it is ignored, and an ack-all moves the reported floor only when it acks a
 pending message (to the acked sequences, with no jump to the delivered position).
 
+A delivery record of a message delivered before (at or below the delivered position) that is no
+longer pending changes nothing, as in nats-server's consumer store: the leader can redeliver a
+message whose ack it has proposed but not yet applied, and the log then holds the ack first.
+
 One more ack-all detail: nats-server's consumer store ignores a give-up of a message first
 delivered at or below its ack floor's consumer sequence (an ack-all floor can pass the original
 delivery of a message redelivered later), so the store still lists it as pending. Those are kept
@@ -142,6 +146,8 @@ class ConsumerState:
         for sseq, cseq, dc, ts_ns in zip(sseqs, cseqs, counts, stamps, strict=True):
             if sseq <= floor:
                 continue
+            if sseq <= high_sseq and sseq not in pending:
+                continue  # acked (or given up on) since it was delivered: it stays so (module doc)
             if dc > 1:
                 redelivered[sseq] = dc
                 before = pending.get(sseq)
@@ -154,6 +160,7 @@ class ConsumerState:
 
     def _delivered(self, items: list[list[int]]) -> None:
         for sseq, cseq, dc, ts_ns in items:
+            seen = sseq <= self.delivered_sseq
             self.delivered_cseq = max(self.delivered_cseq, cseq)
             self.delivered_sseq = max(self.delivered_sseq, sseq)
             self.delivered_ns = ts_ns
@@ -167,6 +174,8 @@ class ConsumerState:
             if sseq <= self.floor_sseq:
                 continue
             before = self.pending.get(sseq)
+            if seen and before is None:
+                continue  # acked (or given up on) since it was delivered: it stays so (module doc)
             self.pending[sseq] = (before[0] if before is not None and dc > 1 else cseq, ts_ns)
             if dc > 1:
                 self.redelivered[sseq] = dc

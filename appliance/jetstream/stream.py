@@ -274,15 +274,22 @@ class Stream:
             out.append(msg)
         return out
 
-    def _fetch_from(self, catch_up: CatchUpSource, start: int, wanted: int, first: int, last_ts: int) -> None:
+    def _fetch_from(
+        self, catch_up: CatchUpSource, start: int, wanted: int, first: int, last_ts: int, failed: int = 0
+    ) -> None:
+        """Fetch [start, wanted] batch by batch from the leader. When no leader is known, or on
+        every other retry after a failed ask, from another voter in turn: any replica holding
+        the whole range serves it (catch_up_batch), and this replica, paused, answers no vote,
+        so with its leader dead it would otherwise wait for an election it blocks."""
+
         def retry() -> None:
             if not self.deleted:
-                self._fetch_from(catch_up, start, wanted, first, last_ts)
+                self._fetch_from(catch_up, start, wanted, first, last_ts, failed + 1)
 
         def got(batch: list[StoredMsg] | None) -> None:
             if self.deleted:
                 return
-            if batch is None:  # the leader did not answer: ask the one there is then, later
+            if batch is None:  # not answered (or that replica lacks the range): ask again later
                 self.host.call_later(limits.JS_CATCHUP_RETRY_S, retry)
                 return
             batch = [msg for msg in batch if start <= msg.seq <= wanted][: limits.JS_CATCHUP_BATCH_MSGS]
@@ -299,7 +306,11 @@ class Stream:
             self._note_store_changed()
             self.group.resume_apply()
 
-        catch_up.fetch(self.group.leader(), start, wanted, got)
+        source = self.group.leader()
+        others = sorted(p for p in self.group.voters() if p != self.group.core.id and p != source)
+        if others and (not source or failed % 2):
+            source = others[(failed // 2) % len(others)]
+        catch_up.fetch(source, start, wanted, got)
 
     def _drop_below(self, first: int) -> None:
         """Messages the leader no longer holds below its first sequence go here too."""

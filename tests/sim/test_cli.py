@@ -33,3 +33,13 @@ def test_sim_rejects_unknown_faults() -> None:
     result = CliRunner().invoke(main, ["sim", "--seed", "0", "--faults", "meteor"])
     assert result.exit_code == 2
     assert "unknown faults" in result.output
+
+
+def test_sim_streams_soaks_a_range_and_replays_a_seed() -> None:
+    result = CliRunner().invoke(main, ["sim", "--streams", "--seeds", "0:2", "--ticks", "100"])
+    assert result.exit_code == 0, result.output
+    assert "2 stream seeds, 0 failed" in result.output
+    result = CliRunner().invoke(main, ["sim", "--streams", "--seed", "4", "--ticks", "100"])
+    assert result.exit_code == 0, result.output
+    assert "seed 4: ok" in result.output
+    assert "replay: appliance sim --streams --seed 4 --ticks 100" in result.output

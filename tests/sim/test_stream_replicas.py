@@ -7,6 +7,7 @@ import json
 import pytest
 
 from appliance.cluster.raft_storage import DurableStorage
+from appliance.errors import LimitExceeded
 from appliance.jetstream import ops
 from appliance.testing.sim.network import NetworkFaults
 from appliance.testing.sim.streams import GROUP_ID, Replica, StreamReplicas
@@ -185,3 +186,168 @@ def test_after_a_consumer_leader_failover_no_ack_is_lost_and_only_the_unacked_co
     for _ in range(60):  # (unacked, they come again every ack_wait) the acknowledged five never do
         replicas.step()
     assert {payload for _, _, payload in second.host.delivered} == {b"m%d" % n for n in range(5, 10)}
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("seed", SEEDS)
+def test_an_ack_for_a_delivery_the_new_leader_never_heard_of_is_not_confirmed(seed: int) -> None:
+    """The consumer leader delivers and dies before its DELIVERED record leaves it; the client
+    AckSyncs one of those messages to the next leader, which has not delivered it. As nats-server
+    (processAckMsg: an ack at or past the next sequence to deliver is dropped, unanswered), the
+    ack gets no reply: answering it would tell the client its ack is safe while the message is
+    delivered again. (Found by `appliance sim --streams`, seed 0.)"""
+    replicas = StreamReplicas(seed=seed, consumer=CONSUMER)
+    leader = replicas.elect()
+    for number in range(3):
+        leader.publish("s.a", b"m%d" % number, reply="r.%d" % number)
+    replicas.run_until(lambda: all(r.stream.store.state().msgs == 3 for r in replicas.replicas.values()))
+    replicas.run_until(lambda: replicas.consumer_leader() is not None)
+    first = replicas.consumer_leader()
+    assert first is not None and first.consumer is not None
+    first.consumer.on_pull("_INBOX.p1", PULL)
+    replicas.run_until(lambda: len(first.host.delivered) == 3, ticks_max=3)
+    replicas.crash(first.name)  # the DELIVERED record it just proposed goes down with it
+
+    def taken_over() -> bool:
+        leader = replicas.consumer_leader()
+        return leader is not None and leader.consumer is not None and leader.consumer.group.ready_to_lead()
+
+    replicas.run_until(taken_over)
+    second = replicas.consumer_leader()
+    assert second is not None and second.consumer is not None
+    assert second.consumer.state.delivered_sseq == 0, f"seed {seed}: the delivery reached a follower"
+    _, ack, _ = first.host.delivered[0]
+    second.consumer.on_ack(ack.decode().split("."), "acked.0", b"+ACK")
+    for _ in range(20):
+        replicas.step()
+    assert not [s for s, _ in second.host.sent if s.startswith(b"acked.")], f"seed {seed}: confirmed"
+    second.consumer.on_pull("_INBOX.p2", PULL)
+    replicas.run_until(lambda: len(second.host.delivered) == 3)  # it never had them: all come again
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_replica_catching_up_when_its_leader_dies_fetches_from_another_and_votes_again(seed: int) -> None:
+    """A replica behind the leader's snapshot pauses its group while it fetches the messages the
+    snapshot stands for (it answers no vote meanwhile). If the leader dies then, fetching only
+    from the leader never ends: the survivors (one fetching, one whole) cannot elect anyone, a
+    quorum of live replicas stays without a leader. Any replica that holds the range serves it.
+    (Found by `appliance sim --streams`, seed 9: two replicas fetching, stuck for good.)"""
+    replicas = StreamReplicas(seed=seed, snapshot_entries=4, file_stores=True)
+    leader = replicas.elect()
+    lagging = next(p for p in replicas.peers if p != leader.name)
+    replicas.network.partition({lagging}, list(replicas.peers))
+    total = 600  # three catch-up batches: the leader dies after the first
+    for number in range(total):
+        leader.publish("s.%d" % (number % 7), b"%d" % number, reply="r.%d" % number)
+        if number % 50 == 49:
+            replicas.step()
+    replicas.run_until(lambda: len(acks(leader)) == total)
+    assert leader.stream.group.storage.snapshot().meta.index > 0
+    replicas.network.heal()
+    replicas.run_until(lambda: len(replicas.catch_up_batches) >= 1)
+    replicas.crash(leader.name)
+    behind = replicas.replicas[lagging]
+    replicas.run_until(lambda: behind.stream.store.state().last_seq == total, ticks_max=400)
+    new = replicas.elect()
+    new.publish("s.x", b"after", reply="r.after")
+    survivors = list(replicas.replicas.values())
+    replicas.run_until(lambda: all(r.stream.store.state().last_seq == total + 1 for r in survivors))
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_delivery_that_commits_after_its_ack_wait_is_still_redelivered(seed: int) -> None:
+    """The consumer leader's pending set is its applied state: a delivery becomes pending only
+    once its DELIVERED record commits. When that takes longer than ack_wait (a slow quorum), the
+    ack_wait timer found the message not pending yet and forgot it: never redelivered while that
+    replica led. (Found by `appliance sim --streams`, seeds 18 and 22, at the end's drain.)"""
+    consumer = {"durable_name": "D", "ack_policy": "explicit", "ack_wait": 150_000_000}  # 3 ticks
+    replicas = StreamReplicas(seed=seed, consumer=consumer)
+    leader = replicas.elect()
+    for number in range(3):
+        leader.publish("s.a", b"m%d" % number, reply="r.%d" % number)
+    replicas.run_until(lambda: all(r.stream.store.state().msgs == 3 for r in replicas.replicas.values()))
+    replicas.run_until(lambda: replicas.consumer_leader() is not None)
+    first = replicas.consumer_leader()
+    assert first is not None and first.consumer is not None
+    for peer in replicas.peers:  # its appends reach the followers late: commits take 7 ticks
+        if peer != first.name:
+            replicas.network.clog((first.name, peer), until=replicas.ticks + 12, delay_ticks=6)
+    first.consumer.on_pull("_INBOX.p1", b'{"batch": 3, "expires": 60000000000}')
+    replicas.run_until(lambda: len(first.host.delivered) == 3, ticks_max=3)
+    replicas.run_until(lambda: len(first.consumer.state.pending) == 3, ticks_max=30)  # committed, late
+    assert replicas.consumer_leader() is first
+    first.consumer.on_pull("_INBOX.p2", b'{"batch": 3, "expires": 60000000000}')
+    replicas.run_until(lambda: len(first.host.delivered) >= 6, ticks_max=60)  # all three again
+    assert sorted(p for _, _, p in first.host.delivered[3:6]) == [b"m0", b"m1", b"m2"]
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("seed", SEEDS)
+def test_deliveries_whose_record_the_group_refused_come_again(seed: int) -> None:
+    """The consumer leader delivers, then proposes the DELIVERED record; the group may refuse it
+    (LimitExceeded: its in-flight window to a quorum is full). A later record of later messages
+    then moved the delivered position past them: never pending, never redelivered, the ack floor
+    passing over them, lost for this consumer. (Found by `appliance sim --streams`, seed 3104.)"""
+    replicas = StreamReplicas(seed=seed, consumer=CONSUMER)
+    leader = replicas.elect()
+    for number in range(6):
+        leader.publish("s.a", b"m%d" % number, reply="r.%d" % number)
+    replicas.run_until(lambda: all(r.stream.store.state().msgs == 6 for r in replicas.replicas.values()))
+    replicas.run_until(lambda: replicas.consumer_leader() is not None)
+    first = replicas.consumer_leader()
+    assert first is not None and first.consumer is not None
+    group = first.consumer.group
+    propose = group.propose
+    refused: list[bytes] = []
+
+    def full(data: bytes, on_done: object = None, *, durable: bool = True) -> None:
+        refused.append(data)
+        raise LimitExceeded("the in-flight window to a quorum of followers is full")
+
+    group.propose = full  # type: ignore[method-assign]
+    first.consumer.on_pull("_INBOX.p1", b'{"batch": 3, "expires": 60000000000}')
+    replicas.run_until(lambda: len(first.host.delivered) == 3, ticks_max=3)
+    assert refused
+    group.propose = propose  # type: ignore[method-assign]
+    first.consumer.on_pull("_INBOX.p2", b'{"batch": 10, "expires": 60000000000}')
+    replicas.run_until(lambda: len(first.consumer.state.pending) == 6, ticks_max=60)
+    for _, ack, _ in first.host.delivered[3:]:  # the client acks what it got this time: all six
+        first.consumer.on_ack(ack.decode().split("."), "", b"+ACK")
+    replicas.run_until(lambda: not first.consumer.state.pending)
+    assert sorted(p for _, _, p in first.host.delivered[3:]) == [b"m%d" % n for n in range(6)]
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_consumer_leader_elected_again_delivers_from_the_replicated_state(seed: int) -> None:
+    """A consumer leader delivers, is cut off before its DELIVERED record leaves, another replica
+    leads a while, then the first leads again. Its own next sequence (past what it delivered in
+    its old term) is stale: the record was lost, so those messages were never pending anywhere;
+    taking over it must start from the replicated state. It kept its old position and skipped
+    them for good. (Found by `appliance sim --streams`, seed 3104.)"""
+    replicas = StreamReplicas(seed=seed, consumer=CONSUMER)
+    leader = replicas.elect()
+    for number in range(3):
+        leader.publish("s.a", b"m%d" % number, reply="r.%d" % number)
+    replicas.run_until(lambda: all(r.stream.store.state().msgs == 3 for r in replicas.replicas.values()))
+    replicas.run_until(lambda: replicas.consumer_leader() is not None)
+    first = replicas.consumer_leader()
+    assert first is not None and first.consumer is not None
+    first.consumer.on_pull("_INBOX.p1", b'{"batch": 3, "expires": 60000000000}')
+    replicas.run_until(lambda: len(first.host.delivered) == 3, ticks_max=3)
+    replicas.network.partition({first.name}, list(replicas.peers))  # its record stays with it
+    replicas.run_until(lambda: any(r.consumer is not None and r.consumer.group.ready_to_lead()
+                                   for r in replicas.replicas.values() if r is not first))
+    replicas.network.heal()
+    second = next(r for r in replicas.replicas.values() if r is not first and r.consumer
+                  and r.consumer.group.is_leader())
+    assert second.consumer is not None and second.consumer.state.delivered_sseq == 0
+    replicas.run_until(lambda: first.consumer is not None and not first.consumer.group.is_leader()
+                       and first.consumer.group.applied() == second.consumer.group.applied())
+    second.consumer.group.transfer_leader(first.name)
+    replicas.run_until(lambda: first.consumer is not None and first.consumer.group.ready_to_lead())
+    first.consumer.on_pull("_INBOX.p2", b'{"batch": 3, "expires": 60000000000}')
+    replicas.run_until(lambda: len(first.host.delivered) == 6, ticks_max=60)
+    assert sorted(p for _, _, p in first.host.delivered[3:]) == [b"m0", b"m1", b"m2"]

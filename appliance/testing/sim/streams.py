@@ -20,7 +20,6 @@ right there, in the middle of whatever it was doing (an apply, a journal record)
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -140,8 +139,9 @@ class _NetTransport:
 
 
 class _CatchUp:
-    """CatchUpSource of one server: reads the leader's store (in-process), answers a tick later
-    (a round trip: one batch per tick, so a crash can land between two batches)."""
+    """CatchUpSource of one server: asks the named replica's Stream in-process (catch_up_batch,
+    as cluster/catch_up.py serves it: None unless that replica holds the whole range), answers
+    a tick later (a round trip: one batch per tick, so a crash can land between two batches)."""
 
     def __init__(self, replicas: StreamReplicas, peer: str, host: SimHost) -> None:
         self.replicas, self.peer, self.host = replicas, peer, host
@@ -153,9 +153,10 @@ class _CatchUp:
         if source is None or leader == self.peer:  # no leader known, or it is down: asked again later
             self.host.call_soon(lambda: done(None))
             return
-        scan = itertools.islice(source.stream.store.scan(from_seq), limits.JS_CATCHUP_BATCH_MSGS)
-        batch = [msg for msg in scan if msg.seq <= to_seq]
-        self.replicas.catch_up_batches.append(len(batch))
+        batch = source.stream.catch_up_batch(from_seq, to_seq, limits.JS_CATCHUP_BATCH_MSGS,
+                                             limits.JS_CATCHUP_BATCH_BYTES)
+        if batch is not None:
+            self.replicas.catch_up_batches.append(len(batch))
         self.host.call_later(TICK_S, lambda: done(batch))
 
 
@@ -197,6 +198,7 @@ class StreamReplicas:
         self.catch_up_batches: list[int] = []  # sizes of the batches lagging replicas fetched
         self._crash_mode: CrashMode = "flush"
         self.replicas: dict[str, Replica] = {}
+        self.replicas_started: set[str] = set()
         for peer in self.peers:
             self.start(peer)
 
@@ -227,12 +229,14 @@ class StreamReplicas:
             on_consumer = Replication(storage=log, transport=outbox, tick_s=TICK_S)
             replica.consumer = Consumer(
                 stream=stream, config=self.consumer_config, created_ns=1, host=host, peer=peer,
-                group_id=CONSUMER_GROUP_ID, storage=log, on_inactive=lambda _c: None, fresh=True,
+                group_id=CONSUMER_GROUP_ID, storage=log, on_inactive=lambda _c: None,
+                fresh=peer not in self.replicas_started,  # a restart reopens it, as the service does
                 replication=on_consumer,
             )
             stream.consumers[self.consumer_config.name] = replica.consumer
             registry.add(replica.consumer.group)
         self.replicas[peer] = replica
+        self.replicas_started.add(peer)
         return replica
 
     def crash(self, peer: str, mode: CrashMode = "lose") -> None:
