@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import os
 import urllib.request
 import signal
@@ -100,10 +101,9 @@ def seed_config(index: int, *, variant: str, client: int, http: int, cluster: di
                 workers: int) -> str:
     """config/<variant>/n<index>-c1.conf with only its ports and store dir rewritten."""
     text = (SEED / variant / f"n{index}-c1.conf").read_text()
-    for n in (1, 2, 3):
-        text = text.replace(f"127.0.0.1:{6221 + n}", f"127.0.0.1:{cluster[n]}")
-    text = text.replace(f"127.0.0.1:{4221 + index}", f"127.0.0.1:{client}")
-    text = text.replace(f"127.0.0.1:{8221 + index}", f"127.0.0.1:{http}")
+    ports = {6221 + n: cluster[n] for n in (1, 2, 3)} | {4221 + index: client, 8221 + index: http}
+    # one pass: a free port already put in must never be matched again (40323 holds "4032")
+    text = re.sub(r"127\.0\.0\.1:(\d+)\b", lambda m: f"127.0.0.1:{ports.get(int(m.group(1)), m.group(1))}", text)
     text = text.replace(f"/tmp/appliance/n{index}-c1", str(store))
     return text + f"\nappliance {{ workers: {workers} }}\n"
 

@@ -7,8 +7,12 @@ JetStream one, and its ack goes nowhere): found by tests/jscluster/test_consumer
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any, cast
+
+import pytest
 
 from appliance.config.options import ClusterOptions, JetStreamOptions, ServerOptions
 from appliance.server.links import LinkPeer, LocalFabric, decode_records_py
@@ -18,6 +22,18 @@ from appliance.server.sublist import Subscription
 from tests.server.test_relay_runs import RecordingLink
 
 ACK = b"$JS.ACK.S.C.1.7.3.1700000000000000000.0"
+
+
+@pytest.fixture(autouse=True)
+def event_loop_set() -> Iterator[None]:
+    """A Server takes the current event loop: one of this test's own (an earlier asyncio.run() leaves none)."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        yield
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
 
 
 def sibling(jetstream: bool) -> tuple[RouteManager, LinkPeer, RecordingLink, Server]:
