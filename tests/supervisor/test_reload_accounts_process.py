@@ -77,8 +77,17 @@ class Client:
         return [error for error in self.errors if error != "UnexpectedEOF"]
 
     async def close(self) -> None:
-        if self.nc is not None and not self.nc.is_closed:
+        if self.nc is None:
+            return
+        if not self.nc.is_closed:
             await self.nc.close()
+        transport = getattr(self.nc, "_transport", None)
+        if transport is not None:  # closed by the server: nats-py leaves its socket to the GC
+            transport.close()
+            try:
+                await transport.wait_closed()
+            except OSError:
+                pass
 
 
 def code(answer: dict[str, Any]) -> object:
@@ -117,7 +126,7 @@ async def scenario(port: int, reload: Callable[[str], None]) -> dict[str, object
     deadline = time.monotonic() + DEADLINE_S
     while (await moved.api("INFO")).get("streams") != 0:  # a worker the SIGHUP has not reached yet
         assert time.monotonic() < deadline, "a never landed in B"
-        await moved.close()
+        await moved.close()  # (its socket too)
         moved = await Client.open(port, "a", "pa")
     seen["a lands in B"] = True
     reload(C_OFF)
@@ -126,7 +135,7 @@ async def scenario(port: int, reload: Callable[[str], None]) -> dict[str, object
     reload(AFTER)
     back = await until(lambda: c.api("STREAM.INFO.T"), lambda answer: "state" in answer)
     seen["c stream back"] = back["state"]["messages"]
-    for client in (b, c, moved):
+    for client in (a, b, c, moved):
         await client.close()
     return seen
 
