@@ -101,6 +101,8 @@ LINK_STUCK_S = 10.0  # frames from a sibling untaken this long: the worker stops
 LINK_BATCH_BYTES_MAX = 1024 * 1024  # payload bytes in one batch (a single larger frame still goes alone)
 LINK_READ_CHUNK_BYTES = 256 * 1024  # one socket read of the socketpair fallback
 ADMISSION_LOCK_TRIES = 1000  # tries (yielding the CPU between) for the server-wide max_connections lock
+ADMISSION_LOCK_WAIT_S = 0.2  # then tries with sleeps this long at most (a preempted holder) before refusing
+ADMISSION_LOCK_SLEEP_S = 0.001
 REJOIN_HANDOVERS_PER_TURN = 64  # fresh sockets to restarted siblings taken from the rejoin channel per loop turn
 
 assert RING_BYTES & (RING_BYTES - 1) == 0, "ring capacity must be a power of two"

@@ -8,8 +8,15 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from appliance import native
+
+# Property tests judge the code, not the machine: on a loaded CI host the generation of examples can
+# be slow enough to trip hypothesis's too_slow health check (it failed a parser test once), and a
+# per-example deadline measures the scheduler. Tests that set their own settings keep them.
+settings.register_profile("appliance", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("appliance")
 
 NATIVE_SOURCES = list((Path(__file__).resolve().parent.parent / "native").glob("*.c"))
 

@@ -258,11 +258,11 @@ class AccountJetStream:
         return os.path.join(self.service.root, self.account.name, "streams", name)
 
     def open_stream(self, config: StreamConfig, created_ns: int, group: object = None, *, join: bool = False,
-                    seed: bytes = b"") -> Stream:
+                    convert: bool = False) -> Stream:
         """Open a stream this server holds a replica of; `group` is its meta record's RAFT group
         (None: a standalone server's single voter). `join`: a replica added to a running group
-        (its log waits for the leader); `seed`: a converted R1 stream's store position, the
-        first snapshot of its new durable log (membership.py)."""
+        (its log waits for the leader); `convert`: an R1 stream becoming replicated, whose store's
+        position is the first snapshot of its new durable log (membership.py)."""
         restored = self.restored_stores.pop(config.name, None)
         if restored is not None:
             store: store_api.StreamStore = restored
@@ -286,6 +286,10 @@ class AccountJetStream:
         group_id, peers, preferred = _group_of(group, group_name("S", self.account.name, config.name))
         durable_log = len(peers) > 1 or (isinstance(group, dict) and bool(group.get("raft")))
         replication = None
+        seed = b""
+        if convert:
+            state = store.state()
+            seed = go_json({"first_seq": state.first_seq, "last_seq": state.last_seq, "last_ts": state.last_ts_ns})
         if durable_log:
             if seed:  # a conversion: whatever an earlier replicated life left there is stale
                 shutil.rmtree(self.service.group_dir(group_id), ignore_errors=True)

@@ -14,10 +14,12 @@ Theory of operation:
 - When a worker dies, its connections are gone: the supervisor zeroes its row
   (StatusTable.release_admitted) as soon as it reaps it, before a successor can take the row
   (never after spawning one: the successor may already have admitted connections).
-- The lock is only ever tried (LOCK_NB), never waited for with the loop blocked: a sibling that
-  is stopped (SIGSTOP) while holding it for its few instructions would otherwise wedge every
-  worker's accept path. After ADMISSION_LOCK_TRIES attempts the connection is refused
-  (never more than max_connections) and the event is logged.
+- The lock is only ever tried (LOCK_NB), never waited for without a bound: a sibling that is
+  stopped (SIGSTOP) while holding it for its few instructions would otherwise wedge every
+  worker's accept path. First ADMISSION_LOCK_TRIES tries yielding the CPU; then, since on a
+  loaded machine the holder may simply be preempted for a timeslice or more, tries with short
+  sleeps for up to ADMISSION_LOCK_WAIT_S. Only then is the connection refused (never more than
+  max_connections) and the event logged. (CI once refused a connection after the yields alone.)
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import fcntl
 import logging
 import mmap
 import os
+import time
 
 from appliance import limits
 from appliance.supervisor.status_row import HEADER_BYTES, OFFSETS, ROW_BYTES, map_table, rows_in
@@ -82,13 +85,23 @@ class ConnectionGate:
 
     def _lock(self) -> bool:
         for attempt in range(limits.ADMISSION_LOCK_TRIES):
-            try:
-                fcntl.lockf(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB, LOCK_BYTES, LOCK_OFFSET, os.SEEK_SET)
+            if self._try_lock():
                 return True
-            except (BlockingIOError, PermissionError):  # EAGAIN / EACCES: another worker holds it
-                if attempt:
-                    os.sched_yield()
+            if attempt:
+                os.sched_yield()
+        deadline = time.monotonic() + limits.ADMISSION_LOCK_WAIT_S
+        while time.monotonic() < deadline:
+            time.sleep(limits.ADMISSION_LOCK_SLEEP_S)
+            if self._try_lock():
+                return True
         return False
+
+    def _try_lock(self) -> bool:
+        try:
+            fcntl.lockf(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB, LOCK_BYTES, LOCK_OFFSET, os.SEEK_SET)
+        except (BlockingIOError, PermissionError):  # EAGAIN / EACCES: another worker holds it
+            return False
+        return True
 
     def close(self) -> None:
         self._view.release()
