@@ -7,7 +7,9 @@ standard `$JS.API.*` subjects are used, so every scenario works against any NATS
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Literal
 
 from appliance.bench.conn import Connection
@@ -18,6 +20,9 @@ AckPolicy = Literal["none", "all", "explicit"]
 API_TIMEOUT_S = 10.0
 ERR_STREAM_NOT_FOUND = 10059
 ERR_NO_MESSAGE_FOUND = 10037
+ERR_UNAVAILABLE = 10008  # no meta leader (yet, or for the moment of an election)
+UNAVAILABLE_WAIT_S = 30.0  # a create retried this long while a cluster's meta group elects
+UNAVAILABLE_POLL_S = 0.25
 
 
 class ApiError(ApplianceError):
@@ -113,7 +118,20 @@ def call(conn: Connection, subject: str, body: dict[str, object] | None, *,
 
 
 def create_stream(conn: Connection, config: dict[str, object]) -> dict[str, object]:
-    return call(conn, f"$JS.API.STREAM.CREATE.{config['name']}", config)
+    return _while_unavailable(lambda: call(conn, f"$JS.API.STREAM.CREATE.{config['name']}", config))
+
+
+def _while_unavailable(request: Callable[[], dict[str, object]]) -> dict[str, object]:
+    """An idempotent create, asked again while the cluster answers 503/10008 (its meta group is
+    electing: after a start, or a leader starved on a loaded machine), for a bounded time."""
+    deadline = time.monotonic() + UNAVAILABLE_WAIT_S
+    while True:
+        try:
+            return request()
+        except ApiError as exc:
+            if exc.err_code != ERR_UNAVAILABLE or time.monotonic() >= deadline:
+                raise
+        time.sleep(UNAVAILABLE_POLL_S)
 
 
 def delete_stream(conn: Connection, name: str) -> bool:
@@ -133,4 +151,5 @@ def stream_info(conn: Connection, name: str) -> dict[str, object]:
 
 def create_consumer(conn: Connection, stream: str, config: dict[str, object]) -> dict[str, object]:
     name = config["durable_name"]
-    return call(conn, f"$JS.API.CONSUMER.CREATE.{stream}.{name}", {"stream_name": stream, "config": config})
+    return _while_unavailable(
+        lambda: call(conn, f"$JS.API.CONSUMER.CREATE.{stream}.{name}", {"stream_name": stream, "config": config}))

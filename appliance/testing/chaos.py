@@ -114,7 +114,8 @@ class Workload:
     def finish(self) -> None:
         self.stop.set()
         for thread in self.threads:
-            thread.join(ID_WINDOW_S * 3)
+            if thread.ident is not None:  # started (a failed set-up never starts them)
+                thread.join(ID_WINDOW_S * 3)
 
     def _connect(self, start: int, name: str) -> tuple[Connection, int]:
         """A connection to the first server from `start` on that is up and answers."""
