@@ -22,8 +22,9 @@ Theory of operation
   (so it no longer defends the leader's lease) and campaigns after a short delay instead of a
   whole election timeout. The survivors take turns (slot = rank among the surviving voters,
   rotated by term, RAFT_LEADER_GONE_SLOT_TICKS apart) so they do not split the vote. It is only a
-  hint: pre-vote still needs a majority, and voters that still hear from a live leader ignore it
-  (lease), so a connection that merely flapped costs at most one election, never safety.
+  hint, and only taken with pre-vote on: the pre-vote still needs a majority, and voters that
+  still hear from a live leader ignore it (lease), so a connection that merely flapped raises no
+  term and deposes nobody.
 - Membership changes are single-server and take effect when applied (advance), with at most one
   unapplied change at a time (etcd's pending_conf_index rule).
 - Proposals between two Readies are appended to the log and broadcast once, at ready() time:
@@ -165,8 +166,9 @@ class RaftCore:
     def peer_gone(self, peer: str) -> None:
         """The connection to `peer`'s host closed. If it is our leader, forget it and campaign in
         a few ticks (our slot among the surviving voters) instead of a whole election timeout."""
-        if self.role != Role.FOLLOWER or self.lead != peer or peer == self.id:
-            return
+        if not self.config.pre_vote or self.role != Role.FOLLOWER or self.lead != peer or peer == self.id:
+            return  # without pre-vote an early campaign of a node whose link merely flapped would
+            # raise the term and depose a live leader: only a timeout may start that election
         survivors = [voter for voter in self.voters if voter != peer]
         self.lead = NO_PEER
         self.election_elapsed = 0

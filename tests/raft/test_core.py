@@ -302,3 +302,12 @@ def test_hearing_from_the_leader_again_cancels_the_early_campaign() -> None:
     for _ in range(leader.config.election_ticks - 1):  # no heartbeat for a while: still no campaign
         two.tick()
     assert two.role == Role.FOLLOWER
+
+
+def test_without_pre_vote_peer_gone_starts_no_early_election() -> None:
+    """A plain candidate raises the term: an early campaign after a mere flap would depose a live leader."""
+    cluster = Cluster(pre_vote=False)
+    cluster.elect()
+    two = cluster.cores["2"]
+    two.peer_gone("1")
+    assert two.lead == "1" and not two.fast_election
