@@ -6,9 +6,10 @@ Theory of operation
 - Safety phase (`ticks` steps): network faults (drop, duplicate, reorder), partitions and heals,
   node crashes (unsynced writes lost, last write torn) and restarts from disk, leader transfers,
   and a client workload proposing to whoever it believes leads. Checkers run after every step.
-- A crash or a partition closes the connections it cuts, as a kill -9 or a dropped route does on
-  real hosts: the nodes on the other side hear peer_gone(node) (the fast failover path), and a
-  partition that heals is exactly the route flap the fast path must survive.
+- With profile.closes_connections (half the seeds), a crash or a partition closes the connections
+  it cuts, as a kill -9 or a dropped route does on real hosts: the nodes on the other side hear
+  peer_gone(node) (the fast failover path), and a partition that heals is exactly the route flap
+  the fast path must survive. Otherwise they go silent (a paused process, a black-holed link).
 - Liveness phase: every fault healed, every node restarted; each group must elect a leader,
   commit a fresh probe entry and bring every node to the same applied state within
   `liveness_ticks`, or the run fails.
@@ -274,8 +275,9 @@ class Simulator:
         for other in self.live():  # its connections closed with the process
             self._peer_gone(other, node.name)
 
-    @staticmethod
-    def _peer_gone(node: SimNode, peer: str) -> None:
+    def _peer_gone(self, node: SimNode, peer: str) -> None:
+        if not self.profile.closes_connections:
+            return
         for group in node.groups.values():
             group.peer_gone(peer)
 
