@@ -315,7 +315,8 @@ class RaftCore:
 
     def _randomize_election_timeout(self) -> None:
         self.fast_election = False
-        self.randomized_election_ticks = self.config.election_ticks + self.rng.randrange(self.config.election_ticks)
+        base = self.config.election_ticks
+        self.randomized_election_ticks = base + self.rng.randrange(base)
 
     def _become_follower(self, term: int, lead: str) -> None:
         self._reset(term)

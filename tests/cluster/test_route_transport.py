@@ -197,9 +197,10 @@ class HostedGroups:
         voters = tuple(sorted(h.peer for h in self.hosts))
         self.groups: list[RaftGroup] = []
         for host in self.hosts:
-            group = RaftGroup(group_id=GROUP, config=RaftConfig(id=host.peer), storage=MemoryStorage(ConfState(voters)),
-                              transport=host.registry.outbox(GROUP), state_machine=Machine(), clock=self.clock,
-                              rng=random.Random(host.peer), scheduler=self.hand)
+            group = RaftGroup(group_id=GROUP, config=RaftConfig(id=host.peer),
+                              storage=MemoryStorage(ConfState(voters)), transport=host.registry.outbox(GROUP),
+                              state_machine=Machine(), clock=self.clock, rng=random.Random(host.peer),
+                              scheduler=self.hand)
             host.registry.add(group)
             self.groups.append(group)
 

@@ -176,7 +176,8 @@ def test_conf_change_entries_round_trip_and_reject_garbage() -> None:
 
 # --- peer_gone: the connection to a peer's host closed (fast failover) ---------------------------
 
-def tick_until_leader(cluster: Cluster, nodes: tuple[str, ...], ticks_max: int) -> tuple[int, RaftCore | None]:
+def tick_until_leader(cluster: Cluster, nodes: tuple[str, ...],
+                      ticks_max: int) -> tuple[int, RaftCore | None]:
     """Tick `nodes` (and deliver) until one of them leads; (ticks taken, leader or None)."""
     for tick in range(1, ticks_max + 1):
         for node in nodes:
@@ -236,7 +237,7 @@ def test_a_voter_that_saw_the_route_go_down_too_grants_the_early_campaign() -> N
     two, three = cluster.cores["2"], cluster.cores["3"]
     two.peer_gone("1")
     three.peer_gone("1")
-    first, second = (two, three) if two.randomized_election_ticks < three.randomized_election_ticks else (three, two)
+    first, second = sorted((two, three), key=lambda core: core.randomized_election_ticks)
     for _ in range(first.randomized_election_ticks):
         first.tick()
     cluster.stabilize()

@@ -43,7 +43,8 @@ class FaultProfile:
                 f"partition={self.partition_rate} crash={self.crash_rate} reboot={self.reboot_rate} "
                 f"powerloss={self.powerloss_rate} leader-kill={self.leader_kill_rate}/{self.fresh_leader_kill}/{self.commit_kill} clog={self.clog_rate} torn={self.torn} transfer={self.transfer_rate} reconfig={self.reconfig_rate} "
                 f"propose={self.propose_rate} append_bytes={self.append_bytes_max} "
-                f"pre_vote={self.pre_vote} check_quorum={self.check_quorum} closes_connections={self.closes_connections}")
+                f"pre_vote={self.pre_vote} check_quorum={self.check_quorum} "
+                f"closes_connections={self.closes_connections}")
 
 
 def draw_profile(rng: random.Random, enabled: frozenset[str]) -> FaultProfile:
