@@ -70,6 +70,9 @@ assert BENCH_READ_BUFFER_BYTES >= 2 * (PAYLOAD_BYTES_MAX + CONTROL_LINE_BYTES_MA
 RAFT_ELECTION_TICKS = 10  # base election timeout; each replica draws from [base, 2*base)
 RAFT_HEARTBEAT_TICKS = 2  # leader heartbeat interval
 RAFT_TICK_S = 0.1  # one tick of the worker clock; election timeout 1..2 s, heartbeat 0.2 s
+# the route to a leader's host closed: its followers campaign 1, 1+slot, 1+2*slot ... ticks later
+# (each its own slot, so they do not split the vote), not after a whole election timeout
+RAFT_LEADER_GONE_SLOT_TICKS = 2
 RAFT_INFLIGHT_MSGS_MAX = 64  # appends in flight per follower (etcd MaxInflightMsgs)
 RAFT_APPEND_BYTES_MAX = 1024 * 1024  # payload bytes of one APPEND message
 RAFT_UNCOMMITTED_ENTRIES_MAX = 8192  # leader refuses proposals beyond this many uncommitted

@@ -323,6 +323,11 @@ class RaftGroup:
     def voters(self) -> tuple[str, ...]:
         return self.core.voters
 
+    def peer_gone(self, peer: str) -> None:
+        """The connection to `peer`'s host closed: if it led this group, elect another now
+        (RaftCore.peer_gone: within a few ticks, not a whole election timeout)."""
+        self.core.peer_gone(peer)
+
     def campaign(self) -> None:
         """Start an election now (a single-voter group elects itself within a few Readies)."""
         self.core.campaign()

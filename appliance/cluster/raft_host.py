@@ -8,6 +8,11 @@ loop (pass the loop as their Scheduler). Its RouteCatchUp serves the stored mess
 stream groups to lagging replicas and fetches them for its own (cluster/catch_up.py). Its peer
 id is `peer_token(server name)`: the name must be unique in the cluster and stable across
 restarts, as nats-server requires for JetStream clustering. A standalone server has none.
+
+Fast failover: when a route closes (a killed server's sockets close at once), every group here
+whose leader was the gone server elects another within a few ticks instead of an election
+timeout (GroupRegistry.peer_gone -> RaftCore.peer_gone). A route that only flapped costs at
+most one election: voters that still hear from the leader ignore the early campaign.
 """
 
 from __future__ import annotations
@@ -36,6 +41,10 @@ class RaftHost:
         self.catch_up = RouteCatchUp(server, self.peer, loop)
         self.catch_up.serve(self.registry)
         self._timer: asyncio.TimerHandle | None = loop.call_later(tick_s, self._tick)
+        server.route_down_listeners.append(self._route_down)
+
+    def _route_down(self, server_name: str) -> None:
+        self.registry.peer_gone(peer_token(server_name))
 
     def _tick(self) -> None:
         self._timer = self.loop.call_later(self.tick_s, self._tick)
@@ -43,6 +52,8 @@ class RaftHost:
 
     def close(self) -> None:
         """Stop ticking, close every group (fsyncs what it holds), and stop receiving."""
+        if self._route_down in self.server.route_down_listeners:
+            self.server.route_down_listeners.remove(self._route_down)
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

@@ -117,6 +117,11 @@ class GroupRegistry:
         group.step(decoded)
         return True
 
+    def peer_gone(self, peer: str) -> None:
+        """The connection to `peer`'s host closed: every group it led here elects another soon."""
+        for group in list(self._groups.values()):
+            group.peer_gone(peer)
+
     def tick(self) -> None:
         """Tick every group from its clock (a worker calls this every RAFT_TICK_S)."""
         for group in list(self._groups.values()):

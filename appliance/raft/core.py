@@ -1,6 +1,7 @@
 """RaftCore: one RAFT replica as a pure state machine (etcd-io/raft's RawNode shape).
 
-Inputs: tick(), step(message), propose(data), propose_conf_change(change), transfer_leadership().
+Inputs: tick(), step(message), propose(data), propose_conf_change(change), transfer_leadership(),
+peer_gone(peer).
 Output: ready() -> Ready. No I/O, no clock, no global randomness: the RNG is injected.
 
 Ready contract (the driver, cluster/group.py, is the only code that writes this order):
@@ -16,6 +17,14 @@ Theory of operation
   partition cannot force a healthy leader out by its inflated term.
 - Check-quorum: a leader that has not heard from a majority within an election timeout steps
   down; a follower that heard from a leader within the timeout ignores vote requests (lease).
+- Fast failover: the driver calls peer_gone(peer) when it sees the connection to `peer`'s host
+  close (a killed process's sockets close at once). A follower whose leader that is forgets it
+  (so it no longer defends the leader's lease) and campaigns after a short delay instead of a
+  whole election timeout. The survivors take turns (slot = rank among the surviving voters,
+  rotated by term, RAFT_LEADER_GONE_SLOT_TICKS apart) so they do not split the vote. It is only a
+  hint, and only taken with pre-vote on: the pre-vote still needs a majority, and voters that
+  still hear from a live leader ignore it (lease), so a connection that merely flapped raises no
+  term and deposes nobody.
 - Membership changes are single-server and take effect when applied (advance), with at most one
   unapplied change at a time (etcd's pending_conf_index rule).
 - Proposals between two Readies are appended to the log and broadcast once, at ready() time:
@@ -79,6 +88,7 @@ class RaftCore:
         self.election_elapsed = 0
         self.heartbeat_elapsed = 0
         self.randomized_election_ticks = config.election_ticks
+        self.fast_election = False  # the election timer is a peer_gone slot, not a timeout
         self.lead_transferee = NO_PEER
         self.pending_conf_index = 0
         self.tick_count = 0
@@ -152,6 +162,23 @@ class RaftCore:
             progress.become_probe()  # resend from its match now: earlier appends may be lost
             self._send_append(target)
         return target
+
+    def peer_gone(self, peer: str) -> None:
+        """The connection to `peer`'s host closed. If it is our leader, forget it and campaign in
+        a few ticks (our slot among the surviving voters) instead of a whole election timeout."""
+        if not self.config.pre_vote or self.role != Role.FOLLOWER or self.lead != peer or peer == self.id:
+            return  # without pre-vote an early campaign of a node whose link merely flapped would
+            # raise the term and depose a live leader: only a timeout may start that election
+        survivors = [voter for voter in self.voters if voter != peer]
+        self.lead = NO_PEER
+        self.election_elapsed = 0
+        if self.id not in survivors:
+            return  # not a voter: it cannot campaign, only stop naming a dead leader
+        rank = (survivors.index(self.id) + self.term) % len(survivors)
+        self.randomized_election_ticks = 1 + rank * self.config.leader_gone_slot_ticks
+        self.fast_election = True
+        self._note(f"{self.id} [term {self.term}] lost leader {peer}: campaigns in "
+                   f"{self.randomized_election_ticks} ticks")
 
     def report_unreachable(self, peer: str) -> None:
         progress = self.progress.get(peer)
@@ -280,11 +307,16 @@ class RaftCore:
         self.lead = NO_PEER
         self.election_elapsed = 0
         self.heartbeat_elapsed = 0
-        self.randomized_election_ticks = self.config.election_ticks + self.rng.randrange(self.config.election_ticks)
+        self._randomize_election_timeout()
         self.lead_transferee = NO_PEER
         self.votes = {}
         self.progress = {}
         self._needs_broadcast = False
+
+    def _randomize_election_timeout(self) -> None:
+        self.fast_election = False
+        base = self.config.election_ticks
+        self.randomized_election_ticks = base + self.rng.randrange(base)
 
     def _become_follower(self, term: int, lead: str) -> None:
         self._reset(term)
@@ -333,6 +365,8 @@ class RaftCore:
         self.election_elapsed += 1
         if self._promotable() and self.election_elapsed >= self.randomized_election_ticks:
             self.election_elapsed = 0
+            if self.fast_election:  # one early campaign only; a failed one waits a full timeout
+                self._randomize_election_timeout()
             self._hup(transfer=False)
 
     def _tick_heartbeat(self) -> None:
@@ -456,6 +490,8 @@ class RaftCore:
         if m.type in (MT.APPEND, MT.HEARTBEAT, MT.SNAPSHOT):
             self.election_elapsed = 0
             self.lead = m.sender
+            if self.fast_election:  # the leader is alive after all (the connection flapped)
+                self._randomize_election_timeout()
         if m.type == MT.APPEND:
             self._handle_append(m)
         elif m.type == MT.HEARTBEAT:

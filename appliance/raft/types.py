@@ -158,6 +158,7 @@ class RaftConfig:
     append_bytes_max: int = limits.RAFT_APPEND_BYTES_MAX
     uncommitted_entries_max: int = limits.RAFT_UNCOMMITTED_ENTRIES_MAX
     apply_bytes_max: int = limits.RAFT_APPLY_BYTES_MAX
+    leader_gone_slot_ticks: int = limits.RAFT_LEADER_GONE_SLOT_TICKS
     pre_vote: bool = True
     check_quorum: bool = True
     bugs: Bugs = field(default_factory=Bugs)
@@ -168,6 +169,7 @@ class RaftConfig:
         assert self.election_ticks > self.heartbeat_ticks
         assert self.inflight_msgs_max >= 1
         assert self.append_bytes_max >= 1
+        assert self.leader_gone_slot_ticks >= 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -74,6 +74,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+DUPLICATE_ROUTE = "Duplicate Route"  # close reason of the older of two routes to one server (it lives on)
 ROUTE_RECONNECT_S = 1.0  # nats-server DEFAULT_ROUTE_RECONNECT
 ROUTE_RECONNECT_MAX_S = 30.0
 ROUTE_QUEUE_WEIGHT_MAX = 1024  # sublist entries one route's queue group may hold (its member count beyond is capped)
@@ -556,10 +557,10 @@ class RouteManager:
         if existing is not None:
             if self._solicitor(conn) < self._solicitor(existing.conn):
                 logger.info("route %s: duplicate route to %s; keeping this one", conn.describe(), remote_id)
-                existing.conn.close("Duplicate Route")
+                existing.conn.close(DUPLICATE_ROUTE)
             else:
                 logger.info("route %s: detected duplicate remote route %s", conn.describe(), remote_id)
-                return "Duplicate Route"
+                return DUPLICATE_ROUTE
         peer = RoutePeer(self, conn)
         self.peers[remote_id] = peer
         if conn.configured and conn.url in self.url_states:
@@ -592,6 +593,9 @@ class RouteManager:
         self._forget_interest(peer)
         peer.drained()
         self._urls_changed()
+        if reason != DUPLICATE_ROUTE and conn.remote_name:
+            for listener in list(self.server.route_down_listeners):
+                listener(conn.remote_name)
 
     def route_writable(self, conn: RouteConnection) -> None:
         peer = self.peers.get(conn.remote_id)

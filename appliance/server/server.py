@@ -116,6 +116,9 @@ class Server:
         self.interest_listeners: list[Callable[[Account, Subscription, bool], None]] = []
         # a reload added or removed accounts: (added, removed), after the clients were re-checked
         self.account_listeners: list[Callable[[list[Account], list[Account]], None]] = []
+        # a route to another server closed (not replaced by a duplicate): called with its server name
+        # (clustered RAFT elects a new leader at once when the gone server led a group)
+        self.route_down_listeners: list[Callable[[str], None]] = []
         self.interest_gate: InterestGate | None = None  # sibling workers, when there are any
         self.before_client_read: Callable[[], None] | None = None  # take sibling frames first
         self.connection_gate: ConnectionGate | None = None

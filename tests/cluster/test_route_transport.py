@@ -185,3 +185,75 @@ def test_raft_hosts_tick_from_the_real_clock_and_elect_over_the_routes() -> None
         assert len(hosts[0].registry) == 0
 
     asyncio.run(scenario())
+
+
+class HostedGroups:
+    """A RaftHost per server (as a worker runs them), its groups on a hand-cranked loop and clock."""
+
+    def __init__(self, mesh: RouteMesh, loop: asyncio.AbstractEventLoop) -> None:
+        self.mesh = mesh
+        self.hand, self.clock = Loop(), ManualClock()
+        self.hosts = [RaftHost(server, loop) for server in mesh.servers]
+        voters = tuple(sorted(h.peer for h in self.hosts))
+        self.groups: list[RaftGroup] = []
+        for host in self.hosts:
+            group = RaftGroup(group_id=GROUP, config=RaftConfig(id=host.peer),
+                              storage=MemoryStorage(ConfState(voters)), transport=host.registry.outbox(GROUP),
+                              state_machine=Machine(), clock=self.clock, rng=random.Random(host.peer),
+                              scheduler=self.hand)
+            host.registry.add(group)
+            self.groups.append(group)
+
+    def settle(self) -> None:
+        for _ in range(200):
+            self.hand.settle()
+            before = sum(h.transport.received for h in self.hosts)
+            self.mesh.pump()
+            if not self.hand.soon and sum(h.transport.received for h in self.hosts) == before:
+                return
+        raise AssertionError("did not settle")
+
+    def tick(self, live: list[RaftHost]) -> None:
+        self.clock.advance(0.1)
+        for host in live:
+            host.registry.tick()
+        self.settle()
+
+    def close(self) -> None:
+        for host in self.hosts:
+            host.close()
+
+
+def test_a_closed_route_to_the_leaders_host_elects_a_new_leader_within_a_few_ticks() -> None:
+    """A kill -9 closes the leader host's routes at once: the others campaign in their slots
+    (RaftCore.peer_gone) instead of waiting out the leader's lease and an election timeout."""
+    async def scenario() -> None:
+        mesh = RouteMesh()
+        await mesh.start()
+        hosted = HostedGroups(mesh, asyncio.get_running_loop())
+        hosted.settle()
+        for _ in range(300):
+            if sum(g.is_leader() for g in hosted.groups) == 1 and all(g.core.lead for g in hosted.groups):
+                break
+            hosted.tick(hosted.hosts)
+        old = next(g for g in hosted.groups if g.is_leader())
+        dead = hosted.groups.index(old)
+        dead_id = mesh.servers[dead].server_id
+        for manager in mesh.managers:
+            for peer in list(manager.peers.values()):
+                if manager.server.server_id != dead_id and peer.conn.remote_id == dead_id:
+                    peer.conn.close("Client Closed")  # what the survivors see of a killed process
+        others = [g for i, g in enumerate(hosted.groups) if i != dead]
+        assert all(g.core.lead == "" for g in others)  # the dead leader's lease no longer holds
+        live = [h for i, h in enumerate(hosted.hosts) if i != dead]
+        ticks = 0
+        while not any(g.is_leader() for g in others) and ticks < 30:
+            hosted.tick(live)
+            ticks += 1
+        assert ticks <= 1 + old.core.config.leader_gone_slot_ticks < old.core.config.election_ticks
+        new = next(g for g in others if g.is_leader())
+        assert new.core.term == old.core.term + 1
+        assert all(g.core.lead == new.core.id for g in others)
+        hosted.close()
+
+    asyncio.run(scenario())

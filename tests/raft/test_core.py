@@ -22,13 +22,14 @@ VOTERS = ("1", "2", "3")
 
 
 class Cluster:
-    """Three cores wired by hand: deliver everything until quiet."""
+    """Three cores (or `voters`) wired by hand: deliver everything until quiet."""
 
-    def __init__(self, **config: int | bool) -> None:
-        self.stores = {i: MemoryStorage(ConfState(VOTERS)) for i in VOTERS}
+    def __init__(self, voters: tuple[str, ...] = VOTERS, **config: int | bool) -> None:
+        self.stores = {i: MemoryStorage(ConfState(voters)) for i in voters}
         self.cores = {i: RaftCore(RaftConfig(id=i, **config), self.stores[i], random.Random(int(i)))  # type: ignore[arg-type]
-                      for i in VOTERS}
-        self.cut: set[str] = set()
+                      for i in voters}
+        self.cut: set[str] = set()  # nodes cut off from everyone
+        self.cut_links: set[frozenset[str]] = set()  # pairs of nodes that cannot talk
 
     def stabilize(self, rounds: int = 100) -> list[Message]:
         sent: list[Message] = []
@@ -44,7 +45,8 @@ class Cluster:
                 return sent
             for message in inbox:
                 sent.append(message)
-                if message.to in self.cores and message.to not in self.cut and message.sender not in self.cut:
+                if (message.to in self.cores and message.to not in self.cut and message.sender not in self.cut
+                        and frozenset((message.sender, message.to)) not in self.cut_links):
                     self.cores[message.to].step(message)
         raise AssertionError("did not stabilize")
 
@@ -170,3 +172,143 @@ def test_conf_change_entries_round_trip_and_reject_garbage() -> None:
     for garbage in (b"", b"\x09", encode_conf_change(change)[:-1], encode_conf_change(change) + b"x"):
         with pytest.raises(CorruptData):
             decode_conf_change(garbage)
+
+
+# --- peer_gone: the connection to a peer's host closed (fast failover) ---------------------------
+
+def tick_until_leader(cluster: Cluster, nodes: tuple[str, ...],
+                      ticks_max: int) -> tuple[int, RaftCore | None]:
+    """Tick `nodes` (and deliver) until one of them leads; (ticks taken, leader or None)."""
+    for tick in range(1, ticks_max + 1):
+        for node in nodes:
+            cluster.cores[node].tick()
+        cluster.stabilize()
+        leaders = [cluster.cores[n] for n in nodes if cluster.cores[n].role == Role.LEADER]
+        if leaders:
+            return tick, leaders[0]
+    return ticks_max, None
+
+
+def test_without_peer_gone_the_followers_of_a_dead_leader_wait_a_whole_election_timeout() -> None:
+    cluster = Cluster()
+    leader = cluster.elect()
+    cluster.cut = {"1"}
+    ticks, new_leader = tick_until_leader(cluster, ("2", "3"), 3 * leader.config.election_ticks)
+    assert new_leader is not None
+    assert ticks >= leader.config.election_ticks  # the lease and the timeout: 1..2 s on the worker clock
+
+
+def test_the_followers_of_a_gone_leader_elect_a_new_one_within_a_few_ticks() -> None:
+    cluster = Cluster()
+    leader = cluster.elect()
+    leader.propose(b"before")
+    cluster.stabilize()
+    cluster.cut = {"1"}
+    for node in ("2", "3"):
+        cluster.cores[node].peer_gone("1")
+        assert cluster.cores[node].lead == ""  # no longer defends the dead leader's lease
+    ticks, new_leader = tick_until_leader(cluster, ("2", "3"), 3 * leader.config.election_ticks)
+    assert new_leader is not None
+    assert ticks <= 1 + leader.config.leader_gone_slot_ticks  # the first slot won; no split vote
+    assert new_leader.term == leader.term + 1
+    assert new_leader.log.slice(1, new_leader.log.last_index() + 1, 1 << 30)[1].data == b"before"
+    new_leader.propose(b"after")
+    cluster.stabilize()
+    assert cluster.cores["2"].log.committed == cluster.cores["3"].log.committed == new_leader.log.last_index()
+
+
+def test_the_survivors_campaign_in_distinct_slots() -> None:
+    voters = ("1", "2", "3", "4", "5")
+    cluster = Cluster(voters)
+    cluster.elect("1")
+    slots = []
+    for node in voters[1:]:
+        core = cluster.cores[node]
+        core.peer_gone("1")
+        slots.append(core.randomized_election_ticks)
+    assert sorted(slots) == [1 + i * cluster.cores["2"].config.leader_gone_slot_ticks for i in range(4)]
+
+
+def test_a_voter_that_saw_the_route_go_down_too_grants_the_early_campaign() -> None:
+    """3 has not reached its own slot yet but forgot the leader: it grants 2's (pre-)vote at once."""
+    cluster = Cluster()
+    leader = cluster.elect()
+    cluster.cut = {"1"}
+    two, three = cluster.cores["2"], cluster.cores["3"]
+    two.peer_gone("1")
+    three.peer_gone("1")
+    first, second = sorted((two, three), key=lambda core: core.randomized_election_ticks)
+    for _ in range(first.randomized_election_ticks):
+        first.tick()
+    cluster.stabilize()
+    assert first.role == Role.LEADER and second.lead == first.id
+    assert first.term == leader.term + 1
+
+
+def test_a_gone_peer_that_is_not_our_leader_changes_nothing() -> None:
+    cluster = Cluster()
+    cluster.elect()
+    two = cluster.cores["2"]
+    timeout = two.randomized_election_ticks
+    two.peer_gone("3")
+    assert two.lead == "1" and two.randomized_election_ticks == timeout and not two.fast_election
+    leader = cluster.cores["1"]
+    leader.peer_gone("2")  # a leader keeps leading; check-quorum decides about a lost majority
+    assert leader.role == Role.LEADER
+
+
+def test_a_flapping_route_to_a_live_leader_costs_no_election_and_loses_nothing() -> None:
+    """The route 1-2 drops (2 hears peer_gone), 1 still leads 3: 2's early campaign is ignored by
+    both (their lease), 2 goes back to a full timeout, and once the route is back it follows 1."""
+    cluster = Cluster()
+    leader = cluster.elect()
+    leader.propose(b"a")
+    cluster.stabilize()
+    term = leader.term
+    two = cluster.cores["2"]
+    cluster.cut_links = {frozenset(("1", "2"))}
+    two.peer_gone("1")
+    sent = []
+    for _ in range(two.randomized_election_ticks):
+        two.tick()
+        sent += cluster.stabilize()
+    assert two.role == Role.PRE_CANDIDATE
+    assert any(m.type == MessageType.PRE_VOTE and m.sender == "2" for m in sent)
+    assert not two.fast_election and two.randomized_election_ticks >= two.config.election_ticks
+    assert leader.role == Role.LEADER and leader.term == term
+    assert cluster.cores["3"].lead == "1" and cluster.cores["3"].term == term
+    leader.propose(b"b")  # committed by 1 and 3 while 2 is away
+    cluster.stabilize()
+    cluster.cut_links = set()
+    for _ in range(3 * leader.config.heartbeat_ticks):  # the append lost on the way is resent
+        leader.tick()
+        cluster.stabilize()
+    assert two.role == Role.FOLLOWER and two.lead == "1"
+    assert leader.role == Role.LEADER and leader.term == term
+    entries = [e.data for e in two.log.slice(1, two.log.last_index() + 1, 1 << 30) if e.data]
+    assert entries == [b"a", b"b"] and two.log.committed == leader.log.committed
+
+
+def test_hearing_from_the_leader_again_cancels_the_early_campaign() -> None:
+    cluster = Cluster()
+    leader = cluster.elect()
+    two = cluster.cores["2"]
+    two.peer_gone("1")
+    assert two.fast_election
+    for _ in range(leader.config.heartbeat_ticks):
+        leader.tick()
+    cluster.stabilize()
+    assert two.lead == "1" and not two.fast_election
+    assert two.randomized_election_ticks >= two.config.election_ticks
+    for _ in range(leader.config.election_ticks - 1):  # no heartbeat for a while: still no campaign
+        two.tick()
+    assert two.role == Role.FOLLOWER
+
+
+def test_without_pre_vote_peer_gone_starts_no_early_election() -> None:
+    """A plain candidate raises the term: an early campaign after a mere flap would depose a live leader."""
+    cluster = Cluster(pre_vote=False)
+    cluster.elect()
+    two = cluster.cores["2"]
+    two.peer_gone("1")
+    assert two.lead == "1" and not two.fast_election

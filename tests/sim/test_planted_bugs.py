@@ -10,7 +10,8 @@ from appliance.testing.sim.planted import HUNTS, hunt
 SEED_BUDGETS = {
     "ack_before_persist": 40,
     "vote_not_persisted": 80,
-    "commit_previous_term": 40,
+    "commit_previous_term": 100,  # found at seed 69 (was 9) since crashes close connections in half the
+    # seeds: the survivors elect at once (peer_gone), and seed 9 no longer lines Figure 8 up
     "no_term_check_on_append": 200,  # found at seed 159 since leaders send appends before their fsync
     "snapshot_drops_entry": 15,
     "no_log_matching_check": 15,

@@ -27,6 +27,8 @@ class Cluster(Protocol):
 
     def crash_node(self, node: SimNode) -> None: ...
 
+    def cut(self, side: set[str]) -> None: ...
+
     def start_node(self, node: SimNode) -> None: ...
 
 
@@ -44,7 +46,7 @@ class Nemesis:
         p, rng, cluster = self.profile, self.rng, self.cluster
         if not cluster.network.blocked and p.partition_rate and rng.random() < p.partition_rate:
             size = rng.randrange(1, len(cluster.node_ids)) if len(cluster.node_ids) > 1 else 1
-            cluster.network.partition(set(rng.sample(cluster.node_ids, size)), cluster.node_ids)
+            cluster.cut(set(rng.sample(cluster.node_ids, size)))
             self.partitions += 1
         elif cluster.network.blocked and rng.random() < p.heal_rate:
             cluster.network.heal()

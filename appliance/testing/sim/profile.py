@@ -36,13 +36,15 @@ class FaultProfile:
     append_bytes_max: int = 512  # small appends split a backlog into many acknowledgements
     pre_vote: bool = True
     check_quorum: bool = True
+    closes_connections: bool = True  # a crash or a cut tells the other side peer_gone (a killed process)
 
     def describe(self) -> str:
         return (f"drop={self.drop} dup={self.duplicate} delay<={self.delay_ticks_max} "
                 f"partition={self.partition_rate} crash={self.crash_rate} reboot={self.reboot_rate} "
                 f"powerloss={self.powerloss_rate} leader-kill={self.leader_kill_rate}/{self.fresh_leader_kill}/{self.commit_kill} clog={self.clog_rate} torn={self.torn} transfer={self.transfer_rate} reconfig={self.reconfig_rate} "
                 f"propose={self.propose_rate} append_bytes={self.append_bytes_max} "
-                f"pre_vote={self.pre_vote} check_quorum={self.check_quorum}")
+                f"pre_vote={self.pre_vote} check_quorum={self.check_quorum} "
+                f"closes_connections={self.closes_connections}")
 
 
 def draw_profile(rng: random.Random, enabled: frozenset[str]) -> FaultProfile:
@@ -72,5 +74,8 @@ def draw_profile(rng: random.Random, enabled: frozenset[str]) -> FaultProfile:
         append_bytes_max=rng.choice((40, 40, 512, 8192)),  # 40: one entry per append, as with big messages
         pre_vote=rng.random() < 0.7,
         check_quorum=rng.random() < 0.7,
-        reconfig_rate=pick("reconfig", (0.0, 0.005, 0.02)),  # drawn last: older seeds keep their mix
+        reconfig_rate=pick("reconfig", (0.0, 0.005, 0.02)),  # drawn late: older seeds keep their mix
+        # half the seeds: crashes and cuts close connections (kill -9, a dropped route: the fast
+        # failover path); the other half: they go silent (a paused process, a black-holed link)
+        closes_connections=rng.random() < 0.5,
     )

@@ -6,6 +6,10 @@ Theory of operation
 - Safety phase (`ticks` steps): network faults (drop, duplicate, reorder), partitions and heals,
   node crashes (unsynced writes lost, last write torn) and restarts from disk, leader transfers,
   and a client workload proposing to whoever it believes leads. Checkers run after every step.
+- With profile.closes_connections (half the seeds), a crash or a partition closes the connections
+  it cuts, as a kill -9 or a dropped route does on real hosts: the nodes on the other side hear
+  peer_gone(node) (the fast failover path), and a partition that heals is exactly the route flap
+  the fast path must survive. Otherwise they go silent (a paused process, a black-holed link).
 - Liveness phase: every fault healed, every node restarted; each group must elect a leader,
   commit a fresh probe entry and bring every node to the same applied state within
   `liveness_ticks`, or the run fails.
@@ -182,7 +186,15 @@ class Simulator:
         self._start(self.nodes[node_name], bootstrap=False)
 
     def isolate(self, node_name: str) -> None:
-        self.network.partition({node_name}, self.node_ids)
+        self.cut({node_name})
+
+    def cut(self, side: set[str]) -> None:
+        """Partition `side` from the rest; each side's nodes see the connections to the other close."""
+        self.network.partition(side, self.node_ids)
+        for node in self.live():
+            for other in self.node_ids:
+                if (node.name in side) != (other in side):
+                    self._peer_gone(node, other)
 
     def heal(self) -> None:
         self.network.heal()
@@ -260,6 +272,14 @@ class Simulator:
         node.crash(self.fault_rng, torn=self.profile.torn)
         self.network.lose_unflushed(node.name, sent_since=self.now - 1)
         self.result.crashes += 1
+        for other in self.live():  # its connections closed with the process
+            self._peer_gone(other, node.name)
+
+    def _peer_gone(self, node: SimNode, peer: str) -> None:
+        if not self.profile.closes_connections:
+            return
+        for group in node.groups.values():
+            group.peer_gone(peer)
 
     def start_node(self, node: SimNode) -> None:
         self._start(node, bootstrap=False)
