@@ -149,6 +149,8 @@ class FileStreamStore:
         self._unsealable: set[str] = set()
         self.recovery = RecoveryReport()
         self._lost_floor = 0  # lost sequences below it were purged, compacted or expired since
+        # called when a read finds damage (quarantine): a replicated stream repairs from a peer
+        self.on_damage: Callable[[], None] | None = None
         # segments from this one on are never sealed (compressed): a replicated stream may still
         # cut the store back into them (rewind, applied.py); read from its journal before recovery
         # seals anything, moved by the stream with hold_seal()
@@ -712,6 +714,8 @@ class FileStreamStore:
             self.recovery.corrupt.append(CorruptRegion(path, offset, first, last, detail))
         logger.error("store: corrupt data found while reading, not served: %s:%d: sequences %s: %s",
                      path, offset, records.to_ranges(lost), detail)
+        if self.on_damage is not None:
+            self.on_damage()
 
     def lost(self) -> api.LostData:
         """The damage recovery (or a read) found that still matters, as LostData."""
