@@ -134,3 +134,25 @@ def test_the_leader_finding_damage_repairs_from_a_follower_and_keeps_leading(see
     publish(leader, range(COUNT, COUNT + 3))
     replicas.run_until(lambda: len(acked(leader)) == COUNT + 3)
     converge(replicas, COUNT + 3)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("snapshot_entries", [None, 4])
+def test_a_replica_whose_store_files_are_gone_rebuilds_from_its_peers(seed: int, snapshot_entries: int | None) -> None:
+    replicas = StreamReplicas(seed=seed, file_stores=True, snapshot_entries=snapshot_entries)
+    leader = replicas.elect()
+    publish(leader, range(COUNT))
+    replicas.run_until(lambda: len(acked(leader)) == COUNT)
+    converge(replicas, COUNT)
+    follower = next(p for p in replicas.peers if p != leader.name)
+    replicas.replicas[follower].stream.close()
+    replicas.crash(follower, "flush")
+    fs = replicas.filesystems[follower]
+    directory = f"/{follower}/streams/S"
+    for name in fs.list_dir(directory):  # the store wiped: segments and its applied journal
+        fs.remove(f"{directory}/{name}")
+    replicas.start(follower)
+    stored = converge(replicas, COUNT)
+    assert [payload for _, payload in stored] == [b"m%d" % n for n in range(COUNT)]
+    assert file_store(replicas.replicas[follower]).state().last_seq == COUNT
