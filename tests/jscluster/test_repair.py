@@ -8,6 +8,10 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import subprocess
+import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import nats
@@ -148,3 +152,68 @@ def test_a_follower_whose_stream_store_is_wiped_rebuilds_from_its_peers(js_clust
     copies = [stored(tmp_path / f"store-n{k + 1}", "WIPE") for k in range(3)]
     assert len(copies[victim_index]) == N
     assert copies[0] == copies[1] == copies[2]
+
+
+def healthz(node: Node) -> tuple[int, dict[str, object]]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{node.http_port}/healthz?details=true", timeout=10) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+    except OSError:
+        return 0, {}
+
+
+def status_exit(node: Node) -> tuple[int, str]:
+    done = subprocess.run([sys.executable, "-m", "appliance", "status", "-p", str(node.client_port)],
+                          capture_output=True, text=True, timeout=30, check=False)
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_damage_is_reported_until_a_peer_repairs_it(js_cluster: list[Node], tmp_path: Path) -> None:
+    """With no peer up to repair from, the damaged replica says so in /jsz (state.lost) and
+    `appliance status` (unrepaired damage; /healthz is 503); once its peers are back it
+    repairs and every one of them clears."""
+
+    async def create() -> None:
+        nc = await nats.connect(js_cluster[0].url)
+        config = {"name": "REPORT", "subjects": ["report.>"], "storage": "file", "num_replicas": 3}
+        answer = json.loads((await nc.request("$JS.API.STREAM.CREATE.REPORT", json.dumps(config).encode(),
+                                              timeout=10)).data)
+        assert "error" not in answer, answer
+        js = nc.jetstream()
+        for i in range(N):
+            await js.publish("report.x", b"message %d" % i, timeout=5)
+        await nc.close()
+
+    asyncio.run(create())
+    wait_until(lambda: all((stream_state(n, "REPORT") or {}).get("last_seq") == N for n in js_cluster),
+               "every replica holding the messages", 30)
+    for node in js_cluster:
+        node.stop()
+    victim = js_cluster[2]
+    (active,) = segment_files(tmp_path / "store-n3", "REPORT")
+    flip_inside_record(active, DAMAGED_SEQ)
+    victim.start()
+
+    def reported() -> bool:
+        state = stream_state(victim, "REPORT") or {}
+        lost = state.get("lost")
+        return isinstance(lost, dict) and lost.get("msgs") == [DAMAGED_SEQ]
+
+    wait_until(reported, "the damaged replica listing the lost message in /jsz", META_TIMEOUT_S)
+    assert healthz(victim)[0] == 503  # alone it also lacks a meta leader, which /healthz reports first
+    exit_code, text = status_exit(victim)
+    assert exit_code != 0 and "unrepaired damage" in text, text  # 2: also down (no quorum alone)
+
+    for node in js_cluster[:2]:
+        node.start()
+    wait_until(lambda: meta_leader(js_cluster), "a meta leader after the restart", META_TIMEOUT_S)
+
+    def repaired() -> bool:
+        state = stream_state(victim, "REPORT") or {}
+        return state.get("messages") == N and "lost" not in state
+
+    wait_until(repaired, "the damaged replica repaired", 60)
+    wait_until(lambda: healthz(victim)[0] == 200, "/healthz ok again", 30)
+    wait_until(lambda: "unrepaired damage" not in status_exit(victim)[1], "`appliance status` without the damage", 30)
