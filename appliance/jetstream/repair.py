@@ -16,6 +16,11 @@ when a read quarantines a record (FileStreamStore.on_damage), and again after ea
 lost ranges remain. It pauses while the stream catches up from a snapshot (same catch-up source,
 one request per group) and starts again after. A range whose messages would exceed
 JS_REPAIR_BYTES_MAX is not fetched (reported, left lost).
+
+Consumers wait for a repair: from the moment damage is found (`note_damage`) until it is repaired
+or JS_REPAIR_HOLD_S passed, `holding` is set and a consumer of this replica does not deliver past
+a lost sequence (Consumer._load_next): the message comes in order once repaired. Past the hold
+(no peer holds it, none is up) consumers skip it, as a lone server's do.
 """
 
 from __future__ import annotations
@@ -46,6 +51,26 @@ class StreamRepair:
         self._failed = 0
         self._too_large: set[tuple[int, int]] = set()  # ranges reported as too large (logged once)
         self._announced: set[tuple[int, int]] = set()  # ranges whose fetch was logged
+        self.holding = False  # consumers wait at a lost sequence (until repaired or the hold ends)
+        self._hold_timer: Timer | None = None
+
+    def note_damage(self) -> None:
+        """The store found damage (on open, or a read just quarantined a record): consumers hold
+        at it for up to JS_REPAIR_HOLD_S, and a repair starts."""
+        if not self.holding and self._hold_timer is None and not self.stream.deleted:
+            self.holding = True
+            self._hold_timer = self.stream.host.call_later(limits.JS_REPAIR_HOLD_S, self._release)
+        self.schedule()
+
+    def _release(self) -> None:
+        """The hold is over (repaired, or given up on): consumers go on, past what is still lost."""
+        if self._hold_timer is not None:
+            self._hold_timer.cancel()
+            self._hold_timer = None
+        if self.holding:
+            self.holding = False
+            if not self.stream.deleted:
+                self.stream.wake_consumers()
 
     def schedule(self, delay_s: float = 0.0) -> None:
         """Look for lost ranges soon (now, or after delay_s); nothing when a look is pending."""
@@ -60,6 +85,8 @@ class StreamRepair:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if self.stream.deleted:
+            self._release()
 
     @property
     def busy(self) -> bool:
@@ -72,6 +99,7 @@ class StreamRepair:
             return
         wanted = [r for r in self.store.lost_ranges() if r not in self._too_large]
         if not wanted:
+            self._release()
             return
         lo, hi = wanted[0]
         self._busy = True
@@ -116,6 +144,7 @@ class StreamRepair:
                 self._busy = False
                 logger.error("JetStream stream '%s': lost sequences %d..%d hold over %d bytes; not repaired",
                              stream.config.name, lo, hi, limits.JS_REPAIR_BYTES_MAX)
+                self.schedule()
                 return
             if end < hi:
                 self._fetch(token, lo, hi, end + 1, msgs, gone, grown)

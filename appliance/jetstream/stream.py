@@ -174,14 +174,14 @@ class Stream:
         # a replica whose store lost records to damage fetches them from a peer (repair.py)
         if replication is not None and self._file is not None and self._catch_up is not None:
             self._repair = StreamRepair(self, self._file)
-            self._file.on_damage = self._repair.schedule
+            self._file.on_damage = self._repair.note_damage
+            if self._file.lost_ranges():
+                self._repair.note_damage()
         if self._fetch_at_start is not None:  # restarted behind its log's snapshot: fetch first
             self.group.pause_apply()
             self._fetching = True
             self._fetch_from(*self._fetch_at_start)
             self._fetch_at_start = None
-        elif self._repair is not None:
-            self._repair.schedule()
         self._arm_expiry()
         if self._file is not None and not host.sync_always:
             self._arm_interval_sync()
@@ -280,9 +280,21 @@ class Stream:
 
     def note_repaired(self) -> None:
         """The store rewrote a segment to put lost records back: positions recorded before it no
-        longer name the same bytes (as after an erase)."""
+        longer name the same bytes (as after an erase); consumers count and read again."""
         if self._applied is not None and not self.deleted:
             self._applied.settle(self._applied.index)
+        self._removed()
+
+    def wake_consumers(self) -> None:
+        self._removed()
+
+    def holds_lost(self, start: int, seq: int) -> bool:
+        """A consumer reading from `start` that found `seq` next must wait: a lost sequence lies
+        between them and a repair is expected (repair.py holding)."""
+        repair = self._repair
+        if repair is None or not repair.holding or self._file is None:
+            return False
+        return any(lo < seq and start <= hi for lo, hi in self._file.lost_ranges())
 
     def catch_up_batch(
         self, from_seq: int, to_seq: int, max_msgs: int, max_bytes: int

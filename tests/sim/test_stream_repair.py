@@ -156,3 +156,26 @@ def test_a_replica_whose_store_files_are_gone_rebuilds_from_its_peers(seed: int,
     stored = converge(replicas, COUNT)
     assert [payload for _, payload in stored] == [b"m%d" % n for n in range(COUNT)]
     assert file_store(replicas.replicas[follower]).state().last_seq == COUNT
+
+
+CONSUMER = {"durable_name": "D", "ack_policy": "explicit", "ack_wait": 30_000_000_000}
+PULL = b'{"batch": 20, "expires": 60000000000}'
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_consumer_meeting_a_damaged_record_waits_for_its_repair_and_delivers_in_order(seed: int) -> None:
+    replicas = StreamReplicas(seed=seed, file_stores=True, consumer=CONSUMER)
+    leader = replicas.elect()
+    publish(leader, range(12))
+    replicas.run_until(lambda: len(acked(leader)) == 12)
+    converge(replicas, 12)
+    replicas.run_until(lambda: replicas.consumer_leader() is not None)
+    reader = replicas.consumer_leader()
+    assert reader is not None and reader.consumer is not None
+    file_store(reader).sync()
+    flip_record(replicas.filesystems[reader.name], reader.name, 5)
+    reader.consumer.on_pull("_INBOX.p1", PULL)
+    replicas.run_until(lambda: len(reader.host.delivered) >= 12)
+    assert [payload for _, _, payload in reader.host.delivered] == [b"m%d" % n for n in range(12)]
+    assert not file_store(reader).lost_ranges()
