@@ -25,7 +25,8 @@ into a fresh `StreamIndex`, truncates a torn tail (an incomplete last write) of 
 and reports damaged records or blocks elsewhere as `CorruptRegion`s that are never served: their
 sequences are a gap (`lost()`, nats-server's LostStreamData; loading one raises CorruptData
 "message N is lost"). Damage met later while reading is quarantined the same way (`quarantine`),
-in memory only: nothing is rewritten around it, so a repair (a peer's copy) can fill the gap.
+in memory only: nothing is rewritten around it, so a repair (a peer's copy) can fill the gap:
+`repair()` (repair.py) writes the good records back at their sequences and reads the store again.
 
 Fail closed: an OSError during a write or fsync breaks the store (BrokenError from then on);
 the owner reopens it, and recovery finds what is really on disk.
