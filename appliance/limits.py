@@ -183,6 +183,7 @@ JS_CATCHUP_BATCH_MSGS = 256  # stored messages a lagging replica fetches per rou
 JS_CATCHUP_RETRY_S = 0.5  # a catch-up fetch the leader did not answer is asked again after this
 JS_CATCHUP_BATCH_BYTES = 1024 * 1024  # one catch-up reply, encoded (also never above the route's max_payload)
 JS_REPAIR_BYTES_MAX = 64 * 1024 * 1024  # a replica's lost range fetched from a peer is held whole, up to this
+JS_REPAIR_RETRY_MAX_S = 30.0  # a lost range no peer could give is asked for again at most this far apart
 JS_REPAIR_HOLD_S = 10.0  # consumers of a damaged replica wait this long at a lost message for its repair
 JS_CATCHUP_TIMEOUT_S = 2.0  # a catch-up request with no reply by then has failed (the replica asks again)
 JS_STREAM_LOG_ENTRIES = 32  # applied publish batches a stream's in-memory RAFT log keeps before compacting

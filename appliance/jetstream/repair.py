@@ -11,7 +11,8 @@ holds whole and undamaged (Stream.catch_up_batch), so a gap is never filled from
 
 Which peer: the leader first when another server leads, else the other voters in turn (a leader
 with a damaged record repairs from a follower: leadership does not move for it). A peer that does
-not answer is left for the next after JS_CATCHUP_RETRY_S. The repair runs when the stream opens,
+not answer is left for the next after JS_CATCHUP_RETRY_S (slower after every voter failed, up
+to JS_REPAIR_RETRY_MAX_S). The repair runs when the stream opens,
 when a read quarantines a record (FileStreamStore.on_damage), and again after each repair while
 lost ranges remain. It pauses while the stream catches up from a snapshot (same catch-up source,
 one request per group) and starts again after. A range whose messages would exceed
@@ -109,6 +110,12 @@ class StreamRepair:
                            stream.config.name, lo, hi)
         self._fetch(self._token, lo, hi, lo, [], [], 0)
 
+    def _retry_delay(self) -> float:
+        """Every voter asked in turn at JS_CATCHUP_RETRY_S, then slower (a range no peer can
+        give, or one the store cannot rewrite, is not asked for in a tight loop)."""
+        rounds = self._failed // max(len(self.stream.group.voters()) - 1, 1)
+        return min(limits.JS_CATCHUP_RETRY_S * 2 ** min(rounds, 6), limits.JS_REPAIR_RETRY_MAX_S)
+
     def _source(self) -> str:
         group = self.stream.group
         own = group.core.id
@@ -131,7 +138,7 @@ class StreamRepair:
             if batch is None:  # not answered, or that peer lacks the range whole: the next one, later
                 self._failed += 1
                 self._busy = False
-                self.schedule(limits.JS_CATCHUP_RETRY_S)
+                self.schedule(self._retry_delay())
                 return
             batch = [msg for msg in batch if at <= msg.seq <= hi]
             end = batch[-1].seq if batch else hi
@@ -160,7 +167,7 @@ class StreamRepair:
         restored = self.store.repair(msgs, gone)
         if not restored:  # a seal job ran meanwhile, or the damage changed: look again later
             self._failed += 1
-            self.schedule(limits.JS_CATCHUP_RETRY_S)
+            self.schedule(self._retry_delay())
             return
         self._failed = 0
         self.repaired += len(restored)

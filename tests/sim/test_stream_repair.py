@@ -179,3 +179,21 @@ def test_a_consumer_meeting_a_damaged_record_waits_for_its_repair_and_delivers_i
     replicas.run_until(lambda: len(reader.host.delivered) >= 12)
     assert [payload for _, _, payload in reader.host.delivered] == [b"m%d" % n for n in range(12)]
     assert not file_store(reader).lost_ranges()
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_record_damaged_on_every_replica_stays_lost_and_is_asked_for_ever_slower(seed: int) -> None:
+    replicas, _leader = filled(seed)
+    restart_damaged(replicas, {peer: [9] for peer in replicas.peers})
+    for _ in range(1_200):  # a simulated minute
+        replicas.step()
+    for replica in replicas.replicas.values():
+        assert file_store(replica).lost_ranges() == [(9, 9)]  # never filled from another replica's gap
+        repair = replica.stream.repair
+        assert repair is not None and repair.repaired == 0
+        assert repair.attempts <= 20, repair.attempts  # backed off, not a request every retry interval
+        assert not repair.holding  # consumers went on past it after the hold
+    new = replicas.elect()
+    publish(new, range(COUNT, COUNT + 3))
+    replicas.run_until(lambda: len(acked(new)) == 3)  # the stream still takes writes
