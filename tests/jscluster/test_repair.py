@@ -111,11 +111,12 @@ def test_a_follower_with_a_damaged_record_repairs_it_from_a_peer(js_cluster: lis
     assert copies[victim_index][DAMAGED_SEQ - 1][0] == DAMAGED_SEQ
 
 
-def test_a_follower_whose_stream_store_is_wiped_rebuilds_from_its_peers(js_cluster: list[Node], tmp_path: Path) -> None:
-    """The stream's message files (and its applied journal) gone while the server was down: it
-    re-applies its RAFT log (or, compacted, catches up from the leader's snapshot). A server
-    whose whole store directory is gone (RAFT logs, meta state) does not rejoin yet: see
-    the report of this branch (its meta log restarts empty, the leader's commit is beyond it)."""
+@pytest.mark.parametrize("wiped", ["stream", "server"])
+def test_a_follower_whose_store_is_wiped_rebuilds_from_its_peers(js_cluster: list[Node], tmp_path: Path, wiped: str) -> None:
+    """`stream`: the stream's message files (and its applied journal) gone while the server was
+    down: it re-applies its RAFT log (or, compacted, catches up from the leader's snapshot).
+    `server`: its whole store directory gone (RAFT logs, meta state): its groups' leaders find
+    its logs shorter than they knew them (raft/core.py) and send them again."""
 
     async def create() -> str:
         nc = await nats.connect(js_cluster[0].url)
@@ -137,8 +138,11 @@ def test_a_follower_whose_stream_store_is_wiped_rebuilds_from_its_peers(js_clust
     victim = js_cluster[victim_index]
     store_root = tmp_path / f"store-n{victim_index + 1}"
     victim.stop()
-    (directory,) = {p.parent for p in segment_files(store_root, "WIPE")}
-    shutil.rmtree(directory)
+    if wiped == "stream":
+        (directory,) = {p.parent for p in segment_files(store_root, "WIPE")}
+        shutil.rmtree(directory)
+    else:
+        shutil.rmtree(store_root)
     victim.start()
     wait_until(lambda: meta_leader(js_cluster), "a meta leader after the restart", META_TIMEOUT_S)
 
