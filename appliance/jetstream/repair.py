@@ -102,7 +102,9 @@ class StreamRepair:
         if not wanted:
             self._release()
             return
-        lo, hi = wanted[0]
+        # a range every voter failed to give does not keep the next ones waiting: after each
+        # round of the voters the next range is asked for
+        lo, hi = wanted[self._failed // self._sources_count() % len(wanted)]
         self._busy = True
         if (lo, hi) not in self._announced:  # once per range; a retry logs nothing new
             self._announced.add((lo, hi))
@@ -113,8 +115,11 @@ class StreamRepair:
     def _retry_delay(self) -> float:
         """Every voter asked in turn at JS_CATCHUP_RETRY_S, then slower (a range no peer can
         give, or one the store cannot rewrite, is not asked for in a tight loop)."""
-        rounds = self._failed // max(len(self.stream.group.voters()) - 1, 1)
+        rounds = self._failed // self._sources_count()
         return min(limits.JS_CATCHUP_RETRY_S * 2 ** min(rounds, 6), limits.JS_REPAIR_RETRY_MAX_S)
+
+    def _sources_count(self) -> int:
+        return max(len(self.stream.group.voters()) - 1, 1)
 
     def _source(self) -> str:
         group = self.stream.group

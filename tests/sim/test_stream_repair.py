@@ -197,3 +197,14 @@ def test_a_record_damaged_on_every_replica_stays_lost_and_is_asked_for_ever_slow
     new = replicas.elect()
     publish(new, range(COUNT, COUNT + 3))
     replicas.run_until(lambda: len(acked(new)) == 3)  # the stream still takes writes
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_range_no_peer_can_give_does_not_keep_the_next_one_from_repair(seed: int) -> None:
+    replicas, leader = filled(seed)
+    follower = next(p for p in replicas.peers if p != leader.name)
+    restart_damaged(replicas, {peer: [3, 30] if peer == follower else [3] for peer in replicas.peers})
+    damaged = replicas.replicas[follower]
+    replicas.run_until(lambda: file_store(damaged).lost_ranges() == [(3, 3)], ticks_max=1_200)
+    assert damaged.stream.store.load(30) is not None and damaged.stream.store.load(30).payload == b"m29"
