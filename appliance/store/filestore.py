@@ -811,22 +811,28 @@ class FileStreamStore:
             return None
 
     def _repair_missing(self, lost: set[int], fill: dict[int, api.StoredMsg], gone: set[int]) -> list[int]:
-        """Lost sequences of a segment file that is gone (a region at offset -1): a new segment
-        file named after the first of them holds them again."""
+        """Lost sequences of a segment file that is gone (a region at offset -1) or unreadable
+        as a whole (its header damaged past rebuilding: recovery kept no segment of it): a new
+        segment file holds them again, named after the first of them or in place of the
+        unreadable one."""
         restored: list[int] = []
+        held = {seg.path for seg in self._segments}
         for region in self.recovery.corrupt:
-            if region.offset >= 0 or region.first_seq <= 0:
+            if region.first_seq <= 0 or (region.offset >= 0 and region.path in held):
                 continue
             seqs = sorted(seq for seq in lost if region.first_seq <= seq <= region.last_seq)
-            if not seqs or seqs[0] in self._names or seqs[0] <= (self._names[0] if self._names else 0):
+            if not seqs:
                 continue
-            k = bisect_right(self._names, seqs[0])
+            first = seqs[0] if region.offset < 0 else segment.first_of(os.path.basename(region.path))
+            if not 0 < first <= seqs[0] or first in self._names:
+                continue
+            k = bisect_right(self._names, first)
             if k >= len(self._names) or self._names[k] <= seqs[-1]:
                 continue  # only between two segments (the active one is never missing)
-            data = repair.missing_segment(seqs[0], seqs, fill, gone)
+            data = repair.missing_segment(first, seqs, fill, gone)
             if data is None:
                 continue
-            write_atomic(self._ops, segment_path(self._dir, seqs[0]), data)
+            write_atomic(self._ops, segment_path(self._dir, first), data)
             restored += seqs
         return restored
 

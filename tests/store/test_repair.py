@@ -217,3 +217,25 @@ def test_any_damaged_byte_repaired_from_the_truth_gives_the_stream_back(count: i
         return
     assert not store.lost().damaged, store.lost()
     assert served == truth, lost
+
+
+def test_a_segment_unreadable_as_a_whole_is_written_again() -> None:
+    fs = FaultFS()
+    cfg = config(segment_bytes=600, compress=False)
+    store = FileStreamStore(cfg, ops=fs)
+    truth = fill(store, 60)
+    middle = store.segments()[1]
+    first, last = middle.first_seq, store.segments()[2].first_seq - 1
+    store.close()
+    raw = fs.read_all(middle.path)
+    at = len(raw) // 2
+    # the header and a byte inside damaged: recovery cannot rebuild the header from the contents
+    fs.create(middle.path, b"\0" * segment.HEADER_BYTES + raw[segment.HEADER_BYTES : at] + bytes([raw[at] ^ 0x10])
+              + raw[at + 1 :])
+    store = FileStreamStore(cfg, ops=fs)
+    assert store.lost_ranges() == [(first, last)]
+    assert all(seg.path != middle.path for seg in store.segments())
+    assert store.repair(truth) == list(range(first, last + 1))
+    assert all_served(store) == truth and not store.lost().damaged
+    store.close()
+    assert all_served(FileStreamStore(cfg, ops=fs)) == truth
