@@ -17,7 +17,7 @@ from pathlib import Path
 import nats
 import pytest
 
-from appliance.store import records, segment
+from appliance.store import applied, records, segment
 from appliance.store.filestore import FileStoreConfig, FileStreamStore
 from tests.jscluster.conftest import META_TIMEOUT_S, meta_leader
 from tests.routes.conftest import Node, wait_until
@@ -221,3 +221,48 @@ def test_damage_is_reported_until_a_peer_repairs_it(js_cluster: list[Node], tmp_
     wait_until(repaired, "the damaged replica repaired", 60)
     wait_until(lambda: healthz(victim)[0] == 200, "/healthz ok again", 30)
     wait_until(lambda: "unrepaired damage" not in status_exit(victim)[1], "`appliance status` without the damage", 30)
+
+
+def test_a_follower_whose_store_cannot_be_opened_sets_it_aside_and_rebuilds(js_cluster: list[Node], tmp_path: Path) -> None:
+    """The stream's applied journal names only a position its store cannot be cut back to (a
+    segment that is not there), which stops a lone replica from opening (BrokenError): the
+    replica keeps the files as msgs.damaged, starts empty and rebuilds from its log and peers."""
+
+    async def create() -> str:
+        nc = await nats.connect(js_cluster[0].url)
+        config = {"name": "ASIDE", "subjects": ["aside.>"], "storage": "file", "num_replicas": 3}
+        answer = json.loads((await nc.request("$JS.API.STREAM.CREATE.ASIDE", json.dumps(config).encode(),
+                                              timeout=10)).data)
+        assert "error" not in answer, answer
+        js = nc.jetstream()
+        for i in range(N):
+            await js.publish("aside.x", b"message %d" % i, timeout=5)
+        info = json.loads((await nc.request("$JS.API.STREAM.INFO.ASIDE", b"", timeout=5)).data)
+        await nc.close()
+        return str(info["cluster"]["leader"])
+
+    leader = asyncio.run(create())
+    wait_until(lambda: all((stream_state(n, "ASIDE") or {}).get("last_seq") == N for n in js_cluster),
+               "every replica holding the messages", 30)
+    victim_index = next(k for k, n in enumerate(js_cluster) if n.name != leader)
+    victim = js_cluster[victim_index]
+    store_root = tmp_path / f"store-n{victim_index + 1}"
+    victim.stop()
+    (active,) = segment_files(store_root, "ASIDE")
+    journal = active.parent / applied.JOURNAL_NAME
+    journal.write_bytes(applied.encode(applied.AppliedRecord(index=N, last_seq=N, segment_first=10 * N,
+                                                             segment_bytes=segment.HEADER_BYTES)))
+    victim.start()
+    wait_until(lambda: meta_leader(js_cluster), "a meta leader after the restart", META_TIMEOUT_S)
+
+    def rebuilt() -> bool:
+        state = stream_state(victim, "ASIDE")
+        return state is not None and state.get("messages") == N and state.get("last_seq") == N
+
+    wait_until(rebuilt, "the replica rebuilt", 90)
+    assert "replica store unusable" in victim.log()
+    assert (active.parent.parent / "msgs.damaged").is_dir()
+    for node in js_cluster:
+        node.stop()
+    copies = [stored(tmp_path / f"store-n{k + 1}", "ASIDE") for k in range(3)]
+    assert copies[0] == copies[1] == copies[2] and len(copies[0]) == N
