@@ -280,9 +280,12 @@ class Stream:
 
     def note_repaired(self) -> None:
         """The store rewrote a segment to put lost records back: positions recorded before it no
-        longer name the same bytes (as after an erase); consumers count and read again."""
+        longer name the same bytes (as after an erase); the msg ids of the restored messages
+        count for dedupe again; consumers count and read again."""
         if self._applied is not None and not self.deleted:
             self._applied.settle(self._applied.index)
+        self._dedupe.clear()
+        self._rebuild_dedupe()
         self._removed()
 
     def wake_consumers(self) -> None:

@@ -208,3 +208,28 @@ def test_a_range_no_peer_can_give_does_not_keep_the_next_one_from_repair(seed: i
     damaged = replicas.replicas[follower]
     replicas.run_until(lambda: file_store(damaged).lost_ranges() == [(3, 3)], ticks_max=1_200)
     assert damaged.stream.store.load(30) is not None and damaged.stream.store.load(30).payload == b"m29"
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_repaired_message_counts_for_dedupe_again(seed: int) -> None:
+    """The replica opened with the message lost (its dedupe read from the store lacks its id);
+    once repaired and leading, a publish with that id is a duplicate of the repaired one."""
+    replicas = StreamReplicas(seed=seed, file_stores=True)
+    leader = replicas.elect()
+    for n in range(10):
+        leader.publish("s.a", b"m%d" % n, reply="r.%d" % n, header=b"NATS/1.0\r\nNats-Msg-Id: id-%d\r\n\r\n" % n)
+    replicas.run_until(lambda: len(acked(leader)) == 10)
+    converge(replicas, 10)
+    follower = next(p for p in replicas.peers if p != leader.name)
+    restart_damaged(replicas, {follower: [6]})
+    damaged = replicas.replicas[follower]
+    replicas.run_until(lambda: not file_store(damaged).lost_ranges())
+    current = replicas.elect()
+    if current is not damaged:
+        current.stream.group.transfer_leader(follower)
+        replicas.run_until(lambda: replicas.leader() is damaged)
+    damaged.publish("s.a", b"again", reply="r.again", header=b"NATS/1.0\r\nNats-Msg-Id: id-5\r\n\r\n")
+    replicas.run_until(lambda: any(reply == b"r.again" for reply, _ in damaged.host.sent))
+    (answer,) = [body for reply, body in damaged.host.sent if reply == b"r.again"]
+    assert b'"duplicate": true' in answer and b'"seq":6' in answer, answer
