@@ -30,6 +30,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from appliance import limits
+from appliance.errors import BrokenError
 from appliance.jetstream.host import Timer
 from appliance.store.api import StoredMsg
 from appliance.store.filestore import FileStreamStore
@@ -169,7 +170,11 @@ class StreamRepair:
 
     def _apply(self, lo: int, hi: int, msgs: list[StoredMsg], gone: list[int], source: str) -> None:
         stream = self.stream
-        restored = self.store.repair(msgs, gone)
+        try:
+            restored = self.store.repair(msgs, gone)
+        except BrokenError as exc:  # a write failed: the store is broken until reopened (fail closed)
+            logger.error("JetStream stream '%s': repairing sequences %d..%d failed: %s", stream.config.name, lo, hi, exc)
+            return
         if not restored:  # a seal job ran meanwhile, or the damage changed: look again later
             self._failed += 1
             self.schedule(self._retry_delay())
