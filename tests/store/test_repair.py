@@ -20,7 +20,7 @@ from appliance.store import records, segment
 from appliance.store.api import StoredMsg
 from appliance.store.filestore import FileStoreConfig, FileStreamStore
 from appliance.store.layout import ActiveSegment, SealedSegment
-from appliance.testing.faultfs import FaultFS
+from appliance.testing.faultfs import FaultFS, SimulatedCrash
 
 DIRECTORY = "/d"
 
@@ -239,3 +239,33 @@ def test_a_segment_unreadable_as_a_whole_is_written_again() -> None:
     assert all_served(store) == truth and not store.lost().damaged
     store.close()
     assert all_served(FileStreamStore(cfg, ops=fs)) == truth
+
+
+@pytest.mark.parametrize("mode", ["lose", "flush"])
+def test_a_crash_anywhere_in_a_repair_leaves_the_record_lost_or_repaired_never_wrong(mode: str) -> None:
+    fs = FaultFS()
+    store = FileStreamStore(config(), ops=fs)
+    truth = fill(store, 12)
+    path = store.segments()[-1].path
+    store.close()
+    begin, end = record_span(fs, path, 5)
+    flip(fs, path, (begin + end) // 2)
+    damaged = fs.after_crash("flush")
+    points = 0
+    while True:
+        disk = damaged.after_crash("flush")
+        store = FileStreamStore(config(), ops=disk)
+        disk.crash_at = disk.calls + points
+        try:
+            store.repair(truth)
+        except SimulatedCrash:
+            pass
+        else:
+            break
+        finally:
+            points += 1
+        after = FileStreamStore(config(), ops=disk.after_crash(mode))  # type: ignore[arg-type]
+        served = all_served(after)
+        assert served in (truth, [m for m in truth if m.seq != 5]), points
+        assert after.lost_ranges() == ([] if served == truth else [(5, 5)])
+    assert points > 3  # the repair passed several crash points (write, fsync, rename, directory)
