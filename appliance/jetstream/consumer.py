@@ -338,6 +338,15 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
         return msg, 1
 
     def _load_next(self, start: int) -> StoredMsg | None:
+        """The next matching message at or after start; None while a lost (damaged) sequence
+        before it waits for its repair from a peer (stream.holds_lost, jetstream/repair.py)."""
+        msg = self._scan_next(start)
+        if msg is not None and self.stream.holds_lost(start, msg.seq):
+            self._cursor = None
+            return None
+        return msg
+
+    def _scan_next(self, start: int) -> StoredMsg | None:
         """The next matching message at or after start, read through a sequential scan cursor
         (one decode per block instead of one random read per message)."""
         store = self.stream.store
@@ -361,12 +370,12 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
                 raise
             # A cursor kept from an earlier turn still holds the segment list of then: a segment
             # sealed since (renamed over the active file) or removed reads wrong. Read again.
-            return self._load_next(start)
+            return self._scan_next(start)
         self._cursor = None
         if kept:
             # A kept cursor read the active file as it was then: messages stored since are
             # beyond its end. Its end is not the stream's; look again from start.
-            return self._load_next(start)
+            return self._scan_next(start)
         return None
 
     def _peek_next(self, start: int) -> StoredMsg | None:

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from appliance import limits
 from appliance.clock import Clock, SystemClock
 from appliance.config.options import ServerOptions
-from appliance.errors import ApplianceError
+from appliance.errors import ApplianceError, BrokenError, CorruptData
 from appliance.jetstream import advisories, api, sources
 from appliance.jetstream.config import (
     ConsumerConfig,
@@ -269,18 +269,7 @@ class AccountJetStream:
         elif config.storage == "memory":
             store = MemoryStreamStore(store_limits(config))
         else:
-            directory = os.path.join(self.stream_dir(config.name), "msgs")
-            os.makedirs(directory, exist_ok=True)
-            store = FileStreamStore(
-                FileStoreConfig(
-                    directory=directory,
-                    limits=store_limits(config),
-                    sync_always=False,
-                    compress=compresses(config),
-                ),
-                sealer=self.service.sealer,  # segments are sealed (and compressed) off the loop
-                sync_stats=self.service.sync_stats,  # one fsync latency/batch record for /metrics
-            )
+            store = self._file_store(config)
         if config.first_seq > 1 and store.state().last_seq == 0:
             store.compact(config.first_seq)  # a new stream starts at first_seq
         group_id, peers, preferred = _group_of(group, group_name("S", self.account.name, config.name))
@@ -295,15 +284,18 @@ class AccountJetStream:
                 shutil.rmtree(self.service.group_dir(group_id), ignore_errors=True)
             replication = self.service.replication(group_id, [self.service.peer] if seed else peers,
                                                    join=join, seed=seed)
-        stream = Stream(
-            config=config,
-            created_ns=created_ns,
-            store=store,
-            host=self,
-            peer=self.service.peer,
-            group_id=group_id,
-            replication=replication,
-        )
+        try:
+            stream = Stream(config=config, created_ns=created_ns, store=store, host=self, peer=self.service.peer,
+                            group_id=group_id, replication=replication)
+        except (BrokenError, CorruptData) as exc:
+            # A replica whose store cannot be opened as its RAFT log needs it (it cannot be cut
+            # back to an index it recorded): it starts over empty and rebuilds from its log and
+            # its peers; the old files are kept beside it, never deleted.
+            if replication is None or not isinstance(store, FileStreamStore) or restored is not None or convert:
+                raise
+            store = self._set_aside(config, store, exc)
+            stream = Stream(config=config, created_ns=created_ns, store=store, host=self, peer=self.service.peer,
+                            group_id=group_id, replication=replication)
         self.streams[config.name] = stream
         attach_guard(self, stream)
         if replication is not None:
@@ -315,6 +307,31 @@ class AccountJetStream:
         if stream.group.is_leader():  # only the leader copies from sources (its proposals store them)
             sources.start(self, stream)
         return stream
+
+    def _file_store(self, config: StreamConfig) -> FileStreamStore:
+        directory = os.path.join(self.stream_dir(config.name), "msgs")
+        os.makedirs(directory, exist_ok=True)
+        return FileStreamStore(
+            FileStoreConfig(directory=directory, limits=store_limits(config), sync_always=False,
+                            compress=compresses(config)),
+            sealer=self.service.sealer,  # segments are sealed (and compressed) off the loop
+            sync_stats=self.service.sync_stats,  # one fsync latency/batch record for /metrics
+        )
+
+    def _set_aside(self, config: StreamConfig, store: FileStreamStore, exc: BaseException) -> FileStreamStore:
+        """Move a replica's unusable store directory aside (`msgs.damaged`, `msgs.damaged.2`, ...)
+        and open an empty store in its place."""
+        store.close()
+        directory = store.config.directory
+        aside = directory + ".damaged"
+        n = 1
+        while os.path.exists(aside):
+            n += 1
+            aside = f"{directory}.damaged.{n}"
+        os.rename(directory, aside)
+        logger.error("JetStream stream '%s > %s': replica store unusable (%s); kept as %s, rebuilding from the peers",
+                     self.account.name, config.name, exc, aside)
+        return self._file_store(config)
 
     def follow_leaders(self) -> None:
         """Only a stream's leader holds interest in its subjects; its first leader answers the

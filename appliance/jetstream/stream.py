@@ -45,6 +45,7 @@ from appliance.jetstream.groups import (
     start_group,
 )
 from appliance.jetstream.host import Host, Timer
+from appliance.jetstream.repair import StreamRepair
 from appliance.jetstream.republish import republisher_for
 from appliance.jetstream.sources import apply_mirror
 from appliance.jetstream.storeview import last_seq, last_seq_of_subject, subject_of
@@ -146,6 +147,7 @@ class Stream:
         self._catch_up = replication.catch_up if replication is not None else None
         self._starting = True  # restore() during the group's construction defers its fetch
         self._fetch_at_start: tuple[CatchUpSource, int, int, int, int] | None = None
+        self._repair: StreamRepair | None = None
         if replication is not None:
             self.group = replicated_group(
                 name=group_id, peer=peer, replication=replication, machine=self, clock=host.clock,
@@ -169,6 +171,12 @@ class Stream:
                 applied_sync=self if self._file is not None and host.sync_always else None,
             )
         self._starting = False
+        # a replica whose store lost records to damage fetches them from a peer (repair.py)
+        if replication is not None and self._file is not None and self._catch_up is not None:
+            self._repair = StreamRepair(self, self._file)
+            self._file.on_damage = self._repair.note_damage
+            if self._file.lost_ranges():
+                self._repair.note_damage()
         if self._fetch_at_start is not None:  # restarted behind its log's snapshot: fetch first
             self.group.pause_apply()
             self._fetching = True
@@ -253,7 +261,43 @@ class Stream:
             return
         self.group.pause_apply()
         self._fetching = True
+        if self._repair is not None:
+            self._repair.cancel()  # one request per group: the catch-up takes the source over
         self._fetch_from(catch_up, max(have + 1, first), wanted, first, last_ts)
+
+    @property
+    def fetching(self) -> bool:
+        """Catching up from the leader's snapshot (the group's apply is paused)."""
+        return self._fetching
+
+    @property
+    def catch_up(self) -> CatchUpSource | None:
+        return self._catch_up
+
+    @property
+    def repair(self) -> StreamRepair | None:
+        return self._repair
+
+    def note_repaired(self) -> None:
+        """The store rewrote a segment to put lost records back: positions recorded before it no
+        longer name the same bytes (as after an erase); the msg ids of the restored messages
+        count for dedupe again; consumers count and read again."""
+        if self._applied is not None and not self.deleted:
+            self._applied.settle(self._applied.index)
+        self._dedupe.clear()
+        self._rebuild_dedupe()
+        self._removed()
+
+    def wake_consumers(self) -> None:
+        self._removed()
+
+    def holds_lost(self, start: int, seq: int) -> bool:
+        """A consumer reading from `start` that found `seq` next must wait: a lost sequence lies
+        between them and a repair is expected (repair.py holding)."""
+        repair = self._repair
+        if repair is None or not repair.holding or self._file is None:
+            return False
+        return any(lo < seq and start <= hi for lo, hi in self._file.lost_ranges())
 
     def catch_up_batch(
         self, from_seq: int, to_seq: int, max_msgs: int, max_bytes: int
@@ -261,7 +305,7 @@ class Stream:
         """Serve a lagging replica (cluster/catch_up.py CatchUpProvider): stored messages in
         [from_seq, to_seq], at most max_msgs and about max_bytes (at least one); None unless this
         replica holds the whole range (it is itself fetching, or behind)."""
-        if self.deleted or self._fetching or self.store.state().last_seq < to_seq:
+        if self.deleted or self._fetching or self.store.state().last_seq < to_seq or self._lost_in(from_seq, to_seq):
             return None
         out: list[StoredMsg] = []
         size = 0
@@ -272,7 +316,13 @@ class Stream:
             if out and size > max_bytes:
                 break
             out.append(msg)
-        return out
+        # a record found damaged by this very scan was skipped: the answer would call it removed
+        return None if self._lost_in(from_seq, out[-1].seq if out else to_seq) else out
+
+    def _lost_in(self, first: int, last: int) -> bool:
+        """This replica holds a damaged (lost, not served) sequence in [first, last]."""
+        store = self._file
+        return store is not None and any(lo <= last and first <= hi for lo, hi in store.lost_ranges())
 
     def _fetch_from(
         self, catch_up: CatchUpSource, start: int, wanted: int, first: int, last_ts: int, failed: int = 0
@@ -305,6 +355,8 @@ class Stream:
             self._fetching = False
             self._note_store_changed()
             self.group.resume_apply()
+            if self._repair is not None:
+                self._repair.schedule()
 
         source = self.group.leader()
         others = sorted(p for p in self.group.voters() if p != self.group.core.id and p != source)
@@ -866,6 +918,8 @@ class Stream:
         for timer in (self._expiry_timer, self._interval_timer, self._ttl_timer):
             if timer is not None:
                 timer.cancel()
+        if self._repair is not None:
+            self._repair.cancel()
         if self._file is not None:
             try:
                 self._file.sync()

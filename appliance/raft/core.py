@@ -516,6 +516,14 @@ class RaftCore:
                            reject_hint=hint_index, log_term=hint_term))
 
     def _handle_heartbeat(self, m: Message) -> None:
+        last = self.log.last_index()
+        if m.commit > last:
+            # The leader saw us hold entries up to m.commit and we hold fewer: our log was lost
+            # (a wiped store). Say where it ends; the leader sends us the rest again.
+            self._note(f"{self.id} [last {last}] lacks entries up to the commit {m.commit} of {m.sender}: log lost")
+            self.log.commit_to(last)
+            self._send(Message(MT.HEARTBEAT_RESP, self.id, m.sender, term=self.term, reject=True, reject_hint=last))
+            return
         self.log.commit_to(m.commit)
         self._send(Message(MT.HEARTBEAT_RESP, self.id, m.sender, term=self.term))
 
@@ -654,6 +662,14 @@ class RaftCore:
 
     def _handle_heartbeat_response(self, m: Message, progress: Progress) -> None:
         progress.probe_sent = False
+        if m.reject and m.reject_hint < progress.match:
+            # the follower lost entries it had acknowledged (its store was wiped): its match is
+            # where its log ends now, and it is probed from there (entries, or a snapshot)
+            self._note(f"{self.id} {m.sender} lost its log after {m.reject_hint} (match was {progress.match})")
+            progress.match = m.reject_hint
+            progress.become_probe()
+            self._send_append(m.sender)
+            return
         behind = progress.match < self.log.last_index()
         if progress.state == ProgressState.REPLICATE and behind and progress.match == progress.match_at_last_heartbeat:
             progress.become_probe()  # no progress over a whole heartbeat: appends were lost

@@ -25,7 +25,8 @@ into a fresh `StreamIndex`, truncates a torn tail (an incomplete last write) of 
 and reports damaged records or blocks elsewhere as `CorruptRegion`s that are never served: their
 sequences are a gap (`lost()`, nats-server's LostStreamData; loading one raises CorruptData
 "message N is lost"). Damage met later while reading is quarantined the same way (`quarantine`),
-in memory only: nothing is rewritten around it, so a repair (a peer's copy) can fill the gap.
+in memory only: nothing is rewritten around it, so a repair (a peer's copy) can fill the gap:
+`repair()` (repair.py) writes the good records back at their sequences and reads the store again.
 
 Fail closed: an OSError during a write or fsync breaks the store (BrokenError from then on);
 the owner reopens it, and recovery finds what is really on disk.
@@ -47,7 +48,7 @@ import zstandard
 
 from appliance import limits as bounds
 from appliance.errors import BrokenError, CorruptData, LimitExceeded
-from appliance.store import api, applied, records, segment, snapshot, speedups
+from appliance.store import api, applied, records, repair, segment, snapshot, speedups
 from appliance.store.cache import BlockCache, CachedBlock
 from appliance.store.fileops import FileOps, OsFileOps, write_atomic, write_file
 from appliance.store.index import StreamIndex
@@ -149,6 +150,8 @@ class FileStreamStore:
         self._unsealable: set[str] = set()
         self.recovery = RecoveryReport()
         self._lost_floor = 0  # lost sequences below it were purged, compacted or expired since
+        # called when a read finds damage (quarantine): a replicated stream repairs from a peer
+        self.on_damage: Callable[[], None] | None = None
         # segments from this one on are never sealed (compressed): a replicated stream may still
         # cut the store back into them (rewind, applied.py); read from its journal before recovery
         # seals anything, moved by the stream with hold_seal()
@@ -712,6 +715,8 @@ class FileStreamStore:
             self.recovery.corrupt.append(CorruptRegion(path, offset, first, last, detail))
         logger.error("store: corrupt data found while reading, not served: %s:%d: sequences %s: %s",
                      path, offset, records.to_ranges(lost), detail)
+        if self.on_damage is not None:
+            self.on_damage()
 
     def lost(self) -> api.LostData:
         """The damage recovery (or a read) found that still matters, as LostData."""
@@ -739,6 +744,108 @@ class FileStreamStore:
         if not lines:
             return api.NO_LOSS
         return api.LostData(tuple(listed), count, damaged_bytes, tuple(lines))
+
+    def lost_ranges(self) -> list[tuple[int, int]]:
+        """Every lost sequence (damaged, not removed since) as sorted inclusive ranges: what a
+        repair asks a peer for (lost() lists only the first STORE_LOST_LISTED_MAX)."""
+        spans: list[tuple[int, int]] = []
+        for region in self.recovery.corrupt:
+            first = max(region.first_seq, self._lost_floor)
+            if region.first_seq > 0 and region.last_seq >= first:
+                spans.append((first, region.last_seq))
+        merged: list[tuple[int, int]] = []
+        for lo, hi in sorted(spans):
+            if merged and lo <= merged[-1][1] + 1:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
+            else:
+                merged.append((lo, hi))
+        return merged
+
+    @_fails_closed
+    def repair(self, msgs: Sequence[api.StoredMsg], gone: Iterable[int] = ()) -> list[int]:
+        """Put lost messages back at their own sequences from a good copy (a peer's), and mark
+        `gone` the lost sequences that copy no longer holds (removed there since). Each segment
+        holding a damaged stretch whose every lost sequence is given is rebuilt and replaces its
+        file atomically (repair.py); the store is then read back from disk. Returns the
+        sequences restored, in order ([] when nothing could be, e.g. while a seal job runs)."""
+        lost = {seq for lo, hi in self.lost_ranges() for seq in range(lo, hi + 1)}
+        fill = {msg.seq: msg for msg in msgs if msg.seq in lost}
+        gone_set = {seq for seq in gone if seq in lost and seq not in fill}
+        if not fill and not gone_set or self._sealing:
+            return []
+        self.sync()  # re-reading the store below calls everything written so far durable
+        restored: list[int] = []
+        paths = {region.path for region in self.recovery.corrupt if region.first_seq > 0}
+        for k, seg in enumerate(self._segments):
+            if seg.path not in paths:
+                continue
+            next_first = self._names[k + 1] if k + 1 < len(self._segments) else 0
+            done = self._repaired_file(seg, lost, fill, gone_set, next_first)
+            if done is None:
+                continue
+            data, seqs = done
+            write_atomic(self._ops, seg.path, data)
+            self._unsealable.discard(seg.path)
+            restored += seqs
+        restored += self._repair_missing(lost - set(restored), fill, gone_set)
+        if not restored:
+            return []
+        self._reread()
+        for lo, hi in records.to_ranges(restored):
+            logger.warning("store: repaired %s: sequences %d..%d restored from a good copy", self._dir, lo, hi)
+        return sorted(restored)
+
+    def _repaired_file(
+        self, seg: Segment, lost: set[int], fill: dict[int, api.StoredMsg], gone: set[int], next_first: int
+    ) -> tuple[bytes, list[int]] | None:
+        data = self._ops.read_all(seg.path)
+        try:
+            if isinstance(seg, ActiveSegment):
+                return repair.repair_active(data, lost, fill, gone, next_first=next_first)
+            return repair.repair_sealed(
+                data, lost, fill, gone, zdict=self._dict_for(seg.dict_id), block_raw_bytes=self.config.block_raw_bytes,
+                level=self.config.zstd_level if self._compress else None, path=seg.path,
+            )
+        except CorruptData as exc:  # a damaged header or footer: this file is not rebuilt from here
+            logger.warning("store: %s cannot be repaired in place: %s", seg.path, exc)
+            return None
+
+    def _repair_missing(self, lost: set[int], fill: dict[int, api.StoredMsg], gone: set[int]) -> list[int]:
+        """Lost sequences of a segment file that is gone (a region at offset -1) or unreadable
+        as a whole (its header damaged past rebuilding: recovery kept no segment of it): a new
+        segment file holds them again, named after the first of them or in place of the
+        unreadable one."""
+        restored: list[int] = []
+        held = {seg.path for seg in self._segments}
+        for region in self.recovery.corrupt:
+            if region.first_seq <= 0 or (region.offset >= 0 and region.path in held):
+                continue
+            seqs = sorted(seq for seq in lost if region.first_seq <= seq <= region.last_seq)
+            if not seqs:
+                continue
+            first = seqs[0] if region.offset < 0 else segment.first_of(os.path.basename(region.path))
+            if not 0 < first <= seqs[0] or first in self._names:
+                continue
+            k = bisect_right(self._names, first)
+            if k >= len(self._names) or self._names[k] <= seqs[-1]:
+                continue  # only between two segments (the active one is never missing)
+            data = repair.missing_segment(first, seqs, fill, gone)
+            if data is None:
+                continue
+            write_atomic(self._ops, segment_path(self._dir, first), data)
+            restored += seqs
+        return restored
+
+    def _reread(self) -> None:
+        """Read the store back from disk (after files were rewritten under it), as on open."""
+        for seg in self._segments:
+            self._ops.close_file(seg.path)
+        self._index = StreamIndex(self._index.limits)
+        self._blocks = BlockCache(self.config.block_cache_bytes)
+        self._hot = self._chunk = None
+        self._seal_retry_later.clear()
+        self._unsynced = self._dir_dirty = False
+        self._recover()
 
     def _load_active(self, seg: ActiveSegment, seq: int) -> api.StoredMsg:
         """From a read-ahead chunk of the file (its bytes never change while the generation holds)."""

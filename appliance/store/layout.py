@@ -74,8 +74,8 @@ class CorruptRegion:
     The sequences first_seq..last_seq are absent from the index (a gap, like deleted messages)
     but not removed: no DELETE record is written and the damaged bytes are never rewritten
     around, so recovery finds the same region again until it is repaired. A repair (a peer's
-    copy of the sequences, later issue) rewrites this file (path) atomically with the peer's
-    records in place of bytes offset..offset+length, as erase rewrites a segment; recovery then
+    copy of the sequences: FileStreamStore.repair, repair.py) rewrites the file atomically with
+    the peer's records in place of the damaged bytes, as erase rewrites a segment; recovery then
     finds no region and the sequences are live again.
     """
 

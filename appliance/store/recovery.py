@@ -64,7 +64,7 @@ class Recovery:
         seg_names = sorted(n for n in names if n.endswith(".seg"))
         for i, name in enumerate(seg_names):
             is_last = i == len(seg_names) - 1
-            next_first = 0 if is_last else _first_of(seg_names[i + 1])
+            next_first = 0 if is_last else segment.first_of(seg_names[i + 1])
             self._recover_segment(os.path.join(self.directory, name), is_last=is_last, next_first=next_first)
             if next_first:
                 self._gaps.append((self.index.last_seq + 1, next_first - 1, name, seg_names[i + 1]))
@@ -107,7 +107,7 @@ class Recovery:
         """A segment whose 32-byte header is damaged but whose contents are whole: the header is
         rewritten from the file name (its first sequence) and what follows it (records or blocks
         and a footer). None when the contents do not prove what the segment was."""
-        first = _first_of(os.path.basename(path))
+        first = segment.first_of(os.path.basename(path))
         if not first or len(data) < segment.HEADER_BYTES:
             return None
         body = data[segment.HEADER_BYTES :]
@@ -356,13 +356,6 @@ def _bad_record_detail(data: bytes, offset: int) -> str:
     except records.BadRecord as exc:
         return str(exc)
     return f"unreadable record at {offset}"
-
-
-def _first_of(name: str) -> int:
-    try:
-        return int(name.removesuffix(".seg"))
-    except ValueError:
-        return 0
 
 
 def incomplete_write(data: bytes, offset: int) -> bool:

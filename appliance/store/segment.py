@@ -74,6 +74,14 @@ def segment_name(first_seq: int) -> str:
     return f"{first_seq:020d}.seg"
 
 
+def first_of(name: str) -> int:
+    """The first sequence a segment file's name says it may hold (0: not a segment name)."""
+    try:
+        return int(name.removesuffix(".seg"))
+    except ValueError:
+        return 0
+
+
 def _crc_tail(packed: bytes) -> bytes:
     return packed + struct.pack("<I", zlib.crc32(packed))
 

@@ -312,3 +312,25 @@ def test_without_pre_vote_peer_gone_starts_no_early_election() -> None:
     two = cluster.cores["2"]
     two.peer_gone("1")
     assert two.lead == "1" and not two.fast_election
+
+
+def test_a_follower_whose_log_was_lost_is_sent_it_again_not_crashed_by_the_commit() -> None:
+    """A follower restarted with its log gone (a wiped store) hears a heartbeat whose commit is
+    beyond its last index: it says where its log ends, the leader probes it from there and it
+    holds every committed entry again (before: an assertion on the follower, for ever)."""
+    cluster = Cluster()
+    leader = cluster.elect()
+    for n in range(5):
+        leader.propose(b"e%d" % n)
+    cluster.stabilize()
+    committed = leader.log.committed
+    assert cluster.cores["3"].log.last_index() == committed
+    cluster.stores["3"] = MemoryStorage(ConfState(VOTERS))  # wiped and restarted
+    cluster.cores["3"] = RaftCore(RaftConfig(id="3"), cluster.stores["3"], random.Random(3))
+    for _ in range(RaftConfig(id="1").heartbeat_ticks):
+        leader.tick()
+    sent = cluster.stabilize()
+    assert any(m.type == MessageType.HEARTBEAT_RESP and m.reject for m in sent)
+    wiped = cluster.cores["3"]
+    assert wiped.log.last_index() >= committed and wiped.log.committed >= committed
+    assert wiped.log.term(committed) == leader.log.term(committed)
