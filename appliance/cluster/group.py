@@ -81,7 +81,10 @@ class Scheduler(Protocol):
 
 class Transport(Protocol):
     def send(self, messages: Sequence[Message]) -> None:
-        """Queue messages for their peers; never blocks. A lost message is the core's problem."""
+        """Hand messages to their peers; never blocks. They are on their way (written to the
+        sockets) when this returns, not at the loop's next turn: the driver may fsync next, and
+        a leader's appends must reach the followers before it (§10.2.1), a follower's answer
+        before it applies. A lost message is the core's problem."""
         ...
 
 
