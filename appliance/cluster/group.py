@@ -2,7 +2,8 @@
 
     persist (fsync when the Ready says must_sync) -> send -> apply -> advance
 
-(a leader's appends leave just before its persist: its followers fsync alongside it)
+(a leader's appends of new entries leave just before its persist: its followers fsync alongside
+it; its other messages leave after the apply, so the answers to what just committed go first)
 
 I/O sits behind four small seams, so the same driver runs in a worker's asyncio loop and in the
 simulator: a LogStorage (memory or DurableStorage), a Transport (`send(messages)`), a StateMachine
@@ -392,24 +393,33 @@ class RaftGroup:
             self._unsynced = False
         ready = self.core.ready()
         messages = ready.messages
+        after_apply: Sequence[Message] = ()
         if self.core.role == Role.LEADER and messages:
-            # A leader's appends leave before its own fsync, so the followers' fsyncs run alongside
-            # it (Raft thesis §10.2.1): the leader counts itself toward a commit only through this
-            # Ready, and the persist below ends before any follower's answer is stepped.
-            early = [m for m in messages if m.type == MessageType.APPEND]
-            if early:
+            # A leader's appends of new entries leave before its own fsync, so the followers'
+            # fsyncs run alongside it (Raft thesis §10.2.1): the leader counts itself toward a
+            # commit only through this Ready, and the persist below ends before any follower's
+            # answer is stepped. Everything else it sends (commit notices, heartbeats) waits until
+            # this Ready's committed entries are applied: the answers to those proposals go first
+            # (a synchronous publisher waits for its PubAck, not for the followers' commit index).
+            if ready.entries:
+                early = [m for m in messages if m.type == MessageType.APPEND]
                 self.transport.send(early)
-                messages = [m for m in messages if m.type != MessageType.APPEND]
+                after_apply = [m for m in messages if m.type != MessageType.APPEND]
+            else:
+                after_apply = messages
+            messages = []
         self._persist(ready)
-        self.transport.send(messages)
+        self.transport.send(messages)  # a follower's answers: its entries are on disk now
         stale_snapshot = self._stale_snapshot_for_bug(ready)
         if ready.snapshot is not None:
             self.state_machine.restore(ready.snapshot.data)
             self._fail_waiting_through(ready.snapshot.meta.index)
             if self._apply_paused:  # the machine fetches what the snapshot stands for
                 self._held = (ready, stale_snapshot)
+                self.transport.send(after_apply)
                 return True
         self._finish(ready, stale_snapshot)
+        self.transport.send(after_apply)
         return True
 
     def pause_apply(self) -> None:
