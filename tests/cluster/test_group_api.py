@@ -115,6 +115,34 @@ def test_a_proposal_commits_from_the_scheduled_ready_loop_never_inside_propose()
     assert [ok for ok, _ in done] == [True, True]
 
 
+def test_run_now_runs_the_ready_loop_in_the_callers_turn_and_never_re_enters_it() -> None:
+    loop = Loop()
+    group, storage, machine = single(loop)
+    storage.saves.clear()
+    done: list[bool] = []
+    group.propose(b"x", lambda ok, _index: done.append(ok))
+    group.run_now()  # a caller that batched its proposals itself: no loop turn in between
+    assert machine.data == [b"x"] and done == [True]
+    loop.settle()  # the turn propose scheduled finds nothing left to do
+    assert machine.data == [b"x"] and storage.saves == [True]
+
+    nested: list[int] = []  # run_now from inside the Ready loop (an apply) only schedules
+    apply = machine.apply
+
+    def apply_and_run(entries: Sequence[Entry]) -> None:
+        apply(entries)
+        if entries[-1].data == b"y":
+            group.propose(b"z")
+            group.run_now()
+            nested.append(len(machine.data))
+
+    machine.apply = apply_and_run  # type: ignore[method-assign]
+    group.propose(b"y")
+    group.run_now()
+    # z was not applied inside y's apply (no re-entry), but by the same outer loop right after
+    assert nested == [2] and machine.data == [b"x", b"y", b"z"]
+
+
 def test_a_single_voter_writes_lazy_entries_without_an_fsync_and_syncs_them_by_timer() -> None:
     loop = Loop()
     group, storage, _ = single(loop)
