@@ -49,6 +49,7 @@ from appliance.clock import Clock
 from appliance.errors import LimitExceeded, NotLeader, ProposalDropped
 from appliance.raft.core import RaftCore
 from appliance.raft.storage import LogStorage
+from appliance.raft.progress import ProgressState
 from appliance.raft.types import (
     MessageType,
     ConfChange,
@@ -187,7 +188,8 @@ class RaftGroup:
                  proposals_pending_max: int = limits.RAFT_PROPOSALS_PENDING_MAX,
                  events: Callable[[str], None] | None = None, scheduler: Scheduler | None = None,
                  lazy_sync_s: float = limits.RAFT_LAZY_SYNC_S,
-                 applied_sync: AppliedSync | None = None) -> None:
+                 applied_sync: AppliedSync | None = None,
+                 commit_notice_s: float = limits.RAFT_COMMIT_NOTICE_S) -> None:
         assert tick_s > 0
         assert snapshot_entries >= 1
         self.group_id = group_id
@@ -216,6 +218,9 @@ class RaftGroup:
         self._lazy: set[int] = set()  # indexes of durable=False proposals not persisted yet
         self._dirty = False  # written but not fsynced (lazy entries of a single-voter group)
         self._lazy_timer: Timer | None = None
+        self.commit_notice_s = commit_notice_s
+        self._notices: dict[str, Message] = {}  # peer -> a held commit notice (see _hold_notices)
+        self._notice_timer: Timer | None = None
         self._closed = False
         self.applied_sync = applied_sync
         self.on_lead: Callable[[], None] | None = None  # runs once per term, when ready_to_lead()
@@ -378,6 +383,10 @@ class RaftGroup:
         if self._lazy_timer is not None:
             self._lazy_timer.cancel()
             self._lazy_timer = None
+        self._send_notices()  # the followers learn the last commit now
+        if self._notice_timer is not None:
+            self._notice_timer.cancel()
+            self._notice_timer = None
         self._sync_dirty()
         self._maybe_sync_applied(urgent=True)  # (one in flight answers when it completes)
         waiting, self._waiting = self._waiting, {}
@@ -420,24 +429,69 @@ class RaftGroup:
             # (a synchronous publisher waits for its PubAck, not for the followers' commit index).
             if ready.entries:
                 early = [m for m in messages if m.type == MessageType.APPEND]
-                self.transport.send(early)
+                self._send(early)
                 after_apply = [m for m in messages if m.type != MessageType.APPEND]
             else:
-                after_apply = messages
+                after_apply = self._hold_notices(messages)
             messages = []
         self._persist(ready)
-        self.transport.send(messages)  # a follower's answers: its entries are on disk now
+        self._send(messages)  # a follower's answers: its entries are on disk now
         stale_snapshot = self._stale_snapshot_for_bug(ready)
         if ready.snapshot is not None:
             self.state_machine.restore(ready.snapshot.data)
             self._fail_waiting_through(ready.snapshot.meta.index)
             if self._apply_paused:  # the machine fetches what the snapshot stands for
                 self._held = (ready, stale_snapshot)
-                self.transport.send(after_apply)
+                self._send(after_apply)
                 return True
         self._finish(ready, stale_snapshot)
-        self.transport.send(after_apply)
+        self._send(after_apply)
         return True
+
+    # --- sending (commit notices held for the next append) -------------------------------------------
+    def _send(self, messages: Sequence[Message]) -> None:
+        if not messages:
+            return
+        if self._notices:
+            for message in messages:
+                if message.type == MessageType.APPEND:  # it carries the commit index too
+                    self._notices.pop(message.to, None)
+        self.transport.send(messages)
+
+    def _hold_notices(self, messages: Sequence[Message]) -> Sequence[Message]:
+        """A leader's Ready without new entries: hold its appends that tell a caught-up follower
+        nothing but the new commit index, for up to commit_notice_s, and return the rest to send.
+        The next append to that follower (the next publish of a synchronous publisher) carries
+        the commit index instead; the timer sends what is still held. A follower learns a commit
+        up to commit_notice_s later (never a message later); nothing waits for it: a leader's
+        answers go out at its own commit. Saves each follower a wake-up, a Ready and a write per
+        commit, and the leader two route writes."""
+        core = self.core
+        if self.scheduler is None or self.commit_notice_s <= 0:
+            return messages
+        rest: list[Message] = []
+        for message in messages:
+            progress = core.progress.get(message.to)
+            if (message.type == MessageType.APPEND and not message.entries and progress is not None
+                    and progress.state == ProgressState.REPLICATE and progress.match == message.index):
+                self._notices[message.to] = message
+            else:
+                rest.append(message)
+        if self._notices and self._notice_timer is None:
+            self._notice_timer = self.scheduler.call_later(self.commit_notice_s, self._on_notice_timer)
+        return rest
+
+    def _on_notice_timer(self) -> None:
+        self._notice_timer = None
+        if not self._closed:
+            self._send_notices()
+
+    def _send_notices(self) -> None:
+        notices, self._notices = self._notices, {}
+        core = self.core
+        current = [m for m in notices.values() if core.role == Role.LEADER and m.term == core.term]
+        if current:
+            self.transport.send(current)
 
     def pause_apply(self) -> None:
         """Called by the state machine from `restore` when it must fetch data first (a stream

@@ -11,7 +11,7 @@ from appliance.clock import ManualClock
 from appliance.cluster.group import RaftGroup
 from appliance.cluster.registry import GroupRegistry
 from appliance.errors import LimitExceeded
-from appliance.raft.codec import encode_message
+from appliance.raft.codec import decode_message, encode_message
 from appliance.raft.storage import MemoryStorage
 from appliance.raft.types import ConfState, Entry, HardState, Message, MessageType, RaftConfig
 
@@ -236,7 +236,9 @@ class Cluster:
         for _ in range(500):
             self.loop.settle()
             if not self.net.flush() and not self.loop.soon:
-                return
+                if not self.loop.timers:
+                    return
+                self.loop.fire()  # time passes: a leader's held commit notices go out
         raise AssertionError("did not settle")
 
     def leader(self) -> RaftGroup:
@@ -261,6 +263,45 @@ def test_a_three_voter_group_commits_only_once_a_quorum_has_it_and_answers_from_
     cluster.settle()
     assert done == [True]
     assert all(m.data == [b"m1"] for m in cluster.machines.values())
+
+
+def test_a_leader_holds_a_commit_notice_for_the_next_append_or_until_its_timer() -> None:
+    cluster = Cluster()
+    leader = cluster.leader()
+    cluster.settle()
+    followers = [p for p in cluster.groups if p != leader.core.id]
+
+    def from_leader() -> list[Message]:
+        return [decode_message(m) for sender, _, _, m in cluster.net.queue if sender == leader.core.id]
+
+    def round_trip() -> None:  # appends out, answers back, the leader commits and applies
+        for _ in range(2):
+            cluster.loop.settle()
+            cluster.net.flush()
+        cluster.loop.settle()
+
+    done: list[bool] = []
+    leader.propose(b"m1", lambda ok, _i: done.append(ok))
+    round_trip()
+    assert done == [True]
+    assert from_leader() == []  # the commit notice is held, not sent
+    assert all(cluster.machines[p].data == [] for p in followers)
+    leader.propose(b"m2", lambda ok, _i: done.append(ok))
+    cluster.loop.settle()
+    appends = from_leader()
+    assert sorted(m.to for m in appends) == sorted(followers)
+    assert all(m.entries and m.commit == leader.core.log.committed for m in appends)  # carries m1's commit
+    round_trip()
+    assert done == [True, True]
+    assert all(cluster.machines[p].data == [b"m1"] for p in followers)  # learnt from m2's append
+    assert from_leader() == []
+    cluster.loop.fire()  # no append came within commit_notice_s: the held notices go out
+    notices = from_leader()
+    assert sorted(m.to for m in notices) == sorted(followers)
+    assert all(not m.entries and m.commit == leader.core.log.committed for m in notices)
+    cluster.net.flush()
+    cluster.loop.settle()
+    assert all(cluster.machines[p].data == [b"m1", b"m2"] for p in followers)
 
 
 def test_leader_transfer_membership_change_through_the_group_api() -> None:
