@@ -459,8 +459,9 @@ class RaftGroup:
         self.transport.send(messages)
 
     def _hold_notices(self, messages: Sequence[Message]) -> Sequence[Message]:
-        """A leader's Ready without new entries: hold its appends that tell a caught-up follower
-        nothing but the new commit index, for up to commit_notice_s, and return the rest to send.
+        """A leader's Ready without new entries: hold its appends that tell a replicating
+        follower nothing but the new commit index (no entries: the follower holds them or they
+        are on their way), for up to commit_notice_s, and return the rest to send.
         The next append to that follower (the next publish of a synchronous publisher) carries
         the commit index instead; the timer sends what is still held. A follower learns a commit
         up to commit_notice_s later (never a message later); nothing waits for it: a leader's
@@ -473,7 +474,7 @@ class RaftGroup:
         for message in messages:
             progress = core.progress.get(message.to)
             if (message.type == MessageType.APPEND and not message.entries and progress is not None
-                    and progress.state == ProgressState.REPLICATE and progress.match == message.index):
+                    and progress.state == ProgressState.REPLICATE):
                 self._notices[message.to] = message
             else:
                 rest.append(message)

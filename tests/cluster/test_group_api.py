@@ -304,6 +304,27 @@ def test_a_leader_holds_a_commit_notice_for_the_next_append_or_until_its_timer()
     assert all(cluster.machines[p].data == [b"m1", b"m2"] for p in followers)
 
 
+def test_a_commit_notice_for_a_follower_whose_answer_is_still_on_its_way_is_held_too() -> None:
+    cluster = Cluster()
+    leader = cluster.leader()
+    cluster.settle()
+    slow, fast = [p for p in cluster.groups if p != leader.core.id]
+    done: list[bool] = []
+    leader.propose(b"m1", lambda ok, _i: done.append(ok))
+    cluster.loop.settle()
+    cluster.net.flush()  # the appends reach both followers
+    cluster.loop.settle()  # both persist and answer
+    late = [item for item in cluster.net.queue if item[0] == slow]
+    cluster.net.queue = [item for item in cluster.net.queue if item[0] != slow]
+    cluster.net.flush()
+    cluster.loop.settle()  # the leader commits with the fast follower
+    assert done == [True]
+    assert [item for item in cluster.net.queue if item[0] == leader.core.id] == []  # both notices held
+    cluster.net.queue.extend(late)
+    cluster.settle()  # the timer sends what no append carried
+    assert all(cluster.machines[p].data == [b"m1"] for p in (slow, fast))
+
+
 def test_leader_transfer_membership_change_through_the_group_api() -> None:
     cluster = Cluster()
     leader = cluster.leader()
