@@ -78,6 +78,7 @@ RAFT_APPEND_BYTES_MAX = 1024 * 1024  # payload bytes of one APPEND message
 RAFT_UNCOMMITTED_ENTRIES_MAX = 8192  # leader refuses proposals beyond this many uncommitted
 RAFT_APPLY_BYTES_MAX = 4 * 1024 * 1024  # committed payload handed to apply in one Ready
 RAFT_PROPOSALS_PENDING_MAX = 4096  # driver: proposals batched while a Ready is in flight
+RAFT_COMMIT_NOTICE_S = 0.01  # driver: a leader holds an append that only carries its commit index this long, for the next append to carry it instead
 RAFT_LAZY_SYNC_S = 1.0  # driver: a single voter's durable=False entries reach disk within this
 RAFT_GROUPS_PER_WORKER_MAX = 100_000  # registry: RAFT groups one worker owns
 RAFT_SNAPSHOT_ENTRIES = 8192  # driver: snapshot + compact once this many entries were applied since

@@ -2,7 +2,8 @@
 
     persist (fsync when the Ready says must_sync) -> send -> apply -> advance
 
-(a leader's appends leave just before its persist: its followers fsync alongside it)
+(a leader's appends of new entries leave just before its persist: its followers fsync alongside
+it; its other messages leave after the apply, so the answers to what just committed go first)
 
 I/O sits behind four small seams, so the same driver runs in a worker's asyncio loop and in the
 simulator: a LogStorage (memory or DurableStorage), a Transport (`send(messages)`), a StateMachine
@@ -48,6 +49,7 @@ from appliance.clock import Clock
 from appliance.errors import LimitExceeded, NotLeader, ProposalDropped
 from appliance.raft.core import RaftCore
 from appliance.raft.storage import LogStorage
+from appliance.raft.progress import ProgressState
 from appliance.raft.types import (
     MessageType,
     ConfChange,
@@ -81,7 +83,10 @@ class Scheduler(Protocol):
 
 class Transport(Protocol):
     def send(self, messages: Sequence[Message]) -> None:
-        """Queue messages for their peers; never blocks. A lost message is the core's problem."""
+        """Hand messages to their peers; never blocks. They are on their way (written to the
+        sockets) when this returns, not at the loop's next turn: the driver may fsync next, and
+        a leader's appends must reach the followers before it (§10.2.1), a follower's answer
+        before it applies. A lost message is the core's problem."""
         ...
 
 
@@ -183,7 +188,8 @@ class RaftGroup:
                  proposals_pending_max: int = limits.RAFT_PROPOSALS_PENDING_MAX,
                  events: Callable[[str], None] | None = None, scheduler: Scheduler | None = None,
                  lazy_sync_s: float = limits.RAFT_LAZY_SYNC_S,
-                 applied_sync: AppliedSync | None = None) -> None:
+                 applied_sync: AppliedSync | None = None,
+                 commit_notice_s: float = limits.RAFT_COMMIT_NOTICE_S) -> None:
         assert tick_s > 0
         assert snapshot_entries >= 1
         self.group_id = group_id
@@ -208,9 +214,13 @@ class RaftGroup:
         self.scheduler = scheduler
         self.lazy_sync_s = lazy_sync_s
         self._scheduled = False
+        self._running = False  # the scheduled Ready loop is on the stack (run_now must not re-enter)
         self._lazy: set[int] = set()  # indexes of durable=False proposals not persisted yet
         self._dirty = False  # written but not fsynced (lazy entries of a single-voter group)
         self._lazy_timer: Timer | None = None
+        self.commit_notice_s = commit_notice_s
+        self._notices: dict[str, Message] = {}  # peer -> a held commit notice (see _hold_notices)
+        self._notice_timer: Timer | None = None
         self._closed = False
         self.applied_sync = applied_sync
         self.on_lead: Callable[[], None] | None = None  # runs once per term, when ready_to_lead()
@@ -343,12 +353,28 @@ class RaftGroup:
 
     def _run_scheduled(self) -> None:
         self._scheduled = False
-        if self._closed:
+        if self._closed or self._running:
             return
-        for _ in range(READIES_PER_TURN_MAX):
-            if not self.process_ready():
-                return
+        self._running = True
+        try:
+            for _ in range(READIES_PER_TURN_MAX):
+                if not self.process_ready():
+                    return
+        finally:
+            self._running = False
         self.kick()  # more is ready: the rest of the loop runs first
+
+    def run_now(self) -> None:
+        """Run the Ready loop now rather than on the next loop turn: for a caller that batched
+        this turn's proposals itself (a stream's publishes of one turn) and calls from the loop,
+        not from inside this group's Ready (there it only schedules, as `kick`). Saves a sync
+        publisher one loop turn between its proposal and the fsync."""
+        if self.scheduler is None or self._closed:
+            return
+        if self._running:
+            self.kick()
+            return
+        self._run_scheduled()
 
     def close(self) -> None:
         """Stop the Ready loop: run what is ready (a single voter commits its last proposals),
@@ -362,6 +388,10 @@ class RaftGroup:
         if self._lazy_timer is not None:
             self._lazy_timer.cancel()
             self._lazy_timer = None
+        self._send_notices()  # the followers learn the last commit now
+        if self._notice_timer is not None:
+            self._notice_timer.cancel()
+            self._notice_timer = None
         self._sync_dirty()
         self._maybe_sync_applied(urgent=True)  # (one in flight answers when it completes)
         waiting, self._waiting = self._waiting, {}
@@ -394,25 +424,80 @@ class RaftGroup:
             self._unsynced = False
         ready = self.core.ready()
         messages = ready.messages
+        after_apply: Sequence[Message] = ()
         if self.core.role == Role.LEADER and messages:
-            # A leader's appends leave before its own fsync, so the followers' fsyncs run alongside
-            # it (Raft thesis §10.2.1): the leader counts itself toward a commit only through this
-            # Ready, and the persist below ends before any follower's answer is stepped.
-            early = [m for m in messages if m.type == MessageType.APPEND]
-            if early:
-                self.transport.send(early)
-                messages = [m for m in messages if m.type != MessageType.APPEND]
+            # A leader's appends of new entries leave before its own fsync, so the followers'
+            # fsyncs run alongside it (Raft thesis §10.2.1): the leader counts itself toward a
+            # commit only through this Ready, and the persist below ends before any follower's
+            # answer is stepped. Everything else it sends (commit notices, heartbeats) waits until
+            # this Ready's committed entries are applied: the answers to those proposals go first
+            # (a synchronous publisher waits for its PubAck, not for the followers' commit index).
+            if ready.entries:
+                early = [m for m in messages if m.type == MessageType.APPEND]
+                self._send(early)
+                after_apply = [m for m in messages if m.type != MessageType.APPEND]
+            else:
+                after_apply = self._hold_notices(messages)
+            messages = []
         self._persist(ready)
-        self.transport.send(messages)
+        self._send(messages)  # a follower's answers: its entries are on disk now
         stale_snapshot = self._stale_snapshot_for_bug(ready)
         if ready.snapshot is not None:
             self.state_machine.restore(ready.snapshot.data)
             self._fail_waiting_through(ready.snapshot.meta.index)
             if self._apply_paused:  # the machine fetches what the snapshot stands for
                 self._held = (ready, stale_snapshot)
+                self._send(after_apply)
                 return True
         self._finish(ready, stale_snapshot)
+        self._send(after_apply)
         return True
+
+    # --- sending (commit notices held for the next append) -------------------------------------------
+    def _send(self, messages: Sequence[Message]) -> None:
+        if not messages:
+            return
+        if self._notices:
+            for message in messages:
+                if message.type == MessageType.APPEND:  # it carries the commit index too
+                    self._notices.pop(message.to, None)
+        self.transport.send(messages)
+
+    def _hold_notices(self, messages: Sequence[Message]) -> Sequence[Message]:
+        """A leader's Ready without new entries: hold its appends that tell a replicating
+        follower nothing but the new commit index (no entries: the follower holds them or they
+        are on their way), for up to commit_notice_s, and return the rest to send.
+        The next append to that follower (the next publish of a synchronous publisher) carries
+        the commit index instead; the timer sends what is still held. A follower learns a commit
+        up to commit_notice_s later (never a message later); nothing waits for it: a leader's
+        answers go out at its own commit. Saves each follower a wake-up, a Ready and a write per
+        commit, and the leader two route writes."""
+        core = self.core
+        if self.scheduler is None or self.commit_notice_s <= 0:
+            return messages
+        rest: list[Message] = []
+        for message in messages:
+            progress = core.progress.get(message.to)
+            if (message.type == MessageType.APPEND and not message.entries and progress is not None
+                    and progress.state == ProgressState.REPLICATE):
+                self._notices[message.to] = message
+            else:
+                rest.append(message)
+        if self._notices and self._notice_timer is None:
+            self._notice_timer = self.scheduler.call_later(self.commit_notice_s, self._on_notice_timer)
+        return rest
+
+    def _on_notice_timer(self) -> None:
+        self._notice_timer = None
+        if not self._closed:
+            self._send_notices()
+
+    def _send_notices(self) -> None:
+        notices, self._notices = self._notices, {}
+        core = self.core
+        current = [m for m in notices.values() if core.role == Role.LEADER and m.term == core.term]
+        if current:
+            self.transport.send(current)
 
     def pause_apply(self) -> None:
         """Called by the state machine from `restore` when it must fetch data first (a stream

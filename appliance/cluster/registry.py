@@ -48,6 +48,12 @@ class RaftTransport(Protocol):
         """
         ...
 
+    def flush(self) -> None:
+        """Put what `send` queued on the wire now, not on the loop's next turn: the group may
+        block next (its fsync), and a follower fsyncs alongside its leader only if the append
+        has already left."""
+        ...
+
 
 class GroupOutbox:
     """A group's `Transport` (cluster/group.py): encodes each message and hands it to the network."""
@@ -57,8 +63,13 @@ class GroupOutbox:
         self.group_id = group_id
 
     def send(self, messages: Sequence[Message]) -> None:
+        """Encode and hand over every message, then flush them out at once (one flush per Ready
+        step): the driver's next step may be an fsync that blocks the loop."""
+        if not messages:
+            return
         for message in messages:
             self.transport.send(message.to, self.group_id, encode_message(message))
+        self.transport.flush()
 
 
 class GroupRegistry:

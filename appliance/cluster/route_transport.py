@@ -96,6 +96,10 @@ class RouteRaftTransport:
         self.client.publish(subject, message)
         self.sent += 1
 
+    def flush(self) -> None:
+        """Write what `send` queued to the route sockets now (the server's dirty connections)."""
+        self.server.flush_dirty()
+
     def _on_message(self, subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
         tokens = subject.split(b".")
         if len(tokens) != 4 or self.registry is None:

@@ -386,8 +386,16 @@ class Stream:
             self._flush_inbox()
             inbox = self._inbox
         if not inbox:
-            self.host.call_soon(self._flush_inbox)
+            self.host.call_soon(self._propose_inbox)
         inbox.append((ops.InMsg(subject, header, payload, self.host.now_ns()), reply))
+
+    def _propose_inbox(self) -> None:
+        """This turn's publishes, proposed as one entry (on the loop, the turn after they came).
+        A replicated stream's group runs its Ready at once: the appends leave and the fsync
+        starts now, not a loop turn later (a synchronous publisher waits for every turn)."""
+        self._flush_inbox()
+        if self.replicated and not self.deleted:
+            self.group.run_now()
 
     def _flush_inbox(self) -> None:
         if not self._inbox:

@@ -135,6 +135,18 @@ def test_every_ready_is_persisted_then_sent_then_applied() -> None:
     assert events.index("b persist 2..2") < events.index("b send 1")
 
 
+def test_a_leader_applies_what_committed_before_it_sends_the_commit_notices() -> None:
+    trio = Trio()
+    leader = trio.elect()
+    trio.journal.events.clear()
+    leader.propose(b"x")
+    trio.run()
+    mine = [e for e in trio.journal.events if e.startswith("a ")]
+    # appends out, own fsync, then (the followers answered) apply — whose answers (PubAcks) leave
+    # first — and only then the commit index to the followers
+    assert mine == ["a send 2", "a persist 2..2", "a apply 2..2", "a send 2"]
+
+
 def test_proposals_made_while_a_ready_is_in_flight_share_one_append_and_one_fsync() -> None:
     trio = Trio()
     leader = trio.elect()

@@ -11,7 +11,7 @@ from appliance.clock import ManualClock
 from appliance.cluster.group import RaftGroup
 from appliance.cluster.registry import GroupRegistry
 from appliance.errors import LimitExceeded
-from appliance.raft.codec import encode_message
+from appliance.raft.codec import decode_message, encode_message
 from appliance.raft.storage import MemoryStorage
 from appliance.raft.types import ConfState, Entry, HardState, Message, MessageType, RaftConfig
 
@@ -115,6 +115,34 @@ def test_a_proposal_commits_from_the_scheduled_ready_loop_never_inside_propose()
     assert [ok for ok, _ in done] == [True, True]
 
 
+def test_run_now_runs_the_ready_loop_in_the_callers_turn_and_never_re_enters_it() -> None:
+    loop = Loop()
+    group, storage, machine = single(loop)
+    storage.saves.clear()
+    done: list[bool] = []
+    group.propose(b"x", lambda ok, _index: done.append(ok))
+    group.run_now()  # a caller that batched its proposals itself: no loop turn in between
+    assert machine.data == [b"x"] and done == [True]
+    loop.settle()  # the turn propose scheduled finds nothing left to do
+    assert machine.data == [b"x"] and storage.saves == [True]
+
+    nested: list[int] = []  # run_now from inside the Ready loop (an apply) only schedules
+    apply = machine.apply
+
+    def apply_and_run(entries: Sequence[Entry]) -> None:
+        apply(entries)
+        if entries[-1].data == b"y":
+            group.propose(b"z")
+            group.run_now()
+            nested.append(len(machine.data))
+
+    machine.apply = apply_and_run  # type: ignore[method-assign]
+    group.propose(b"y")
+    group.run_now()
+    # z was not applied inside y's apply (no re-entry), but by the same outer loop right after
+    assert nested == [2] and machine.data == [b"x", b"y", b"z"]
+
+
 def test_a_single_voter_writes_lazy_entries_without_an_fsync_and_syncs_them_by_timer() -> None:
     loop = Loop()
     group, storage, _ = single(loop)
@@ -173,6 +201,9 @@ class Net:
         def send(self, peer: str, group_id: str, message: bytes) -> None:
             self.net.queue.append((self.peer, peer, group_id, message))
 
+        def flush(self) -> None:
+            pass  # the queue is delivered when the test calls Net.flush
+
     def flush(self) -> bool:
         queue, self.queue = self.queue, []
         for sender, peer, group_id, message in queue:
@@ -205,7 +236,9 @@ class Cluster:
         for _ in range(500):
             self.loop.settle()
             if not self.net.flush() and not self.loop.soon:
-                return
+                if not self.loop.timers:
+                    return
+                self.loop.fire()  # time passes: a leader's held commit notices go out
         raise AssertionError("did not settle")
 
     def leader(self) -> RaftGroup:
@@ -230,6 +263,66 @@ def test_a_three_voter_group_commits_only_once_a_quorum_has_it_and_answers_from_
     cluster.settle()
     assert done == [True]
     assert all(m.data == [b"m1"] for m in cluster.machines.values())
+
+
+def test_a_leader_holds_a_commit_notice_for_the_next_append_or_until_its_timer() -> None:
+    cluster = Cluster()
+    leader = cluster.leader()
+    cluster.settle()
+    followers = [p for p in cluster.groups if p != leader.core.id]
+
+    def from_leader() -> list[Message]:
+        return [decode_message(m) for sender, _, _, m in cluster.net.queue if sender == leader.core.id]
+
+    def round_trip() -> None:  # appends out, answers back, the leader commits and applies
+        for _ in range(2):
+            cluster.loop.settle()
+            cluster.net.flush()
+        cluster.loop.settle()
+
+    done: list[bool] = []
+    leader.propose(b"m1", lambda ok, _i: done.append(ok))
+    round_trip()
+    assert done == [True]
+    assert from_leader() == []  # the commit notice is held, not sent
+    assert all(cluster.machines[p].data == [] for p in followers)
+    leader.propose(b"m2", lambda ok, _i: done.append(ok))
+    cluster.loop.settle()
+    appends = from_leader()
+    assert sorted(m.to for m in appends) == sorted(followers)
+    assert all(m.entries and m.commit == leader.core.log.committed for m in appends)  # carries m1's commit
+    round_trip()
+    assert done == [True, True]
+    assert all(cluster.machines[p].data == [b"m1"] for p in followers)  # learnt from m2's append
+    assert from_leader() == []
+    cluster.loop.fire()  # no append came within commit_notice_s: the held notices go out
+    notices = from_leader()
+    assert sorted(m.to for m in notices) == sorted(followers)
+    assert all(not m.entries and m.commit == leader.core.log.committed for m in notices)
+    cluster.net.flush()
+    cluster.loop.settle()
+    assert all(cluster.machines[p].data == [b"m1", b"m2"] for p in followers)
+
+
+def test_a_commit_notice_for_a_follower_whose_answer_is_still_on_its_way_is_held_too() -> None:
+    cluster = Cluster()
+    leader = cluster.leader()
+    cluster.settle()
+    slow, fast = [p for p in cluster.groups if p != leader.core.id]
+    done: list[bool] = []
+    leader.propose(b"m1", lambda ok, _i: done.append(ok))
+    cluster.loop.settle()
+    cluster.net.flush()  # the appends reach both followers
+    cluster.loop.settle()  # both persist and answer
+    late = [item for item in cluster.net.queue if item[0] == slow]
+    cluster.net.queue = [item for item in cluster.net.queue if item[0] != slow]
+    cluster.net.flush()
+    cluster.loop.settle()  # the leader commits with the fast follower
+    assert done == [True]
+    assert [item for item in cluster.net.queue if item[0] == leader.core.id] == []  # both notices held
+    cluster.net.queue.extend(late)
+    cluster.settle()  # the timer sends what no append carried
+    assert all(cluster.machines[p].data == [b"m1"] for p in (slow, fast))
 
 
 def test_leader_transfer_membership_change_through_the_group_api() -> None:

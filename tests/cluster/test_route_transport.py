@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Callable, Sequence
 
 import pytest
 
@@ -18,7 +19,7 @@ from appliance.cluster.raft_host import RaftHost
 from appliance.cluster.registry import GroupRegistry
 from appliance.cluster.route_transport import RouteRaftTransport, peer_token
 from appliance.raft.storage import MemoryStorage
-from appliance.raft.types import ConfState, RaftConfig
+from appliance.raft.types import ConfState, Entry, HardState, RaftConfig
 from tests.cluster.test_group_api import Loop, Machine
 from tests.server.test_route_interest import Cluster as RouteMesh
 
@@ -27,6 +28,19 @@ GROUP = "_meta_"
 
 def test_peer_tokens_are_nats_servers_peer_ids() -> None:
     assert [peer_token(name) for name in ("N1", "N2", "N3")] == ["xZ93l5JM", "gX64jrmD", "jaYVmptb"]  # spec §9.2
+
+
+class SpyStorage(MemoryStorage):
+    """A MemoryStorage that calls `on_sync` when it is asked to fsync entries."""
+
+    def __init__(self, conf: ConfState) -> None:
+        super().__init__(conf)
+        self.on_sync: Callable[[], None] | None = None
+
+    def save(self, hard_state: HardState | None, entries: Sequence[Entry], *, sync: bool) -> None:
+        if sync and entries and self.on_sync is not None:
+            self.on_sync()
+        super().save(hard_state, entries, sync=sync)
 
 
 class Hosts:
@@ -41,7 +55,7 @@ class Hosts:
         for peer, transport, registry in zip(self.peers, self.transports, self.registries):
             transport.attach(registry)
             machine = Machine()
-            group = RaftGroup(group_id=GROUP, config=RaftConfig(id=peer), storage=MemoryStorage(ConfState(tuple(sorted(self.peers)))),
+            group = RaftGroup(group_id=GROUP, config=RaftConfig(id=peer), storage=SpyStorage(ConfState(tuple(sorted(self.peers)))),
                               transport=registry.outbox(GROUP), state_machine=machine, clock=self.clock,
                               rng=random.Random(peer), scheduler=self.loop)
             registry.add(group)
@@ -54,7 +68,9 @@ class Hosts:
             before = sum(t.received for t in self.transports)
             self.mesh.pump()
             if not self.loop.soon and sum(t.received for t in self.transports) == before:
-                return
+                if not self.loop.timers:
+                    return
+                self.loop.fire()  # time passes: a leader's held commit notices go out
         raise AssertionError("did not settle")
 
     def leader(self) -> RaftGroup:
@@ -83,6 +99,45 @@ def test_a_group_elects_a_leader_and_replicates_over_the_routes() -> None:
         assert all(m.data == [b"stream create"] for m in hosts.machines)
         assert all(t.sent > 0 and t.received > 0 for t in hosts.transports)
         assert sum(r.dropped_unknown + r.dropped_corrupt for r in hosts.registries) == 0
+
+    asyncio.run(scenario())
+
+
+def test_raft_messages_are_on_the_route_sockets_before_the_fsync_that_follows_them() -> None:
+    """The leader's appends are written to the routes before its own fsync blocks the loop (its
+    followers fsync alongside it, Raft thesis §10.2.1), and a follower's answer before anything
+    after its fsync: neither waits for the server's flush on the loop's next turn."""
+    async def scenario() -> None:
+        hosts = Hosts()
+        await hosts.mesh.start()
+        hosts.settle()
+        leader = hosts.leader()
+        hosts.settle()
+        index = hosts.groups.index(leader)
+        followers = [i for i in range(len(hosts.groups)) if i != index]
+
+        def on_wire(host: int, to: int) -> bool:
+            """RAFT bytes for host `to` written to host `host`'s route sockets (not just queued)."""
+            prefix = b"$ARAFT.%s." % hosts.peers[to].encode()
+            return any(prefix in peer.conn.transport.out for peer in hosts.mesh.managers[host].peers.values())
+
+        seen: list[bool] = []
+        storage = leader.storage
+        assert isinstance(storage, SpyStorage)
+        storage.on_sync = lambda: seen.append(all(on_wire(index, f) for f in followers))
+        done: list[bool] = []
+        leader.propose(b"x", lambda ok, _i: done.append(ok))
+        hosts.loop.turn()  # the leader's Ready: appends out, then its fsync
+        assert seen == [True]
+        for transport, conn in hosts.mesh.pipes:  # carry the bytes without any server flush
+            if transport.out:
+                data = bytes(transport.out)
+                transport.out.clear()
+                conn.data_received(data)
+        hosts.loop.turn()  # the followers' Readies: fsync, then the answer goes out at once
+        assert all(on_wire(f, index) for f in followers)
+        hosts.settle()
+        assert done == [True]
 
     asyncio.run(scenario())
 

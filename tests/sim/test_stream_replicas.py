@@ -9,6 +9,7 @@ import pytest
 from appliance.cluster.raft_storage import DurableStorage
 from appliance.errors import LimitExceeded
 from appliance.jetstream import ops
+from appliance.raft.types import Message, MessageType
 from appliance.testing.sim.network import NetworkFaults
 from appliance.testing.sim.streams import GROUP_ID, Replica, StreamReplicas
 
@@ -351,3 +352,24 @@ def test_a_consumer_leader_elected_again_delivers_from_the_replicated_state(seed
     first.consumer.on_pull("_INBOX.p2", b'{"batch": 3, "expires": 60000000000}')
     replicas.run_until(lambda: len(first.host.delivered) == 6, ticks_max=60)
     assert sorted(p for _, _, p in first.host.delivered[3:]) == [b"m0", b"m1", b"m2"]
+
+
+@pytest.mark.sim
+def test_a_replicated_publish_is_appended_and_sent_in_the_turn_that_proposes_it() -> None:
+    """A sync publisher waits for every loop turn: the turn that proposes the turn's publishes
+    also runs the leader's Ready (appends out to the followers, its fsync), not the next one."""
+    replicas = StreamReplicas(seed=5)
+    leader = replicas.elect()
+    # the followers hold the leader's first entry: its appends are not paused probing them
+    replicas.run_until(lambda: all(r.stream.group.applied() >= 1 for r in replicas.replicas.values()))
+    leader.publish("s.a", b"one", reply="r.1")
+    assert not appends_with_entries(replicas, leader.name)
+    leader.host.turn()  # the turn after the publish arrived: propose, and the Ready at once
+    assert sorted(m.to for m in appends_with_entries(replicas, leader.name)) == sorted(
+        p for p in replicas.peers if p != leader.name)
+
+
+def appends_with_entries(replicas: StreamReplicas, sender: str) -> list[Message]:
+    return [item[3] for item in replicas.network.queue
+            if item[3].sender == sender and item[3].type == MessageType.APPEND
+            and any(entry.data for entry in item[3].entries)]  # a message entry, not the no-op

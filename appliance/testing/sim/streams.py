@@ -137,6 +137,9 @@ class _NetTransport:
         assert decoded.sender == self.peer and decoded.to == peer
         self.replicas.network.send(self.replicas.ticks, group_id, decoded)
 
+    def flush(self) -> None:
+        """The simulated network delivers by its own schedule: nothing waits here."""
+
 
 class _CatchUp:
     """CatchUpSource of one server: asks the named replica's Stream in-process (catch_up_batch,
