@@ -61,8 +61,13 @@ def test_a_whole_cluster_restart_keeps_every_acknowledged_message(js_cluster: li
             except (NatsTimeout, NoRespondersError, NoStreamResponseError):
                 assert asyncio.get_running_loop().time() < deadline
         assert info.state.messages == 200 and info.state.last_seq == 200
-        states = await info_everywhere(js_cluster, "K")
-        assert len(states) == 3 and all(s["messages"] == 200 and s["last_seq"] == 200 for s in states), states
+        states: list[dict[str, object]] = []
+        while True:  # followers apply what they replay once they hear the leader's commit index
+            states = await info_everywhere(js_cluster, "K")
+            if len(states) == 3 and all(s["messages"] == 200 and s["last_seq"] == 200 for s in states):
+                break
+            assert asyncio.get_running_loop().time() < deadline, states
+            await asyncio.sleep(0.1)
         consumer = await js.consumer_info("K", "D")
         assert consumer.ack_floor.stream_seq == 50 and consumer.num_pending == 150
         await nc.close()
