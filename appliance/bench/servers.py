@@ -12,8 +12,8 @@ never silently left out.
 
 Cluster nodes of both programs read the same config file (`cluster_conf`): server_name, listen,
 jetstream { store_dir [, sync_interval: always] }, cluster { name, listen, routes to the others },
-for appliance with a set worker count `appliance { workers }`, then the kind's `extra_conf`. A single appliance gets
-nats-server's command-line flags instead, as a drop-in must accept them.
+for appliance with a set worker count `appliance { workers }`, then the kind's `extra_conf`. A single
+appliance gets nats-server's command-line flags instead, as a drop-in must accept them.
 """
 
 from __future__ import annotations

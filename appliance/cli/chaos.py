@@ -93,8 +93,10 @@ def _report_operations(stepdowns: dict[str, list[float]], removals: list[PeerRem
         if stepdowns.get(kind):
             click.echo(f"{indent}{kind}: new leader answering after {_times(stepdowns[kind])}")
     if removals:
-        click.echo(f"{indent}peer-remove: out of the stream's group after {_times([r.removed_s for r in removals])}; "
-                   f"every replica current again after {_times([r.regained_s for r in removals])}")
+        removed = _times([r.removed_s for r in removals])
+        regained = _times([r.regained_s for r in removals])
+        click.echo(f"{indent}peer-remove: out of the stream's group after {removed}; "
+                   f"every replica current again after {regained}")
 
 
 def _times(seconds: list[float]) -> str:

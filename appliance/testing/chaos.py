@@ -409,8 +409,9 @@ def _operate(server: servers.RunningServer, fault: Fault, result: RunResult, log
     if fault.kind == chaos_plan.PEER_REMOVE:
         removal = chaos_ops.peer_remove(server, fault, STREAM, CONSUMER, REPLICAS, log)
         result.peer_removals.append(removal)
-        log(f"    {removal.peer}{' (the leader)' if removal.was_leader else ''} out of the stream's group after "
-            f"{removal.removed_s * 1e3:,.0f} ms; every replica current again after {removal.regained_s:.2f}s")
+        leader = " (the leader)" if removal.was_leader else ""
+        log(f"    {removal.peer}{leader} out of the stream's group after {removal.removed_s * 1e3:,.0f} ms; "
+            f"every replica current again after {removal.regained_s:.2f}s")
         return began
     done = chaos_ops.step_down(server, fault.kind, STREAM, CONSUMER)
     result.stepdowns.setdefault(fault.kind, []).append(done.seconds)

@@ -40,7 +40,9 @@ async def scenario(nc: Client) -> dict[str, object]:
 
     await nc.subscribe("dlv.s", cb=on_heartbeat)
     await nc.subscribe("pull.inbox", cb=on_pull)
-    assert "error" not in await api(nc, "$JS.API.STREAM.CREATE.S", json.dumps({"name": "S", "subjects": ["s.>"]}).encode())
+    stream = {"name": "S", "subjects": ["s.>"]}
+    created = await api(nc, "$JS.API.STREAM.CREATE.S", json.dumps(stream).encode())
+    assert "error" not in created, created
     push = {"durable_name": "PUSH", "ack_policy": "explicit", "deliver_subject": "dlv.s",
             "idle_heartbeat": HEARTBEAT_NS, "flow_control": True}
     pull = {"durable_name": "PULL", "ack_policy": "explicit"}
@@ -48,10 +50,11 @@ async def scenario(nc: Client) -> dict[str, object]:
         answer = await api(nc, f"$JS.API.CONSUMER.CREATE.S.{name}",
                            json.dumps({"stream_name": "S", "config": config}).encode())
         assert "error" not in answer, answer
-    await nc.publish("$JS.API.CONSUMER.MSG.NEXT.S.PULL", json.dumps({"batch": 1, "expires": PULL_EXPIRES_NS}).encode(),
-                     reply="pull.inbox")
+    await nc.publish("$JS.API.CONSUMER.MSG.NEXT.S.PULL",
+                     json.dumps({"batch": 1, "expires": PULL_EXPIRES_NS}).encode(), reply="pull.inbox")
     await nc.flush()
-    await until(lambda: any(m.headers and m.headers.get("Status") == "100" for m in heartbeats), "a heartbeat")
+    await until(lambda: any(m.headers and m.headers.get("Status") == "100" for m in heartbeats),
+                "a heartbeat")
     deleted = await api(nc, "$JS.API.STREAM.DELETE.S")
     await until(lambda: pulls, "the pull request's answer")
     seen = len(heartbeats)
@@ -67,5 +70,6 @@ def test_a_deleted_streams_consumers_stop_as_nats_servers_do(servers: tuple[str,
     real_url, our_url = servers
     real = observe_with(real_url, scenario, 20)
     ours = observe_with(our_url, scenario, 20)
-    assert real["heartbeats_after_delete"] == 0 and real["pull"] == [({"Status": "409", "Description": "Consumer Deleted"}, b"")]
+    assert real["heartbeats_after_delete"] == 0
+    assert real["pull"] == [({"Status": "409", "Description": "Consumer Deleted"}, b"")]
     assert ours == real

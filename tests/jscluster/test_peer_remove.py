@@ -133,13 +133,15 @@ def test_peer_remove_without_spare_server_keeps_serving_and_regains_replicas(js_
         # server was placed back on the stream a second later)
         by_name[victim].stop()
         by_name[victim].start()
-        await until(lambda: _all_current(nc, "PR", set(by_name)), "three current replicas after a restart", 60)
+        await until(lambda: _all_current(nc, "PR", set(by_name)), "three current replicas after a restart",
+                    60)
         wait_until(lambda: meta_leader(js_cluster), "a meta leader after the restart", META_TIMEOUT_S)
 
         started = time.monotonic()
         answer: dict[str, object] = {}
         while time.monotonic() - started < 30:  # 10008 while the meta group settles after the restart
-            msg = await nc.request("$JS.API.STREAM.PEER.REMOVE.PR", json.dumps({"peer": victim}).encode(), timeout=10)
+            msg = await nc.request("$JS.API.STREAM.PEER.REMOVE.PR", json.dumps({"peer": victim}).encode(),
+                                   timeout=10)
             answer = json.loads(msg.data)
             if (answer.get("error") or {}).get("err_code") != 10008:  # type: ignore[union-attr]
                 break
@@ -161,7 +163,7 @@ def test_peer_remove_without_spare_server_keeps_serving_and_regains_replicas(js_
         await until(lambda: _ready(publisher, target), "publishes on two peers")
         stays_out_until = time.monotonic() + 3 * limits.JS_REPLACE_CHECK_S  # re-placement checks it survives
         while time.monotonic() < stays_out_until:
-            assert await peers(nc, "PR") == set(by_name) - {victim}, "the removed server placed back unrestarted"
+            assert await peers(nc, "PR") == set(by_name) - {victim}, "placed back without a restart"
             await asyncio.sleep(0.2)
 
         # the removed server restarts: the stream regains its third replica and it catches up
@@ -205,4 +207,5 @@ async def _all_current(nc: nats.NATS, stream: str, wanted: set[str]) -> bool:
     cluster = (await info(nc, stream)).get("cluster") or {}
     assert isinstance(cluster, dict)
     replicas = cluster.get("replicas") or []
-    return await peers(nc, stream) == wanted and all(r.get("current") for r in replicas)  # type: ignore[union-attr]
+    current = all(r.get("current") for r in replicas)  # type: ignore[union-attr]
+    return current and await peers(nc, stream) == wanted
