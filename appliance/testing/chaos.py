@@ -61,6 +61,7 @@ HEAL_TIMEOUT_S = 90.0  # after the last fault: stream and consumer healthy again
 DRAIN_S = 10.0  # the consumer's time to catch up with the stream after the load stopped
 API_TIMEOUT_S = 2.0
 START_TIMEOUT_S = 90.0
+UNAVAILABLE = 10008  # "JetStream system temporarily unavailable": no meta leader (yet)
 FAILURES = chaos_ops.FAILURES
 Log = Callable[[str], None]
 
@@ -120,7 +121,8 @@ class Workload:
     def finish(self) -> None:
         self.stop.set()
         for thread in self.threads:
-            thread.join(ID_WINDOW_S * 3)
+            if thread.ident is not None:  # a run whose setup failed never started them
+                thread.join(ID_WINDOW_S * 3)
 
     def _connect(self, start: int, name: str) -> tuple[Connection, int]:
         """A connection to the first server from `start` on that is up and answers."""
@@ -323,12 +325,28 @@ def _setup(server: servers.RunningServer) -> None:
     conn = Connection(Endpoint.parse(server.url), name="chaos-setup")
     try:
         config = jsapi.stream_config(STREAM, [SUBJECT], storage="file", replicas=REPLICAS)
-        jsapi.create_stream(conn, config)
+        until_created(lambda: jsapi.create_stream(conn, config))
         replicas.wait_healthy(conn, STREAM, REPLICAS, timeout_s=HEAL_TIMEOUT_S)
-        jsapi.create_consumer(conn, STREAM, jsapi.consumer_config(CONSUMER, ack="explicit"))
+        consumer = jsapi.consumer_config(CONSUMER, ack="explicit")
+        until_created(lambda: jsapi.create_consumer(conn, STREAM, consumer))
         replicas.wait_healthy(conn, STREAM, REPLICAS, consumer=CONSUMER, timeout_s=HEAL_TIMEOUT_S)
     finally:
         conn.close()
+
+
+def until_created(create: Callable[[], object]) -> None:
+    """A create (idempotent with the same config) asked again while the cluster answers that it
+    has no meta leader (10008: an election right after start) or not at all, up to START_TIMEOUT_S."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        try:
+            create()
+            return
+        except (jsapi.ApiError, TimeoutError) as exc:
+            unavailable = not isinstance(exc, jsapi.ApiError) or exc.err_code == UNAVAILABLE
+            if not unavailable or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)
 
 
 def _stream_leader(server: servers.RunningServer, *, exclude: int = -1) -> int:
