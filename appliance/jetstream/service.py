@@ -538,6 +538,8 @@ class AccountJetStream:
         if sub is not None:
             self.client.unsubscribe(sub)
         if not consumer.group.is_leader():
+            if sub is not None:  # it led until now
+                consumer.leadership_lost()
             return
         subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream.config.name}.{consumer.name}".encode()
 
