@@ -425,7 +425,10 @@ def _operate(server: servers.RunningServer, fault: Fault, result: RunResult, log
     """A step-down or a peer-remove (chaos_ops.py), its timing kept in `result`; the moment it began."""
     began = time.monotonic()
     if fault.kind == chaos_plan.PEER_REMOVE:
-        removal = chaos_ops.peer_remove(server, fault, STREAM, CONSUMER, REPLICAS, log)
+        try:
+            removal = chaos_ops.peer_remove(server, fault, STREAM, CONSUMER, REPLICAS, log)
+        except FAILURES as exc:  # the run's failure names the fault it happened in
+            raise FailoverFailed(f"{fault.describe()}: {type(exc).__name__}: {exc}") from exc
         result.peer_removals.append(removal)
         leader = " (the leader)" if removal.was_leader else ""
         log(f"    {removal.peer}{leader} out of the stream's group after {removal.removed_s * 1e3:,.0f} ms; "
