@@ -48,6 +48,10 @@ no_auth_user: app
 SYS_USER = ("sys", "sys")
 CONNECT_TIMEOUT_S = 2.0
 API_TIMEOUT_S = 2.0
+POLL_ANSWER_S = 0.1  # while waiting for the new leader: a poll unanswered this long is sent again
+# (no server answers PING.JSZ leader_only between the old leader's step-down and the election: a
+# poll that waited API_TIMEOUT_S for it measured 2 s where the new leader answered in 50 ms); a
+# step-down's time can so be up to this much late
 POLL_S = 0.02
 NEW_LEADER_S = 10.0  # an accepted step-down whose leader still leads this long after is asked again
 STEPDOWN_TIMEOUT_S = 45.0
@@ -107,23 +111,24 @@ def _leader(info: dict[str, object]) -> str:
     return leader if isinstance(leader, str) else ""
 
 
-def meta_leader(conn: Connection) -> str:
+def meta_leader(conn: Connection, timeout_s: float = API_TIMEOUT_S) -> str:
     """The meta leader's name as it answers `$SYS.REQ.SERVER.PING.JSZ` itself ("" if none does)."""
-    msg = conn.request(b"$SYS.REQ.SERVER.PING.JSZ", b'{"leader_only":true}', API_TIMEOUT_S)
+    msg = conn.request(b"$SYS.REQ.SERVER.PING.JSZ", b'{"leader_only":true}', timeout_s)
     data = json.loads(msg.payload or b"{}").get("data")
     meta = data.get("meta_cluster") if isinstance(data, dict) else None
     leader = meta.get("leader") if isinstance(meta, dict) else None
     return leader if isinstance(leader, str) else ""
 
 
-def _group_leader(conn: Connection, kind: str, stream: str, consumer: str) -> str:
+def _group_leader(conn: Connection, kind: str, stream: str, consumer: str,
+                  timeout_s: float = API_TIMEOUT_S) -> str:
     """The current leader of the group a step-down of `kind` moves ("" when none answers)."""
     try:
         if kind == chaos_plan.STEPDOWN_META:
-            return meta_leader(conn)
+            return meta_leader(conn, timeout_s)
         subject = (f"$JS.API.STREAM.INFO.{stream}" if kind == chaos_plan.STEPDOWN_STREAM
                    else f"$JS.API.CONSUMER.INFO.{stream}.{consumer}")
-        return _leader(jsapi.call(conn, subject, None, timeout_s=API_TIMEOUT_S))
+        return _leader(jsapi.call(conn, subject, None, timeout_s=timeout_s))
     except (jsapi.ApiError, TimeoutError, ValueError):
         return ""
 
@@ -162,7 +167,7 @@ def step_down(server: servers.RunningServer, kind: str, stream: str, consumer: s
             sent = time.monotonic()
             jsapi.call(conn, subject, None, timeout_s=API_TIMEOUT_S)
             while (now := time.monotonic()) < min(deadline, sent + NEW_LEADER_S):
-                new = _group_leader(conn, kind, stream, consumer)
+                new = _group_leader(conn, kind, stream, consumer, POLL_ANSWER_S)
                 if new and new != old:
                     return StepDown(old, new, time.monotonic() - sent, attempts)
                 time.sleep(POLL_S)
