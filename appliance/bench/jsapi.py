@@ -10,7 +10,7 @@ import json
 import time
 from dataclasses import dataclass
 from collections.abc import Callable
-from typing import Literal
+from typing import Literal, TypeVar
 
 from appliance.bench.conn import Connection
 from appliance.errors import ApplianceError, ProtocolError
@@ -20,6 +20,7 @@ AckPolicy = Literal["none", "all", "explicit"]
 API_TIMEOUT_S = 10.0
 ERR_STREAM_NOT_FOUND = 10059
 ERR_NO_MESSAGE_FOUND = 10037
+T = TypeVar("T")
 ERR_UNAVAILABLE = 10008  # no meta leader (yet, or for the moment of an election)
 UNAVAILABLE_WAIT_S = 30.0  # a create retried this long while a cluster's meta group elects
 UNAVAILABLE_POLL_S = 0.25
@@ -118,18 +119,20 @@ def call(conn: Connection, subject: str, body: dict[str, object] | None, *,
 
 
 def create_stream(conn: Connection, config: dict[str, object]) -> dict[str, object]:
-    return _while_unavailable(lambda: call(conn, f"$JS.API.STREAM.CREATE.{config['name']}", config))
+    return until_available(lambda: call(conn, f"$JS.API.STREAM.CREATE.{config['name']}", config))
 
 
-def _while_unavailable(request: Callable[[], dict[str, object]]) -> dict[str, object]:
-    """An idempotent create, asked again while the cluster answers 503/10008 (its meta group is
-    electing: after a start, or a leader starved on a loaded machine), for a bounded time."""
-    deadline = time.monotonic() + UNAVAILABLE_WAIT_S
+def until_available(request: Callable[[], T], *, timeout_s: float = UNAVAILABLE_WAIT_S) -> T:
+    """An idempotent request (a create with the same config), asked again while the cluster
+    answers 503/10008 (its meta group is electing: after a start, or a leader starved on a loaded
+    machine) or does not answer at all, for a bounded time; any other error is raised at once."""
+    deadline = time.monotonic() + timeout_s
     while True:
         try:
             return request()
-        except ApiError as exc:
-            if exc.err_code != ERR_UNAVAILABLE or time.monotonic() >= deadline:
+        except (ApiError, TimeoutError) as exc:
+            unavailable = not isinstance(exc, ApiError) or exc.err_code == ERR_UNAVAILABLE
+            if not unavailable or time.monotonic() >= deadline:
                 raise
         time.sleep(UNAVAILABLE_POLL_S)
 
@@ -151,5 +154,5 @@ def stream_info(conn: Connection, name: str) -> dict[str, object]:
 
 def create_consumer(conn: Connection, stream: str, config: dict[str, object]) -> dict[str, object]:
     name = config["durable_name"]
-    return _while_unavailable(
+    return until_available(
         lambda: call(conn, f"$JS.API.CONSUMER.CREATE.{stream}.{name}", {"stream_name": stream, "config": config}))

@@ -12,8 +12,8 @@ never silently left out.
 
 Cluster nodes of both programs read the same config file (`cluster_conf`): server_name, listen,
 jetstream { store_dir [, sync_interval: always] }, cluster { name, listen, routes to the others },
-and for appliance with a set worker count `appliance { workers }`. A single appliance gets
-nats-server's command-line flags instead, as a drop-in must accept them.
+for appliance with a set worker count `appliance { workers }`, then the kind's `extra_conf`. A single
+appliance gets nats-server's command-line flags instead, as a drop-in must accept them.
 """
 
 from __future__ import annotations
@@ -66,6 +66,7 @@ class ServerKind:
     program: str  # "nats-server" or "appliance"
     sync_always: bool = False
     workers: int = 0  # appliance: worker processes per node (`appliance { workers }`); 0: its default
+    extra_conf: str = ""  # a cluster node's config ends with these lines (accounts, a system account, ...)
 
 
 NATS_DEFAULT = ServerKind("nats-server", "nats-server")
@@ -248,6 +249,8 @@ def cluster_conf(kind: ServerKind, layout: NodeLayout) -> str:
         lines.append("}")
     if kind.program == "appliance" and kind.workers:
         lines.append(f"appliance {{ workers: {kind.workers} }}")
+    if kind.extra_conf:
+        lines.append(kind.extra_conf.strip())
     return "\n".join(lines) + "\n"
 
 

@@ -13,6 +13,7 @@ import click
 from appliance.bench.stats import percentile_rank
 from appliance.testing import chaos_plan
 from appliance.testing.chaos import ChaosOptions, RunResult, run_chaos
+from appliance.testing.chaos_ops import PeerRemoval
 
 
 @click.command()
@@ -20,7 +21,8 @@ from appliance.testing.chaos import ChaosOptions, RunResult, run_chaos
 @click.option("--runs", type=click.IntRange(1), default=1, show_default=True,
               help="Runs, seeds SEED, SEED+1, ...")
 @click.option("--nodes", type=click.IntRange(3, 9), default=3, show_default=True, help="Servers per cluster.")
-@click.option("--faults", type=click.IntRange(0), default=8, show_default=True, help="Faults per run.")
+@click.option("--faults", type=click.IntRange(0), default=len(chaos_plan.FAULT_KINDS), show_default=True,
+              help="Faults per run; at least as many as kinds: every kind at least once, in a seeded order.")
 @click.option("--kinds", "kinds_text", default="all", show_default=True,
               help=f"Comma list of {', '.join(chaos_plan.FAULT_KINDS)}; or all.")
 @click.option("--publishers", type=click.IntRange(1, 16), default=2, show_default=True,
@@ -44,6 +46,8 @@ def chaos(seed: int, runs: int, nodes: int, faults: int, kinds_text: str, publis
     failed = 0
     counts: dict[str, int] = {}
     failovers: list[float] = []
+    stepdowns: dict[str, list[float]] = {}
+    removals: list[PeerRemoval] = []
 
     def log(line: str) -> None:
         if not quiet:
@@ -60,10 +64,14 @@ def chaos(seed: int, runs: int, nodes: int, faults: int, kinds_text: str, publis
         failed += 0 if result.clean else 1
         _report_run(current, result, time.monotonic() - started)
         failovers.extend(result.failovers)
+        for fault_kind, seconds in result.stepdowns.items():
+            stepdowns.setdefault(fault_kind, []).extend(seconds)
+        removals.extend(result.peer_removals)
     fired = " ".join(f"{kind}={counts.get(kind, 0)}" for kind in chaos_plan.FAULT_KINDS)
     click.echo(f"{chaos_plan.summary_line(runs, total)} failed_runs={failed} nodes={nodes} {fired}")
     if failovers:
         click.echo(f"leader kills: first PubAck after {_times(failovers)}")
+    _report_operations(stepdowns, removals, "")
     sys.exit(1 if failed else 0)
 
 
@@ -73,10 +81,22 @@ def _report_run(seed: int, result: RunResult, seconds: float) -> None:
                f"unacked={result.unacked} delivered={result.delivered} {seconds:.1f}s {status}")
     if result.failovers:
         click.echo(f"  leader kills: first PubAck after {_times(result.failovers)}")
+    _report_operations(result.stepdowns, result.peer_removals, "  ")
     for example in result.verdict.examples:
         click.echo(f"  {example}")
     if result.kept:
         click.echo(f"  kept {result.kept}")
+
+
+def _report_operations(stepdowns: dict[str, list[float]], removals: list[PeerRemoval], indent: str) -> None:
+    for kind in chaos_plan.STEPDOWNS:
+        if stepdowns.get(kind):
+            click.echo(f"{indent}{kind}: new leader answering after {_times(stepdowns[kind])}")
+    if removals:
+        removed = _times([r.removed_s for r in removals])
+        regained = _times([r.regained_s for r in removals])
+        click.echo(f"{indent}peer-remove: out of the stream's group after {removed}; "
+                   f"every replica current again after {regained}")
 
 
 def _times(seconds: list[float]) -> str:

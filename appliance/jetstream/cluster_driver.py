@@ -23,7 +23,7 @@ from appliance.cluster.meta_formation import Formation, expected_size, known_ser
 from appliance.cluster.placement import ServerInfo
 from appliance.errors import ApplianceError
 from appliance.jetstream.meta import META_GROUP
-from appliance.jetstream.regroup import peers_of
+from appliance.jetstream.regroup import Exclusion, exclusions, peers_of, restarted_since_excluded
 from appliance.server.routes import RouteManager
 
 if TYPE_CHECKING:
@@ -53,7 +53,9 @@ class ClusterDriver:
         self._refused: set[str] = set()  # removed servers already logged as refused
         self._told_removed = False
         self._gone: set[str] = set()  # servers seen offline since they were last connected
-        self.restarted: set[str] = set()  # servers seen going offline and coming back
+        # PEER.REMOVE exclusions (account, stream, peer) whose server went offline and came back
+        # after the exclusion was made: they end at the next re-placement (meta.replacement_op)
+        self.restarted: set[Exclusion] = set()
 
     def start(self) -> None:
         self.check()
@@ -80,9 +82,11 @@ class ClusterDriver:
         meta = service.meta
         known = known_servers(self.routes)
         now_known = {server.peer for server in known}
-        # a server that went offline and came back restarted: PEER.REMOVE's exclusion ends (meta.py)
+        # a server that went offline and came back restarted: PEER.REMOVE's exclusions of it made
+        # before that end (meta.py); a restart before a peer-remove does not (regroup.py)
         self._gone |= {server.peer for server in self.known} - now_known
-        self.restarted |= self._gone & now_known
+        self.restarted = restarted_since_excluded(self.restarted, exclusions(meta.state.accounts),
+                                                  self._gone & now_known)
         self._gone -= now_known
         self.known = known
         for server in self.known:

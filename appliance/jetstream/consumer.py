@@ -744,8 +744,8 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
             return
         self.deleted = True
         for request in list(self.waiting):
-            if deleted:
-                self._end_request(request, 409, "Consumer Deleted")
+            if deleted:  # nats-server's release of pending requests: the status line alone
+                self._end_request(request, 409, "Consumer Deleted", pending_headers=False)
             else:
                 request.cancel_timers()
         self.waiting.clear()

@@ -131,6 +131,14 @@ class PullRequests:
             elif not self._has_reply_interest(request, now):
                 self._drop_request(request)
 
+    def leadership_lost(self) -> None:
+        """Another server leads the consumer now: the pull requests waiting here end with `409
+        Leadership Change` (the status line alone, as nats-server's new leader tells the requests
+        its followers recorded), so their clients ask the new leader at once instead of waiting
+        out their expiry for an answer that would never come."""
+        for request in list(self.waiting):
+            self._end_request(request, 409, "Leadership Change", pending_headers=False)
+
     def _finish_no_wait(self) -> None:
         """A no_wait request that could not be filled ends with 404 (even after some messages)."""
         for request in [r for r in self.waiting if r.no_wait]:

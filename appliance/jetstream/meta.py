@@ -27,7 +27,7 @@ from appliance.cluster.placement import PlacementError, PlacementRequest, Server
 from appliance.cluster.raft_storage import DurableStorage
 from appliance.cluster.registry import GroupRegistry
 from appliance.errors import NotLeader
-from appliance.jetstream.regroup import excluded_of, follows, peers_of, regrouped, resized
+from appliance.jetstream.regroup import Exclusion, excluded_of, follows, peers_of, regrouped, resized
 from appliance.jetstream.groups import durable_storage, group_name, memory_storage, start_group
 from appliance.raft.storage import LogStorage
 from appliance.raft.types import ConfState, Entry, EntryType, RaftConfig
@@ -322,11 +322,12 @@ class MetaGroup:
                 continue
         return []
 
-    def replacement_op(self, restarted: frozenset[str] = frozenset()) -> dict[str, object] | None:
+    def replacement_op(self, restarted: frozenset[Exclusion] = frozenset()) -> dict[str, object] | None:
         """The next `stream_peers` op the meta leader proposes, if any: a stream whose group holds
         an evicted server (SERVER.REMOVE), or lacks replicas that a server can now take. A server
         taken off a stream by PEER.REMOVE is not placed on it again unless it restarted since
-        (`restarted`: the driver saw it go offline and come back; its copy was deleted on leave)."""
+        (`restarted`: (account, stream, peer) exclusions whose server the driver saw go offline and
+        come back after the exclusion was made; its copy was deleted on leave)."""
         removed = self.state.removed
         for account, streams in sorted(self.state.accounts.items()):
             for name, record in sorted(streams.items()):
@@ -336,7 +337,8 @@ class MetaGroup:
                 peers = peers_of(group)
                 kept = [peer for peer in peers if peer not in removed]
                 lacking = max(int(str(config.get("num_replicas", 1) or 1)), 1) - len(kept)
-                excluded = frozenset(peers) | (frozenset(excluded_of(group)) - restarted)
+                excluded = frozenset(peers) | frozenset(peer for peer in excluded_of(group)
+                                                        if (account, name, peer) not in restarted)
                 extra = self.replacements(config, kept, lacking, exclude=excluded) if lacking > 0 else []
                 if kept and kept + extra != peers:
                     changed = regrouped(group, [*kept, *extra])

@@ -28,7 +28,7 @@ the group (`raft: true` in the record): a single voter that commits on its own f
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 Group = dict[str, object]
 
@@ -50,6 +50,24 @@ def excluded_of(group: object) -> list[str]:
     if not isinstance(group, dict):
         return []
     return [str(peer) for peer in group.get("excluded") or ()]
+
+
+Exclusion = tuple[str, str, str]  # (account, stream, peer): PEER.REMOVE took the peer off the stream
+
+
+def exclusions(accounts: Mapping[str, Mapping[str, Mapping[str, object]]]) -> set[Exclusion]:
+    """Every (account, stream, peer) a stream's group record excludes (meta state's accounts)."""
+    return {(account, name, peer) for account, streams in accounts.items() for name, record in streams.items()
+            for peer in excluded_of(record.get("group"))}
+
+
+def restarted_since_excluded(before: set[Exclusion], excluded: set[Exclusion],
+                             came_back: set[str]) -> set[Exclusion]:
+    """The exclusions whose server went offline and came back after the exclusion was made:
+    those of `before` still in force, and those of servers that came back just now. A restart
+    before the peer-remove does not end it (the server still holds nothing of the stream to
+    start afresh from), and an exclusion that ended and is made again starts over."""
+    return {e for e in before if e in excluded} | {e for e in excluded if e[2] in came_back}
 
 
 def regrouped(group: Group, peers: Sequence[str]) -> Group:

@@ -441,19 +441,24 @@ class AccountJetStream:
         shutil.rmtree(self.service.group_dir(group_id), ignore_errors=True)
 
     def close_stream(self, name: str, *, remove: bool, keep_memory: bool = False) -> None:
-        """`keep_memory`: a memory store is handed to the stream's next open (a conversion)."""
-        stream = self.streams.pop(name, None)
+        """`keep_memory`: a memory store is handed to the stream's next open (a conversion). Its
+        consumers close first, while close_consumer still finds the stream: each one stops (no
+        timer of it fires again), drops its subscription and leaves the RAFT group registry (a
+        consumer left registered kept answering its group's leader for a copy deleted here, and
+        made a later re-join of this server fail with "already registered")."""
+        stream = self.streams.get(name)
         if stream is not None:
             sources.stop(stream)
+            if remove:
+                for consumer_name in stream.consumers:
+                    advisories.consumer_action(self, name, consumer_name, "delete")
+            for consumer_name in list(stream.consumers):
+                self.close_consumer(name, consumer_name, remove=False, deleted=remove)
+            del self.streams[name]
         for sub in self._stream_subs.pop(name, []):
             self.client.unsubscribe(sub)
         if stream is None:
             return
-        if remove:
-            for consumer_name in stream.consumers:
-                advisories.consumer_action(self, name, consumer_name, "delete")
-        for consumer_name in list(stream.consumers):
-            self.close_consumer(name, consumer_name, remove=False, deleted=remove)
         self._leading.discard(name)
         self._create_replies.pop(name, None)
         if keep_memory and isinstance(stream.store, MemoryStreamStore):
@@ -550,6 +555,8 @@ class AccountJetStream:
         if sub is not None:
             self.client.unsubscribe(sub)
         if not consumer.group.is_leader():
+            if sub is not None:  # it led until now
+                consumer.leadership_lost()
             return
         subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream.config.name}.{consumer.name}".encode()
 

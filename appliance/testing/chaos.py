@@ -15,6 +15,10 @@ One run (`run_chaos`):
    healed (SIGCONT, start again on its store) after its hold time, then load runs for the next gap.
    A route partition cuts the leader or another server off from the rest (route_faults.py: a run
    with partitions in its plan has every route go through our proxies) until its hold time ends.
+   An operator's fault (chaos_ops.py) is a leader step-down of the stream, the consumer or the
+   meta group (timed: request to the new leader's answer), or a peer-remove of one of the
+   stream's servers, restarted after its hold so the stream regains its replicas (timed too).
+   The cluster has a system account for the meta step-down; the load runs in account APP.
    A power loss (unsynced writes dropped) is not among them: the processes write through the
    real file system, and appliance/testing/faultfs.py serves only in-process stores;
 4. heal: every server running, stream and consumer healthy; the workload stops; CONSUMER.INFO's
@@ -38,9 +42,9 @@ from dataclasses import dataclass, field
 from appliance.bench import jsapi, replicas, servers, wire
 from appliance.bench.conn import Connection, Endpoint
 from appliance.bench.failover import MSG_ID, FailoverFailed, header_value, publish_until_acked
-from appliance.errors import ApplianceError
 from appliance.store import inspect as store_inspect
-from appliance.testing import chaos_plan
+from appliance.testing import chaos_ops, chaos_plan
+from appliance.testing.chaos_ops import PeerRemoval, live, live_url
 from appliance.testing.chaos_plan import Fault, Record, Verdict
 from appliance.testing.route_faults import Partitions
 
@@ -57,8 +61,7 @@ HEAL_TIMEOUT_S = 90.0  # after the last fault: stream and consumer healthy again
 DRAIN_S = 10.0  # the consumer's time to catch up with the stream after the load stopped
 API_TIMEOUT_S = 2.0
 START_TIMEOUT_S = 90.0
-FAILURES = (FailoverFailed, replicas.NotHealthy, servers.ServerStartFailed, OSError, TimeoutError,
-            ApplianceError)
+FAILURES = chaos_ops.FAILURES
 Log = Callable[[str], None]
 
 
@@ -84,6 +87,9 @@ class RunResult:
     kept: str = ""  # its directory, kept for a look at the logs
     failovers: list[float] = field(default_factory=list)  # per leader kill: seconds to the first PubAck of a
     # publish begun after it (chaos_plan.failover_times)
+    stepdowns: dict[str, list[float]] = field(default_factory=dict)  # per step-down kind: seconds from
+    # the request to the new leader's answer (chaos_ops.step_down)
+    peer_removals: list[PeerRemoval] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
@@ -114,7 +120,7 @@ class Workload:
     def finish(self) -> None:
         self.stop.set()
         for thread in self.threads:
-            if thread.ident is not None:  # started (a failed set-up never starts them)
+            if thread.ident is not None:  # a run whose setup failed never started them
                 thread.join(ID_WINDOW_S * 3)
 
     def _connect(self, start: int, name: str) -> tuple[Connection, int]:
@@ -238,7 +244,8 @@ def ack_stream_seq(reply: str) -> int:
 
 def run_chaos(options: ChaosOptions, *, log: Log = print) -> RunResult:
     result = RunResult(options.seed)
-    kind = servers.ServerKind("appliance chaos", "appliance", workers=options.workers)
+    kind = servers.ServerKind("appliance chaos", "appliance", workers=options.workers,
+                              extra_conf=chaos_ops.ACCOUNTS_CONF)
     faults = chaos_plan.plan(options.seed, options.faults, options.kinds)
     net = Partitions(options.nodes) if any(f.kind in chaos_plan.PARTITIONS for f in faults) else None
     try:
@@ -284,7 +291,10 @@ def _under_faults(server: servers.RunningServer, net: Partitions | None, faults:
         workload.start()
         for fault in faults:
             time.sleep(fault.gap_s)
-            fired_at = _fire(server, net, fault, log)
+            if fault.kind in chaos_plan.STEPDOWNS or fault.kind == chaos_plan.PEER_REMOVE:
+                fired_at = _operate(server, fault, result, log)
+            else:
+                fired_at = _fire(server, net, fault, log)
             result.faults.append(fault)
             if fault.kind == chaos_plan.KILL_LEADER:
                 leader_kills.append(fired_at)
@@ -314,23 +324,13 @@ def _setup(server: servers.RunningServer) -> None:
     conn = Connection(Endpoint.parse(server.url), name="chaos-setup")
     try:
         config = jsapi.stream_config(STREAM, [SUBJECT], storage="file", replicas=REPLICAS)
-        jsapi.create_stream(conn, config)
+        jsapi.create_stream(conn, config)  # asked again while there is no meta leader
         replicas.wait_healthy(conn, STREAM, REPLICAS, timeout_s=HEAL_TIMEOUT_S)
-        jsapi.create_consumer(conn, STREAM, jsapi.consumer_config(CONSUMER, ack="explicit"))
+        consumer = jsapi.consumer_config(CONSUMER, ack="explicit")
+        jsapi.create_consumer(conn, STREAM, consumer)
         replicas.wait_healthy(conn, STREAM, REPLICAS, consumer=CONSUMER, timeout_s=HEAL_TIMEOUT_S)
     finally:
         conn.close()
-
-
-def _live(server: servers.RunningServer) -> list[int]:
-    return [i for i, node in enumerate(server.nodes) if node.proc.poll() is None]
-
-
-def _live_url(server: servers.RunningServer) -> str:
-    live = _live(server)
-    if not live:
-        raise FailoverFailed("no server is running")
-    return server.urls[live[0]]
 
 
 def _stream_leader(server: servers.RunningServer, *, exclude: int = -1) -> int:
@@ -340,7 +340,7 @@ def _stream_leader(server: servers.RunningServer, *, exclude: int = -1) -> int:
     names = [node.name for node in server.nodes]
     last = "no answer"
     while time.monotonic() < deadline:
-        for index in _live(server):
+        for index in live(server):
             if index == exclude:
                 continue
             try:
@@ -405,6 +405,26 @@ def _fire(server: servers.RunningServer, net: Partitions | None, fault: Fault, l
     return hit
 
 
+def _operate(server: servers.RunningServer, fault: Fault, result: RunResult, log: Log) -> float:
+    """A step-down or a peer-remove (chaos_ops.py), its timing kept in `result`; the moment it began."""
+    began = time.monotonic()
+    if fault.kind == chaos_plan.PEER_REMOVE:
+        try:
+            removal = chaos_ops.peer_remove(server, fault, STREAM, CONSUMER, REPLICAS, log)
+        except FAILURES as exc:  # the run's failure names the fault it happened in
+            raise FailoverFailed(f"{fault.describe()}: {type(exc).__name__}: {exc}") from exc
+        result.peer_removals.append(removal)
+        leader = " (the leader)" if removal.was_leader else ""
+        log(f"    {removal.peer}{leader} out of the stream's group after {removal.removed_s * 1e3:,.0f} ms; "
+            f"every replica current again after {removal.regained_s:.2f}s")
+        return began
+    done = chaos_ops.step_down(server, fault.kind, STREAM, CONSUMER)
+    result.stepdowns.setdefault(fault.kind, []).append(done.seconds)
+    log(f"  {fault.describe()} -> {done.old}: new leader {done.new} after {done.seconds * 1e3:,.0f} ms"
+        f"{f' ({done.attempts} requests)' if done.attempts > 1 else ''}")
+    return began
+
+
 def _heal(server: servers.RunningServer, net: Partitions | None) -> None:
     if net is not None:
         net.heal()
@@ -412,7 +432,7 @@ def _heal(server: servers.RunningServer, net: Partitions | None) -> None:
         server.resume(index)
         if server.nodes[index].proc.poll() is not None:
             server.restart(index, START_TIMEOUT_S)
-    conn = Connection(Endpoint.parse(_live_url(server)), name="chaos-heal")
+    conn = Connection(Endpoint.parse(live_url(server)), name="chaos-heal")
     try:
         replicas.wait_healthy(conn, STREAM, REPLICAS, timeout_s=HEAL_TIMEOUT_S, api_timeout_s=API_TIMEOUT_S)
         replicas.wait_healthy(conn, STREAM, REPLICAS, consumer=CONSUMER, timeout_s=HEAL_TIMEOUT_S,
@@ -433,7 +453,7 @@ def _drained_ack_floor(server: servers.RunningServer, workload: Workload) -> int
     drain = Workload(server, 0)
     drain.delivered, drain.confirmed = workload.delivered, workload.confirmed
     drain.start()
-    conn = Connection(Endpoint.parse(_live_url(server)), name="chaos-drain")
+    conn = Connection(Endpoint.parse(live_url(server)), name="chaos-drain")
     info_subject = f"$JS.API.CONSUMER.INFO.{STREAM}.{CONSUMER}"
     try:
         deadline = time.monotonic() + DRAIN_S

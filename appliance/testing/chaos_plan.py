@@ -3,8 +3,10 @@ what the cluster kept afterwards. No processes, sockets or clocks here (applianc
 runs the plan on real `appliance run` processes).
 
 A run is a list of faults, each aimed by role (the stream's leader at that moment, or one of the
-other servers) because the leader is only known when the fault fires. The same seed always gives
-the same plan.
+other servers) because the leader is only known when the fault fires. Besides crashes, pauses and
+partitions a plan holds what operators do to a running cluster: a leader step-down of the stream,
+its consumer or the meta group, and a peer-remove of one of the stream's servers (restarted after
+its hold, so the stream regains its replicas). The same seed always gives the same plan.
 
 The verdict compares what clients were told with what every replica holds at rest:
 - lost: a message id that got a PubAck but is missing from a replica's copy;
@@ -33,9 +35,18 @@ RESTART = "restart"  # SIGTERM a server (graceful stop) and start it again on it
 KILL_ALL = "kill-all"  # SIGKILL every server at once, then start them all again (the OS keeps its page cache)
 PARTITION_LEADER = "partition-leader"  # cut the leader's routes to every other server (clients reach it)
 PARTITION_OTHER = "partition-other"
+# what operators do to a running cluster, mid-load (issue 15 items 1 and 2)
+STEPDOWN_STREAM = "stepdown-stream"  # $JS.API.STREAM.LEADER.STEPDOWN.<s>
+STEPDOWN_CONSUMER = "stepdown-consumer"  # $JS.API.CONSUMER.LEADER.STEPDOWN.<s>.<c>
+STEPDOWN_META = "stepdown-meta"  # $JS.API.META.LEADER.STEPDOWN, from the system account
+PEER_REMOVE = "peer-remove"  # $JS.API.STREAM.PEER.REMOVE.<s> of one of the stream's peers, which
+# restarts after the hold (a removed server is not placed on the stream again until it restarts)
 FAULT_KINDS = (KILL_LEADER, KILL_OTHER, PAUSE_LEADER, PAUSE_OTHER, RESTART, KILL_ALL, PARTITION_LEADER,
-               PARTITION_OTHER)
+               PARTITION_OTHER, STEPDOWN_STREAM, STEPDOWN_CONSUMER, STEPDOWN_META, PEER_REMOVE)
 PARTITIONS = (PARTITION_LEADER, PARTITION_OTHER)
+STEPDOWNS = (STEPDOWN_STREAM, STEPDOWN_CONSUMER, STEPDOWN_META)
+PEER_REMOVE_MIN_S = 0.5  # how long the stream goes on without the removed server before it restarts
+PEER_REMOVE_MAX_S = 3.0
 PAUSE_MIN_S = 0.5
 PAUSE_MAX_S = 4.0  # longer than an election timeout: the paused leader is deposed meanwhile
 PARTITION_MIN_S = 2.0
@@ -47,8 +58,10 @@ GAP_MAX_S = 2.0
 @dataclass(frozen=True, slots=True)
 class Fault:
     kind: str
-    victim: int  # among the candidates of its role (leader: always 0; other: index into the others)
-    hold_s: float  # a pause: how long the server stays stopped; a kill: how long it stays down
+    victim: int  # among the candidates of its role (leader: always 0; other: index into the others;
+    # peer-remove: index into the stream's peers, its leader first; a step-down: 0, the group's leader)
+    hold_s: float  # a pause: how long the server stays stopped; a kill: how long it stays down;
+    # a peer-remove: how long the removed server stays out before it restarts; a step-down: 0
     gap_s: float  # load before this fault
 
     def describe(self) -> str:
@@ -68,11 +81,16 @@ def plan(seed: int, faults: int, kinds: Sequence[str] = FAULT_KINDS) -> list[Fau
     rng.shuffle(order)
     chosen = []
     for kind in order:
+        if kind in STEPDOWNS:  # the current leader of the stream, the consumer or the meta group
+            chosen.append(Fault(kind, 0, 0.0, round(rng.uniform(GAP_MIN_S, GAP_MAX_S), 3)))
+            continue
         victim = 0 if kind in (KILL_LEADER, PAUSE_LEADER, PARTITION_LEADER) else rng.randrange(1 << 16)
         if kind in PARTITIONS:
             hold = rng.uniform(PARTITION_MIN_S, PARTITION_MAX_S)
         elif kind in (PAUSE_LEADER, PAUSE_OTHER):
             hold = rng.uniform(PAUSE_MIN_S, PAUSE_MAX_S)
+        elif kind == PEER_REMOVE:  # victim: an index into the stream's peers, its leader first
+            hold = rng.uniform(PEER_REMOVE_MIN_S, PEER_REMOVE_MAX_S)
         else:
             hold = rng.uniform(0.0, 1.5)
         chosen.append(Fault(kind, victim, round(hold, 3), round(rng.uniform(GAP_MIN_S, GAP_MAX_S), 3)))

@@ -32,13 +32,35 @@ def test_twenty_kills_of_the_stream_leader_under_load_lose_and_duplicate_nothing
     print(f"20 leader kills: first PubAck after p50 {ordered[10]:.2f}s, max {ordered[-1]:.2f}s")
 
 
-@pytest.mark.timeout(200)
+def check_operations(result: RunResult) -> None:
+    """Every step-down got a new leader and every peer-remove's server left the stream's group and
+    came back (the stream regained its replicas): counted and timed in the result."""
+    fired = [f.kind for f in result.faults]
+    for kind in chaos_plan.STEPDOWNS:
+        assert len(result.stepdowns.get(kind, [])) == fired.count(kind), result.stepdowns
+    assert len(result.peer_removals) == fired.count(chaos_plan.PEER_REMOVE), result.peer_removals
+    assert all(t > 0 for times in result.stepdowns.values() for t in times)
+    assert all(r.removed_s > 0 and r.regained_s > 0 for r in result.peer_removals)
+
+
+@pytest.mark.timeout(240)
 def test_seeded_faults_of_every_kind_on_three_nodes() -> None:
-    result = run_chaos(ChaosOptions(seed=3, faults=8), log=lambda _: None)
-    check(result, 8)
+    """Crashes, pauses, partitions and restarts, and the operator's faults: step-downs of the
+    stream, the consumer and the meta group, and a peer-remove with no spare server (the stream
+    goes on under-replicated until the removed server restarts)."""
+    faults = len(chaos_plan.FAULT_KINDS)
+    result = run_chaos(ChaosOptions(seed=3, faults=faults), log=lambda _: None)
+    check(result, faults)
+    assert {f.kind for f in result.faults} == set(chaos_plan.FAULT_KINDS)
+    check_operations(result)
+    print(f"step-downs {result.stepdowns}; peer-removes {result.peer_removals}")
 
 
 @pytest.mark.timeout(200)
 def test_seeded_faults_on_five_nodes() -> None:
+    """Seed 5 on five nodes: two peer-removes (a spare server takes the removed one's place),
+    a consumer step-down, a restart and kill -9 of every server."""
     result = run_chaos(ChaosOptions(seed=5, nodes=5, faults=5), log=lambda _: None)
     check(result, 5)
+    assert [f.kind for f in result.faults].count(chaos_plan.PEER_REMOVE) == 2
+    check_operations(result)

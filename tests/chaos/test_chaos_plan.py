@@ -6,6 +6,7 @@ from hypothesis import given, strategies as st
 from appliance.store.api import StoredMsg
 from appliance.testing import chaos_plan
 from appliance.testing.chaos import ack_stream_seq
+from appliance.testing.chaos_ops import stepdown_subject, stream_peers
 from appliance.testing.chaos_plan import Record, judge
 
 
@@ -119,3 +120,40 @@ def test_a_delivery_with_an_internal_reply_or_subject_is_refused() -> None:
         delivery_seq(b"chaos.m", b"$JS.ACK.CHAOS.C.1.7.7.1795808106603196340.3@chaos.m")
     with pytest.raises(ValueError, match="delivery on subject"):
         delivery_seq(b"_INBOX.x.pull", b"$JS.ACK.CHAOS.C.1.7.7.1795808106603196340.3")
+
+
+def test_operator_faults_aim_at_the_current_leader_or_a_peer_within_their_bounds() -> None:
+    faults = chaos_plan.plan(11, 300, (*chaos_plan.STEPDOWNS, chaos_plan.PEER_REMOVE))
+    assert {f.kind for f in faults} == {*chaos_plan.STEPDOWNS, chaos_plan.PEER_REMOVE}
+    stepdowns = [f for f in faults if f.kind in chaos_plan.STEPDOWNS]
+    assert all(f.victim == 0 and f.hold_s == 0.0 for f in stepdowns)  # the group's leader, nothing to heal
+    removals = [f for f in faults if f.kind == chaos_plan.PEER_REMOVE]
+    assert chaos_plan.PEER_REMOVE_MIN_S <= min(f.hold_s for f in removals)
+    assert max(f.hold_s for f in removals) <= chaos_plan.PEER_REMOVE_MAX_S
+    assert len({f.victim % 3 for f in removals}) == 3  # the leader and both others get removed
+    assert all(chaos_plan.GAP_MIN_S <= f.gap_s <= chaos_plan.GAP_MAX_S for f in faults)
+
+
+def test_a_default_run_has_every_kind_once_and_the_crash_kinds_plans_are_unchanged() -> None:
+    every = chaos_plan.FAULT_KINDS
+    assert sorted(f.kind for f in chaos_plan.plan(9, len(every))) == sorted(every)
+    # the kinds before the operator's faults draw what they drew: a seed of the earlier soaks replays
+    crashes = chaos_plan.FAULT_KINDS[:8]
+    assert [(f.kind, f.victim, f.hold_s, f.gap_s) for f in chaos_plan.plan(3, 8, crashes)][:3] == [
+        ("kill-leader", 0, 0.939, 0.411), ("kill-all", 1725, 1.363, 1.098),
+        ("partition-other", 30714, 3.15, 1.519)]
+    assert chaos_plan.parse_kinds("stepdown-meta,peer-remove") == ("stepdown-meta", "peer-remove")
+
+
+def test_a_peer_removes_victim_indexes_the_streams_peers_leader_first() -> None:
+    info = {"cluster": {"leader": "n2", "replicas": [{"name": "n3"}, {"name": "n1"}]}}
+    assert stream_peers(info) == ["n2", "n1", "n3"]
+    assert stream_peers({"cluster": {}}) == [] and stream_peers({}) == []
+
+
+def test_each_step_down_kind_has_its_api_subject() -> None:
+    assert stepdown_subject(chaos_plan.STEPDOWN_STREAM, "S", "C") == "$JS.API.STREAM.LEADER.STEPDOWN.S"
+    assert stepdown_subject(chaos_plan.STEPDOWN_CONSUMER, "S", "C") == "$JS.API.CONSUMER.LEADER.STEPDOWN.S.C"
+    assert stepdown_subject(chaos_plan.STEPDOWN_META, "S", "C") == "$JS.API.META.LEADER.STEPDOWN"
+    with pytest.raises(ValueError):
+        stepdown_subject(chaos_plan.KILL_LEADER, "S", "C")

@@ -12,7 +12,15 @@ from hypothesis import given, strategies as st
 from appliance.clock import ManualClock
 from appliance.cluster.placement import ServerInfo
 from appliance.jetstream.meta import MetaGroup, MetaState
-from appliance.jetstream.regroup import next_change, peers_of, regrouped, resized, under_replicated
+from appliance.jetstream.regroup import (
+    exclusions,
+    next_change,
+    peers_of,
+    regrouped,
+    resized,
+    restarted_since_excluded,
+    under_replicated,
+)
 
 
 class Loop:
@@ -126,7 +134,8 @@ def test_an_under_replicated_stream_is_re_placed_but_not_on_the_peer_removed_fro
     put(group, loop, {"op": "stream_peers", "acc": "A", "stream": "S", "group": changed})
     assert under_replicated(group.state.accounts["A"]["S"]) == 1
     assert group.replacement_op() is None  # p3 was removed from it and has not restarted
-    op = group.replacement_op(frozenset({"p3"}))
+    assert group.replacement_op(frozenset({("A", "OTHER", "p3")})) is None  # restarted after another's
+    op = group.replacement_op(frozenset({("A", "S", "p3")}))
     assert op is not None and peers_of(op["group"]) == ["p1", "p2", "p3"] and "excluded" not in op["group"]
     group.servers = five()
     op = group.replacement_op()
@@ -134,6 +143,31 @@ def test_an_under_replicated_stream_is_re_placed_but_not_on_the_peer_removed_fro
     put(group, loop, op)
     assert under_replicated(group.state.accounts["A"]["S"]) == 0
     assert group.replacement_op() is None
+
+
+def test_a_peer_removes_exclusion_ends_only_with_a_restart_after_it() -> None:
+    """The cluster driver's bookkeeping: before, a server that had restarted once at any time was
+    placed back on a stream a second after a PEER.REMOVE took it off (the chaos suite saw the
+    removed server re-join at once on three nodes)."""
+    accounts = {"A": {"S": {"group": {"peers": ["p1", "p2"], "excluded": ["p3"]}},
+                      "T": {"group": {"peers": ["p1", "p2", "p3"]}}}}
+    assert exclusions(accounts) == {("A", "S", "p3")}
+    excluded = exclusions(accounts)
+    restarted: set[tuple[str, str, str]] = set()
+    restarted = restarted_since_excluded(restarted, set(), {"p3"})  # a restart before any peer-remove
+    assert restarted == set()
+    restarted = restarted_since_excluded(restarted, excluded, set())  # the peer-remove: excluded
+    assert restarted == set()
+    restarted = restarted_since_excluded(restarted, excluded, {"p2"})  # another server's restart
+    assert restarted == set()
+    restarted = restarted_since_excluded(restarted, excluded, {"p3"})  # p3 restarts after it
+    assert restarted == {("A", "S", "p3")}
+    restarted = restarted_since_excluded(restarted, excluded, set())  # remembered while excluded
+    assert restarted == {("A", "S", "p3")}
+    restarted = restarted_since_excluded(restarted, set(), set())  # placed again: the exclusion ended
+    assert restarted == set()
+    restarted = restarted_since_excluded(restarted, excluded, set())  # removed again: needs a new restart
+    assert restarted == set()
 
 
 def test_an_evicted_server_is_replaced_everywhere_and_never_placed_again() -> None:

@@ -17,6 +17,7 @@ import pytest
 from nats.errors import NoRespondersError, TimeoutError as NatsTimeout
 from nats.js.errors import APIError, NoStreamResponseError
 
+from appliance import limits
 from tests.jscluster.conftest import META_TIMEOUT_S, meta_leader
 from tests.routes.conftest import Node, wait_until
 
@@ -128,11 +129,24 @@ def test_peer_remove_without_spare_server_keeps_serving_and_regains_replicas(js_
         await until(lambda: _ready(publisher, 40), "publishes under way")
         leader = str((await info(nc, "PR"))["cluster"]["leader"])  # type: ignore[index]
         victim = next(n for n in by_name if n != leader and n != js_cluster[0].name)
+        # a restart before the peer-remove does not end its exclusion (it once did: the removed
+        # server was placed back on the stream a second later)
+        by_name[victim].stop()
+        by_name[victim].start()
+        await until(lambda: _all_current(nc, "PR", set(by_name)), "three current replicas after a restart",
+                    60)
+        wait_until(lambda: meta_leader(js_cluster), "a meta leader after the restart", META_TIMEOUT_S)
 
         started = time.monotonic()
-        msg = await nc.request("$JS.API.STREAM.PEER.REMOVE.PR", json.dumps({"peer": victim}).encode(), timeout=10)
-        assert json.loads(msg.data) == {"type": "io.nats.jetstream.api.v1.stream_remove_peer_response",
-                                        "success": True}
+        answer: dict[str, object] = {}
+        while time.monotonic() - started < 30:  # 10008 while the meta group settles after the restart
+            msg = await nc.request("$JS.API.STREAM.PEER.REMOVE.PR", json.dumps({"peer": victim}).encode(),
+                                   timeout=10)
+            answer = json.loads(msg.data)
+            if (answer.get("error") or {}).get("err_code") != 10008:  # type: ignore[union-attr]
+                break
+            await asyncio.sleep(0.2)
+        assert answer == {"type": "io.nats.jetstream.api.v1.stream_remove_peer_response", "success": True}
         await until(lambda: _peers_are(nc, "PR", set(by_name) - {victim}), "two peers")
         removal_s = time.monotonic() - started
         # the removed server deletes its copy; the others keep serving, under-replicated
@@ -147,6 +161,10 @@ def test_peer_remove_without_spare_server_keeps_serving_and_regains_replicas(js_
                      "(waiting for a server to place the others on)"}], health
         target = len(publisher.acked) + 20
         await until(lambda: _ready(publisher, target), "publishes on two peers")
+        stays_out_until = time.monotonic() + 3 * limits.JS_REPLACE_CHECK_S  # re-placement checks it survives
+        while time.monotonic() < stays_out_until:
+            assert await peers(nc, "PR") == set(by_name) - {victim}, "placed back without a restart"
+            await asyncio.sleep(0.2)
 
         # the removed server restarts: the stream regains its third replica and it catches up
         by_name[victim].stop()
@@ -183,3 +201,11 @@ async def _ready(publisher: Publisher, count: int) -> bool:
 
 async def _peers_are(nc: nats.NATS, stream: str, wanted: set[str]) -> bool:
     return await peers(nc, stream) == wanted
+
+
+async def _all_current(nc: nats.NATS, stream: str, wanted: set[str]) -> bool:
+    cluster = (await info(nc, stream)).get("cluster") or {}
+    assert isinstance(cluster, dict)
+    replicas = cluster.get("replicas") or []
+    current = all(r.get("current") for r in replicas)  # type: ignore[union-attr]
+    return current and await peers(nc, stream) == wanted

@@ -32,6 +32,7 @@ REPLIES_WAIT_S = 0.5  # every answer of every server arrives within this on 127.
 S3_INFO = "$JS.API.STREAM.INFO.S3"
 C_INFO = "$JS.API.CONSUMER.INFO.S3.C"
 LEADER_WAIT_S = 15.0
+PULL_ENDED_S = 5.0  # a pull request that waits at a consumer step-down hears of it within this
 SERVER_NAME = re.compile(r"n[123]-c1")
 
 
@@ -60,6 +61,29 @@ async def changed_to(nc: NATS, fetch: str, old: str) -> str:
             return leader
         await asyncio.sleep(0.05)
     return old
+
+
+async def waiting_pull(nc: NATS) -> list[dict[str, str]]:
+    """A pull request of S3 > C that waits (nothing to deliver, a long expiry): what its inbox gets."""
+    got: list[dict[str, str]] = []
+
+    async def on_status(msg: object) -> None:
+        got.append(dict(msg.headers or {}))  # type: ignore[attr-defined]
+
+    inbox = nc.new_inbox()
+    await nc.subscribe(inbox, cb=on_status)
+    await nc.publish("$JS.API.CONSUMER.MSG.NEXT.S3.C", b'{"batch":1,"expires":30000000000}', reply=inbox)
+    await nc.flush()
+    await asyncio.sleep(REPLIES_WAIT_S)  # nats-server's leader replicates it to the followers meanwhile
+    return got
+
+
+async def pull_statuses(got: list[dict[str, str]]) -> list[dict[str, str]]:
+    """What a waiting pull request got once its consumer's leader changed (up to PULL_ENDED_S)."""
+    deadline = asyncio.get_running_loop().time() + PULL_ENDED_S
+    while not got and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.05)
+    return got
 
 
 async def script(app: NATS, sys_nc: NATS) -> list[tuple[str, object]]:
@@ -120,8 +144,10 @@ async def script(app: NATS, sys_nc: NATS) -> list[tuple[str, object]]:
 
     consumer = await settled_leader(app, C_INFO)
     consumer_leader = str(consumer["cluster"]["leader"])  # type: ignore[index]
+    pulls = await waiting_pull(app)
     await ask("consumer", app, csd + "S3.C", b"")
     out.append(("consumer leader changed", await changed_to(app, C_INFO, consumer_leader) != consumer_leader))
+    out.append(("pull request waiting at the consumer step-down", await pull_statuses(pulls)))
 
     await ask("meta", sys_nc, msd, b"")
     out.append(("meta leader changed", await changed_to(sys_nc, "meta", meta) != meta))
