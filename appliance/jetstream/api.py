@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from appliance.jetstream import advisories, errors
+from appliance.jetstream import errors
 from appliance.jetstream.api_consumers import (
     consumer_create,
     consumer_delete,

@@ -7,7 +7,6 @@ import base64
 from typing import TYPE_CHECKING
 
 from appliance import limits
-from appliance.errors import CorruptData
 from appliance.jetstream import advisories, errors, ops, resources, sources
 from appliance.jetstream.cluster_info import asset_cluster
 from appliance.jetstream.config import STREAM_TYPE, StreamConfig, parse_stream_config, stream_config_from_record

@@ -46,7 +46,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from appliance import limits, native
-from appliance.errors import ApplianceError, ClosedError, CorruptData, LimitExceeded
+from appliance.errors import ApplianceError, ClosedError, LimitExceeded
 from appliance.fabric.drain_watch import DrainWatch
 from appliance.fabric.frames import Frame, FrameKind
 from appliance.fabric.link import Link, LinkLoop, handler_failed

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import nats
 import pytest
 from nats.js.api import KeyValueConfig, RePublish
 

@@ -7,7 +7,6 @@ import asyncio
 import collections
 from pathlib import Path
 
-import nats
 import pytest
 from nats.aio.msg import Msg
 

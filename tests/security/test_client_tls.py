@@ -16,8 +16,6 @@ import pytest
 
 from appliance.config.load import options_from_text
 from appliance.testing.certs import Pair, TestCerts
-from appliance.server.monitor.connz import ConnzOptions, connection_json
-from appliance.server.monitor_view import ServerMonitorView
 from appliance.testing.inproc import InProcessServer
 
 

@@ -11,7 +11,6 @@ import asyncio
 import json
 import socket
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import nats
