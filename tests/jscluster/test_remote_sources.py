@@ -1,0 +1,164 @@
+"""Mirrors and sources whose origin stream is not open on the copying stream's leader (issue #14
+item 3): on the seed's three-node cluster an R1 origin placed on one server, a mirror and a
+filtered `sources` stream led by another one. The leader reads the origin through a push consumer
+there (nats-server's way) and copies with the origin's sequences (mirror) or a Nats-Stream-Source
+header (source); the copy continues without gaps or duplicates after the copier's leader steps down."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+
+import pytest
+from nats.aio.client import Client as NATS
+
+from tests.jscluster.stepdown_cluster import api, api_until_ok, connect
+from tests.routes.conftest import Node
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+COPY_TIMEOUT_S = 30.0
+
+
+def run(coro: object) -> None:
+    asyncio.run(coro)  # type: ignore[arg-type]
+
+
+async def info(nc: NATS, stream: str) -> dict[str, object]:
+    return await api_until_ok(nc, f"$JS.API.STREAM.INFO.{stream}")
+
+
+def leader(stream_info: dict[str, object]) -> str:
+    cluster = stream_info.get("cluster") or {}
+    return str(cluster.get("leader", "")) if isinstance(cluster, dict) else ""
+
+
+async def wait_state(nc: NATS, stream: str, msgs: int, last: int) -> dict[str, object]:
+    deadline = time.monotonic() + COPY_TIMEOUT_S
+    while True:
+        got = await info(nc, stream)
+        state = got["state"]
+        assert isinstance(state, dict)
+        if state.get("messages") == msgs and state.get("last_seq") == last:
+            return got
+        assert time.monotonic() < deadline, f"{stream}: {state}, want {msgs} messages up to {last}"
+        await asyncio.sleep(0.1)
+
+
+async def msg_get(nc: NATS, stream: str, seq: int) -> dict[str, object]:
+    answer = await api(nc, f"$JS.API.STREAM.MSG.GET.{stream}", {"seq": seq})
+    message = answer.get("message")
+    assert isinstance(message, dict), answer
+    return message
+
+
+async def publish(nc: NATS, subject: str, payload: bytes) -> int:
+    msg = await nc.request(subject, payload, timeout=5)
+    ack = json.loads(msg.data)
+    assert "error" not in ack, ack
+    return int(ack["seq"])
+
+
+async def create(nc: NATS, config: dict[str, object]) -> dict[str, object]:
+    answer = await api_until_ok(nc, f"$JS.API.STREAM.CREATE.{config['name']}", config)
+    return answer
+
+
+async def step_down_until_moved(nc: NATS, stream: str, old: str) -> str:
+    """Ask the stream's leader to step down until another server leads it."""
+    deadline = time.monotonic() + COPY_TIMEOUT_S
+    while True:
+        try:
+            await api(nc, f"$JS.API.STREAM.LEADER.STEPDOWN.{stream}", timeout_s=2.0)
+        except Exception:  # noqa: BLE001 - a timeout while it changes hands: ask again
+            pass
+        now = leader(await info(nc, stream))
+        if now and now != old:
+            return now
+        assert time.monotonic() < deadline, f"{stream} still led by {old}"
+        await asyncio.sleep(0.2)
+
+
+def test_mirror_of_an_origin_on_another_server_copies_and_survives_a_step_down(js_cluster: list[Node]) -> None:
+    async def main() -> None:
+        nc = await connect(js_cluster[0], {})
+        try:
+            created = await create(nc, {"name": "ORIG", "subjects": ["orig.>"], "num_replicas": 1})
+            origin_server = leader(created) or leader(await info(nc, "ORIG"))
+            mirror = await create(nc, {"name": "MIR", "num_replicas": 3, "mirror": {"name": "ORIG"}})
+            mirror_leader = leader(mirror) or leader(await info(nc, "MIR"))
+            if mirror_leader == origin_server:  # an R3 mirror holds a replica everywhere: lead elsewhere
+                mirror_leader = await step_down_until_moved(nc, "MIR", origin_server)
+            for i in range(50):
+                await publish(nc, f"orig.{i % 3}", b"m%d" % i)
+            await api(nc, "$JS.API.STREAM.MSG.DELETE.ORIG", {"seq": 10, "no_erase": True})
+            got = await wait_state(nc, "MIR", 49, 50)
+            assert got["state"]["first_seq"] == 1  # type: ignore[index]
+            for seq in (1, 25, 50):
+                copy, original = await msg_get(nc, "MIR", seq), await msg_get(nc, "ORIG", seq)
+                assert copy["subject"] == original["subject"] and copy["data"] == original["data"]
+                assert copy["time"] == original["time"]
+            # more follow; then the mirror's leader moves and the copy goes on
+            for i in range(50, 80):
+                await publish(nc, f"orig.{i % 3}", b"m%d" % i)
+            await wait_state(nc, "MIR", 79, 80)
+            moved = await step_down_until_moved(nc, "MIR", mirror_leader)
+            for i in range(80, 120):
+                await publish(nc, f"orig.{i % 3}", b"m%d" % i)
+            await wait_state(nc, "MIR", 119, 120)
+            if moved == origin_server:  # now read from its own replica of ORIG: a step down again
+                await step_down_until_moved(nc, "MIR", moved)
+                for i in range(120, 130):
+                    await publish(nc, f"orig.{i % 3}", b"m%d" % i)
+                await wait_state(nc, "MIR", 129, 130)
+            last = (await info(nc, "MIR"))["state"]["last_seq"]  # type: ignore[index]
+            for seq in range(1, int(last) + 1, 7):
+                if seq == 10:
+                    continue
+                copy = await msg_get(nc, "MIR", seq)
+                assert base64.b64decode(copy["data"]) == b"m%d" % (seq - 1)  # type: ignore[arg-type]
+        finally:
+            await nc.close()
+
+    run(main())
+
+
+def test_filtered_source_of_an_origin_on_another_server_copies_and_survives_a_step_down(
+        js_cluster: list[Node]) -> None:
+    async def main() -> None:
+        nc = await connect(js_cluster[0], {})
+        try:
+            created = await create(nc, {"name": "SRC", "subjects": ["src.>"], "num_replicas": 1})
+            origin_server = leader(created) or leader(await info(nc, "SRC"))
+            copier = await create(nc, {"name": "AGG", "subjects": ["agg.>"], "num_replicas": 3,
+                                       "sources": [{"name": "SRC", "filter_subject": "src.a.>"}]})
+            copier_leader = leader(copier) or leader(await info(nc, "AGG"))
+            if copier_leader == origin_server:
+                copier_leader = await step_down_until_moved(nc, "AGG", origin_server)
+            wanted = 0
+            for i in range(60):
+                subject = "src.a.x" if i % 2 == 0 else "src.b.x"
+                await publish(nc, subject, b"s%d" % i)
+                wanted += subject.startswith("src.a")
+            got = await wait_state(nc, "AGG", wanted, wanted)
+            sources = got.get("sources")
+            assert isinstance(sources, list) and sources[0]["name"] == "SRC" and "error" not in sources[0]
+            first = await msg_get(nc, "AGG", 1)
+            header = base64.b64decode(first["hdrs"]).decode()  # type: ignore[arg-type]
+            assert "Nats-Stream-Source: SRC 1 src.a.> > src.a.x" in header
+            assert base64.b64decode(first["data"]) == b"s0"  # type: ignore[arg-type]
+            last = await msg_get(nc, "AGG", wanted)
+            assert base64.b64decode(last["data"]) == b"s58"  # type: ignore[arg-type]
+            await step_down_until_moved(nc, "AGG", copier_leader)
+            for i in range(60, 100):
+                subject = "src.a.y" if i % 2 == 0 else "src.b.y"
+                await publish(nc, subject, b"s%d" % i)
+                wanted += subject.startswith("src.a")
+            await wait_state(nc, "AGG", wanted, wanted)
+            tail = await msg_get(nc, "AGG", wanted)
+            assert base64.b64decode(tail["data"]) == b"s98"  # type: ignore[arg-type]
+        finally:
+            await nc.close()
+
+    run(main())
