@@ -86,38 +86,46 @@ def test_mirror_of_an_origin_on_another_server_copies_and_survives_a_step_down(j
         try:
             created = await create(nc, {"name": "ORIG", "subjects": ["orig.>"], "num_replicas": 1})
             origin_server = leader(created) or leader(await info(nc, "ORIG"))
-            mirror = await create(nc, {"name": "MIR", "num_replicas": 3, "mirror": {"name": "ORIG"}})
-            mirror_leader = leader(mirror) or leader(await info(nc, "MIR"))
-            if mirror_leader == origin_server:  # an R3 mirror holds a replica everywhere: lead elsewhere
-                mirror_leader = await step_down_until_moved(nc, "MIR", origin_server)
             for i in range(50):
                 await publish(nc, f"orig.{i % 3}", b"m%d" % i)
             await api(nc, "$JS.API.STREAM.MSG.DELETE.ORIG", {"seq": 10, "no_erase": True})
-            got = await wait_state(nc, "MIR", 49, 50)
+            # an R1 mirror goes to a server with fewer assets than the origin's (placement by load)
+            single = await create(nc, {"name": "MIR1", "num_replicas": 1, "mirror": {"name": "ORIG"}})
+            assert (leader(single) or leader(await info(nc, "MIR1"))) != origin_server
+            got = await wait_state(nc, "MIR1", 49, 50)
             assert got["state"]["first_seq"] == 1  # type: ignore[index]
+            assert got["mirror"]["name"] == "ORIG" and "error" not in got["mirror"]  # type: ignore[index]
             for seq in (1, 25, 50):
-                copy, original = await msg_get(nc, "MIR", seq), await msg_get(nc, "ORIG", seq)
+                copy, original = await msg_get(nc, "MIR1", seq), await msg_get(nc, "ORIG", seq)
                 assert copy["subject"] == original["subject"] and copy["data"] == original["data"]
                 assert copy["time"] == original["time"]
-            # more follow; then the mirror's leader moves and the copy goes on
+            # an R3 mirror led elsewhere than the origin; more messages follow in both
+            mirror = await create(nc, {"name": "MIR", "num_replicas": 3, "mirror": {"name": "ORIG"}})
+            mirror_leader = leader(mirror) or leader(await info(nc, "MIR"))
+            if mirror_leader == origin_server:  # it holds a replica everywhere: lead elsewhere
+                mirror_leader = await step_down_until_moved(nc, "MIR", origin_server)
             for i in range(50, 80):
                 await publish(nc, f"orig.{i % 3}", b"m%d" % i)
+            await wait_state(nc, "MIR1", 79, 80)
             await wait_state(nc, "MIR", 79, 80)
+            # the mirror's leader moves while messages keep coming: no gap, no duplicate
             moved = await step_down_until_moved(nc, "MIR", mirror_leader)
             for i in range(80, 120):
                 await publish(nc, f"orig.{i % 3}", b"m%d" % i)
             await wait_state(nc, "MIR", 119, 120)
-            if moved == origin_server:  # now read from its own replica of ORIG: a step down again
+            if moved == origin_server:  # now read from its own replica of ORIG: step down again
                 await step_down_until_moved(nc, "MIR", moved)
                 for i in range(120, 130):
                     await publish(nc, f"orig.{i % 3}", b"m%d" % i)
                 await wait_state(nc, "MIR", 129, 130)
-            last = (await info(nc, "MIR"))["state"]["last_seq"]  # type: ignore[index]
-            for seq in range(1, int(last) + 1, 7):
+            last = int((await info(nc, "MIR"))["state"]["last_seq"])  # type: ignore[index]
+            await wait_state(nc, "MIR1", last - 1, last)
+            for seq in [*range(1, last + 1, 7), last]:
                 if seq == 10:
                     continue
-                copy = await msg_get(nc, "MIR", seq)
-                assert base64.b64decode(copy["data"]) == b"m%d" % (seq - 1)  # type: ignore[arg-type]
+                for name in ("MIR", "MIR1"):
+                    copy = await msg_get(nc, name, seq)
+                    assert base64.b64decode(copy["data"]) == b"m%d" % (seq - 1)  # type: ignore[arg-type]
         finally:
             await nc.close()
 
