@@ -84,7 +84,8 @@ def start_policy(next_seq: int, start_seq: int, start_time_ns: int) -> dict[str,
     return {"deliver_policy": "all"}
 
 
-def consumer_request(origin: str, deliver: str, start: dict[str, object], filters: list[str]) -> dict[str, object]:
+def consumer_request(origin: str, deliver: str, start: dict[str, object],
+                     filters: list[str]) -> dict[str, object]:
     """The CONSUMER.CREATE request for an origin (nats-server's mirror/source consumer config)."""
     config: dict[str, object] = {
         "deliver_subject": deliver,
@@ -207,7 +208,8 @@ class RemoteOrigin:
         if not self.client.closed:
             self.client.publish(subject.encode(), payload, reply=reply.encode() if reply else None)
 
-    def _on_create_answer(self, subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
+    def _on_create_answer(self, subject: bytes, reply: bytes | None, header: bytes | None,
+                          data: bytes) -> None:
         generation = subject.split(b".")[-2]
         if generation.isdigit():
             self.on_message(int(generation), "c", subject, reply, header, data)
@@ -226,8 +228,8 @@ class RemoteOrigin:
         self.pending.clear()
         self.client.close()
 
-    def on_message(self, generation: int, kind: str, subject: bytes, reply: bytes | None, header: bytes | None,
-                   data: bytes) -> None:
+    def on_message(self, generation: int, kind: str, subject: bytes, reply: bytes | None,
+                   header: bytes | None, data: bytes) -> None:
         if self.closed or generation != self.generation:
             return  # an older consumer's
         now = self.ajs.now_ns()

@@ -348,7 +348,8 @@ class Sourcing:
             remote = self._remotes[index] = RemoteOrigin(self, index, source)
         return remote
 
-    def mirror_batch(self, source: SourceState, got: list[tuple[int, str, bytes, bytes, int]]) -> list[list[object]]:
+    def mirror_batch(self, source: SourceState,
+                     got: list[tuple[int, str, bytes, bytes, int]]) -> list[list[object]]:
         """Delivered origin messages as a MIRROR operation's entries (those a transform matches)."""
         batch = []
         for seq, subject, headers, payload, ts_ns in got:
@@ -401,7 +402,8 @@ class Sourcing:
         self.propose_mirror(source, batch, lambda: None)
         return read
 
-    def propose_mirror(self, source: SourceState, batch: list[list[object]], then: Callable[[], None]) -> None:
+    def propose_mirror(self, source: SourceState, batch: list[list[object]],
+                       then: Callable[[], None]) -> None:
         """Propose a batch of origin messages (mirror_entry's) as one MIRROR operation; `then`
         once it is applied. Raises what Stream.propose_op raises (NotLeader, LimitExceeded)."""
         last = int(str(batch[-1][0]))

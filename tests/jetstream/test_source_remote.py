@@ -73,7 +73,8 @@ def test_the_consumer_request_is_a_flow_controlled_ack_none_push_consumer_that_e
     assert body["stream_name"] == "ORIG"
     assert isinstance(config, dict)
     assert config["deliver_subject"] == "$JSMIR.x.0.1.d" and config["ack_policy"] == "none"
-    assert config["flow_control"] is True and config["idle_heartbeat"] == int(limits.JS_SOURCE_HEARTBEAT_S * NS)
+    assert config["flow_control"] is True
+    assert config["idle_heartbeat"] == int(limits.JS_SOURCE_HEARTBEAT_S * NS)
     assert config["inactive_threshold"] > config["idle_heartbeat"]  # type: ignore[operator]
     assert config["filter_subject"] == "a.>" and "filter_subjects" not in config
     two = consumer_request("O", "d", {}, ["a", "b"])["config"]
@@ -95,7 +96,8 @@ def test_a_delivery_is_copied_skipped_or_restarts_the_consumer() -> None:
 
 def test_a_heartbeat_naming_a_later_consumer_sequence_is_a_gap() -> None:
     def beat(last: int) -> bytes:
-        return status_headers(100, "Idle Heartbeat", [("Nats-Last-Consumer", str(last)), ("Nats-Last-Stream", "9")])
+        pairs = [("Nats-Last-Consumer", str(last)), ("Nats-Last-Stream", "9")]
+        return status_headers(100, "Idle Heartbeat", pairs)
 
     assert not heartbeat_gap(5, beat(4))
     assert heartbeat_gap(5, beat(5))
@@ -137,7 +139,8 @@ class Harness:
         store = SimpleNamespace(state=lambda: SimpleNamespace(last_seq=0))
         self.sourcing = SimpleNamespace(
             ajs=ajs, ident="ID", stream=SimpleNamespace(config=SimpleNamespace(name="MIR"), store=store),
-            copy_one=lambda _s, _i, seq, subject, headers, payload: self.copied.append((seq, subject, headers, payload)),
+            copy_one=lambda _s, _i, seq, subject, headers, payload: self.copied.append(
+                (seq, subject, headers, payload)),
             mirror_batch=lambda _s, got: [[seq, subject, "", "", ts] for seq, subject, _h, _p, ts in got],
             propose_mirror=self.propose,
         )
@@ -170,7 +173,8 @@ class Harness:
 
     def answer_create(self, body: dict[str, object]) -> None:
         subject = f"$JSMIR.ID.0.{self.remote.generation}.c".encode()
-        self.client.subs[b"$JSMIR.ID.0.*.c"](subject, None, None, json.dumps(body).encode())  # type: ignore[operator]
+        handler = self.client.subs[b"$JSMIR.ID.0.*.c"]
+        handler(subject, None, None, json.dumps(body).encode())  # type: ignore[operator]
 
 
 def test_a_mirror_creates_its_consumer_at_the_next_sequence_and_proposes_what_arrives(
@@ -178,7 +182,9 @@ def test_a_mirror_creates_its_consumer_at_the_next_sequence_and_proposes_what_ar
     h = Harness(monkeypatch, next_seq=5)
     h.remote.tick()
     (create,) = h.creates()
-    assert create["config"]["opt_start_seq"] == 5 and create["config"]["deliver_subject"] == "$JSMIR.ID.0.1.d"  # type: ignore[index]
+    config = create["config"]
+    assert isinstance(config, dict)
+    assert config["opt_start_seq"] == 5 and config["deliver_subject"] == "$JSMIR.ID.0.1.d"
     h.answer_create({"name": "C1"})
     for cseq, sseq in enumerate((5, 6, 8), start=1):
         h.deliver(sseq, cseq)
@@ -187,14 +193,16 @@ def test_a_mirror_creates_its_consumer_at_the_next_sequence_and_proposes_what_ar
     assert [entry[0] for entry in batch] == [5, 6, 8] and [entry[4] for entry in batch] == [50, 60, 80]
 
 
-def test_flow_control_is_answered_only_once_the_copy_in_flight_is_applied(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_flow_control_is_answered_only_once_the_copy_in_flight_is_applied(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     h = Harness(monkeypatch)
     h.remote.tick()
     h.deliver(1, 1)
     h.run_soon()
     h.deliver(2, 2)
     fc = status_headers(100, "FlowControl Request")
-    h.client.subs[b"$JSMIR.ID.0.1.d"](b"$JSMIR.ID.0.1.d", b"$JS.FC.ORIG.C.x", fc, fc)  # type: ignore[operator]
+    handler = h.client.subs[b"$JSMIR.ID.0.1.d"]
+    handler(b"$JSMIR.ID.0.1.d", b"$JS.FC.ORIG.C.x", fc, fc)  # type: ignore[operator]
     assert not [s for s, _p, _r in h.client.sent if s.startswith("$JS.FC.")]
     h.proposed[0][1]()  # type: ignore[operator]  # the first batch applied: the second goes
     h.run_soon()
@@ -264,7 +272,8 @@ def test_a_refused_proposal_pauses_and_reads_again_from_the_stream(monkeypatch: 
     assert len(h.creates()) == 2 and h.creates()[-1]["config"]["deliver_policy"] == "all"
 
 
-def test_deliveries_beyond_the_pending_limit_restart_instead_of_growing(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_deliveries_beyond_the_pending_limit_restart_instead_of_growing(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     h = Harness(monkeypatch)
     h.remote.tick()
     h.deliver(1, 1)

@@ -80,7 +80,8 @@ async def step_down_until_moved(nc: NATS, stream: str, old: str) -> str:
         await asyncio.sleep(0.2)
 
 
-def test_mirror_of_an_origin_on_another_server_copies_and_survives_a_step_down(js_cluster: list[Node]) -> None:
+def test_mirror_of_an_origin_on_another_server_copies_and_survives_a_step_down(
+        js_cluster: list[Node]) -> None:
     async def main() -> None:
         nc = await connect(js_cluster[0], {})
         try:
