@@ -247,6 +247,11 @@ class RemoteOrigin:
                 self._answer_flow_control()
             elif heartbeat_gap(self.expected_cseq, header):
                 self.restart()
+            else:  # a heartbeat naming a flow-control request not answered (one lost): answer it
+                stalled = header_value(header, b"Nats-Consumer-Stalled")
+                if stalled and stalled.strip():
+                    self.held_fc = stalled.strip()
+                    self._answer_flow_control()
             return
         if reply and b"@" in reply:  # a route's `<ack reply>@<stream subject>`, if not undone yet
             reply, _, subject = reply.rpartition(b"@")

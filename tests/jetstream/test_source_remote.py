@@ -212,6 +212,21 @@ def test_flow_control_is_answered_only_once_the_copy_in_flight_is_applied(
     assert [s for s, _p, _r in h.client.sent if s.startswith("$JS.FC.")] == ["$JS.FC.ORIG.C.x"]
 
 
+def test_a_heartbeat_naming_a_stalled_flow_control_request_gets_it_answered(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    h = Harness(monkeypatch)
+    h.remote.tick()
+    h.deliver(1, 1)
+    beat = status_headers(100, "Idle Heartbeat", [("Nats-Last-Consumer", "1"), ("Nats-Last-Stream", "1"),
+                                                  ("Nats-Consumer-Stalled", "$JS.FC.ORIG.C.lost")])
+    h.client.subs[b"$JSMIR.ID.0.1.d"](b"$JSMIR.ID.0.1.d", None, beat, beat)  # type: ignore[operator]
+    assert h.remote.generation == 1  # no gap: the consumer waits for its flow-control answer
+    h.run_soon()
+    h.proposed[0][1]()  # type: ignore[operator]
+    h.run_soon()
+    assert ("$JS.FC.ORIG.C.lost", b"", "") in h.client.sent
+
+
 def test_a_lost_delivery_makes_the_consumer_again_from_the_next_needed_sequence(
         monkeypatch: pytest.MonkeyPatch) -> None:
     h = Harness(monkeypatch)
