@@ -171,3 +171,28 @@ def test_filtered_source_of_an_origin_on_another_server_copies_and_survives_a_st
             await nc.close()
 
     run(main())
+
+
+def test_a_mirror_copies_more_than_a_flow_control_window_from_an_origin_elsewhere(
+        js_cluster: list[Node]) -> None:
+    total = 2 * 1024 + 300  # limits.JS_FLOW_CONTROL_MSGS: two flow-control requests answered
+
+    async def main() -> None:
+        nc = await connect(js_cluster[0], {})
+        try:
+            created = await create(nc, {"name": "BIG", "subjects": ["big"], "num_replicas": 1})
+            origin_server = leader(created) or leader(await info(nc, "BIG"))
+            for i in range(total):
+                await nc.publish("big", b"b%d" % i)
+            await nc.flush()
+            await wait_state(nc, "BIG", total, total)
+            mirror = await create(nc, {"name": "BIGM", "num_replicas": 1, "mirror": {"name": "BIG"}})
+            assert (leader(mirror) or leader(await info(nc, "BIGM"))) != origin_server
+            await wait_state(nc, "BIGM", total, total)
+            for seq in (1, 1024, 1025, 2049, total):
+                copy = await msg_get(nc, "BIGM", seq)
+                assert base64.b64decode(copy["data"]) == b"b%d" % (seq - 1)  # type: ignore[arg-type]
+        finally:
+            await nc.close()
+
+    run(main())
