@@ -196,3 +196,34 @@ def test_a_mirror_copies_more_than_a_flow_control_window_from_an_origin_elsewher
             await nc.close()
 
     run(main())
+
+
+def test_killing_the_mirror_leader_the_copy_goes_on_without_gaps_or_duplicates(js_cluster: list[Node]) -> None:
+    by_name = {node.name: node for node in js_cluster}
+
+    async def main() -> None:
+        nc = await connect(js_cluster[0], {})
+        created = await create(nc, {"name": "KO", "subjects": ["ko"], "num_replicas": 1})
+        origin_server = leader(created) or leader(await info(nc, "KO"))
+        await nc.close()
+        nc = await connect(by_name[origin_server], {})  # the client's server (the origin's) stays up
+        try:
+            mirror = await create(nc, {"name": "KM", "num_replicas": 3, "mirror": {"name": "KO"}})
+            mirror_leader = leader(mirror) or leader(await info(nc, "KM"))
+            if mirror_leader == origin_server:
+                mirror_leader = await step_down_until_moved(nc, "KM", origin_server)
+            for i in range(40):
+                await publish(nc, "ko", b"k%d" % i)
+            await wait_state(nc, "KM", 40, 40)
+            by_name[mirror_leader].kill9()
+            for i in range(40, 80):
+                await publish(nc, "ko", b"k%d" % i)
+            got = await wait_state(nc, "KM", 80, 80)
+            assert leader(got) != mirror_leader
+            for seq in range(1, 81, 3):
+                copy = await msg_get(nc, "KM", seq)
+                assert base64.b64decode(copy["data"]) == b"k%d" % (seq - 1)  # type: ignore[arg-type]
+        finally:
+            await nc.close()
+
+    run(main())
