@@ -11,10 +11,12 @@ import base64
 import json
 import time
 
+import nats
 import pytest
 from nats.aio.client import Client as NATS
 
 from tests.jscluster.stepdown_cluster import api, api_until_ok, connect
+from tests.jscluster.test_placement import five, holders  # noqa: F401 - `five`: a fixture
 from tests.routes.conftest import Node
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
@@ -54,10 +56,18 @@ async def msg_get(nc: NATS, stream: str, seq: int) -> dict[str, object]:
 
 
 async def publish(nc: NATS, subject: str, payload: bytes) -> int:
-    msg = await nc.request(subject, payload, timeout=5)
-    ack = json.loads(msg.data)
-    assert "error" not in ack, ack
-    return int(ack["seq"])
+    """Publish until acknowledged (an origin changing leaders may not answer for a moment); the
+    payload is the Nats-Msg-Id, so a publish asked again is stored once."""
+    deadline = time.monotonic() + COPY_TIMEOUT_S
+    while True:
+        try:
+            msg = await nc.request(subject, payload, timeout=2, headers={"Nats-Msg-Id": payload.decode()})
+        except (nats.errors.TimeoutError, nats.errors.NoRespondersError):
+            assert time.monotonic() < deadline, f"{subject} {payload!r} never acknowledged"
+            continue
+        ack = json.loads(msg.data)
+        assert "error" not in ack, ack
+        return int(ack["seq"])
 
 
 async def create(nc: NATS, config: dict[str, object]) -> dict[str, object]:
@@ -223,6 +233,36 @@ def test_killing_the_mirror_leader_the_copy_goes_on_without_gaps_or_duplicates(j
             for seq in range(1, 81, 3):
                 copy = await msg_get(nc, "KM", seq)
                 assert base64.b64decode(copy["data"]) == b"k%d" % (seq - 1)  # type: ignore[arg-type]
+        finally:
+            await nc.close()
+
+    run(main())
+
+
+def test_a_mirror_of_an_r3_origin_held_by_other_servers_of_five_follows_its_leader_changes(
+        five: list[Node]) -> None:  # noqa: F811 - the fixture
+    async def main() -> None:
+        nc = await connect(five[0], {})
+        try:
+            # the mirror first, on n2 (az:1, hdd), its origin not there yet: missing, asked for again
+            mirror = await create(nc, {"name": "FM", "num_replicas": 1, "mirror": {"name": "FO"},
+                                       "placement": {"tags": ["az:1", "hdd"]}})
+            assert leader(mirror) == "n2-c1" or leader(await info(nc, "FM")) == "n2-c1"
+            # an R3 origin in three zones: az:1's replica goes to n1 (fewer assets than n2)
+            await create(nc, {"name": "FO", "subjects": ["fo.>"], "num_replicas": 3})
+            assert "n2-c1" not in holders(five, "FO")
+            for i in range(60):
+                await publish(nc, f"fo.{i % 4}", b"f%d" % i)
+            await wait_state(nc, "FM", 60, 60)
+            origin_leader = leader(await info(nc, "FO"))
+            await step_down_until_moved(nc, "FO", origin_leader)
+            for i in range(60, 120):
+                await publish(nc, f"fo.{i % 4}", b"f%d" % i)
+            got = await wait_state(nc, "FM", 120, 120)
+            assert "error" not in got["mirror"]  # type: ignore[operator]
+            for seq in range(1, 121, 5):
+                copy = await msg_get(nc, "FM", seq)
+                assert base64.b64decode(copy["data"]) == b"f%d" % (seq - 1)  # type: ignore[arg-type]
         finally:
             await nc.close()
 
