@@ -38,6 +38,7 @@ LOG = logging.getLogger(__name__)
 PREFIX = "$JSMIR."  # $JSMIR.<ident>.<source index>.<generation>.<d: deliveries | c: the create answer>
 STREAM_NOT_FOUND = 10059
 NS = 1_000_000_000
+ACK_WAIT_NS = 22 * 3600 * NS  # nats-server's mirror/source consumer ack_wait (22 h)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +91,7 @@ def consumer_request(origin: str, deliver: str, start: dict[str, object],
     config: dict[str, object] = {
         "deliver_subject": deliver,
         "ack_policy": "none",
+        "ack_wait": ACK_WAIT_NS,
         "max_deliver": 1,
         "flow_control": True,
         "idle_heartbeat": int(limits.JS_SOURCE_HEARTBEAT_S * NS),

@@ -20,6 +20,9 @@ a message no transform matches is not copied. Limits: a copy the stream refuses 
 limit, the server's or the account's JetStream limit) stalls its source or mirror at that message,
 tried again after a delay and never skipped, as nats-server retries a source or mirror from the
 message it could not store. Not here (refused with 10052): external sources and mirrors.
+
+In a cluster an origin this server holds no replica of is read through a push consumer on it,
+as nats-server reads every origin (source_remote.py); an origin open here is read from its store.
 """
 
 from __future__ import annotations
