@@ -285,7 +285,9 @@ class RemoteOrigin:
             answer = json.loads(data)
         except ValueError:
             return
-        error = answer.get("error") if isinstance(answer, dict) else None
+        if not isinstance(answer, dict):
+            return
+        error = answer.get("error")
         if isinstance(error, dict):
             self.source.missing = error.get("err_code") == STREAM_NOT_FOUND
             self.heard_ns = 0

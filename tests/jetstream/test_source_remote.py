@@ -308,3 +308,15 @@ def test_a_source_copies_each_delivery_under_its_stream_subject(monkeypatch: pyt
     h.run_soon()
     assert h.copied == [(4, "orig.x", b"", b"payload4"), (5, "orig.y", b"", b"p5")]
     assert h.source.next_seq == 6
+
+
+def test_stopping_deletes_the_consumer_and_drops_later_deliveries(monkeypatch: pytest.MonkeyPatch) -> None:
+    h = Harness(monkeypatch)
+    h.remote.tick()
+    h.answer_create(["not", "an", "object"])  # type: ignore[arg-type]  # ignored, no crash
+    h.answer_create({"name": "C1"})
+    h.remote.close()
+    assert ("$JS.API.CONSUMER.DELETE.ORIG.C1", b"", "") in h.client.sent and h.client.closed
+    h.deliver(1, 1)
+    h.run_soon()
+    assert h.proposed == [] and h.remote.pending == []
