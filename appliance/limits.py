@@ -226,4 +226,10 @@ JS_SOURCE_POLL_MIN_S = 0.005  # a source with nothing new looks again after this
 JS_SOURCE_POLL_MAX_S = 0.25  # ... doubling up to this
 JS_SOURCE_RECOVERY_SCAN_MAX = 100_000  # messages read back on start to find each source's position
 JS_SOURCE_WATCHED_MAX = 64  # origin streams whose publishes wake one stream's source tailers
+# a source or mirror whose origin is not open on this server reads it through a push consumer there
+JS_SOURCE_HEARTBEAT_S = 1.0  # the consumer's idle_heartbeat
+JS_SOURCE_STALL_S = 5.0  # nothing heard for this long (no message, heartbeat, create answer): made again
+JS_SOURCE_INACTIVE_S = 10.0  # the consumer's inactive_threshold (nats-server's sourceHealthCheckInterval)
+JS_SOURCE_PROPOSAL_TIMEOUT_S = 10.0  # a copy proposal not applied by then (a dropped one): read again
+JS_SOURCE_PENDING_MAX = 2 * JS_FLOW_CONTROL_MSGS  # deliveries held while a copy is in flight
 JS_REPUBLISH_TARGETS_CACHED = 4096  # subject -> republish subject, per stream with republish (cleared when full)

@@ -20,6 +20,9 @@ a message no transform matches is not copied. Limits: a copy the stream refuses 
 limit, the server's or the account's JetStream limit) stalls its source or mirror at that message,
 tried again after a delay and never skipped, as nats-server retries a source or mirror from the
 message it could not store. Not here (refused with 10052): external sources and mirrors.
+
+In a cluster an origin this server holds no replica of is read through a push consumer on it,
+as nats-server reads every origin (source_remote.py); an origin open here is read from its store.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from appliance import limits
 from appliance.jetstream import errors, ops
 from appliance.jetstream.decode import STRING, TIME, UINT64, GoSlice, GoStruct
 from appliance.jetstream.host import Timer
+from appliance.jetstream.source_remote import RemoteOrigin
 from appliance.jetstream.storeview import count_live, first_seq_at_or_after_time, last_seq
 from appliance.jetstream.subjects import is_valid_name, is_valid_subject, subject_is_subset, subjects_overlap
 from appliance.jetstream.transform import Transform, compile_all, compile_transform, first_match
@@ -233,6 +237,9 @@ class Sourcing:
         if mirror is None:
             self._acks = InternalClient(ajs.server, ajs.account, f"JetStream sources {stream.config.name}")
             self._acks.subscribe(f"{self._ack_prefix}>".encode(), self._on_copy_ack)
+        # origins not open on this server (clustered only): read through a consumer there
+        self._clustered = ajs.service.meta.clustered
+        self._remotes: dict[int, RemoteOrigin] = {}
 
     def _recover(self) -> None:
         """Each source's position: after the last message the stream copied from it."""
@@ -292,6 +299,12 @@ class Sourcing:
 
     def _copy(self, source: SourceState) -> int:
         origin = self.ajs.streams.get(source.name)
+        if origin is None and self._clustered:  # the origin lives on other servers
+            self._remote(source).tick()
+            return 0
+        remote = self._remotes.pop(self.states.index(source), None)
+        if remote is not None:  # the origin is open here now: read its store
+            remote.close()
         source.missing = origin is None or origin is self.stream
         if origin is None or origin is self.stream:
             return 0
@@ -315,15 +328,38 @@ class Sourcing:
             if source.copied_ahead and msg.seq in source.copied_ahead:
                 source.copied_ahead.discard(msg.seq)  # stored while an earlier copy was refused
                 continue
-            subject = first_match(list(source.transforms), msg.subject) if source.transforms else msg.subject
-            if subject is not None:  # a message no transform matches is not copied
-                value = f"{source.name} {msg.seq} {source.key} {source.dests} {msg.subject} {self.ident}"
-                header = append_headers(msg.headers, [(HDR_SOURCE.decode(), value)])
-                self.stream.on_publish(subject, f"{self._ack_prefix}{index}.{msg.seq}", header, msg.payload)
-                source.last_seq = msg.seq
+            self.copy_one(source, index, msg.seq, msg.subject, msg.headers, msg.payload)
             if read >= most:
                 break
         return read
+
+    def copy_one(self, source: SourceState, index: int, seq: int, subject: str, headers: bytes,
+                 payload: bytes) -> None:
+        """Publish one origin message of a source to the stream, with its Nats-Stream-Source
+        header (a message no transform matches is not copied); its PubAck comes to _on_copy_ack."""
+        renamed = first_match(list(source.transforms), subject) if source.transforms else subject
+        if renamed is not None:
+            value = f"{source.name} {seq} {source.key} {source.dests} {subject} {self.ident}"
+            header = append_headers(headers, [(HDR_SOURCE.decode(), value)])
+            self.stream.on_publish(renamed, f"{self._ack_prefix}{index}.{seq}", header, payload)
+            source.last_seq = seq
+
+    def _remote(self, source: SourceState) -> RemoteOrigin:
+        index = self.states.index(source)
+        remote = self._remotes.get(index)
+        if remote is None:
+            remote = self._remotes[index] = RemoteOrigin(self, index, source)
+        return remote
+
+    def mirror_batch(self, source: SourceState,
+                     got: list[tuple[int, str, bytes, bytes, int]]) -> list[list[object]]:
+        """Delivered origin messages as a MIRROR operation's entries (those a transform matches)."""
+        batch = []
+        for seq, subject, headers, payload, ts_ns in got:
+            entry = mirror_entry(source, seq, subject, headers, payload, ts_ns)
+            if entry is not None:
+                batch.append(entry)
+        return batch
 
     def _on_copy_ack(self, subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
         """A copied message's PubAck. A refused copy (a discard-new limit, the server's or the
@@ -355,23 +391,24 @@ class Sourcing:
         read = 0
         for msg in origin.store.scan(source.next_seq, source.filter_subject or ">"):
             read += 1
-            subject = first_match(list(source.transforms), msg.subject) if source.transforms else msg.subject
-            if subject is None:  # not matched: a gap in the mirror, as a filtered-out message
+            entry = mirror_entry(source, msg.seq, msg.subject, msg.headers, msg.payload, msg.timestamp_ns)
+            if entry is None:  # not matched: a gap in the mirror, as a filtered-out message
                 source.next_seq = msg.seq + 1
                 if read >= limits.JS_SOURCE_BATCH_MAX:
                     break
                 continue
-            batch.append([
-                msg.seq,
-                subject,
-                base64.b64encode(msg.headers).decode(),
-                base64.b64encode(msg.payload).decode(),
-                msg.timestamp_ns,
-            ])
+            batch.append(entry)
             if read >= limits.JS_SOURCE_BATCH_MAX:
                 break
         if not batch:
             return read
+        self.propose_mirror(source, batch, lambda: None)
+        return read
+
+    def propose_mirror(self, source: SourceState, batch: list[list[object]],
+                       then: Callable[[], None]) -> None:
+        """Propose a batch of origin messages (mirror_entry's) as one MIRROR operation; `then`
+        once it is applied. Raises what Stream.propose_op raises (NotLeader, LimitExceeded)."""
         last = int(str(batch[-1][0]))
         body: dict[str, object] = {"m": batch, "p": source.last_seq}
         source.next_seq, source.last_seq = max(source.next_seq, last + 1), last
@@ -384,9 +421,9 @@ class Sourcing:
                 source.retry_at_ns = self.ajs.now_ns() + int(limits.JS_SOURCE_POLL_MAX_S * 1e9)
             else:
                 source.refused_seq = 0
+            then()
 
         self.stream.propose_op(ops.KIND_MIRROR, body, on_applied)
-        return read
 
     def _start(self, source: SourceState, origin: Stream) -> int:
         if source.start_seq:
@@ -402,7 +439,8 @@ class Sourcing:
         for source in self.states:
             entry: dict[str, object] = {"name": source.name}
             origin = self.ajs.streams.get(source.name)
-            lag = 0
+            remote = self._remotes.get(len(out))
+            lag = remote.lag if remote is not None else 0
             if origin is not None and source.next_seq:
                 filters = [source.filter_subject] if source.filter_subject else []
                 lag = count_live(origin.store, source.next_seq, filters)
@@ -433,6 +471,18 @@ class Sourcing:
         if self._acks is not None:
             self._acks.close()
             self._acks = None
+        for remote in self._remotes.values():
+            remote.close()
+        self._remotes.clear()
+
+
+def mirror_entry(source: SourceState, seq: int, subject: str, headers: bytes, payload: bytes,
+                 ts_ns: int) -> list[object] | None:
+    """One origin message as a MIRROR operation carries it (None: no transform matches it)."""
+    renamed = first_match(list(source.transforms), subject) if source.transforms else subject
+    if renamed is None:
+        return None
+    return [seq, renamed, base64.b64encode(headers).decode(), base64.b64encode(payload).decode(), ts_ns]
 
 
 def _key_of(echo: dict[str, object]) -> str:
