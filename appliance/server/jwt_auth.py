@@ -132,6 +132,11 @@ class JWTAuthenticator:
         self.refused = frozenset(options.trust.preload) - frozenset(self.accounts)  # untrusted signer
         # FULL resolver: an account missing here is read from its directory (nats-server's Fetch)
         self.directory = JWTDirectory(options.trust.resolver_dir) if options.trust.resolver == "FULL" else None
+        # accounts whose JWT this worker took from the directory or an update: one whose file is gone
+        # was deleted, maybe by a sibling worker whose change our directory watch has not seen yet
+        self.stored: set[str] = set()
+        if self.directory is not None:  # read from the directory at start (preloads may not be there yet)
+            self.stored = set(self.accounts) - set(options.trust.preload)
         # FULL resolver without the system account's JWT yet: nats-server's bootstrapping system
         # account (its own key signs its users; no limits)
         self.bootstrap = ""
@@ -153,6 +158,8 @@ class JWTAuthenticator:
         if claims.subject != key or claims.issuer not in self.trusted_keys:
             return False
         self.accounts[key] = claims
+        if self.directory is not None:
+            self.stored.add(key)
         if key == self.bootstrap:
             self.bootstrap = ""
         return True
@@ -174,6 +181,11 @@ class JWTAuthenticator:
             self.pinned_fails += 1
             return f"Account {user.account} not listed as operator pinned account"
         account = self.accounts.get(user.account)
+        if account is not None and user.account in self.stored and self.directory is not None \
+                and self.directory.load(user.account) is None:  # deleted ($SYS.REQ.CLAIMS.DELETE) meanwhile
+            del self.accounts[user.account]
+            self.stored.discard(user.account)
+            account = None
         if account is None and self.directory is not None:
             stored = self.directory.load(user.account)
             if stored is not None and not self.set_account(user.account, stored):

@@ -362,3 +362,18 @@ def test_account_gate_counts_an_account_over_workers(tmp_path: Path) -> None:
     assert restarted.admit(8, ACCOUNT.public, 2, 0) and second.admit(9, ACCOUNT.public, 2, 0)
     for gate in (first, second, restarted):
         gate.close()
+
+
+def test_an_account_deleted_from_the_full_resolver_directory_refuses_users_at_once(tmp_path: Path) -> None:
+    """A sibling worker deleted the account (CLAIMS.DELETE): this worker's next authentication sees its
+    file gone, before its directory watch runs (CI let a fresh user of a deleted account in)."""
+    from appliance.config.jwt_store import JWTDirectory
+
+    directory = JWTDirectory(str(tmp_path))
+    directory.save(ACCOUNT.public, account_jwt(ACCOUNT, OPERATOR))
+    text = config(base_preload()).replace("resolver: MEMORY",
+                                          f"resolver {{ type: full, dir: '{tmp_path}', allow_delete: true }}")
+    auth = JWTAuthenticator(options_from_text(text, filename="op.conf"))
+    assert isinstance(connect_as(auth, user_jwt(USER, ACCOUNT), USER), JWTUser)
+    directory.delete(ACCOUNT.public, hard=False)
+    assert connect_as(auth, user_jwt(USER, ACCOUNT), USER) == "Account JWT lookup error: account missing"
