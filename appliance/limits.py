@@ -27,6 +27,7 @@ SUBJECT_TOKENS_MAX = 256  # a subject deeper than this is rejected as invalid
 HTTP_REQUEST_BYTES_MAX = 16 * 1024  # monitoring request line + headers
 WRITE_BUFFER_HIGH_BYTES = 256 * 1024  # transport buffer above which a write deadline starts running
 STALLED_PRODUCERS_MAX = 1024  # producers one slow subscriber may hold paused at once
+PRODUCER_STALL_MAX_S = 0.01  # for at most this long each time (nats-server's stallTotalAllowed, 10 ms)
 ACCEPT_BACKLOG = 1024  # listen() backlog of the client port
 WS_HANDSHAKE_TIMEOUT_S = 2.0  # a WebSocket upgrade without TLS and without `handshake_timeout` must finish in this
 LINK_BACKLOG_BYTES_MAX = 64 * 1024 * 1024  # frames waiting for room on one link to a sibling worker

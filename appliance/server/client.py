@@ -852,6 +852,10 @@ class ClientConnection(asyncio.Protocol):
             if producer is not None and producer is not self and len(self._stalled_producers) < limits.STALLED_PRODUCERS_MAX:
                 self._stalled_producers[producer] = None
                 producer.pause_for_backpressure()
+                if "stall" not in self._timers:  # bounded, as nats-server's stallTotalAllowed: a subscriber
+                    # that reads nothing must not hold its publishers until the write deadline closes it
+                    self._timers["stall"] = self.server.loop.call_later(limits.PRODUCER_STALL_MAX_S,
+                                                                        self._stall_over)
 
     def pending_bytes(self) -> int:
         if self.transport is None or self.closed:
@@ -876,7 +880,14 @@ class ClientConnection(asyncio.Protocol):
         if not self._holding:
             self._resume_reading()
 
+    def _stall_over(self) -> None:
+        self._timers.pop("stall", None)
+        self._release_stalled()
+
     def _release_stalled(self) -> None:
+        timer = self._timers.pop("stall", None)
+        if timer is not None:
+            timer.cancel()
         stalled, self._stalled_producers = self._stalled_producers, {}
         for producer in stalled:
             producer.resume_after_backpressure()

@@ -281,6 +281,38 @@ def test_slow_consumer_is_disconnected_and_counted() -> None:
         assert server.server is not None and server.server.slow_consumers >= 1
 
 
+def test_a_subscriber_near_max_pending_stalls_its_publisher_only_briefly() -> None:
+    """A subscriber that reads nothing, its pending between 3/4 of max_pending and max_pending: its
+    publisher is stalled for at most PRODUCER_STALL_MAX_S at a time (nats-server's stallTotalAllowed),
+    so the publisher's PING is answered at once (before: paused until the write deadline closed the
+    subscriber; CI's slow-consumer test timed out in that band)."""
+    import socket
+    import time
+
+    options = ServerOptions()
+    options.max_pending = 256 * 1024
+    options.write_deadline_s = 60.0
+    with InProcessServer(options) as server:
+        slow = raw(server.port)
+        slow.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        slow.send(b'CONNECT {"verbose":false}\r\nSUB flood 1\r\nPING\r\n')
+        slow.read_until(b"PONG\r\n")
+        assert server.server is not None
+        conn = next(c for c in server.server.clients.values() if c.subs)
+        producer = raw(server.port)
+        producer.send(b'CONNECT {"verbose":false}\r\nPING\r\n')
+        producer.read_until(b"PONG\r\n")
+        payload = b"x" * 8000
+        deadline = time.monotonic() + 30
+        while conn.pending_bytes() <= options.max_pending * 3 // 4:  # one message at a time into the band
+            assert time.monotonic() < deadline, conn.pending_bytes()
+            producer.send(b"PUB flood %d\r\n%s\r\nPING\r\n" % (len(payload), payload))
+            producer.read_until(b"PONG\r\n")
+        assert not conn.closed and conn.pending_bytes() <= options.max_pending
+        producer.send(b"PING\r\n")
+        producer.read_until(b"PONG\r\n")  # 5 s at most (RawClient), far below the 60 s write deadline
+
+
 def test_rtt_is_estimated_at_connect_and_measured_by_the_first_server_ping(server: InProcessServer) -> None:
     """As nats-server: CONNECT sets the RTT to the time since accept, and a server PING ~2 s
     later (sent even to a busy client: its RTT is unmeasured) is timed to its PONG."""
