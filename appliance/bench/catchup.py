@@ -32,6 +32,7 @@ from pathlib import Path
 
 import psutil
 
+from appliance import limits
 from appliance.bench import jsapi, replicas, wire
 from appliance.bench.conn import Connection, Endpoint
 from appliance.bench.servers import APPLIANCE, RunningServer, ServerStartFailed, start
@@ -67,9 +68,11 @@ class CatchUpResult:
     catch_up_s: float = 0.0
     leader: str = ""
     joiners: list[str] = field(default_factory=list)
-    rss_before: dict[str, int] = field(default_factory=dict)  # process label -> peak bytes before the update
+    rss_idle: dict[str, int] = field(default_factory=dict)  # process label -> peak bytes before the fill
+    rss_fill: dict[str, int] = field(default_factory=dict)  # ... while filling (publishing)
     rss_during: dict[str, int] = field(default_factory=dict)  # ... from the update until caught up
     lag: list[LagSample] = field(default_factory=list)
+    info_errors: int = 0  # STREAM.INFO polls that timed out or answered an error during the catch-up
 
     def mb_per_s(self) -> float:
         return self.stream_bytes / MIB / self.catch_up_s if self.catch_up_s > 0 else 0.0
@@ -81,8 +84,8 @@ class RssSampler:
     def __init__(self, server: RunningServer, period_s: float = SAMPLE_S) -> None:
         self.server = server
         self.period_s = period_s
-        self.phase = "before"
-        self.peaks: dict[str, dict[str, int]] = {"before": {}, "during": {}}
+        self.phase = "idle"
+        self.peaks: dict[str, dict[str, int]] = {"idle": {}, "fill": {}, "during": {}}
         self.samples = 0
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -196,6 +199,8 @@ def run_catch_up(server: RunningServer, total_bytes: int, msg_bytes: int, *, log
     conn = Connection(Endpoint.parse(server.urls[leader_index]), name="bench-catchup", timeout_s=60.0)
     try:
         with RssSampler(server) as sampler:
+            time.sleep(SAMPLE_S * 3)  # a few samples of the idle cluster
+            sampler.switch("fill")
             log(f"filling {STREAM} on {result.leader}: {total_bytes / MIB:,.0f} MiB in "
                 f"{msg_bytes // 1024} KiB messages")
             started = time.monotonic()
@@ -213,7 +218,8 @@ def run_catch_up(server: RunningServer, total_bytes: int, msg_bytes: int, *, log
             jsapi.call(conn, f"$JS.API.STREAM.UPDATE.{STREAM}", {**config, "num_replicas": 3})
             _wait_caught_up(server, conn, result, started, timeout_s, log)
             result.catch_up_s = time.monotonic() - started
-        result.rss_before = sampler.peaks["before"]
+        result.rss_idle = sampler.peaks["idle"]
+        result.rss_fill = sampler.peaks["fill"]
         result.rss_during = sampler.peaks["during"]
         jsapi.delete_stream(conn, STREAM)
     finally:
@@ -221,7 +227,9 @@ def run_catch_up(server: RunningServer, total_bytes: int, msg_bytes: int, *, log
     return result
 
 
-def _wait_caught_up(server: RunningServer, conn: Connection, result: CatchUpResult, started: float, timeout_s: float, log: Log) -> None:
+def _wait_caught_up(server: RunningServer, conn: Connection, result: CatchUpResult, started: float,
+                    timeout_s: float, log: Log) -> None:
+    """Poll STREAM.INFO and the joiners' stream directories every INFO_POLL_S (module doc)."""
     joiner_index = {name: server.index_of(name) for name in result.joiners}
     last = "no answer"
     logged_at = -PROGRESS_LOG_S
@@ -233,6 +241,8 @@ def _wait_caught_up(server: RunningServer, conn: Connection, result: CatchUpResu
             info = jsapi.stream_info(conn, STREAM)
         except (jsapi.ApiError, TimeoutError) as exc:
             last = f"{type(exc).__name__}: {exc}"
+            log(f"  {at:5.1f}s STREAM.INFO: {last}")
+            result.info_errors += 1
         else:
             sample = LagSample(at, lag_of(info), on_disk)
             if at >= logged_at + PROGRESS_LOG_S:
@@ -253,14 +263,23 @@ def table(result: CatchUpResult) -> list[str]:
     lines = [
         f"stream: {result.msgs:,} msgs, {result.stream_bytes / MIB:,.0f} MiB (leader {result.leader}, "
         f"joiners {', '.join(result.joiners)}); filled in {result.fill_s:.1f}s",
-        f"catch-up: {result.catch_up_s:.1f}s, {result.mb_per_s():.1f} MiB/s per joiner (both in parallel)",
+        f"catch-up: {result.catch_up_s:.1f}s for both joiners, {result.mb_per_s():.1f} MiB/s "
+        f"({2 * result.mb_per_s():.1f} MiB/s copied); STREAM.INFO failed {result.info_errors} times meanwhile",
         "",
-        "| process | peak RSS before (MiB) | peak RSS during catch-up (MiB) |",
-        "|---|---:|---:|",
+        f"RSS bound stated for a catch-up (limits.JS_CATCHUP_RSS_BYTES_BOUND): "
+        f"{limits.JS_CATCHUP_RSS_BYTES_BOUND / MIB:,.0f} MiB per process; peak during the catch-up: "
+        f"{_mib(max(result.rss_during.values(), default=None))} MiB ({_verdict(result)})",
+        "",
+        "| process | peak RSS idle (MiB) | peak RSS filling (MiB) | peak RSS during catch-up (MiB) "
+        "| rise over idle (MiB) |",
+        "|---|---:|---:|---:|---:|",
     ]
-    for label in sorted(set(result.rss_before) | set(result.rss_during)):
-        before, during = result.rss_before.get(label), result.rss_during.get(label)
-        lines.append(f"| {label} | {_mib(before)} | {_mib(during)} |")
+    for label in sorted(set(result.rss_idle) | set(result.rss_fill) | set(result.rss_during)):
+        idle, filling, during = (r.get(label) for r in (result.rss_idle, result.rss_fill, result.rss_during))
+        rise = during - idle if during is not None and idle is not None else None
+        lines.append(f"| {label} | {_mib(idle)} | {_mib(filling)} | {_mib(during)} | {_mib(rise)} |")
+    lines.append(f"(a joiner's rise is expected within limits.JS_CATCHUP_RSS_RISE_BYTES = "
+                 f"{limits.JS_CATCHUP_RSS_RISE_BYTES / MIB:,.0f} MiB; the leader's includes what the fill left)")
     lines += ["", "| t (s) | replicas (current, lag) | joiner stores on disk (MiB) |", "|---:|---|---|"]
     for sample in _spread(result.lag, LAG_ROWS):
         peers, disk = _sample_cells(sample)
@@ -278,6 +297,11 @@ def _sample_cells(sample: LagSample) -> tuple[str, str]:
 def _sample_text(sample: LagSample) -> str:
     peers, disk = _sample_cells(sample)
     return f"replicas: {peers}; joiner stores (MiB): {disk}"
+
+
+def _verdict(result: CatchUpResult) -> str:
+    over = sorted(label for label, rss in result.rss_during.items() if rss > limits.JS_CATCHUP_RSS_BYTES_BOUND)
+    return f"OVER the bound: {', '.join(over)}" if over else "every process within the bound"
 
 
 def _mib(value: int | None) -> str:
