@@ -43,6 +43,7 @@ SAMPLE_S = 0.1  # RSS sampling period
 INFO_POLL_S = 0.5  # STREAM.INFO + store size during the catch-up
 PUBLISH_WINDOW = 32  # unacknowledged publishes while filling
 CATCHUP_TIMEOUT_S = 900.0  # the joiners current within this, or the run failed
+PROBE_TIMEOUT_S = 1.0  # one small publish per poll during the catch-up: acknowledged within this?
 PROGRESS_LOG_S = 5.0  # a progress line this often during the catch-up
 LAG_ROWS = 8  # lag samples printed (evenly spread over the catch-up)
 MIB = 1024 * 1024
@@ -56,6 +57,7 @@ class CatchUpFailed(Exception):
 @dataclass(slots=True)
 class LagSample:
     at_s: float  # since the STREAM.UPDATE request
+    leader: str  # cluster.leader of the STREAM.INFO answer ("" for none)
     replicas: list[tuple[str, bool, int]]  # (name, current, lag) from STREAM.INFO
     joiner_bytes: dict[str, int]  # node name -> bytes under its store dir
 
@@ -72,6 +74,7 @@ class CatchUpResult:
     rss_fill: dict[str, int] = field(default_factory=dict)  # ... while filling (publishing)
     rss_during: dict[str, int] = field(default_factory=dict)  # ... from the update until caught up
     lag: list[LagSample] = field(default_factory=list)
+    probes: list[tuple[float, float | None]] = field(default_factory=list)  # (at, PubAck seconds or None)
     info_errors: int = 0  # STREAM.INFO polls that timed out or answered an error during the catch-up
 
     def mb_per_s(self) -> float:
@@ -170,6 +173,26 @@ def fill(conn: Connection, total_bytes: int, msg_bytes: int, *, window: int = PU
     return count
 
 
+def leader_of(info: dict[str, object]) -> str:
+    cluster = info.get("cluster")
+    leader = cluster.get("leader") if isinstance(cluster, dict) else None
+    return leader if isinstance(leader, str) else ""
+
+
+def probe_publish(conn: Connection, timeout_s: float = PROBE_TIMEOUT_S) -> float | None:
+    """Seconds until one small publish to the stream is acknowledged; None when it is refused or
+    not acknowledged within timeout_s (a late PubAck is ignored: its reply subject is not waited on)."""
+    started = time.monotonic()
+    try:
+        msg = conn.request(SUBJECT.encode(), b"probe", timeout_s)
+        if msg.status is not None:
+            return None
+        jsapi.parse_pub_ack(msg.payload)
+    except (TimeoutError, jsapi.ApiError):
+        return None
+    return time.monotonic() - started
+
+
 def lag_of(info: dict[str, object]) -> list[tuple[str, bool, int]]:
     cluster = info.get("cluster")
     peers = cluster.get("replicas") if isinstance(cluster, dict) else None
@@ -244,7 +267,7 @@ def _wait_caught_up(server: RunningServer, conn: Connection, result: CatchUpResu
             log(f"  {at:5.1f}s STREAM.INFO: {last}")
             result.info_errors += 1
         else:
-            sample = LagSample(at, lag_of(info), on_disk)
+            sample = LagSample(at, leader_of(info), lag_of(info), on_disk)
             if at >= logged_at + PROGRESS_LOG_S:
                 logged_at = at
                 log(f"  {at:5.1f}s " + _sample_text(sample))
@@ -254,6 +277,7 @@ def _wait_caught_up(server: RunningServer, conn: Connection, result: CatchUpResu
             if not missing and not behind:
                 return
             last = missing or f"stores still filling: {', '.join(behind)}"
+        result.probes.append((time.monotonic() - started, probe_publish(conn)))
         if at > timeout_s:
             raise CatchUpFailed(f"not caught up after {timeout_s:g}s: {last}")
         time.sleep(INFO_POLL_S)
@@ -280,10 +304,15 @@ def table(result: CatchUpResult) -> list[str]:
         lines.append(f"| {label} | {_mib(idle)} | {_mib(filling)} | {_mib(during)} | {_mib(rise)} |")
     lines.append(f"(a joiner's rise is expected within limits.JS_CATCHUP_RSS_RISE_BYTES = "
                  f"{limits.JS_CATCHUP_RSS_RISE_BYTES / MIB:,.0f} MiB; the leader's includes what the fill left)")
-    lines += ["", "| t (s) | replicas (current, lag) | joiner stores on disk (MiB) |", "|---:|---|---|"]
+    acked = [latency for _, latency in result.probes if latency is not None]
+    refused = [at for at, latency in result.probes if latency is None]
+    gap = f"; not acknowledged from {refused[0]:.1f}s to {refused[-1]:.1f}s" if refused else ""
+    lines += ["", f"publishes during the catch-up (one per poll, {PROBE_TIMEOUT_S:g}s timeout): "
+              f"{len(acked)} of {len(result.probes)} acknowledged{gap}"]
+    lines += ["", "| t (s) | leader | replicas (current, lag) | joiner stores on disk (MiB) |", "|---:|---|---|---|"]
     for sample in _spread(result.lag, LAG_ROWS):
         peers, disk = _sample_cells(sample)
-        lines.append(f"| {sample.at_s:.1f} | {peers} | {disk} |")
+        lines.append(f"| {sample.at_s:.1f} | {sample.leader or '(none)'} | {peers} | {disk} |")
     return lines
 
 
@@ -296,7 +325,7 @@ def _sample_cells(sample: LagSample) -> tuple[str, str]:
 
 def _sample_text(sample: LagSample) -> str:
     peers, disk = _sample_cells(sample)
-    return f"replicas: {peers}; joiner stores (MiB): {disk}"
+    return f"leader {sample.leader or '(none)'}; replicas: {peers}; joiner stores (MiB): {disk}"
 
 
 def _verdict(result: CatchUpResult) -> str:

@@ -20,7 +20,7 @@ def test_lag_of_reads_every_replica_with_its_lag_and_zero_when_omitted() -> None
 
 
 def test_lag_samples_are_spread_over_the_whole_catch_up_first_and_last_kept() -> None:
-    samples = [LagSample(float(i), [], {}) for i in range(100)]
+    samples = [LagSample(float(i), "n1", [], {}) for i in range(100)]
     picked = _spread(samples, 8)
     assert len(picked) == 8 and picked[0].at_s == 0.0 and picked[-1].at_s == 99.0
     assert _spread(samples[:3], 8) == samples[:3]
@@ -31,12 +31,14 @@ def test_the_table_shows_each_process_peaks_and_rise_and_flags_one_over_the_boun
     result = CatchUpResult(stream_bytes=512 * mib, msgs=2048, fill_s=5.0, catch_up_s=10.0, leader="n1",
                            joiners=["n2", "n3"], rss_idle={"n2 worker 1": 60 * mib},
                            rss_fill={"n2 worker 1": 60 * mib}, rss_during={"n2 worker 1": 300 * mib},
-                           lag=[LagSample(0.5, [("n2", False, 3)], {"n2": 100 * mib, "n3": 0})])
+                           lag=[LagSample(0.5, "n1", [("n2", False, 3)], {"n2": 100 * mib, "n3": 0})],
+                           probes=[(0.5, 0.01), (1.0, None), (1.5, None), (2.0, 0.02)])
     text = "\n".join(table(result))
     assert "catch-up: 10.0s for both joiners, 51.2 MiB/s" in text
     assert "| n2 worker 1 | 60 | 60 | 300 | 240 |" in text
     assert "OVER the bound: n2 worker 1" in text
-    assert "| 0.5 | n2 behind lag 3 | n2 100, n3 0 |" in text
+    assert "| 0.5 | n1 | n2 behind lag 3 | n2 100, n3 0 |" in text
+    assert "2 of 4 acknowledged; not acknowledged from 1.0s to 1.5s" in text
 
 
 @pytest.mark.integration
