@@ -12,7 +12,9 @@ joiners fetch every stored message from it (cluster/catch_up.py: one bounded bat
 group). The clock runs from the update request until STREAM.INFO lists both joiners current and each
 joiner's stream directory holds at least the stream's payload bytes (a lower bound of a complete
 copy: records are payload plus framing and random bytes do not compress). The bytes on disk are the
-joiners' progress in bytes; `cluster.replicas[].lag` counts RAFT entries, not messages.
+joiners' progress in bytes; `cluster.replicas[].lag` counts RAFT entries, not messages. Each poll
+also publishes one small message to the stream (PROBE_TIMEOUT_S): whether the stream took writes
+while its replicas caught up.
 
 A sampler thread reads the RSS of every process of every node (the supervisor and its workers,
 psutil) every SAMPLE_S: the peak before the catch-up (start and fill) and during it are printed per
@@ -234,8 +236,9 @@ def run_catch_up(server: RunningServer, total_bytes: int, msg_bytes: int, *, log
             leader_bytes = dir_bytes(stream_dir(server, leader_index))
             log(f"filled: {result.msgs:,} msgs in {result.fill_s:.1f}s; leader store {leader_bytes / MIB:,.0f} MiB "
                 f"on disk; raising to R3")
-            config = info["config"]
-            assert isinstance(config, dict)
+            config = info.get("config")
+            if not isinstance(config, dict):
+                raise CatchUpFailed(f"STREAM.INFO without its config: {info!r:.200}")
             sampler.switch("during")
             started = time.monotonic()
             jsapi.call(conn, f"$JS.API.STREAM.UPDATE.{STREAM}", {**config, "num_replicas": 3})
@@ -244,8 +247,7 @@ def run_catch_up(server: RunningServer, total_bytes: int, msg_bytes: int, *, log
         result.rss_idle = sampler.peaks["idle"]
         result.rss_fill = sampler.peaks["fill"]
         result.rss_during = sampler.peaks["during"]
-        jsapi.delete_stream(conn, STREAM)
-    finally:
+    finally:  # the stream stays: the caller stops the cluster (main removes its stores)
         conn.close()
     return result
 
