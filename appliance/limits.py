@@ -190,6 +190,17 @@ JS_CATCHUP_BATCH_BYTES = 1024 * 1024  # one catch-up reply, encoded (also never 
 JS_REPAIR_BYTES_MAX = 64 * 1024 * 1024  # a replica's lost range fetched from a peer is held whole, up to this
 JS_REPAIR_RETRY_MAX_S = 30.0  # a lost range no peer could give is asked for again at most this far apart
 JS_REPAIR_HOLD_S = 10.0  # consumers of a damaged replica wait this long at a lost message for its repair
+# Memory of a catch-up does not grow with the stream: per group one request is in flight (the
+# joiner holds one reply of <= JS_CATCHUP_BATCH_BYTES and its decoded batch of <= JS_CATCHUP_BATCH_MSGS
+# messages, the serving replica builds one such reply per request), and the joiner's store writes
+# through its active segment (STORE_SEGMENT_BYTES) and block cache (STORE_BLOCK_CACHE_BYTES), while
+# glibc keeps up to ALLOCATOR_TRIM_THRESHOLD_BYTES of freed heap. So a worker's RSS rises by about
+# JS_CATCHUP_RSS_RISE_BYTES over what it held before, whatever the stream's size; the stated bound
+# for any server process (supervisor or worker) during the catch-up of a stream of any size is
+# JS_CATCHUP_RSS_BYTES_BOUND: measured, not enforced, by `python -m appliance.bench.catchup --gb 1`.
+JS_CATCHUP_RSS_RISE_BYTES = (4 * JS_CATCHUP_BATCH_BYTES + STORE_SEGMENT_BYTES + STORE_BLOCK_CACHE_BYTES
+                             + ALLOCATOR_TRIM_THRESHOLD_BYTES)
+JS_CATCHUP_RSS_BYTES_BOUND = 256 * 1024 * 1024
 JS_CATCHUP_TIMEOUT_S = 2.0  # a catch-up request with no reply by then has failed (the replica asks again)
 JS_STREAM_LOG_ENTRIES = 32  # applied publish batches a stream's in-memory RAFT log keeps before compacting
 JS_REDELIVER_QUEUE_MAX = 65536  # stream sequences waiting for redelivery per consumer

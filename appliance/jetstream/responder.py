@@ -106,7 +106,7 @@ def _by_stream(ajs: AccountJetStream, name: str, leads_meta: bool, *,
         return Answer.SILENT
     if stream.group.is_leader():
         return _as_leader(stream.group)
-    return Answer.LEADERLESS if replicas_answer and not stream.group.leader() else Answer.SILENT
+    return Answer.LEADERLESS if replicas_answer and _leaderless(ajs, stream.group) else Answer.SILENT
 
 
 def _by_consumer(ajs: AccountJetStream, stream_name: str, name: str, leads_meta: bool) -> Answer:
@@ -121,7 +121,16 @@ def _by_consumer(ajs: AccountJetStream, stream_name: str, name: str, leads_meta:
         return Answer.HERE if stream.group.is_leader() else Answer.SILENT
     if consumer.group.is_leader():
         return _as_leader(consumer.group)
-    return Answer.LEADERLESS if not consumer.group.leader() else Answer.SILENT
+    return Answer.LEADERLESS if _leaderless(ajs, consumer.group) else Answer.SILENT
+
+
+def _leaderless(ajs: AccountJetStream, group: RaftGroup) -> bool:
+    """This replica knows no leader of its group and is one of its voters. A joiner whose log
+    has no voters yet (regroup.py: it waits for the leader to add it, one peer at a time, while
+    the leader serves another joiner's catch-up) knows no leader only because nobody has
+    contacted it: its answer would call the stream leaderless, with no replicas, over the
+    leader's own (a loaded leader answers later than LEADERLESS_DELAY_S)."""
+    return not group.leader() and ajs.service.peer in group.voters()
 
 
 def _as_leader(group: RaftGroup) -> Answer:

@@ -24,8 +24,10 @@ class FakeGroup:
     def ready_to_lead(self) -> bool:
         return self.leads and self.ready
 
+    voting: tuple[str, ...] = ("P1",)  # one voter: a step-down answers success without a transfer
+
     def voters(self) -> tuple[str, ...]:
-        return ("P1",)  # one voter: a step-down answers success without a transfer
+        return self.voting
 
 
 class FakeState:
@@ -52,7 +54,7 @@ class FakeMeta:
 
 class FakeAjs:
     def __init__(self, *, leads_meta: bool, stream_group: FakeGroup, consumer_group: FakeGroup) -> None:
-        self.service = SimpleNamespace(meta=FakeMeta(leads=leads_meta))
+        self.service = SimpleNamespace(meta=FakeMeta(leads=leads_meta), peer="P1")
         self.account = SimpleNamespace(name="A")
         consumer = SimpleNamespace(name="C", group=consumer_group)
         self.streams = {"S": SimpleNamespace(config=SimpleNamespace(name="S"), group=stream_group,
@@ -109,6 +111,21 @@ def test_the_meta_leader_answers_for_an_unknown_stream() -> None:
 
 def test_a_leaderless_stream_group_is_answered_by_its_replicas_later() -> None:
     assert responder(ajs(stream=FakeGroup(leads=False, leader="")), STREAM_SD) is Answer.LEADERLESS  # type: ignore[arg-type]
+
+
+def test_a_joiner_not_yet_a_voter_does_not_answer_for_the_stream_or_its_consumers() -> None:
+    """A server opened as a joiner (its log has no voters until the leader adds it) knows no
+    leader because nobody contacted it yet: it stays silent, the leader answers (measured by
+    `python -m appliance.bench.catchup`: its STREAM.INFO said `leader: n3`, no replicas)."""
+    joiner = FakeGroup(leads=False, leader="")
+    joiner.voting = ()
+    assert responder(ajs(stream=joiner), ["STREAM", "INFO", "S"]) is Answer.SILENT  # type: ignore[arg-type]
+    assert responder(ajs(consumer=joiner), ["CONSUMER", "INFO", "S", "C"]) is Answer.SILENT  # type: ignore[arg-type]
+    joiner.voting = ("P2", "P3")  # the leader's log names voters, this server not among them
+    assert responder(ajs(stream=joiner), ["STREAM", "INFO", "S"]) is Answer.SILENT  # type: ignore[arg-type]
+    voter = FakeGroup(leads=False, leader="")
+    assert responder(ajs(stream=voter), ["STREAM", "INFO", "S"]) is Answer.LEADERLESS  # type: ignore[arg-type]
+    assert responder(ajs(consumer=voter), ["CONSUMER", "INFO", "S", "C"]) is Answer.LEADERLESS  # type: ignore[arg-type]
 
 
 def test_a_new_leader_not_ready_yet_does_not_answer_from_stale_state() -> None:
