@@ -22,7 +22,7 @@ NATIVE_SOURCES = list((Path(__file__).resolve().parent.parent / "native").glob("
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    if not os.environ.get("APPLIANCE_RUN_DIR"):
+    if not os.environ.get("APPLIANCE_RUN_DIR") or os.environ.get("PYTEST_XDIST_WORKER"):  # one per xdist worker
         run_dir = tempfile.mkdtemp(prefix="appliance-run-")
         os.environ["APPLIANCE_RUN_DIR"] = run_dir
         session.config.add_cleanup(lambda: shutil.rmtree(run_dir, ignore_errors=True))
