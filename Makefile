@@ -22,8 +22,11 @@ native: $(VENV)/.base
 run: $(VENV)/.base
 	$(VENV)/bin/appliance run $(ARGS)
 
+# Two pytest-xdist workers, a test file's tests kept together (module fixtures start clusters once).
+TEST_WORKERS ?= 2
+
 test: $(VENV)/.test
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # The Spark data source (appliance[spark]): its tests need pyspark and Java 17; a missing pyspark fails here.
 $(VENV)/.spark: $(VENV)/.test

@@ -3,6 +3,7 @@ starts registers in a run dir of this session (APPLIANCE_RUN_DIR), so `appliance
 never meets servers of other sessions or of the host, and the host's run dir stays clean."""
 
 import os
+import random
 import shutil
 import tempfile
 from pathlib import Path
@@ -19,6 +20,12 @@ settings.register_profile("appliance", deadline=None, suppress_health_check=[Hea
 settings.load_profile("appliance")
 
 NATIVE_SOURCES = list((Path(__file__).resolve().parent.parent / "native").glob("*.c"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The simulator's fresh seeds are drawn once per run, here, so every pytest-xdist worker (which
+    inherits the environment) collects the same test ids."""
+    os.environ.setdefault("APPLIANCE_SIM_SEED", str(random.SystemRandom().randrange(1 << 30)))
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

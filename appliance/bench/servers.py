@@ -19,6 +19,7 @@ appliance gets nats-server's command-line flags instead, as a drop-in must accep
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -41,7 +42,23 @@ CLUSTER_NAME = "BENCH"
 READY_ANSWERS_IN_A_ROW = 4  # fresh connections that must find the JetStream API before a run
 
 
+PORTS_BELOW_EPHEMERAL = (20_000, 32_768)  # Linux hands out local ports from 32768 up by default
+FREE_PORT_TRIES = 64
+
+
 def free_port() -> int:
+    """A port free now, drawn at random below the kernel's ephemeral range: the local port of some
+    client connection (taken from that range) can not take it before our server binds it, and
+    parallel test workers rarely draw the same one. Falls back to a port the kernel picks."""
+    draw = random.SystemRandom()
+    for _ in range(FREE_PORT_TRIES):
+        port = draw.randrange(*PORTS_BELOW_EPHEMERAL)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])

@@ -5,20 +5,17 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 from types import TracebackType
 
+from appliance.bench.servers import free_port  # re-exported: the tests take it from here
+
+__all__ = ["ApplianceProcess", "free_port"]
+
 READY_TIMEOUT_S = 30.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class ApplianceProcess:
