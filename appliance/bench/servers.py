@@ -43,16 +43,33 @@ READY_ANSWERS_IN_A_ROW = 4  # fresh connections that must find the JetStream API
 
 
 PORTS_BELOW_EPHEMERAL = (20_000, 32_768)  # Linux hands out local ports from 32768 up by default
-FREE_PORT_TRIES = 64
+_next_port: list[int] = []  # the next port this process tries (free_port)
+
+
+def _port_slice() -> tuple[int, int]:
+    """This process's share of the ports: pytest-xdist workers (PYTEST_XDIST_WORKER=gwN of
+    PYTEST_XDIST_WORKER_COUNT) each take their own slice, so two workers never draw the same port."""
+    low, high = PORTS_BELOW_EPHEMERAL
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")
+    if not (worker.startswith("gw") and worker[2:].isdigit() and count.isdigit() and int(count) > 0):
+        return low, high
+    width = (high - low) // int(count)
+    index = int(worker[2:]) % int(count)
+    return low + index * width, low + (index + 1) * width
 
 
 def free_port() -> int:
-    """A port free now, drawn at random below the kernel's ephemeral range: the local port of some
-    client connection (taken from that range) can not take it before our server binds it, and
-    parallel test workers rarely draw the same one. Falls back to a port the kernel picks."""
-    draw = random.SystemRandom()
-    for _ in range(FREE_PORT_TRIES):
-        port = draw.randrange(*PORTS_BELOW_EPHEMERAL)
+    """A port free now, below the kernel's ephemeral range (the local port of some client connection,
+    taken from that range, can not take it before our server binds it). Ports are handed out in turn
+    from a random start within this process's slice, so one process never gets a port twice until the
+    slice wraps around, and parallel test workers never share one. Falls back to a kernel-picked port."""
+    low, high = _port_slice()
+    if not _next_port or not low <= _next_port[0] < high:
+        _next_port[:] = [random.SystemRandom().randrange(low, high)]
+    for _ in range(high - low):
+        port = _next_port[0]
+        _next_port[0] = low + (port + 1 - low) % (high - low)
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             try:
                 sock.bind(("127.0.0.1", port))
