@@ -90,6 +90,7 @@ META_FORM_WAIT_S = 10.0  # a new cluster forms its meta group with a quorum afte
 META_CHECK_S = 0.25  # how often the meta driver looks at the servers the routes know
 STEPDOWN_PEER_SEEN_S = 1.0  # leader step-down: a successor must have answered the leader this recently
 STEPDOWN_FOLLOW_S = 3.0  # an old leader looks this long for its transfer to finish, to drop its interest
+STEPDOWN_SETTLE_S = 0.25  # a step-down's transfer starts this long after the request (stepdown.py)
 JS_LEAVE_GRACE_S = 3.0  # a replica moved off a server is deleted once no leader contacted it for this long
 JS_REPLACE_CHECK_S = 1.0  # how often the meta leader tries to re-place under-replicated streams
 

@@ -222,8 +222,9 @@ def _check_stored(server: RunningServer, acked: set[str], result: FailoverResult
     conn = Connection(Endpoint.parse(server.url), name="bench-failover-check")
     try:
         for seq in range(max(1, first), last + 1):
-            try:
-                response = jsapi.call(conn, f"$JS.API.STREAM.MSG.GET.{STREAM}", {"seq": seq})
+            try:  # asked again while the stream's group elects (a restarted node rejoining)
+                response = jsapi.until_available(
+                    lambda seq=seq: jsapi.call(conn, f"$JS.API.STREAM.MSG.GET.{STREAM}", {"seq": seq}))
             except jsapi.ApiError as exc:
                 if exc.err_code == jsapi.ERR_NO_MESSAGE_FOUND:
                     continue

@@ -7,8 +7,9 @@ optional body `{"placement": {preferred, cluster, tags}}` picks the successor
 (cluster/successor.py); the leader then hands over with a RAFT leadership transfer
 (RaftGroup.transfer_leader): the successor first receives every entry the leader has, then is
 told to campaign at once, so it wins the election within a round trip and nothing the old
-leader accepted is lost. The answer `{"success":true}` goes out as the transfer starts, as
-nats-server answers once its leader steps down.
+leader accepted is lost. The answer `{"success":true}` goes out when the request is accepted; the
+transfer starts STEPDOWN_SETTLE_S later, once every server has heard the request (a successor that
+had not would take it as addressed to itself and answer it again).
 
 A single-voter group (R1; nats-server runs no RAFT node for it) answers success and stays as
 it is. A standalone server answers 503/10010 (clustering support required).
@@ -78,12 +79,23 @@ def step_down(service: JetStreamService, group: RaftGroup, body: bytes, label: s
                                      seen_within_s=limits.STEPDOWN_PEER_SEEN_S)
     except StepDownRefused as exc:
         raise errors.CLUSTER_NO_PEERS.format(err=str(exc)) from None
-    try:
-        chosen = group.transfer_leader(successor or None)
-    except (NotLeader, ProposalDropped) as exc:
-        raise errors.RAFT_GENERAL.format(err=str(exc)) from None
-    logger.info("JetStream %s: leader step-down requested, handing leadership to %s",
-                label, service.peer_name(chosen))
+    if not group.is_leader():
+        raise errors.RAFT_GENERAL.format(err=f"{service.peer} is not the leader") from None
+
+    def transfer() -> None:
+        try:
+            chosen = group.transfer_leader(successor or None)
+        except (NotLeader, ProposalDropped) as exc:
+            logger.warning("JetStream %s: leader step-down not done: %s", label, exc)
+            return
+        logger.info("JetStream %s: leader step-down requested, handing leadership to %s",
+                    label, service.peer_name(chosen))
+
+    # Every server hears the request (its interest crosses the routes) and only the leader answers.
+    # A transfer done within a few ms would let the new leader take the same request as its own when
+    # its copy arrives late, and answer (and step down) a second time (CI saw two answers): the
+    # handover starts once the request has reached every server, as nats-server's takes ~1 s anyway.
+    service.loop.call_later(limits.STEPDOWN_SETTLE_S, transfer)
 
 
 def follow_when_moved(ajs: AccountJetStream, group: RaftGroup, left_s: float) -> None:
