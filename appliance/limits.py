@@ -93,6 +93,9 @@ STEPDOWN_FOLLOW_S = 3.0  # an old leader looks this long for its transfer to fin
 STEPDOWN_SETTLE_S = 0.25  # a step-down's transfer starts this long after the request (stepdown.py)
 JS_LEAVE_GRACE_S = 3.0  # a replica moved off a server is deleted once no leader contacted it for this long
 JS_REPLACE_CHECK_S = 1.0  # how often the meta leader tries to re-place under-replicated streams
+# a server evicted by SERVER.REMOVE that is connected this long after its removal is added back
+# (nats-server's peerRemoveTimeout); `appliance { peer_remove_timeout }` changes it
+JS_PEER_REMOVE_TIMEOUT_S = 300.0
 
 assert RAFT_HEARTBEAT_TICKS < RAFT_ELECTION_TICKS
 assert PAYLOAD_BYTES_MAX <= RAFT_APPEND_BYTES_MAX, "one max-size message fits one APPEND"

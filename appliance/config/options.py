@@ -158,6 +158,7 @@ class ApplianceOptions:
     cpu_pinning: bool = True
     numa_store_dirs: dict[int, str] = field(default_factory=dict)  # NUMA node -> store dir
     ring_bytes: int = 8 * 1024 * 1024
+    peer_remove_timeout_s: float = limits.JS_PEER_REMOVE_TIMEOUT_S  # SERVER.REMOVE: re-added after this
 
 
 def default_auth_timeout(options: ServerOptions) -> None:

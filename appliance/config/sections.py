@@ -17,6 +17,7 @@ from appliance.config.convert import (
     Problems,
     as_bool,
     as_duration,
+    as_duration_string,
     as_int,
     as_list,
     as_listen,
@@ -250,6 +251,11 @@ def load_appliance(entry: Entry, state: LoadState) -> None:
                 settings.numa_store_dirs = _numa_store_dirs(item)
             elif key == "ring_bytes":
                 settings.ring_bytes = _ring_bytes(item)
+            elif key == "peer_remove_timeout":
+                seconds = as_duration_string(key, value)
+                if seconds <= 0:
+                    raise BadValue(value.position, "peer_remove_timeout must be a positive duration")
+                settings.peer_remove_timeout_s = seconds
             else:
                 state.problems.unknown(item)
         except BadValue as error:

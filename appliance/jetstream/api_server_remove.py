@@ -5,7 +5,10 @@ nats-server). Only the meta leader answers, and only in the system account (othe
 no answer: nats-server does not subscribe it there). The eviction is one meta op
 (`server_remove`, meta.py): once committed the server is never placed on again, the meta leader
 re-places every stream that held it and then removes it from the meta group
-(cluster_driver.py), and a removed server that comes back is refused with a log line.
+(cluster_driver.py), and a removed server that comes back is refused with a log line until the
+peer-remove timeout (5 minutes, `appliance { peer_remove_timeout }`) has passed since the removal;
+then the meta leader adds it back (a `server_readd` op), as nats-server re-adds a removed peer it
+hears from after its peerRemoveTimeout.
 The reply is sent once the op is committed, as nats-server 2.15 answers.
 """
 
@@ -57,7 +60,7 @@ def subscribe_server_remove(service: JetStreamService) -> InternalClient | None:
             answer(exc)
             return
         logger.info("JetStream cluster: removing server %s (peer %s) from the cluster", service.peer_name(peer), peer)
-        op = {"op": "server_remove", "peer": peer}
+        op = {"op": "server_remove", "peer": peer, "ts": service.clock.wall()}
         try:
             service.meta.propose(op, lambda ok: answer(None if ok else errors.STREAM_GENERAL.format(
                 err="meta proposal was not committed")))

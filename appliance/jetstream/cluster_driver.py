@@ -23,6 +23,7 @@ from appliance.cluster.meta_formation import Formation, expected_size, known_ser
 from appliance.cluster.placement import ServerInfo
 from appliance.errors import ApplianceError
 from appliance.jetstream.meta import META_GROUP
+from appliance.jetstream.wire import go_duration
 from appliance.jetstream.regroup import Exclusion, exclusions, peers_of, restarted_since_excluded
 from appliance.server.routes import RouteManager
 
@@ -51,6 +52,7 @@ class ClusterDriver:
         self._next_replace_s = 0.0
         self._replacing = False  # a re-placement proposal in flight: one at a time
         self._refused: set[str] = set()  # removed servers already logged as refused
+        self._readding = False  # a server_readd proposal in flight: one at a time
         self._told_removed = False
         self._gone: set[str] = set()  # servers seen offline since they were last connected
         # PEER.REMOVE exclusions (account, stream, peer) whose server went offline and came back
@@ -111,6 +113,9 @@ class ClusterDriver:
                 self._replace_one()
         elif self.peer_removed_here():
             self._note_removed_once()
+        elif self._told_removed:  # re-added by the meta leader (server_readd)
+            self._told_removed = False
+            logger.warning("JetStream cluster: this server was added back to the cluster")
         for ajs in service.accounts.values():
             ajs.follow_leaders()
 
@@ -123,10 +128,7 @@ class ClusterDriver:
             if server.peer in voters:
                 continue
             if server.peer in removed:
-                if server.peer not in self._refused:
-                    self._refused.add(server.peer)
-                    logger.warning("JetStream cluster: %s was removed from the cluster (SERVER.REMOVE): "
-                                   "it is not added back to the meta group", server.name)
+                self._readd_when_due(server, removed[server.peer])
                 continue
             try:
                 group.add_voter(server.peer)
@@ -135,6 +137,36 @@ class ClusterDriver:
                 return
             logger.info("JetStream cluster: adding %s to the meta group", server.name)
             return
+
+    def _readd_when_due(self, server: ServerInfo, removed_at: float) -> None:
+        """A server evicted by SERVER.REMOVE is connected: refused until the peer-remove timeout
+        has passed since its removal, then added back by a `server_readd` op (nats-server re-adds a
+        removed peer it hears from after peerRemoveTimeout); the next check makes it a voter."""
+        timeout_s = self.service.options.appliance.peer_remove_timeout_s
+        waited_s = self.service.clock.wall() - removed_at
+        if waited_s < timeout_s:
+            if server.peer not in self._refused:
+                self._refused.add(server.peer)
+                logger.warning("JetStream cluster: %s was removed from the cluster (SERVER.REMOVE): "
+                               "it is not added back to the meta group before %s after its removal",
+                               server.name, _duration(timeout_s))
+            return
+        if self._readding:
+            return
+        self._readding = True
+
+        def done(ok: bool) -> None:
+            self._readding = False
+            if ok:
+                self._refused.discard(server.peer)
+
+        logger.warning("JetStream cluster: %s, removed from the cluster %s ago (SERVER.REMOVE), is back: "
+                       "adding it again", server.name, _duration(waited_s))
+        try:
+            self.service.meta.propose({"op": "server_readd", "peer": server.peer}, done)
+        except ApplianceError as exc:  # not the leader any more, or full: the next check asks again
+            self._readding = False
+            logger.debug("re-adding %s later: %s", server.name, exc)
 
     def _remove_evicted_voter(self) -> None:
         """SERVER.REMOVE committed: the meta leader takes the server out of the meta group."""
@@ -182,8 +214,14 @@ class ClusterDriver:
         if not self._told_removed:
             self._told_removed = True
             logger.warning("JetStream cluster: this server was removed from the cluster (SERVER.REMOVE): "
-                           "it holds no replicas and is not a member until re-added")
+                           "it holds no replicas and is not a member until re-added (once connected %s "
+                           "after its removal)", _duration(self.service.options.appliance.peer_remove_timeout_s))
 
     def offline(self, peer: str) -> bool:
         """A server of the cluster that no route connects us to now."""
         return peer != self.own.peer and all(server.peer != peer for server in self.known)
+
+
+
+def _duration(seconds: float) -> str:
+    return go_duration(int(seconds * 1e9))

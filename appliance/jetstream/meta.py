@@ -40,11 +40,18 @@ OnChange = Callable[[dict[str, object]], None]
 class MetaState:
     def __init__(self) -> None:
         self.accounts: dict[str, dict[str, Record]] = {}
-        self.removed: set[str] = set()  # peers evicted by SERVER.REMOVE: never voters or replicas again
+        # peers evicted by SERVER.REMOVE -> the meta leader's wall clock at the removal (0: not known):
+        # neither voters nor replicas until a `server_readd` (cluster_driver.py: once it is back
+        # after the peer-remove timeout, as nats-server)
+        self.removed: dict[str, float] = {}
 
     def apply(self, op: dict[str, object]) -> None:
         if op["op"] == "server_remove":
-            self.removed.add(str(op["peer"]))
+            removed_at = op.get("ts", 0.0)
+            self.removed[str(op["peer"])] = float(removed_at) if isinstance(removed_at, (int, float)) else 0.0
+            return
+        if op["op"] == "server_readd":
+            self.removed.pop(str(op["peer"]), None)
             return
         account = str(op["acc"])
         streams = self.accounts.setdefault(account, {})
@@ -97,16 +104,19 @@ class MetaState:
     def snapshot(self) -> bytes:
         if not self.removed:
             return json.dumps(self.accounts, separators=(",", ":")).encode()
-        state = {"v": SNAPSHOT_V2, "accounts": self.accounts, "removed": sorted(self.removed)}
+        state = {"v": SNAPSHOT_V2, "accounts": self.accounts, "removed": sorted(self.removed),
+                 "removed_at": self.removed}
         return json.dumps(state, separators=(",", ":")).encode()
 
     def restore(self, data: bytes) -> None:
         state = json.loads(data) if data else {}
         # version 2 (with removed servers): "v" holds a number, never an account's streams (a dict)
         if state.get("v") == SNAPSHOT_V2:
-            self.accounts, self.removed = state["accounts"], set(state["removed"])
+            times = state.get("removed_at", {})  # absent in snapshots written before re-adds
+            self.accounts = state["accounts"]
+            self.removed = {peer: float(times.get(peer, 0.0)) for peer in state["removed"]}
         else:
-            self.accounts, self.removed = state, set()
+            self.accounts, self.removed = state, {}
 
 
 SNAPSHOT_V2 = 2

@@ -409,6 +409,8 @@ def test_the_appliance_block() -> None:
     settings = load('appliance { workers: 4, cpu_pinning: false, numa_store_dirs: { 0: "/a", 1: "/b" }, ring_bytes: 16MiB }').appliance
     assert (settings.workers, settings.cpu_pinning, settings.ring_bytes) == (4, False, 16 * 1024**2)
     assert settings.numa_store_dirs == {0: "/a", 1: "/b"}
+    assert settings.peer_remove_timeout_s == 300.0  # nats-server's peerRemoveTimeout
+    assert load('appliance { peer_remove_timeout: "90s" }').appliance.peer_remove_timeout_s == 90.0
 
 
 def test_appliance_block_checks() -> None:
@@ -416,6 +418,10 @@ def test_appliance_block_checks() -> None:
     assert len(found) == 4
     assert "workers must be" in found[0] and "power of two" in found[1]
     assert 'NUMA node "x"' in found[2] and 'unknown field "turbo"' in found[3]
+    assert problems('appliance { peer_remove_timeout: "0s" }') == [
+        "t.conf:1:34: peer_remove_timeout must be a positive duration"]
+    assert problems('appliance { peer_remove_timeout: "soon" }') == [
+        't.conf:1:34: error parsing peer_remove_timeout: time: invalid duration "soon"']
 
 
 # --- unknown, unsupported, variables, collection ----------------------------------------------

@@ -176,15 +176,37 @@ def test_an_evicted_server_is_replaced_everywhere_and_never_placed_again() -> No
     put(group, loop, stream_put(3))
     peers = peers_of(group.state.group_of("A", "S"))
     evicted = peers[1]
-    put(group, loop, {"op": "server_remove", "peer": evicted})
-    assert group.state.removed == {evicted}
+    put(group, loop, {"op": "server_remove", "peer": evicted, "ts": 1_700_000_000.5})
+    assert group.state.removed == {evicted: 1_700_000_000.5}
     op = group.replacement_op()
     assert op is not None
     new = peers_of(op["group"])
     assert evicted not in new and len(new) == 3 and new[:1] == peers[:1]
     twin = MetaState()
     twin.restore(group.state.snapshot())
-    assert twin.removed == {evicted} and twin.accounts == group.state.accounts
+    assert twin.removed == {evicted: 1_700_000_000.5} and twin.accounts == group.state.accounts
     old = MetaState()
     old.restore(b'{"A":{}}')  # a snapshot of before: accounts only
-    assert old.accounts == {"A": {}} and old.removed == set()
+    assert old.accounts == {"A": {}} and old.removed == {}
+    older = MetaState()  # a snapshot of before removal times: the time is not known
+    older.restore(b'{"v":2,"accounts":{"A":{}},"removed":["x"]}')
+    assert older.removed == {"x": 0.0}
+
+
+def test_a_re_added_server_can_hold_replicas_again() -> None:
+    loop = Loop()
+    group = meta(loop, five())
+    put(group, loop, stream_put(3))
+    evicted = peers_of(group.state.group_of("A", "S"))[1]
+    put(group, loop, {"op": "server_remove", "peer": evicted, "ts": 10.0})
+    op = group.replacement_op()
+    assert op is not None
+    put(group, loop, op)
+    put(group, loop, {"op": "server_readd", "peer": evicted})
+    assert group.state.removed == {}
+    twin = MetaState()
+    twin.restore(group.state.snapshot())
+    assert twin.removed == {}
+    five_replicas = {"op": "stream_put", "acc": "A", "config": {"name": "T", "num_replicas": 5}, "created": 8}
+    put(group, loop, five_replicas)  # five servers, five replicas: the re-added one is among them
+    assert evicted in peers_of(group.state.group_of("A", "T"))

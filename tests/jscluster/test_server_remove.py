@@ -1,6 +1,8 @@
 """`$JS.API.SERVER.REMOVE` on a three-node cluster with a system account: nats-server's errors,
 the evicted server leaves the meta group and every stream group (the stream goes on on the other
-two, under-replicated), its copies are deleted, and when it comes back it is not added again."""
+two, under-replicated), its copies are deleted, and when it comes back it is not added again —
+until the peer-remove timeout has passed since its removal: then it is re-added and takes its
+replicas back (nats-server re-adds a removed peer it hears from after peerRemoveTimeout)."""
 
 from __future__ import annotations
 
@@ -16,14 +18,15 @@ from nats.errors import TimeoutError as NatsTimeout
 
 from appliance.testing.process import free_port
 from tests.jscluster.conftest import META_TIMEOUT_S, meta_leader
-from tests.jscluster.test_peer_remove import Publisher, info, peers, replica_states, until
+from tests.jscluster.test_peer_remove import Publisher, identical, info, peers, replica_states, until
 from tests.routes.conftest import Node, wait_until
 
 pytestmark = pytest.mark.timeout(240)
 KIND = "io.nats.jetstream.api.v1.meta_server_remove_response"
 
 
-def node_config(index: int, *, client: int, http: int, cluster: dict[int, int], store: Path) -> str:
+def node_config(index: int, *, client: int, http: int, cluster: dict[int, int], store: Path,
+                appliance: str = "workers: 1") -> str:
     routes = ", ".join(f"nats-route://127.0.0.1:{cluster[n]}" for n in cluster if n != index)
     return (f"server_name: n{index}-c1\nlisten: 127.0.0.1:{client}\nhttp: 127.0.0.1:{http}\n"
             f'jetstream {{ store_dir: "{store}" }}\n'
@@ -31,18 +34,32 @@ def node_config(index: int, *, client: int, http: int, cluster: dict[int, int], 
             "  APP: { jetstream: enabled, users: [{user: app, password: app}] }\n}\n"
             "system_account: SYS\n"
             f"cluster {{ name: C1, listen: 127.0.0.1:{cluster[index]}, routes: [{routes}] }}\n"
-            "appliance { workers: 1 }\n")
+            f"appliance {{ {appliance} }}\n")
 
 
-@pytest.fixture
-def sys_cluster(tmp_path: Path) -> Iterator[list[Node]]:
+def start_cluster(tmp_path: Path, appliance: str) -> list[Node]:
     cluster = {n: free_port() for n in (1, 2, 3)}
     nodes = []
     for n in (1, 2, 3):
         client, http = free_port(), free_port()
         path = tmp_path / f"n{n}.conf"
-        path.write_text(node_config(n, client=client, http=http, cluster=cluster, store=tmp_path / f"s{n}"))
+        path.write_text(node_config(n, client=client, http=http, cluster=cluster, store=tmp_path / f"s{n}",
+                                    appliance=appliance))
         nodes.append(Node(f"n{n}-c1", client, cluster[n], path, log_dir=tmp_path, http_port=http))
+    return nodes
+
+
+@pytest.fixture
+def sys_cluster(tmp_path: Path) -> Iterator[list[Node]]:
+    yield from _running(start_cluster(tmp_path, "workers: 1"))
+
+
+@pytest.fixture
+def quick_readd_cluster(tmp_path: Path) -> Iterator[list[Node]]:
+    yield from _running(start_cluster(tmp_path, 'workers: 1, peer_remove_timeout: "4s"'))
+
+
+def _running(nodes: list[Node]) -> Iterator[list[Node]]:
     try:
         for node in nodes:
             node.start()
@@ -105,6 +122,52 @@ def test_server_remove_evicts_a_server_for_good(sys_cluster: list[Node], tmp_pat
         await system.close()
 
     asyncio.run(scenario())
+
+
+def test_an_evicted_server_back_after_the_timeout_is_added_again(quick_readd_cluster: list[Node]) -> None:
+    nodes = quick_readd_cluster
+    by_name = {node.name: node for node in nodes}
+
+    async def scenario() -> None:
+        leader = meta_leader(nodes)
+        app = await nats.connect(by_name[leader].url, user="app", password="app", max_reconnect_attempts=-1)
+        system = await nats.connect(by_name[leader].url, user="sys", password="sys", max_reconnect_attempts=-1)
+        config = {"name": "SR", "subjects": ["sr.>"], "storage": "file", "num_replicas": 3}
+        reply = json.loads((await app.request("$JS.API.STREAM.CREATE.SR", json.dumps(config).encode(), timeout=10)).data)
+        assert "error" not in reply, reply
+        publisher = Publisher(app.jetstream(), "sr.x")
+        for i in range(10):
+            await publisher.one(i, time.monotonic() + 60)
+        victim = next(name for name in by_name if name != leader)
+        assert await remove(system, json.dumps({"peer": victim}).encode()) == {"type": KIND, "success": True}
+        wait_until(lambda: by_name[leader].monitor("/jsz")["meta_cluster"]["cluster_size"] == 2,
+                   "the meta group without the evicted server", 30)
+        await until(lambda: _peers_are(app, set(by_name) - {victim}), "the stream on two peers")
+        by_name[victim].stop()
+        publisher.start()
+        by_name[victim].start()  # back (within or after the 4 s: it is re-added once they have passed)
+        wait_until(lambda: any("is back: adding it again" in node.log() for node in nodes), "the re-add logged", 60)
+        wait_until(lambda: meta_size(nodes) == 3, "the meta group with the server again", 30)
+        wait_until(lambda: "this server was added back to the cluster" in by_name[victim].log(),
+                   "the server told it is back", 30)
+        # an under-replicated stream takes a server that can hold it again: the re-added one
+        await until(lambda: _peers_are(app, set(by_name)), "the stream on three peers again")
+        await publisher.finish()
+        count = len(publisher.acked)
+        assert sorted(publisher.acked.values()) == list(range(1, count + 1))
+        wait_until(lambda: identical(replica_states(nodes, "SR"), set(by_name), count),
+                   f"three identical replicas of {count} messages, the re-added one among them", 60)
+        await app.close()
+        await system.close()
+
+    asyncio.run(scenario())
+
+
+def meta_size(nodes: list[Node]) -> int:
+    """The meta group's size as its leader reports it (0 while there is none)."""
+    leader = meta_leader(nodes)
+    node = next((node for node in nodes if node.name == leader), None)
+    return 0 if node is None else int(node.monitor("/jsz")["meta_cluster"]["cluster_size"])
 
 
 async def _peers_are(nc: nats.NATS, wanted: set[str]) -> bool:
