@@ -7,7 +7,7 @@ ROOT = Path(__file__).resolve().parent.parent / "appliance"
 
 # rank of each top-level part of the package; base modules are rank 0
 RANK = {
-    "__init__": 0, "limits": 0, "errors": 0, "clock": 0, "native": 0, "_native": 0, "log": 0, "__main__": 6,
+    "__init__": 0, "limits": 0, "errors": 0, "clock": 0, "durations": 0, "native": 0, "_native": 0, "log": 0, "__main__": 6,
     "config": 1, "protocol": 1, "raft": 1, "store": 1, "fabric": 1,
     "server": 2, "cluster": 2,
     "jetstream": 3,

@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 
+from appliance.durations import go_duration
+
 NS_PER_US = 1_000
 NS_PER_MS = 1_000_000
 NS_PER_S = 1_000_000_000
@@ -40,36 +42,6 @@ def ibytes(size: int) -> str:
     exponent = min(math.floor(math.log(size) / math.log(1024)), len(_IEC_UNITS) - 1)
     value = math.floor(size / 1024**exponent * 10 + 0.5) / 10
     return f"{value:.1f} {_IEC_UNITS[exponent]}" if value < 10 else f"{value:.0f} {_IEC_UNITS[exponent]}"
-
-
-def go_duration(ns: int) -> str:
-    """Go's time.Duration.String(): `0s`, `1.5µs`, `150ms`, `2m0s`, `1h0m0s`, `1.5s`."""
-    if ns == 0:
-        return "0s"
-    sign = "-" if ns < 0 else ""
-    ns = abs(ns)
-    if ns < NS_PER_US:
-        return f"{sign}{ns}ns"
-    if ns < NS_PER_MS:
-        return f"{sign}{_trim_fraction(ns, NS_PER_US)}µs"
-    if ns < NS_PER_S:
-        return f"{sign}{_trim_fraction(ns, NS_PER_MS)}ms"
-    hours, rest = divmod(ns, 3600 * NS_PER_S)
-    minutes, rest = divmod(rest, 60 * NS_PER_S)
-    seconds = _trim_fraction(rest, NS_PER_S)
-    if hours:
-        return f"{sign}{hours}h{minutes}m{seconds}s"
-    if minutes:
-        return f"{sign}{minutes}m{seconds}s"
-    return f"{sign}{seconds}s"
-
-
-def _trim_fraction(ns: int, unit_ns: int) -> str:
-    whole, fraction = divmod(ns, unit_ns)
-    if fraction == 0:
-        return str(whole)
-    digits = len(str(unit_ns)) - 1
-    return f"{whole}.{fraction:0{digits}d}".rstrip("0")
 
 
 def humanize_duration(ns: int) -> str:

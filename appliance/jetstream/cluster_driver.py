@@ -23,7 +23,7 @@ from appliance.cluster.meta_formation import Formation, expected_size, known_ser
 from appliance.cluster.placement import ServerInfo
 from appliance.errors import ApplianceError
 from appliance.jetstream.meta import META_GROUP
-from appliance.jetstream.wire import go_duration
+from appliance.durations import go_duration
 from appliance.jetstream.regroup import Exclusion, exclusions, peers_of, restarted_since_excluded
 from appliance.server.routes import RouteManager
 

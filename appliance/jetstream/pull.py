@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from appliance.jetstream.config import ConsumerConfig
 from appliance.jetstream.decode import BOOL, DURATION, INT, INT64, STRING, GoJsonError, GoStruct, unmarshal
 from appliance.jetstream.host import Timer
-from appliance.jetstream.wire import go_duration
+from appliance.durations import go_duration
 
 
 PRIORITY_LAST = 2**31 - 1  # a request without a priority group comes after every priority

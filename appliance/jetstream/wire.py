@@ -142,30 +142,3 @@ def parse_go_duration(text: str) -> int:
             raise ValueError(f"bad duration {text!r}")
         total += float(number) * units[unit]
     return int(total)
-
-
-def go_duration(ns: int) -> str:
-    """A duration as Go's time.Duration.String() prints it ("1m30s", "250ms", "5s")."""
-    if ns == 0:
-        return "0s"
-    sign = "-" if ns < 0 else ""
-    ns = abs(ns)
-    if ns < 1_000:
-        return f"{sign}{ns}ns"
-    if ns < 1_000_000:
-        return f"{sign}{_trim(ns / 1_000)}µs"
-    if ns < NANOS_PER_SECOND:
-        return f"{sign}{_trim(ns / 1_000_000)}ms"
-    hours, rest = divmod(ns, 3600 * NANOS_PER_SECOND)
-    minutes, rest = divmod(rest, 60 * NANOS_PER_SECOND)
-    seconds = _trim(rest / NANOS_PER_SECOND)
-    text = f"{seconds}s"
-    if hours:
-        return f"{sign}{hours}h{minutes}m{text}"
-    if minutes:
-        return f"{sign}{minutes}m{text}"
-    return sign + text
-
-
-def _trim(value: float) -> str:
-    return f"{value:.9f}".rstrip("0").rstrip(".")

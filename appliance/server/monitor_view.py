@@ -21,7 +21,7 @@ from appliance.config.tls_context import https_context
 from appliance.server.links import LocalFabric
 from appliance.server.monitor import connz
 from appliance.server.monitor.app import MonitorApp
-from appliance.server.monitor.durations import wall_ns
+from appliance.durations import wall_ns
 from appliance.server.monitor.endpoint import (
     PART_CLOSED,
     PART_COUNTERS,

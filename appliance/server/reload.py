@@ -39,7 +39,7 @@ from typing import Any
 from appliance.config.options import Authorization, ServerOptions, TrustOptions
 from appliance.config.tls_context import TLSConfigError
 from appliance.server import auth
-from appliance.server.monitor.durations import go_duration
+from appliance.durations import go_duration
 from appliance.server.reload_cluster import cluster_changes
 from appliance.server.tls import serving_from_options
 

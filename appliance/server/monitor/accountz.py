@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from appliance.config.jwt import AccountClaims, JWTError, account_claims
 
-from .durations import rfc3339_nano, wall_ns
+from appliance.durations import rfc3339_nano, wall_ns
 from .endpoint import PART_SUBLISTS, Endpoint, RequestContext, Response, json_response, text_response
 from .gojson import JsonValue
 from .params import Query

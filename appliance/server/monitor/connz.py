@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .durations import go_duration, rfc3339_nano, uptime, wall_ns
+from appliance.durations import go_duration, rfc3339_nano, uptime, wall_ns
 from .endpoint import NOTHING, PART_CLOSED, PART_OPEN, PART_TOP, Endpoint, RequestContext, Response, json_response
 from .gojson import JsonValue
 from .params import BadRequest, Query

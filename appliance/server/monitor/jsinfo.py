@@ -6,7 +6,7 @@ MetaClusterInfo and PeerInfo structs.
 
 from __future__ import annotations
 
-from .durations import GO_ZERO_TIME, rfc3339_nano, wall_ns
+from appliance.durations import GO_ZERO_TIME, rfc3339_nano, wall_ns
 from .gojson import JsonValue
 from .view import JetStreamStats, JetStreamView, MetaClusterInfo, PeerInfo
 

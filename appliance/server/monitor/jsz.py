@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .durations import rfc3339_nano, wall_ns
+from appliance.durations import rfc3339_nano, wall_ns
 from .endpoint import Endpoint, RequestContext, Response, json_response
 from .gojson import JsonValue
 from .jsinfo import config_json, meta_json, stats_json

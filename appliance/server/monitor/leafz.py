@@ -5,7 +5,7 @@ leaf nodes, no gateways. Parameters are still decoded as nats-server decodes the
 
 from __future__ import annotations
 
-from .durations import rfc3339_nano, wall_ns
+from appliance.durations import rfc3339_nano, wall_ns
 from .endpoint import Endpoint, RequestContext, Response, json_response
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .durations import GO_ZERO_TIME, go_duration, rfc3339_nano, wall_ns
+from appliance.durations import GO_ZERO_TIME, go_duration, rfc3339_nano, wall_ns
 from .endpoint import Endpoint, RequestContext, Response, json_response, text_response
 from .gojson import JsonValue
 from .view import RaftzGroup, RaftzPeer, RaftzWal, ServerView

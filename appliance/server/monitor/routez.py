@@ -8,7 +8,7 @@ with `subs=1`, subscriptions_list (the peer's interest here). We never compress 
 
 from __future__ import annotations
 
-from .durations import go_duration, rfc3339_nano, uptime, wall_ns
+from appliance.durations import go_duration, rfc3339_nano, uptime, wall_ns
 from .endpoint import Endpoint, RequestContext, Response, json_response
 from .gojson import JsonValue
 from .view import RouteInfo, ServerView

@@ -6,7 +6,7 @@ with rid, name, sent, received, pending), active_servers, gomaxprocs."""
 
 from __future__ import annotations
 
-from .durations import rfc3339_nano, wall_ns
+from appliance.durations import rfc3339_nano, wall_ns
 from .gojson import JsonValue
 from .view import ServerView
 

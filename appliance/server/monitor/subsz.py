@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .durations import rfc3339_nano, wall_ns
+from appliance.durations import rfc3339_nano, wall_ns
 from .endpoint import PART_OPEN, PART_SUBLISTS, Endpoint, RequestContext, Response, json_response
 from .gojson import JsonValue
 from .params import BadRequest, Query

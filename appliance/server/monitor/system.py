@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .connz import CONNECTIONS_LIMIT_DEFAULT, ConnzOptions, connz_json
-from .durations import rfc3339_nano, wall_ns
+from appliance.durations import rfc3339_nano, wall_ns
 from .endpoint import HttpStats
 from .gojson import JsonValue, dumps
 from .healthz import HealthzOptions, healthz_json

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 from appliance.config.jwt import JWTError, decode
 
 from . import jsinfo
-from .durations import rfc3339_nano, uptime, wall_ns
+from appliance.durations import rfc3339_nano, uptime, wall_ns
 from .endpoint import PART_COUNTERS, PART_PROCESS, Endpoint, RequestContext, Response, json_response
 from .gojson import JsonValue
 from .view import ByKindCounts, ServerView

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from appliance import limits
 from appliance.clock import ManualClock
-from appliance.server.monitor.durations import go_duration, rfc3339_nano, uptime
+from appliance.durations import go_duration, rfc3339_nano, uptime
 from appliance.server.monitor.http import HttpError, parse_head
 from appliance.testing.fake_view import FakeServerView, MonitorProbe
 

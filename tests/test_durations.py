@@ -2,7 +2,7 @@
 
 import pytest
 
-from appliance.server.monitor.durations import GO_ZERO_TIME, go_duration, rfc3339_nano, uptime, wall_ns
+from appliance.durations import GO_ZERO_TIME, go_duration, rfc3339_nano, uptime, wall_ns
 
 NS = 1
 US = 1_000
