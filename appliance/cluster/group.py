@@ -335,16 +335,16 @@ class RaftGroup:
         core = self.core
         if core.role != Role.LEADER or not core.learners or self._closed:
             return
-        if core.pending_conf_index > core.log.applied or self._pending:
-            return  # a change in flight, or queued proposals: looked at again after them
+        if core.pending_conf_index > core.log.applied:
+            return  # one membership change at a time: looked at again once it is applied
         caught_up = core.caught_up_learners(self.learner_lag_max)
         try:
             if caught_up:
                 self._propose_conf_change(ConfChange(ConfChangeOp.ADD, caught_up[0]), None)
                 logger.info("RAFT group %s: learner %s caught up (match %d, commit %d): promoted to voter",
                             self.group_id, caught_up[0], core.progress[caught_up[0]].match, core.log.committed)
-            elif core.awaits_entry_after_snapshot():
-                self.propose(b"")
+            elif not self._pending and core.awaits_entry_after_snapshot():
+                self.propose(b"")  # (queued proposals would give it one anyway)
         except (NotLeader, ProposalDropped, LimitExceeded) as exc:
             logger.debug("RAFT group %s: learner promotion later: %s", self.group_id, exc)
 
