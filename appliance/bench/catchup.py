@@ -309,13 +309,30 @@ def table(result: CatchUpResult) -> list[str]:
     acked = [latency for _, latency in result.probes if latency is not None]
     refused = [at for at, latency in result.probes if latency is None]
     gap = f"; not acknowledged from {refused[0]:.1f}s to {refused[-1]:.1f}s" if refused else ""
+    slowest = f"; slowest PubAck {max(acked):.2f}s" if acked else ""
     lines += ["", f"publishes during the catch-up (one per poll, {PROBE_TIMEOUT_S:g}s timeout): "
-              f"{len(acked)} of {len(result.probes)} acknowledged{gap}"]
+              f"{len(acked)} of {len(result.probes)} acknowledged{gap}{slowest}",
+              f"publishes refused for {refused_s(result.probes):.1f}s in all (from each refused probe's "
+              f"send to the next acknowledged one's)"]
     lines += ["", "| t (s) | leader | replicas (current, lag) | joiner stores on disk (MiB) |", "|---:|---|---|---|"]
     for sample in _spread(result.lag, LAG_ROWS):
         peers, disk = _sample_cells(sample)
         lines.append(f"| {sample.at_s:.1f} | {sample.leader or '(none)'} | {peers} | {disk} |")
     return lines
+
+
+def refused_s(probes: list[tuple[float, float | None]]) -> float:
+    """Seconds during which the stream refused publishes: each run of refused probes counts from
+    its first probe's send to the send of the next acknowledged probe (or the last probe)."""
+    total, since = 0.0, None
+    for sent, latency in probes:  # (when the probe was sent, its PubAck's seconds or None)
+        if latency is None and since is None:
+            since = sent
+        elif latency is not None and since is not None:
+            total, since = total + sent - since, None
+    if since is not None:
+        total += probes[-1][0] + PROBE_TIMEOUT_S - since
+    return total
 
 
 def _sample_cells(sample: LagSample) -> tuple[str, str]:

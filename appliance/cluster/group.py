@@ -30,6 +30,12 @@ is the durable copy, and nats-server keeps no RAFT log for R1 either) hands the 
 AppliedSync: the driver acknowledges its proposals only once the applied state is synced, one
 sync for every proposal applied meanwhile (group commit).
 
+Membership: a new member joins as a learner (`add_learner`): it is sent appends and snapshots but
+counts for no quorum, so a peer that must first fetch a snapshot's data costs the group nothing.
+Whichever replica leads promotes a learner to voter once RaftCore.caught_up_learners names it
+(within RAFT_LEARNER_LAG_MAX of the commit index, and past the last snapshot it was sent: it has
+the snapshot's data); `add_voter` adds a voter at once (or promotes a learner now).
+
 With a Scheduler attached (a worker's event loop) the group runs its own Ready loop: `propose`,
 `step` and the membership calls schedule it for the next loop turn, and whatever else arrives
 meanwhile joins the same Ready (group commit). Without one (the simulator, unit tests) the caller
@@ -38,6 +44,7 @@ calls `process_ready`.
 
 from __future__ import annotations
 
+import logging
 import random
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -63,6 +70,7 @@ from appliance.raft.types import (
     SnapshotMeta,
 )
 
+logger = logging.getLogger(__name__)
 OnDone = Callable[[bool, int], None]  # (acknowledged, index); index 0 if none was assigned
 TICKS_PER_CALL_MAX = 100  # a stalled loop catches up at most this many ticks at once
 READIES_PER_TURN_MAX = 64  # a scheduled Ready loop yields to the event loop after this many
@@ -129,9 +137,10 @@ class PeerInfo:
     """A follower as the leader sees it: nats' "Replica: n2, current, seen 0.07s ago"."""
 
     peer: str
-    current: bool
+    current: bool  # never while a learner: it is outdated until promoted
     seen_ago_s: float
     match: int
+    learner: bool = False
 
     def describe(self) -> str:
         """As `nats stream info` prints a replica: 'n2, current, seen 0.07s ago'."""
@@ -173,6 +182,7 @@ class GroupReport:
     voters: tuple[str, ...]
     peers: tuple[PeerReport, ...]
     apply_paused: bool  # waiting for a snapshot's data (catching up)
+    learners: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)
@@ -189,7 +199,8 @@ class RaftGroup:
                  events: Callable[[str], None] | None = None, scheduler: Scheduler | None = None,
                  lazy_sync_s: float = limits.RAFT_LAZY_SYNC_S,
                  applied_sync: AppliedSync | None = None,
-                 commit_notice_s: float = limits.RAFT_COMMIT_NOTICE_S) -> None:
+                 commit_notice_s: float = limits.RAFT_COMMIT_NOTICE_S,
+                 learner_lag_max: int = limits.RAFT_LEARNER_LAG_MAX) -> None:
         assert tick_s > 0
         assert snapshot_entries >= 1
         self.group_id = group_id
@@ -219,6 +230,7 @@ class RaftGroup:
         self._dirty = False  # written but not fsynced (lazy entries of a single-voter group)
         self._lazy_timer: Timer | None = None
         self.commit_notice_s = commit_notice_s
+        self.learner_lag_max = learner_lag_max
         self._notices: dict[str, Message] = {}  # peer -> a held commit notice (see _hold_notices)
         self._notice_timer: Timer | None = None
         self._closed = False
@@ -280,6 +292,8 @@ class RaftGroup:
 
     def step(self, message: Message) -> None:
         self.core.step(message)
+        if message.sender in self.core.learners:
+            self._promote_learners()
         self.kick()
 
     def applied(self) -> int:
@@ -306,11 +320,39 @@ class RaftGroup:
 
     # --- membership and leadership -----------------------------------------------------------------
     def add_voter(self, peer: str, on_done: OnDone | None = None) -> int:
-        """Propose adding `peer` as a voter; returns the entry's index. Raises NotLeader, ProposalDropped."""
+        """Propose adding `peer` as a voter (or promoting it, a learner); returns the entry's
+        index. Raises NotLeader, ProposalDropped."""
         return self._propose_conf_change(ConfChange(ConfChangeOp.ADD, peer), on_done)
 
+    def add_learner(self, peer: str, on_done: OnDone | None = None) -> int:
+        """Propose adding `peer` as a learner, promoted by the leader once caught up (module
+        docstring); returns the entry's index. Raises NotLeader, ProposalDropped."""
+        return self._propose_conf_change(ConfChange(ConfChangeOp.ADD_LEARNER, peer), on_done)
+
+    def _promote_learners(self) -> None:
+        """On the leader: promote one caught-up learner (one membership change at a time), or
+        give a learner past its snapshot an entry to acknowledge when the log has none."""
+        core = self.core
+        if core.role != Role.LEADER or not core.learners or self._closed:
+            return
+        if core.pending_conf_index > core.log.applied:
+            return  # one membership change at a time: looked at again once it is applied
+        caught_up = core.caught_up_learners(self.learner_lag_max)
+        try:
+            if caught_up:
+                self._propose_conf_change(ConfChange(ConfChangeOp.ADD, caught_up[0]), None)
+                logger.info("RAFT group %s: learner %s caught up (match %d, commit %d): promoted to voter",
+                            self.group_id, caught_up[0], core.progress[caught_up[0]].match, core.log.committed)
+            elif not self._pending and core.awaits_entry_after_snapshot():
+                self.propose(b"")  # (queued proposals would give it one anyway)
+        except (NotLeader, ProposalDropped, LimitExceeded) as exc:
+            logger.debug("RAFT group %s: learner promotion later: %s", self.group_id, exc)
+
+    def learners(self) -> tuple[str, ...]:
+        return self.core.learners
+
     def remove_voter(self, peer: str, on_done: OnDone | None = None) -> int:
-        """Propose removing `peer` (possibly this leader itself); returns the entry's index."""
+        """Propose removing `peer`, a voter (possibly this leader itself) or a learner; returns the entry's index."""
         return self._propose_conf_change(ConfChange(ConfChangeOp.REMOVE, peer), on_done)
 
     def _propose_conf_change(self, change: ConfChange, on_done: OnDone | None) -> int:
@@ -529,6 +571,8 @@ class RaftGroup:
         if self.on_lead is not None and self._led_term != self.core.term and self.ready_to_lead():
             self._led_term = self.core.term
             self.on_lead()
+        if self.core.learners:
+            self._promote_learners()
         self._maybe_compact(stale_snapshot)
         if not self.is_leader():
             self._lazy.clear()
@@ -697,9 +741,11 @@ class RaftGroup:
         """Followers as seen by this leader (empty on followers)."""
         status = self.core.status()
         election_ticks = self.core.config.election_ticks
+        learners = status.learners
         return [
-            PeerInfo(peer.peer, peer.match >= status.commit and peer.ticks_since_contact < election_ticks,
-                     peer.ticks_since_contact * self.tick_s, peer.match)
+            PeerInfo(peer.peer, peer.peer not in learners and peer.match >= status.commit
+                     and peer.ticks_since_contact < election_ticks,
+                     peer.ticks_since_contact * self.tick_s, peer.match, peer.peer in learners)
             for peer in status.peers
         ]
 
@@ -732,7 +778,7 @@ class RaftGroup:
             peers = tuple(PeerReport(p.peer, p.match, p.ticks_since_contact * self.tick_s) for p in status.peers)
         else:
             peers = tuple(PeerReport(v, 0, seen_leader if v == core.lead else None)
-                          for v in core.voters if v != core.id)
+                          for v in core.voters + core.learners if v != core.id)
         return GroupReport(
             group_id=self.group_id, peer=core.id, role=name, term=core.term, voted_for=core.vote,
             leader=core.lead, ever_had_leader=bool(self._known_lead or core.lead),
@@ -742,5 +788,5 @@ class RaftGroup:
             log_bytes=sum(len(e.data) for e in entries),
             first_append_wall_s=self._first_append_wall_s(first) if last >= first else None,
             last_append_wall_s=self._last_append_wall_s, voters=core.voters, peers=peers,
-            apply_paused=self._apply_paused,
+            apply_paused=self._apply_paused, learners=core.learners,
         )

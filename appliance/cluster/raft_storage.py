@@ -23,7 +23,7 @@ from appliance.store.raftlog import (
 
 def _snapshot_record(snapshot: Snapshot) -> SnapshotRecord:
     meta = snapshot.meta
-    return SnapshotRecord(meta.index, meta.term, meta.conf.voters, snapshot.data)
+    return SnapshotRecord(meta.index, meta.term, meta.conf.voters, snapshot.data, meta.conf.learners)
 
 
 def _entry_records(entries: Sequence[Entry]) -> list[EntryRecord]:
@@ -66,7 +66,7 @@ class DurableStorage:
     def _replay(self, record: EntriesBatch | HardStateRecord | SnapshotRecord) -> int:
         """Apply one record; returns how many entries it could not (a hole after damage)."""
         if isinstance(record, SnapshotRecord):
-            meta = SnapshotMeta(record.index, record.term, ConfState(record.voters))
+            meta = SnapshotMeta(record.index, record.term, ConfState(record.voters, record.learners))
             self.memory = _fresh_from(Snapshot(meta, record.data), self.memory.hard_state())
         elif isinstance(record, HardStateRecord):
             self.memory.save(HardState(record.term, record.vote, record.commit), [], sync=False)

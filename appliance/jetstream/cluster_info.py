@@ -6,8 +6,9 @@ implements) and a ClusterContext (cluster name, this server, peer id -> server n
 
   - not clustered, or a single-voter group (R1; nats-server runs no RAFT node for it):
     {"name"?: cluster, "leader": this server}; a standalone server has no cluster name.
-  - several voters: {"name", "raft_group", "leader"?, "leader_since"?, "system_account",
-    "traffic_account", "replicas"?}. `replicas` lists the group's voters except the answering
+  - several members: {"name", "raft_group", "leader"?, "leader_since"?, "system_account",
+    "traffic_account", "replicas"?}. `replicas` lists the group's members (voters and learners,
+    RaftGroup's catching-up joiners, never current until promoted) except the answering
     server, sorted by name; a leaderless group (or one whose leader's name is unknown) has no
     `leader` and lists the answering server too. On the leader a follower is `current` when it
     holds everything committed (`lag` = commit - its last index, omitted when 0) and was heard
@@ -47,6 +48,8 @@ class ReportingGroup(Protocol):
 
     def voters(self) -> tuple[str, ...]: ...
 
+    def learners(self) -> tuple[str, ...]: ...  # members that do not vote yet (catching up)
+
     def peers(self) -> list[GroupPeer]: ...  # the leader's view of its followers (empty elsewhere)
 
     def commit_index(self) -> int: ...
@@ -73,24 +76,25 @@ class ClusterContext:
 
 
 def replicas(group: ReportingGroup, ctx: ClusterContext) -> list[PeerInfo]:
-    """The group's voters as the answering replica reports them (module docstring), by name."""
+    """The group's members as the answering replica reports them (module docstring), by name."""
     leader_peer = group.leader()
     leaderless = not leader_peer or not ctx.name_of(leader_peer)
     leading = group.is_leader()
     seen = {peer.peer: peer for peer in group.peers()} if leading else {}
     commit = group.commit_index() if leading else 0
     out: list[PeerInfo] = []
-    for voter in group.voters():
+    learners = group.learners()
+    for voter in group.voters() + learners:
         if voter == ctx.peer and not leaderless:
             continue
         active_s, lag, current = 0.0, 0, False
         if voter == ctx.peer:
-            current = True
+            current = voter not in learners
         elif leading:
             follower = seen.get(voter)
             if follower is not None:
                 active_s, lag = follower.seen_ago_s, max(commit - follower.match, 0)
-                current = lag == 0 and active_s <= limits.JS_REPLICA_CURRENT_S
+                current = lag == 0 and active_s <= limits.JS_REPLICA_CURRENT_S and not follower.learner
         elif voter == leader_peer:
             active_s = group.leader_seen_ago_s()
             current = active_s <= limits.JS_LEADER_CURRENT_S
@@ -108,7 +112,7 @@ def cluster_json(group: ReportingGroup | None, ctx: ClusterContext) -> dict[str,
     out: dict[str, object] = {}
     if ctx.cluster:
         out["name"] = ctx.cluster
-    if group is None or len(group.voters()) <= 1:
+    if group is None or len(group.voters()) + len(group.learners()) <= 1:
         out["leader"] = ctx.server_name
         return out
     out["raft_group"] = group.group_id

@@ -124,7 +124,7 @@ class Membership:
             _step(group, peers_of(record.get("group") if record else None), service.peer, f"stream '{name}'")
             self.leaving[name] = now
             return
-        removed = service.peer not in group.voters()
+        removed = service.peer not in group.voters() + group.learners()
         if not removed and group.leader() and group.leader_seen_ago_s() < limits.JS_LEAVE_GRACE_S / 2:
             self.leaving[name] = now  # still counted by its leader: it may be needed for a quorum
             return
@@ -140,16 +140,17 @@ def _step(group: RaftGroup, wanted: list[str], own: str, label: str) -> None:
     """One membership change of a group this server leads (none while one is in flight)."""
     if not group.is_leader() or not group.ready_to_lead():
         return
-    change = next_change(group.voters(), wanted, own)
+    change = next_change(group.voters(), wanted, own, group.learners())
     if change is None:
         return
     op, peer = change
     try:
-        if op == "add":
-            group.add_voter(peer)
+        if op == "add_learner":
+            group.add_learner(peer)
         else:
             group.remove_voter(peer)
     except ApplianceError as exc:  # a change in flight, or the log is full: the next check retries
         logger.debug("%s: %s %s later: %s", label, op, peer, exc)
         return
-    logger.info("JetStream: %s: %s peer %s", label, "adding" if op == "add" else "removing", peer)
+    logger.info("JetStream: %s: %s peer %s", label,
+                "adding (as a learner until caught up)" if op == "add_learner" else "removing", peer)

@@ -128,7 +128,8 @@ def summarise(
     quorum = bool(report.leader)
     lagging: list[str] = []
     if report.role == "LEADER":
-        heard = 1 + sum(1 for p in report.peers if p.seen_ago_s is not None and p.seen_ago_s <= current_s)
+        heard = 1 + sum(1 for p in report.peers  # voters only: a learner (catching up) counts for no quorum
+                        if p.peer in report.voters and p.seen_ago_s is not None and p.seen_ago_s <= current_s)
         quorum = heard >= size // 2 + 1
         settled = report.committed if settled_commit is None else settled_commit
         for p in report.peers:

@@ -12,8 +12,11 @@ server applies it in log order:
     restarts before it heard from the leader joins again instead of bootstrapping a voter set
     with an empty log (which could elect it);
   - the stream's RAFT leader turns its voters into `peers`, one change at a time as single-server
-    membership changes require: first adds (the group never has fewer up-to-date voters than
-    before), then removals, its own last (RAFT hands leadership to the most up-to-date voter);
+    membership changes require: first it adds the new peers as *learners* (they fetch the
+    snapshot and the log but count for no quorum: a joiner that fetches gigabytes never leaves
+    the group without a quorum), the group's leader promotes each to voter once it caught up
+    (cluster/group.py), and only when every wanted peer votes come the removals, its own last
+    (RAFT hands leadership to the most up-to-date voter); a learner no longer wanted goes first;
   - a server no longer in `peers` keeps its replica running until the group no longer counts it
     (its removal applied there, or the leader stopped contacting it), then closes it and deletes
     its copy.
@@ -102,13 +105,21 @@ def resized(peers: Sequence[str], replicas: int, keep_first: str) -> list[str]:
     return ordered[:replicas]
 
 
-def next_change(voters: Sequence[str], wanted: Sequence[str], own: str) -> tuple[str, str] | None:
-    """The one membership change a leader with `voters` proposes next to reach `wanted`:
-    ("add", peer), ("remove", peer) or None when done. Adds come first; this leader's own
-    removal comes last."""
+def next_change(voters: Sequence[str], wanted: Sequence[str], own: str,
+                learners: Sequence[str] = ()) -> tuple[str, str] | None:
+    """The one membership change a leader with `voters` and `learners` proposes next to reach
+    `wanted` as voters: ("add_learner", peer), ("remove", peer) or None when there is nothing
+    to do now (done, or a wanted learner is still catching up: its group promotes it). New
+    peers come first, as learners; then unwanted learners go; voters are removed only once every
+    wanted peer votes, this leader's own removal last."""
     for peer in wanted:
-        if peer not in voters:
-            return ("add", peer)
+        if peer not in voters and peer not in learners:
+            return ("add_learner", peer)
+    for peer in learners:
+        if peer not in wanted:
+            return ("remove", peer)
+    if any(peer in learners for peer in wanted):
+        return None
     extra = [peer for peer in voters if peer not in wanted]
     others = [peer for peer in extra if peer != own]
     if others:

@@ -4,6 +4,7 @@
     [str sender][str to][bytes context][u32 n] n x ([u64 term][u64 index][u8 type][bytes data])
     flags bit 0: reject; bit 1: a snapshot follows:
     [u64 index][u64 term][u16 n] n x [str voter] [bytes data]
+    and with flags bit 2 (the snapshot's group has learners): [u16 n] n x [str learner]
 str = [u16 len][utf-8]; bytes = [u32 len][raw].
 """
 
@@ -30,6 +31,7 @@ U16 = struct.Struct("<H")
 U32 = struct.Struct("<I")
 FLAG_REJECT = 1
 FLAG_SNAPSHOT = 2
+FLAG_LEARNERS = 4
 
 
 def _text(value: str) -> bytes:
@@ -43,6 +45,8 @@ def _blob(value: bytes) -> bytes:
 
 def encode_message(m: Message) -> bytes:
     flags = (FLAG_REJECT if m.reject else 0) | (FLAG_SNAPSHOT if m.snapshot is not None else 0)
+    if m.snapshot is not None and m.snapshot.meta.conf.learners:
+        flags |= FLAG_LEARNERS
     parts = [HEADER.pack(VERSION, m.type, flags, m.term, m.log_term, m.index, m.commit, m.reject_hint),
              _text(m.sender), _text(m.to), _blob(m.context), U32.pack(len(m.entries))]
     for entry in m.entries:
@@ -53,6 +57,9 @@ def encode_message(m: Message) -> bytes:
         parts.append(SNAPSHOT.pack(meta.index, meta.term, len(meta.conf.voters)))
         parts.extend(_text(voter) for voter in meta.conf.voters)
         parts.append(_blob(m.snapshot.data))
+        if meta.conf.learners:
+            parts.append(U16.pack(len(meta.conf.learners)))
+            parts.extend(_text(learner) for learner in meta.conf.learners)
     return b"".join(parts)
 
 
@@ -90,7 +97,16 @@ def _decode(data: bytes) -> Message:
         if voters != sorted(set(voters)):
             raise CorruptData("snapshot voters are not sorted and unique")
         blob, offset = _read_blob(data, offset)
-        snapshot = Snapshot(SnapshotMeta(snap_index, snap_term, ConfState(tuple(voters))), blob)
+        learners = []
+        if flags & FLAG_LEARNERS:
+            (learner_count,) = U16.unpack_from(data, offset)
+            offset += U16.size
+            for _ in range(learner_count):
+                learner, offset = _read_text(data, offset)
+                learners.append(learner)
+        if learners != sorted(set(learners)) or set(voters) & set(learners):
+            raise CorruptData("snapshot learners are not sorted, unique and apart from the voters")
+        snapshot = Snapshot(SnapshotMeta(snap_index, snap_term, ConfState(tuple(voters), tuple(learners))), blob)
     if offset != len(data):
         raise CorruptData(f"{len(data) - offset} trailing bytes after a raft message")
     return Message(MessageType(kind), sender, to, term=term, log_term=log_term, index=index,

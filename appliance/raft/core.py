@@ -27,6 +27,15 @@ Theory of operation
   term and deposes nobody.
 - Membership changes are single-server and take effect when applied (advance), with at most one
   unapplied change at a time (etcd's pending_conf_index rule).
+- Learners (etcd's): members that are replicated to (appends, snapshots, heartbeats) but are no
+  voters: the commit index, check-quorum, elections and leader transfer count voters only, and a
+  learner never campaigns. A new member joins as a learner (ADD_LEARNER) and is promoted (ADD)
+  once caught_up_learners() names it, so adding a peer that must first fetch a snapshot never
+  costs the group its quorum. A learner may still grant a vote, as in etcd: one promoted whose
+  promotion it has not applied yet is a voter to the candidates that have, and refusing them
+  could leave the group with no electable leader; a candidate counts only its own voters' votes.
+- A restart resumes the membership of the applied index: the snapshot's, then every change in
+  the log up to `applied` (those entries are not applied again, so their changes are read here).
 - Proposals between two Readies are appended to the log and broadcast once, at ready() time:
   that is the batching. Followers in REPLICATE state get pipelined appends, at most
   config.inflight_msgs_max unacknowledged.
@@ -80,7 +89,9 @@ class RaftCore:
         hard_state, conf = storage.initial_state()
         self.term = hard_state.term
         self.vote = hard_state.vote
+        conf = self._conf_at_applied(conf)
         self.voters: tuple[str, ...] = conf.voters
+        self.learners: tuple[str, ...] = conf.learners
         self.lead = NO_PEER
         self.role = Role.FOLLOWER
         self.progress: dict[str, Progress] = {}
@@ -124,18 +135,21 @@ class RaftCore:
         return list(range(first, first + len(batch)))
 
     def propose_conf_change(self, change: ConfChange) -> int:
+        """ADD_LEARNER a new member, ADD a voter (promoting a learner), REMOVE either."""
         self._check_can_propose(1)
         if self.pending_conf_index > self.log.applied:
             raise ProposalDropped("a membership change is still being applied")
         if change.op == ConfChangeOp.ADD and change.peer in self.voters:
             raise ProposalDropped(f"{change.peer} is already a voter")
-        if change.op == ConfChangeOp.REMOVE and change.peer not in self.voters:
-            raise ProposalDropped(f"{change.peer} is not a voter")
+        if change.op == ConfChangeOp.ADD_LEARNER and change.peer in self.voters + self.learners:
+            raise ProposalDropped(f"{change.peer} is already a member")
+        if change.op == ConfChangeOp.REMOVE and change.peer not in self.voters + self.learners:
+            raise ProposalDropped(f"{change.peer} is not a member")
         if change.op == ConfChangeOp.REMOVE and self.voters == (change.peer,):
             raise ProposalDropped("cannot remove the last voter")
         index = self.log.last_index() + 1
-        after = apply_to(ConfState(self.voters), change.op, change.peer).voters
-        change = ConfChange(change.op, change.peer, after)
+        after = apply_to(self.conf_state(), change.op, change.peer)
+        change = ConfChange(change.op, change.peer, after.voters, after.learners)
         self._append_entries([Entry(self.term, index, EntryType.CONF_CHANGE, encode_conf_change(change))])
         self.pending_conf_index = index
         return index
@@ -254,8 +268,40 @@ class RaftCore:
                 self._apply_conf_change(decode_conf_change(entry.data))
 
     def conf_state(self) -> ConfState:
-        """The voter set as of the applied index (what a snapshot taken now must record)."""
-        return ConfState(self.voters)
+        """The membership as of the applied index (what a snapshot taken now must record)."""
+        return ConfState(self.voters, self.learners)
+
+    def caught_up_learners(self, max_lag: int) -> list[str]:
+        """On the leader: the learners ready to be promoted. A learner is caught up when it is
+        replicating (not probed, not waiting for a snapshot), was heard from within an election
+        timeout, holds entries up to within `max_lag` of the commit index, and acknowledged an
+        entry after the last snapshot it was sent: a replica applies (and answers) nothing while
+        it fetches what a snapshot stands for (RaftGroup.pause_apply), so that acknowledgement
+        says it has the snapshot's data, not only its label."""
+        if self.role != Role.LEADER:
+            return []
+        out = []
+        for peer in self.learners:
+            progress = self.progress.get(peer)
+            if (progress is not None and progress.state == ProgressState.REPLICATE
+                    and progress.match > progress.snapshot_sent
+                    and self.log.committed - progress.match <= max_lag
+                    and self.tick_count - progress.last_contact_tick < self.config.election_ticks):
+                out.append(peer)
+        return out
+
+    def awaits_entry_after_snapshot(self) -> bool:
+        """On the leader: does a learner hold everything but still owe an acknowledgement of an
+        entry after its snapshot (caught_up_learners), with no entry after it to acknowledge?
+        The driver then proposes an empty entry (an idle group's learner is promoted too)."""
+        if self.role != Role.LEADER:
+            return False
+        last = self.log.last_index()
+        for peer in self.learners:
+            progress = self.progress.get(peer)
+            if progress is not None and progress.snapshot_sent and progress.match == progress.snapshot_sent == last:
+                return True
+        return False
 
     def status(self) -> Status:
         peers: tuple[PeerStatus, ...] = ()
@@ -266,7 +312,7 @@ class RaftCore:
                 for peer, pr in sorted(self.progress.items()) if peer != self.id
             )
         return Status(self.id, self.role, self.term, self.lead, self.log.committed, self.log.applied,
-                      self.log.last_index(), self.voters, peers)
+                      self.log.last_index(), self.voters, peers, self.learners)
 
     # --- persistence view ----------------------------------------------------------------------
     def _hard_state_for_disk(self) -> HardState:
@@ -344,7 +390,7 @@ class RaftCore:
         self.role = Role.LEADER
         self.lead = self.id
         last = self.log.last_index()
-        for peer in self.voters:
+        for peer in self.voters + self.learners:
             self.progress[peer] = self._new_progress(last + 1)
         self.progress[self.id].match = last
         self.progress[self.id].become_replicate()
@@ -543,7 +589,7 @@ class RaftCore:
             self.log.commit_to(meta.index)
             return False
         self.log.restore(snapshot)
-        self.voters = meta.conf.voters
+        self.voters, self.learners = meta.conf.voters, meta.conf.learners
         return True
 
     # --- leader --------------------------------------------------------------------------------
@@ -612,6 +658,7 @@ class RaftCore:
         snapshot = self.log.storage.snapshot()
         assert not snapshot.is_empty(), "a follower behind the log needs a snapshot the leader has"
         progress.become_snapshot(snapshot.meta.index)
+        progress.snapshot_sent = snapshot.meta.index
         self._note(f"{self.id} [first {self.log.first_index()}] sends snapshot at {snapshot.meta.index} to {peer}")
         self._send(Message(MT.SNAPSHOT, self.id, peer, term=self.term, snapshot=snapshot))
         return True
@@ -685,12 +732,24 @@ class RaftCore:
         return min(peer for match, peer in candidates if match == best_match)
 
     # --- membership ----------------------------------------------------------------------------
+    def _conf_at_applied(self, conf: ConfState) -> ConfState:
+        """`conf` (the snapshot's) after the changes in the log up to the applied index."""
+        lo, hi = self.log.first_index(), self.log.applied
+        if hi < lo:
+            return conf
+        for entry in self.log.slice(lo, hi + 1, 1 << 62):
+            if entry.type == EntryType.CONF_CHANGE:
+                change = decode_conf_change(entry.data)
+                conf = ConfState(change.voters_after, change.learners_after)
+        return conf
+
     def _apply_conf_change(self, change: ConfChange) -> None:
-        self.voters = change.voters_after
-        self._note(f"{self.id} applied {change.op.name} {change.peer}: voters {','.join(self.voters) or '-'}")
+        self.voters, self.learners = change.voters_after, change.learners_after
+        learners = f"; learners {','.join(self.learners)}" if self.learners else ""
+        self._note(f"{self.id} applied {change.op.name} {change.peer}: voters {','.join(self.voters) or '-'}{learners}")
         if self.role != Role.LEADER:
             return
-        if change.op == ConfChangeOp.ADD and change.peer not in self.progress:
+        if change.op in (ConfChangeOp.ADD, ConfChangeOp.ADD_LEARNER) and change.peer not in self.progress:
             self.progress[change.peer] = self._new_progress(self.log.last_index() + 1)
             self._needs_broadcast = True
         if change.op == ConfChangeOp.REMOVE:

@@ -56,6 +56,7 @@ class Progress:
         "pending_snapshot",
         "probe_sent",
         "recent_active",
+        "snapshot_sent",
         "snapshot_ticks",
         "state",
     )
@@ -71,6 +72,7 @@ class Progress:
         self.last_contact_tick = now_tick
         self.match_at_last_heartbeat = -1
         self.snapshot_ticks = 0
+        self.snapshot_sent = 0  # index of the last snapshot sent to this follower (0: none)
 
     def become_probe(self) -> None:
         if self.state == ProgressState.SNAPSHOT:

@@ -28,4 +28,5 @@ class Status:
     applied: int
     last_index: int
     voters: tuple[str, ...]
-    peers: tuple[PeerStatus, ...]  # leader only; empty elsewhere
+    peers: tuple[PeerStatus, ...]  # leader only (voters and learners); empty elsewhere
+    learners: tuple[str, ...] = ()

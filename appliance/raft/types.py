@@ -40,8 +40,9 @@ class Role(enum.IntEnum):
 
 
 class ConfChangeOp(enum.IntEnum):
-    ADD = 1
-    REMOVE = 2
+    ADD = 1  # a voter (a learner's promotion when the peer is a learner)
+    REMOVE = 2  # a voter or a learner
+    ADD_LEARNER = 3  # a non-voter: replicated to, never counted for a quorum, never a candidate
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,9 +68,15 @@ class HardState:
 @dataclass(frozen=True, slots=True)
 class ConfState:
     voters: tuple[str, ...] = ()
+    learners: tuple[str, ...] = ()  # replicated to, never counted (etcd's learners)
 
     def __post_init__(self) -> None:
         assert list(self.voters) == sorted(set(self.voters)), "voters are sorted and unique"
+        assert list(self.learners) == sorted(set(self.learners)), "learners are sorted and unique"
+        assert not set(self.voters) & set(self.learners), "a peer is a voter or a learner, not both"
+
+    def members(self) -> tuple[str, ...]:
+        return tuple(sorted(self.voters + self.learners))
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +84,7 @@ class ConfChange:
     op: ConfChangeOp
     peer: str
     voters_after: tuple[str, ...] = ()  # filled in by the leader when it proposes the change
+    learners_after: tuple[str, ...] = ()  # likewise
 
 
 @dataclass(frozen=True, slots=True)

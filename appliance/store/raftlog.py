@@ -9,6 +9,7 @@ Record frame (little endian):  [u32 body_len][u32 crc32(body)][body]   body = [u
              — replaces whatever the log held at first_index and after
   HARD_STATE [u64 term][u64 commit][u16 len][vote]
   SNAPSHOT   [u64 index][u64 term][u16 voters] voters x ([u16 len][id]) [u32 len][data]
+             [[u16 learners] learners x ([u16 len][id])]  (only when the group has learners)
              — the log is this snapshot; entries up to index are gone
 
 Recovery: records are replayed in order. A bad or short record that reaches the end of the file
@@ -89,6 +90,7 @@ class SnapshotRecord:
     term: int
     voters: tuple[str, ...]
     data: bytes
+    learners: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)
@@ -129,11 +131,29 @@ def encode_hard_state(state: HardStateRecord) -> bytes:
 
 def encode_snapshot(snapshot: SnapshotRecord) -> bytes:
     parts = [SNAPSHOT_HEADER.pack(snapshot.index, snapshot.term, len(snapshot.voters))]
-    for voter in snapshot.voters:
-        raw = voter.encode()
-        parts.append(U16.pack(len(raw)) + raw)
+    parts.extend(_ids(snapshot.voters))
     parts.append(U32.pack(len(snapshot.data)) + snapshot.data)
+    if snapshot.learners:
+        parts.append(U16.pack(len(snapshot.learners)))
+        parts.extend(_ids(snapshot.learners))
     return frame(RecordKind.SNAPSHOT, b"".join(parts))
+
+
+def _ids(ids: Sequence[str]) -> list[bytes]:
+    out = []
+    for peer in ids:
+        raw = peer.encode()
+        out.append(U16.pack(len(raw)) + raw)
+    return out
+
+
+def _read_ids(view: memoryview, offset: int, count: int) -> tuple[tuple[str, ...], int]:
+    ids = []
+    for _ in range(count):
+        (size,) = U16.unpack_from(view, offset)
+        ids.append(bytes(view[offset + 2 : offset + 2 + size]).decode())
+        offset += 2 + size
+    return tuple(ids), offset
 
 
 def _decode_body(body: bytes) -> EntriesBatch | HardStateRecord | SnapshotRecord:
@@ -154,14 +174,15 @@ def _decode_body(body: bytes) -> EntriesBatch | HardStateRecord | SnapshotRecord
         return HardStateRecord(term, vote, commit)
     if kind == RecordKind.SNAPSHOT:
         index, term, voter_count = SNAPSHOT_HEADER.unpack_from(view, 0)
-        offset = SNAPSHOT_HEADER.size
-        voters = []
-        for _ in range(voter_count):
-            (size,) = U16.unpack_from(view, offset)
-            voters.append(bytes(view[offset + 2 : offset + 2 + size]).decode())
-            offset += 2 + size
+        voters, offset = _read_ids(view, SNAPSHOT_HEADER.size, voter_count)
         (size,) = U32.unpack_from(view, offset)
-        return SnapshotRecord(index, term, tuple(voters), bytes(view[offset + 4 : offset + 4 + size]))
+        data = bytes(view[offset + 4 : offset + 4 + size])
+        offset += 4 + size
+        learners: tuple[str, ...] = ()
+        if offset < len(view):  # written by a group with learners
+            (learner_count,) = U16.unpack_from(view, offset)
+            learners, offset = _read_ids(view, offset + 2, learner_count)
+        return SnapshotRecord(index, term, voters, data, learners)
     raise CorruptData(f"unknown raft log record kind {kind}")
 
 

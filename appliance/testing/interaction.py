@@ -3,7 +3,7 @@
 Commands (one per case in tests/raft/testdata/*.txt):
   add-nodes N [voters=1,2,3] [pre-vote=true] [check-quorum=true] [election=10] [heartbeat=1]
             [inflight=N] [append-bytes=N] [bug=name]
-  campaign ID | propose ID DATA | propose-conf-change ID add|remove PEER
+  campaign ID | propose ID DATA | propose-conf-change ID add|add_learner|remove PEER
   transfer-leadership ID [to=PEER] | tick ID [n=N] | tick-election ID | tick-heartbeat ID
   process-ready ID... | deliver-msgs [ID...] [drop=true] | stabilize [ID...]
   isolate ID | partition 1,2 3,4,5 | heal | restart ID | compact ID INDEX | status ID | log ID | raft-state
@@ -210,7 +210,8 @@ class InteractionEnv:
         status = self._node(case).status()
         self.output.append(f"{status.id} {status.role.name} term={status.term} lead={status.lead or '-'} "
                            f"commit={status.commit} applied={status.applied} last={status.last_index} "
-                           f"voters={','.join(status.voters) or '-'}")
+                           f"voters={','.join(status.voters) or '-'}"
+                           + (f" learners={','.join(status.learners)}" if status.learners else ""))
         for peer in status.peers:
             self.output.append(f"  {peer.peer}: match={peer.match} next={peer.next} {peer.state.name} "
                                f"inflight={peer.inflight} seen={peer.ticks_since_contact} ticks ago")

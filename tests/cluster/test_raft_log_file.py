@@ -31,7 +31,8 @@ records = st.one_of(
     st.builds(HardStateRecord, st.integers(0, 2**40), st.text(max_size=8), st.integers(0, 2**40)).map(
         lambda r: (r, encode_hard_state(r))),
     st.builds(SnapshotRecord, st.integers(0, 2**40), st.integers(0, 99),
-              st.lists(st.text(min_size=1, max_size=5), max_size=4).map(tuple), st.binary(max_size=64)).map(
+              st.lists(st.text(min_size=1, max_size=5), max_size=4).map(tuple), st.binary(max_size=64),
+              st.lists(st.text(min_size=1, max_size=5), max_size=3).map(tuple)).map(  # learners
         lambda r: (r, encode_snapshot(r))),
 )
 
@@ -126,3 +127,26 @@ def test_a_log_damaged_in_the_middle_is_salvaged_rebuilt_and_kept_as_found(tmp_p
     assert (tmp_path / "log.damaged").read_bytes() == bytes(damaged)
     decode_all(path.read_bytes())  # the rebuilt log is clean: no CorruptData
     assert DurableStorage(OsLogFiles(str(tmp_path)), "log").damage == []
+
+
+def test_learners_outlive_a_restart_in_the_snapshot_and_the_change_entries(tmp_path: Path) -> None:
+    """Learner membership persists as voter membership does: in the snapshot record (a
+    compacted log) and in the change entries after it."""
+    from appliance.cluster.raft_storage import DurableStorage
+    from appliance.raft.confchange import encode_conf_change
+    from appliance.raft.core import RaftCore
+    from appliance.raft.types import (ConfChange, ConfChangeOp, ConfState, Entry, EntryType, HardState,
+                                      RaftConfig, Snapshot, SnapshotMeta)
+
+    files = OsLogFiles(str(tmp_path))
+    storage = DurableStorage(files, "log", bootstrap=ConfState(("a",)))
+    change = ConfChange(ConfChangeOp.ADD_LEARNER, "c", ("a", "b"), ("c",))
+    storage.save(HardState(1, "a", 3), [Entry(1, 1), Entry(1, 2, EntryType.CONF_CHANGE, encode_conf_change(change)),
+                                        Entry(1, 3)], sync=True)
+    reopened = DurableStorage(files, "log")
+    core = RaftCore(RaftConfig(id="a"), reopened, random.Random(1), applied=3)
+    assert core.voters == ("a", "b") and core.learners == ("c",)
+    reopened.compact(Snapshot(SnapshotMeta(3, 1, core.conf_state()), b"state"))
+    again = DurableStorage(files, "log")
+    assert again.snapshot().meta.conf == ConfState(("a", "b"), ("c",))
+    assert RaftCore(RaftConfig(id="a"), again, random.Random(1), applied=3).learners == ("c",)

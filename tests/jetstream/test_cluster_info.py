@@ -32,6 +32,7 @@ class FakeGroup:
     since_wall_s: float | None = None
     leader_seen_s: float = 0.0
     group_id: str = "S-R3F-abc"
+    catching_up: tuple[str, ...] = ()  # learners
 
     def is_leader(self) -> bool:
         return self.lead == self.me
@@ -41,6 +42,9 @@ class FakeGroup:
 
     def voters(self) -> tuple[str, ...]:
         return self.members
+
+    def learners(self) -> tuple[str, ...]:
+        return self.catching_up
 
     def peers(self) -> list[GroupPeer]:
         return self.followers if self.is_leader() else []
@@ -149,6 +153,18 @@ def test_a_follower_silent_for_over_ten_seconds_is_not_current_even_without_lag(
     group = FakeGroup("a", "a", ("a", "b", "c"), followers=followers, commit=7)
     by_peer = {r.peer: r for r in replicas(group, context("a"))}
     assert not by_peer["b"].current and by_peer["c"].current
+
+
+def test_a_learner_is_listed_outdated_with_its_lag_until_promoted() -> None:
+    # an R1 stream raised to R3: one voter, two learners fetching its messages
+    followers = [GroupPeer("b", False, 0.1, 1, learner=True), GroupPeer("c", False, 0.1, 9, learner=True)]
+    group = FakeGroup("a", "a", ("a",), followers=followers, commit=9, catching_up=("b", "c"))
+    info = cluster_json(group, context("a"))
+    assert info["leader"] == "n1-c1"
+    assert info["replicas"] == [
+        {"name": "n2-c1", "current": False, "active": 100_000_000, "lag": 8, "peer": "b"},
+        {"name": "n3-c1", "current": False, "active": 100_000_000, "peer": "c"},  # no lag, still a learner
+    ]
 
 
 def test_a_leader_whose_name_is_unknown_counts_as_leaderless() -> None:

@@ -83,6 +83,12 @@ def test_summary_of_healthy_lagging_and_leaderless_groups() -> None:
     under = summarise(leader(voters=("P1", "P2"), peers=(PeerReport("P2", 30, 0.1),)), CTX, kind="stream",
                       label="$G > S", replicas=3, current_s=10.0)
     assert under.under_replicated == "2 of 3 replicas"
+    # voters P1, P2 (P2 silent) and a learner P3 heard from: the learner gives the leader no quorum
+    learner = summarise(leader(voters=("P1", "P2"), learners=("P3",),
+                               peers=(PeerReport("P2", 30, 12.0), PeerReport("P3", 2, 0.1))), CTX,
+                        kind="stream", label="$G > S", replicas=3, current_s=10.0)
+    assert not learner.quorum and learner.under_replicated == "2 of 3 replicas"
+    assert learner.lagging == ("n2 (not seen for 12.0s, 0 behind)", "n3 (28 behind)")
 
 
 def test_status_levels_and_text() -> None:

@@ -74,28 +74,48 @@ def test_regrouped_marks_new_peers_as_joining_and_keeps_the_preferred_leader() -
     assert "raft" not in single and "joining" not in single
 
 
-def test_a_leader_adds_first_and_removes_itself_last() -> None:
-    assert next_change(["p1", "p2", "p3"], ["p1", "p2", "p4"], "p1") == ("add", "p4")
+def test_a_leader_adds_learners_first_and_removes_itself_last() -> None:
+    assert next_change(["p1", "p2", "p3"], ["p1", "p2", "p4"], "p1") == ("add_learner", "p4")
+    # p4 is catching up: nothing is removed until its group promoted it
+    assert next_change(["p1", "p2", "p3"], ["p1", "p2", "p4"], "p1", ["p4"]) is None
     assert next_change(["p1", "p2", "p3", "p4"], ["p2", "p3", "p4"], "p1") == ("remove", "p1")
     assert next_change(["p1", "p2", "p3", "p4"], ["p1", "p4"], "p1") == ("remove", "p2")
     assert next_change(["p1", "p2"], ["p2", "p1"], "p1") is None
+    # R1 -> R3: both joiners are added as learners, one after the other
+    assert next_change(["p1"], ["p1", "p2", "p3"], "p1", ["p2"]) == ("add_learner", "p3")
+    # a learner no longer wanted (R3 -> R1 while catching up) goes before any voter
+    assert next_change(["p1", "p2"], ["p1"], "p1", ["p3"]) == ("remove", "p3")
 
 
 @given(st.sets(st.sampled_from("abcdefg"), min_size=1), st.sets(st.sampled_from("abcdefg"), min_size=1),
        st.sampled_from("abcdefg"))
 def test_one_change_at_a_time_reaches_the_wanted_voters(voters: set[str], wanted: set[str], own: str) -> None:
-    current, target = sorted(voters), sorted(wanted)
-    for _ in range(len(voters) + len(wanted) + 1):
-        change = next_change(current, target, own)
+    """Learners never count: every change keeps at least the voters the group started with
+    until every wanted peer votes (the group promotes a learner when next_change waits)."""
+    current, learners, target = sorted(voters), [], sorted(wanted)
+    for _ in range(3 * (len(voters) + len(wanted)) + 1):
+        change = next_change(current, target, own, learners)
         if change is None:
-            break
+            if not learners:
+                break
+            promoted = learners.pop(0)  # its group promotes it once caught up
+            current = sorted([*current, promoted])
+            continue
         op, peer = change
-        before = len(current)
-        current = [*current, peer] if op == "add" else [p for p in current if p != peer]
-        assert abs(len(current) - before) == 1 and current  # one server per change, never empty
-        if op == "remove" and peer == own:
-            assert not [p for p in target if p not in current]  # the leader leaves only after the adds
-    assert sorted(current) == target
+        if op == "add_learner":
+            assert peer not in current and peer not in learners
+            learners.append(peer)
+            continue
+        assert op == "remove"
+        if peer in learners:
+            learners.remove(peer)
+            continue
+        assert not [p for p in target if p not in current]  # voters leave only after every wanted one votes
+        current = [p for p in current if p != peer]
+        assert current
+        if peer == own:
+            assert not [p for p in current if p not in target]  # the leader leaves last
+    assert sorted(current) == target and not learners
 
 
 def test_shrinking_keeps_the_proposer() -> None:

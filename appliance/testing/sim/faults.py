@@ -11,7 +11,6 @@ import random
 from typing import Protocol
 
 from appliance.errors import ApplianceError
-from appliance.raft.types import ConfChange, ConfChangeOp
 from appliance.testing.sim.network import SimNetwork
 from appliance.testing.sim.node import SimNode
 from appliance.testing.sim.profile import FaultProfile
@@ -82,7 +81,8 @@ class Nemesis:
             self._reconfigure_some_group(rng)
 
     def _reconfigure_some_group(self, rng: random.Random) -> None:
-        """One server at a time: add back a removed voter, or remove one (maybe the leader itself).
+        """One server at a time: add back a removed voter (as a learner, which its group's
+        leader promotes once caught up), or remove a member (maybe the leader itself).
 
         Only with an odd node count and at most one voter missing, so a majority of the voters is
         never smaller than a majority of all nodes (what the quorum checker counts).
@@ -91,16 +91,13 @@ class Nemesis:
         leaders = [group for node in cluster.live() for group in node.groups.values() if group.is_leader()]
         if not leaders:
             return
-        core = rng.choice(leaders).core
-        missing = [name for name in cluster.node_ids if name not in core.voters]
-        if missing:
-            change = ConfChange(ConfChangeOp.ADD, rng.choice(missing))
-        elif len(core.voters) >= 3:
-            change = ConfChange(ConfChangeOp.REMOVE, rng.choice(core.voters))
-        else:
-            return
+        group = rng.choice(leaders)
+        missing = [name for name in cluster.node_ids if name not in group.voters() + group.learners()]
         try:
-            core.propose_conf_change(change)
+            if missing:
+                group.add_learner(rng.choice(missing))
+            elif len(group.voters()) >= 3 and not group.learners():
+                group.remove_voter(rng.choice(group.voters()))
         except ApplianceError:
             return
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from appliance.clock import ManualClock
 from appliance.errors import ApplianceError
-from appliance.raft.types import BUG_NAMES, Bugs, ConfChange, ConfChangeOp, ConfState, RaftConfig, Role
+from appliance.raft.types import BUG_NAMES, Bugs, ConfState, RaftConfig, Role
 from appliance.testing.sim.checkers import Checkers, Violation
 from appliance.testing.sim.disk import SimDisk
 from appliance.testing.sim.faults import Nemesis
@@ -337,16 +337,17 @@ class Simulator:
                         f"{self.options.liveness_ticks} ticks after healing")
 
     def _restore_voters(self) -> None:
-        """After healing, every removed voter is added back (one change at a time)."""
+        """After healing, every removed voter is added back (one change at a time), as a
+        learner that its group's leader promotes once caught up."""
         for group_id in self.group_ids:
             leader = self.leader(group_id)
             if leader is None:
                 continue
-            core = leader.groups[group_id].core
-            missing = [name for name in self.node_ids if name not in core.voters]
+            group = leader.groups[group_id]
+            missing = [name for name in self.node_ids if name not in group.voters() + group.learners()]
             if missing:
                 try:
-                    core.propose_conf_change(ConfChange(ConfChangeOp.ADD, missing[0]))
+                    group.add_learner(missing[0])
                 except ApplianceError:
                     continue
 
