@@ -218,6 +218,7 @@ class RaftGroup:
             state_machine.restore(snapshot.data)
         self.core = RaftCore(config, storage, rng, events=events, applied=applied)
         self._pending: list[tuple[bytes, OnDone | None, bool]] = []
+        self._on_caught_up: Callable[[], None] | None = None  # abstain(): run when it votes again
         self._waiting: dict[int, _Proposal] = {}
         self._unsynced = False
         self._origin_s = clock.monotonic()
@@ -380,6 +381,22 @@ class RaftGroup:
         (RaftCore.peer_gone: within a few ticks, not a whole election timeout)."""
         self.core.peer_gone(peer)
 
+    def abstain(self, caught_up: Callable[[], None] | None = None) -> None:
+        """This replica lost its durable RAFT state: no votes, no campaigns until a leader has
+        caught it up (RaftCore.abstain). `caught_up` runs once it has, after the entries that
+        ended it are on disk."""
+        self.core.abstain()
+        self._on_caught_up = caught_up
+
+    @property
+    def abstaining(self) -> bool:
+        return self.core.abstaining
+
+    def _check_caught_up(self) -> None:
+        if self._on_caught_up is not None and not self.core.abstaining:
+            caught_up, self._on_caught_up = self._on_caught_up, None
+            caught_up()
+
     def campaign(self) -> None:
         """Start an election now (a single-voter group elects itself within a few Readies)."""
         self.core.campaign()
@@ -493,6 +510,7 @@ class RaftGroup:
                 return True
         self._finish(ready, stale_snapshot)
         self._send(after_apply)
+        self._check_caught_up()  # after the apply: what this Ready applied was applied abstaining
         return True
 
     # --- sending (commit notices held for the next append) -------------------------------------------

@@ -4,7 +4,13 @@ The servers: every appliance JetStream server the routes connect us to (its rout
 `jetstream` and `js_raft`, server/routes.py), plus this one. Peer ids are `peer_token(name)`.
 
 Forming (a pure policy, `Formation.decide`, time passed in). A server whose meta log already holds
-voters just runs it. A new one waits until it can bootstrap the same voter set as its peers:
+voters just runs it. A new one whose peers' route INFO names the voters of a meta group
+(`js_meta_voters`, re-sent when they change) takes that group as it is: it bootstraps with
+exactly those voters if it is one of them, else it joins and waits for the leader to add it. A
+group that exists is never bootstrapped a second time with other voters (a server that started
+late on a loaded host did so: its peer had formed with the servers it knew, and the late one
+formed with every configured server). Otherwise it waits until it can bootstrap the same voter
+set as its peers:
 
 1. It knows every server its configuration names (`expected`: the distinct route URLs that are
    not itself, plus itself): it bootstraps with all of them. Every server of a fresh cluster
@@ -66,8 +72,12 @@ class Formation:
         self.wait_s = wait_s
         self.started_s = started_s
 
-    def decide(self, known: Iterable[str], *, heard_group: bool, now_s: float) -> Decision | None:
-        """What to do now that `known` peers (besides us) are connected; None: keep waiting."""
+    def decide(self, known: Iterable[str], *, heard_group: bool, now_s: float,
+               formed: tuple[str, ...] = ()) -> Decision | None:
+        """What to do now that `known` peers (besides us) are connected; None: keep waiting.
+        `formed`: the voters of the meta group a peer runs (its route INFO), if any."""
+        if formed:
+            return Decision(join=False, voters=formed) if self.own_peer in formed else Decision(join=True)
         peers = tuple(sorted({*known, self.own_peer}))
         if len(peers) >= self.expected:
             return Decision(join=False, voters=peers)

@@ -95,8 +95,10 @@ class ClusterDriver:
             service.peer_names[server.peer] = server.name
         meta.servers = [self.own, *self.known]
         if meta.group is None:
+            formed = sorted(tuple(map(str, voters)) for peer in list(self.routes.peers.values())
+                            if isinstance(voters := peer.conn.remote_info.get("js_meta_voters"), list) and voters)
             decision = self.formation.decide([s.peer for s in self.known], heard_group=self.heard_meta,
-                                              now_s=service.clock.monotonic())
+                                              now_s=service.clock.monotonic(), formed=formed[-1] if formed else ())
             if decision is not None and decision.join:
                 logger.info("JetStream cluster: joining the meta group of the cluster")
                 meta.join()
@@ -116,6 +118,10 @@ class ClusterDriver:
         elif self._told_removed:  # re-added by the meta leader (server_readd)
             self._told_removed = False
             logger.warning("JetStream cluster: this server was added back to the cluster")
+        voters = meta.group.voters() if meta.group is not None else ()
+        if voters != service.server.jetstream_meta_voters:  # our peers learn them (meta_formation.py)
+            service.server.jetstream_meta_voters = voters
+            self.routes.announce_info()
         for ajs in service.accounts.values():
             ajs.follow_leaders()
 

@@ -65,6 +65,7 @@ class Replication:
     tick_s: float = limits.RAFT_TICK_S
     snapshot_entries: int | None = None  # None: the kind's default
     catch_up: CatchUpSource | None = None  # streams: the leader's stored messages after a snapshot
+    lost: bool = False  # the log should have been here and was not: the group abstains (service.watch_lost)
 
 
 def replicated_group(

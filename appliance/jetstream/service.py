@@ -33,6 +33,7 @@ from appliance.jetstream.config import (
 from appliance.jetstream.consumer import Consumer
 from appliance.jetstream.direct import direct_get
 from appliance.jetstream.fsync import FsyncThreads
+from appliance.store.group_ledger import GroupLedger, GroupState
 from appliance.store.sync_stats import SyncStats
 from appliance.jetstream.groups import durable_storage, group_name, memory_storage
 from appliance.jetstream.host import Timer
@@ -283,7 +284,7 @@ class AccountJetStream:
             if seed:  # a conversion: whatever an earlier replicated life left there is stale
                 shutil.rmtree(self.service.group_dir(group_id), ignore_errors=True)
             replication = self.service.replication(group_id, [self.service.peer] if seed else peers,
-                                                   join=join, seed=seed)
+                                                   join=join, seed=seed, created_ns=created_ns)
         try:
             stream = Stream(config=config, created_ns=created_ns, store=store, host=self, peer=self.service.peer,
                             group_id=group_id, replication=replication)
@@ -299,6 +300,8 @@ class AccountJetStream:
         self.streams[config.name] = stream
         attach_guard(self, stream)
         if replication is not None:
+            self.service.watch_lost(f"stream '{self.account.name} > {config.name}'", stream.group, replication,
+                                    created_ns)
             self.service.register_group(stream.group)
             stream.group.on_lead = lambda: self.follow_leaders()
             if preferred == self.service.peer and not join or stream.group.voters() == (self.service.peer,):
@@ -466,6 +469,7 @@ class AccountJetStream:
         stream.close(keep_store=keep_memory and isinstance(stream.store, MemoryStreamStore))
         self.service.unregister_group(stream.group)
         if remove and stream.replicated:  # its RAFT log goes with it
+            self.service.ledger.forgot(stream.group.group_id, stream.created_ns)
             shutil.rmtree(os.path.join(self.service.root, "_raft", stream.group.group_id), ignore_errors=True)
         if remove:
             shutil.rmtree(self.stream_dir(name), ignore_errors=True)
@@ -514,7 +518,7 @@ class AccountJetStream:
         replication = None
         if len(peers) > 1:
             replication = self.service.replication(group_id, peers, directory=self._consumer_raft_dir(
-                stream, config), join=join)
+                stream, config), join=join, created_ns=created_ns, restored=bool(seed))
             storage = replication.storage
         else:
             storage = self.consumer_storage(stream, config)
@@ -534,6 +538,8 @@ class AccountJetStream:
         )
         stream.consumers[config.name] = consumer
         if replication is not None:
+            self.service.watch_lost(f"consumer '{self.account.name} > {stream.config.name} > {config.name}'",
+                                    consumer.group, replication, created_ns)
             self.service.register_group(consumer.group)
             lead = consumer.group.on_lead
             consumer.group.on_lead = lambda: (self.follow_leaders(), lead() if lead is not None else None)
@@ -582,6 +588,7 @@ class AccountJetStream:
         if remove:
             advisories.consumer_action(self, stream_name, name, "delete")
         if remove:
+            self.service.ledger.forgot(consumer.group.group_id, consumer.created_ns)
             shutil.rmtree(os.path.join(self.stream_dir(stream_name), "consumers", name), ignore_errors=True)
             if stream.config.retention == "interest":
                 stream.on_consumer_removed()
@@ -685,8 +692,10 @@ class JetStreamService:
         self.damage: dict[tuple[str, str], str] = {}
         self.disabled: dict[str, InternalClient] = {}  # accounts without JetStream: answered 10039
         self.system_api: InternalClient | None = None  # $JS.API.SERVER.REMOVE in the system account
+        raft_root = os.path.join(self.root, "_raft")
+        self.ledger = GroupLedger(raft_root)  # which groups' logs this store held (lost_log)
         self.meta = MetaGroup(
-            root=os.path.join(self.root, "_raft"), peer=self.peer, clock=self.clock, rng=self.rng,
+            root=raft_root, peer=self.peer, clock=self.clock, rng=self.rng,
             scheduler=self.loop,
             server_name=server.server_name,
             cluster=self.options.cluster.name if self.options.cluster.port else "",
@@ -696,6 +705,7 @@ class JetStreamService:
                      if raft is not None and self.forwarder is not None else None),
         )
         self.started_ns = time.time_ns()
+        server.jetstream_meta_voters = self.meta.group.voters() if self.meta.group is not None else ()
         for line in self.meta.damage:
             logger.error("JetStream meta log recovered from damage (definitions after it are lost): %s", line)
             self.damage[("", "meta")] = line
@@ -732,22 +742,54 @@ class JetStreamService:
         return os.path.join(self.root, "_raft", group_id)
 
     def replication(self, group_id: str, peers: list[str], *, directory: str | None = "", join: bool = False,
-                    seed: bytes = b"") -> Replication:
+                    seed: bytes = b"", created_ns: int = 0, restored: bool = False) -> Replication:
         """The durable log (under <store>/_raft/<group>, or `directory`; None: in memory) and the
         routes of a group with several voters. `join`: a new log has no voters (the leader's
-        appends bring them); `seed`: a new log starts with this snapshot at index 1."""
+        appends bring them); `seed`: a new log starts with this snapshot at index 1 (`restored`: the
+        caller applies one). `lost` is set when the log should exist here and does not (lost_log)."""
         assert self.raft is not None, "replicas > 1 need a cluster"
         conf = None if join else ConfState(tuple(sorted(set(peers))))
         storage: LogStorage
+        lost = False
         if directory is None:
             storage = MemoryStorage(conf)
         else:
-            files = OsLogFiles(directory or self.group_dir(group_id))
+            path = directory or self.group_dir(group_id)
+            empty = not os.path.isdir(path) or not os.listdir(path)
+            lost = not (join or seed or restored) and self.lost_log(group_id, created_ns, empty=empty)
+            files = OsLogFiles(path)
             storage = DurableStorage(files, "log", bootstrap=conf)
+            self.ledger.held(group_id, created_ns)
         if seed and conf is not None and storage.last_index() == 0:
             storage.apply_snapshot(Snapshot(SnapshotMeta(1, 1, conf), seed))
         return Replication(storage=storage, transport=self.raft.registry.outbox(group_id),
-                           catch_up=self.raft.catch_up.source(group_id))
+                           catch_up=self.raft.catch_up.source(group_id), lost=lost)
+
+    def lost_log(self, group_id: str, created_ns: int, *, empty: bool) -> bool:
+        """Did this replica lose the RAFT log of this group incarnation? Yes if an earlier start
+        found it lost and it has not caught up since, or if it is empty although the store's
+        ledger says it was held here (its directory deleted or lost). A whole store lost takes
+        the ledger with it: that case is not detected here (the issue note says so)."""
+        state = self.ledger.state(group_id, created_ns)
+        if state is GroupState.RECOVERING:
+            return True
+        return empty and state is GroupState.HELD
+
+    def watch_lost(self, label: str, group: RaftGroup, replication: Replication, created_ns: int) -> None:
+        """A group whose log was lost abstains from elections until a leader has caught it up
+        (RaftCore.abstain); the ledger keeps that across restarts until it has."""
+        if not replication.lost:
+            return
+        group_id = group.group_id
+        self.ledger.recovering(group_id, created_ns)
+        logger.warning("JetStream %s: this replica lost its RAFT state (group %s); it takes no part in "
+                       "elections until a leader has brought it up to date", label, group_id)
+
+        def caught_up() -> None:
+            self.ledger.recovered(group_id, created_ns)
+            logger.info("JetStream %s: replica caught up after losing its state; it votes again", label)
+
+        group.abstain(caught_up)
 
     def register_group(self, group: RaftGroup) -> None:
         if self.raft is not None:
@@ -897,6 +939,7 @@ class JetStreamService:
             self.system_api.close()
         if self.forwarder is not None:
             self.forwarder.close()
+        self.ledger.close()
 
 
 def _group_of(group: object, default_id: str) -> tuple[str, list[str], str]:

@@ -107,6 +107,11 @@ class RaftCore:
         self._needs_broadcast = False
         self._persisted = self._hard_state_for_disk()
         self._ready_out = False
+        # abstain(): this voter lost its durable state and takes no part in elections until a
+        # leader has brought it up to the last index that leader held when first heard
+        self.abstaining = False
+        self._abstain_target: tuple[int, int] | None = None  # (term, that leader's last index); None: not heard
+        self._leader_match = (0, 0)  # (term, index): our log equals that term's leader's up to index
         self._become_follower(self.term, NO_PEER)
 
     # --- public API ----------------------------------------------------------------------------
@@ -176,6 +181,20 @@ class RaftCore:
             progress.become_probe()  # resend from its match now: earlier appends may be lost
             self._send_append(target)
         return target
+
+    def abstain(self) -> None:
+        """This voter's durable RAFT state was lost (a wiped or replaced disk, a deleted group
+        directory): the entries it acknowledged and the vote it cast are forgotten. Voting with the
+        empty log would let a candidate that lacks committed entries win (they were committed
+        with this voter's lost acknowledgement), and voting twice in a term could elect two
+        leaders. So it grants no vote and never campaigns until a leader has sent it every entry
+        up to the last index that leader held when first heard (leader completeness: every
+        committed entry is among them). Raft assumes stable storage; this is how we survive its
+        loss. It still acknowledges what it stores, which is safe to count for commit."""
+        self.abstaining = True
+        self._abstain_target = None
+        self._leader_match = (0, 0)
+        self._note(f"{self.id} [term {self.term}] lost its state: abstains from elections until caught up")
 
     def peer_gone(self, peer: str) -> None:
         """The connection to `peer`'s host closed. If it is our leader, forget it and campaign in
@@ -404,7 +423,7 @@ class RaftCore:
         return progress
 
     def _promotable(self) -> bool:
-        return self.id in self.voters
+        return self.id in self.voters and not self.abstaining
 
     # --- ticks ---------------------------------------------------------------------------------
     def _tick_election(self) -> None:
@@ -497,7 +516,7 @@ class RaftCore:
 
     def _handle_vote_request(self, m: Message) -> None:
         response_type = MT.VOTE_RESP if m.type == MT.VOTE else MT.PRE_VOTE_RESP
-        can_vote = (
+        can_vote = not self.abstaining and (
             self.vote == m.sender
             or (self.vote == NO_PEER and self.lead == NO_PEER)
             or (m.type == MT.PRE_VOTE and m.term > self.term)
@@ -544,6 +563,8 @@ class RaftCore:
             self._handle_heartbeat(m)
         elif m.type == MT.SNAPSHOT:
             self._handle_snapshot(m)
+        elif m.type == MT.TIMEOUT_NOW and self.abstaining:
+            self._note(f"{self.id} [term {self.term}] ignores TIMEOUT_NOW from {m.sender}: abstaining")
         elif m.type == MT.TIMEOUT_NOW:
             self._note(f"{self.id} [term {self.term}] received TIMEOUT_NOW from {m.sender}")
             self._hup(transfer=True)
@@ -551,17 +572,22 @@ class RaftCore:
     def _handle_append(self, m: Message) -> None:
         if m.index < self.log.committed:
             self._send(Message(MT.APPEND_RESP, self.id, m.sender, term=self.term, index=self.log.committed))
+            self._matched_leader(self.log.committed)
             return
         last_new = self.log.maybe_append(prev_index=m.index, prev_term=m.log_term, commit=m.commit,
                                          entries=m.entries, check_match=not self.bugs.no_log_matching_check)
         if last_new is not None:
             self._send(Message(MT.APPEND_RESP, self.id, m.sender, term=self.term, index=last_new))
+            self._matched_leader(last_new)
             return
         hint_index, hint_term = self.log.find_conflict_by_term(min(m.index, self.log.last_index()), m.log_term)
         self._send(Message(MT.APPEND_RESP, self.id, m.sender, term=self.term, index=m.index, reject=True,
                            reject_hint=hint_index, log_term=hint_term))
 
     def _handle_heartbeat(self, m: Message) -> None:
+        if self.abstaining and (self._abstain_target is None or self._abstain_target[0] != self.term):
+            self._abstain_target = (self.term, m.index)  # this term's leader's last index (heartbeats carry it)
+            self._matched_leader(0)
         last = self.log.last_index()
         if m.commit > last:
             # The leader saw us hold entries up to m.commit and we hold fewer: our log was lost
@@ -578,8 +604,23 @@ class RaftCore:
         if self._restore(m.snapshot):
             self._note(f"{self.id} [commit {self.log.committed}] restored snapshot at {m.snapshot.meta.index}")
             self._send(Message(MT.APPEND_RESP, self.id, m.sender, term=self.term, index=self.log.last_index()))
+            self._matched_leader(self.log.last_index())
         else:
             self._send(Message(MT.APPEND_RESP, self.id, m.sender, term=self.term, index=self.log.committed))
+            self._matched_leader(self.log.committed)
+
+    def _matched_leader(self, index: int) -> None:
+        """Our log equals the current leader's up to `index`; an abstaining voter that now holds
+        everything its leader held when first heard takes part in elections again."""
+        if not self.abstaining:
+            return
+        if self._leader_match[0] == self.term:
+            index = max(index, self._leader_match[1])
+        self._leader_match = (self.term, index)
+        if self._abstain_target is not None and self._abstain_target[0] == self.term and index >= self._abstain_target[1]:
+            self.abstaining = False
+            self._note(f"{self.id} [term {self.term}] caught up to {index} "
+                       f"(leader {self.lead} held {self._abstain_target[1]}): votes again")
 
     def _restore(self, snapshot: Snapshot) -> bool:
         meta = snapshot.meta
@@ -628,7 +669,9 @@ class RaftCore:
         for peer, progress in self.progress.items():
             if peer != self.id:
                 commit = min(progress.match, self.log.committed)
-                self._send(Message(MT.HEARTBEAT, self.id, peer, term=self.term, commit=commit))
+                # index: our last index, which a follower that lost its state must reach (abstain)
+                self._send(Message(MT.HEARTBEAT, self.id, peer, term=self.term, commit=commit,
+                                   index=self.log.last_index()))
 
     def _send_append_pipeline(self, peer: str, *, send_empty: bool = False) -> None:
         """Send as many appends as the follower's window allows (at least an empty one in probe)."""

@@ -416,6 +416,8 @@ class RouteManager:
             fields["js_raft"] = JS_RAFT_VERSION
             if server.options.server_tags:
                 fields["tags"] = list(server.options.server_tags)
+            if server.jetstream_meta_voters:
+                fields["js_meta_voters"] = list(server.jetstream_meta_voters)
         if self.settings.cluster_name:
             fields["cluster"] = self.settings.cluster_name
         if self.options.advertise:
@@ -863,6 +865,11 @@ class RouteManager:
 
     def announce_lame_duck(self) -> None:
         """An async INFO with `ldm` to every route (spec §7): peers stop offering our client URLs."""
+        self.announce_info()
+
+    def announce_info(self) -> None:
+        """Our route INFO again to every route (an async INFO, as nats-server sends when it
+        changes): lame duck, or the JetStream meta group's voters."""
         self._broadcast(wire.info(self.info()))
 
     # --- monitoring ------------------------------------------------------------------------------

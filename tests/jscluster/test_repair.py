@@ -111,12 +111,14 @@ def test_a_follower_with_a_damaged_record_repairs_it_from_a_peer(js_cluster: lis
     assert copies[victim_index][DAMAGED_SEQ - 1][0] == DAMAGED_SEQ
 
 
-@pytest.mark.parametrize("wiped", ["stream", "server"])
+@pytest.mark.parametrize("wiped", ["stream", "raft", "server"])
 def test_a_follower_whose_store_is_wiped_rebuilds_from_its_peers(js_cluster: list[Node], tmp_path: Path, wiped: str) -> None:
     """`stream`: the stream's message files (and its applied journal) gone while the server was
     down: it re-applies its RAFT log (or, compacted, catches up from the leader's snapshot).
-    `server`: its whole store directory gone (RAFT logs, meta state): its groups' leaders find
-    its logs shorter than they knew them (raft/core.py) and send them again."""
+    `raft`: the stream group's RAFT log gone: the store's ledger says it was held, so the replica
+    abstains from elections until the leader has sent it again (raft/core.py abstain).
+    `server`: its whole store directory gone (RAFT logs, meta state, ledger): its groups' leaders
+    find its logs shorter than they knew them (raft/core.py) and send them again."""
 
     async def create() -> str:
         nc = await nats.connect(js_cluster[0].url)
@@ -141,6 +143,9 @@ def test_a_follower_whose_store_is_wiped_rebuilds_from_its_peers(js_cluster: lis
     if wiped == "stream":
         (directory,) = {p.parent for p in segment_files(store_root, "WIPE")}
         shutil.rmtree(directory)
+    elif wiped == "raft":
+        (directory,) = store_root.glob("jetstream/_raft/S-*")
+        shutil.rmtree(directory)
     else:
         shutil.rmtree(store_root)
     victim.start()
@@ -151,6 +156,11 @@ def test_a_follower_whose_store_is_wiped_rebuilds_from_its_peers(js_cluster: lis
         return state is not None and state.get("messages") == N and state.get("last_seq") == N
 
     wait_until(rebuilt, "the wiped replica holding every message again", 90)
+    if wiped == "raft":  # its votes stood for what it lost: it abstained until caught up
+        wait_until(lambda: "stream '$G > WIPE': this replica lost its RAFT state" in victim.log(),
+                   "the loss logged", 30)
+        wait_until(lambda: "stream '$G > WIPE': replica caught up after losing its state" in victim.log(),
+                   "the replica voting again", 30)
     for node in js_cluster:
         node.stop()
     copies = [stored(tmp_path / f"store-n{k + 1}", "WIPE") for k in range(3)]

@@ -334,3 +334,67 @@ def test_a_follower_whose_log_was_lost_is_sent_it_again_not_crashed_by_the_commi
     wiped = cluster.cores["3"]
     assert wiped.log.last_index() >= committed and wiped.log.committed >= committed
     assert wiped.log.term(committed) == leader.log.term(committed)
+
+
+def _lose_state(cluster: Cluster, node_id: str, *, abstain: bool) -> RaftCore:
+    """`node_id` restarts with its store wiped; `abstain`: it knows (the jetstream ledger said so)."""
+    cluster.stores[node_id] = MemoryStorage(ConfState(VOTERS))
+    core = RaftCore(RaftConfig(id=node_id), cluster.stores[node_id], random.Random(int(node_id)))
+    if abstain:
+        core.abstain()
+    cluster.cores[node_id] = core
+    return core
+
+
+def _committed_without(cluster: Cluster, stale: str) -> tuple[RaftCore, int]:
+    """Node 1 leads and commits five entries with node 3 while `stale` is cut off."""
+    leader = cluster.elect("1")
+    cluster.cut = {stale}
+    for n in range(5):
+        leader.propose(b"e%d" % n)
+    cluster.stabilize()
+    assert cluster.cores[stale].log.last_index() < leader.log.committed
+    return leader, leader.log.committed
+
+
+@pytest.mark.parametrize("abstain", [False, True])
+def test_a_voter_that_lost_its_state_does_not_elect_a_candidate_missing_committed_entries(abstain: bool) -> None:
+    """Entries committed by 1 and 3; 1 goes down, 3 comes back wiped. Its empty log would grant
+    its vote to the stale 2, whose term would then lose the committed entries (the case without
+    abstain shows it). Abstaining, it refuses; 1 returns and leads; 3 catches up and votes again."""
+    cluster = Cluster()
+    _, committed = _committed_without(cluster, stale="2")
+    cluster.cut = {"1"}
+    wiped = _lose_state(cluster, "3", abstain=abstain)
+    stale = cluster.cores["2"]
+    stale.campaign()
+    cluster.stabilize()
+    if not abstain:  # the hazard: a leader without the committed entries
+        assert stale.role == Role.LEADER and stale.log.last_index() < committed
+        return
+    assert stale.role != Role.LEADER and wiped.vote == "" and wiped.abstaining
+    for _ in range(3 * wiped.config.election_ticks):  # nor does it campaign itself
+        wiped.tick()
+        cluster.stabilize()
+        assert wiped.role == Role.FOLLOWER
+    cluster.cut = set()
+    returned = cluster.cores["1"]
+    returned.campaign()
+    cluster.stabilize()
+    assert returned.role == Role.LEADER
+    for _ in range(returned.config.heartbeat_ticks):
+        returned.tick()
+    cluster.stabilize()
+    assert not wiped.abstaining and wiped.log.last_index() >= committed
+    assert wiped.log.term(committed) == returned.log.term(committed)
+
+
+def test_an_abstaining_voter_ignores_a_leadership_transfer_and_grants_no_pre_vote() -> None:
+    cluster = Cluster()
+    leader = cluster.elect("1")
+    wiped = _lose_state(cluster, "3", abstain=True)
+    wiped.step(Message(MessageType.TIMEOUT_NOW, "1", "3", term=leader.term))
+    assert wiped.role == Role.FOLLOWER and not wiped.messages
+    wiped.step(Message(MessageType.PRE_VOTE, "2", "3", term=leader.term + 1, log_term=leader.term,
+                       index=leader.log.last_index()))
+    assert [(m.type, m.reject) for m in wiped.messages] == [(MessageType.PRE_VOTE_RESP, True)]

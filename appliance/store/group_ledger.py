@@ -1,0 +1,106 @@
+"""Which replicated groups this store has held RAFT state for: how a replica knows it lost it.
+
+RAFT assumes a voter never forgets what it acknowledged or whom it voted for. A replica whose
+group directory was deleted or lost (a disk replaced, a directory wiped) starts with an empty log
+and would vote as if it had never held anything: it could elect a candidate that lacks committed
+entries. To tell "new" from "lost", the store keeps a small append-only ledger under
+`<store>/_raft/ledger`, one line per event of a group incarnation (its id and the creation time
+of its meta record, so a stream deleted and created again under the same name is a new one):
+
+    held <group> <created_ns>         the group's durable log was created here
+    recovering <group> <created_ns>   found empty: it abstains from elections until caught up
+    recovered <group> <created_ns>    a leader brought it back up to date
+    forgot <group> <created_ns>       deleted on purpose (stream or consumer deleted, moved away)
+
+Each line is fsynced before the log it describes is used. A torn last line (a crash while
+appending) is ignored: the event it described is written again by the next start.
+"""
+
+from __future__ import annotations
+
+import os
+from enum import Enum
+
+LEDGER_FILE = "ledger"
+
+
+class GroupState(Enum):
+    UNKNOWN = "unknown"  # never held here (or forgotten): an empty log is a new one
+    HELD = "held"
+    RECOVERING = "recovering"
+
+
+_EVENTS = {"held": GroupState.HELD, "recovering": GroupState.RECOVERING,
+           "recovered": GroupState.HELD, "forgot": GroupState.UNKNOWN}
+
+
+class GroupLedger:
+    def __init__(self, directory: str) -> None:
+        os.makedirs(directory, exist_ok=True)
+        self.path = os.path.join(directory, LEDGER_FILE)
+        self._states: dict[tuple[str, int], GroupState] = {}
+        existed = os.path.exists(self.path)
+        if existed:
+            self._load()
+        self._file = open(self.path, "ab")  # noqa: SIM115 - kept open for the server's life
+        if not existed:
+            _sync_directory(directory)  # the ledger's name survives a power cut
+
+    def _load(self) -> None:
+        with open(self.path, "rb") as handle:
+            data = handle.read()
+        whole = data.rfind(b"\n") + 1
+        if whole < len(data):  # a torn last line: cut it, or the next event would be glued to it
+            os.truncate(self.path, whole)
+            data = data[:whole]
+        for line in data.split(b"\n")[:-1]:
+            parts = line.decode("utf-8", "replace").split(" ")
+            if len(parts) != 3 or parts[0] not in _EVENTS or not parts[2].isdigit():
+                continue  # damaged: skipped (at worst a lost group is not detected, as before)
+            key = (parts[1], int(parts[2]))
+            state = _EVENTS[parts[0]]
+            if state is GroupState.UNKNOWN:
+                self._states.pop(key, None)
+            else:
+                self._states[key] = state
+
+    def state(self, group: str, created_ns: int) -> GroupState:
+        return self._states.get((group, created_ns), GroupState.UNKNOWN)
+
+    def held(self, group: str, created_ns: int) -> None:
+        if self.state(group, created_ns) is GroupState.UNKNOWN:
+            self._write("held", group, created_ns)
+
+    def recovering(self, group: str, created_ns: int) -> None:
+        if self.state(group, created_ns) is not GroupState.RECOVERING:
+            self._write("recovering", group, created_ns)
+
+    def recovered(self, group: str, created_ns: int) -> None:
+        if self.state(group, created_ns) is GroupState.RECOVERING:
+            self._write("recovered", group, created_ns)
+
+    def forgot(self, group: str, created_ns: int) -> None:
+        if self.state(group, created_ns) is not GroupState.UNKNOWN:
+            self._write("forgot", group, created_ns)
+
+    def _write(self, event: str, group: str, created_ns: int) -> None:
+        assert " " not in group and "\n" not in group, group
+        self._file.write(f"{event} {group} {created_ns}\n".encode())
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        state = _EVENTS[event]
+        if state is GroupState.UNKNOWN:
+            self._states.pop((group, created_ns), None)
+        else:
+            self._states[(group, created_ns)] = state
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def _sync_directory(directory: str) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
