@@ -2,8 +2,12 @@
 a cluster of two or three (routes between the nodes, JetStream on every node).
 
 Each node is a child process we started, in its own process group (an appliance node is a
-supervisor with its workers): stopped, killed (`kill9`, the failover benchmark), paused
-(SIGSTOP/SIGCONT, the chaos suite) and restarted on the same ports and store by its pid only. A
+supervisor with its workers, each worker in a process group of its own): stopped, killed
+(`kill9`, the failover benchmark), paused (SIGSTOP/SIGCONT, the chaos suite) and restarted on the
+same ports and store by its pid only. Kills and pauses reach the node's whole process tree: a
+worker whose supervisor dies stops gracefully (PR_SET_PDEATHSIG), so signalling the supervisor
+alone neither crashed a node (its JetStream worker shut down cleanly) nor paused it (its workers
+went on answering). A
 cluster's routes may go through a test's proxies instead (`RouteWiring`: appliance/testing/
 route_faults.py cuts them). Readiness is a TCP connection that gets an INFO line,
 polled against a deadline; a cluster is ready once its JetStream API answers (a meta leader was
@@ -206,21 +210,29 @@ class RunningServer:
         return next((i for i, node in enumerate(self.nodes) if node.name == server_name), None)
 
     def kill9(self, index: int) -> None:
-        """SIGKILL node `index` and every process of its group (an appliance's workers), then reap it."""
+        """SIGKILL node `index`: its process group and every process under it (an appliance's
+        workers, which would otherwise stop gracefully when their supervisor dies), then reap it."""
         proc = self.nodes[index].proc
         if proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            children = _descendants(proc.pid)  # before the supervisor dies and they are reparented
+            self._signal_group(index, signal.SIGKILL)
+            _signal_all(children, signal.SIGKILL)
         proc.wait(STOP_TIMEOUT_S)
 
     def pause(self, index: int) -> None:
-        """SIGSTOP node `index`'s process group: it holds its sockets but answers nothing."""
-        self._signal_group(index, signal.SIGSTOP)
+        """SIGSTOP node `index`, supervisor first (it must not see its workers stop), then every
+        process under it: it holds its sockets but answers nothing."""
+        proc = self.nodes[index].proc
+        if proc.poll() is None:
+            self._signal_group(index, signal.SIGSTOP)
+            _signal_all(_descendants(proc.pid), signal.SIGSTOP)
 
     def resume(self, index: int) -> None:
-        self._signal_group(index, signal.SIGCONT)
+        """SIGCONT node `index`: its workers first, then the supervisor that watches them."""
+        proc = self.nodes[index].proc
+        if proc.poll() is None:
+            _signal_all(_descendants(proc.pid), signal.SIGCONT)
+            self._signal_group(index, signal.SIGCONT)
 
     def terminate(self, index: int) -> None:
         """A graceful stop of node `index` (SIGTERM to its supervisor; kill -9 if it hangs)."""
@@ -397,3 +409,19 @@ def _answers_info(port: int) -> bool:
             return sock.recv(5).upper() == b"INFO "
     except OSError:
         return False
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process under `pid` (a supervisor's workers), [] once it is gone."""
+    try:
+        return [child.pid for child in psutil.Process(pid).children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
+def _signal_all(pids: list[int], signum: signal.Signals) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            pass
