@@ -1,0 +1,187 @@
+"""Account imports with real processes and nats-py: a stream import with a prefix and a service import
+across two workers, across a two-server cluster, a refused import at start, and the same scenario
+against nats-server 2.15.1 configured the same way (what each client receives, and the error texts)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import nats
+import pytest
+from nats.errors import NoRespondersError
+
+from appliance.testing.clients import connect_on, flush_after_subs
+from appliance.testing.natsserver import NatsServer, nats_server_binary
+from appliance.testing.process import ApplianceProcess, free_port
+
+ACCOUNTS = """
+accounts {
+  A: { users: [{user: a, password: a}],
+       exports: [{stream: "foo.>"}, {service: "req.>"}, {service: "stream.req", response_type: stream},
+                 {stream: "secret.>", accounts: [C]}] }
+  B: { users: [{user: b, password: b}],
+       imports: [{stream: {account: A, subject: "foo.>"}, prefix: "p"},
+                 {service: {account: A, subject: "req.>"}, to: "local.>"},
+                 {service: {account: A, subject: "stream.req"}}] }
+  C: { users: [{user: c, password: c}], imports: [{stream: {account: A, subject: "secret.>"}, to: "s.>"}] }
+}
+"""
+DEADLINE_S = 20.0
+
+
+async def wait_for_messages(got: list[object], count: int) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while len(got) < count and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+
+
+async def scenario(url_a: str, url_b: str, *, b_client: object = None, a_client: object = None) -> list[object]:
+    """What B's and C's clients receive from A's publishes and services; comparable between servers."""
+    seen: list[object] = []
+    a = a_client or await nats.connect(url_a.replace("//", "//a:a@"))
+    b = b_client or await nats.connect(url_b.replace("//", "//b:b@"))
+    c = await nats.connect(url_b.replace("//", "//c:c@"))
+    try:
+        got: list[tuple[str, bytes]] = []
+
+        async def on_b(msg: nats.aio.msg.Msg) -> None:
+            got.append(("b", msg.subject, msg.data))
+
+        async def on_c(msg: nats.aio.msg.Msg) -> None:
+            got.append(("c", msg.subject, msg.data))
+
+        await b.subscribe("p.foo.*", cb=on_b)
+        await b.subscribe("foo.>", cb=on_b)  # B's own subject space: nothing of A's arrives here
+        await c.subscribe("s.>", cb=on_c)
+        await flush_after_subs(b)
+        await flush_after_subs(c)
+
+        async def service(msg: nats.aio.msg.Msg) -> None:
+            info = (msg.headers or {}).get("Nats-Request-Info", "")
+            await msg.respond(msg.subject.encode() + b" " + re.sub(r',"rtt":\d+', "", info).encode())
+
+        async def streamer(msg: nats.aio.msg.Msg) -> None:
+            for part in (b"one", b"two", b""):
+                await a.publish(msg.reply, part)
+
+        await a.subscribe("req.>", cb=service)
+        await a.subscribe("stream.req", cb=streamer)
+        await flush_after_subs(a)
+        await asyncio.sleep(0.3)  # interest of A's subscriptions reaches the other worker or server
+        for i in range(3):
+            await a.publish("foo.x", b"m%d" % i)
+        await a.publish("secret.k", b"for c")
+        await a.flush()
+        await wait_for_messages(got, 4)
+        seen.append(sorted(got))
+        reply = await b.request("local.ping", b"?", timeout=5)
+        seen.append(reply.data)
+        inbox = b.new_inbox()
+        parts: list[bytes] = []
+
+        async def on_part(msg: nats.aio.msg.Msg) -> None:
+            parts.append(msg.data)
+
+        await b.subscribe(inbox, cb=on_part)
+        await flush_after_subs(b)
+        await b.publish("stream.req", b"", reply=inbox)
+        await b.flush()
+        await wait_for_messages(parts, 3)
+        seen.append(parts)
+        with pytest.raises(NoRespondersError):
+            await b.request("local2.nothing", b"?", timeout=5)  # no import: no responders in B
+        await a.close()
+        await asyncio.sleep(0.2)
+        with pytest.raises(NoRespondersError):
+            await b.request("local.ping", b"?", timeout=5)  # imported, nobody in A
+        seen.append("no responders")
+    finally:
+        for nc in (a, b, c):
+            if not nc.is_closed:
+                await nc.close()
+    return seen
+
+
+EXPECTED = [
+    [("b", "p.foo.x", b"m0"), ("b", "p.foo.x", b"m1"), ("b", "p.foo.x", b"m2"), ("c", "s.k", b"for c")],
+    b'req.ping {"acc":"B"}',
+    [b"one", b"two", b""],
+    "no responders",
+]
+
+
+def test_imports_across_two_workers(tmp_path: Path) -> None:
+    port = free_port()
+    config = tmp_path / "s.conf"
+    config.write_text(f"listen: 127.0.0.1:{port}\nappliance {{ workers: 2 }}\n" + ACCOUNTS)
+    with ApplianceProcess(["-c", str(config)], log_dir=tmp_path):
+        url = f"nats://127.0.0.1:{port}"
+
+        async def run() -> list[object]:
+            a = await connect_on(url.replace("//", "//a:a@"), 0, 2)
+            b = await connect_on(url.replace("//", "//b:b@"), 1, 2)
+            return await scenario(url, url, a_client=a, b_client=b)
+
+        assert asyncio.run(run()) == EXPECTED
+
+
+def test_imports_across_a_two_server_cluster(tmp_path: Path) -> None:
+    clients = [free_port(), free_port()]
+    routes = [free_port(), free_port()]
+    servers = []
+    for i in range(2):
+        config = tmp_path / f"n{i}.conf"
+        config.write_text(
+            f"server_name: n{i}\nlisten: 127.0.0.1:{clients[i]}\nappliance {{ workers: 2 }}\n"
+            f"cluster {{ name: C, listen: 127.0.0.1:{routes[i]}, routes: [nats-route://127.0.0.1:{routes[1 - i]}] }}\n"
+            + ACCOUNTS)
+        servers.append(ApplianceProcess(["-c", str(config)], log_dir=tmp_path))
+    try:
+        for server in servers:
+            server.start()
+        for server in servers:
+            server.wait_log("route connection created")
+        got = asyncio.run(scenario(f"nats://127.0.0.1:{clients[0]}", f"nats://127.0.0.1:{clients[1]}"))
+        assert got == EXPECTED
+    finally:
+        for server in servers:
+            if server.process is not None:
+                server.stop()
+
+
+def test_the_same_scenario_on_nats_server(tmp_path: Path) -> None:
+    config = tmp_path / "g.conf"
+    config.write_text(ACCOUNTS)
+    with NatsServer(["-c", str(config)]) as server:
+        assert asyncio.run(scenario(server.url, server.url)) == EXPECTED
+
+
+REFUSED = """
+accounts {
+  A: { users: [{user: a, password: a}], exports: [{stream: "foo.>", accounts: [C]}, {service: "req"}] }
+  B: { users: [{user: b, password: b}], imports: [{stream: {account: A, subject: "foo.>"}},
+                                                  {service: {account: A, subject: "other"}}] }
+  C: {}
+}
+"""
+
+
+def test_a_refused_import_stops_the_start_with_nats_servers_texts(tmp_path: Path) -> None:
+    config = tmp_path / "bad.conf"
+    config.write_text(REFUSED)
+    ours = subprocess.run([str(Path(nats_server_binary()).with_name("appliance")), "run", "-c", str(config)],
+                          capture_output=True, text=True, timeout=60)
+    theirs = subprocess.run([nats_server_binary(), "-c", str(config)], capture_output=True, text=True, timeout=30)
+    assert ours.returncode != 0 and theirs.returncode != 0
+
+    def texts(output: str) -> list[str]:
+        return re.findall(r"bad\.conf:\d+:\d+: (Error adding .*)", output)
+
+    assert texts(ours.stdout + ours.stderr) == texts(theirs.stdout + theirs.stderr) == [
+        'Error adding stream import "foo.>": stream import not authorized',
+        'Error adding service import "other": service import not authorized',
+    ]
