@@ -221,6 +221,7 @@ class AccountImports:
         self._depth = 0  # service imports chained inside one delivery
         self._sweep: Any = None
         self.configured: dict[str, ImportsExports] = {}
+        self.accepted: dict[str, list[Import]] = {}
         server.interest_listeners.append(self.on_interest)
 
     # --- building --------------------------------------------------------------------------------
@@ -230,7 +231,7 @@ class AccountImports:
         refused import is left out, as nats-server leaves it out)."""
         self._clear()
         self.configured = accounts
-        accepted = resolve(accounts, Problems(), None)
+        accepted = self.accepted = resolve(accounts, Problems(), None)
         for importer, imports in accepted.items():
             for im in imports:
                 if im.service:
@@ -383,6 +384,13 @@ class AccountImports:
             self._arm_sweep()
 
     # --- what monitoring shows -------------------------------------------------------------------
+
+    def exports_of(self, account: str) -> tuple[Export, ...]:
+        configured = self.configured.get(account)
+        return tuple(configured.exports) if configured is not None else ()
+
+    def imports_of(self, account: str) -> tuple[Import, ...]:
+        return tuple(self.accepted.get(account, ()))
 
     def response_prefix(self, account: str) -> bytes | None:
         prefix = self._prefixes.get(account)

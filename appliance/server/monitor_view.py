@@ -382,7 +382,9 @@ class ServerMonitorView:
         configured = self._server.options.accounts
         return [AccountInfo(name=account.name, is_system=account.is_system, jetstream_enabled=account.jetstream,
                             client_connections=account.clients + clients.get(account.name, 0),
-                            jwt=configured[account.name].jwt if account.name in configured else "")
+                            jwt=configured[account.name].jwt if account.name in configured else "",
+                            exports=self._server.imports.exports_of(account.name),
+                            imports=self._server.imports.imports_of(account.name))
                 for account in self._server.accounts.all()]
 
     def local_account_clients(self, name: str) -> int:

@@ -5,9 +5,11 @@ against nats-server 2.15.1 configured the same way (what each client receives, a
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 import nats
@@ -185,3 +187,22 @@ def test_a_refused_import_stops_the_start_with_nats_servers_texts(tmp_path: Path
         'Error adding stream import "foo.>": stream import not authorized',
         'Error adding service import "other": service import not authorized',
     ]
+
+
+def accountz(port: int, account: str) -> dict[str, object]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/accountz?acc={account}", timeout=10) as response:
+        detail = json.loads(response.read())["account_detail"]
+    imports = [i for i in detail.get("imports", []) if i["account"] != "$SYS"]  # nats-server's system services
+    return {"exports": sorted(detail.get("exports", []), key=json.dumps), "imports": sorted(imports, key=json.dumps)}
+
+
+def test_accountz_lists_imports_and_exports_as_nats_server(tmp_path: Path) -> None:
+    ours, theirs = free_port(), free_port()
+    config = tmp_path / "m.conf"
+    config.write_text(f"listen: 127.0.0.1:{free_port()}\nhttp: 127.0.0.1:{ours}\n" + ACCOUNTS)
+    go_config = tmp_path / "g.conf"
+    go_config.write_text(ACCOUNTS)
+    with ApplianceProcess(["-c", str(config)], log_dir=tmp_path), NatsServer(["-c", str(go_config), "-m", str(theirs)]):
+        for account in ("A", "B", "C"):
+            assert accountz(ours, account) == accountz(theirs, account), account
+        assert accountz(ours, "A")["exports"] and accountz(ours, "B")["imports"]
