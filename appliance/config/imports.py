@@ -33,6 +33,7 @@ class Export:
     allow_trace: bool = False
     account_token_position: int = 0
     latency: dict[str, object] | None = None
+    token_required: bool = False  # an account JWT's `token_req`: only the accounts listed (no activations)
 
 
 @dataclass(slots=True)
@@ -218,6 +219,8 @@ def approved(exporter: ImportsExports, importer: str, subject: str, *, service: 
     if match.account_token_position > 0:
         return tokens is not None and match.account_token_position <= len(tokens) \
             and tokens[match.account_token_position - 1] == importer
+    if match.token_required:
+        return importer in (match.accounts or ())
     return match.accounts is None or not match.accounts or importer in match.accounts
 
 

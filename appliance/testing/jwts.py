@@ -83,8 +83,14 @@ def account_limits(**overrides: Any) -> dict[str, Any]:
 def account_jwt(account: Key, signer: Key, *, name: str = "A", limits: dict[str, Any] | None = None,
                 signing_keys: list[Any] | None = None, revocations: dict[str, int] | None = None,
                 default_permissions: dict[str, Any] | None = None, expires: int = 0,
-                tags: list[str] | None = None) -> str:
+                tags: list[str] | None = None, exports: list[dict[str, Any]] | None = None,
+                imports: list[dict[str, Any]] | None = None) -> str:
+    """`exports`/`imports`: jwt.Export / jwt.Import objects as JSON ({"subject", "type", ...})."""
     nats: dict[str, Any] = {"limits": limits if limits is not None else account_limits()}
+    if exports:
+        nats["exports"] = exports
+    if imports:
+        nats["imports"] = imports
     if signing_keys:
         nats["signing_keys"] = signing_keys
     if revocations:
