@@ -62,7 +62,10 @@ async def scenario(url_a: str, url_b: str, *, b_client: object = None, a_client:
         await flush_after_subs(b)
         await flush_after_subs(c)
 
+        calls: list[str] = []
+
         async def service(msg: nats.aio.msg.Msg) -> None:
+            calls.append(msg.subject)
             info = (msg.headers or {}).get("Nats-Request-Info", "")
             await msg.respond(msg.subject.encode() + b" " + re.sub(r',"rtt":\d+', "", info).encode())
 
@@ -94,6 +97,7 @@ async def scenario(url_a: str, url_b: str, *, b_client: object = None, a_client:
         await b.flush()
         await wait_for_messages(parts, 3)
         seen.append(parts)
+        seen.append(list(calls))  # each request reached the exporter once
         with pytest.raises(NoRespondersError):
             await b.request("local2.nothing", b"?", timeout=5)  # no import: no responders in B
         await a.close()
@@ -112,6 +116,7 @@ EXPECTED = [
     [("b", "p.foo.x", b"m0"), ("b", "p.foo.x", b"m1"), ("b", "p.foo.x", b"m2"), ("c", "s.k", b"for c")],
     b'req.ping {"acc":"B"}',
     [b"one", b"two", b""],
+    ["req.ping"],
     "no responders",
 ]
 
@@ -153,6 +158,41 @@ def test_imports_across_a_two_server_cluster(tmp_path: Path) -> None:
         for server in servers:
             if server.process is not None:
                 server.stop()
+
+
+@pytest.mark.parametrize("importer_on", ["appliance", "nats-server"])
+def test_imports_across_an_appliance_and_a_go_node(tmp_path: Path, importer_on: str) -> None:
+    """A plain nats-server in the cluster: the importer's interest and the responses cross the route
+    whichever side holds the importing client."""
+    clients = [free_port(), free_port()]
+    routes = [free_port(), free_port()]
+    configs = []
+    for i in range(2):
+        config = tmp_path / f"n{i}.conf"
+        config.write_text(
+            f"server_name: n{i}\nlisten: 127.0.0.1:{clients[i]}\n"
+            f"cluster {{ name: C, listen: 127.0.0.1:{routes[i]}, routes: [nats-route://127.0.0.1:{routes[1 - i]}] }}\n"
+            + ACCOUNTS)
+        configs.append(config)
+    ours = ApplianceProcess(["-c", str(configs[0])], log_dir=tmp_path)
+    log = tmp_path / "go.log"
+    with open(log, "wb") as out:
+        go = subprocess.Popen([nats_server_binary(), "-c", str(configs[1])], stdout=out, stderr=subprocess.STDOUT)
+    try:
+        ours.start()
+        ours.wait_log("route connection created")
+        deadline = time.monotonic() + DEADLINE_S
+        while "Route connection created" not in log.read_text(errors="replace"):
+            assert time.monotonic() < deadline, log.read_text(errors="replace")
+            time.sleep(0.05)
+        appliance_url, go_url = f"nats://127.0.0.1:{clients[0]}", f"nats://127.0.0.1:{clients[1]}"
+        urls = (go_url, appliance_url) if importer_on == "appliance" else (appliance_url, go_url)
+        assert asyncio.run(scenario(*urls)) == EXPECTED
+    finally:
+        go.terminate()
+        go.wait(10)
+        if ours.process is not None:
+            ours.stop()
 
 
 def test_the_same_scenario_on_nats_server(tmp_path: Path) -> None:
