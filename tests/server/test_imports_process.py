@@ -246,3 +246,50 @@ def test_accountz_lists_imports_and_exports_as_nats_server(tmp_path: Path) -> No
         for account in ("A", "B", "C"):
             assert accountz(ours, account) == accountz(theirs, account), account
         assert accountz(ours, "A")["exports"] and accountz(ours, "B")["imports"]
+
+
+JS_ACCOUNTS = """
+accounts {
+  A: { users: [{user: a, password: a}], jetstream: enabled, exports: [{stream: "foo.>"}, {service: "$JS.API.>"}] }
+  B: { users: [{user: b, password: b}], jetstream: enabled,
+       imports: [{stream: {account: A, subject: "foo.>"}, prefix: "p"},
+                 {service: {account: A, subject: "$JS.API.>"}, to: "a.api.>"}] }
+}
+"""
+
+
+async def jetstream_scenario(url: str) -> list[object]:
+    """A stream in B stores what it imports from A; B reaches A's JetStream API through a service import."""
+    a = await nats.connect(url.replace("//", "//a:a@"))
+    b = await nats.connect(url.replace("//", "//b:b@"))
+    try:
+        await b.jetstream().add_stream(name="IMPORTED", subjects=["p.foo.>"])
+        await a.jetstream().add_stream(name="OWN", subjects=["own.>"])
+        await a.publish("foo.x", b"one")
+        await a.flush()
+        deadline = time.monotonic() + DEADLINE_S
+        while (await b.jetstream().stream_info("IMPORTED")).state.messages < 1 and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        stored = await b.jetstream().get_msg("IMPORTED", 1)
+        answer = json.loads((await b.request("a.api.STREAM.INFO.OWN", b"", timeout=5)).data)
+        return [stored.subject, stored.data, answer["config"]["name"], answer["state"]["messages"]]
+    finally:
+        await a.close()
+        await b.close()
+
+
+@pytest.mark.parametrize("kind", ["appliance", "nats-server"])
+def test_jetstream_through_imports(tmp_path: Path, kind: str) -> None:
+    store = tmp_path / "store"
+    config = tmp_path / "js.conf"
+    if kind == "appliance":
+        port = free_port()
+        config.write_text(f"listen: 127.0.0.1:{port}\nappliance {{ workers: 2 }}\n"
+                          f"jetstream {{ store_dir: \"{store}\" }}\n" + JS_ACCOUNTS)
+        with ApplianceProcess(["-c", str(config)], log_dir=tmp_path):
+            got = asyncio.run(jetstream_scenario(f"nats://127.0.0.1:{port}"))
+    else:
+        config.write_text(f"jetstream {{ store_dir: \"{store}\" }}\n" + JS_ACCOUNTS)
+        with NatsServer(["-c", str(config)]) as server:
+            got = asyncio.run(jetstream_scenario(server.url))
+    assert got == ["p.foo.x", b"one", "OWN", 0]
