@@ -256,6 +256,9 @@ class AccountImports:
         self.configure({name: ImportsExports(list(a.exports), list(a.imports)) for name, a in options.accounts.items()})
 
     def _clear(self) -> None:
+        """Drop the rules, shadows and import subscriptions; answers already on their way keep their
+        mappings (a reload or a new account JWT does not cut pending requests off), unless their
+        exporter's or importer's account is gone."""
         for sub in list(self.shadows):
             self._remove_shadows(sub)
         for account, sub in self._import_subs:
@@ -263,13 +266,20 @@ class AccountImports:
         self._import_subs.clear()
         self.stream_rules.clear()
         self.service_rules.clear()
+        known = self.server.accounts.known
+        for name, prefix in list(self._prefixes.items()):
+            if known(name) is not prefix.account:
+                prefix.close()
+                del self._prefixes[name]
+        for subject in [s for s, p in self.responses.items() if known(p.importer.name) is not p.importer]:
+            del self.responses[subject]
+
+    def close(self) -> None:
+        self._clear()
         for prefix in self._prefixes.values():
             prefix.close()
         self._prefixes.clear()
         self.responses.clear()
-
-    def close(self) -> None:
-        self._clear()
         if self.on_interest in self.server.interest_listeners:
             self.server.interest_listeners.remove(self.on_interest)
         if self._sweep is not None:

@@ -124,3 +124,64 @@ def test_a_streamed_export_passes_every_answer_until_the_empty_one(server: InPro
         await b.close()
 
     asyncio.run(run())
+
+
+STREAMS = """
+accounts {
+  A: { users: [{user: a, password: a}], exports: [{stream: "foo.>"}] }
+  B: { users: [{user: b, password: b}], imports: [{stream: {account: A, subject: "foo.>"}, to: "bar.>"}] }
+}
+"""
+
+
+def test_a_queue_group_of_the_importer_gets_each_message_once() -> None:
+    with InProcessServer(options_from_text(STREAMS, filename="t.conf")) as running:
+        async def run() -> None:
+            a = await nats.connect(running.url.replace("//", "//a:a@"))
+            members = [await nats.connect(running.url.replace("//", "//b:b@")) for _ in range(2)]
+            got: list[str] = []
+
+            async def on_msg(msg: nats.aio.msg.Msg) -> None:
+                got.append(msg.subject)
+
+            for member in members:
+                await member.subscribe("bar.*", queue="workers", cb=on_msg)
+                await flush_after_subs(member)
+            for i in range(20):
+                await a.publish(f"foo.{i}", b"")
+            await a.flush()
+            await wait_until(lambda: len(got) >= 20, "every message")
+            for member in members:
+                await member.flush()
+            assert sorted(got) == sorted(f"bar.{i}" for i in range(20))
+            await running_close(a, *members)
+
+        asyncio.run(run())
+
+
+async def running_close(*clients: nats.aio.client.Client) -> None:
+    for client in clients:
+        await client.close()
+
+
+def test_a_pending_answer_survives_a_rebuild_of_the_imports(server: InProcessServer) -> None:
+    """A reload (or a new account JWT) rebuilds the imports; a request already in A still gets its answer."""
+    async def run() -> None:
+        a = await nats.connect(server.url.replace("//", "//a:a@"))
+        b = await nats.connect(server.url.replace("//", "//b:b@"))
+        held: list[str] = []
+
+        async def hold(msg: nats.aio.msg.Msg) -> None:
+            held.append(msg.reply)
+
+        await a.subscribe("one", cb=hold)
+        await flush_after_subs(a)
+        answer = asyncio.ensure_future(b.request("one", b"", timeout=5))
+        await wait_until(lambda: held, "the request in A")
+        server.call(lambda: server.server.imports.configure_from_options(server.server.options))
+        await a.publish(held[0], b"late answer")
+        assert (await answer).data == b"late answer"
+        await a.close()
+        await b.close()
+
+    asyncio.run(run())
