@@ -167,8 +167,9 @@ class ServiceRule:
 
 
 class ServiceImportSubscriber:
-    """The subscriber of an import subscription in B: local publishes only (`is_link`/`is_route` keep
-    sibling and route deliveries away and its interest off the links)."""
+    """The subscriber of an import subscription in B: local publishes only. `is_link`/`is_route` keep its
+    interest off the links and routes and route deliveries away; a message a sibling worker delivers
+    (it crossed for another subscriber here) is told by the producer being that link, and ignored."""
 
     is_link = True
     is_route = True
@@ -181,6 +182,9 @@ class ServiceImportSubscriber:
 
     def deliver(self, sub: Subscription, subject: bytes, reply: bytes | None, header: bytes | None,
                 data: bytes) -> None:
+        producer = self.imports.server.producer
+        if producer is not None and getattr(producer, "is_link", False):
+            return  # published on another worker or server: it handled the import there
         self.imports.request(self.rule, subject, reply, header, data)
 
 

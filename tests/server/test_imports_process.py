@@ -136,6 +136,46 @@ def test_imports_across_two_workers(tmp_path: Path) -> None:
         assert asyncio.run(run()) == EXPECTED
 
 
+def test_a_request_seen_by_a_sibling_reaches_the_exporter_once(tmp_path: Path) -> None:
+    """A B client on the other worker subscribes the import subject itself: the request crosses to that
+    worker for it, and that worker must not send it into A a second time (nats-server: routed
+    requests never go through a service import)."""
+    port = free_port()
+    config = tmp_path / "s.conf"
+    config.write_text(f"listen: 127.0.0.1:{port}\nappliance {{ workers: 2 }}\n" + ACCOUNTS)
+    with ApplianceProcess(["-c", str(config)], log_dir=tmp_path):
+        url = f"nats://127.0.0.1:{port}"
+
+        async def run() -> tuple[list[str], list[str], bytes]:
+            a = await connect_on(url.replace("//", "//a:a@"), 1, 2)
+            watcher = await connect_on(url.replace("//", "//b:b@"), 0, 2)
+            requester = await connect_on(url.replace("//", "//b:b@"), 1, 2)
+            calls: list[str] = []
+            watched: list[str] = []
+
+            async def service(msg: nats.aio.msg.Msg) -> None:
+                calls.append(msg.subject)
+                await msg.respond(b"ok")
+
+            async def watch(msg: nats.aio.msg.Msg) -> None:
+                watched.append(msg.subject)
+
+            await a.subscribe("req.>", cb=service)
+            await watcher.subscribe("local.>", cb=watch)
+            await flush_after_subs(a)
+            await flush_after_subs(watcher)
+            await asyncio.sleep(0.3)  # the watcher's interest reaches worker 1
+            reply = await requester.request("local.ping", b"", timeout=5)
+            await wait_for_messages(watched, 1)
+            await requester.flush()
+            await a.flush()
+            for nc in (a, watcher, requester):
+                await nc.close()
+            return calls, watched, reply.data
+
+        assert asyncio.run(run()) == (["req.ping"], ["local.ping"], b"ok")
+
+
 def test_imports_across_a_two_server_cluster(tmp_path: Path) -> None:
     clients = [free_port(), free_port()]
     routes = [free_port(), free_port()]
