@@ -403,6 +403,10 @@ class AccountImports:
         configured = self.configured.get(account)
         return tuple(configured.exports) if configured is not None else ()
 
+    def import_subscriptions(self, account: str) -> int:
+        """The service-import subscriptions this worker holds in `account` (every worker holds them)."""
+        return sum(1 for held, _ in self._import_subs if held.name == account)
+
     def imports_of(self, account: str) -> tuple[Import, ...]:
         return tuple(self.accepted.get(account, ()))
 

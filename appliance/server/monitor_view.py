@@ -336,6 +336,8 @@ class ServerMonitorView:
             sublist = acc.sublist
             fanouts = [len(r[0]) + len(r[1]) for r in sublist.cache.values()]
             remote = self._fabric.remote_interest_count(acc.name) if self._fabric is not None else 0
+            if self._fabric is not None and self._fabric.index != 0:  # each worker holds the service
+                remote += self._server.imports.import_subscriptions(acc.name)  # imports; counted once
             stats.append((acc.name, SublistStats(
                 num_subscriptions=sublist.count - remote,
                 num_cache=len(sublist.cache),

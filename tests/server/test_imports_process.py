@@ -273,13 +273,16 @@ def accountz(port: int, account: str) -> dict[str, object]:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/accountz?acc={account}", timeout=10) as response:
         detail = json.loads(response.read())["account_detail"]
     imports = [i for i in detail.get("imports", []) if i["account"] != "$SYS"]  # nats-server's system services
-    return {"exports": sorted(detail.get("exports", []), key=json.dumps), "imports": sorted(imports, key=json.dumps)}
+    system = len(detail.get("imports", [])) - len(imports)  # each a subscription at nats-server
+    return {"exports": sorted(detail.get("exports", []), key=json.dumps), "imports": sorted(imports, key=json.dumps),
+            "subscriptions": detail["subscriptions"] - system}
 
 
 def test_accountz_lists_imports_and_exports_as_nats_server(tmp_path: Path) -> None:
     ours, theirs = free_port(), free_port()
     config = tmp_path / "m.conf"
-    config.write_text(f"listen: 127.0.0.1:{free_port()}\nhttp: 127.0.0.1:{ours}\n" + ACCOUNTS)
+    config.write_text(f"listen: 127.0.0.1:{free_port()}\nhttp: 127.0.0.1:{ours}\nappliance {{ workers: 2 }}\n"
+                      + ACCOUNTS)
     go_config = tmp_path / "g.conf"
     go_config.write_text(ACCOUNTS)
     with ApplianceProcess(["-c", str(config)], log_dir=tmp_path), NatsServer(["-c", str(go_config), "-m", str(theirs)]):
