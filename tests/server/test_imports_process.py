@@ -252,21 +252,35 @@ accounts {
 """
 
 
-def test_a_refused_import_stops_the_start_with_nats_servers_texts(tmp_path: Path) -> None:
+CYCLE = """
+accounts {
+  A: { exports: [{stream: "foo.>"}, {service: "q"}],
+       imports: [{stream: {account: B, subject: "foo.>"}}, {service: {account: B, subject: "q"}}] }
+  B: { exports: [{stream: "foo.>"}, {service: "q"}],
+       imports: [{stream: {account: A, subject: "foo.>"}}, {service: {account: A, subject: "q"}}] }
+}
+"""
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    (REFUSED, ['Error adding stream import "foo.>": stream import not authorized',
+               'Error adding service import "other": service import not authorized']),
+    (CYCLE, ['Error adding stream import "foo.>": import forms a cycle',
+             'Error adding service import "q": import forms a cycle']),
+], ids=["not-authorized", "cycle"])
+def test_a_refused_import_stops_the_start_with_nats_servers_texts(tmp_path: Path, text: str,
+                                                                   expected: list[str]) -> None:
     config = tmp_path / "bad.conf"
-    config.write_text(REFUSED)
+    config.write_text(text)
     ours = subprocess.run([str(Path(nats_server_binary()).with_name("appliance")), "run", "-c", str(config)],
                           capture_output=True, text=True, timeout=60)
     theirs = subprocess.run([nats_server_binary(), "-c", str(config)], capture_output=True, text=True, timeout=30)
     assert ours.returncode != 0 and theirs.returncode != 0
 
     def texts(output: str) -> list[str]:
-        return re.findall(r"bad\.conf:\d+:\d+: (Error adding .*)", output)
+        return re.findall(r"bad\.conf:(\d+):\d+: (Error adding .*)", output)
 
-    assert texts(ours.stdout + ours.stderr) == texts(theirs.stdout + theirs.stderr) == [
-        'Error adding stream import "foo.>": stream import not authorized',
-        'Error adding service import "other": service import not authorized',
-    ]
+    assert texts(ours.stdout + ours.stderr) == texts(theirs.stdout + theirs.stderr) == [("2", e) for e in expected]
 
 
 def accountz(port: int, account: str) -> dict[str, object]:
