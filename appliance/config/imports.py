@@ -272,13 +272,18 @@ def resolve(accounts: dict[str, ImportsExports], problems: Problems, position: P
             for other in export.accounts or ():
                 if other not in accounts:
                     problems.error(position, f"{_q(other)} account not defined for {kind} export")
-    for name, account in accounts.items():
-        for im in account.imports:
-            error = check_import(accounts, accepted, name, im)
-            if error is not None:
-                problems.error(position, error)
-            else:
-                accepted.setdefault(name, []).append(im)
+    for service in (False, True):  # every stream import first, then the services (nats-server's order)
+        for name, account in accounts.items():
+            for im in account.imports:
+                if im.service != service:
+                    continue
+                error = check_import(accounts, accepted, name, im)
+                if error is not None:
+                    problems.error(position, error)
+                else:
+                    accepted.setdefault(name, []).append(im)
+    for name in accepted:  # each account's imports in the order its config lists them
+        accepted[name].sort(key=accounts[name].imports.index)
     return accepted
 
 
@@ -303,7 +308,7 @@ def check_import(accounts: dict[str, ImportsExports], accepted: dict[str, list[I
                 SubjectMap(local.encode(), remote.encode())
             except MappingError as error:
                 return (f"{what}: failed to create mapping transform for service import subject from {_q(local)} "
-                        f"to {_q(remote)}: {error}")
+                        f"to {_q(remote)}: {error} in {local}")
         return None
     if not approved(exporter, name, im.subject, service=False):
         return f"{what}: stream import not authorized"
@@ -318,7 +323,7 @@ def check_import(accounts: dict[str, ImportsExports], accepted: dict[str, list[I
             SubjectMap(im.subject.encode(), to.encode())
         except MappingError as error:
             return (f"{what}: failed to create mapping transform for stream import subject from {_q(im.subject)} "
-                    f"to {_q(to)}: {error}")
+                    f"to {_q(to)}: {error} in {to}")
     if any(not o.service and o.account == im.account and o.subject == im.subject for o in accepted.get(name, [])):
         return f"{what}: stream import already exists"
     return None

@@ -262,12 +262,24 @@ accounts {
 """
 
 
+MAPPING = """
+accounts {
+  A: { exports: [{service: "req.*"}, {stream: "foo.*"}] }
+  B: { imports: [{service: {account: A, subject: "req.*"}, to: "local"}, {stream: {account: A, subject: "foo.*"}, to: "bar"}] }
+}
+"""
+
+
 @pytest.mark.parametrize(("text", "expected"), [
     (REFUSED, ['Error adding stream import "foo.>": stream import not authorized',
                'Error adding service import "other": service import not authorized']),
     (CYCLE, ['Error adding stream import "foo.>": import forms a cycle',
              'Error adding service import "q": import forms a cycle']),
-], ids=["not-authorized", "cycle"])
+    (MAPPING, ['Error adding stream import "foo.*": failed to create mapping transform for stream import subject '
+               'from "foo.*" to "bar": invalid mapping destination: not using all of the token wildcard(s) in bar',
+               'Error adding service import "req.*": failed to create mapping transform for service import subject '
+               'from "local" to "req.*": invalid mapping destination: not using all of the token wildcard(s) in local']),
+], ids=["not-authorized", "cycle", "mapping"])
 def test_a_refused_import_stops_the_start_with_nats_servers_texts(tmp_path: Path, text: str,
                                                                    expected: list[str]) -> None:
     config = tmp_path / "bad.conf"
