@@ -12,6 +12,7 @@ accepted so far).
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 
 from appliance.config.convert import BadValue, Problems, parse_go_duration, type_name
@@ -33,7 +34,20 @@ class Export:
     allow_trace: bool = False
     account_token_position: int = 0
     latency: dict[str, object] | None = None
-    token_required: bool = False  # an account JWT's `token_req`: only the accounts listed (no activations)
+    token_required: bool = False  # an account JWT's `token_req`: importers need an activation token
+    activation_issuers: tuple[str, ...] = ()  # who may sign those: the exporting account and its signing keys
+
+
+@dataclass(frozen=True, slots=True)
+class Activation:
+    """An import's activation token (its signature verified when the account JWT was read)."""
+
+    issuer: str
+    issuer_account: str  # set when a signing key of the exporting account signed it
+    grantee: str  # the importing account
+    subject: str  # what it grants
+    service: bool
+    expires: int = 0  # unix seconds; 0: never
 
 
 @dataclass(slots=True)
@@ -45,6 +59,7 @@ class Import:
     prefix: str = ""
     share: bool = False
     allow_trace: bool = False
+    activation: Activation | None = None  # an account JWT import's `token`
 
     @property
     def local(self) -> str:
@@ -203,9 +218,11 @@ def _parse_import(entries: ConfigMap, problems: Problems) -> Import | None:
 
 # --- resolution: every import checked against its exporter ------------------------------------------
 
-def approved(exporter: ImportsExports, importer: str, subject: str, *, service: bool) -> bool:
+def approved(exporter: ImportsExports, importer: str, subject: str, *, service: bool,
+             activation: Activation | None = None, now_s: float | None = None) -> bool:
     """nats-server's check{Stream,Service}ImportAuthorized: an export equal to `subject`, else the first
-    export `subject` is a subset of; public, or listing the importing account."""
+    export `subject` is a subset of; public, listing the importing account, or (`token_req`) granted by
+    an activation token the exporter signed for this importer and subject."""
     if not is_valid(subject.encode()):
         return False
     exports = [e for e in exporter.exports if e.service == service]
@@ -220,8 +237,21 @@ def approved(exporter: ImportsExports, importer: str, subject: str, *, service: 
         return tokens is not None and match.account_token_position <= len(tokens) \
             and tokens[match.account_token_position - 1] == importer
     if match.token_required:
-        return importer in (match.accounts or ())
+        return importer in (match.accounts or ()) or _activated(match, activation, importer, subject, service, now_s)
     return match.accounts is None or not match.accounts or importer in match.accounts
+
+
+def _activated(export: Export, activation: Activation | None, importer: str, subject: str, service: bool,
+               now_s: float | None) -> bool:
+    if activation is None or activation.service != service or activation.grantee != importer:
+        return False
+    if activation.issuer not in export.activation_issuers:
+        return False
+    if activation.issuer_account and activation.issuer_account not in export.activation_issuers:
+        return False
+    if activation.expires and activation.expires <= (time.time() if now_s is None else now_s):
+        return False
+    return activation.subject == subject or is_subset(subject.encode(), activation.subject.encode())
 
 
 def find_export(exporter: ImportsExports, subject: str, *, service: bool) -> Export | None:
@@ -299,7 +329,7 @@ def check_import(accounts: dict[str, ImportsExports], accepted: dict[str, list[I
         local, remote = im.local, im.subject
         if not is_valid(local.encode()) or not is_valid(remote.encode()):
             return f"{what}: invalid subject"
-        if not approved(exporter, name, remote, service=True):
+        if not approved(exporter, name, remote, service=True, activation=im.activation):
             return f"{what}: service import not authorized"
         if _service_cycle(accepted, im.account, local, {name}):
             return f"{what}: import forms a cycle"
@@ -310,7 +340,7 @@ def check_import(accounts: dict[str, ImportsExports], accepted: dict[str, list[I
                 return (f"{what}: failed to create mapping transform for service import subject from {_q(local)} "
                         f"to {_q(remote)}: {error} in {local}")
         return None
-    if not approved(exporter, name, im.subject, service=False):
+    if not approved(exporter, name, im.subject, service=False, activation=im.activation):
         return f"{what}: stream import not authorized"
     if im.prefix and not is_literal(im.prefix.encode()):
         return f"{what}: stream import prefix can not contain wildcard tokens"

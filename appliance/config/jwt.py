@@ -19,7 +19,7 @@ import nacl.exceptions
 import nacl.signing
 import nkeys
 
-from appliance.config.imports import Export, Import
+from appliance.config.imports import Activation, Export, Import
 from appliance.config.nkey import decode_public_key
 from appliance.config.options import Permissions, ResponsePermission, SubjectPermission
 
@@ -309,17 +309,35 @@ def account_claims(token: str) -> AccountClaims:
         signing_keys=_signing_keys(nats.get("signing_keys")),
         revocations=revocations,
         default_permissions=permissions_from(_section(nats, "default_permissions")),
-        exports=exports_from(nats.get("exports")),
+        exports=exports_from(nats.get("exports"), (str(data["subject"]), *_signing_keys(nats.get("signing_keys")))),
         imports=imports_from(nats.get("imports")),
     )
+
+
+def activation_from(token: str) -> Activation | None:
+    """An import's activation token (jwt.ActivationClaims), its signature verified; None when absent or
+    invalid (the import is then refused, as nats-server refuses it)."""
+    if not token:
+        return None
+    try:
+        kind, payload = decode(token)
+    except JWTError:
+        return None
+    if kind != "activation":
+        return None
+    nats = _section(payload, "nats")
+    return Activation(issuer=str(payload.get("iss", "")), issuer_account=str(nats.get("issuer_account", "")),
+                      grantee=str(payload.get("sub", "")), subject=str(nats.get("subject", "")),
+                      service=str(nats.get("kind") or nats.get("import_type") or "") == "service",
+                      expires=_int(payload, "exp"))
 
 
 _JWT_RESPONSE_TYPES = {"Singleton": "Singleton", "Stream": "Streamed", "Chunked": "Chunked"}
 
 
-def exports_from(value: object) -> tuple[Export, ...]:
-    """An account JWT's exports (jwt.Export) as config exports. `token_req` exports take only the accounts
-    they approve: activation tokens are not built, so an import relying on one is refused."""
+def exports_from(value: object, issuers: tuple[str, ...] = ()) -> tuple[Export, ...]:
+    """An account JWT's exports (jwt.Export) as config exports; `issuers` (the account and its signing
+    keys) may sign the activation tokens a `token_req` export asks of its importers."""
     exports = []
     for item in value if isinstance(value, list) else ():
         if not isinstance(item, dict) or not isinstance(item.get("subject"), str):
@@ -333,7 +351,7 @@ def exports_from(value: object) -> tuple[Export, ...]:
             response_threshold_s=threshold_ns / 1e9 if threshold_ns > 0 else 120.0,
             allow_trace=bool(item.get("allow_trace", False)),
             account_token_position=_int(item, "account_token_position"),
-            token_required=bool(item.get("token_req", False))))
+            token_required=bool(item.get("token_req", False)), activation_issuers=issuers))
     return tuple(exports)
 
 
@@ -347,15 +365,20 @@ def imports_from(value: object) -> tuple[Import, ...]:
             continue
         subject, account = str(item["subject"]), str(item["account"])
         local, to = str(item.get("local_subject") or ""), str(item.get("to") or "")
+        activation = activation_from(str(item.get("token") or ""))
         if item.get("type") == "service":
             if local:
-                imports.append(Import(account, subject, True, to=local, share=bool(item.get("share", False))))
+                imports.append(Import(account, subject, True, to=local, share=bool(item.get("share", False)),
+                                      activation=activation))
             else:
-                imports.append(Import(account, to or subject, True, to=subject, share=bool(item.get("share", False))))
+                imports.append(Import(account, to or subject, True, to=subject, share=bool(item.get("share", False)),
+                                      activation=activation))
         elif local:
-            imports.append(Import(account, subject, False, to=local, allow_trace=bool(item.get("allow_trace", False))))
+            imports.append(Import(account, subject, False, to=local, allow_trace=bool(item.get("allow_trace", False)),
+                                  activation=activation))
         else:
-            imports.append(Import(account, subject, False, prefix=to, allow_trace=bool(item.get("allow_trace", False))))
+            imports.append(Import(account, subject, False, prefix=to, allow_trace=bool(item.get("allow_trace", False)),
+                                  activation=activation))
     return tuple(imports)
 
 

@@ -105,6 +105,18 @@ def account_jwt(account: Key, signer: Key, *, name: str = "A", limits: dict[str,
     return encode(claims, signer, kind="account")
 
 
+def activation_jwt(grantee: Key, exporter: Key, subject: str, *, kind: str = "stream", signer: Key | None = None,
+                   expires: int = 0) -> str:
+    """An activation token (jwt.ActivationClaims): `exporter` lets `grantee` import `subject`."""
+    nats: dict[str, Any] = {"subject": subject, "kind": kind}
+    if signer is not None:
+        nats["issuer_account"] = exporter.public
+    claims: dict[str, Any] = {"sub": grantee.public, "name": subject, "nats": nats}
+    if expires:
+        claims["exp"] = expires
+    return encode(claims, signer or exporter, kind="activation")
+
+
 def user_jwt(user: Key, signer: Key, *, issuer_account: str = "", name: str = "U", pub: dict[str, Any] | None = None,
              sub: dict[str, Any] | None = None, resp: dict[str, Any] | None = None, bearer: bool = False,
              limits: dict[str, Any] | None = None, expires: int = 0, now_s: float | None = None,

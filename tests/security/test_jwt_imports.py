@@ -1,7 +1,7 @@
 """Exports and imports in account JWTs (operator mode, MEMORY resolver): the same preloaded JWTs run by
 nats-server 2.15.1 and by `appliance run` (two workers); nats-py clients with creds files get the same
-messages and replies. A `token_req` export is refused to an import without an activation token on both
-(activation tokens are not built here: such imports stay refused)."""
+messages and replies. A `token_req` export is refused to an import without an activation token, and
+granted to one with a token the exporter signed (itself or by a signing key), on both."""
 
 from __future__ import annotations
 
@@ -14,17 +14,19 @@ import pytest
 from nats.errors import NoRespondersError
 
 from appliance.testing.clients import flush_after_subs
-from appliance.testing.jwts import Key, account_jwt, creds, operator_jwt, user_jwt
+from appliance.testing.jwts import Key, account_jwt, activation_jwt, creds, operator_jwt, user_jwt
 from appliance.testing.natsserver import NatsServer
 from appliance.testing.process import ApplianceProcess, free_port
 
 OPERATOR = Key.new("O")
-SYSTEM, EXPORTER, IMPORTER = (Key.new("A") for _ in range(3))
+SYSTEM, EXPORTER, IMPORTER, EXPORTER_SIGNER = (Key.new("A") for _ in range(4))
 PRODUCER, CONSUMER = Key.new("U"), Key.new("U")
 
 
 def conf_text() -> str:
-    exporter = account_jwt(EXPORTER, OPERATOR, name="EXP", exports=[
+    exporter = account_jwt(EXPORTER, OPERATOR, name="EXP", signing_keys=[EXPORTER_SIGNER.public], exports=[
+        {"subject": "paid.>", "type": "stream", "token_req": True},
+        {"subject": "paid.req", "type": "service", "token_req": True},
         {"subject": "foo.>", "type": "stream"},
         {"subject": "req.*", "type": "service", "response_type": "Singleton"},
         {"subject": "private.>", "type": "stream", "token_req": True},
@@ -33,6 +35,10 @@ def conf_text() -> str:
         {"subject": "foo.>", "account": EXPORTER.public, "type": "stream", "local_subject": "bar.>"},
         {"subject": "req.*", "account": EXPORTER.public, "type": "service", "local_subject": "ask.*"},
         {"subject": "private.>", "account": EXPORTER.public, "type": "stream"},
+        {"subject": "paid.>", "account": EXPORTER.public, "type": "stream",
+         "token": activation_jwt(IMPORTER, EXPORTER, "paid.>")},
+        {"subject": "paid.req", "account": EXPORTER.public, "type": "service", "local_subject": "buy",
+         "token": activation_jwt(IMPORTER, EXPORTER, "paid.req", kind="service", signer=EXPORTER_SIGNER)},
     ])
     preload = "\n".join(f"  {key}: {token}" for key, token in (
         (SYSTEM.public, account_jwt(SYSTEM, OPERATOR, name="SYS")), (EXPORTER.public, exporter),
@@ -56,26 +62,30 @@ async def scenario(port: int, tmp: Path) -> list[object]:
 
     await consumer.subscribe("bar.>", cb=on_msg)
     await consumer.subscribe("private.>", cb=on_msg)
+    await consumer.subscribe("paid.x", cb=on_msg)
     await flush_after_subs(consumer)
 
     async def service(msg: nats.aio.msg.Msg) -> None:
         await msg.respond(b"answer to " + msg.subject.encode())
 
     await producer.subscribe("req.*", cb=service)
+    await producer.subscribe("paid.req", cb=service)
     await flush_after_subs(producer)
     await asyncio.sleep(0.3)  # the shadow interest reaches the producer's worker
     await producer.publish("private.x", b"secret")
     await producer.publish("foo.a", b"one")
+    await producer.publish("paid.x", b"two")
     await producer.flush()
     deadline = time.monotonic() + 10
-    while not got and time.monotonic() < deadline:
+    while len(got) < 2 and time.monotonic() < deadline:
         await asyncio.sleep(0.02)
     reply = await consumer.request("ask.time", b"", timeout=5)
+    bought = await consumer.request("buy", b"", timeout=5)
     with pytest.raises(NoRespondersError):
         await consumer.request("req.time", b"", timeout=5)  # the exporter's subject is not the importer's
     await producer.close()
     await consumer.close()
-    return [got, reply.data]
+    return [sorted(got), reply.data, bought.data]
 
 
 def test_jwt_exports_and_imports_as_nats_server(tmp_path: Path) -> None:
@@ -87,5 +97,5 @@ def test_jwt_exports_and_imports_as_nats_server(tmp_path: Path) -> None:
         theirs = asyncio.run(scenario(real.port, tmp_path))
     with ApplianceProcess(["-c", str(ours_conf)], log_dir=tmp_path) as ours:
         mine = asyncio.run(scenario(ours.client_port, tmp_path))
-    assert theirs == [[("bar.a", b"one")], b"answer to req.time"]
+    assert theirs == [[("bar.a", b"one"), ("paid.x", b"two")], b"answer to req.time", b"answer to paid.req"]
     assert mine == theirs
