@@ -337,7 +337,7 @@ class AccountImports:
         if reply is not None:
             response = self._new_response(exporter, importer, reply, rule)
         producer = server.producer
-        header, data = _with_request_info(header, data, importer.name, producer)
+        header, data = _with_request_info(header, data, _info_for(header, importer.name, producer, self._depth > 0))
         self._depth += 1
         try:
             delivered = route(exporter, to, response, header, data, origin=self, echo=True, rng=server.rng)
@@ -421,17 +421,42 @@ def _is_local(sub: Subscription) -> bool:
     return not getattr(conn, "is_link", False) and not isinstance(conn, ShadowDelivery)
 
 
-def _with_request_info(header: bytes | None, data: bytes, account: str, producer: Any) -> tuple[bytes, bytes]:
-    """The request with nats-server's `Nats-Request-Info` header (the requester's account and RTT)."""
-    info: dict[str, object] = {"acc": account}
+def _request_info(header: bytes | None) -> dict[str, object] | None:
+    """The `Nats-Request-Info` of a request's header block, when it has one that parses."""
+    if header is None:
+        return None
+    for line in header.split(b"\r\n")[1:]:
+        if line.startswith(REQUEST_INFO + b":"):
+            try:
+                info = json.loads(line[len(REQUEST_INFO) + 1:])
+            except ValueError:
+                return None
+            return info if isinstance(info, dict) else None
+    return None
+
+
+def _info_for(header: bytes | None, account: str, producer: Any, chained: bool) -> dict[str, object]:
+    """nats-server's ClientInfo for a service import: the requester's account and RTT; a request already
+    passed on by a service import keeps its first requester and names this hop's account as `svc`."""
+    prior = _request_info(header) if chained else None
+    if prior is not None:
+        info: dict[str, object] = {"acc": prior.get("acc", ""), "svc": account}
+        info.update((k, v) for k, v in prior.items() if k not in ("acc", "svc"))
+        return info
+    info = {"acc": account}
     rtt_s = getattr(producer, "rtt_s", 0.0)
     if rtt_s:
         info["rtt"] = int(rtt_s * 1e9)
-    line = REQUEST_INFO + b": " + json.dumps(info, separators=(",", ":")).encode() + b"\r\n"
+    return info
+
+
+def _with_request_info(header: bytes | None, data: bytes, info: dict[str, object]) -> tuple[bytes, bytes]:
+    """The request with `Nats-Request-Info: <info>` (replacing one it carried)."""
+    line = REQUEST_INFO + b": " + json.dumps(info, separators=(",", ":")).encode()
     if header is None:
-        block = b"NATS/1.0\r\n" + line + b"\r\n"
+        block = b"NATS/1.0\r\n" + line + b"\r\n\r\n"
         return block, block + data
     payload = data[len(header):]
-    block = header[:-2] + line + b"\r\n"  # before the blank line that ends the block
+    lines = [kept for kept in header[:-4].split(b"\r\n") if not kept.startswith(REQUEST_INFO + b":")]
+    block = b"\r\n".join([*lines, line]) + b"\r\n\r\n"
     return block, block + payload
-

@@ -362,3 +362,48 @@ def test_jetstream_through_imports(tmp_path: Path, kind: str) -> None:
         with NatsServer(["-c", str(config)]) as server:
             got = asyncio.run(jetstream_scenario(server.url))
     assert got == ["p.foo.x", b"one", "OWN", 0]
+
+
+CHAIN = """
+accounts {
+  C: { users: [{user: c, password: c}], exports: [{service: "q"}] }
+  A: { users: [{user: a, password: a}], exports: [{service: "q"}], imports: [{service: {account: C, subject: "q"}}] }
+  B: { users: [{user: b, password: b}], imports: [{service: {account: A, subject: "q"}, to: "ask"}] }
+}
+"""
+
+
+async def chain_scenario(url: str) -> list[object]:
+    """B asks A, whose service is an import of C's: the answer comes back through both mappings, and C sees
+    the first requester's account with the hop's account as `svc` (a client's own Nats-Request-Info is
+    replaced)."""
+    c = await nats.connect(url.replace("//", "//c:c@"))
+    b = await nats.connect(url.replace("//", "//b:b@"))
+    try:
+        async def service(msg: nats.aio.msg.Msg) -> None:
+            info = (msg.headers or {}).get("Nats-Request-Info", "")
+            await msg.respond(re.sub(r',"rtt":\d+', "", info).encode())
+
+        await c.subscribe("q", cb=service)
+        await flush_after_subs(c)
+        plain = await b.request("ask", b"", timeout=5)
+        forged = await b.request("ask", b"", timeout=5, headers={"Nats-Request-Info": '{"acc":"C"}'})
+        return [plain.data, forged.data]
+    finally:
+        await c.close()
+        await b.close()
+
+
+@pytest.mark.parametrize("kind", ["appliance", "nats-server"])
+def test_a_chain_of_service_imports(tmp_path: Path, kind: str) -> None:
+    config = tmp_path / "chain.conf"
+    if kind == "appliance":
+        port = free_port()
+        config.write_text(f"listen: 127.0.0.1:{port}\n" + CHAIN)
+        with ApplianceProcess(["-c", str(config)], log_dir=tmp_path):
+            got = asyncio.run(chain_scenario(f"nats://127.0.0.1:{port}"))
+    else:
+        config.write_text(CHAIN)
+        with NatsServer(["-c", str(config)]) as server:
+            got = asyncio.run(chain_scenario(server.url))
+    assert got == [b'{"acc":"B","svc":"A"}', b'{"acc":"B","svc":"A"}']
