@@ -33,6 +33,7 @@ from appliance.config.options import (
     SubjectPermission,
     User,
 )
+from appliance.config.imports import parse_exports, parse_imports
 from appliance.config.nkey import is_valid_user_key
 from appliance.config.parser import ConfigMap, Entry, Value, to_plain
 
@@ -323,16 +324,6 @@ def _account_size(entry: Entry) -> int:
     return data
 
 
-def _raw_list(name: str, value: Value) -> list[dict[str, object]]:
-    raw: list[dict[str, object]] = []
-    for item in as_list(name, value):
-        plain = to_plain(item)
-        if not isinstance(plain, dict):
-            raise BadValue(item.position, f"{name} entries must be maps, got {type_name(item.data)}")
-        raw.append(plain)
-    return raw
-
-
 def _raw_map(name: str, value: Value) -> dict[str, object]:
     plain = to_plain(Value(as_map(name, value), value.position))
     assert isinstance(plain, dict)
@@ -350,9 +341,9 @@ def _account(name: str, entry: Entry, problems: Problems) -> Account:
             elif key == "jetstream":
                 account.jetstream = _account_jetstream(item.value)
             elif key == "imports":
-                account.imports = _raw_list(key, item.value)
+                account.imports = parse_imports(item.value, problems)
             elif key == "exports":
-                account.exports = _raw_list(key, item.value)
+                account.exports = parse_exports(item.value, problems)
             elif key in ("mappings", "maps"):
                 account.mappings = _raw_map(key, item.value)
             elif key == "default_permissions":

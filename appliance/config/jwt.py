@@ -19,6 +19,7 @@ import nacl.exceptions
 import nacl.signing
 import nkeys
 
+from appliance.config.imports import Activation, Export, Import
 from appliance.config.nkey import decode_public_key
 from appliance.config.options import Permissions, ResponsePermission, SubjectPermission
 
@@ -215,6 +216,8 @@ class AccountClaims(ClaimsData):
     signing_keys: dict[str, UserTemplate | None] = field(default_factory=dict)
     revocations: dict[str, int] = field(default_factory=dict)
     default_permissions: Permissions | None = None
+    exports: tuple[Export, ...] = ()  # `nats.exports`
+    imports: tuple[Import, ...] = ()  # `nats.imports` (activation tokens are not checked: see exports_from)
 
     def issuer_scope(self, key: str, *, strict: bool = False) -> tuple[bool, UserTemplate | None]:
         """(known, scope) of a user JWT's issuer: the account itself (unless `strict`: its operator
@@ -306,7 +309,77 @@ def account_claims(token: str) -> AccountClaims:
         signing_keys=_signing_keys(nats.get("signing_keys")),
         revocations=revocations,
         default_permissions=permissions_from(_section(nats, "default_permissions")),
+        exports=exports_from(nats.get("exports"), (str(data["subject"]), *_signing_keys(nats.get("signing_keys")))),
+        imports=imports_from(nats.get("imports")),
     )
+
+
+def activation_from(token: str) -> Activation | None:
+    """An import's activation token (jwt.ActivationClaims), its signature verified; None when absent or
+    invalid (the import is then refused, as nats-server refuses it)."""
+    if not token:
+        return None
+    try:
+        kind, payload = decode(token)
+    except JWTError:
+        return None
+    if kind != "activation":
+        return None
+    nats = _section(payload, "nats")
+    return Activation(issuer=str(payload.get("iss", "")), issuer_account=str(nats.get("issuer_account", "")),
+                      grantee=str(payload.get("sub", "")), subject=str(nats.get("subject", "")),
+                      service=str(nats.get("kind") or nats.get("import_type") or "") == "service",
+                      expires=_int(payload, "exp"))
+
+
+_JWT_RESPONSE_TYPES = {"Singleton": "Singleton", "Stream": "Streamed", "Chunked": "Chunked"}
+
+
+def exports_from(value: object, issuers: tuple[str, ...] = ()) -> tuple[Export, ...]:
+    """An account JWT's exports (jwt.Export) as config exports; `issuers` (the account and its signing
+    keys) may sign the activation tokens a `token_req` export asks of its importers."""
+    exports = []
+    for item in value if isinstance(value, list) else ():
+        if not isinstance(item, dict) or not isinstance(item.get("subject"), str):
+            continue
+        service = item.get("type") == "service"
+        threshold_ns = _int(item, "response_threshold")
+        exports.append(Export(
+            subject=str(item["subject"]), service=service,
+            accounts=() if item.get("token_req") else None,
+            response_type=_JWT_RESPONSE_TYPES.get(str(item.get("response_type", "Singleton")), "Singleton"),
+            response_threshold_s=threshold_ns / 1e9 if threshold_ns > 0 else 120.0,
+            allow_trace=bool(item.get("allow_trace", False)),
+            account_token_position=_int(item, "account_token_position"),
+            token_required=bool(item.get("token_req", False)), activation_issuers=issuers))
+    return tuple(exports)
+
+
+def imports_from(value: object) -> tuple[Import, ...]:
+    """An account JWT's imports (jwt.Import), as nats-server reads them: a stream's `local_subject` maps,
+    its deprecated `to` is a prefix; a service's `local_subject` is what clients publish on (else
+    `subject`, sent to the exporter's `to` or `subject`)."""
+    imports = []
+    for item in value if isinstance(value, list) else ():
+        if not isinstance(item, dict) or not isinstance(item.get("subject"), str) or not item.get("account"):
+            continue
+        subject, account = str(item["subject"]), str(item["account"])
+        local, to = str(item.get("local_subject") or ""), str(item.get("to") or "")
+        activation = activation_from(str(item.get("token") or ""))
+        if item.get("type") == "service":
+            if local:
+                imports.append(Import(account, subject, True, to=local, share=bool(item.get("share", False)),
+                                      activation=activation))
+            else:
+                imports.append(Import(account, to or subject, True, to=subject, share=bool(item.get("share", False)),
+                                      activation=activation))
+        elif local:
+            imports.append(Import(account, subject, False, to=local, allow_trace=bool(item.get("allow_trace", False)),
+                                  activation=activation))
+        else:
+            imports.append(Import(account, subject, False, prefix=to, allow_trace=bool(item.get("allow_trace", False)),
+                                  activation=activation))
+    return tuple(imports)
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 
 from appliance import limits
 from appliance.config.auth import check_authorization, check_users, parse_accounts, parse_authorization
+from appliance.config.imports import check_accounts as check_imports
 from appliance.config.convert import (
     BadValue,
     Problems,
@@ -162,6 +163,8 @@ def _authorization(entry: Entry, state: LoadState) -> None:
 
 def _accounts(entry: Entry, state: LoadState) -> None:
     state.options.accounts = parse_accounts(entry, state.problems)
+    if not state.problems.errors:  # nats-server checks imports only once every account parsed cleanly
+        check_imports(state.options.accounts, state.problems, entry.key_position)
 
 
 def _mappings(entry: Entry, state: LoadState) -> None:

@@ -178,7 +178,7 @@ def account_option(key: str, token: str, trusted_keys: list[str] | frozenset[str
             memory_max_stream_bytes=js.memory_max_stream_bytes if js.memory_max_stream_bytes > 0 else -1,
             storage_max_stream_bytes=js.disk_max_stream_bytes if js.disk_max_stream_bytes > 0 else -1,
             max_bytes_required=js.max_bytes_required)
-    return Account(name=key, jetstream=limits, jwt=token)
+    return Account(name=key, jetstream=limits, jwt=token, exports=list(claims.exports), imports=list(claims.imports))
 
 
 def preload_accounts(options: ServerOptions) -> None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TypedDict
 
 from appliance import limits
+from appliance.config.imports import Export, Import
 from appliance.config.tls import TLSOptions
 from appliance.config.websocket import WebsocketOptions
 
@@ -74,9 +75,9 @@ class Account:
     name: str
     users: list[User] = field(default_factory=list)
     jetstream: AccountJetStreamLimits = field(default_factory=AccountJetStreamLimits)
-    # imports/exports/mappings are parsed and kept raw for now; routing them is later work
-    imports: list[dict[str, object]] = field(default_factory=list)
-    exports: list[dict[str, object]] = field(default_factory=list)
+    # exports and imports (config/imports.py; checked against each other at load, routed by server/imports.py)
+    imports: list[Import] = field(default_factory=list)
+    exports: list[Export] = field(default_factory=list)
     mappings: dict[str, object] = field(default_factory=dict)
     jwt: str = ""  # operator mode: the account's JWT (name = its public key), verified at load
 

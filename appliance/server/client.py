@@ -811,6 +811,10 @@ class ClientConnection(asyncio.Protocol):
                 delivered += 1
         return delivered
 
+    def send_no_responders(self, subject: bytes, reply: bytes) -> None:
+        """A request nobody received (through a service import too): tell the requester (status 503)."""
+        self._send_no_responders(subject, reply)
+
     def _send_no_responders(self, subject: bytes, reply: bytes) -> None:
         """A request nobody received: tell the requester at once (status 503)."""
         plain, _ = self.account.sublist.match(reply)

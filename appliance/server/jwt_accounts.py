@@ -71,9 +71,12 @@ class JWTAccounts:
             logger.debug("Account [%s] added from the resolver directory", key)
             for listener in server.account_listeners:
                 listener([account], [])
+            server.imports.configure_from_options(server.options)  # its exports and imports, and theirs to it
             return account
         if previous is not None and previous.jwt == token:
             return account
+        if previous is None or (previous.exports, previous.imports) != (option.exports, option.imports):
+            server.imports.configure_from_options(server.options)
         if option.jetstream.enabled and not account.jetstream:
             account.jetstream = True
             for listener in server.account_listeners:

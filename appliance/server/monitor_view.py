@@ -336,6 +336,8 @@ class ServerMonitorView:
             sublist = acc.sublist
             fanouts = [len(r[0]) + len(r[1]) for r in sublist.cache.values()]
             remote = self._fabric.remote_interest_count(acc.name) if self._fabric is not None else 0
+            if self._fabric is not None and self._fabric.index != 0:  # each worker holds the service
+                remote += self._server.imports.import_subscriptions(acc.name)  # imports; counted once
             stats.append((acc.name, SublistStats(
                 num_subscriptions=sublist.count - remote,
                 num_cache=len(sublist.cache),
@@ -382,7 +384,9 @@ class ServerMonitorView:
         configured = self._server.options.accounts
         return [AccountInfo(name=account.name, is_system=account.is_system, jetstream_enabled=account.jetstream,
                             client_connections=account.clients + clients.get(account.name, 0),
-                            jwt=configured[account.name].jwt if account.name in configured else "")
+                            jwt=configured[account.name].jwt if account.name in configured else "",
+                            exports=self._server.imports.exports_of(account.name),
+                            imports=self._server.imports.imports_of(account.name))
                 for account in self._server.accounts.all()]
 
     def local_account_clients(self, name: str) -> int:

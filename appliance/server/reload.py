@@ -12,8 +12,9 @@ user), and the cluster block (server/reload_cluster.py: all of it but the listen
 nats-server's clusterOption and routesOption).
 
 Not in this build (refused, with the reason): turning JetStream on or off for the whole server, and
-the appliance {} block (workers and pinning are placed at start). Imports, exports and mappings are
-kept as the file says but route nothing, after a reload as after a start (not built yet).
+the appliance {} block (workers and pinning are placed at start). Imports and exports are rebuilt
+from the new file (server/imports.py: shadow subscriptions made again for the clients' subscriptions,
+pending service responses dropped); mappings are kept as the file says but route nothing (not built).
 
 Certificates: new `tls {}` / `cluster { tls {} }` files (new contents in the same paths count: the
 loader keeps a digest of them) log `Reloaded: tls = enabled` / `Reloaded: cluster`; new client and
@@ -261,6 +262,7 @@ def apply_reload(server: Any, new: ServerOptions) -> int:
         logger.info("Disconnected %d client(s) no longer authorized by the reloaded configuration", closed)
     if new.cluster != old.cluster and server.routes is not None:
         server.routes.reload(new.cluster)
+    server.imports.configure_from_options(new)  # nats-server reloads imports and exports too
     for listener in server.account_listeners:  # every time: JetStream follows the accounts' flags too
         listener(added, removed)
     if new.max_connections < old.max_connections:

@@ -25,6 +25,7 @@ from appliance.server.accounts import GLOBAL_ACCOUNT, Account, AccountRegistry
 from appliance.server.auth import Authenticator
 from appliance.server.client import ClientConnection
 from appliance.server.conn_info import connection_info
+from appliance.server.imports import AccountImports
 from appliance.server.internal import InternalClient
 from appliance.server.monitor.view import ConnectionInfo
 from appliance.server.sublist import Subscription
@@ -141,6 +142,8 @@ class Server:
         self._ws_listener: asyncio.base_events.Server | None = None
         self._listen_host = options.host
         self._listen_port = options.port
+        self.imports = AccountImports(self)  # stream and service imports across accounts (server/imports.py)
+        self.imports.configure_from_options(options)
 
     # --- lifecycle -------------------------------------------------------------------------------
 

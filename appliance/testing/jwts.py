@@ -83,8 +83,14 @@ def account_limits(**overrides: Any) -> dict[str, Any]:
 def account_jwt(account: Key, signer: Key, *, name: str = "A", limits: dict[str, Any] | None = None,
                 signing_keys: list[Any] | None = None, revocations: dict[str, int] | None = None,
                 default_permissions: dict[str, Any] | None = None, expires: int = 0,
-                tags: list[str] | None = None) -> str:
+                tags: list[str] | None = None, exports: list[dict[str, Any]] | None = None,
+                imports: list[dict[str, Any]] | None = None) -> str:
+    """`exports`/`imports`: jwt.Export / jwt.Import objects as JSON ({"subject", "type", ...})."""
     nats: dict[str, Any] = {"limits": limits if limits is not None else account_limits()}
+    if exports:
+        nats["exports"] = exports
+    if imports:
+        nats["imports"] = imports
     if signing_keys:
         nats["signing_keys"] = signing_keys
     if revocations:
@@ -97,6 +103,18 @@ def account_jwt(account: Key, signer: Key, *, name: str = "A", limits: dict[str,
     if expires:
         claims["exp"] = expires
     return encode(claims, signer, kind="account")
+
+
+def activation_jwt(grantee: Key, exporter: Key, subject: str, *, kind: str = "stream", signer: Key | None = None,
+                   expires: int = 0) -> str:
+    """An activation token (jwt.ActivationClaims): `exporter` lets `grantee` import `subject`."""
+    nats: dict[str, Any] = {"subject": subject, "kind": kind}
+    if signer is not None:
+        nats["issuer_account"] = exporter.public
+    claims: dict[str, Any] = {"sub": grantee.public, "name": subject, "nats": nats}
+    if expires:
+        claims["exp"] = expires
+    return encode(claims, signer or exporter, kind="activation")
 
 
 def user_jwt(user: Key, signer: Key, *, issuer_account: str = "", name: str = "U", pub: dict[str, Any] | None = None,

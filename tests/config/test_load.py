@@ -339,10 +339,9 @@ accounts {
     jetstream: { max_mem: 1G, max_file: 10G, max_streams: 10, max_consumers: 100, max_ack_pending: 1000 }
     users: [ {user: app, password: app} ]
     imports: [ {stream: {account: X, subject: "a.>"}, prefix: p}, {service: {account: X, subject: "req"}, to: "local"} ]
-    exports: [ {stream: "a.>"}, {service: "req"} ]
     mappings: { "src.*": "dst.$1" }
   }
-  X: { jetstream: enabled }
+  X: { jetstream: enabled, exports: [ {stream: "a.>"}, {service: "req"} ] }
   Y: { jetstream: disabled, default_permissions: { publish: "y.>" }, users: [ {user: y} ] }
 }
 system_account: SYS
@@ -350,7 +349,7 @@ no_auth_user: app
 """
 
 
-def test_accounts_bind_their_users_and_keep_imports_raw() -> None:
+def test_accounts_bind_their_users_and_type_imports() -> None:
     options = load(ACCOUNTS)
     assert sorted(options.accounts) == ["APP", "SYS", "X", "Y"]
     app = options.accounts["APP"]
@@ -359,8 +358,11 @@ def test_accounts_bind_their_users_and_keep_imports_raw() -> None:
     assert (js.enabled, js.max_memory, js.max_store, js.max_streams, js.max_consumers, js.max_ack_pending) == (
         True, 10**9, 10**10, 10, 100, 1000,
     )
-    assert app.imports[0] == {"stream": {"account": "X", "subject": "a.>"}, "prefix": "p"}
-    assert app.exports == [{"stream": "a.>"}, {"service": "req"}]
+    assert (app.imports[0].account, app.imports[0].subject, app.imports[0].local) == ("X", "a.>", "p.a.>")
+    assert (app.imports[1].service, app.imports[1].local) == (True, "local")
+    exports = options.accounts["X"].exports
+    assert [(e.subject, e.service, e.response_type) for e in exports] == [("a.>", False, "Singleton"),
+                                                                           ("req", True, "Singleton")]
     assert app.mappings == {"src.*": "dst.$1"}
     assert options.accounts["X"].jetstream.enabled and not options.accounts["Y"].jetstream.enabled
     y_user = options.accounts["Y"].users[0]

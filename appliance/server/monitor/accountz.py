@@ -2,12 +2,15 @@
 
 The detail carries what this server has of nats-server's AccountInfo: name, JetStream, client
 connections and subscriptions counted over every worker, the sublist statistics summed as /subsz sums
-them. Accounts here have no imports or exports (the config does not define them), so those lists,
-empty, are left out as nats-server leaves out empty ones.
+them, and the account's exports and imports as nats-server's ExtExport / ExtImport (services before
+streams among the exports, streams before services among the imports, each in config order; empty
+lists left out as nats-server leaves them out). nats-server's own system-service imports
+(`$SYS.REQ.ACCOUNT.<acc>.CONNZ`...) and the pending `responses` map are not listed (not built here).
 """
 
 from __future__ import annotations
 
+from appliance.config.imports import Export, Import
 from appliance.config.jwt import AccountClaims, JWTError, account_claims
 
 from appliance.durations import rfc3339_nano, wall_ns
@@ -34,6 +37,14 @@ def detail_json(view: ServerView, account: AccountInfo) -> dict[str, JsonValue]:
         "client_connections": account.client_connections,
         "subscriptions": stats["num_subscriptions"],
     })
+    exports = [_export_json(e) for e in account.exports if e.service] + \
+        [_export_json(e) for e in account.exports if not e.service]
+    if exports:
+        out["exports"] = exports
+    imports = [_import_json(i) for i in account.imports if not i.service] + \
+        [_import_json(i) for i in account.imports if i.service]
+    if imports:
+        out["imports"] = imports
     claims = _claims(account.jwt)
     if claims is not None:  # operator mode: the account's JWT, who signed it, its revoked users
         out["jwt"] = account.jwt
@@ -42,6 +53,31 @@ def detail_json(view: ServerView, account: AccountInfo) -> dict[str, JsonValue]:
     if claims is not None and claims.revocations:
         out["revoked_user"] = {key: rfc3339_nano(at * 1_000_000_000) for key, at in claims.revocations.items()}
     out["sublist_stats"] = stats
+    return out
+
+
+def _export_json(export: Export) -> dict[str, JsonValue]:
+    out: dict[str, JsonValue] = {"subject": export.subject, "type": "service" if export.service else "stream"}
+    if export.service:
+        out["response_type"] = export.response_type
+    if export.account_token_position:
+        out["account_token_position"] = export.account_token_position
+    if export.allow_trace:
+        out["allow_trace"] = True
+    if export.accounts:
+        out["approved_accounts"] = list(export.accounts)
+    return out
+
+
+def _import_json(im: Import) -> dict[str, JsonValue]:
+    out: dict[str, JsonValue] = {"subject": im.subject, "account": im.account}
+    if im.service:
+        out["to"] = im.local
+    out["local_subject"] = im.local
+    out["type"] = "service" if im.service else "stream"
+    if im.allow_trace:
+        out["allow_trace"] = True
+    out.update({"invalid": False, "share": im.share, "tracking": False})
     return out
 
 

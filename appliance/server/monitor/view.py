@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from appliance.config.imports import Export, Import
+
 from appliance.config.options import ServerOptions
 
 ConnState = Literal["open", "closed", "any"]
@@ -96,6 +98,8 @@ class AccountInfo:
     jetstream_enabled: bool = False
     client_connections: int = 0
     jwt: str = ""  # operator mode: the account's JWT
+    exports: tuple[Export, ...] = ()  # its exports, as configured
+    imports: tuple[Import, ...] = ()  # its imports that stand (config/imports.py resolve)
 
 
 @dataclass(frozen=True, slots=True)
