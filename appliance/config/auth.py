@@ -17,7 +17,6 @@ from appliance.config.convert import (
     BadValue,
     Problems,
     as_int,
-    as_list,
     as_map,
     as_str,
     as_str_list,
