@@ -57,12 +57,10 @@ class RouteTLSLayer(TLSPump):
     def data_received(self, data: bytes) -> None:
         if self._failed or self.conn.closed:
             return
-        self._incoming.write(data)
-        if not self._open and not self._step_handshake():
-            return
-        plain = self._drain()
+        plain = self._receive(data)
         if plain and not self.conn.closed:
             self.conn.data_received(plain)
+        self._flush_outgoing()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_timer()

@@ -170,15 +170,13 @@ class TLSLayer(TLSPump):
             self._cancel_timer()  # TLS-first bytes came before the fallback delay: the TLS timeout again
             self._info = None
             self._timer = self.conn.server.loop.call_later(self.serving.timeout_s, self._handshake_timeout)
-        self._incoming.write(data)
-        if not self._open:
-            if not self._handshaking:
-                return  # closing, or bytes before the INFO went out: kept in the BIO
-            if not self._step_handshake():
-                return
-        plain = self._drain()
+        if not self._open and not self._handshaking:
+            self._incoming.write(data)  # closing, or bytes before the INFO went out: kept in the BIO
+            return
+        plain = self._receive(data)
         if plain:
-            self.conn.data_received(plain)
+            self.conn.data_received(plain)  # its answer (a PONG) is written through to OpenSSL...
+        self._flush_outgoing()  # ...and leaves with the session ticket in one socket write
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_timer()
