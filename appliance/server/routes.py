@@ -276,7 +276,7 @@ class RouteManager:
             max_control_line=server.options.max_control_line, max_payload=server.options.max_payload,
             pending_bytes_max=server.options.max_pending, tls=self.options.tls is not None)
         # cluster TLS: this worker's own contexts (accepting, soliciting) and handshake timeout
-        self._tls: tuple[ssl.SSLContext, ssl.SSLContext, float] | None = None
+        self._tls: tuple[ssl.SSLContext, ssl.SSLContext, float, frozenset[str]] | None = None
         self.reload_tls(self.options.tls)
 
     # --- lifecycle -------------------------------------------------------------------------------
@@ -373,10 +373,10 @@ class RouteManager:
         handshake first (`host`: we dial, and check the peer's certificate against it)."""
         if self._tls is None:
             return conn
-        accepting, soliciting, timeout_s = self._tls
+        accepting, soliciting, timeout_s, pinned = self._tls
         if host is None:
-            return RouteTLSLayer(conn, accepting, timeout_s)
-        return RouteTLSLayer(conn, soliciting, timeout_s, server_hostname=host)
+            return RouteTLSLayer(conn, accepting, timeout_s, pinned=pinned)
+        return RouteTLSLayer(conn, soliciting, timeout_s, server_hostname=host, pinned=pinned)
 
     def reload_tls(self, tls: TLSOptions | None) -> None:
         """New route certificates (start, and SIGHUP): routes made from now on use them; routes up
@@ -385,7 +385,7 @@ class RouteManager:
             self._tls = None
             return
         accepting, soliciting = route_contexts(tls)
-        self._tls = (accepting, soliciting, tls.timeout_s)
+        self._tls = (accepting, soliciting, tls.timeout_s, tls.pinned_certs)
 
     def _conn_dirty(self, conn: RouteConnection) -> None:
         peer = self.peers.get(conn.remote_id)

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from appliance.config.options import ServerOptions
 from appliance.config.tls_context import server_context
+from appliance.server.tls_pin import pin_failure
 from appliance.server.tls_pump import TLSPump
 
 if TYPE_CHECKING:
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 REASON_TLS_FAILURE = "TLS Handshake Failure"
+ERR_NOT_PINNED = "certificate not pinned"  # nats-server's ErrCertNotPinned
 
 # OpenSSL reasons -> the text Go's crypto/tls gives for the same failure (nats-server's log lines)
 _GO_TEXTS = {
@@ -66,6 +68,7 @@ class TLSServing:
     map: bool
     fallback_s: float = 0.0  # handshake_first "auto"/duration: plain INFO after this much silence
     allow_non_tls: bool = False  # plain-text clients too: the first byte decides (0x16 = TLS)
+    pinned: frozenset[str] = frozenset()  # `pinned_certs`: the client certificate's key must be one of these
 
 
 def serving_from_options(options: ServerOptions) -> TLSServing | None:
@@ -74,7 +77,7 @@ def serving_from_options(options: ServerOptions) -> TLSServing | None:
         return None
     return TLSServing(context=server_context(tls), timeout_s=tls.timeout_s, handshake_first=tls.handshake_first,
                       verify=tls.verify, map=tls.map, fallback_s=tls.handshake_first_fallback_s,
-                      allow_non_tls=options.allow_non_tls)
+                      allow_non_tls=options.allow_non_tls, pinned=tls.pinned_certs)
 
 
 def handshake_error_text(error: BaseException | None) -> tuple[str, bool]:
@@ -204,6 +207,12 @@ class TLSLayer(TLSPump):
 
     def _handshake_done(self) -> None:
         self._handshaking = False
+        failure = pin_failure(self.serving.pinned, self._ssl.getpeercert(binary_form=True))
+        if failure is not None:  # as nats-server: a handshake error, after the handshake
+            logger.debug("%s - %s", self._where(), failure)
+            logger.error("%s - TLS handshake error: %s", self._where(), ERR_NOT_PINNED)
+            self.conn.close(REASON_TLS_FAILURE)
+            return
         self.conn.tls_established(self, first=self.serving.handshake_first and not self._fell_back)
 
     def _read_failed(self, error: ssl.SSLError) -> None:

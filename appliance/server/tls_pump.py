@@ -142,7 +142,7 @@ class TLSPump(SocketLayer):
         self._cancel_timer()
         self._open = True
         self._handshake_done()
-        return True
+        return not self.is_closing()  # the layer may refuse the peer once it is known (pinned_certs)
 
     def _receive(self, data: bytes) -> bytes:
         """Bytes from the socket in; the application bytes decrypted from them out (b"" while the

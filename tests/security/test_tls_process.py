@@ -159,3 +159,29 @@ def test_one_session_ticket_as_nats_server(certs: TestCerts, tmp_path: Path) -> 
             ApplianceProcess(["-c", str(conf), "-a", "127.0.0.1", "-p", "-1"], log_dir=tmp_path) as ours:
         counts = [session_tickets_from(port, certs.client_context()) for port in (real.port, ours.client_port)]
     assert counts == [1, 1]
+
+
+def test_pinned_certs_let_in_only_the_pinned_key_as_nats_server(certs: TestCerts, tmp_path: Path) -> None:
+    """`tls { verify: true, pinned_certs: [...] }`: a client whose certificate key is pinned gets its
+    PONG; one with another certificate from the same CA is closed after the handshake, and both
+    servers log it as a TLS handshake error."""
+    from appliance.server.tls_pin import key_id
+
+    alice = certs.issue("pin-alice", "alice.example.com", common_name="alice")
+    bob = certs.issue("pin-bob", "bob.example.com", common_name="bob")
+    pin = key_id(ssl.PEM_cert_to_DER_cert(Path(alice.cert).read_text()))
+    conf = tmp_path / "pinned.conf"
+    conf.write_text(tls_block(certs, f'verify: true, pinned_certs: ["{pin.upper()}"]'))
+    request = b'CONNECT {"verbose":false,"pedantic":false}\r\nPING\r\n'
+    real_log = tmp_path / "nats-server.log"
+    with NatsServer(["-c", str(conf)], log_path=real_log) as real, \
+            ApplianceProcess(["-c", str(conf), "-a", "127.0.0.1", "-p", "-1"], log_dir=tmp_path) as ours:
+        for pair, expected in ((alice, b"PONG\r\n"), (bob, b"<closed>")):
+            answers = [after_tls(port, certs.client_context(pair), request) for port in (real.port, ours.client_port)]
+            assert answers == [expected, expected], pair
+        line = "TLS handshake error: certificate not pinned"
+        ours.wait_log(line, timeout_s=10)
+        deadline = time.monotonic() + 10
+        while line not in real_log.read_text():
+            assert time.monotonic() < deadline, real_log.read_text()
+            time.sleep(0.05)
