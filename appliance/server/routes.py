@@ -66,6 +66,8 @@ from appliance.server.cluster_urls import CLUSTER_URLS_SUBJECT, publish_cluster_
 from appliance.server.internal import InternalClient
 from appliance.server.links import RELAY_PREFIX, RELAY_QUEUE_PREFIX
 from appliance.server.route_tls import RouteTLSLayer
+from appliance.server.tls import REASON_TLS_FAILURE
+from appliance.server.tls_pin import pin_failure
 from appliance.server.router import pick
 from appliance.server.sublist import Subscription
 
@@ -385,7 +387,21 @@ class RouteManager:
             self._tls = None
             return
         accepting, soliciting = route_contexts(tls)
+        pinned_before = self._tls[3] if self._tls is not None else frozenset()
         self._tls = (accepting, soliciting, tls.timeout_s, tls.pinned_certs)
+        if tls.pinned_certs != pinned_before:
+            self._close_unpinned(tls.pinned_certs)
+
+    def _close_unpinned(self, pinned: frozenset[str]) -> None:
+        """New cluster tls `pinned_certs`: routes whose peer certificate they leave out close, as
+        nats-server's recheckPinnedCerts does on reload."""
+        unpinned = [conn for conn in self.connections
+                    if isinstance(conn.transport, RouteTLSLayer) and not conn.closed
+                    and pin_failure(pinned, conn.transport.peer_certificate()) is not None]
+        if unpinned:
+            logger.info("Disconnect %d clients due to pinned certs reload", len(unpinned))
+            for conn in unpinned:
+                conn.close(REASON_TLS_FAILURE)
 
     def _conn_dirty(self, conn: RouteConnection) -> None:
         peer = self.peers.get(conn.remote_id)

@@ -109,6 +109,10 @@ class TLSPump(SocketLayer):
             return self._ssl.getpeercert() if self._open else default
         return super().get_extra_info(name, default)
 
+    def peer_certificate(self) -> bytes | None:
+        """The peer's certificate (DER) once the handshake is done; None before or without one."""
+        return self._ssl.getpeercert(binary_form=True) if self._open else None
+
     # --- for the layers ---------------------------------------------------------------------------
 
     def _write_before_open(self, data: bytes | bytearray | memoryview) -> None:

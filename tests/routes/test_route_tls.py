@@ -289,3 +289,20 @@ def test_pinned_route_certificate_joins_nats_server(tmp_path: Path, cluster_node
     run(lambda: _messages_flow(nodes))
     for node in nodes:
         assert handshake_errors(node) == [], node.log()[-2000:]
+
+
+def test_reload_with_new_pins_closes_the_unpinned_route(tmp_path: Path, cluster_nodes: list[Node],
+                                                        certs: TestCerts) -> None:
+    """SIGHUP with cluster tls `pinned_certs` that leave out the peer's key: the route up closes
+    ('Disconnect 1 clients due to pinned certs reload', as nats-server's recheckPinnedCerts logs
+    it) and the peer's next attempts are refused with 'certificate not pinned'."""
+    other = certs.issue("reload-other", "127.0.0.1", "localhost")
+    nodes = start_nodes(tmp_path, cluster_nodes, {"a1": ("appliance", [], tls_block(certs)),
+                                                  "a2": ("appliance", ["a1"], tls_block(certs))})
+    run(lambda: _messages_flow(nodes))
+    a1 = nodes[0]
+    a1.config.write_text(a1.config.read_text().replace(tls_block(certs), _pinned(certs, other)))
+    assert a1.process is not None
+    a1.process.signal(signal.SIGHUP)
+    wait_until(lambda: "Disconnect 1 clients due to pinned certs reload" in a1.log(), "the route closed", 20)
+    wait_until(lambda: "certificate not pinned" in handshake_errors(a1), "the redial refused", 20)
