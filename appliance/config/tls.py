@@ -68,7 +68,7 @@ CURVES: dict[str, str] = {
 }
 # keys nats-server knows in a tls block that appliance does not implement
 UNSUPPORTED_TLS_KEYS = frozenset({
-    "pinned_certs", "cert_store", "cert_match_by", "cert_match", "ca_certs_match", "cert_match_skip_invalid",
+    "cert_store", "cert_match_by", "cert_match", "ca_certs_match", "cert_match_skip_invalid",
     "ocsp_peer", "certs", "certificates", "connection_rate_limit", "verify_cert_and_check_known_urls",
 })
 
@@ -88,6 +88,7 @@ class TLSOptions:
     cipher_suites: list[str] = field(default_factory=list)  # Go names; [] = Go's defaults (all secure)
     curve_preferences: list[str] = field(default_factory=list)  # Go names; [] = defaults
     allow_insecure_cipher_suites: bool = False
+    pinned_certs: frozenset[str] = frozenset()  # hex SHA-256 of a peer's SubjectPublicKeyInfo; empty: any
     files_digest: str = ""  # of the certificate, key and CA files as loaded: a reload sees new file contents
 
 
@@ -145,6 +146,22 @@ def _handshake_first(key: str, value: Value) -> tuple[bool, float]:
     raise BadValue(value.position, f'field "{key}" should be a boolean or a string, got {type_name(data)}')
 
 
+_PINNED_TEXT = "hex-encoded sha256 of DER encoded SubjectPublicKeyInfo"
+
+
+def _pinned_certs(value: Value) -> frozenset[str]:
+    """nats-server's `pinned_certs`: a list of 64 hex digits each (any case); [] pins nothing."""
+    if not isinstance(value.data, list):
+        raise BadValue(value.position, f"error parsing tls config, expected 'pinned_certs' to be a list of {_PINNED_TEXT}")
+    pins: set[str] = set()
+    for item in value.data:
+        entry = str(item.data).lower()
+        if not isinstance(item.data, str) or len(entry) != 64 or entry.strip("0123456789abcdef"):
+            raise BadValue(item.position, f"error parsing tls config, 'pinned_certs' key {entry} does not look like {_PINNED_TEXT}")
+        pins.add(entry)
+    return frozenset(pins)
+
+
 def _min_version(value: Value) -> str:
     data = value.data
     if not isinstance(data, str):
@@ -177,6 +194,8 @@ def parse_tls(entry: Entry) -> TLSOptions:
             tls.handshake_first, tls.handshake_first_fallback_s = _handshake_first(item.key, value)
         elif key == "min_version":
             tls.min_version = _min_version(value)
+        elif key == "pinned_certs":
+            tls.pinned_certs = _pinned_certs(value)
         elif key == "cipher_suites":
             for name_value in _names(key, value):
                 name = name_value.data

@@ -23,6 +23,9 @@ import ssl
 from appliance.config.tls import CURVES, GO_CIPHER_NAMES, INSECURE_CIPHER_SUITES, SECURE_CIPHER_SUITES, TLSOptions
 
 _VERSIONS = {"": ssl.TLSVersion.TLSv1_2, "1.2": ssl.TLSVersion.TLSv1_2, "1.3": ssl.TLSVersion.TLSv1_3}
+# TLS 1.3 session tickets a server sends after a handshake: Go's crypto/tls sends one (in its first
+# flight), OpenSSL two by default; each costs the server and the client a ticket's encryption
+GO_SESSION_TICKETS = 1
 _VERSION_NAMES = {"TLSv1": "1.0", "TLSv1.1": "1.1", "TLSv1.2": "1.2", "TLSv1.3": "1.3"}
 
 
@@ -88,6 +91,7 @@ def server_context(tls: TLSOptions) -> ssl.SSLContext:
     """The accepting side: our certificate; with `verify`, a client certificate signed by ca_file."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     _apply_common(context, tls)
+    context.num_tickets = GO_SESSION_TICKETS
     _load_pair(context, tls)
     if not tls.cert_file:
         raise TLSConfigError("missing 'cert_file' in TLS configuration")

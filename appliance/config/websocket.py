@@ -75,6 +75,9 @@ def _key(ws: WebsocketOptions, item: Entry, problems: Problems) -> None:
         ws.no_tls = as_bool(key, value)
     elif key == "tls":
         ws.tls = parse_tls(item)
+        if ws.tls.pinned_certs:  # the client port and routes check them; the WebSocket port does not yet
+            raise BadValue(item.key_position, 'field "pinned_certs" is known to nats-server but not supported by '
+                                              "appliance in a websocket tls block")
     elif key == "same_origin":
         ws.same_origin = as_bool(key, value)
     elif key in _ORIGIN_KEYS:

@@ -21,10 +21,15 @@ import logging
 import ssl
 
 from appliance.fabric.route import RouteConnection
-from appliance.server.tls import REASON_TLS_FAILURE, handshake_error_text
+from appliance.server.tls import ERR_NOT_PINNED, REASON_TLS_FAILURE, handshake_error_text
+from appliance.server.tls_pin import pin_failure
 from appliance.server.tls_pump import TLSPump
 
 logger = logging.getLogger(__name__)
+
+
+class CertificateNotPinned(Exception):
+    """The peer's certificate key is not in the cluster tls `pinned_certs`."""
 
 
 class RouteTLSLayer(TLSPump):
@@ -33,12 +38,13 @@ class RouteTLSLayer(TLSPump):
     the handshake (`_started`), and until then it sees neither writes nor flow control."""
 
     def __init__(self, conn: RouteConnection, context: ssl.SSLContext, timeout_s: float, *,
-                 server_hostname: str | None = None) -> None:
+                 server_hostname: str | None = None, pinned: frozenset[str] = frozenset()) -> None:
         solicited = server_hostname is not None
         super().__init__(context, server_side=not solicited,
                          server_hostname=server_hostname if context.check_hostname else None)
         self.conn = conn
         self.timeout_s = timeout_s
+        self.pinned = pinned  # cluster tls `pinned_certs`: the peer's certificate key must be one of these
         self._started = False  # the route connection was started on this layer
         self._failed = False
         self._where = ""
@@ -57,12 +63,10 @@ class RouteTLSLayer(TLSPump):
     def data_received(self, data: bytes) -> None:
         if self._failed or self.conn.closed:
             return
-        self._incoming.write(data)
-        if not self._open and not self._step_handshake():
-            return
-        plain = self._drain()
+        plain = self._receive(data)
         if plain and not self.conn.closed:
             self.conn.data_received(plain)
+        self._flush_outgoing()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_timer()
@@ -84,6 +88,11 @@ class RouteTLSLayer(TLSPump):
     # --- internals --------------------------------------------------------------------------------
 
     def _handshake_done(self) -> None:
+        failure = pin_failure(self.pinned, self._ssl.getpeercert(binary_form=True))
+        if failure is not None:  # nats-server: a route handshake error, both dialling and accepting
+            logger.debug("%s - %s", self._where, failure)
+            self._fail(CertificateNotPinned(ERR_NOT_PINNED))
+            return
         self._started = True
         logger.debug("%s - TLS route handshake complete (TLS %s, %s)", self._where,
                      self._ssl.version(), (self._ssl.cipher() or ("?",))[0])

@@ -66,6 +66,8 @@ from appliance.server.cluster_urls import CLUSTER_URLS_SUBJECT, publish_cluster_
 from appliance.server.internal import InternalClient
 from appliance.server.links import RELAY_PREFIX, RELAY_QUEUE_PREFIX
 from appliance.server.route_tls import RouteTLSLayer
+from appliance.server.tls import REASON_TLS_FAILURE
+from appliance.server.tls_pin import pin_failure
 from appliance.server.router import pick
 from appliance.server.sublist import Subscription
 
@@ -276,7 +278,7 @@ class RouteManager:
             max_control_line=server.options.max_control_line, max_payload=server.options.max_payload,
             pending_bytes_max=server.options.max_pending, tls=self.options.tls is not None)
         # cluster TLS: this worker's own contexts (accepting, soliciting) and handshake timeout
-        self._tls: tuple[ssl.SSLContext, ssl.SSLContext, float] | None = None
+        self._tls: tuple[ssl.SSLContext, ssl.SSLContext, float, frozenset[str]] | None = None
         self.reload_tls(self.options.tls)
 
     # --- lifecycle -------------------------------------------------------------------------------
@@ -373,10 +375,10 @@ class RouteManager:
         handshake first (`host`: we dial, and check the peer's certificate against it)."""
         if self._tls is None:
             return conn
-        accepting, soliciting, timeout_s = self._tls
+        accepting, soliciting, timeout_s, pinned = self._tls
         if host is None:
-            return RouteTLSLayer(conn, accepting, timeout_s)
-        return RouteTLSLayer(conn, soliciting, timeout_s, server_hostname=host)
+            return RouteTLSLayer(conn, accepting, timeout_s, pinned=pinned)
+        return RouteTLSLayer(conn, soliciting, timeout_s, server_hostname=host, pinned=pinned)
 
     def reload_tls(self, tls: TLSOptions | None) -> None:
         """New route certificates (start, and SIGHUP): routes made from now on use them; routes up
@@ -385,7 +387,21 @@ class RouteManager:
             self._tls = None
             return
         accepting, soliciting = route_contexts(tls)
-        self._tls = (accepting, soliciting, tls.timeout_s)
+        pinned_before = self._tls[3] if self._tls is not None else frozenset()
+        self._tls = (accepting, soliciting, tls.timeout_s, tls.pinned_certs)
+        if tls.pinned_certs != pinned_before:
+            self._close_unpinned(tls.pinned_certs)
+
+    def _close_unpinned(self, pinned: frozenset[str]) -> None:
+        """New cluster tls `pinned_certs`: routes whose peer certificate they leave out close, as
+        nats-server's recheckPinnedCerts does on reload."""
+        unpinned = [conn for conn in self.connections
+                    if isinstance(conn.transport, RouteTLSLayer) and not conn.closed
+                    and pin_failure(pinned, conn.transport.peer_certificate()) is not None]
+        if unpinned:
+            logger.info("Disconnect %d clients due to pinned certs reload", len(unpinned))
+            for conn in unpinned:
+                conn.close(REASON_TLS_FAILURE)
 
     def _conn_dirty(self, conn: RouteConnection) -> None:
         peer = self.peers.get(conn.remote_id)

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from appliance.config.options import ServerOptions
 from appliance.config.tls_context import server_context
+from appliance.server.tls_pin import pin_failure
 from appliance.server.tls_pump import TLSPump
 
 if TYPE_CHECKING:
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 REASON_TLS_FAILURE = "TLS Handshake Failure"
+ERR_NOT_PINNED = "certificate not pinned"  # nats-server's ErrCertNotPinned
 
 # OpenSSL reasons -> the text Go's crypto/tls gives for the same failure (nats-server's log lines)
 _GO_TEXTS = {
@@ -66,6 +68,7 @@ class TLSServing:
     map: bool
     fallback_s: float = 0.0  # handshake_first "auto"/duration: plain INFO after this much silence
     allow_non_tls: bool = False  # plain-text clients too: the first byte decides (0x16 = TLS)
+    pinned: frozenset[str] = frozenset()  # `pinned_certs`: the client certificate's key must be one of these
 
 
 def serving_from_options(options: ServerOptions) -> TLSServing | None:
@@ -74,7 +77,7 @@ def serving_from_options(options: ServerOptions) -> TLSServing | None:
         return None
     return TLSServing(context=server_context(tls), timeout_s=tls.timeout_s, handshake_first=tls.handshake_first,
                       verify=tls.verify, map=tls.map, fallback_s=tls.handshake_first_fallback_s,
-                      allow_non_tls=options.allow_non_tls)
+                      allow_non_tls=options.allow_non_tls, pinned=tls.pinned_certs)
 
 
 def handshake_error_text(error: BaseException | None) -> tuple[str, bool]:
@@ -170,15 +173,13 @@ class TLSLayer(TLSPump):
             self._cancel_timer()  # TLS-first bytes came before the fallback delay: the TLS timeout again
             self._info = None
             self._timer = self.conn.server.loop.call_later(self.serving.timeout_s, self._handshake_timeout)
-        self._incoming.write(data)
-        if not self._open:
-            if not self._handshaking:
-                return  # closing, or bytes before the INFO went out: kept in the BIO
-            if not self._step_handshake():
-                return
-        plain = self._drain()
+        if not self._open and not self._handshaking:
+            self._incoming.write(data)  # closing, or bytes before the INFO went out: kept in the BIO
+            return
+        plain = self._receive(data)
         if plain:
-            self.conn.data_received(plain)
+            self.conn.data_received(plain)  # its answer (a PONG) is written through to OpenSSL...
+        self._flush_outgoing()  # ...and leaves with the session ticket in one socket write
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_timer()
@@ -206,6 +207,12 @@ class TLSLayer(TLSPump):
 
     def _handshake_done(self) -> None:
         self._handshaking = False
+        failure = pin_failure(self.serving.pinned, self._ssl.getpeercert(binary_form=True))
+        if failure is not None:  # as nats-server: a handshake error, after the handshake
+            logger.debug("%s - %s", self._where(), failure)
+            logger.error("%s - TLS handshake error: %s", self._where(), ERR_NOT_PINNED)
+            self.conn.close(REASON_TLS_FAILURE)
+            return
         self.conn.tls_established(self, first=self.serving.handshake_first and not self._fell_back)
 
     def _read_failed(self, error: ssl.SSLError) -> None:

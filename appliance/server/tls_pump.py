@@ -109,6 +109,10 @@ class TLSPump(SocketLayer):
             return self._ssl.getpeercert() if self._open else default
         return super().get_extra_info(name, default)
 
+    def peer_certificate(self) -> bytes | None:
+        """The peer's certificate (DER) once the handshake is done; None before or without one."""
+        return self._ssl.getpeercert(binary_form=True) if self._open else None
+
     # --- for the layers ---------------------------------------------------------------------------
 
     def _write_before_open(self, data: bytes | bytearray | memoryview) -> None:
@@ -127,7 +131,9 @@ class TLSPump(SocketLayer):
         raise NotImplementedError
 
     def _step_handshake(self) -> bool:
-        """Advance the handshake with what arrived; True once it is done."""
+        """Advance the handshake with what arrived; True once it is done. What OpenSSL has to send
+        once it is done (TLS 1.3 session tickets) stays in the outgoing BIO: the caller's
+        `_flush_outgoing` after the first answer sends both in one socket write."""
         try:
             self._ssl.do_handshake()
         except ssl.SSLWantReadError:
@@ -137,21 +143,27 @@ class TLSPump(SocketLayer):
             self._flush_outgoing()  # the alert, as Go sends one
             self._fail(error)
             return False
-        self._flush_outgoing()
         self._cancel_timer()
         self._open = True
         self._handshake_done()
-        return True
+        return not self.is_closing()  # the layer may refuse the peer once it is known (pinned_certs)
 
-    def _drain(self) -> bytes:
-        """The application bytes decrypted from what arrived; what OpenSSL answers goes out."""
-        plain = self._read_plain()
-        self._flush_outgoing()
-        return plain
+    def _receive(self, data: bytes) -> bytes:
+        """Bytes from the socket in; the application bytes decrypted from them out (b"" while the
+        handshake runs or when a record is incomplete). Whatever OpenSSL has to send stays pending:
+        the caller hands the bytes on, then calls `_flush_outgoing`, so an answer written meanwhile
+        leaves in the same socket write."""
+        self._incoming.write(data)
+        if not self._open and not self._step_handshake():
+            return b""
+        return self._read_plain()
 
     def _read_plain(self) -> bytes:
+        """What OpenSSL decrypts from the incoming BIO, record by record, until the BIO is empty
+        (asking once more then would only raise SSLWantReadError: an exception per socket read)."""
         chunks: list[bytes] = []
-        while True:
+        incoming = self._incoming
+        while incoming.pending:
             try:
                 chunk = self._ssl.read(READ_CHUNK_BYTES)
             except ssl.SSLWantReadError:

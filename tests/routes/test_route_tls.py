@@ -256,3 +256,53 @@ def test_cluster_tls_verify_and_map_is_reported_not_ignored(certs: TestCerts) ->
     block = tls_block(certs).replace("timeout: 2", "timeout: 2\n    verify_and_map: true")
     with pytest.raises(Exception, match="verify_and_map"):
         options_from_text(f"cluster {{\n  listen: 127.0.0.1:-1\n{block}}}\n", filename="t.conf")
+
+
+def _pinned(certs: TestCerts, pair: Pair) -> str:
+    """A cluster tls block of the server certificate that pins the key of `pair`."""
+    from appliance.server.tls_pin import key_id
+
+    pin = key_id(ssl.PEM_cert_to_DER_cert(Path(pair.cert).read_text()))
+    return tls_block(certs).replace("    timeout: 2\n", f'    timeout: 2\n    pinned_certs: ["{pin}"]\n')
+
+
+@pytest.mark.parametrize("accepting", ["appliance", "go"])
+def test_unpinned_route_certificate_refused_like_nats_server(tmp_path: Path, cluster_nodes: list[Node],
+                                                             certs: TestCerts, accepting: str) -> None:
+    """cluster tls `pinned_certs` naming another key than the dialling peer's (same CA, so the
+    certificate verifies): the accepting server logs 'certificate not pinned' as a route handshake
+    error, whichever of nats-server and appliance accepts."""
+    other = certs.issue("route-other", "127.0.0.1", "localhost")
+    dialer = "go" if accepting == "appliance" else "appliance"
+    spec = {"acc": (accepting, [], _pinned(certs, other)), "dial": (dialer, ["acc"], tls_block(certs))}
+    nodes = start_nodes(tmp_path, cluster_nodes, spec)
+    acc = nodes[0]
+    wait_until(lambda: handshake_errors(acc), "the refused route's log line", 20)
+    assert handshake_errors(acc)[0] == "certificate not pinned"
+
+
+def test_pinned_route_certificate_joins_nats_server(tmp_path: Path, cluster_nodes: list[Node], certs: TestCerts) -> None:
+    """Both sides pin the server certificate's key (the one both present): the route comes up and
+    carries messages both ways."""
+    pinned = _pinned(certs, certs.server)
+    nodes = start_nodes(tmp_path, cluster_nodes, {"a1": ("appliance", ["g1"], pinned), "g1": ("go", [], pinned)})
+    run(lambda: _messages_flow(nodes))
+    for node in nodes:
+        assert handshake_errors(node) == [], node.log()[-2000:]
+
+
+def test_reload_with_new_pins_closes_the_unpinned_route(tmp_path: Path, cluster_nodes: list[Node],
+                                                        certs: TestCerts) -> None:
+    """SIGHUP with cluster tls `pinned_certs` that leave out the peer's key: the route up closes
+    ('Disconnect 1 clients due to pinned certs reload', as nats-server's recheckPinnedCerts logs
+    it) and the peer's next attempts are refused with 'certificate not pinned'."""
+    other = certs.issue("reload-other", "127.0.0.1", "localhost")
+    nodes = start_nodes(tmp_path, cluster_nodes, {"a1": ("appliance", [], tls_block(certs)),
+                                                  "a2": ("appliance", ["a1"], tls_block(certs))})
+    run(lambda: _messages_flow(nodes))
+    a1 = nodes[0]
+    a1.config.write_text(a1.config.read_text().replace(tls_block(certs), _pinned(certs, other)))
+    assert a1.process is not None
+    a1.process.signal(signal.SIGHUP)
+    wait_until(lambda: "Disconnect 1 clients due to pinned certs reload" in a1.log(), "the route closed", 20)
+    wait_until(lambda: "certificate not pinned" in handshake_errors(a1), "the redial refused", 20)

@@ -136,3 +136,52 @@ def test_plain_text_to_a_tls_port_is_closed_by_both(certs: TestCerts, tmp_path: 
                         break
                     received += chunk
                 assert b"PONG" not in received and b"-ERR" not in received, (port, received)
+
+
+def session_tickets_from(port: int, context: ssl.SSLContext) -> int:
+    """How many TLS 1.3 NewSessionTicket messages the server sends a client that connects, says
+    CONNECT and PING and reads the PONG (the ticket comes before it). Counted with the ssl module's
+    message callback (`_msg_callback`, the hook behind its own debugging output)."""
+    seen: list[object] = []
+    context._msg_callback = (  # type: ignore[attr-defined]
+        lambda _conn, direction, _version, _content, message, _data: seen.append(message) if direction == "read" else None)
+    answer = after_tls(port, context, b'CONNECT {"verbose":false,"pedantic":false}\r\nPING\r\n')
+    assert answer == b"PONG\r\n"
+    return sum(1 for message in seen if message == ssl._TLSMessageType.NEWSESSION_TICKET)  # type: ignore[attr-defined]
+
+
+def test_one_session_ticket_as_nats_server(certs: TestCerts, tmp_path: Path) -> None:
+    """Go's crypto/tls sends one TLS 1.3 session ticket after a handshake, OpenSSL two unless told:
+    the second costs both ends a ticket's encryption for nothing a NATS client uses."""
+    conf = tmp_path / "tickets.conf"
+    conf.write_text(tls_block(certs))
+    with NatsServer(["-c", str(conf)]) as real, \
+            ApplianceProcess(["-c", str(conf), "-a", "127.0.0.1", "-p", "-1"], log_dir=tmp_path) as ours:
+        counts = [session_tickets_from(port, certs.client_context()) for port in (real.port, ours.client_port)]
+    assert counts == [1, 1]
+
+
+def test_pinned_certs_let_in_only_the_pinned_key_as_nats_server(certs: TestCerts, tmp_path: Path) -> None:
+    """`tls { verify: true, pinned_certs: [...] }`: a client whose certificate key is pinned gets its
+    PONG; one with another certificate from the same CA is closed after the handshake, and both
+    servers log it as a TLS handshake error."""
+    from appliance.server.tls_pin import key_id
+
+    alice = certs.issue("pin-alice", "alice.example.com", common_name="alice")
+    bob = certs.issue("pin-bob", "bob.example.com", common_name="bob")
+    pin = key_id(ssl.PEM_cert_to_DER_cert(Path(alice.cert).read_text()))
+    conf = tmp_path / "pinned.conf"
+    conf.write_text(tls_block(certs, f'verify: true, pinned_certs: ["{pin.upper()}"]'))
+    request = b'CONNECT {"verbose":false,"pedantic":false}\r\nPING\r\n'
+    real_log = tmp_path / "nats-server.log"
+    with NatsServer(["-c", str(conf)], log_path=real_log) as real, \
+            ApplianceProcess(["-c", str(conf), "-a", "127.0.0.1", "-p", "-1"], log_dir=tmp_path) as ours:
+        for pair, expected in ((alice, b"PONG\r\n"), (bob, b"<closed>")):
+            answers = [after_tls(port, certs.client_context(pair), request) for port in (real.port, ours.client_port)]
+            assert answers == [expected, expected], pair
+        line = "TLS handshake error: certificate not pinned"
+        ours.wait_log(line, timeout_s=10)
+        deadline = time.monotonic() + 10
+        while line not in real_log.read_text():
+            assert time.monotonic() < deadline, real_log.read_text()
+            time.sleep(0.05)
