@@ -53,6 +53,8 @@ from appliance.cluster.raft_host import RaftHost
 from appliance.cluster.raft_storage import DurableStorage
 from appliance.raft.storage import MemoryStorage
 from appliance.server.routes import RouteManager
+from appliance.store.fileops import write_atomic
+from appliance.store.powerloss import file_ops
 from appliance.store.raftlog import OsLogFiles
 from appliance.jetstream.relay import ACK_PREFIXES, DeliveryRelay, relay_deliverer, relay_message, route_delivery
 from appliance.jetstream.resources import attach_guard, settle_global_account
@@ -112,12 +114,11 @@ def stable_peer_id(root: str, server_name: str) -> str:
             return peer
     except FileNotFoundError:
         pass
-    temporary = path + ".tmp"
-    with open(temporary, "w", encoding="utf-8") as handle:
-        handle.write(server_name)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
+    ops = file_ops()  # tmp, fsync, rename, fsync of the directory: the name survives a power cut
+    try:
+        write_atomic(ops, path, server_name.encode())
+    finally:
+        ops.close()
     return server_name
 
 
