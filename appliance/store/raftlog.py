@@ -286,9 +286,12 @@ class OsLogFiles:
         self.directory = directory
         self._ops = ops if ops is not None else file_ops()
         self._ops.make_dirs(directory)
-        self._known: set[str] = set()  # names whose directory entry is durable
+        self._known: dict[str, str] = {}  # name -> path, of names whose directory entry is durable
 
     def _path(self, name: str) -> str:
+        path = self._known.get(name)
+        if path is not None:
+            return path
         assert "/" not in name and name not in ("", ".", "..")
         return os.path.join(self.directory, name)
 
@@ -299,15 +302,16 @@ class OsLogFiles:
             return b""
 
     def append(self, name: str, data: bytes) -> None:
-        path = self._path(name)
-        if name in self._known:
+        path = self._known.get(name)
+        if path is not None:
             self._ops.append(path, data)
             return
+        path = self._path(name)
         new = not self._ops.exists(path)
         self._ops.append(path, data)
         if new:
             self._ops.fsync_dir(self.directory)
-        self._known.add(name)
+        self._known[name] = path
 
     def sync(self, name: str) -> None:
         self._ops.fsync(self._path(name))
@@ -318,8 +322,9 @@ class OsLogFiles:
         self._ops.fsync(path)
 
     def replace(self, name: str, data: bytes) -> None:
-        write_atomic(self._ops, self._path(name), data)
-        self._known.add(name)
+        path = self._path(name)
+        write_atomic(self._ops, path, data)
+        self._known[name] = path
 
     def close(self, name: str | None = None) -> None:
         if name is None:
