@@ -105,7 +105,8 @@ def stable_peer_id(root: str, server_name: str) -> str:
     """This server's RAFT peer id: chosen at the first start and kept in the store, so a restart
     under a new (random) server id still owns the groups it persisted."""
     directory = os.path.join(root, "_raft")
-    os.makedirs(directory, exist_ok=True)
+    ops = file_ops()
+    ops.make_dirs(directory)  # durably, as every directory of the store
     path = os.path.join(directory, PEER_FILE)
     try:
         with open(path, encoding="utf-8") as handle:
@@ -114,8 +115,7 @@ def stable_peer_id(root: str, server_name: str) -> str:
             return peer
     except FileNotFoundError:
         pass
-    ops = file_ops()  # tmp, fsync, rename, fsync of the directory: the name survives a power cut
-    try:
+    try:  # tmp, fsync, rename, fsync of the directory: the name survives a power cut
         write_atomic(ops, path, server_name.encode())
     finally:
         ops.close()
@@ -310,8 +310,7 @@ class AccountJetStream:
         return stream
 
     def _file_store(self, config: StreamConfig) -> FileStreamStore:
-        directory = os.path.join(self.stream_dir(config.name), "msgs")
-        os.makedirs(directory, exist_ok=True)
+        directory = os.path.join(self.stream_dir(config.name), "msgs")  # the store makes it, durably
         return FileStreamStore(
             FileStoreConfig(directory=directory, limits=store_limits(config), sync_always=False,
                             compress=compresses(config)),

@@ -11,7 +11,9 @@ the model of appliance/testing/faultfs.py, the one the simulator crashes stores 
 
 - an fsync makes the bytes of a file durable: its record holds the bytes appended (or rewritten
   after a truncate) since the last recorded fsync of that file;
-- a created, renamed or removed name is durable only after `fsync_dir` of its directory;
+- a created, renamed or removed name is durable only after `fsync_dir` of its directory, and so
+  is a directory made by `make_dirs` (FileOps makes them durably: it syncs each one's parent);
+  a directory whose name is not durable vanishes with everything in it;
 - a file that existed when the process first touched it is copied into the journal then (its
   durable content: the journal opens with `os.sync()`, so what is on disk at that moment is
   durable indeed; journals of dead processes are dropped then, as the sync made them moot).
@@ -20,20 +22,21 @@ the model of appliance/testing/faultfs.py, the one the simulator crashes stores 
 rewrites each file they name to its durable content: unsynced appends are dropped (with `torn`, a
 file also keeps the first half of the bytes written after its last fsync, a torn last write),
 a name never made durable vanishes, a removed or renamed name whose directory was not synced
-comes back. Directories themselves are not modelled (one made by a process stays), and a file
-changed outside FileOps (shutil.rmtree of a deleted stream) is not either.
+comes back. Only directories made through FileOps are modelled (one made otherwise stays, as if
+durable), and a file changed outside FileOps (shutil.rmtree of a deleted stream) is not either.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import struct
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from appliance.store.fileops import FileOps, OsFileOps
+from appliance.store.fileops import FileOps, OsFileOps, make_dirs_durably
 
 ENV = "APPLIANCE_FAULT_FS"
 JOURNAL_SUFFIX = ".journal"
@@ -108,7 +111,12 @@ class PowerJournal:
             self._write({"op": "base", "ino": entry.ino, "path": path}, data)
         return entry
 
+    def made_dir(self, path: str) -> None:
+        with self._lock:
+            self._write({"op": "mkdir", "path": os.path.abspath(path)})
+
     def created(self, path: str) -> None:
+        path = os.path.abspath(path)
         with self._lock:
             self._touch(path)
             entry = self._new(path, 0)
@@ -118,12 +126,14 @@ class PowerJournal:
         """Before an append: a file the append creates is a new name."""
         if path in self._files:
             return
+        path = os.path.abspath(path)
         with self._lock:
             if self._touch(path) is None:
                 entry = self._new(path, 0)
                 self._write({"op": "new", "ino": entry.ino, "path": path})
 
     def truncating(self, path: str, size: int) -> None:
+        path = os.path.abspath(path)
         with self._lock:
             entry = self._touch(path)
             if entry is not None:
@@ -131,6 +141,7 @@ class PowerJournal:
 
     def sync_start(self, path: str, read: Callable[[int], bytes]) -> tuple[_File, int, bytes] | None:
         """At an fsync's call: what it will make durable (read(start) -> the bytes from start on)."""
+        path = os.path.abspath(path)
         with self._lock:
             entry = self._touch(path)
             if entry is None:
@@ -149,6 +160,7 @@ class PowerJournal:
             entry.low = entry.recorded
 
     def renaming(self, source: str, target: str) -> None:
+        source, target = os.path.abspath(source), os.path.abspath(target)
         with self._lock:
             self._touch(source)
             self._touch(target)
@@ -158,6 +170,7 @@ class PowerJournal:
             self._write({"op": "rename", "source": source, "target": target})
 
     def removing(self, path: str) -> None:
+        path = os.path.abspath(path)
         with self._lock:
             self._touch(path)
             self._files.pop(path, None)
@@ -165,7 +178,7 @@ class PowerJournal:
 
     def dir_synced(self, directory: str) -> None:
         with self._lock:
-            self._write({"op": "dirsync", "dir": directory})
+            self._write({"op": "dirsync", "dir": os.path.abspath(directory)})
 
 
 def _alive(pid: str) -> bool:
@@ -188,7 +201,11 @@ class JournaledOps:
         self._journal = journal
 
     def make_dirs(self, path: str) -> None:
-        self._inner.make_dirs(path)
+        make_dirs_durably(self, path)
+
+    def make_dir(self, path: str) -> None:
+        self._inner.make_dir(path)
+        self._journal.made_dir(path)
 
     def list_dir(self, path: str) -> list[str]:
         return self._inner.list_dir(path)
@@ -263,6 +280,20 @@ class _Replay:
     names: dict[str, int]  # path -> inode, as the process saw them
     durable: dict[str, int]  # path -> inode, as a power cut leaves them
     content: dict[int, bytearray]  # durable bytes of each inode
+    dirs: set[str]  # directories made
+    durable_dirs: set[str]  # ... whose names were synced
+
+    def lost(self, path: str) -> str | None:
+        """The outermost directory made but never made durable that path is in (or is)."""
+        found = None
+        current = path
+        while True:
+            if current in self.dirs and current not in self.durable_dirs:
+                found = current
+            parent = os.path.dirname(current)
+            if parent == current:
+                return found
+            current = parent
 
 
 def read_journal(data: bytes) -> list[tuple[dict[str, object], bytes]]:
@@ -281,7 +312,7 @@ def read_journal(data: bytes) -> list[tuple[dict[str, object], bytes]]:
 
 
 def _replay(records: list[tuple[dict[str, object], bytes]]) -> _Replay:
-    state = _Replay({}, {}, {})
+    state = _Replay({}, {}, {}, set(), set())
     for header, data in records:
         op = header["op"]
         if op == "base":
@@ -304,8 +335,11 @@ def _replay(records: list[tuple[dict[str, object], bytes]]) -> _Replay:
                 state.names[str(header["target"])] = ino
         elif op == "remove":
             state.names.pop(str(header["path"]), None)
+        elif op == "mkdir":
+            state.dirs.add(str(header["path"]))
         elif op == "dirsync":
             directory = str(header["dir"])
+            state.durable_dirs |= {d for d in state.dirs if os.path.dirname(d) == directory}
             for path in [p for p in state.durable if os.path.dirname(p) == directory and p not in state.names]:
                 del state.durable[path]
             state.durable.update({p: i for p, i in state.names.items() if os.path.dirname(p) == directory})
@@ -332,8 +366,14 @@ def power_loss(directory: str, *, torn: bool = False) -> list[str]:
 
 def _restore(state: _Replay, *, torn: bool) -> list[str]:
     changed = []
+    for directory in sorted({d for d in map(state.lost, state.dirs) if d is not None}):
+        if os.path.isdir(directory):
+            shutil.rmtree(directory)
+            changed.append(directory)
     for path in sorted(set(state.names) | set(state.durable)):
         ino = state.durable.get(path)
+        if state.lost(path) is not None:
+            continue  # went with its directory
         if ino is None:
             if os.path.exists(path):
                 os.remove(path)

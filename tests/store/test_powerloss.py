@@ -178,3 +178,33 @@ def test_a_new_raft_log_synced_once_survives_a_power_cut(tmp_path: Path) -> None
     recovered = RaftLogFile(OsLogFiles(data, OsFileOps()), "log").recover()
     assert [type(r).__name__ for r in recovered.records] == ["HardStateRecord", "EntriesBatch"]
     assert recovered.records[1].entries == (EntryRecord(1, 1, 1, b"x" * 10),)  # type: ignore[union-attr]
+
+
+def test_a_directory_whose_name_was_never_synced_vanishes_with_its_files(tmp_path: Path) -> None:
+    ops, data, journal = journaled(tmp_path)
+    fresh = os.path.join(data, "fresh")
+    ops.make_dir(fresh)  # one level, its parent never synced
+    ops.create(os.path.join(fresh, "f"), b"x")
+    ops.fsync(os.path.join(fresh, "f"))
+    ops.fsync_dir(fresh)
+    power_loss(journal)
+    assert os.listdir(data) == []
+
+
+def test_a_store_in_a_new_directory_keeps_its_synced_messages(monkeypatch: pytest.MonkeyPatch,
+                                                              tmp_path: Path) -> None:
+    """make_dirs is durable: before, a new stream's directories were made without syncing their
+    parents, and a power cut could take the stream's synced messages with the directory."""
+    journal = tmp_path / "journal"
+    monkeypatch.setenv(powerloss.ENV, str(journal))
+    directory = str(tmp_path / "jetstream" / "APP" / "streams" / "S" / "msgs")
+    store = FileStreamStore(FileStoreConfig(directory=directory, sync_always=True))
+    for n in range(5):
+        store.store_msg("s", b"", b"m%d" % n, n + 1)
+    store.sync()
+    power_loss(str(journal))
+    again = FileStreamStore(FileStoreConfig(directory=directory, sync_always=True))
+    try:
+        assert again.state().msgs == 5
+    finally:
+        again.close()
