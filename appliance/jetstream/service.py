@@ -478,15 +478,14 @@ class AccountJetStream:
         key = (stream, name)
         consumer = self._ack_targets.get(key)
         if consumer is not None and not consumer.deleted:
-            # every server hears the acks of a cluster: the consumer's leader takes them
-            return consumer if not consumer.replicated or consumer.group.is_leader() else None
+            # every server hears the acks of a cluster: the consumer's ready leader takes them, its
+            # other replicas keep AckSyncs a moment for a leader change (consumer_acks.py)
+            return consumer
         self._ack_targets.pop(key, None)
         owner = self.streams.get(stream.decode(errors="replace"))
         consumer = owner.consumers.get(name.decode(errors="replace")) if owner is not None else None
         if consumer is not None and len(self._ack_targets) < limits.JS_ACK_TARGETS_MAX:
             self._ack_targets[key] = consumer
-        if consumer is not None and consumer.replicated and not consumer.group.is_leader():
-            return None
         return consumer
 
     def consumer_storage(self, stream: Stream, config: ConsumerConfig) -> LogStorage:

@@ -468,12 +468,12 @@ def _drained_ack_floor(server: servers.RunningServer, workload: Workload) -> int
     try:
         deadline = time.monotonic() + DRAIN_S
         while time.monotonic() < deadline:
-            info = jsapi.call(conn, info_subject, None, timeout_s=API_TIMEOUT_S)
+            info = _consumer_info(conn, info_subject, deadline)
             if info.get("num_pending") == 0 and info.get("num_ack_pending") == 0:
                 break
             time.sleep(0.2)
         drain.finish()
-        info = jsapi.call(conn, info_subject, None, timeout_s=API_TIMEOUT_S)
+        info = _consumer_info(conn, info_subject, time.monotonic() + HEAL_TIMEOUT_S)
         floor = info.get("ack_floor")
         seq = floor.get("stream_seq") if isinstance(floor, dict) else None
         if not isinstance(seq, int):
@@ -481,6 +481,18 @@ def _drained_ack_floor(server: servers.RunningServer, workload: Workload) -> int
         return seq
     finally:
         conn.close()
+
+
+def _consumer_info(conn: Connection, subject: str, deadline: float) -> dict[str, object]:
+    """CONSUMER.INFO, asked again while unanswered until `deadline` (routes that re-formed right
+    after the heal, a leader elected again: a moment without an answer is not a lost ack)."""
+    while True:
+        try:
+            return jsapi.call(conn, subject, None, timeout_s=API_TIMEOUT_S)
+        except (jsapi.ApiError, TimeoutError):
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)
 
 
 def _read_copies(server: servers.RunningServer) -> dict[str, list[Record]]:
