@@ -52,6 +52,7 @@ class Progress:
         "last_contact_tick",
         "match",
         "match_at_last_heartbeat",
+        "degraded",
         "next",
         "pending_snapshot",
         "probe_sent",
@@ -70,6 +71,7 @@ class Progress:
         self.recent_active = False
         self.last_contact_tick = now_tick
         self.match_at_last_heartbeat = -1
+        self.degraded = False  # its last response said its state machine lacks data (DEGRADED_CONTEXT)
         self.snapshot_ticks = 0
 
     def become_probe(self) -> None:
