@@ -4,9 +4,10 @@ runs the plan on real `appliance run` processes).
 
 A run is a list of faults, each aimed by role (the stream's leader at that moment, or one of the
 other servers) because the leader is only known when the fault fires. Besides crashes, pauses,
-partitions and a power loss of every server a plan holds what operators do to a running cluster: a leader step-down of the stream,
-its consumer or the meta group, and a peer-remove of one of the stream's servers (restarted after
-its hold, so the stream regains its replicas). The same seed always gives the same plan.
+partitions and a power loss of every server (unsynced writes dropped), a plan holds what
+operators do to a running cluster: a leader step-down of the stream, its consumer or the meta
+group, and a peer-remove of one of the stream's servers (restarted after its hold, so the stream
+regains its replicas). The same seed always gives the same plan.
 
 The verdict compares what clients were told with what every replica holds at rest:
 - lost: a message id that got a PubAck but is missing from a replica's copy;
