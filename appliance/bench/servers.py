@@ -37,6 +37,7 @@ from pathlib import Path
 import psutil
 
 from appliance.bench.conn import Connection, Endpoint
+from appliance.store import powerloss
 
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
@@ -105,6 +106,8 @@ class ServerKind:
     sync_always: bool = False
     workers: int = 0  # appliance: worker processes per node (`appliance { workers }`); 0: its default
     extra_conf: str = ""  # a cluster node's config ends with these lines (accounts, a system account, ...)
+    fault_fs: bool = False  # appliance: stores and RAFT logs journal what is durable (APPLIANCE_FAULT_FS), so
+    # RunningServer.power_cut can drop every write not fsynced
 
 
 NATS_DEFAULT = ServerKind("nats-server", "nats-server")
@@ -155,6 +158,7 @@ class Node:
     name: str = "n1"  # its server_name: what STREAM.INFO's cluster.leader calls it
     command: tuple[str, ...] = ()  # how it was started: a restart runs it again (same ports, store)
     workdir: Path = Path()
+    fault_fs: Path | None = None  # its APPLIANCE_FAULT_FS journal directory (ServerKind.fault_fs)
 
     def reason(self) -> str:
         """The last line of the log: where a crashing server says why."""
@@ -258,9 +262,19 @@ class RunningServer:
         it answers INFO; the caller waits for whatever state it needs (a stream's health)."""
         node = self.nodes[index]
         assert node.proc.poll() is not None, "restart a node that is down"
-        node.proc = _spawn(list(node.command), node.log_path, node.workdir)
+        node.proc = _spawn(list(node.command), node.log_path, node.workdir, node.fault_fs)
         deadline = time.monotonic() + timeout_s
         _wait_info(node, deadline, timeout_s)
+
+    def power_cut(self, index: int, *, torn: bool = False) -> int:
+        """Node `index`, killed, loses every write it did not fsync (appliance/store/powerloss.py;
+        with `torn` each file also keeps half of its last unsynced bytes): how many files changed.
+        The node's processes are gone first: a worker still dying must not write after the cut."""
+        node = self.nodes[index]
+        assert node.fault_fs is not None, "a power cut needs a server started with ServerKind.fault_fs"
+        assert node.proc.poll() is not None, "cut the power of a node that is down"
+        _wait_group_gone(node.proc.pid)
+        return len(powerloss.power_loss(str(node.fault_fs), torn=torn))
 
     def stop(self) -> None:
         self.stop_nodes()
@@ -335,8 +349,9 @@ def start(kind: ServerKind, *, nodes: int = 1, timeout_s: float = START_TIMEOUT_
             layout = NodeLayout(index, ports, cluster_ports, workdir / f"store-n{index + 1}", wiring)
             log_path = workdir / f"{layout.name}.log"
             cmd = command_for(kind, layout, workdir=workdir)
-            server.nodes.append(Node(ports[index], _spawn(cmd, log_path, workdir), log_path, layout.name,
-                                     tuple(cmd), workdir))
+            journal = workdir / f"faultfs-{layout.name}" if kind.fault_fs else None
+            server.nodes.append(Node(ports[index], _spawn(cmd, log_path, workdir, journal), log_path, layout.name,
+                                     tuple(cmd), workdir, journal))
         wait_ready(server, timeout_s)
     except BaseException:
         server.stop()
@@ -344,12 +359,41 @@ def start(kind: ServerKind, *, nodes: int = 1, timeout_s: float = START_TIMEOUT_
     return server
 
 
-def _spawn(cmd: list[str], log_path: Path, workdir: Path) -> subprocess.Popen[bytes]:
+def _spawn(cmd: list[str], log_path: Path, workdir: Path, fault_fs: Path | None = None) -> subprocess.Popen[bytes]:
     """One node in a process group of its own (kill9 takes an appliance's workers with it); its
     output appended to its log (a restarted node keeps what it said before)."""
+    env = dict(os.environ)
+    env.pop(powerloss.ENV, None)
+    if fault_fs is not None:
+        env[powerloss.ENV] = str(fault_fs)
     with open(log_path, "ab") as log:
         return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                cwd=workdir, env=dict(os.environ), start_new_session=True)
+                                cwd=workdir, env=env, start_new_session=True)
+
+
+def _wait_group_gone(pgid: int, timeout_s: float = STOP_TIMEOUT_S) -> None:
+    """Until no process of the group is left (a killed supervisor's workers are reaped by init)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not _group_runs(pgid):
+            return
+        time.sleep(0.01)
+    raise ServerStartFailed(f"process group {pgid} still alive {timeout_s:g}s after its kill")
+
+
+def _group_runs(pgid: int) -> bool:
+    """A process of the group that is not a zombie (an unreaped one writes nothing) exists."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    for proc in psutil.process_iter(["status"]):
+        try:
+            if os.getpgid(proc.pid) == pgid and proc.info["status"] != psutil.STATUS_ZOMBIE:
+                return True
+        except (OSError, psutil.Error):
+            continue
+    return False
 
 
 def wait_ready(server: RunningServer, timeout_s: float) -> None:

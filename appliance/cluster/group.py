@@ -141,6 +141,7 @@ class PeerInfo:
     seen_ago_s: float
     match: int
     learner: bool = False
+    degraded: bool = False  # its state machine lacks data its log holds (a lost range awaiting repair)
 
     def describe(self) -> str:
         """As `nats stream info` prints a replica: 'n2, current, seen 0.07s ago'."""
@@ -755,6 +756,12 @@ class RaftGroup:
         role = self.core.role
         return "leader" if role == Role.LEADER else "follower" if role == Role.FOLLOWER else "candidate"
 
+    def set_degraded(self, degraded: bool) -> None:
+        """This replica's state machine lacks data its log holds (a store with a lost range
+        awaiting repair), or no longer does: its responses say so, and its leader reports it
+        not current meanwhile."""
+        self.core.degraded = degraded
+
     def peers(self) -> list[PeerInfo]:
         """Followers as seen by this leader (empty on followers)."""
         status = self.core.status()
@@ -762,8 +769,9 @@ class RaftGroup:
         learners = status.learners
         return [
             PeerInfo(peer.peer, peer.peer not in learners and peer.match >= status.commit
-                     and peer.ticks_since_contact < election_ticks,
-                     peer.ticks_since_contact * self.tick_s, peer.match, peer.peer in learners)
+                     and peer.ticks_since_contact < election_ticks and not peer.degraded,
+                     peer.ticks_since_contact * self.tick_s, peer.match, peer.peer in learners,
+                     peer.degraded)
             for peer in status.peers
         ]
 

@@ -12,8 +12,8 @@ then raft.StepDown) decide what is refused, with its 10005 texts:
     healthy one.
 
 Where nats-server then picks any healthy voter (and steps down blindly without one), we hand
-leadership to the most up-to-date healthy voter (highest match index, then the lowest peer id:
-deterministic): it needs the fewest entries before it can take over, so the transfer is quick
+leadership to the most up-to-date healthy voter (a whole copy before one whose store has a lost
+range awaiting repair, then the highest match index, then the lowest peer id: deterministic): it needs the fewest entries before it can take over, so the transfer is quick
 and loses nothing. "" means no voter is healthy; the caller still asks the RAFT group to
 transfer (it picks the most up-to-date voter and gives up after an election timeout, leaving
 the current leader in place rather than the group leaderless).
@@ -40,6 +40,7 @@ class Voter:
     online: bool = True  # a route connects the leader's server to it
     seen_ago_s: float | None = None  # since the leader last heard from it (None: never)
     match: int = 0  # the leader's view of its log: entries known to be there
+    degraded: bool = False  # its store lacks data its log holds (a lost range awaiting repair)
 
 
 def choose_successor(leader: str, voters: Sequence[Voter], placement: Mapping[str, object] | None,
@@ -77,4 +78,4 @@ def choose_successor(leader: str, voters: Sequence[Voter], placement: Mapping[st
 def _most_up_to_date(candidates: Sequence[Voter]) -> str:
     if not candidates:
         return ""
-    return min(candidates, key=lambda voter: (-voter.match, voter.peer)).peer
+    return min(candidates, key=lambda voter: (voter.degraded, -voter.match, voter.peer)).peer

@@ -11,8 +11,9 @@ implements) and a ClusterContext (cluster name, this server, peer id -> server n
     RaftGroup's catching-up joiners, never current until promoted) except the answering
     server, sorted by name; a leaderless group (or one whose leader's name is unknown) has no
     `leader` and lists the answering server too. On the leader a follower is `current` when it
-    holds everything committed (`lag` = commit - its last index, omitted when 0) and was heard
-    from within JS_REPLICA_CURRENT_S; on a follower the leader is current when heard from
+    holds everything committed (`lag` = commit - its last index, omitted when 0), was heard
+    from within JS_REPLICA_CURRENT_S and its last response did not say its store lacks data (a
+    range lost to damage, awaiting repair: RAFT's DEGRADED_CONTEXT); on a follower the leader is current when heard from
     within JS_LEADER_CURRENT_S and the other followers are not current, never seen.
   - a peer whose server name is unknown: "Server name unknown at this time (peerID: X)",
     offline, no lag.
@@ -94,7 +95,8 @@ def replicas(group: ReportingGroup, ctx: ClusterContext) -> list[PeerInfo]:
             follower = seen.get(voter)
             if follower is not None:
                 active_s, lag = follower.seen_ago_s, max(commit - follower.match, 0)
-                current = lag == 0 and active_s <= limits.JS_REPLICA_CURRENT_S and not follower.learner
+                current = (lag == 0 and active_s <= limits.JS_REPLICA_CURRENT_S and not follower.learner
+                           and not follower.degraded)
         elif voter == leader_peer:
             active_s = group.leader_seen_ago_s()
             current = active_s <= limits.JS_LEADER_CURRENT_S

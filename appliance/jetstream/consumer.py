@@ -90,6 +90,7 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
         self._interest_timer: Timer | None = None
         self._interest_poll_s = limits.JS_PUSH_INTEREST_POLL_MIN_S
         self._ack_replies: list[str] = []
+        self._held_acks: deque[tuple[int, int, int, str]] = deque()  # AckSyncs heard while not leading
         self._inactive_timer: Timer | None = None
         self._heartbeat_timer: Timer | None = None
         self._rate_timer: Timer | None = None
@@ -227,6 +228,7 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
                 self._deadlines.setdefault(sseq, now + self._ack_wait_ns(state.redelivered.get(sseq, 1)))
             self._redeliver = [s for s in self._redeliver if s in state.pending]
             self._arm_redelivery()
+            self.take_held_acks()
         return True
 
     # --- where delivery starts -------------------------------------------------------------------

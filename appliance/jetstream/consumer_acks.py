@@ -1,5 +1,18 @@
 """Acks of a consumer (ADR-15): +ACK, -NAK (with delay), +WPI, +TERM, +NXT and AckSync, batched
-into one operation per loop turn; ack_wait / backoff timers and redelivery up to max_deliver."""
+into one operation per loop turn; ack_wait / backoff timers and redelivery up to max_deliver.
+
+Acks at a leader change. Every server of a cluster hears every ack; only the consumer's leader
+takes them, once it is ready (it applied its predecessors' entries). A replica that does not lead
+(a follower, a leader not ready yet) keeps each plain ack (+ACK or empty; an AckSync has a reply)
+it hears for JS_ACK_HOLD_S (at most JS_ACK_HELD_MAX): when it takes over delivery in a new term
+within that time, it takes those acks whose message is still pending in the replicated state, and
+answers each once its ack is replicated. So an AckSync sent at a step-down (while the old leader
+hands over: its ack proposal is refused; or while no replica leads) is answered by the next
+leader and not left unanswered. nats-server answers it 503 No Responders (its old leader dropped
+the ack subscription, the new one has not subscribed yet): the client had to send it again. An
+ack the old leader took is applied before the new leader is ready: it is no longer pending, and
+the old leader answers it (its proposal commits); an ack of a message the new leader never heard
+was delivered stays unanswered (as nats-server's processAckMsg)."""
 
 from __future__ import annotations
 
@@ -51,6 +64,8 @@ class AckHandling:
         _redeliver_due_ns: int
         _ack_batch: list[tuple[int, int]]
         _ack_replies: list[str]
+        _held_acks: deque[tuple[int, int, int, str]]
+        replicated: bool
         next_sseq: int
         group: RaftGroup
 
@@ -65,6 +80,10 @@ class AckHandling:
             sseq = int(tokens[offset + 1])
         except (ValueError, IndexError):
             return
+        if self.replicated and not self.group.ready_to_lead():
+            if body in (b"", b"+ACK"):
+                self.hold_ack(sseq, _cseq(tokens, offset), reply)
+            return  # another replica leads (or this one is not ready): it takes the ack
         self._last_activity_ns = self.host.now_ns()
         kind = body[:4]
         if kind == b"-NAK":
@@ -102,10 +121,31 @@ class AckHandling:
             cseq = int(cseq_token)
         except ValueError:
             cseq = 0
+        if self.replicated and not self.group.ready_to_lead():
+            self.hold_ack(sseq, cseq, reply.decode() if reply else "")
+            return
         self._last_activity_ns = self.host.now_ns()
         if self.config.sample_freq:
             advisories.ack_metric(self, sseq, cseq)  # type: ignore[arg-type]
         self._ack(sseq, cseq, reply=reply.decode() if reply else "")
+
+    def hold_ack(self, sseq: int, cseq: int, reply: str) -> None:
+        """A plain ack this replica heard while it does not lead (module doc): kept a moment."""
+        held = self._held_acks
+        now = self.host.now_ns()
+        held.append((now, sseq, cseq, reply))
+        oldest = now - int(limits.JS_ACK_HOLD_S * NS)
+        while held and (len(held) > limits.JS_ACK_HELD_MAX or held[0][0] < oldest):
+            held.popleft()
+
+    def take_held_acks(self) -> None:
+        """This replica took over delivery: the AckSyncs it heard lately whose message is still
+        pending are its acks now (answered once replicated)."""
+        held, self._held_acks = self._held_acks, deque()
+        oldest = self.host.now_ns() - int(limits.JS_ACK_HOLD_S * NS)
+        for heard, sseq, cseq, reply in held:
+            if heard >= oldest and sseq in self.state.pending:
+                self._ack(sseq, cseq, reply=reply)
 
     def _ack_reply(self, reply: str) -> None:
         if reply:

@@ -22,6 +22,9 @@ Consumers wait for a repair: from the moment damage is found (`note_damage`) unt
 or JS_REPAIR_HOLD_S passed, `holding` is set and a consumer of this replica does not deliver past
 a lost sequence (Consumer._load_next): the message comes in order once repaired. Past the hold
 (no peer holds it, none is up) consumers skip it, as a lone server's do.
+
+While its store has a lost range the replica's RAFT responses say it is degraded
+(RaftGroup.set_degraded): its leader's Cluster Information shows it not current until repaired.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ class StreamRepair:
     def note_damage(self) -> None:
         """The store found damage (on open, or a read just quarantined a record): consumers hold
         at it for up to JS_REPAIR_HOLD_S, and a repair starts."""
+        self._report()
         if not self.holding and self._hold_timer is None and not self.stream.deleted:
             self.holding = True
             self._hold_timer = self.stream.host.call_later(limits.JS_REPAIR_HOLD_S, self._release)
@@ -73,6 +77,12 @@ class StreamRepair:
             self.holding = False
             if not self.stream.deleted:
                 self.stream.wake_consumers()
+
+    def _report(self) -> None:
+        """Tell the group whether this replica's store lacks data (its leader then reports it
+        not current: a replica with a lost range is not a whole copy)."""
+        if not self.store.closed:
+            self.stream.group.set_degraded(bool(self.store.lost_ranges()))
 
     def schedule(self, delay_s: float = 0.0) -> None:
         """Look for lost ranges soon (now, or after delay_s); nothing when a look is pending."""
@@ -99,6 +109,7 @@ class StreamRepair:
         stream = self.stream
         if stream.deleted or self._busy or stream.fetching or stream.catch_up is None or self.store.closed:
             return
+        self._report()
         wanted = [r for r in self.store.lost_ranges() if r not in self._too_large]
         if not wanted:
             self._release()
@@ -180,6 +191,7 @@ class StreamRepair:
             self.schedule(self._retry_delay())
             return
         self._failed = 0
+        self._report()
         self.repaired += len(restored)
         stream.note_repaired()
         removed = len(set(gone) & set(restored))

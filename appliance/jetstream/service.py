@@ -54,6 +54,8 @@ from appliance.cluster.raft_host import RaftHost
 from appliance.cluster.raft_storage import DurableStorage
 from appliance.raft.storage import MemoryStorage
 from appliance.server.routes import RouteManager
+from appliance.store.fileops import write_atomic
+from appliance.store.powerloss import file_ops
 from appliance.store.raftlog import OsLogFiles
 from appliance.jetstream.relay import ACK_PREFIXES, DeliveryRelay, relay_deliverer, relay_message, route_delivery
 from appliance.jetstream.resources import attach_guard, settle_global_account
@@ -104,7 +106,8 @@ def stable_peer_id(root: str, server_name: str) -> str:
     """This server's RAFT peer id: chosen at the first start and kept in the store, so a restart
     under a new (random) server id still owns the groups it persisted."""
     directory = os.path.join(root, "_raft")
-    os.makedirs(directory, exist_ok=True)
+    ops = file_ops()
+    ops.make_dirs(directory)  # durably, as every directory of the store
     path = os.path.join(directory, PEER_FILE)
     try:
         with open(path, encoding="utf-8") as handle:
@@ -113,12 +116,10 @@ def stable_peer_id(root: str, server_name: str) -> str:
             return peer
     except FileNotFoundError:
         pass
-    temporary = path + ".tmp"
-    with open(temporary, "w", encoding="utf-8") as handle:
-        handle.write(server_name)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
+    try:  # tmp, fsync, rename, fsync of the directory: the name survives a power cut
+        write_atomic(ops, path, server_name.encode())
+    finally:
+        ops.close()
     return server_name
 
 
@@ -312,8 +313,7 @@ class AccountJetStream:
         return stream
 
     def _file_store(self, config: StreamConfig) -> FileStreamStore:
-        directory = os.path.join(self.stream_dir(config.name), "msgs")
-        os.makedirs(directory, exist_ok=True)
+        directory = os.path.join(self.stream_dir(config.name), "msgs")  # the store makes it, durably
         return FileStreamStore(
             FileStoreConfig(directory=directory, limits=store_limits(config), sync_always=False,
                             compress=compresses(config)),
@@ -482,15 +482,14 @@ class AccountJetStream:
         key = (stream, name)
         consumer = self._ack_targets.get(key)
         if consumer is not None and not consumer.deleted:
-            # every server hears the acks of a cluster: the consumer's leader takes them
-            return consumer if not consumer.replicated or consumer.group.is_leader() else None
+            # every server hears the acks of a cluster: the consumer's ready leader takes them, its
+            # other replicas keep AckSyncs a moment for a leader change (consumer_acks.py)
+            return consumer
         self._ack_targets.pop(key, None)
         owner = self.streams.get(stream.decode(errors="replace"))
         consumer = owner.consumers.get(name.decode(errors="replace")) if owner is not None else None
         if consumer is not None and len(self._ack_targets) < limits.JS_ACK_TARGETS_MAX:
             self._ack_targets[key] = consumer
-        if consumer is not None and consumer.replicated and not consumer.group.is_leader():
-            return None
         return consumer
 
     def consumer_storage(self, stream: Stream, config: ConsumerConfig) -> LogStorage:

@@ -127,6 +127,7 @@ def voters_of(service: JetStreamService, group: RaftGroup) -> list[Voter]:
             online=online,
             seen_ago_s=follower.seen_ago_s if follower is not None else None,
             match=follower.match if follower is not None else 0,
+            degraded=follower.degraded if follower is not None else False,
         ))
     return voters
 

@@ -43,6 +43,7 @@ Theory of operation
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 from collections.abc import Callable, Sequence
@@ -56,6 +57,7 @@ from appliance.raft.progress import Progress, ProgressState
 from appliance.raft.status import PeerStatus, Status
 from appliance.raft.storage import LogStorage
 from appliance.raft.types import (
+    DEGRADED_CONTEXT,
     NO_PEER,
     TRANSFER_CONTEXT,
     ConfChange,
@@ -101,6 +103,8 @@ class RaftCore:
         self.randomized_election_ticks = config.election_ticks
         self.fast_election = False  # the election timer is a peer_gone slot, not a timeout
         self.lead_transferee = NO_PEER
+        self.degraded = False  # set by the owner: the state machine lacks data its log holds (its
+        # responses say so: the leader reports this follower not current until it is whole again)
         self.pending_conf_index = 0
         self.tick_count = 0
         self.messages: list[Message] = []
@@ -327,7 +331,7 @@ class RaftCore:
         if self.role == Role.LEADER:
             peers = tuple(
                 PeerStatus(peer, pr.match, pr.next, pr.state, pr.inflights.count(),
-                           self.tick_count - pr.last_contact_tick)
+                           self.tick_count - pr.last_contact_tick, pr.degraded)
                 for peer, pr in sorted(self.progress.items()) if peer != self.id
             )
         return Status(self.id, self.role, self.term, self.lead, self.log.committed, self.log.applied,
@@ -713,6 +717,7 @@ class RaftCore:
         if m.type in (MT.APPEND_RESP, MT.HEARTBEAT_RESP):
             progress.recent_active = True
             progress.last_contact_tick = self.tick_count
+            progress.degraded = m.context == DEGRADED_CONTEXT
         if m.type == MT.APPEND_RESP:
             if m.reject:
                 self._handle_append_reject(m, progress)
@@ -815,6 +820,8 @@ class RaftCore:
     # --- output --------------------------------------------------------------------------------
     def _send(self, m: Message) -> None:
         assert m.to != self.id
+        if self.degraded and m.type in (MT.APPEND_RESP, MT.HEARTBEAT_RESP):
+            m = dataclasses.replace(m, context=DEGRADED_CONTEXT)
         self.messages.append(m)
 
     def _note(self, text: str) -> None:

@@ -52,6 +52,7 @@ class Progress:
         "last_contact_tick",
         "match",
         "match_at_last_heartbeat",
+        "degraded",
         "next",
         "pending_snapshot",
         "probe_sent",
@@ -71,6 +72,7 @@ class Progress:
         self.recent_active = False
         self.last_contact_tick = now_tick
         self.match_at_last_heartbeat = -1
+        self.degraded = False  # its last response said its state machine lacks data (DEGRADED_CONTEXT)
         self.snapshot_ticks = 0
         self.snapshot_sent = 0  # index of the last snapshot sent to this follower (0: none)
 

@@ -16,6 +16,7 @@ class PeerStatus:
     state: ProgressState
     inflight: int
     ticks_since_contact: int
+    degraded: bool = False  # its state machine lacks data its log holds (a lost range awaiting repair)
 
 
 @dataclass(frozen=True, slots=True)

@@ -111,6 +111,8 @@ class Message:
     APPEND_RESP: `index` is the last index the follower holds (success) or the rejected `index`,
     with `reject_hint`/`log_term` pointing where the leader should probe next.
     VOTE/PRE_VOTE: (log_term, index) is the candidate's last entry; context=b"transfer" forces it.
+    APPEND_RESP/HEARTBEAT_RESP: context=b"degraded" when the follower's state machine lacks data it
+    holds in its log (a store with a lost, damaged range awaiting repair): not current.
     """
 
     type: MessageType
@@ -128,6 +130,7 @@ class Message:
 
 
 TRANSFER_CONTEXT = b"transfer"
+DEGRADED_CONTEXT = b"degraded"
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,9 @@ directory). Durability rules the store relies on:
 
 - data appended to a file is durable after `fsync(path)` (or the function `fsync_job(path)`
   returns, which may run on another thread);
-- a created, renamed or removed name is durable after `fsync_dir(directory)`.
+- a created, renamed or removed name is durable after `fsync_dir(directory)`;
+- a directory made by `make_dirs` is durable when it returns (each directory it created had its
+  parent synced), so a file synced into a new stream's directory does not vanish with it.
 
 Preallocation (OsFileOps(preallocate_bytes=N)): an appended file is extended ahead of its writes
 with posix_fallocate (by the file's own size, at least STORE_PREALLOCATE_MIN_BYTES, at most N),
@@ -30,7 +32,9 @@ from appliance import limits
 
 
 class FileOps(Protocol):
-    def make_dirs(self, path: str) -> None: ...
+    def make_dirs(self, path: str) -> None:
+        """Create the directory and its missing parents, durably (make_dirs_durably)."""
+        ...
 
     def list_dir(self, path: str) -> list[str]: ...
 
@@ -74,6 +78,33 @@ def write_file(ops: FileOps, path: str, data: bytes) -> None:
     ops.close_file(path)
 
 
+class _MakesDirs(Protocol):
+    def make_dir(self, path: str) -> None: ...
+
+    def fsync_dir(self, path: str) -> None: ...
+
+
+def make_dirs_durably(ops: _MakesDirs, path: str) -> None:
+    """Create path and its missing parents, one at a time, then sync the parent of each one
+    created: a directory's name is durable only once its parent directory is synced."""
+    missing = []
+    current = os.path.abspath(path)
+    while not os.path.isdir(current):
+        missing.append(current)
+        parent = os.path.dirname(current)
+        if parent == current:
+            break
+        current = parent
+    for directory in reversed(missing):
+        try:
+            ops.make_dir(directory)
+        except FileExistsError:  # made meanwhile by another thread or process
+            if not os.path.isdir(directory):
+                raise
+    for directory in reversed(missing):
+        ops.fsync_dir(os.path.dirname(directory))
+
+
 def write_atomic(ops: FileOps, path: str, data: bytes) -> None:
     """Replace path with data so that a crash leaves either the old or the new file."""
     tmp = path + ".tmp"
@@ -94,7 +125,10 @@ class OsFileOps:
         self._preallocate = preallocate_bytes
 
     def make_dirs(self, path: str) -> None:
-        os.makedirs(path, exist_ok=True)
+        make_dirs_durably(self, path)
+
+    def make_dir(self, path: str) -> None:
+        os.mkdir(path)
 
     def list_dir(self, path: str) -> list[str]:
         return sorted(os.listdir(path))

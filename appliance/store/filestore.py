@@ -50,7 +50,7 @@ from appliance import limits as bounds
 from appliance.errors import BrokenError, CorruptData, LimitExceeded
 from appliance.store import api, applied, records, repair, segment, snapshot, speedups
 from appliance.store.cache import BlockCache, CachedBlock
-from appliance.store.fileops import FileOps, OsFileOps, write_atomic, write_file
+from appliance.store.fileops import FileOps, write_atomic, write_file
 from appliance.store.index import StreamIndex
 from appliance.store.layout import (
     DICT_NAME,
@@ -66,6 +66,7 @@ from appliance.store.layout import (
     segment_path,
 )
 from appliance.store.memory import state_of
+from appliance.store.powerloss import file_ops
 from appliance.store.recovery import Recovery
 from appliance.store.scan import scan_segments
 from appliance.store.sealer import BackgroundSealer
@@ -124,7 +125,7 @@ class FileStreamStore:
         self.config = config
         self.sync_stats = sync_stats if sync_stats is not None else SyncStats()  # shared by a JetStream service
         preallocate = bounds.STORE_PREALLOCATE_BYTES
-        self._ops: FileOps = ops if ops is not None else OsFileOps(preallocate_bytes=preallocate)
+        self._ops: FileOps = ops if ops is not None else file_ops(preallocate_bytes=preallocate)
         self._dir = config.directory
         self._index = StreamIndex(config.limits)
         self._segments: list[Segment] = []

@@ -21,6 +21,9 @@ from __future__ import annotations
 import os
 from enum import Enum
 
+from appliance.store.fileops import FileOps
+from appliance.store.powerloss import file_ops
+
 LEDGER_FILE = "ledger"
 
 
@@ -35,23 +38,23 @@ _EVENTS = {"held": GroupState.HELD, "recovering": GroupState.RECOVERING,
 
 
 class GroupLedger:
-    def __init__(self, directory: str) -> None:
-        os.makedirs(directory, exist_ok=True)
+    def __init__(self, directory: str, *, ops: FileOps | None = None) -> None:
+        self.ops = ops if ops is not None else file_ops()
+        self.ops.make_dirs(directory)
         self.path = os.path.join(directory, LEDGER_FILE)
         self._states: dict[tuple[str, int], GroupState] = {}
-        existed = os.path.exists(self.path)
-        if existed:
+        if self.ops.exists(self.path):
             self._load()
-        self._file = open(self.path, "ab")  # noqa: SIM115 - kept open for the server's life
-        if not existed:
-            _sync_directory(directory)  # the ledger's name survives a power cut
+        else:
+            self.ops.create(self.path, b"")
+            self.ops.fsync_dir(directory)  # the ledger's name survives a power cut
 
     def _load(self) -> None:
-        with open(self.path, "rb") as handle:
-            data = handle.read()
+        data = self.ops.read_all(self.path)
         whole = data.rfind(b"\n") + 1
         if whole < len(data):  # a torn last line: cut it, or the next event would be glued to it
-            os.truncate(self.path, whole)
+            self.ops.truncate(self.path, whole)
+            self.ops.fsync(self.path)
             data = data[:whole]
         for line in data.split(b"\n")[:-1]:
             parts = line.decode("utf-8", "replace").split(" ")
@@ -85,9 +88,8 @@ class GroupLedger:
 
     def _write(self, event: str, group: str, created_ns: int) -> None:
         assert " " not in group and "\n" not in group, group
-        self._file.write(f"{event} {group} {created_ns}\n".encode())
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        self.ops.append(self.path, f"{event} {group} {created_ns}\n".encode())
+        self.ops.fsync(self.path)
         state = _EVENTS[event]
         if state is GroupState.UNKNOWN:
             self._states.pop((group, created_ns), None)
@@ -95,12 +97,4 @@ class GroupLedger:
             self._states[(group, created_ns)] = state
 
     def close(self) -> None:
-        self._file.close()
-
-
-def _sync_directory(directory: str) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        self.ops.close_file(self.path)

@@ -32,6 +32,8 @@ from typing import Protocol
 
 from appliance import limits
 from appliance.errors import CorruptData
+from appliance.store.fileops import FileOps, write_atomic
+from appliance.store.powerloss import file_ops
 
 FRAME = struct.Struct("<II")
 ENTRIES_HEADER = struct.Struct("<QI")
@@ -295,67 +297,58 @@ class RaftLogFile:
 
 
 class OsLogFiles:
-    """LogFiles on a real directory: appends go through one open handle per file; fsync on sync."""
+    """LogFiles on a real directory, through the process's FileOps (powerloss.file_ops: the one
+    place a fault-injecting layer goes in): appends through one open handle per file, fsync on
+    sync. A file's first append also syncs the directory, so the name of a log whose records are
+    synced survives a power cut as well as its bytes (the FileOps rule: a new name is durable
+    after fsync_dir)."""
 
-    def __init__(self, directory: str) -> None:
+    def __init__(self, directory: str, ops: FileOps | None = None) -> None:
         self.directory = directory
-        os.makedirs(directory, exist_ok=True)
-        self._handles: dict[str, int] = {}
+        self._ops = ops if ops is not None else file_ops()
+        self._ops.make_dirs(directory)
+        self._known: dict[str, str] = {}  # name -> path, of names whose directory entry is durable
 
     def _path(self, name: str) -> str:
+        path = self._known.get(name)
+        if path is not None:
+            return path
         assert "/" not in name and name not in ("", ".", "..")
         return os.path.join(self.directory, name)
 
-    def _handle(self, name: str) -> int:
-        fd = self._handles.get(name)
-        if fd is None:
-            fd = os.open(self._path(name), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            self._handles[name] = fd
-        return fd
-
     def read(self, name: str) -> bytes:
         try:
-            with open(self._path(name), "rb") as handle:
-                return handle.read()
+            return self._ops.read_all(self._path(name))
         except FileNotFoundError:
             return b""
 
     def append(self, name: str, data: bytes) -> None:
-        _write_all(self._handle(name), data)
+        path = self._known.get(name)
+        if path is not None:
+            self._ops.append(path, data)
+            return
+        path = self._path(name)
+        new = not self._ops.exists(path)
+        self._ops.append(path, data)
+        if new:
+            self._ops.fsync_dir(self.directory)
+        self._known[name] = path
 
     def sync(self, name: str) -> None:
-        os.fsync(self._handle(name))
+        self._ops.fsync(self._path(name))
 
     def truncate(self, name: str, size: int) -> None:
-        fd = self._handle(name)
-        os.ftruncate(fd, size)
-        os.fsync(fd)
+        path = self._path(name)
+        self._ops.truncate(path, size)
+        self._ops.fsync(path)
 
     def replace(self, name: str, data: bytes) -> None:
-        self.close(name)
-        temporary = self._path(name) + ".tmp"
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            _write_all(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(temporary, self._path(name))
-        directory = os.open(self.directory, os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
+        path = self._path(name)
+        write_atomic(self._ops, path, data)
+        self._known[name] = path
 
     def close(self, name: str | None = None) -> None:
-        for key in [name] if name is not None else list(self._handles):
-            fd = self._handles.pop(key, None)
-            if fd is not None:
-                os.close(fd)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
+        if name is None:
+            self._ops.close()
+        else:
+            self._ops.close_file(self._path(name))

@@ -19,8 +19,10 @@ One run (`run_chaos`):
    meta group (timed: request to the new leader's answer), or a peer-remove of one of the
    stream's servers, restarted after its hold so the stream regains its replicas (timed too).
    The cluster has a system account for the meta step-down; the load runs in account APP.
-   A power loss (unsynced writes dropped) is not among them: the processes write through the
-   real file system, and appliance/testing/faultfs.py serves only in-process stores;
+   A power loss kills every server, then drops every write each did not fsync: a run with one in
+   its plan starts its servers with APPLIANCE_FAULT_FS (appliance/store/powerloss.py journals
+   what each fsync made durable), and the cut puts every file back to that (an odd victim also
+   leaves half of each file's unsynced tail, a torn write) before the servers start again;
 4. heal: every server running, stream and consumer healthy; the workload stops; CONSUMER.INFO's
    ack floor is read; every server is stopped gracefully and each one's copy of the stream is read
    from its store directory (as `appliance store inspect --dump` does) and judged
@@ -90,6 +92,7 @@ class RunResult:
     stepdowns: dict[str, list[float]] = field(default_factory=dict)  # per step-down kind: seconds from
     # the request to the new leader's answer (chaos_ops.step_down)
     peer_removals: list[PeerRemoval] = field(default_factory=list)
+    power_cuts: list[int] = field(default_factory=list)  # per power loss: files its cut put back (all servers)
 
     @property
     def clean(self) -> bool:
@@ -244,9 +247,10 @@ def ack_stream_seq(reply: str) -> int:
 
 def run_chaos(options: ChaosOptions, *, log: Log = print) -> RunResult:
     result = RunResult(options.seed)
-    kind = servers.ServerKind("appliance chaos", "appliance", workers=options.workers,
-                              extra_conf=chaos_ops.ACCOUNTS_CONF)
     faults = chaos_plan.plan(options.seed, options.faults, options.kinds)
+    kind = servers.ServerKind("appliance chaos", "appliance", workers=options.workers,
+                              extra_conf=chaos_ops.ACCOUNTS_CONF,
+                              fault_fs=any(f.kind == chaos_plan.POWER_LOSS for f in faults))
     net = Partitions(options.nodes) if any(f.kind in chaos_plan.PARTITIONS for f in faults) else None
     try:
         server = servers.start(kind, nodes=options.nodes, timeout_s=START_TIMEOUT_S,
@@ -294,7 +298,7 @@ def _under_faults(server: servers.RunningServer, net: Partitions | None, faults:
             if fault.kind in chaos_plan.STEPDOWNS or fault.kind == chaos_plan.PEER_REMOVE:
                 fired_at = _operate(server, fault, result, log)
             else:
-                fired_at = _fire(server, net, fault, log)
+                fired_at = _fire(server, net, fault, log, result)
             result.faults.append(fault)
             if fault.kind == chaos_plan.KILL_LEADER:
                 leader_kills.append(fired_at)
@@ -362,14 +366,20 @@ def _stream_leader(server: servers.RunningServer, *, exclude: int = -1) -> int:
     raise FailoverFailed(f"no stream leader named within {LEADER_TIMEOUT_S:g}s ({last})")
 
 
-def _fire(server: servers.RunningServer, net: Partitions | None, fault: Fault, log: Log) -> float:
+def _fire(server: servers.RunningServer, net: Partitions | None, fault: Fault, log: Log,
+          result: RunResult) -> float:
     """Fire one fault and heal it after its hold time; the moment it hit (time.monotonic)."""
     leader = _stream_leader(server)
     hit = time.monotonic()
-    if fault.kind == chaos_plan.KILL_ALL:
+    if fault.kind in (chaos_plan.KILL_ALL, chaos_plan.POWER_LOSS):
         log(f"  {fault.describe()} -> every server")
         for index in range(len(server.nodes)):
             server.kill9(index)
+        if fault.kind == chaos_plan.POWER_LOSS:
+            torn = fault.victim % 2 == 1
+            changed = [server.power_cut(index, torn=torn) for index in range(len(server.nodes))]
+            log(f"    power cut{' (torn writes)' if torn else ''}: files reverted per server {changed}")
+            result.power_cuts.append(sum(changed))
         time.sleep(fault.hold_s)
         for index in range(len(server.nodes)):
             server.restart(index, START_TIMEOUT_S)
@@ -458,12 +468,12 @@ def _drained_ack_floor(server: servers.RunningServer, workload: Workload) -> int
     try:
         deadline = time.monotonic() + DRAIN_S
         while time.monotonic() < deadline:
-            info = jsapi.call(conn, info_subject, None, timeout_s=API_TIMEOUT_S)
+            info = _consumer_info(conn, info_subject, deadline)
             if info.get("num_pending") == 0 and info.get("num_ack_pending") == 0:
                 break
             time.sleep(0.2)
         drain.finish()
-        info = jsapi.call(conn, info_subject, None, timeout_s=API_TIMEOUT_S)
+        info = _consumer_info(conn, info_subject, time.monotonic() + HEAL_TIMEOUT_S)
         floor = info.get("ack_floor")
         seq = floor.get("stream_seq") if isinstance(floor, dict) else None
         if not isinstance(seq, int):
@@ -471,6 +481,18 @@ def _drained_ack_floor(server: servers.RunningServer, workload: Workload) -> int
         return seq
     finally:
         conn.close()
+
+
+def _consumer_info(conn: Connection, subject: str, deadline: float) -> dict[str, object]:
+    """CONSUMER.INFO, asked again while unanswered until `deadline` (routes that re-formed right
+    after the heal, a leader elected again: a moment without an answer is not a lost ack)."""
+    while True:
+        try:
+            return jsapi.call(conn, subject, None, timeout_s=API_TIMEOUT_S)
+        except (jsapi.ApiError, TimeoutError):
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)
 
 
 def _read_copies(server: servers.RunningServer) -> dict[str, list[Record]]:

@@ -3,10 +3,11 @@ what the cluster kept afterwards. No processes, sockets or clocks here (applianc
 runs the plan on real `appliance run` processes).
 
 A run is a list of faults, each aimed by role (the stream's leader at that moment, or one of the
-other servers) because the leader is only known when the fault fires. Besides crashes, pauses and
-partitions a plan holds what operators do to a running cluster: a leader step-down of the stream,
-its consumer or the meta group, and a peer-remove of one of the stream's servers (restarted after
-its hold, so the stream regains its replicas). The same seed always gives the same plan.
+other servers) because the leader is only known when the fault fires. Besides crashes, pauses,
+partitions and a power loss of every server (unsynced writes dropped), a plan holds what
+operators do to a running cluster: a leader step-down of the stream, its consumer or the meta
+group, and a peer-remove of one of the stream's servers (restarted after its hold, so the stream
+regains its replicas). The same seed always gives the same plan.
 
 The verdict compares what clients were told with what every replica holds at rest:
 - lost: a message id that got a PubAck but is missing from a replica's copy;
@@ -41,8 +42,11 @@ STEPDOWN_CONSUMER = "stepdown-consumer"  # $JS.API.CONSUMER.LEADER.STEPDOWN.<s>.
 STEPDOWN_META = "stepdown-meta"  # $JS.API.META.LEADER.STEPDOWN, from the system account
 PEER_REMOVE = "peer-remove"  # $JS.API.STREAM.PEER.REMOVE.<s> of one of the stream's peers, which
 # restarts after the hold (a removed server is not placed on the stream again until it restarts)
+POWER_LOSS = "power-loss"  # SIGKILL every server, then every write not fsynced is dropped (the
+# servers write through appliance/store/powerloss.py's journal); an odd victim also tears the last
+# unsynced write of each file in half; then start them all again
 FAULT_KINDS = (KILL_LEADER, KILL_OTHER, PAUSE_LEADER, PAUSE_OTHER, RESTART, KILL_ALL, PARTITION_LEADER,
-               PARTITION_OTHER, STEPDOWN_STREAM, STEPDOWN_CONSUMER, STEPDOWN_META, PEER_REMOVE)
+               PARTITION_OTHER, STEPDOWN_STREAM, STEPDOWN_CONSUMER, STEPDOWN_META, PEER_REMOVE, POWER_LOSS)
 PARTITIONS = (PARTITION_LEADER, PARTITION_OTHER)
 STEPDOWNS = (STEPDOWN_STREAM, STEPDOWN_CONSUMER, STEPDOWN_META)
 PEER_REMOVE_MIN_S = 0.5  # how long the stream goes on without the removed server before it restarts

@@ -9,7 +9,7 @@ from appliance.testing.chaos_plan import FAULT_KINDS
 
 
 def test_unknown_fault_kinds_are_a_usage_error() -> None:
-    result = CliRunner().invoke(main, ["chaos", "--kinds", "kill-leader,power-loss"])
+    result = CliRunner().invoke(main, ["chaos", "--kinds", "kill-leader,bit-rot"])
     assert result.exit_code == 2
     assert "fault kinds must be among kill-leader, kill-other" in result.output
 

@@ -31,8 +31,8 @@ def test_plans_stay_within_the_kinds_asked_and_their_bounds() -> None:
 
 
 def test_unknown_fault_kinds_are_refused() -> None:
-    with pytest.raises(ValueError, match="power-loss"):
-        chaos_plan.parse_kinds("kill-leader,power-loss")
+    with pytest.raises(ValueError, match="bit-rot"):
+        chaos_plan.parse_kinds("kill-leader,bit-rot")
     with pytest.raises(ValueError):
         chaos_plan.parse_kinds("")
     assert chaos_plan.parse_kinds("all") == chaos_plan.FAULT_KINDS

@@ -4,9 +4,9 @@ same tick (every write not fsynced dropped, in-flight messages lost), started ag
 send again what was not acknowledged (same Nats-Msg-Id). Every acknowledged message must be
 there exactly once, at the sequence it was acknowledged with, on identical replicas.
 
-`appliance run` processes cannot run on a fault-injecting file layer (they write through the OS),
-so this fault lives here; the process suite kills every server at once instead (kill-all), which
-keeps the page cache."""
+The process suite has the same fault on `appliance run` processes (tests/chaos/test_chaos_cluster.py,
+kind power-loss: the servers journal what is durable, appliance/store/powerloss.py); this one is
+deterministic and also loses in-flight messages at the same tick."""
 
 from __future__ import annotations
 

@@ -36,6 +36,16 @@ def test_equal_logs_pick_the_lowest_peer_id() -> None:
     assert choose(None, group) == "P4"
 
 
+def test_a_voter_with_a_lost_range_takes_over_only_when_no_whole_copy_can() -> None:
+    """A follower whose store lacks a range (damaged, awaiting repair) is not the most
+    up-to-date copy, whatever its log says."""
+    group = voters()
+    group[2] = Voter("P3", "n3", "C2", ("az:3", "SSD"), seen_ago_s=0.1, match=10, degraded=True)
+    assert choose(None, group) == "P2"
+    assert choose(None, [group[0], group[2]]) == "P3"
+    assert choose({"preferred": "n3"}, group) == "P3"  # named: it is the operator's choice
+
+
 def test_preferred_server_is_chosen_even_when_behind() -> None:
     assert choose({"preferred": "n2"}) == "P2"
 

@@ -243,6 +243,41 @@ def test_consumer_step_down_keeps_its_acks_and_pending(cluster: list[Node]) -> N
     asyncio.run(scenario())
 
 
+ACK_AT_STEPDOWN_DELAYS_S = (0.0, 0.22, 0.24, 0.25, 0.26, 0.27, 0.28, 0.3)  # the hand-over starts 0.25 s in
+
+
+def test_an_acksync_sent_at_a_consumer_step_down_is_answered_and_kept(cluster: list[Node]) -> None:
+    """An AckSync sent while the consumer's leader hands over (its proposal refused, or no
+    replica leading) was dropped by every replica: the client waited in vain (seen 1 round in
+    6 at 0.26 s). The next leader takes it (consumer_acks.py): every AckSync is answered and the
+    ack floor covers them all. (nats-server answers 503 No Responders there.)"""
+    async def scenario() -> None:
+        nc = await connect(cluster[2], APP)
+        rounds = len(ACK_AT_STEPDOWN_DELAYS_S)
+        await api_until_ok(nc, "$JS.API.STREAM.CREATE.ACKS", {"name": "ACKS", "subjects": ["acks"], "num_replicas": 3})
+        js = nc.jetstream()
+        deadline = time.monotonic() + 120
+        for i in range(rounds):
+            await publish_until_acked(js, "acks", b"%d" % i, f"a-{i}", deadline)
+        config = {"durable_name": "D", "ack_policy": "explicit", "ack_wait": 60_000_000_000}
+        await api_until_ok(nc, "$JS.API.CONSUMER.CREATE.ACKS.D", {"stream_name": "ACKS", "config": config})
+        sub = await js.pull_subscribe_bind("D", "ACKS")
+        info_subject = "$JS.API.CONSUMER.INFO.ACKS.D"
+        for delay in ACK_AT_STEPDOWN_DELAYS_S:
+            info = await settled_leader(nc, info_subject)
+            old = str(info["cluster"]["leader"])  # type: ignore[index]
+            (msg,) = await sub.fetch(1, timeout=5)
+            await nc.publish("$JS.API.CONSUMER.LEADER.STEPDOWN.ACKS.D", b"", reply=nc.new_inbox())
+            await asyncio.sleep(delay)
+            await msg.ack_sync(timeout=5)  # answered, not a timeout
+            await new_leader(lambda: leader_of(nc, info_subject), old)
+        after = await api_until_ok(nc, info_subject)
+        assert after["ack_floor"]["stream_seq"] == rounds and after["num_ack_pending"] == 0, json.dumps(after)  # type: ignore[index]
+        await nc.close()
+
+    asyncio.run(scenario())
+
+
 def test_meta_step_down_from_the_system_account_only(cluster: list[Node]) -> None:
     async def scenario() -> None:
         sys_nc = await connect(cluster[2], SYS)

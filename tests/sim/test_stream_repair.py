@@ -9,6 +9,8 @@ from __future__ import annotations
 import pytest
 
 from appliance.errors import CorruptData
+from appliance.jetstream.cluster_info import ClusterContext
+from appliance.jetstream.cluster_info import replicas as replicas_json
 from appliance.store import records, segment
 from appliance.store.filestore import FileStreamStore
 from appliance.testing.faultfs import FaultFS
@@ -233,3 +235,37 @@ def test_a_repaired_message_counts_for_dedupe_again(seed: int) -> None:
     replicas.run_until(lambda: any(reply == b"r.again" for reply, _ in damaged.host.sent))
     (answer,) = [body for reply, body in damaged.host.sent if reply == b"r.again"]
     assert b'"duplicate": true' in answer and b'"seq":6' in answer, answer
+
+
+def leaders_view(replicas: StreamReplicas) -> dict[str, bool]:
+    """Each follower's `current`, as the stream's leader reports it (Cluster Information)."""
+    leader = replicas.elect()
+    ctx = ClusterContext("C1", leader.name, leader.name, {p: p for p in replicas.peers})
+    return {info.name: info.current for info in replicas_json(leader.stream.group, ctx)}
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_follower_with_a_lost_range_is_not_current_until_repaired(seed: int) -> None:
+    """Its log is up to date, its store is not whole: the leader must not report it current.
+    A record lost on every replica stays lost (no peer holds it): the followers stay not current;
+    a later repair makes them current again."""
+    replicas, _leader = filled(seed)
+    restart_damaged(replicas, {peer: [9] for peer in replicas.peers})
+    for _ in range(100):  # five simulated seconds: heard from, logs up to date, still lost
+        replicas.step()
+    leader = replicas.elect()
+    assert all(file_store(r).lost_ranges() == [(9, 9)] for r in replicas.replicas.values())
+    assert all(p.match == leader.stream.group.commit_index() for p in leader.stream.group.peers())
+    assert leaders_view(replicas) == {p: False for p in replicas.peers if p != leader.name}
+    assert not any(p.current for p in leader.stream.group.peers())
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_repaired_follower_is_current_again(seed: int) -> None:
+    replicas, leader = filled(seed)
+    follower = next(p for p in replicas.peers if p != leader.name)
+    restart_damaged(replicas, {follower: [9]})
+    replicas.run_until(lambda: all_whole(replicas), ticks_max=1_200)
+    replicas.run_until(lambda: all(leaders_view(replicas).values()), ticks_max=200)

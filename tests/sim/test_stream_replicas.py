@@ -373,3 +373,47 @@ def appends_with_entries(replicas: StreamReplicas, sender: str) -> list[Message]
     return [item[3] for item in replicas.network.queue
             if item[3].sender == sender and item[3].type == MessageType.APPEND
             and any(entry.data for entry in item[3].entries)]  # a message entry, not the no-op
+
+
+def answered(replica: Replica, reply: bytes) -> bool:
+    return any(subject == reply for subject, _ in replica.host.sent)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("seed", SEEDS)
+def test_an_acksync_heard_while_no_replica_leads_is_taken_and_answered_by_the_next_leader(seed: int) -> None:
+    """The consumer's leader hands over (a step-down) or dies; an AckSync sent meanwhile reaches
+    every server, none of which leads. Before, every replica dropped it and the client never
+    heard back; now the replica that takes over takes it, and answers once it is replicated."""
+    replicas = StreamReplicas(seed=seed, consumer=CONSUMER)
+    leader = replicas.elect()
+    for number in range(3):
+        leader.publish("s.a", b"m%d" % number, reply="r.%d" % number)
+    replicas.run_until(lambda: all(r.stream.store.state().msgs == 3 for r in replicas.replicas.values()))
+    replicas.run_until(lambda: replicas.consumer_leader() is not None)
+    first = replicas.consumer_leader()
+    assert first is not None and first.consumer is not None
+    first.consumer.on_pull("_INBOX.p1", PULL)
+    replicas.run_until(lambda: len(first.host.delivered) == 3)
+    followers = [r for r in replicas.replicas.values() if r is not first]
+    replicas.run_until(lambda: all(r.consumer is not None and len(r.consumer.state.pending) == 3
+                                   for r in followers))  # every replica knows of the deliveries
+    replicas.crash(first.name)
+    _, ack, _ = first.host.delivered[1]
+    for replica in followers:  # no replica leads: each hears the AckSync
+        assert replica.consumer is not None
+        replica.consumer.on_ack(ack.decode().split("."), "acked.1", b"+ACK")
+
+    def taken_over() -> bool:
+        new = replicas.consumer_leader()
+        return new is not None and new.consumer is not None and new.consumer.group.ready_to_lead()
+
+    replicas.run_until(taken_over)
+    second = replicas.consumer_leader()
+    assert second is not None and second.consumer is not None
+    replicas.run_until(lambda: answered(second, b"acked.1"))
+    assert sum(answered(r, b"acked.1") for r in followers) == 1  # one answer, from the new leader
+    other = next(r for r in followers if r is not second)
+    assert other.consumer is not None
+    replicas.run_until(lambda: 2 not in other.consumer.state.pending)  # replicated: seq 2 acked
+    assert sorted(second.consumer.state.pending) == [1, 3]
