@@ -657,7 +657,7 @@ class Stream:
             return
         logger.error(
             "stream %s: the leader's batch of %d message(s) at sequence %d does not follow this replica's "
-            "last sequence %d: not applied (this replica differs from its leader)",
+            "last sequence %d: not applied (this replica differs from its leader, or the leader decided from a state no replica has)",
             self.config.name, count, first_seq, last,
         )
 
