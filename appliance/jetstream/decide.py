@@ -17,6 +17,7 @@ projection again from the store (`reset`, a new epoch: entries of an older epoch
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from appliance.store import api
@@ -95,6 +96,22 @@ class Projection:
             self.rollups_all += 1
             entry.rollups_all += 1
         return self.last_seq
+
+    def accept_plain(self, entry: InFlight, subjects: list[str], size: int) -> None:
+        """Count header-less messages accepted without a limit to check (the hot path): `size`
+        is their bytes together."""
+        n = len(subjects)
+        self.last_seq += n
+        self.last_msg_id = ""
+        entry.count += n
+        self.msgs += n
+        entry.msgs += n
+        self.bytes += size
+        entry.bytes += size
+        mine, theirs = self.subjects, entry.subjects
+        for subject, count in Counter(subjects).items():
+            mine[subject] = mine.get(subject, 0) + count
+            theirs[subject] = theirs.get(subject, 0) + count
 
     def proposed(self, entry: InFlight) -> None:
         if entry.epoch == self.epoch:

@@ -490,7 +490,22 @@ class Stream:
         accepted: list[ops.InMsg] = []
         replies: list[bytes] = []
         answers: list[tuple[bytes, bytes]] = []
+        config = self.config
+        # header-less messages with no limit to check here are accepted as a run (the hot path)
+        plain = refusals is None and not config.sealed and config.discard != "new" and config.max_msg_size < 0
+        run: list[str] = []
+        run_bytes = 0
+        size_of = self.store.msg_size
         for i, (msg, reply) in enumerate(batch):
+            if plain and not msg.header:
+                accepted.append(msg)
+                replies.append(reply)
+                run.append(msg.subject)
+                run_bytes += size_of(msg.subject, b"", msg.payload)
+                continue
+            if run:  # counted before a decision that may look at them
+                projection.accept_plain(entry, run, run_bytes)
+                run, run_bytes = [], 0
             refusal = refusals[i] if refusals is not None else None
             if refusal is not None:
                 outcome: Outcome | None = Outcome(error=refusal)
@@ -504,6 +519,8 @@ class Stream:
                 replies.append(reply)
             elif reply and not self.config.no_ack:
                 answers.append((reply, self._puback(outcome)))
+        if run:
+            projection.accept_plain(entry, run, run_bytes)
         if answers:
             self.host.publish_many(answers, flush_now=True)
         if accepted:
