@@ -76,6 +76,17 @@ def server_limits(service: JetStreamService) -> tuple[int, int]:
     return memory, storage
 
 
+def free_bytes(service: JetStreamService) -> dict[str, int]:
+    """What this server can still take, as nats-server's placement reckons a peer's available
+    storage: its limit less the larger of what its streams reserve (max_bytes) and use."""
+    max_memory, max_storage = server_limits(service)
+    usage = server_usage(service)
+    return {
+        "file": max(max_storage - max(usage.reserved_storage, usage.storage), 0),
+        "memory": max(max_memory - max(usage.reserved_memory, usage.memory), 0),
+    }
+
+
 def usage_of(streams: Sequence[Stream]) -> Usage:
     memory = storage = reserved_memory = reserved_storage = 0
     for stream in streams:

@@ -414,6 +414,8 @@ class RouteManager:
             # our clustered JetStream (cluster/meta_driver.py): this server takes part in the
             # appliance RAFT groups, with these placement tags (Go nodes ignore unknown fields)
             fields["js_raft"] = JS_RAFT_VERSION
+            if server.jetstream_free is not None:
+                fields["js_free"] = server.jetstream_free()
             if server.options.server_tags:
                 fields["tags"] = list(server.options.server_tags)
         if self.settings.cluster_name:
@@ -860,6 +862,18 @@ class RouteManager:
             out += rs_plus(self.account_name(name), subject, queue, count)
         if out:
             peer.write(bytes(out))
+
+    def announce_info_to_appliance_peers(self) -> None:
+        """An async INFO to the routes of appliance JetStream servers (a changed `js_free`): they
+        keep it in the route's remote_info (Go nodes are not told: nothing there reads it)."""
+        line = wire.info(self.info())
+        sent = False
+        for peer in self.peers.values():
+            if peer.conn.remote_info.get("js_raft") == JS_RAFT_VERSION:
+                peer.write(line)
+                sent = True
+        if sent:
+            self.server.schedule_flush()
 
     def announce_lame_duck(self) -> None:
         """An async INFO with `ldm` to every route (spec §7): peers stop offering our client URLs."""

@@ -125,6 +125,9 @@ class Server:
         self.account_gate: AccountGate | None = None  # operator mode: accounts' `conn` limits across workers  # max_connections across workers, when there are any
         self.routes: ClusterView | None = None  # the cluster's routes, on the worker that holds them
         self.jetstream_api_routed = False  # clustered JetStream: its API interest crosses the routes
+        # clustered JetStream: this server's free JetStream storage and memory in bytes ({"file":
+        # n, "memory": n}), carried in route INFO for the meta leader's placement
+        self.jetstream_free: Callable[[], dict[str, int]] | None = None
         self.cluster_urls: list[str] = []  # the other servers' client URLs (server/cluster_urls.py)
         self._over_max_connections = False  # about the connection registered last
         # totals of closed connections, so /varz counters never go backwards
