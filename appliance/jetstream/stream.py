@@ -13,7 +13,14 @@ syncs.
 The dedupe window and the last msg id are rebuilt from the store on restart.
 
 Replicated (R>1, `Replication`): the group has voters on other servers and a durable RAFT log;
-a batch commits once a quorum persisted it. A file store records which RAFT index it holds
+a batch commits once a quorum persisted it. There the leader decides each publish when it
+proposes it (`_propose_decided`, decide.py, as nats-server's checkMsgHeadersPreClusteredProposal):
+every check above plus the account/server limits, against the store and what it proposed and has
+not applied yet; refusals and duplicates of stored messages are answered at once, without a
+proposal; the accepted ones go as one DECIDED entry (their first sequence + the messages) that
+every replica stores without checking again, only that it starts right after its last sequence
+(a replica where it does not stores nothing and logs it; the leader then decides again from its
+store). Limits, retention, rollup purges and TTLs apply on every replica alike. A file store records which RAFT index it holds
 (applied.py): on open it is cut back to its last record and the group re-applies only the
 entries after it. A replica behind the leader's snapshot fetches the leader's stored messages
 (`restore`, through its CatchUpSource) and serves its own to others (`catch_up_batch`,
