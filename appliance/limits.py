@@ -183,6 +183,7 @@ assert WORKER_HEARTBEAT_LATE_S < WORKER_HEARTBEAT_DEAD_S
 assert SUPERVISOR_TICK_S <= WORKER_HEARTBEAT_LATE_S / 2, "the supervisor notices a late worker in time"
 
 # --- JetStream (appliance/jetstream) -----------------------------------------------------------------
+JS_DECIDE_RETRY_S = 0.01  # a new stream leader waits for its predecessor's entries before deciding publishes
 JS_PUBLISH_BATCH_MAX = 1024  # publishes proposed as one stream RAFT entry (one loop turn's worth)
 JS_DEDUPE_IDS_MAX = 1_000_000  # Nats-Msg-Id entries remembered per stream within duplicate_window
 JS_EXPIRY_GRANULARITY_S = 0.01  # shortest max_age expiry timer

@@ -27,6 +27,8 @@ set as its peers:
 
 from __future__ import annotations
 
+import dataclasses
+
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -100,5 +102,14 @@ def known_servers(routes: RouteManager) -> list[ServerInfo]:
             continue
         tags = info.get("tags")
         tag_list = tuple(str(tag) for tag in tags) if isinstance(tags, list) else ()
-        out.append(ServerInfo(name, peer_token(name), str(info.get("cluster") or ""), tag_list))
+        server = ServerInfo(name, peer_token(name), str(info.get("cluster") or ""), tag_list)
+        free = info.get("js_free")
+        if isinstance(free, dict):  # its free JetStream storage and memory (placement)
+            server = dataclasses.replace(server, storage_free_bytes=_bytes(free.get("file"), server.storage_free_bytes),
+                                         memory_free_bytes=_bytes(free.get("memory"), server.memory_free_bytes))
+        out.append(server)
     return out
+
+
+def _bytes(value: object, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else default

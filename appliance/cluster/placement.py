@@ -10,7 +10,9 @@ of the new group, or a PlacementError whose text is nats-server's (JetStream API
     with that prefix (servers without such a tag are not candidates), counting the peers a
     group keeps when it gets a replacement or more replicas (`kept`);
   - with a byte reservation (max_bytes of the stream), only servers with that much free storage
-    (file) or memory (memory);
+    (file) or memory (memory): their limit less what their streams reserve or use, as each
+    server announces it in route INFO (`js_free`); failing for want of such servers says
+    ", insufficient storage" as nats-server does;
   - the least loaded first: fewer replicated assets, then more free resources, then the server
     name (deterministic: same inputs, same answer on every meta leader);
   - the preferred server (placement.preferred) first when it qualifies.
@@ -84,6 +86,8 @@ def place(request: PlacementRequest, servers: Sequence[ServerInfo]) -> list[str]
         chosen.append(server)
         if len(chosen) == request.replicas:
             return [s.peer for s in chosen]
+    if len(roomy) < len(tagged):  # nats-server names why it discarded candidates
+        raise PlacementError(f"{NO_SUITABLE_PEERS}, insufficient storage")
     raise PlacementError(NO_SUITABLE_PEERS)
 
 

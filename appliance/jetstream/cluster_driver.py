@@ -6,7 +6,8 @@ Every META_CHECK_S it looks at the JetStream servers the routes connect us to
   - on the meta leader, adds a connected server that is not a voter yet (one change at a time,
     as RAFT's single-server membership changes require);
   - keeps placement's server list (connected servers only: an offline one gets no new replicas)
-    and the peer id -> server name table that Cluster Information prints;
+    with each one's free JetStream storage and memory (route INFO `js_free`, ours announced
+    again when it moved), and the peer id -> server name table that Cluster Information prints;
   - makes sure only each stream's leader holds interest in the stream's subjects (followers must
     not, or publishes would be stored twice): a new leader subscribes at once (its group's
     on_lead), a deposed one drops it here at the latest one check later.
@@ -15,6 +16,7 @@ Every META_CHECK_S it looks at the JetStream servers the routes connect us to
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from typing import TYPE_CHECKING
 
@@ -25,6 +27,7 @@ from appliance.errors import ApplianceError
 from appliance.jetstream.meta import META_GROUP
 from appliance.durations import go_duration
 from appliance.jetstream.regroup import Exclusion, exclusions, peers_of, restarted_since_excluded
+from appliance.jetstream.resources import free_bytes
 from appliance.server.routes import RouteManager
 
 if TYPE_CHECKING:
@@ -32,6 +35,8 @@ if TYPE_CHECKING:
     from appliance.jetstream.service import JetStreamService
 
 logger = logging.getLogger(__name__)
+FREE_NOTICE_BYTES = 1 << 20  # free storage announced again once it moved by more than this
+FREE_NOTICE_SHARE = 0.01  # and by more than this share of what was announced
 
 
 class ClusterDriver:
@@ -43,6 +48,11 @@ class ClusterDriver:
         options = service.options
         self.own = ServerInfo(service.server.server_name, meta.peer, options.cluster.name,
                               tuple(options.server_tags))
+        # free JetStream storage and memory: in our route INFO (js_free), announced again when it
+        # moved by more than FREE_NOTICE_SHARE; taken at each check
+        self._free = free_bytes(service)
+        self._free_told = dict(self._free)
+        service.server.jetstream_free = lambda: dict(self._free)
         self.formation = Formation(meta.peer, expected_size(options.cluster), wait_s=limits.META_FORM_WAIT_S,
                                    started_s=service.clock.monotonic())
         self.heard_meta = False
@@ -67,6 +77,7 @@ class ClusterDriver:
             self._timer.cancel()
             self._timer = None
         self.raft.registry.on_unknown = None
+        self.service.server.jetstream_free = None
 
     def _on_unknown(self, group_id: str, _sender: str) -> None:
         if group_id == META_GROUP:
@@ -93,6 +104,7 @@ class ClusterDriver:
         self.known = known
         for server in self.known:
             service.peer_names[server.peer] = server.name
+        self._note_free()
         meta.servers = [self.own, *self.known]
         if meta.group is None:
             formed = sorted(tuple(map(str, voters)) for peer in list(self.routes.peers.values())
@@ -121,9 +133,17 @@ class ClusterDriver:
         voters = meta.group.voters() if meta.group is not None else ()
         if voters != service.server.jetstream_meta_voters:  # our peers learn them (meta_formation.py)
             service.server.jetstream_meta_voters = voters
-            self.routes.announce_info()
+            self.routes.announce_info_to_appliance_peers()
         for ajs in service.accounts.values():
             ajs.follow_leaders()
+
+    def _note_free(self) -> None:
+        free = self._free = free_bytes(self.service)
+        self.own = dataclasses.replace(self.own, storage_free_bytes=free["file"], memory_free_bytes=free["memory"])
+        told = self._free_told
+        if any(abs(free[k] - told[k]) > max(FREE_NOTICE_BYTES, told[k] * FREE_NOTICE_SHARE) for k in free):
+            self._free_told = dict(free)
+            self.routes.announce_info_to_appliance_peers()
 
     def _add_missing_voter(self) -> None:
         group = self.service.meta.group

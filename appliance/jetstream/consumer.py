@@ -108,7 +108,8 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
         self.replicated = replication is not None
         self._led_term = 0  # the term this replica last took over delivery in (replicated only)
         self._unrecorded_hold = False  # no delivery until _unhold (_unrecord)
-        self._start_sseq = 1  # where the deliver policy starts (_start_position)
+        self._start = (1, 1)  # where the deliver policy starts, as computed here: (first, next) (_start_position)
+        self._start_term = 0  # the term this replica proposed its start in (replicated, none recorded yet)
         if replication is not None:
             self.group = replicated_group(
                 name=group_id, peer=peer, replication=replication, machine=self, clock=host.clock,
@@ -215,10 +216,20 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
         if not group.ready_to_lead():
             return False
         term = group.core.term
+        state = self.state
+        if not state.started:
+            # Where delivery starts is decided once, by the first leader, and replicated: a
+            # leader that finds none recorded (its predecessor's never committed) records the
+            # start it computed when it opened the consumer, and delivers once that applied.
+            if self._start_term != term:
+                self._start_term = term
+                if not self._propose(ops.op_start(*self._start), durable=True, done=self._kick):
+                    self._start_term = 0  # refused (the group is full): again in a moment
+                    self.host.call_later(limits.JS_REDELIVER_UNAPPLIED_RETRY_S, self._kick)
+            return False
         if term != self._led_term:
             self._led_term = term
-            state = self.state
-            self.next_sseq = max(state.delivered_sseq + 1, self._start_sseq)
+            self.next_sseq = max(state.delivered_sseq + 1, state.start_next)
             self.next_cseq = state.delivered_cseq + 1
             self._pending_count = None
             self._cursor = None
@@ -259,12 +270,12 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
                         seqs.add(msg.seq)
             self._initial = deque(sorted(seqs))
             start = self._initial[0] if self._initial else last_seq(store) + 1
-        if start > 1:
-            self._propose(ops.op_start(start), durable=True)
         self.next_sseq = max(self.next_sseq, start)
         if self._initial:
             self.next_sseq = last_seq(store) + 1
-        self._start_sseq = self.next_sseq  # a replicated consumer's first leader may not record it (_leads)
+        self._start = (start, self.next_sseq)
+        if start > 1 and not self.replicated:  # replicated: its leader records it (_leads)
+            self._propose(ops.op_start(start, self.next_sseq), durable=True)
 
     # --- stream events ---------------------------------------------------------------------------
 
@@ -644,7 +655,6 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
 
         self._propose(ops.op_reset(seq), durable=True, done=applied)
         self.next_sseq, self.next_cseq = seq, 1
-        self._start_sseq = 1  # the recorded reset is where delivery goes on (_leads)
         self._redeliver.clear()
         self._deadlines.clear()
         self._initial.clear()

@@ -8,7 +8,8 @@ kind byte, then little-endian int64s), the rare one JSON:
   b"a" + ts_ns + sseq * n                 explicit acks (also +TERM and max-deliver give-ups)
   b"A" + (sseq, cseq, ts_ns)              ack-all up to sseq (delivered as cseq)
   b"x" + ts_ns + (sseq, dc) * n           given up on: delivered dc (= max_deliver) times, never acked
-  {"start": sseq}                         the first delivery starts at sseq (deliver policies)
+  {"start": sseq, "next": n}              the first delivery starts at sseq (deliver policies); the
+                                          first start recorded is kept (start_next)
   {"reset": sseq}                         CONSUMER.RESET: nothing pending, the next delivery is sseq,
                                           consumer sequences start again at 1 (nats-server Reset)
 
@@ -84,6 +85,7 @@ class ConsumerState:
     live_cseq: int = 0  # the leader's own floor (ack policy all; module doc); restarts at the floor
     live_sseq: int = 0
     held: dict[int, tuple[int, int]] = field(default_factory=dict)  # given up, pending again on restart
+    start_next: int = 0  # recorded start: where delivery begins (0: none recorded yet)
 
     def apply(self, data: bytes) -> list[int]:
         """Apply one operation; returns the stream sequences it acknowledged."""
@@ -113,13 +115,21 @@ class ConsumerState:
             start = int(op["start"]) - 1
             if self.delivered_sseq < start:
                 self.delivered_sseq = self.floor_sseq = start
+            if not self.start_next:  # the first recorded start is the one every replica keeps
+                self.start_next = max(int(op.get("next", start + 1)), 1)
             return []
         if "reset" in op:
             self._reset(int(op["reset"]))
             return []
         raise AssertionError(f"unknown consumer op {op!r}")
 
+    @property
+    def started(self) -> bool:
+        """Is where delivery starts recorded (a start, a reset, or a delivery made)?"""
+        return self.start_next > 0 or self.delivered_cseq > 0 or self.delivered_sseq > 0
+
     def _reset(self, sseq: int) -> None:
+        self.start_next = max(sseq, 1)  # delivery goes on from the reset
         self.delivered_sseq = self.floor_sseq = self.live_sseq = sseq - 1
         self.delivered_cseq = self.floor_cseq = self.live_cseq = 0
         self.delivered_ns = self.floor_ns = 0
@@ -297,6 +307,7 @@ class ConsumerState:
                 "p": [[s, c, t] for s, (c, t) in sorted(self.pending.items())],
                 "r": [[s, n] for s, n in sorted(self.redelivered.items())],
                 "h": [[s, c, t] for s, (c, t) in sorted(self.held.items())],
+                **({"sn": self.start_next} if self.start_next else {}),
             },
             separators=(",", ":"),
         ).encode()
@@ -310,6 +321,7 @@ class ConsumerState:
         self.pending = {s: (c, t) for s, c, t in snap["p"]}
         self.redelivered = {s: n for s, n in snap["r"]}
         self.held = {s: (c, t) for s, c, t in snap.get("h", [])}
+        self.start_next = int(snap.get("sn", 0))
         self.live_cseq, self.live_sseq = self.floor_cseq, self.floor_sseq  # as nats-server's restart
 
 
@@ -355,8 +367,10 @@ def op_gave_up(items: Sequence[tuple[int, int]], ts_ns: int) -> bytes:
     return _pack(KIND_GAVE_UP, values)
 
 
-def op_start(sseq: int) -> bytes:
-    return json.dumps({"start": sseq}).encode()
+def op_start(sseq: int, next_sseq: int = 0) -> bytes:
+    """The deliver policy's start: the first sequence it delivers and, when it delivers a set of
+    earlier ones first (last_per_subject), where it goes on after them."""
+    return json.dumps({"start": sseq, "next": next_sseq or sseq}).encode()
 
 
 def op_reset(sseq: int) -> bytes:

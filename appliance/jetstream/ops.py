@@ -4,6 +4,8 @@ A publish batch is binary (the hot path); the rare operations are one kind byte 
 
   MSGS    b"M" + count x ([u16 subject_len][u32 header_len][u32 payload_len][i64 ts_ns]
                        subject header payload)
+  DECIDED b"S" + [u64 first_seq] + the messages as in MSGS: publishes a replicated stream's
+          leader accepted (decide.py), stored at first_seq, first_seq + 1, ... on every replica
   DELETE  b"D" + {"seq": n, "erase": bool}
   PURGE   b"P" + {"filter": str, "keep": n, "seq": n}
 """
@@ -18,6 +20,7 @@ MSG_HEADER = struct.Struct("<HIIq")
 KIND_MSGS = ord("M")
 KIND_DELETE = ord("D")
 KIND_PURGE = ord("P")
+KIND_DECIDED = ord("S")
 KIND_MIRROR = ord("R")  # b"R" + {"m": [[seq, subject, header_b64, payload_b64, ts_ns], ...]} (sources.py)
 
 
@@ -31,8 +34,24 @@ class InMsg(NamedTuple):
     ts_ns: int
 
 
+FIRST_SEQ = struct.Struct("<Q")
+
+
 def encode_msgs(msgs: list[InMsg]) -> bytes:
-    parts = [b"M"]
+    return _encode([b"M"], msgs)
+
+
+def encode_decided(first_seq: int, msgs: list[InMsg]) -> bytes:
+    return _encode([b"S", FIRST_SEQ.pack(first_seq)], msgs)
+
+
+def decode_decided(data: bytes) -> tuple[int, list[InMsg]]:
+    assert data[0] == KIND_DECIDED
+    (first_seq,) = FIRST_SEQ.unpack_from(data, 1)
+    return first_seq, _decode(data, 1 + FIRST_SEQ.size)
+
+
+def _encode(parts: list[bytes], msgs: list[InMsg]) -> bytes:
     pack = MSG_HEADER.pack
     for msg in msgs:
         subject = msg.subject.encode()
@@ -45,8 +64,11 @@ def encode_msgs(msgs: list[InMsg]) -> bytes:
 
 def decode_msgs(data: bytes) -> list[InMsg]:
     assert data[0] == KIND_MSGS
+    return _decode(data, 1)
+
+
+def _decode(data: bytes, offset: int) -> list[InMsg]:
     msgs: list[InMsg] = []
-    offset = 1
     size = MSG_HEADER.size
     unpack = MSG_HEADER.unpack_from
     end = len(data)
@@ -60,7 +82,7 @@ def decode_msgs(data: bytes) -> list[InMsg]:
         payload = data[offset : offset + payload_len]
         offset += payload_len
         msgs.append(InMsg(subject, header, payload, ts_ns))
-    assert offset == end, "a MSGS entry ends exactly after its last message"
+    assert offset == end, "a MSGS or DECIDED entry ends exactly after its last message"
     return msgs
 
 

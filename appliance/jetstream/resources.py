@@ -76,6 +76,17 @@ def server_limits(service: JetStreamService) -> tuple[int, int]:
     return memory, storage
 
 
+def free_bytes(service: JetStreamService) -> dict[str, int]:
+    """What this server can still take, as nats-server's placement reckons a peer's available
+    storage: its limit less the larger of what its streams reserve (max_bytes) and use."""
+    max_memory, max_storage = server_limits(service)
+    usage = server_usage(service)
+    return {
+        "file": max(max_storage - max(usage.reserved_storage, usage.storage), 0),
+        "memory": max(max_memory - max(usage.reserved_memory, usage.memory), 0),
+    }
+
+
 def usage_of(streams: Sequence[Stream]) -> Usage:
     memory = storage = reserved_memory = reserved_storage = 0
     for stream in streams:
@@ -272,9 +283,10 @@ class PublishGuard:
         return outcomes
 
     def _refusal(
-        self, stream: Stream, msg: ops.InMsg, server_others: int, account_others: int
+        self, stream: Stream, msg: ops.InMsg, server_others: int, account_others: int, mine: int | None = None
     ) -> errors.JsApiError | None:
-        mine = stored_bytes(stream.store)
+        if mine is None:
+            mine = stored_bytes(stream.store)
         if self.server_max < server_others + mine:
             return errors.INSUFFICIENT_RESOURCES.error()
         if self.account_max >= 0:
@@ -282,6 +294,31 @@ class PublishGuard:
             if self.account_max < account_others + mine + size:
                 return errors.ACCOUNT_RESOURCES_EXCEEDED.error()
         return None
+
+    def refusals(
+        self, stream: Stream, msgs: Sequence[ops.InMsg], pending: int
+    ) -> list[errors.JsApiError | None] | None:
+        """A replicated stream's leader, before it proposes: the refusal of each message (None
+        when every one fits), counting `pending` bytes it accepted and has not applied yet and
+        the messages of this batch let through before each. Nothing is applied here; the
+        replicas store what the leader accepted without asking their own server's limits
+        (which differ between servers), as nats-server checks these on the leader only."""
+        if self.account_max < 0 and self._fits_budget(stream, len(msgs)):  # in-flight batches are in `since`
+            return None
+        self.budget.valid = False
+        server_others = self._server_others(stream)
+        account_others = 0
+        if self.account_max >= 0:
+            account_others = used_bytes([s for s in self.ajs.streams.values() if s is not stream],
+                                        stream.config.storage)
+        mine = stored_bytes(stream.store) + pending
+        out: list[errors.JsApiError | None] = []
+        for msg in msgs:
+            refusal = self._refusal(stream, msg, server_others, account_others, mine)
+            if refusal is None:
+                mine += stream.store.msg_size(msg.subject, msg.header, msg.payload)
+            out.append(refusal)
+        return out if any(r is not None for r in out) else None
 
     def admission(self, stream: Stream) -> Callable[[ops.InMsg], errors.JsApiError | None]:
         """For writes that do not come as publishes (a mirror's): the refusal of each next

@@ -88,6 +88,12 @@ def subject_of(store: api.StreamStore, seq: int) -> str | None:
     return msg.subject if msg is not None else None
 
 
+def stored_msgs(store: api.StreamStore) -> int:
+    """The stream's live message count (state().msgs), without building a state."""
+    index = _index(store)
+    return index.msgs if index is not None else store.state().msgs
+
+
 def stored_bytes(store: api.StreamStore) -> int:
     """The stream's bytes as nats-server counts them (state().bytes), without building a state."""
     index = _index(store)

@@ -13,7 +13,14 @@ syncs.
 The dedupe window and the last msg id are rebuilt from the store on restart.
 
 Replicated (R>1, `Replication`): the group has voters on other servers and a durable RAFT log;
-a batch commits once a quorum persisted it. A file store records which RAFT index it holds
+a batch commits once a quorum persisted it. There the leader decides each publish when it
+proposes it (`_propose_decided`, decide.py, as nats-server's checkMsgHeadersPreClusteredProposal):
+every check above plus the account/server limits, against the store and what it proposed and has
+not applied yet; refusals and duplicates of stored messages are answered at once, without a
+proposal; the accepted ones go as one DECIDED entry (their first sequence + the messages) that
+every replica stores without checking again, only that it starts right after its last sequence
+(a replica where it does not stores nothing and logs it; the leader then decides again from its
+store). Limits, retention, rollup purges and TTLs apply on every replica alike. A file store records which RAFT index it holds
 (applied.py): on open it is cut back to its last record and the group re-applies only the
 entries after it. A replica behind the leader's snapshot fetches the leader's stored messages
 (`restore`, through its CatchUpSource) and serves its own to others (`catch_up_batch`,
@@ -29,7 +36,7 @@ import random
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from appliance import limits
 from appliance.errors import BrokenError, CorruptData, LimitExceeded, NotLeader, ProposalDropped
@@ -37,6 +44,7 @@ from appliance.jetstream import advisories, errors, ops
 from appliance.jetstream.applied import AppliedPosition
 from appliance.jetstream.applied import forget as forget_applied
 from appliance.jetstream.config import StreamConfig
+from appliance.jetstream.decide import InFlight, Projection, discard_new_refusal
 from appliance.jetstream.groups import (
     CatchUpSource,
     Replication,
@@ -48,7 +56,7 @@ from appliance.jetstream.host import Host, Timer
 from appliance.jetstream.repair import StreamRepair
 from appliance.jetstream.republish import republisher_for
 from appliance.jetstream.sources import apply_mirror
-from appliance.jetstream.storeview import last_seq, last_seq_of_subject, subject_of
+from appliance.jetstream.storeview import last_seq, last_seq_of_subject, stored_bytes, stored_msgs, subject_of
 from appliance.jetstream.subjects import subject_matches
 from appliance.jetstream.wire import go_json, header_value, parse_go_duration, strip_status
 from appliance.raft.types import Entry, EntryType
@@ -80,6 +88,18 @@ class Outcome:
 
 
 Reply = str  # "" when the publisher asked for no ack
+
+
+class PublishLimits(Protocol):
+    """The account and server limits a stream's publishes are held to (resources.py PublishGuard)."""
+
+    def __call__(self, stream: Stream, msgs: list[ops.InMsg]) -> list[Outcome] | None:
+        """Apply a batch under the limits: None when it fits whole (the caller applies it)."""
+        ...
+
+    def refusals(self, stream: Stream, msgs: Sequence[ops.InMsg], pending: int) -> list[errors.JsApiError | None] | None:
+        """A replicated leader's check before it proposes, `pending` bytes in flight: None when all fit."""
+        ...
 
 
 def store_limits(config: StreamConfig) -> api.StoreLimits:
@@ -128,7 +148,8 @@ class Stream:
         self._results: dict[int, object] = {}
         self._unanswered = 0  # publishes proposed and not answered yet (the inline-fsync rule)
         self._flush_now = False
-        self._proposed: dict[int, tuple[bytes, list[ops.InMsg]]] = {}  # id(entry data) -> messages
+        # id(entry data) -> (data, messages, what a decided entry adds to the projection)
+        self._proposed: dict[int, tuple[bytes, list[ops.InMsg], InFlight | None]] = {}
         self._syncing = False
         self._ack_prefix: bytes | None = None  # b'{"stream":"NAME","seq":' (PubAck hot path)
         self._republisher = republisher_for(config.name, config.republish)
@@ -141,8 +162,13 @@ class Stream:
         self._ttl_timer: Timer | None = None
         self._rebuild_ttls()
         # account/server limits (resources.py): None unless a limit applies to this stream
-        self.guard: Callable[[Stream, list[ops.InMsg]], list[Outcome] | None] | None = None
+        self.guard: PublishLimits | None = None
         self.replicated = replication is not None
+        # replicated: the leader decides each publish when it proposes it (decide.py)
+        self._projection = Projection() if replication is not None else None
+        self._projection_term = -1
+        self._decide_retry: Timer | None = None
+        self.mismatches = 0  # decided entries this replica could not apply (its last sequence differed)
         self._fetching = False  # a replica fetching what the leader's snapshot stands for
         self._catch_up = replication.catch_up if replication is not None else None
         self._starting = True  # restore() during the group's construction defers its fetch
@@ -201,6 +227,15 @@ class Stream:
                     msgs = ops.decode_msgs(entry.data)
                 outcomes = self._apply_msgs(msgs)
                 if self.group.awaits(entry.index):  # proposed here: its on_done answers from them
+                    self._results[entry.index] = outcomes
+            elif kind == ops.KIND_DECIDED:
+                local = self._proposed.get(id(entry.data))
+                if local is not None and local[0] is entry.data:
+                    first_seq, msgs, inflight = local[2].first_seq, local[1], local[2]
+                else:
+                    (first_seq, msgs), inflight = ops.decode_decided(entry.data), None
+                outcomes = self._apply_decided(first_seq, msgs, inflight)
+                if self.group.awaits(entry.index):
                     self._results[entry.index] = outcomes
             else:
                 kind, body = ops.decode_op(entry.data)
@@ -385,6 +420,9 @@ class Stream:
         if len(inbox) >= limits.JS_PUBLISH_BATCH_MAX:
             self._flush_inbox()
             inbox = self._inbox
+            if len(inbox) >= limits.JS_PUBLISH_BATCH_MAX:  # a new leader not ready to decide yet
+                logger.warning("stream %s: a publish dropped, its new leader is not ready yet", self.config.name)
+                return
         if not inbox:
             self.host.call_soon(self._propose_inbox)
         inbox.append((ops.InMsg(subject, header, payload, self.host.now_ns()), reply))
@@ -403,6 +441,9 @@ class Stream:
         if self.deleted:  # deleted after these arrived (one may be the delete request itself)
             self._inbox = []
             return
+        if self._projection is not None:
+            self._propose_decided()
+            return
         batch, self._inbox = self._inbox, []
         msgs = [msg for msg, _ in batch]
         replies = [reply for _, reply in batch]
@@ -420,13 +461,229 @@ class Stream:
 
         # When the entry applies here, `apply` takes the messages from here rather than
         # decoding the bytes it proposed; a follower decodes them.
-        self._proposed[key] = (data, msgs)
+        self._proposed[key] = (data, msgs, None)
         try:
             self.group.propose(data, on_done)
             self._unanswered += len(replies)
         except (NotLeader, ProposalDropped, LimitExceeded) as exc:
             self._proposed.pop(key, None)
             logger.warning("stream %s dropped %d publishes: %s", self.config.name, len(batch), exc)
+
+    # --- a replicated stream's leader decides (decide.py) -------------------------------------------
+
+    def _propose_decided(self) -> None:
+        """This turn's publishes, decided here against the store plus what is in flight: the
+        accepted ones are proposed as one DECIDED entry (their PubAcks leave once a quorum
+        persisted it and it is applied here); duplicates of stored messages and refusals are
+        answered now, without a proposal."""
+        group = self.group
+        projection = self._projection
+        assert projection is not None
+        if not group.is_leader():
+            batch, self._inbox = self._inbox, []
+            logger.warning("stream %s dropped %d publishes: not the leader", self.config.name, len(batch))
+            return
+        if not group.ready_to_lead():  # elected, its predecessor's entries not all applied here yet
+            if self._decide_retry is None:
+                self._decide_retry = self.host.call_later(limits.JS_DECIDE_RETRY_S, self._retry_decide)
+            return
+        term = group.core.term
+        if term != self._projection_term or projection.idle:
+            projection.reset(last_seq(self.store), self._last_msg_id)
+            self._projection_term = term
+        batch, self._inbox = self._inbox, []
+        entry = projection.open()
+        refusals = self.guard.refusals(self, [m for m, _ in batch], projection.bytes) if self.guard else None
+        accepted: list[ops.InMsg] = []
+        replies: list[bytes] = []
+        answers: list[tuple[bytes, bytes]] = []
+        config = self.config
+        # header-less messages with no limit to check here are accepted as a run (the hot path)
+        plain = refusals is None and not config.sealed and config.discard != "new" and config.max_msg_size < 0
+        run: list[str] = []
+        run_bytes = 0
+        size_of = self.store.msg_size
+        for i, (msg, reply) in enumerate(batch):
+            if plain and not msg.header:
+                accepted.append(msg)
+                replies.append(reply)
+                run.append(msg.subject)
+                run_bytes += size_of(msg.subject, b"", msg.payload)
+                continue
+            if run:  # counted before a decision that may look at them
+                projection.accept_plain(entry, run, run_bytes)
+                run, run_bytes = [], 0
+            refusal = refusals[i] if refusals is not None else None
+            if refusal is not None:
+                outcome: Outcome | None = Outcome(error=refusal)
+            else:
+                try:
+                    outcome = self._decide(msg, entry)
+                except errors.JsApiError as exc:
+                    outcome = Outcome(error=exc)
+            if outcome is None:
+                accepted.append(msg)
+                replies.append(reply)
+            elif reply and not self.config.no_ack:
+                answers.append((reply, self._puback(outcome)))
+        if run:
+            projection.accept_plain(entry, run, run_bytes)
+        if answers:
+            self.host.publish_many(answers, flush_now=True)
+        if accepted:
+            self._propose_entry(entry, accepted, replies)
+
+    def _propose_entry(self, entry: InFlight, accepted: list[ops.InMsg], replies: list[bytes]) -> None:
+        projection = self._projection
+        assert projection is not None
+        data = ops.encode_decided(entry.first_seq, accepted)
+        key = id(data)
+
+        def on_done(ok: bool, index: int) -> None:
+            self._proposed.pop(key, None)
+            result = self._results.pop(index, None)
+            if not ok or not isinstance(result, list):
+                self._unanswered -= len(replies)
+                projection.failed(entry, last_seq(self.store), self._last_msg_id)
+                return
+            self._answer(replies, result)
+
+        self._proposed[key] = (data, accepted, entry)
+        try:
+            self.group.propose(data, on_done)
+        except (NotLeader, ProposalDropped, LimitExceeded) as exc:
+            self._proposed.pop(key, None)
+            projection.failed(entry, last_seq(self.store), self._last_msg_id)
+            logger.warning("stream %s dropped %d publishes: %s", self.config.name, len(accepted), exc)
+            return
+        projection.proposed(entry)
+        self._unanswered += len(replies)
+
+    def _retry_decide(self) -> None:
+        self._decide_retry = None
+        if not self.deleted and self._inbox:
+            self._propose_inbox()
+
+    def _decide(self, msg: ops.InMsg, entry: InFlight) -> Outcome | None:
+        """One publish on the leader, in nats-server's order for a clustered stream: None when
+        accepted (counted in flight), a duplicate's Outcome, or raises its JsApiError."""
+        config = self.config
+        projection = self._projection
+        assert projection is not None
+        header = msg.header
+        if config.sealed:
+            raise errors.STREAM_SEALED.error()
+        if 0 <= config.max_msg_size < len(header) + len(msg.payload):
+            raise errors.STREAM_MESSAGE_EXCEEDS_MAXIMUM.error()
+        msg_id = rollup = ""
+        expected_subject: str | None = None
+        if header:
+            if len(header) > HEADER_BYTES_MAX:
+                raise errors.STREAM_HEADER_EXCEEDS_MAXIMUM.error()
+            self._check_stream_and_ttl(header)
+            msg_id = _text(header_value(header, HDR_MSG_ID))
+            if msg_id:
+                if msg_id in projection.msg_ids:  # accepted, not applied yet: nats-server's 10158
+                    raise errors.STREAM_DUPLICATE_MESSAGE_CONFLICT.error()
+                self._expire_dedupe(msg.ts_ns)
+                seen = self._dedupe.get(msg_id)
+                if seen is not None:
+                    return Outcome(seen[0], duplicate=True)
+            expected_seq = header_value(header, HDR_EXPECTED_LAST_SEQ)
+            if expected_seq is not None and _int(expected_seq) != projection.last_seq:
+                raise errors.STREAM_WRONG_LAST_SEQUENCE.format(seq=projection.last_seq)
+            subject_seq = header_value(header, HDR_EXPECTED_LAST_SUBJECT_SEQ)
+            if subject_seq is not None:
+                expected_subject = _text(header_value(header, HDR_EXPECTED_LAST_SUBJECT_SEQ_SUBJECT)) or msg.subject
+                if projection.subject_busy(expected_subject):  # its last message is still in flight
+                    raise errors.STREAM_WRONG_LAST_SEQUENCE_CONSTANT.error()
+                last = self.store.load_last(expected_subject)
+                actual = last.seq if last is not None else 0
+                if _int(subject_seq) != actual:
+                    raise errors.STREAM_WRONG_LAST_SEQUENCE.format(seq=actual)
+            rollup = _text(header_value(header, HDR_ROLLUP))
+            if rollup:
+                _check_rollup(config, rollup)
+            expected_id = header_value(header, HDR_EXPECTED_LAST_MSG_ID)
+            if expected_id is not None and expected_id.decode() != projection.last_msg_id:
+                raise errors.STREAM_WRONG_LAST_MSG_ID.format(id=projection.last_msg_id)
+        size = self.store.msg_size(msg.subject, header, msg.payload)
+        replaces = False
+        if config.discard == "new":
+            store = self.store
+            per_subject = config.max_msgs_per_subject > 0
+            refusal, replaces = discard_new_refusal(
+                store_limits(config), store_msgs=stored_msgs(store), store_bytes=stored_bytes(store),
+                subject_count=store.subject_counts(msg.subject).get(msg.subject, 0) if per_subject else 0,
+                projection=projection, subject=msg.subject, size=size,
+            )
+            if refusal is not None:
+                raise _store_error(refusal)
+        projection.accept(entry, msg.subject, size, replaces=replaces, msg_id=msg_id,
+                          expected_subject=expected_subject, rollup_all=rollup == "all")
+        return None
+
+    # --- a replica applies the leader's decisions ---------------------------------------------------
+
+    def _apply_decided(self, first_seq: int, msgs: list[ops.InMsg], mine: InFlight | None) -> list[Outcome | int]:
+        """Store what the leader accepted at first_seq on: no publish check runs again (the
+        account's and server's limits of this server included); limits and retention apply as
+        they do everywhere. A replica whose last sequence is not first_seq - 1 stores nothing
+        (the same on every replica holding the same state): on the leader its later decisions
+        assumed this entry, so it starts again from its store; on a follower it differs from
+        its leader, logged as an error. An empty store starts at first_seq (nats-server)."""
+        store = self.store
+        last = last_seq(store)
+        if first_seq != last + 1:
+            if first_seq > last + 1 and store.state().msgs == 0:
+                store.compact(first_seq)
+            else:
+                self._mismatch(first_seq, last, len(msgs), mine)
+                return [Outcome(error=errors.STREAM_SEQUENCE_NOT_MATCH.error())] * len(msgs)
+        outcomes: list[Outcome | int] = []
+        run: list[ops.InMsg] = []
+        one_by_one = self._one_by_one()
+        for msg in msgs:
+            if msg.header or one_by_one:
+                if run:
+                    outcomes.extend(self._store_run(run))
+                    run = []
+                outcomes.append(self._store_decided(msg))
+            else:
+                run.append(msg)
+        if run:
+            outcomes.extend(self._store_run(run))
+            self._last_msg_id = ""
+        if mine is not None and self._projection is not None:
+            self._projection.settle(mine)
+        return outcomes
+
+    def _store_decided(self, msg: ops.InMsg) -> Outcome:
+        header = msg.header
+        msg_id = _text(header_value(header, HDR_MSG_ID)) if header else ""
+        rollup = _text(header_value(header, HDR_ROLLUP)) if header else ""
+        if msg_id:
+            self._expire_dedupe(msg.ts_ns)
+        try:
+            return self._store_checked(msg, msg_id, rollup)
+        except errors.JsApiError as exc:  # a store limit (the same on every replica)
+            return Outcome(error=exc)
+
+    def _mismatch(self, first_seq: int, last: int, count: int, mine: InFlight | None) -> None:
+        self.mismatches += 1
+        if mine is not None:  # proposed here: what was decided after it assumed it
+            projection = self._projection
+            if projection is not None and projection.failed(mine, last, self._last_msg_id):
+                logger.warning(
+                    "stream %s: its decided batch at sequence %d did not follow the store's last %d: "
+                    "%d publish(es) refused, deciding again from the store", self.config.name, first_seq, last, count,
+                )
+            return
+        logger.error(
+            "stream %s: the leader's batch of %d message(s) at sequence %d does not follow this replica's "
+            "last sequence %d: not applied (this replica differs from its leader, or the leader decided from a state no replica has)",
+            self.config.name, count, first_seq, last,
+        )
 
     def _answer(self, replies: list[bytes], outcomes: Sequence[Outcome | int]) -> None:
         """PubAcks for one committed (and, on one voter, synced) batch: a plain int outcome is a
@@ -540,12 +797,7 @@ class Stream:
                 return guarded
         outcomes: list[Outcome | int] = []
         run: list[ops.InMsg] = []
-        config = self.config
-        one_by_one = config.sealed or config.retention != "limits" or (
-            # a copy names the previous message of its subject: known ahead for a run unless a
-            # stream-wide limit may remove it while the run is stored
-            self._republisher is not None and config.discard == "old" and (config.max_msgs > 0 or config.max_bytes > 0)
-        )
+        one_by_one = self._one_by_one()
         for msg in msgs:
             if msg.header or one_by_one:
                 if run:
@@ -557,6 +809,15 @@ class Stream:
         if run:
             outcomes.extend(self._store_run(run))
         return outcomes
+
+    def _one_by_one(self) -> bool:
+        """Must header-less messages be stored one by one rather than as runs?"""
+        config = self.config
+        return config.sealed or config.retention != "limits" or (
+            # a copy names the previous message of its subject: known ahead for a run unless a
+            # stream-wide limit may remove it while the run is stored
+            self._republisher is not None and config.discard == "old" and (config.max_msgs > 0 or config.max_bytes > 0)
+        )
 
     def _store_run(self, run: list[ops.InMsg]) -> list[Outcome | int]:
         """Store header-less messages in as few store calls as possible; a stored message's
@@ -641,16 +902,19 @@ class Stream:
                 raise errors.STREAM_WRONG_LAST_MSG_ID.format(id=self._last_msg_id)
             rollup = _text(header_value(header, HDR_ROLLUP))
             if rollup:
-                if not config.allow_rollup_hdrs:
-                    raise errors.STREAM_ROLLUP_FAILED.format(err="rollup not permitted")
-                if rollup not in ("sub", "all"):
-                    raise errors.STREAM_ROLLUP_FAILED.format(err=f'rollup value invalid: "{rollup}"')
+                _check_rollup(config, rollup)
             if len(header) > HEADER_BYTES_MAX:
                 raise errors.STREAM_HEADER_EXCEEDS_MAXIMUM.error()
         else:
             msg_id = rollup = ""
         if 0 <= config.max_msg_size < len(header) + len(msg.payload):
             raise errors.STREAM_MESSAGE_EXCEEDS_MAXIMUM.error()
+        return self._store_checked(msg, msg_id, rollup)
+
+    def _store_checked(self, msg: ops.InMsg, msg_id: str, rollup: str) -> Outcome:
+        """Store a message that passed its checks (here, or on a replicated stream's leader)
+        with its effects: dedupe, last msg id, rollup, TTL, retention, republish."""
+        header = msg.header
         previous = last_seq_of_subject(self.store, msg.subject) if self._republisher is not None else 0
         try:
             (seq,) = self._append([(msg.subject, header, msg.payload, msg.ts_ns)])
@@ -697,8 +961,7 @@ class Stream:
         finally:
             self._republishing = False
 
-    def _check_expectations(self, msg: ops.InMsg) -> None:
-        header = msg.header
+    def _check_stream_and_ttl(self, header: bytes) -> None:
         expected_stream = header_value(header, HDR_EXPECTED_STREAM)
         if expected_stream is not None and expected_stream.decode() != self.config.name:
             raise errors.STREAM_NOT_MATCH.error()
@@ -707,6 +970,10 @@ class Stream:
             if not self.config.allow_msg_ttl:
                 raise errors.MESSAGE_TTL_DISABLED.error()
             parse_ttl(ttl)
+
+    def _check_expectations(self, msg: ops.InMsg) -> None:
+        header = msg.header
+        self._check_stream_and_ttl(header)
         subject_seq = header_value(header, HDR_EXPECTED_LAST_SUBJECT_SEQ)
         if subject_seq is not None:
             subject = _text(header_value(header, HDR_EXPECTED_LAST_SUBJECT_SEQ_SUBJECT)) or msg.subject
@@ -923,7 +1190,7 @@ class Stream:
             self._flush_inbox()
             self.group.close()  # publishes proposed but not yet applied are applied (or failed)
         self.deleted = True
-        for timer in (self._expiry_timer, self._interval_timer, self._ttl_timer):
+        for timer in (self._expiry_timer, self._interval_timer, self._ttl_timer, self._decide_retry):
             if timer is not None:
                 timer.cancel()
         if self._repair is not None:
@@ -954,6 +1221,13 @@ def parse_ttl(value: bytes) -> int | None:
     if ttl_ns < 1_000_000_000:
         raise errors.MESSAGE_TTL_INVALID.error()
     return ttl_ns
+
+
+def _check_rollup(config: StreamConfig, rollup: str) -> None:
+    if not config.allow_rollup_hdrs:
+        raise errors.STREAM_ROLLUP_FAILED.format(err="rollup not permitted")
+    if rollup not in ("sub", "all"):
+        raise errors.STREAM_ROLLUP_FAILED.format(err=f'rollup value invalid: "{rollup}"')
 
 
 def _store_error(reason: str) -> errors.JsApiError:

@@ -430,6 +430,8 @@ class RouteManager:
             # our clustered JetStream (cluster/meta_driver.py): this server takes part in the
             # appliance RAFT groups, with these placement tags (Go nodes ignore unknown fields)
             fields["js_raft"] = JS_RAFT_VERSION
+            if server.jetstream_free is not None:
+                fields["js_free"] = server.jetstream_free()
             if server.options.server_tags:
                 fields["tags"] = list(server.options.server_tags)
             if server.jetstream_meta_voters:
@@ -879,13 +881,21 @@ class RouteManager:
         if out:
             peer.write(bytes(out))
 
+    def announce_info_to_appliance_peers(self) -> None:
+        """An async INFO to the routes of appliance JetStream servers (a changed `js_free`, or the
+        meta group's voters `js_meta_voters`): they keep it in the route's remote_info (Go nodes
+        are not told: nothing there reads it)."""
+        line = wire.info(self.info())
+        sent = False
+        for peer in self.peers.values():
+            if peer.conn.remote_info.get("js_raft") == JS_RAFT_VERSION:
+                peer.write(line)
+                sent = True
+        if sent:
+            self.server.schedule_flush()
+
     def announce_lame_duck(self) -> None:
         """An async INFO with `ldm` to every route (spec §7): peers stop offering our client URLs."""
-        self.announce_info()
-
-    def announce_info(self) -> None:
-        """Our route INFO again to every route (an async INFO, as nats-server sends when it
-        changes): lame duck, or the JetStream meta group's voters."""
         self._broadcast(wire.info(self.info()))
 
     # --- monitoring ------------------------------------------------------------------------------

@@ -129,6 +129,9 @@ class Server:
         # the voters of this server's JetStream meta group (route INFO `js_meta_voters`): a server
         # starting on an empty store that finds itself among them lost its store
         self.jetstream_meta_voters: tuple[str, ...] = ()
+        # clustered JetStream: this server's free JetStream storage and memory in bytes ({"file":
+        # n, "memory": n}), carried in route INFO for the meta leader's placement
+        self.jetstream_free: Callable[[], dict[str, int]] | None = None
         self.cluster_urls: list[str] = []  # the other servers' client URLs (server/cluster_urls.py)
         self._over_max_connections = False  # about the connection registered last
         # totals of closed connections, so /varz counters never go backwards

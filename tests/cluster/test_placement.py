@@ -87,3 +87,14 @@ def test_a_replacement_keeps_unique_tag_with_the_peers_the_group_keeps() -> None
         place(request, servers)
     request = PlacementRequest(1, "C1", unique_tag="az:", kept=frozenset({"p1", "p3"}))
     assert place(request, servers) == ["p5"]
+
+
+def test_servers_without_room_for_max_bytes_are_refused_with_nats_servers_reason() -> None:
+    servers = [ServerInfo("n1", "p1", "C1", storage_free_bytes=5000), ServerInfo("n2", "p2", "C1"),
+               ServerInfo("n3", "p3", "C1", storage_free_bytes=10, memory_free_bytes=1 << 40)]
+    assert place(PlacementRequest(2, "C1", reserved_bytes=1000), servers) == ["p2", "p1"]  # more room first
+    with pytest.raises(PlacementError, match=r"^no suitable peers for placement, insufficient storage$"):
+        place(PlacementRequest(3, "C1", reserved_bytes=1000), servers)
+    assert place(PlacementRequest(3, "C1", reserved_bytes=1000, storage="memory"), servers)  # memory has room
+    with pytest.raises(PlacementError, match=r"^no suitable peers for placement$"):
+        place(PlacementRequest(4, "C1"), servers)  # too few servers, none for want of storage
