@@ -11,8 +11,10 @@ Record frame (little endian):  [u32 body_len][u32 crc32(body)][body]   body = [u
   SNAPSHOT   [u64 index][u64 term][u16 voters] voters x ([u16 len][id]) [u32 len][data]
              — the log is this snapshot; entries up to index are gone
 
-Recovery: records are replayed in order. A bad or short record that reaches the end of the file
-is a torn tail (a write cut by a crash): it is truncated away, durably. A bad record followed by
+Recovery: records are replayed in order. A bad or short record that reaches the end of the file,
+or is followed only by zero bytes (space OsLogFiles preallocated and never wrote), is a torn tail
+(a write cut by a crash): it is truncated away with the zero bytes, durably. A run of zero bytes
+after the last whole record is that unwritten space, not a record. A bad record followed by
 more data is corruption in the middle: decode_all raises CorruptData; RaftLogFile.recover then
 salvages every whole record around it (never silently: it reports the damaged stretches and
 keeps the file as found beside the log) and the owner rebuilds the log from what it replayed.
@@ -31,6 +33,8 @@ from typing import Protocol
 
 from appliance import limits
 from appliance.errors import CorruptData
+from appliance.store.fileops import OsFileOps, write_atomic
+from appliance.store.recovery import unwritten_tail
 
 FRAME = struct.Struct("<II")
 ENTRIES_HEADER = struct.Struct("<QI")
@@ -178,8 +182,8 @@ def decode_all(data: bytes, *, name: str = "") -> tuple[list[EntriesBatch | Hard
             break  # torn body
         body = data[offset + FRAME.size : end]
         if length == 0 or zlib.crc32(body) != checksum:
-            if end == len(data):
-                break  # the last record is torn
+            if end == len(data) or unwritten_tail(data, end):
+                break  # the last record is torn, or preallocated space never written (OsLogFiles)
             raise CorruptData("checksum mismatch before the end of the log", path=name, offset=offset)
         try:
             records.append(_decode_body(body))
@@ -274,67 +278,45 @@ class RaftLogFile:
 
 
 class OsLogFiles:
-    """LogFiles on a real directory: appends go through one open handle per file; fsync on sync."""
+    """LogFiles on a real directory, through the store's OsFileOps: appends go into space
+    preallocated ahead of them (posix_fallocate, STORE_PREALLOCATE_* as a stream's active segment)
+    and `sync` is an fdatasync, so a synced append commits neither a new file size nor new blocks
+    (the RAFT log's fsync is on every replicated publish's path). The file ends in zero bytes
+    that are not data while it is open; `close` trims them, and after a crash recovery reads a
+    run of zero bytes after the last whole record as unwritten space (decode_all)."""
 
-    def __init__(self, directory: str) -> None:
+    def __init__(self, directory: str, *, preallocate_bytes: int = limits.STORE_PREALLOCATE_BYTES) -> None:
         self.directory = directory
         os.makedirs(directory, exist_ok=True)
-        self._handles: dict[str, int] = {}
+        self._ops = OsFileOps(preallocate_bytes=preallocate_bytes)
 
     def _path(self, name: str) -> str:
         assert "/" not in name and name not in ("", ".", "..")
         return os.path.join(self.directory, name)
 
-    def _handle(self, name: str) -> int:
-        fd = self._handles.get(name)
-        if fd is None:
-            fd = os.open(self._path(name), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            self._handles[name] = fd
-        return fd
-
     def read(self, name: str) -> bytes:
         try:
-            with open(self._path(name), "rb") as handle:
-                return handle.read()
+            return self._ops.read_all(self._path(name))
         except FileNotFoundError:
             return b""
 
     def append(self, name: str, data: bytes) -> None:
-        _write_all(self._handle(name), data)
+        self._ops.append(self._path(name), data)
 
     def sync(self, name: str) -> None:
-        os.fsync(self._handle(name))
+        self._ops.fsync(self._path(name))
 
     def truncate(self, name: str, size: int) -> None:
-        fd = self._handle(name)
-        os.ftruncate(fd, size)
-        os.fsync(fd)
+        path = self._path(name)
+        self._ops.truncate(path, size)
+        self._ops.fsync(path)  # fdatasync commits a changed size: it is needed to read the data
 
     def replace(self, name: str, data: bytes) -> None:
-        self.close(name)
-        temporary = self._path(name) + ".tmp"
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            _write_all(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(temporary, self._path(name))
-        directory = os.open(self.directory, os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
+        write_atomic(self._ops, self._path(name), data)
 
     def close(self, name: str | None = None) -> None:
-        for key in [name] if name is not None else list(self._handles):
-            fd = self._handles.pop(key, None)
-            if fd is not None:
-                os.close(fd)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
+        """Close the file `name` (every file without one), trimming its preallocated tail."""
+        if name is None:
+            self._ops.close()
+        else:
+            self._ops.close_file(self._path(name))
