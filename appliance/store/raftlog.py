@@ -12,8 +12,10 @@ Record frame (little endian):  [u32 body_len][u32 crc32(body)][body]   body = [u
              [[u16 learners] learners x ([u16 len][id])]  (only when the group has learners)
              — the log is this snapshot; entries up to index are gone
 
-Recovery: records are replayed in order. A bad or short record that reaches the end of the file
-is a torn tail (a write cut by a crash): it is truncated away, durably. A bad record followed by
+Recovery: records are replayed in order. A bad or short record that reaches the end of the file,
+or is followed only by zero bytes (space OsLogFiles preallocated and never wrote), is a torn tail
+(a write cut by a crash): it is truncated away with the zero bytes, durably. A run of zero bytes
+after the last whole record is that unwritten space, not a record. A bad record followed by
 more data is corruption in the middle: decode_all raises CorruptData; RaftLogFile.recover then
 salvages every whole record around it (never silently: it reports the damaged stretches and
 keeps the file as found beside the log) and the owner rebuilds the log from what it replayed.
@@ -34,6 +36,7 @@ from appliance import limits
 from appliance.errors import CorruptData
 from appliance.store.fileops import FileOps, write_atomic
 from appliance.store.powerloss import file_ops
+from appliance.store.recovery import unwritten_tail
 
 FRAME = struct.Struct("<II")
 ENTRIES_HEADER = struct.Struct("<QI")
@@ -201,8 +204,8 @@ def decode_all(data: bytes, *, name: str = "") -> tuple[list[EntriesBatch | Hard
             break  # torn body
         body = data[offset + FRAME.size : end]
         if length == 0 or zlib.crc32(body) != checksum:
-            if end == len(data):
-                break  # the last record is torn
+            if end == len(data) or unwritten_tail(data, end):
+                break  # the last record is torn, or preallocated space never written (OsLogFiles)
             raise CorruptData("checksum mismatch before the end of the log", path=name, offset=offset)
         try:
             records.append(_decode_body(body))
@@ -298,14 +301,20 @@ class RaftLogFile:
 
 class OsLogFiles:
     """LogFiles on a real directory, through the process's FileOps (powerloss.file_ops: the one
-    place a fault-injecting layer goes in): appends through one open handle per file, fsync on
-    sync. A file's first append also syncs the directory, so the name of a log whose records are
-    synced survives a power cut as well as its bytes (the FileOps rule: a new name is durable
-    after fsync_dir)."""
+    place a fault-injecting layer goes in): appends through one open handle per file into space
+    preallocated ahead of them (posix_fallocate, STORE_PREALLOCATE_* as a stream's active
+    segment), and `sync` is an fdatasync, so a synced append commits neither a new file size nor
+    new blocks (the RAFT log's fsync is on every replicated publish's path). The file ends in
+    zero bytes that are not data while it is open; `close` trims them, and after a crash
+    recovery reads a run of zero bytes after the last whole record as unwritten space
+    (decode_all). A file's first append also syncs the directory, so the name of a log whose
+    records are synced survives a power cut as well as its bytes (the FileOps rule: a new name
+    is durable after fsync_dir)."""
 
-    def __init__(self, directory: str, ops: FileOps | None = None) -> None:
+    def __init__(self, directory: str, ops: FileOps | None = None, *,
+                 preallocate_bytes: int = limits.STORE_PREALLOCATE_BYTES) -> None:
         self.directory = directory
-        self._ops = ops if ops is not None else file_ops()
+        self._ops = ops if ops is not None else file_ops(preallocate_bytes=preallocate_bytes)
         self._ops.make_dirs(directory)
         self._known: dict[str, str] = {}  # name -> path, of names whose directory entry is durable
 
@@ -340,7 +349,7 @@ class OsLogFiles:
     def truncate(self, name: str, size: int) -> None:
         path = self._path(name)
         self._ops.truncate(path, size)
-        self._ops.fsync(path)
+        self._ops.fsync(path)  # fdatasync commits a changed size: it is needed to read the data
 
     def replace(self, name: str, data: bytes) -> None:
         path = self._path(name)
@@ -348,6 +357,7 @@ class OsLogFiles:
         self._known[name] = path
 
     def close(self, name: str | None = None) -> None:
+        """Close the file `name` (every file without one), trimming its preallocated tail."""
         if name is None:
             self._ops.close()
         else:

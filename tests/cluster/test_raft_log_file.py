@@ -150,3 +150,56 @@ def test_learners_outlive_a_restart_in_the_snapshot_and_the_change_entries(tmp_p
     again = DurableStorage(files, "log")
     assert again.snapshot().meta.conf == ConfState(("a", "b"), ("c",))
     assert RaftCore(RaftConfig(id="a"), again, random.Random(1), applied=3).learners == ("c",)
+
+
+def test_appends_go_into_preallocated_space_and_close_trims_it(tmp_path: Path) -> None:
+    """A synced append does not grow the file (the fdatasync commits no new size): the space
+    is allocated ahead of it; reads see only the data; closing trims the zero tail."""
+    files = OsLogFiles(str(tmp_path))
+    log = RaftLogFile(files, "g.raftlog")
+    log.append_hard_state(HardStateRecord(1, "a", 0))
+    log.sync()
+    path = tmp_path / "g.raftlog"
+    size = path.stat().st_size
+    data = encode_hard_state(HardStateRecord(1, "a", 0))
+    assert size > len(data), "preallocated ahead of the first append"
+    log.append_entries([EntryRecord(1, 1, 1, b"x" * 100)])
+    log.sync()
+    assert path.stat().st_size == size, "the append went into space already allocated"
+    assert files.read("g.raftlog") == data + encode_entries([EntryRecord(1, 1, 1, b"x" * 100)])
+    files.close()
+    assert path.read_bytes() == data + encode_entries([EntryRecord(1, 1, 1, b"x" * 100)])
+
+
+def test_a_crash_leaves_preallocated_zeros_that_recovery_reads_as_unwritten_space(tmp_path: Path) -> None:
+    """After a crash the file still ends in the zero bytes preallocated ahead of the writes:
+    they are not damage (no salvage, nothing reported), and open trims them durably."""
+    files = OsLogFiles(str(tmp_path))
+    log = RaftLogFile(files, "g.raftlog")
+    log.append_hard_state(HardStateRecord(1, "a", 0))
+    log.append_entries([EntryRecord(1, 1, 1, b"x" * 100)])
+    log.sync()
+    path = tmp_path / "g.raftlog"
+    crashed = path.read_bytes()  # as a crash leaves it: never closed, the zero tail still there
+    assert crashed.endswith(b"\0" * 64)
+    files.close()
+    path.write_bytes(crashed)
+    recovered = RaftLogFile(OsLogFiles(str(tmp_path)), "g.raftlog").recover()
+    assert recovered.damaged == []
+    assert recovered.records == [HardStateRecord(1, "a", 0), EntriesBatch((EntryRecord(1, 1, 1, b"x" * 100),))]
+    assert not (tmp_path / "g.raftlog.damaged").exists()
+    assert path.read_bytes() == encode_hard_state(HardStateRecord(1, "a", 0)) + encode_entries(
+        [EntryRecord(1, 1, 1, b"x" * 100)])
+
+
+def test_a_write_torn_over_preallocated_zeros_is_a_torn_tail() -> None:
+    """A record whose last bytes never reached the disk (zeros where they belong, zeros after
+    it) is a torn write like a short one at the end of the file, not damage in the middle."""
+    first = encode_hard_state(HardStateRecord(1, "a", 0))
+    torn = bytearray(encode_entries([EntryRecord(1, 1, 1, b"y" * 200)]))
+    torn[-120:] = bytes(120)
+    records, valid = decode_all(first + bytes(torn) + bytes(4096))
+    assert records == [HardStateRecord(1, "a", 0)]
+    assert valid == len(first)
+    with pytest.raises(CorruptData):  # a bad record with data after it is still damage
+        decode_all(first + bytes(torn) + bytes(64) + first)
