@@ -160,3 +160,22 @@ def test_tls_with_a_required_client_certificate(spark, tmp_path: Path) -> None:
             no_cert.load().count()
         with pytest.raises(Exception, match="UNKNOWN_CA|unknown ca|TLS"):  # a certificate of another CA
             no_cert.option("tlsCertFile", stranger.cert).option("tlsKeyFile", stranger.key).load().count()
+
+
+def test_tls_handshake_first_connection(tmp_path: Path) -> None:
+    """The tasks' client against a server with `handshake_first`: TLS before the INFO."""
+    from appliance.spark.conn import Connection, TlsFiles
+
+    certs = TestCerts(tmp_path)
+    port = free_port()
+    config = tmp_path / "first.conf"
+    config.write_text(f"listen: 127.0.0.1:{port}\n"
+                      f'tls {{ cert_file: "{certs.server.cert}", key_file: "{certs.server.key}", '
+                      f'ca_file: "{certs.ca_file}", handshake_first: true }}\n')
+    with ApplianceProcess(["-c", str(config)], log_dir=tmp_path):
+        tls = TlsFiles(enabled=True, ca_file=certs.ca_file, handshake_first=True)
+        with Connection(f"nats://127.0.0.1:{port}", tls=tls, timeout_s=10) as conn:
+            assert conn.info["tls_required"] is True
+            conn.subscribe("first.x")
+            conn.publish("first.x", b"over tls")
+            assert conn.next_frame(10).payload == b"over tls"
