@@ -12,6 +12,8 @@ Against one `appliance run` (JetStream, a temp store dir) holding N messages of 
 4. a batch write of 100k rows (PubAck checked, window 256) into a second stream;
 5. the baseline: one plain nats-py process reading the stream with batch Direct Get.
 The machine is shared with other work: the load average is printed with the table.
+`--rows offline,baseline` runs only some rows (read, pushdown, offline, write, baseline);
+`--repeat N` times each Spark read N times and prints every run (the table shows the median).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 import appliance.spark
+from appliance.spark.source_store import StoreReader
 from appliance.testing.process import ApplianceProcess, free_port
 
 SUBJECTS = 100
@@ -87,6 +90,13 @@ async def nats_py_baseline(url: str, last_seq: int) -> float:
     return count / elapsed
 
 
+def offline_in_process(path: str) -> int:
+    """The jetstream-store reader without Spark: its driver-side plan and every partition read
+    here, one after the other (what the Python side of a Spark read costs in all)."""
+    reader = StoreReader({"path": path, "numpartitions": "4"})
+    return sum(batch.num_rows for partition in reader.partitions() for batch in reader.read(partition))
+
+
 def timed(action) -> float:  # type: ignore[no-untyped-def]
     start = time.perf_counter()
     action()
@@ -98,7 +108,14 @@ def main() -> int:
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--size", type=int, default=200)
     parser.add_argument("--write-rows", type=int, default=100_000)
+    parser.add_argument("--rows", default="read,pushdown,offline,write,baseline",
+                        help="which rows to run, comma-separated")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per Spark read row (median shown)")
     args = parser.parse_args()
+    wanted = set(args.rows.split(","))
+    unknown = wanted - {"read", "pushdown", "offline", "write", "baseline"}
+    if unknown:
+        parser.error(f"unknown rows {sorted(unknown)}")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     n = args.messages
     rows: list[tuple[str, str, str]] = []
@@ -130,23 +147,46 @@ def main() -> int:
             store = next((base / "store").rglob("BENCH"))
             total(load(endSeq="4000", numPartitions="4"))
             total(spark.read.format("jetstream-store").option("numPartitions", "4").option("endSeq", "4000").load(str(store)))
-            for parts in (1, 2, 4):
-                seconds = timed(lambda: total(load(numPartitions=str(parts))))
-                rows.append((f"Spark batch read, {parts} partition(s)", f"{n / seconds:,.0f} msgs/s", f"{seconds:.1f} s"))
-            matched = [0]
-            seconds = timed(lambda: matched.__setitem__(0, load(numPartitions="4").where("subject = 'bench.7'").count()))
-            rows.append(("Spark read, pushdown subject = 1%, 4 partitions",
-                         f"{n / seconds:,.0f} stream msgs/s", f"{seconds:.1f} s, {matched[0]} rows"))
-            seconds = timed(lambda: total(spark.read.format("jetstream-store").option("numPartitions", "4").load(str(store))))
-            rows.append(("Spark offline jetstream-store read, 4 partitions", f"{n / seconds:,.0f} msgs/s", f"{seconds:.1f} s"))
-            w = args.write_rows
-            out = spark.range(w).select(F.concat(F.lit("bout."), (F.col("id") % SUBJECTS).cast("string")).alias("subject"),
-                                        F.expr(f"cast(repeat('y', {args.size}) as binary)").alias("data")).repartition(2)
-            seconds = timed(lambda: out.write.format("jetstream").option("url", url).mode("append").save())
-            rows.append((f"Spark batch write, {w} rows, 2 partitions", f"{w / seconds:,.0f} msgs/s", f"{seconds:.1f} s"))
+            def runs(action) -> float:  # type: ignore[no-untyped-def]
+                """The median of --repeat timed runs of `action`; every run printed."""
+                times = sorted(timed(action) for _ in range(args.repeat))
+                if args.repeat > 1:
+                    print("  runs: " + ", ".join(f"{n / t:,.0f} msgs/s ({t:.2f} s)" for t in times), flush=True)
+                return times[len(times) // 2]
+
+            if "read" in wanted:
+                for parts in (1, 2, 4):
+                    seconds = runs(lambda: total(load(numPartitions=str(parts))))
+                    rows.append((f"Spark batch read, {parts} partition(s)", f"{n / seconds:,.0f} msgs/s", f"{seconds:.1f} s"))
+            if "pushdown" in wanted:
+                matched = [0]
+                seconds = runs(lambda: matched.__setitem__(0, load(numPartitions="4").where("subject = 'bench.7'").count()))
+                rows.append(("Spark read, pushdown subject = 1%, 4 partitions",
+                             f"{n / seconds:,.0f} stream msgs/s", f"{seconds:.1f} s, {matched[0]} rows"))
+            if "offline" in wanted:
+                seconds = runs(lambda: total(spark.read.format("jetstream-store").option("numPartitions", "4").load(str(store))))
+                rows.append(("Spark offline jetstream-store read, 4 partitions", f"{n / seconds:,.0f} msgs/s", f"{seconds:.1f} s"))
+                cpu = [0.0]
+
+                def alone() -> None:
+                    start = time.process_time()
+                    offline_in_process(str(store))
+                    cpu[0] = time.process_time() - start
+
+                seconds = runs(alone)
+                rows.append(("offline reader alone (plan + every partition read, one process)",
+                             f"{n / seconds:,.0f} msgs/s", f"{seconds:.2f} s wall; {n / cpu[0]:,.0f} msgs per CPU-s (last run)"))
+            if "write" in wanted:
+                w = args.write_rows
+                out = spark.range(w).select(
+                    F.concat(F.lit("bout."), (F.col("id") % SUBJECTS).cast("string")).alias("subject"),
+                    F.expr(f"cast(repeat('y', {args.size}) as binary)").alias("data")).repartition(2)
+                seconds = timed(lambda: out.write.format("jetstream").option("url", url).mode("append").save())
+                rows.append((f"Spark batch write, {w} rows, 2 partitions", f"{w / seconds:,.0f} msgs/s", f"{seconds:.1f} s"))
             spark.stop()
-            rate = asyncio.run(nats_py_baseline(url, n))
-            rows.append(("nats-py, batch Direct Get, one process", f"{rate:,.0f} msgs/s", ""))
+            if "baseline" in wanted:
+                rate = asyncio.run(nats_py_baseline(url, n))
+                rows.append(("nats-py, batch Direct Get, one process", f"{rate:,.0f} msgs/s", ""))
     print(f"\nload average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; {n} messages of {args.size} B\n")
     print("| what | rate | notes |\n|---|---|---|")
     for what, rate, notes in rows:

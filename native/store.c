@@ -606,6 +606,107 @@ malformed:
     return NULL;
 }
 
+/* msg_columns(buf, start, check) -> (seqs, stamps, subject_offsets, subjects, payload_offsets,
+ * payloads, header_spans, others, stop): the MSG records of the whole valid records from start
+ * (crc verified when check) as column buffers, for Arrow without a Python object per message.
+ * seqs/stamps: i64 per message; *_offsets: i32, one more than messages (Arrow offsets);
+ * subjects/payloads: the values back to back; header_spans: (row, offset, length) i64 triples of
+ * the messages that carry headers; others: i64 offsets of the records of other kinds; stop: the
+ * offset after the last whole valid record (the buffer's length when every record is). */
+static PyObject *msg_columns(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "msg_columns(buf, start, check)");
+        return NULL;
+    }
+    const Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    if (start == -1 && PyErr_Occurred()) return NULL;
+    const int check = PyObject_IsTrue(args[2]);
+    if (check < 0) return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    const uint8_t *data = view.buf;
+    const Py_ssize_t size = view.len;
+    PyObject *result = NULL;
+    if (start < 0 || start > size) {
+        PyErr_SetString(PyExc_ValueError, "start outside the buffer");
+        goto done;
+    }
+    /* pass 1: validate and size the columns */
+    Py_ssize_t n = 0, n_headers = 0, n_others = 0, subject_total = 0, payload_total = 0;
+    Py_ssize_t stop = start;
+    while (stop + RECORD_HEAD_BYTES <= size) {
+        record_head h;
+        read_head(data + stop, &h);
+        if (!record_ok(data, size, stop, &h, check)) break;
+        if (h.kind == KIND_MSG) {
+            n++;
+            subject_total += h.subject_len;
+            payload_total += h.payload_len;
+            n_headers += h.headers_len != 0;
+        } else {
+            n_others++;
+        }
+        stop += FRAME_BYTES + (Py_ssize_t)h.length;
+    }
+    if (subject_total > INT32_MAX || payload_total > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "more than 2 GiB of subjects or payloads in one buffer");
+        goto done;
+    }
+    PyObject *cols[8];
+    const Py_ssize_t sizes[8] = {8 * n, 8 * n, 4 * (n + 1), subject_total, 4 * (n + 1), payload_total,
+                                 24 * n_headers, 8 * n_others};
+    for (int i = 0; i < 8; i++) cols[i] = PyBytes_FromStringAndSize(NULL, sizes[i]);
+    for (int i = 0; i < 8; i++) {
+        if (cols[i] == NULL) {
+            for (int j = 0; j < 8; j++) Py_XDECREF(cols[j]);
+            goto done;
+        }
+    }
+    uint8_t *seqs = (uint8_t *)PyBytes_AS_STRING(cols[0]);
+    uint8_t *stamps = (uint8_t *)PyBytes_AS_STRING(cols[1]);
+    uint8_t *subject_offsets = (uint8_t *)PyBytes_AS_STRING(cols[2]);
+    uint8_t *subjects = (uint8_t *)PyBytes_AS_STRING(cols[3]);
+    uint8_t *payload_offsets = (uint8_t *)PyBytes_AS_STRING(cols[4]);
+    uint8_t *payloads = (uint8_t *)PyBytes_AS_STRING(cols[5]);
+    uint8_t *spans = (uint8_t *)PyBytes_AS_STRING(cols[6]);
+    uint8_t *others = (uint8_t *)PyBytes_AS_STRING(cols[7]);
+    /* pass 2: fill (the records up to stop are known valid) */
+    Py_ssize_t row = 0, span = 0, other = 0, subject_at = 0, payload_at = 0;
+    store_u32(subject_offsets, 0);
+    store_u32(payload_offsets, 0);
+    for (Py_ssize_t offset = start; offset < stop;) {
+        record_head h;
+        read_head(data + offset, &h);
+        if (h.kind == KIND_MSG) {
+            const uint8_t *subject = data + offset + RECORD_HEAD_BYTES;
+            store_u64(seqs + 8 * row, h.seq);
+            store_u64(stamps + 8 * row, (uint64_t)h.ts);
+            memcpy(subjects + subject_at, subject, h.subject_len);
+            subject_at += h.subject_len;
+            memcpy(payloads + payload_at, subject + h.subject_len + h.headers_len, h.payload_len);
+            payload_at += h.payload_len;
+            if (h.headers_len) {
+                store_u64(spans + 24 * span, (uint64_t)row);
+                store_u64(spans + 24 * span + 8, (uint64_t)(offset + RECORD_HEAD_BYTES + h.subject_len));
+                store_u64(spans + 24 * span + 16, h.headers_len);
+                span++;
+            }
+            row++;
+            store_u32(subject_offsets + 4 * row, (uint32_t)subject_at);
+            store_u32(payload_offsets + 4 * row, (uint32_t)payload_at);
+        } else {
+            store_u64(others + 8 * other, (uint64_t)offset);
+            other++;
+        }
+        offset += FRAME_BYTES + (Py_ssize_t)h.length;
+    }
+    result = Py_BuildValue("(NNNNNNNNn)", cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], cols[7], stop);
+done:
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyMethodDef store_methods[] = {
     {"plan_blocks", (PyCFunction)(void (*)(void))plan_blocks, METH_FASTCALL,
      "Contiguous blocks over valid records with their seq/time/count summary: (plans, stop)."},
@@ -623,6 +724,8 @@ static PyMethodDef store_methods[] = {
      "Offset of seq's record from a msg_index, or -1."},
     {"msg_at", (PyCFunction)(void (*)(void))msg_at, METH_FASTCALL,
      "The MSG record at offset of a verified block, built by factory."},
+    {"msg_columns", (PyCFunction)(void (*)(void))msg_columns, METH_FASTCALL,
+     "MSG records of the whole valid records from start as column buffers (for Arrow)."},
     {"block_msgs", (PyCFunction)(void (*)(void))block_msgs, METH_FASTCALL,
      "Messages of a verified block with seq >= start_seq, built by factory."},
     {NULL, NULL, 0, NULL},

@@ -1,5 +1,6 @@
-"""A small blocking NATS client for Spark tasks: one TCP connection, CONNECT with user/password or
-token, SUB, (H)PUB, and a reader of MSG/HMSG frames with deadlines.
+"""A small blocking NATS client for Spark tasks: one TCP connection (TLS when asked for, by a tls://
+url or the server), CONNECT with user/password, token, an NKey or a user JWT (credentials.py),
+SUB, (H)PUB, and a reader of MSG/HMSG frames with deadlines.
 
 Spark runs the reader and writer in Python worker processes, one task at a time each: a blocking
 socket is the simplest thing that is fast there (no event loop per task, and frames are parsed
@@ -13,9 +14,14 @@ import json
 import os
 import re
 import socket
+import ssl
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import unquote, urlsplit
+
+from appliance.spark.credentials import Auth, TlsFiles
+
+__all__ = ["Auth", "Connection", "Frame", "NatsError", "TlsFiles", "new_inbox", "parse_url", "status_of"]
 
 DEFAULT_PORT = 4222
 READ_CHUNK = 1 << 20
@@ -27,13 +33,6 @@ class NatsError(Exception):
 
 
 @dataclass(frozen=True, slots=True)
-class Auth:
-    user: str = ""
-    password: str = ""
-    token: str = ""
-
-
-@dataclass(frozen=True, slots=True)
 class Frame:
     subject: str
     reply: str
@@ -41,27 +40,32 @@ class Frame:
     payload: bytes
 
 
-def parse_url(url: str, auth: Auth) -> tuple[str, int, Auth]:
-    """host, port and credentials of `nats://[user:pass@|token@]host[:port]`; explicit auth wins."""
+def parse_url(url: str, auth: Auth) -> tuple[str, int, Auth, bool]:
+    """host, port, credentials and whether TLS is asked for, of `nats|tls://[user:pass@|token@]host[:port]`;
+    credentials given as options win over the url's."""
     parts = urlsplit(url if "://" in url else f"nats://{url}")
-    if parts.scheme not in ("nats", ""):
-        raise ValueError(f"unsupported url scheme {parts.scheme!r} (nats:// only; TLS is not supported)")
+    if parts.scheme not in ("nats", "tls"):
+        raise ValueError(f"unsupported url scheme {parts.scheme!r} (nats:// or tls://)")
     host = parts.hostname or "127.0.0.1"
     port = parts.port or DEFAULT_PORT
-    if not (auth.user or auth.token) and parts.username:
+    if auth.anonymous and parts.username:
         if parts.password is not None:
-            auth = Auth(unquote(parts.username), unquote(parts.password))
+            auth = replace(auth, user=unquote(parts.username), password=unquote(parts.password))
         else:
-            auth = Auth(token=unquote(parts.username))
-    return host, port, auth
+            auth = replace(auth, token=unquote(parts.username))
+    return host, port, auth, parts.scheme == "tls"
 
 
 class Connection:
-    def __init__(self, url: str, auth: Auth = Auth(), *, timeout_s: float = CONNECT_TIMEOUT_S, name: str = "") -> None:
-        host, port, auth = parse_url(url, auth)
+    def __init__(
+        self, url: str, auth: Auth = Auth(), *, tls: TlsFiles = TlsFiles(), timeout_s: float = CONNECT_TIMEOUT_S,
+        name: str = "",
+    ) -> None:
+        host, port, auth, tls_url = parse_url(url, auth)
+        want_tls = tls.enabled or tls_url
         self.timeout_s = timeout_s
         try:
-            self.sock = socket.create_connection((host, port), timeout=timeout_s)
+            self.sock: socket.socket = socket.create_connection((host, port), timeout=timeout_s)
         except OSError as exc:
             raise NatsError(f"cannot connect to {host}:{port}: {exc}") from exc
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -69,20 +73,40 @@ class Connection:
         self.pos = 0
         self.out = bytearray()
         self.next_sid = 1
-        line = self._line(time.monotonic() + timeout_s)
-        if not line.startswith(b"INFO "):
-            raise NatsError(f"not a NATS server: {bytes(line[:80])!r}")
-        self.info = json.loads(line[5:])
+        try:
+            if tls.handshake_first:
+                self._start_tls(host, tls)
+            line = self._line(time.monotonic() + timeout_s)
+            if not line.startswith(b"INFO "):
+                raise NatsError(f"not a NATS server: {bytes(line[:80])!r}")
+            self.info = json.loads(line[5:])
+            if not tls.handshake_first and (want_tls or self.info.get("tls_required")):
+                # as nats.go: TLS when asked for or when the server requires it (then with the system CAs)
+                if not (self.info.get("tls_required") or self.info.get("tls_available")):
+                    raise NatsError(f"secure connection not available: {host}:{port} does not offer TLS")
+                if self.pos != len(self.buf):
+                    raise NatsError("unexpected data before the TLS handshake")
+                self._start_tls(host, tls)
+            self._connect(auth, name)
+        except BaseException:
+            self.sock.close()
+            raise
+
+    def _start_tls(self, host: str, tls: TlsFiles) -> None:
+        try:
+            self.sock = tls.context().wrap_socket(self.sock, server_hostname=host)
+        except OSError as exc:  # ssl.SSLError included: a certificate not trusted, a refused client
+            raise NatsError(f"TLS handshake with {host} failed: {exc}") from exc
+
+    def _connect(self, auth: Auth, name: str) -> None:
         connect: dict[str, object] = {
             "verbose": False, "pedantic": False, "headers": True, "no_responders": True, "protocol": 1,
             "lang": "python-appliance-spark", "version": "1", "name": name or f"appliance-spark-{os.getpid()}",
+            "tls_required": isinstance(self.sock, ssl.SSLSocket),
         }
-        if auth.user:
-            connect["user"], connect["pass"] = auth.user, auth.password
-        if auth.token:
-            connect["auth_token"] = auth.token
+        connect.update(auth.connect_fields(str(self.info.get("nonce", ""))))
         self.sock.sendall(b"CONNECT " + json.dumps(connect).encode() + b"\r\nPING\r\n")
-        deadline = time.monotonic() + timeout_s
+        deadline = time.monotonic() + self.timeout_s
         while True:
             line = self._line(deadline)
             if line == b"PONG":
@@ -147,6 +171,10 @@ class Connection:
             chunk = self.sock.recv(READ_CHUNK)
         except TimeoutError:
             raise TimeoutError("no answer from the server in time") from None
+        except ssl.SSLError as exc:  # e.g. the server refused our client certificate after the handshake
+            raise NatsError(f"TLS: {exc}") from exc
+        except OSError as exc:
+            raise NatsError(f"connection lost: {exc}") from exc
         if not chunk:
             raise NatsError("connection closed by the server")
         self.buf += chunk

@@ -2,9 +2,11 @@
 
     spark.read.format("jetstream").option("url", "nats://127.0.0.1:4222").option("stream", "ORDERS").load()
 
-Options (case-insensitive): url, stream, user, password, token, apiPrefix (default $JS.API),
-startSeq, endSeq, startTime, endTime (RFC 3339 or integer ns), subject (a NATS filter),
-partitionSize (sequences per partition, default 100000) or numPartitions, timeout (seconds).
+Options (case-insensitive): url (nats:// or tls://), stream, apiPrefix (default $JS.API), startSeq,
+endSeq, startTime, endTime (RFC 3339 or integer ns), subject (a NATS filter), partitionSize
+(sequences per partition, default 100000) or numPartitions, timeout (seconds); credentials and TLS
+as credentials.py says (user, password, token, nkeySeed, nkeySeedFile, credsFile, jwt, tls,
+tlsCaFile, tlsCertFile, tlsKeyFile, tlsHandshakeFirst).
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 
 from appliance.spark import directget, plan
-from appliance.spark.conn import Auth, Connection
+from appliance.spark.conn import Auth, Connection, TlsFiles
+from appliance.spark.credentials import auth_from_options, tls_from_options
 from appliance.spark.rows import BatchBuilder
 
 SCHEMA = "stream string, seq long, subject string, time timestamp, headers map<string, array<string>>, data binary"
@@ -31,9 +34,10 @@ class Endpoint:
     auth: Auth
     api: str
     timeout_s: float
+    tls: TlsFiles = TlsFiles()
 
     def connect(self) -> Connection:
-        return Connection(self.url, self.auth, timeout_s=self.timeout_s)
+        return Connection(self.url, self.auth, tls=self.tls, timeout_s=self.timeout_s)
 
 
 def endpoint_of(options: dict[str, str], *, need_stream: bool = True) -> Endpoint:
@@ -43,9 +47,10 @@ def endpoint_of(options: dict[str, str], *, need_stream: bool = True) -> Endpoin
     return Endpoint(
         url=options.get("url", "nats://127.0.0.1:4222"),
         stream=stream,
-        auth=Auth(options.get("user", ""), options.get("password", ""), options.get("token", "")),
+        auth=auth_from_options(options),
         api=options.get("apiprefix", directget.API_PREFIX),
         timeout_s=float(options.get("timeout", "30")),
+        tls=tls_from_options(options),
     )
 
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 import zstandard
 
 from appliance.errors import CorruptData
-from appliance.spark.block_columns import Layout, MalformedBlock
-from appliance.store import records, segment, speedups
+from appliance.spark.block_columns import MalformedBlock, block_layout, columns_of
+from appliance.store import records, segment
 from appliance.store.layout import DICT_NAME
 from appliance.store.recovery import unwritten_tail
 
@@ -140,7 +140,7 @@ def piece_records(piece: Piece, zdict: zstandard.ZstdCompressionDict | None, *, 
     record). frames=False leaves the framing check of a sealed block's records to the caller."""
     if piece.block_offset < 0:
         data = _read(piece.path)
-        _frames, stop = speedups.replay_frames(data, segment.HEADER_BYTES, True)
+        stop = columns_of(data, segment.HEADER_BYTES, check=True).stop
         if stop != len(data) and not unwritten_tail(data, stop) and records.resync(data, stop) is not None:
             raise CorruptData("damaged record in active segment", path=piece.path, offset=stop)
         return data[segment.HEADER_BYTES : stop]
@@ -161,8 +161,7 @@ def piece_records(piece: Piece, zdict: zstandard.ZstdCompressionDict | None, *, 
     except CorruptData as exc:
         raise CorruptData(str(exc).split(": ", 1)[-1], path=piece.path, offset=piece.block_offset) from None
     if frames:
-        _frames, stop = speedups.replay_frames(raw, 0, False)
-        if stop != len(raw):
+        if columns_of(raw).stop != len(raw):
             raise CorruptData("damaged record inside block", path=piece.path, offset=piece.block_offset)
     return raw
 
@@ -170,7 +169,7 @@ def piece_records(piece: Piece, zdict: zstandard.ZstdCompressionDict | None, *, 
 def _collect_removals(piece: Piece, zdict: zstandard.ZstdCompressionDict | None, stream: str, plan: StorePlan) -> None:
     raw = piece_records(piece, zdict, frames=False)
     try:
-        others = Layout(raw).others  # checks the framing of every record, finds the non-MSG ones
+        others = block_layout(raw).others  # checks the framing of every record, finds the non-MSG ones
     except MalformedBlock as exc:
         raise CorruptData(f"damaged record inside block: {exc}", path=piece.path, offset=piece.block_offset) from None
     for offset in others:

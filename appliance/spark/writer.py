@@ -7,8 +7,9 @@ array<string>> or map<string, string>). Each message carries a Nats-Msg-Id so a 
 a re-run of the same write (same `writeId` option), is deduplicated by the stream's duplicate
 window: the value of the column named by `msgIdColumn` (when not null), else `<writeId>-<partition>-<row>`.
 
-Options: url, user, password, token, msgIdColumn, writeId (default: one per write), window
-(unacknowledged publishes, default 256), timeout (seconds to wait for a PubAck, default 30).
+Options: url, msgIdColumn, writeId (default: one per write), window (unacknowledged publishes,
+default 256), timeout (seconds to wait for a PubAck, default 30); credentials and TLS as the
+readers (credentials.py).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from appliance.spark.conn import Auth, Connection, NatsError, status_of
+from appliance.spark.conn import Connection, NatsError, status_of
+from appliance.spark.credentials import auth_from_options, tls_from_options
 
 DEFAULT_WINDOW = 256
 MSG_ID = "Nats-Msg-Id"
@@ -139,7 +141,8 @@ class JetStreamWriter(DataSourceWriter):  # type: ignore[misc]
         self.write_id = options.get("writeid") or os.urandom(8).hex()
         self.window = int(options.get("window", DEFAULT_WINDOW))
         self.timeout_s = float(options.get("timeout", "30"))
-        self.auth = Auth(options.get("user", ""), options.get("password", ""), options.get("token", ""))
+        self.auth = auth_from_options(options)
+        self.tls = tls_from_options(options)
         self.url = options.get("url", "nats://127.0.0.1:4222")
 
     def write(self, iterator: Iterator[Any]) -> WriteReport:
@@ -148,7 +151,7 @@ class JetStreamWriter(DataSourceWriter):  # type: ignore[misc]
         return self.write_rows(iterator, partition, f"{self.write_id}-{partition}")
 
     def write_rows(self, rows: Iterator[Any], partition: int, id_prefix: str) -> WriteReport:
-        with Connection(self.url, self.auth, timeout_s=self.timeout_s) as conn:
+        with Connection(self.url, self.auth, tls=self.tls, timeout_s=self.timeout_s) as conn:
             publisher = Publisher(conn, self.window, self.timeout_s)
             for index, row in enumerate(rows):
                 subject = row["subject"]

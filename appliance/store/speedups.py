@@ -11,7 +11,9 @@ from __future__ import annotations
 import importlib.machinery
 import importlib.util
 import struct
+import sys
 import zlib
+from array import array
 from collections.abc import Callable
 from types import ModuleType
 from typing import TypeVar
@@ -165,6 +167,61 @@ def msg_at_py(
     return factory(record.seq, record.subject, record.headers, record.payload, record.timestamp_ns)
 
 
+# msg_columns: (seqs, stamps, subject_offsets, subjects, payload_offsets, payloads, header_spans,
+# others, stop) - little-endian i64 / i32 column buffers, see native/store.c
+Columns = tuple[bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes, int]
+
+
+def msg_columns_py(buf: bytes | memoryview, start: int, check: bool) -> Columns:
+    """The MSG records among the whole valid records from start (crc checked when check) as column
+    buffers: i64 seqs and stamps, i32 Arrow offsets and the values back to back for subjects and
+    payloads, (row, offset, length) i64 triples of the messages with headers, i64 offsets of the
+    other records, and where the valid records stop."""
+    if start < 0 or start > len(buf):
+        raise ValueError("start outside the buffer")
+    unpack = records.RECORD_HEAD.unpack_from
+    seqs, stamps, others, spans = array("q"), array("q"), array("q"), array("q")
+    subject_offsets, payload_offsets = array("i", [0]), array("i", [0])
+    subjects: list[bytes] = []
+    payloads: list[bytes] = []
+    subject_at = payload_at = 0
+    offset = start
+    while offset + records.HEAD_BYTES <= len(buf):
+        length, crc, kind, seq, ts, subject_len, headers_len, payload_len = unpack(buf, offset)
+        end = offset + 8 + length
+        if (
+            end > len(buf)
+            or records.BODY_HEAD.size + subject_len + headers_len + payload_len != length
+            or kind not in (1, 2, 3)
+            or (check and zlib.crc32(buf[offset + 8 : end], length) != crc)
+        ):
+            break
+        if kind != records.Kind.MSG:
+            others.append(offset)
+            offset = end
+            continue
+        s = offset + records.HEAD_BYTES
+        if headers_len:
+            spans.extend((len(seqs), s + subject_len, headers_len))
+        seqs.append(seq)
+        stamps.append(ts)
+        subjects.append(bytes(buf[s : s + subject_len]))
+        payloads.append(bytes(buf[end - payload_len : end]))
+        subject_at += subject_len
+        payload_at += payload_len
+        offset = end
+        subject_offsets.append(min(subject_at, 0x7FFFFFFF))  # past 2 GiB: the ValueError below
+        payload_offsets.append(min(payload_at, 0x7FFFFFFF))
+    stop = offset
+    if subject_at > 0x7FFFFFFF or payload_at > 0x7FFFFFFF:
+        raise ValueError("more than 2 GiB of subjects or payloads in one buffer")
+    if sys.byteorder != "little":
+        for column in (seqs, stamps, others, spans, subject_offsets, payload_offsets):
+            column.byteswap()
+    return (seqs.tobytes(), stamps.tobytes(), subject_offsets.tobytes(), b"".join(subjects),
+            payload_offsets.tobytes(), b"".join(payloads), spans.tobytes(), others.tobytes(), stop)
+
+
 def _load_native() -> ModuleType | None:
     if not native.ENABLED or native.speedups is None:
         return None
@@ -195,6 +252,7 @@ index_find: Callable[[bytes, int], int]
 msg_at: Callable[..., object]
 replay_frames: Callable[[bytes | memoryview, int, bool], tuple[list[Replayed], int]]
 plan_blocks: Callable[[bytes | memoryview, int, int], tuple[list[segment.BlockPlan], int]]
+msg_columns: Callable[[bytes | memoryview, int, bool], Columns]
 if _native is not None:
     assert _native.RECORD_BYTES_MAX == limits.STORE_RECORD_BYTES_MAX, "native/store.c disagrees with limits.py"
     plan_blocks = _native.plan_blocks
@@ -206,6 +264,7 @@ if _native is not None:
     encode_msgs = _native.encode_msgs
     scan_frames = _native.scan_frames
     block_msgs = _native.block_msgs
+    msg_columns = _native.msg_columns
 else:
     encode_msgs = encode_msgs_py
     scan_frames = records.scan_frames
@@ -216,3 +275,4 @@ else:
     msg_at = msg_at_py
     replay_frames = replay_frames_py
     plan_blocks = segment.plan_blocks
+    msg_columns = msg_columns_py

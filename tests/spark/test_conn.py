@@ -78,11 +78,14 @@ def test_err_raises_with_the_server_text(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_urls() -> None:
-    assert parse_url("nats://u:p%40ss@h:5", Auth()) == ("h", 5, Auth("u", "p@ss"))
-    assert parse_url("nats://tok@h", Auth()) == ("h", 4222, Auth(token="tok"))
-    assert parse_url("h:7", Auth(token="x")) == ("h", 7, Auth(token="x"))
-    with pytest.raises(ValueError, match="TLS"):
-        parse_url("tls://h:1", Auth())
+    assert parse_url("nats://u:p%40ss@h:5", Auth()) == ("h", 5, Auth("u", "p@ss"), False)
+    assert parse_url("nats://tok@h", Auth()) == ("h", 4222, Auth(token="tok"), False)
+    assert parse_url("h:7", Auth(token="x")) == ("h", 7, Auth(token="x"), False)
+    assert parse_url("tls://u:p@h:1", Auth()) == ("h", 1, Auth("u", "p"), True)
+    seeded = Auth(nkey_seed="SU...")
+    assert parse_url("nats://u:p@h", seeded) == ("h", 4222, seeded, False)  # an option's identity wins
+    with pytest.raises(ValueError, match="tls://"):
+        parse_url("ws://h:1", Auth())
     assert conn_module.status_of(b"NATS/1.0 404 Message Not Found\r\n\r\n") == (404, "Message Not Found")
 
 

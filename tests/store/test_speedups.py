@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+from array import array
 
 import pytest
 from hypothesis import given, settings
@@ -63,6 +64,54 @@ def test_scan_frames_and_block_msgs_match_the_twins(
             assert speedups.msg_at(buffer, offset, StoredMsg, True) == speedups.msg_at(buffer, offset, StoredMsg)
             assert speedups.msg_at(buffer, offset, StoredMsg).seq == seq
 
+
+
+@needs_native
+@settings(max_examples=150, deadline=None)
+@given(msgs_strategy, st.sets(st.integers(0, 29)), st.binary(max_size=64), st.integers(0, 3000), st.integers(0, 40))
+def test_msg_columns_match_the_twin_and_the_records(
+    msgs: list[tuple[str, bytes, bytes, int]], deletes_after: set[int], garbage: bytes, cut: int, start: int
+) -> None:
+    """Columns of MSG records among removal records, on whole, cut and garbage-tailed buffers (crc
+    checked or not), from any start: native == twin, and equal to decoding record by record."""
+    parts = []
+    for k, (subject, headers, payload, ts) in enumerate(msgs):
+        parts.append(records.encode_msg(k + 1, subject.encode(), headers, payload, ts))
+        if k in deletes_after:
+            parts.append(records.encode_delete([(k + 1, k + 1)], ts))
+    buffer = b"".join(parts)
+    for damaged in (buffer, buffer[:cut] + garbage):
+        for check in (True, False):
+            at = min(start, len(damaged))
+            assert speedups.msg_columns(damaged, at, check) == speedups.msg_columns_py(damaged, at, check)
+    seqs, stamps, subject_offsets, subjects, payload_offsets, payloads, spans, others, stop = \
+        speedups.msg_columns(buffer, 0, True)
+    assert stop == len(buffer)
+    decoded, offset = [], 0
+    while offset < len(buffer):
+        decoded.append(records.decode_at(buffer, offset, check=True))
+        offset = decoded[-1].end
+    msg_records = [r for r in decoded if r.kind == records.Kind.MSG]
+    assert array("q", seqs).tolist() == [r.seq for r in msg_records]
+    assert array("q", stamps).tolist() == [r.timestamp_ns for r in msg_records]
+    sub_at, pay_at = array("i", subject_offsets).tolist(), array("i", payload_offsets).tolist()
+    assert [subjects[a:b].decode() for a, b in zip(sub_at, sub_at[1:])] == [r.subject for r in msg_records]
+    assert [payloads[a:b] for a, b in zip(pay_at, pay_at[1:])] == [r.payload for r in msg_records]
+    triples = array("q", spans).tolist()
+    assert [(triples[i], buffer[triples[i + 1]:triples[i + 1] + triples[i + 2]]) for i in range(0, len(triples), 3)] == \
+        [(row, r.headers) for row, r in enumerate(msg_records) if r.headers]
+    assert array("q", others).tolist() == [r.offset for r in decoded if r.kind != records.Kind.MSG]
+
+
+def test_msg_columns_stop_at_a_flipped_byte_only_when_checking() -> None:
+    buffer = records.encode_msg(1, b"a", b"", b"xyz", 5) + records.encode_msg(2, b"b", b"", b"xyz", 6)
+    flipped = bytearray(buffer)
+    flipped[-2] ^= 0x01  # inside the second payload: lengths hold, the crc does not
+    for fn in (speedups.msg_columns, speedups.msg_columns_py):
+        assert fn(bytes(flipped), 0, False)[-1] == len(buffer)
+        assert fn(bytes(flipped), 0, True)[-1] == len(buffer) // 2
+        with pytest.raises(ValueError):
+            fn(buffer, len(buffer) + 1, False)
 
 @needs_native
 def test_block_msgs_refuses_a_malformed_block() -> None:
