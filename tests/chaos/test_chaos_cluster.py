@@ -70,8 +70,10 @@ def test_power_loss_of_every_server_loses_nothing_acknowledged() -> None:
 @pytest.mark.timeout(200)
 def test_seeded_faults_on_five_nodes() -> None:
     """Seed 5 on five nodes: two peer-removes (a spare server takes the removed one's place),
-    a consumer step-down, a restart and kill -9 of every server."""
-    result = run_chaos(ChaosOptions(seed=5, nodes=5, faults=5), log=lambda _: None)
+    a consumer step-down, a restart and kill -9 of every server (drawn from the kinds before
+    power-loss joined them, which has a test of its own)."""
+    kinds = tuple(kind for kind in chaos_plan.FAULT_KINDS if kind != chaos_plan.POWER_LOSS)
+    result = run_chaos(ChaosOptions(seed=5, nodes=5, faults=5, kinds=kinds), log=lambda _: None)
     check(result, 5)
     assert [f.kind for f in result.faults].count(chaos_plan.PEER_REMOVE) == 2
     check_operations(result)
