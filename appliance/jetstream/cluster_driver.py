@@ -111,6 +111,7 @@ class ClusterDriver:
                             if isinstance(voters := peer.conn.remote_info.get("js_meta_voters"), list) and voters)
             decision = self.formation.decide([s.peer for s in self.known], heard_group=self.heard_meta,
                                               now_s=service.clock.monotonic(), formed=formed[-1] if formed else ())
+            lost = self._store_was_lost()
             if decision is not None and decision.join:
                 logger.info("JetStream cluster: joining the meta group of the cluster")
                 meta.join()
@@ -118,6 +119,8 @@ class ClusterDriver:
                 names = ", ".join(service.peer_name(peer) for peer in decision.voters)
                 logger.info("JetStream cluster: forming the meta group with %s", names)
                 meta.form(decision.voters)
+            if decision is not None and lost:
+                service.meta_lost()
         elif meta.group.ready_to_lead():
             self._add_missing_voter()
             self._remove_evicted_voter()
@@ -130,6 +133,7 @@ class ClusterDriver:
         elif self._told_removed:  # re-added by the meta leader (server_readd)
             self._told_removed = False
             logger.warning("JetStream cluster: this server was added back to the cluster")
+        self._note_peer_stores()
         voters = meta.group.voters() if meta.group is not None else ()
         if voters != service.server.jetstream_meta_voters:  # our peers learn them (meta_formation.py)
             service.server.jetstream_meta_voters = voters
@@ -143,6 +147,32 @@ class ClusterDriver:
         told = self._free_told
         if any(abs(free[k] - told[k]) > max(FREE_NOTICE_BYTES, told[k] * FREE_NOTICE_SHARE) for k in free):
             self._free_told = dict(free)
+            self.routes.announce_info_to_appliance_peers()
+
+    def _store_was_lost(self) -> bool:
+        """This server's store is new while a peer remembers it with another one (route INFO
+        `js_peer_stores`): it was wiped or replaced, and what its votes stood for went with it."""
+        ledger = self.service.ledger
+        if not ledger.new:
+            return False
+        name = self.service.server.server_name
+        for peer in list(self.routes.peers.values()):
+            known = peer.conn.remote_info.get("js_peer_stores")
+            ids = known.get(name) if isinstance(known, dict) else None
+            if isinstance(ids, list) and any(other != ledger.store_id for other in ids):
+                return True
+        return False
+
+    def _note_peer_stores(self) -> None:
+        """Remember the store each appliance peer runs on (its route INFO `js_store`); tell the
+        peers when that is news, so a peer on a new store can find out it lost the old one."""
+        changed = False
+        for peer in list(self.routes.peers.values()):
+            info = peer.conn.remote_info
+            name, store = info.get("server_name"), info.get("js_store")
+            if isinstance(name, str) and isinstance(store, str):
+                changed |= self.service.ledger.saw_peer(name, store)
+        if changed:
             self.routes.announce_info_to_appliance_peers()
 
     def _add_missing_voter(self) -> None:

@@ -39,7 +39,7 @@ from appliance.jetstream.groups import durable_storage, group_name, memory_stora
 from appliance.jetstream.host import Timer
 from appliance.jetstream.cluster_driver import ClusterDriver
 from appliance.jetstream.groups import Replication
-from appliance.jetstream.meta import MetaGroup, MetaNetwork
+from appliance.jetstream.meta import META_GROUP, MetaGroup, MetaNetwork
 from appliance.jetstream.stepdown import MetaStepDown
 from appliance.jetstream.api_server_remove import subscribe_server_remove
 from appliance.jetstream.membership import Membership
@@ -693,6 +693,9 @@ class JetStreamService:
         self.system_api: InternalClient | None = None  # $JS.API.SERVER.REMOVE in the system account
         raft_root = os.path.join(self.root, "_raft")
         self.ledger = GroupLedger(raft_root)  # which groups' logs this store held (lost_log)
+        server.jetstream_store_id = self.ledger.store_id
+        server.jetstream_peer_stores = self.ledger.peer_stores
+        self.store_lost = False  # this store replaced a lost one: meta_lost
         self.meta = MetaGroup(
             root=raft_root, peer=self.peer, clock=self.clock, rng=self.rng,
             scheduler=self.loop,
@@ -705,6 +708,8 @@ class JetStreamService:
         )
         self.started_ns = time.time_ns()
         server.jetstream_meta_voters = self.meta.group.voters() if self.meta.group is not None else ()
+        if self.ledger.state(META_GROUP, 0) is GroupState.RECOVERING and self.meta.group is not None:
+            self.meta_lost()  # found lost at an earlier start, not caught up since
         for line in self.meta.damage:
             logger.error("JetStream meta log recovered from damage (definitions after it are lost): %s", line)
             self.damage[("", "meta")] = line
@@ -764,15 +769,35 @@ class JetStreamService:
         return Replication(storage=storage, transport=self.raft.registry.outbox(group_id),
                            catch_up=self.raft.catch_up.source(group_id), lost=lost)
 
+    def meta_lost(self) -> None:
+        """This server's whole store was lost (a peer remembers another store under its name:
+        cluster_driver.py): its meta group abstains until the meta leader has caught it up, and
+        every asset group it opens empty meanwhile was held here before (lost_log)."""
+        group = self.meta.group
+        assert group is not None
+        self.store_lost = True
+        self.ledger.recovering(META_GROUP, 0)
+        logger.warning("JetStream cluster: this server's store is new, but its peers knew it with another store: "
+                       "its RAFT state was lost; it takes no part in elections until the leaders have brought "
+                       "it up to date")
+
+        def caught_up() -> None:
+            self.store_lost = False
+            self.ledger.recovered(META_GROUP, 0)
+            logger.info("JetStream cluster: meta log caught up after the loss of this server's store")
+
+        group.abstain(caught_up)
+
     def lost_log(self, group_id: str, created_ns: int, *, empty: bool) -> bool:
         """Did this replica lose the RAFT log of this group incarnation? Yes if an earlier start
-        found it lost and it has not caught up since, or if it is empty although the store's
-        ledger says it was held here (its directory deleted or lost). A whole store lost takes
-        the ledger with it: that case is not detected here (the issue note says so)."""
+        found it lost and it has not caught up since; if it is empty although the store's ledger
+        says it was held here (its directory deleted or lost); or if it is empty while the whole
+        store is known lost and the meta log not caught up yet (meta_lost: the groups it learns
+        back from the meta leader meanwhile are ones it held)."""
         state = self.ledger.state(group_id, created_ns)
         if state is GroupState.RECOVERING:
             return True
-        return empty and state is GroupState.HELD
+        return empty and (state is GroupState.HELD or self.store_lost)
 
     def watch_lost(self, label: str, group: RaftGroup, replication: Replication, created_ns: int) -> None:
         """A group whose log was lost abstains from elections until a leader has caught it up

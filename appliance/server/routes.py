@@ -436,6 +436,10 @@ class RouteManager:
                 fields["tags"] = list(server.options.server_tags)
             if server.jetstream_meta_voters:
                 fields["js_meta_voters"] = list(server.jetstream_meta_voters)
+            if server.jetstream_store_id:
+                fields["js_store"] = server.jetstream_store_id
+            if server.jetstream_peer_stores:
+                fields["js_peer_stores"] = {name: list(ids) for name, ids in server.jetstream_peer_stores.items()}
         if self.settings.cluster_name:
             fields["cluster"] = self.settings.cluster_name
         if self.options.advertise:

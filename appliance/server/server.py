@@ -129,6 +129,10 @@ class Server:
         # the voters of this server's JetStream meta group (route INFO `js_meta_voters`): a server
         # starting on an empty store that finds itself among them lost its store
         self.jetstream_meta_voters: tuple[str, ...] = ()
+        # this server's JetStream store (route INFO `js_store`) and the stores its peers have had
+        # (`js_peer_stores`, server name -> ids): how a server on a wiped store learns it was one
+        self.jetstream_store_id = ""
+        self.jetstream_peer_stores: dict[str, list[str]] = {}
         # clustered JetStream: this server's free JetStream storage and memory in bytes ({"file":
         # n, "memory": n}), carried in route INFO for the meta leader's placement
         self.jetstream_free: Callable[[], dict[str, int]] | None = None

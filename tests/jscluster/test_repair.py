@@ -117,8 +117,10 @@ def test_a_follower_whose_store_is_wiped_rebuilds_from_its_peers(js_cluster: lis
     down: it re-applies its RAFT log (or, compacted, catches up from the leader's snapshot).
     `raft`: the stream group's RAFT log gone: the store's ledger says it was held, so the replica
     abstains from elections until the leader has sent it again (raft/core.py abstain).
-    `server`: its whole store directory gone (RAFT logs, meta state, ledger): its groups' leaders
-    find its logs shorter than they knew them (raft/core.py) and send them again."""
+    `server`: its whole store directory gone (RAFT logs, meta state, ledger): a peer remembers it
+    with another store (route INFO), so it abstains in the meta group and in every group it
+    learns back, until their leaders find its logs shorter than they knew them (raft/core.py)
+    and send them again."""
 
     async def create() -> str:
         nc = await nats.connect(js_cluster[0].url)
@@ -156,7 +158,9 @@ def test_a_follower_whose_store_is_wiped_rebuilds_from_its_peers(js_cluster: lis
         return state is not None and state.get("messages") == N and state.get("last_seq") == N
 
     wait_until(rebuilt, "the wiped replica holding every message again", 90)
-    if wiped == "raft":  # its votes stood for what it lost: it abstained until caught up
+    if wiped != "stream":  # its votes stood for what it lost: it abstained until caught up
+        if wiped == "server":
+            wait_until(lambda: "its peers knew it with another store" in victim.log(), "the store's loss logged", 30)
         wait_until(lambda: "stream '$G > WIPE': this replica lost its RAFT state" in victim.log(),
                    "the loss logged", 30)
         wait_until(lambda: "stream '$G > WIPE': replica caught up after losing its state" in victim.log(),

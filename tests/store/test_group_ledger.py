@@ -56,3 +56,17 @@ def test_a_torn_or_damaged_line_is_skipped(tmp_path: Path) -> None:
     last = reopen(tmp_path)
     assert last.state("S-b", 2) is GroupState.RECOVERING
     last.close()
+
+
+def test_the_store_is_named_once_and_the_stores_of_peers_are_remembered(tmp_path: Path) -> None:
+    ledger = reopen(tmp_path)
+    assert ledger.new and len(ledger.store_id) == 16
+    assert ledger.saw_peer("n2", "aaaa") and not ledger.saw_peer("n2", "aaaa")
+    for store in ("b", "c", "d", "e"):
+        ledger.saw_peer("n2", store)
+    assert not ledger.saw_peer("n3", "has space") and not ledger.saw_peer("", "x")
+    ledger.close()
+    again = reopen(tmp_path)
+    assert not again.new and again.store_id == ledger.store_id
+    assert again.peer_stores == {"n2": ["b", "c", "d", "e"]}  # the last four
+    again.close()
