@@ -17,12 +17,12 @@ from appliance.jetstream.config import (
     stream_config_from_record,
 )
 from appliance.jetstream.consumer_state import ConsumerState, op_acked, op_acked_all, op_delivered, op_start
+from appliance.durations import go_duration
 from appliance.jetstream.decode import decode_into, decode_object, request_body
 from appliance.jetstream.pull import BadPull, parse_pull
 from appliance.jetstream.subjects import is_valid_name, is_valid_subject, subject_matches, subjects_overlap
 from appliance.jetstream.wire import (
     append_headers,
-    go_duration,
     go_json,
     header_value,
     parse_go_duration,
