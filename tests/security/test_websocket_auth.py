@@ -11,7 +11,9 @@ from wsproto.events import Request
 from appliance.config.load import options_from_text
 from appliance.errors import ConfigError
 from appliance.server.auth import Authenticator, Denied, Granted, NeedsBcrypt
+from appliance.server.tls_map import identity_from_cert
 from appliance.server.websocket import cookie_value, serving_from_options
+from appliance.testing.certs import TestCerts
 
 WS = "websocket { port: 8080, no_tls: true\n %s\n}\n"
 
@@ -97,3 +99,20 @@ def test_cookies_stand_in_for_connect_fields() -> None:
     assert serving.cookies == (("user", "u"), ("pass", "p"), ("auth_token", "t"))
     request = Request(host="h", target="/", extra_headers=[(b"Cookie", b"u=alice; t=tok")])
     assert [cookie_value(request, name) for _, name in serving.cookies] == ["alice", "", "tok"]
+
+
+def test_verify_and_map_is_each_ports_own(certs: TestCerts) -> None:
+    """The WebSocket block's `tls { verify_and_map }` maps WebSocket clients; the client port's
+    does not apply to them (nats-server: `tlsMap = wo.TLSMap` for WebSocket clients)."""
+    tls = (f'tls {{ cert_file: "{certs.server.cert}", key_file: "{certs.server.key}", ca_file: "{certs.ca_file}", '
+           'verify_and_map: true }')
+    users = 'authorization { users = [ {user: "alice@example.com"}, {user: bob, password: pb} ] }\n'
+    identity = identity_from_cert({"subject": ((("commonName", "alice"),),),
+                                   "subjectAltName": (("email", "alice@example.com"),)})
+    on_ws = authenticator(users + f"websocket {{ port: 8080\n {tls}\n}}\n")
+    assert granted(on_ws.authenticate({}, identity, websocket=True)) == "alice@example.com"
+    assert granted(on_ws.authenticate({"user": "bob", "pass": "pb"}, None, websocket=True)) is None
+    assert granted(on_ws.authenticate({"user": "bob", "pass": "pb"}, identity)) == "bob"  # client port: no map
+    on_client_port = authenticator(users + tls + "\nwebsocket { port: 8080, no_tls: true }\n")
+    assert granted(on_client_port.authenticate({}, identity)) == "alice@example.com"
+    assert granted(on_client_port.authenticate({"user": "bob", "pass": "pb"}, None, websocket=True)) == "bob"
