@@ -43,6 +43,9 @@ def account_info(request: Request) -> None:
     if ajs.domain:
         fields["domain"] = ajs.domain
     fields["api"] = {"level": API_LEVEL, "total": ajs.api_total, "errors": ajs.api_errors}
+    tiers = resources.tiers_json(ajs, list(catalog(ajs).values()))
+    if tiers is not None:
+        fields["tiers"] = tiers
     request.respond("account_info_response", fields)
 
 
