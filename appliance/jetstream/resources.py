@@ -29,6 +29,7 @@ import psutil
 
 from appliance.config.options import AccountJetStreamLimits, ServerOptions
 from appliance.jetstream import errors
+from appliance.jetstream.catalog import catalog
 from appliance.jetstream.config import DEFAULT_MAX_ACK_PENDING, ConsumerConfig, StreamConfig
 from appliance.jetstream.storeview import stored_bytes
 from appliance.jetstream.stream import Outcome
@@ -197,12 +198,18 @@ def settle_global_account(server: Server) -> None:
 # --- the API path ------------------------------------------------------------------------------
 
 
+def tier_configs(ajs: AccountJetStream, tier: str) -> list[StreamConfig]:
+    """The configs of the account's streams (clustered: wherever they are placed) in `tier`."""
+    configs = list(catalog(ajs).values())
+    return configs if not tier else [c for c in configs if tier_name(c.num_replicas) == tier]
+
+
 def check_stream_create(ajs: AccountJetStream, config: StreamConfig) -> None:
     lim, tier = select_limits(ajs, config.num_replicas)
     if lim.max_bytes_required and config.max_bytes <= 0:
         raise errors.STREAM_MAX_BYTES_REQUIRED.error()
     if lim.max_streams > 0:  # the stream itself does not count (nats-server's countStreams)
-        others = [s for s in tier_streams(ajs, tier) if s.config.name != config.name]
+        others = [c for c in tier_configs(ajs, tier) if c.name != config.name]
         if len(others) >= lim.max_streams:
             raise errors.MAXIMUM_STREAMS_LIMIT.error()
     _check_bytes(ajs, config, config.max_bytes, lim, tier)
@@ -227,7 +234,7 @@ def _check_bytes(ajs: AccountJetStream, config: StreamConfig, add: int, lim: Acc
     memory = config.storage == "memory"
     exceeded = errors.MEMORY_RESOURCES_EXCEEDED if memory else errors.STORAGE_RESOURCES_EXCEEDED
     account_max = lim.max_memory if memory else lim.max_store
-    mine = usage_of(tier_streams(ajs, tier)).reserved(config.storage)
+    mine = sum(max(c.max_bytes, 0) for c in tier_configs(ajs, tier) if c.storage == config.storage)
     if account_max >= 0 and mine + add > account_max:
         raise exceeded.error()
     server_memory, server_storage = server_limits(ajs.service)

@@ -129,7 +129,7 @@ def _account(streams: dict[str, StreamConfig]) -> SimpleNamespace:
                              [OPERATOR.public])
     options = SimpleNamespace(accounts={TIERED.public: account},
                               jetstream=SimpleNamespace(max_memory=1 << 30, max_storage=1 << 30))
-    service = SimpleNamespace(options=options, root="/", accounts={})
+    service = SimpleNamespace(options=options, root="/", accounts={}, meta=SimpleNamespace(clustered=False))
     ajs = SimpleNamespace(service=service, account=SimpleNamespace(name=TIERED.public),
                           streams={name: SimpleNamespace(config=config, store=_Store()) for name, config in streams.items()})
     service.accounts[TIERED.public] = ajs
