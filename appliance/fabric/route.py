@@ -267,7 +267,7 @@ class RouteConnection(asyncio.Protocol):
         settings = self.settings
         self._peer_credentials = (fields.get("user"), fields.get("pass"))
         if not self._peer_authorized():
-            self._reject("authorization violation", "Authentication Failure", error="Authorization Violation")
+            self._reject("authentication error", "Authentication Failure", error="Authorization Violation")
             return
         cluster = fields.get("cluster")
         self._maybe_adopt(cluster, fields.get("cluster_dynamic"))
@@ -343,7 +343,7 @@ class RouteConnection(asyncio.Protocol):
         if self.solicited or not self.connected or self.closed:
             return
         if not self._peer_authorized():
-            self._reject("authorization violation after a reload", "Authentication Failure",
+            self._reject("authentication error after a reload", "Authentication Failure",
                          error="Authorization Violation")
             self.flush()
 
