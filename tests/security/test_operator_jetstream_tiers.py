@@ -23,7 +23,7 @@ from appliance.testing.natsserver import NatsServer
 from appliance.testing.process import ApplianceProcess
 
 OPERATOR = Key.new("O")
-SYSTEM, TIERED, R3_ONLY = Key.new("A"), Key.new("A"), Key.new("A")
+SYSTEM, TIERED, R3_ONLY, SMALL = Key.new("A"), Key.new("A"), Key.new("A"), Key.new("A")
 USER = Key.new("U")
 R1 = {"mem_storage": 1 << 20, "disk_storage": 4 << 20, "streams": 2, "consumer": 1}
 R3 = {"mem_storage": 0, "disk_storage": 8 << 20, "streams": 1, "consumer": 5, "max_bytes_required": True}
@@ -38,6 +38,8 @@ def conf_text(store: Path) -> str:
         SYSTEM.public: account_jwt(SYSTEM, OPERATOR, name="SYS"),
         TIERED.public: account_jwt(TIERED, OPERATOR, name="TIERED", limits=tiered(R1=R1, R3=R3)),
         R3_ONLY.public: account_jwt(R3_ONLY, OPERATOR, name="R3ONLY", limits=tiered(R3=R3)),
+        SMALL.public: account_jwt(SMALL, OPERATOR, name="SMALL",
+                                  limits=tiered(R1={"mem_storage": 3000, "disk_storage": 1, "streams": 2})),
     }
     entries = "\n".join(f"  {key}: {token}" for key, token in preload.items())
     return (f"operator: {operator_jwt(OPERATOR, system_account=SYSTEM.public)}\nresolver: MEMORY\n"
@@ -57,7 +59,7 @@ def test_tiers_are_read_from_the_claims_and_enable_jetstream() -> None:
     assert empty is not None and not empty.jetstream.enabled  # no tier has storage: IsJSEnabled is false
 
 
-async def answers(port: int, tiered_creds: Path, r3_creds: Path) -> list[object]:
+async def answers(port: int, tiered_creds: Path, r3_creds: Path, small_creds: Path) -> list[object]:
     url = f"nats://127.0.0.1:{port}"
     out: list[object] = []
 
@@ -85,6 +87,15 @@ async def answers(port: int, tiered_creds: Path, r3_creds: Path) -> list[object]
         consumer("S1", "C1"), consumer("S1", "C2"),  # R1: one consumer per stream
     ])
     await run(r3_creds, [stream("X1")])  # no R1 tier: 10120
+    small = await nats.connect(url, user_credentials=str(small_creds), allow_reconnect=False, connect_timeout=3)
+    try:  # publishes are held against the R1 tier's memory: the second 2000-byte message is over 3000
+        await small.request("$JS.API.STREAM.CREATE.M", json.dumps({"name": "M", "storage": "memory"}).encode(),
+                            timeout=5)
+        for _ in range(2):
+            ack = json.loads((await small.request("M", b"x" * 2000, timeout=5)).data)
+            out.append(("publish", ack.get("error") or "ok"))
+    finally:
+        await small.close()
     nc = await nats.connect(url, user_credentials=str(tiered_creds), allow_reconnect=False, connect_timeout=3)
     try:
         info = json.loads((await nc.request("$JS.API.INFO", b"", timeout=5)).data)
@@ -97,23 +108,24 @@ async def answers(port: int, tiered_creds: Path, r3_creds: Path) -> list[object]
 
 @pytest.mark.integration
 def test_tiered_limits_match_nats_server(tmp_path: Path) -> None:
-    tiered_creds, r3_creds = tmp_path / "tiered.creds", tmp_path / "r3.creds"
+    tiered_creds, r3_creds, small_creds = tmp_path / "tiered.creds", tmp_path / "r3.creds", tmp_path / "small.creds"
     tiered_creds.write_text(creds(user_jwt(USER, TIERED), USER))
     r3_creds.write_text(creds(user_jwt(USER, R3_ONLY), USER))
+    small_creds.write_text(creds(user_jwt(USER, SMALL), USER))
     results = []
     for name in ("real", "ours"):
         conf = tmp_path / f"{name}.conf"
         conf.write_text(conf_text(tmp_path / f"store-{name}"))
         if name == "real":
             with NatsServer(["-c", str(conf)], log_path=tmp_path / "nats-server.log") as real:
-                results.append(asyncio.run(answers(real.port, tiered_creds, r3_creds)))
+                results.append(asyncio.run(answers(real.port, tiered_creds, r3_creds, small_creds)))
         else:
             with ApplianceProcess(["-c", str(conf), "-a", "127.0.0.1", "-p", "-1"], log_dir=tmp_path) as ours:
-                results.append(asyncio.run(answers(ours.client_port, tiered_creds, r3_creds)))
+                results.append(asyncio.run(answers(ours.client_port, tiered_creds, r3_creds, small_creds)))
     real, ours = results
     codes = [answer[1]["err_code"] if answer[1] != "ok" else "ok" for answer in real[:-1]]  # type: ignore[index]
     assert sorted(real[-1]["tiers"]) == ["R1", "R3"]  # type: ignore[index]
-    assert codes == ["ok", 10028, 10047, "ok", 10027, "ok", 10026, 10120], real
+    assert codes == ["ok", 10028, 10047, "ok", 10027, "ok", 10026, 10120, "ok", 10002], real
     assert ours == real
 
 
