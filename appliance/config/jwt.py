@@ -212,7 +212,7 @@ class AccountClaims(ClaimsData):
     conn: int = NO_LIMIT
     disallow_bearer: bool = False
     jetstream: JetStreamLimits = field(default_factory=JetStreamLimits)
-    jetstream_tiers: tuple[str, ...] = ()  # tiered limits (R1, R3...): read, not applied
+    jetstream_tiers: dict[str, JetStreamLimits] = field(default_factory=dict)  # tiered_limits: "R1", "R3"... -> limits
     signing_keys: dict[str, UserTemplate | None] = field(default_factory=dict)
     revocations: dict[str, int] = field(default_factory=dict)
     default_permissions: Permissions | None = None
@@ -285,6 +285,17 @@ def _signing_keys(value: object) -> dict[str, UserTemplate | None]:
     return keys
 
 
+def _jetstream_limits(limits: dict[str, object]) -> JetStreamLimits:
+    """jwt.JetStreamLimits (the account's, or one tier's of `tiered_limits`)."""
+    return JetStreamLimits(
+        memory_storage=_int(limits, "mem_storage"), disk_storage=_int(limits, "disk_storage"),
+        streams=_int(limits, "streams"), consumer=_int(limits, "consumer"),
+        max_ack_pending=_int(limits, "max_ack_pending"),
+        memory_max_stream_bytes=_int(limits, "mem_max_stream_bytes"),
+        disk_max_stream_bytes=_int(limits, "disk_max_stream_bytes"),
+        max_bytes_required=bool(limits.get("max_bytes_required", False)))
+
+
 def account_claims(token: str) -> AccountClaims:
     kind, payload = decode(token)
     data = _claims_data(payload)
@@ -298,14 +309,9 @@ def account_claims(token: str) -> AccountClaims:
         limits=_limits(limits),
         conn=_int(limits, "conn"),
         disallow_bearer=bool(limits.get("disallow_bearer", False)),
-        jetstream=JetStreamLimits(
-            memory_storage=_int(limits, "mem_storage"), disk_storage=_int(limits, "disk_storage"),
-            streams=_int(limits, "streams"), consumer=_int(limits, "consumer"),
-            max_ack_pending=_int(limits, "max_ack_pending"),
-            memory_max_stream_bytes=_int(limits, "mem_max_stream_bytes"),
-            disk_max_stream_bytes=_int(limits, "disk_max_stream_bytes"),
-            max_bytes_required=bool(limits.get("max_bytes_required", False))),
-        jetstream_tiers=tuple(sorted(_section(limits, "tiered_limits"))),
+        jetstream=_jetstream_limits(limits),
+        jetstream_tiers={str(tier): _jetstream_limits(tiered) for tier, tiered in
+                         _section(limits, "tiered_limits").items() if isinstance(tiered, dict)},
         signing_keys=_signing_keys(nats.get("signing_keys")),
         revocations=revocations,
         default_permissions=permissions_from(_section(nats, "default_permissions")),

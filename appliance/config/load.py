@@ -377,9 +377,10 @@ def cross_field_problems(options: ServerOptions) -> list[tuple[str, str]]:
     elif options.https_port != 0 and options.tls is None:
         found.append(("https_port", "TLS cert and key required for HTTPS"))
     found.extend(_no_auth_user_problems(options))
-    found.extend(("websocket", text) for text in websocket_problems(options.websocket, trusted=options.trust.enabled))
-    if options.websocket.port != 0 and options.websocket.no_auth_user:
-        found.extend(("websocket", text) for _, text in _no_auth_user_problems(options, options.websocket.no_auth_user))
+    has_users = bool(options.authorization.users or any(a.users for a in options.accounts.values()))
+    ws_no_auth_user = [text for _, text in _no_auth_user_problems(options, options.websocket.no_auth_user)]
+    found.extend(("websocket", text) for text in websocket_problems(
+        options.websocket, trusted=options.trust.enabled, has_users=has_users, no_auth_user_problems=ws_no_auth_user))
     return found
 
 

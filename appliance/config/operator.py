@@ -13,7 +13,7 @@ import nkeys
 
 from appliance import NATS_VERSION
 from appliance.config.convert import BadValue, type_name
-from appliance.config.jwt import JWTError, account_claims, operator_claims, parse_decorated
+from appliance.config.jwt import JetStreamLimits, JWTError, account_claims, operator_claims, parse_decorated
 from appliance.config.jwt_store import JWTDirectory, newer
 from appliance.config.nkey import decode_public_key
 from appliance.config.options import Account, AccountJetStreamLimits, ServerOptions
@@ -168,17 +168,26 @@ def account_option(key: str, token: str, trusted_keys: list[str] | frozenset[str
         return None
     if claims.issuer not in trusted_keys or claims.subject != key:
         return None  # nats-server fails its lookup: "account validation failed"
-    js = claims.jetstream
+    tiers = claims.jetstream_tiers
+    # jwt's IsJSEnabled: with tiered_limits, any tier with storage; then (UpdateAccountClaims) the
+    # untiered limits win when they have storage, else the tiers are the account's limits
+    enabled = any(tier.enabled for tier in tiers.values()) if tiers else claims.jetstream.enabled
     limits = AccountJetStreamLimits(enabled=False)
-    if js.enabled:
-        limits = AccountJetStreamLimits(
-            enabled=True, max_memory=js.memory_storage, max_store=js.disk_storage,
-            max_streams=js.streams, max_consumers=js.consumer,
-            max_ack_pending=js.max_ack_pending if js.max_ack_pending > 0 else -1,
-            memory_max_stream_bytes=js.memory_max_stream_bytes if js.memory_max_stream_bytes > 0 else -1,
-            storage_max_stream_bytes=js.disk_max_stream_bytes if js.disk_max_stream_bytes > 0 else -1,
-            max_bytes_required=js.max_bytes_required)
+    if enabled and claims.jetstream.enabled:
+        limits = _jetstream_limits(claims.jetstream)
+    elif enabled:
+        limits = AccountJetStreamLimits(enabled=True, tiers={name: _jetstream_limits(t) for name, t in tiers.items()})
     return Account(name=key, jetstream=limits, jwt=token, exports=list(claims.exports), imports=list(claims.imports))
+
+
+def _jetstream_limits(js: JetStreamLimits) -> AccountJetStreamLimits:
+    return AccountJetStreamLimits(
+        enabled=True, max_memory=js.memory_storage, max_store=js.disk_storage,
+        max_streams=js.streams, max_consumers=js.consumer,
+        max_ack_pending=js.max_ack_pending if js.max_ack_pending > 0 else -1,
+        memory_max_stream_bytes=js.memory_max_stream_bytes if js.memory_max_stream_bytes > 0 else -1,
+        storage_max_stream_bytes=js.disk_max_stream_bytes if js.disk_max_stream_bytes > 0 else -1,
+        max_bytes_required=js.max_bytes_required)
 
 
 def preload_accounts(options: ServerOptions) -> None:

@@ -68,6 +68,9 @@ class AccountJetStreamLimits:
     memory_max_stream_bytes: int = -1  # `mem_max_stream_bytes`: the largest max_bytes of a memory stream
     storage_max_stream_bytes: int = -1  # `disk_max_stream_bytes`: the same for file streams
     cluster_traffic: str = ""  # parsed for compatibility; routes are not built yet
+    # an account JWT's tiered_limits ("R1", "R3"... -> that replica count's limits); when any, they
+    # replace the limits above (nats-server's jsLimits has no "" entry then)
+    tiers: dict[str, AccountJetStreamLimits] = field(default_factory=dict)
 
 
 @dataclass(slots=True)

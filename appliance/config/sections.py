@@ -164,10 +164,7 @@ def _cluster_key(item: Entry, state: LoadState) -> None:
     elif key == "ping_max":
         cluster.ping_max = as_int(key, value)
     elif key == "tls":
-        tls = parse_tls(item)
-        if tls.map:  # nats-server maps a route certificate to the cluster user; not built here
-            raise BadValue(item.key_position, 'field "verify_and_map" in cluster tls is known to nats-server '
-                                              "but not supported by appliance")
+        tls = parse_tls(item, client_context=False)
         try:
             route_contexts(tls)  # the certificate files are read now, as nats-server does at load
         except TLSConfigError as error:

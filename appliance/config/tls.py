@@ -69,7 +69,7 @@ CURVES: dict[str, str] = {
 # keys nats-server knows in a tls block that appliance does not implement
 UNSUPPORTED_TLS_KEYS = frozenset({
     "cert_store", "cert_match_by", "cert_match", "ca_certs_match", "cert_match_skip_invalid",
-    "ocsp_peer", "certs", "certificates", "connection_rate_limit", "verify_cert_and_check_known_urls",
+    "ocsp_peer", "certs", "certificates", "connection_rate_limit",
 })
 
 
@@ -80,6 +80,7 @@ class TLSOptions:
     ca_file: str = ""
     verify: bool = False  # require and verify a client certificate
     map: bool = False  # verify_and_map: the client certificate names the user
+    check_known_urls: bool = False  # verify_cert_and_check_known_urls (routes): a DNS name of the peer is a route's host
     insecure: bool = False  # (soliciting side) skip verifying the peer
     timeout_s: float = TLS_TIMEOUT_S
     handshake_first: bool = False  # TLS before INFO
@@ -173,8 +174,9 @@ def _min_version(value: Value) -> str:
     return data
 
 
-def parse_tls(entry: Entry) -> TLSOptions:
-    """The block of `entry`; raises BadValue at the first problem, as nats-server stops there too."""
+def parse_tls(entry: Entry, *, client_context: bool = True) -> TLSOptions:
+    """The block of `entry`; raises BadValue at the first problem, as nats-server stops there too.
+    `client_context`: the block of a port clients connect to (top level, websocket), not `cluster`."""
     block = as_map(entry.key, entry.value)
     tls = TLSOptions()
     insecure: list[str] = []
@@ -188,6 +190,12 @@ def parse_tls(entry: Entry) -> TLSOptions:
         elif key == "verify_and_map":
             tls.map = _bool(key, value)
             tls.verify = tls.verify or tls.map
+        elif key == "verify_cert_and_check_known_urls":
+            check = _bool(key, value)
+            if check and client_context:
+                raise BadValue(value.position, "verify_cert_and_check_known_urls not supported in this context")
+            tls.check_known_urls = check
+            tls.verify = tls.verify or check
         elif key == "timeout":
             tls.timeout_s = _timeout(value)
         elif key in ("handshake_first", "first", "immediate"):

@@ -60,6 +60,11 @@ class RouteSettings:
     pending_bytes_max: int = 64 * 1024 * 1024
     headers: bool = True
     tls: bool = False  # cluster TLS: the CONNECT says tls_required (the handshake is done before it)
+    tls_map: bool = False  # cluster tls verify_and_map: an accepted peer's certificate must name `user`
+    # cluster tls verify_cert_and_check_known_urls: an accepted peer's certificate must have a DNS
+    # name that is the host of one of these (the configured routes' hosts)
+    check_known_urls: bool = False
+    known_hosts: tuple[str, ...] = ()
     extra: dict[str, object] = field(default_factory=dict)
 
 
@@ -74,6 +79,20 @@ def _credentials_match(settings: RouteSettings, user: object, password: object) 
         except ValueError:
             return False
     return hmac.compare_digest(password.encode(), settings.password.encode())
+
+
+def dns_name_matches(dns_name: str, hosts: tuple[str, ...]) -> bool:
+    """RFC 6125 6.4 as nats-server's dnsAltNameMatches: label by label, case-insensitive, a `*` only
+    as the whole left-most label and matching exactly one label."""
+    labels = dns_name.lower().split(".")
+    for host in hosts:
+        host_labels = host.lower().split(".")
+        if len(host_labels) != len(labels):
+            continue
+        start = 1 if labels[0] == "*" else 0
+        if labels[start:] == host_labels[start:]:
+            return True
+    return False
 
 
 class RouteHandler(Protocol):
@@ -113,6 +132,10 @@ class RouteConnection(asyncio.Protocol):
         self.remote_name = ""
         self.connected = False  # CONNECT received (accepted side) or sent (solicited side)
         self._peer_credentials: tuple[object, object] = (None, None)  # the accepted CONNECT's user/pass (reload)
+        # cluster TLS: the names the peer's certificate offers (e-mails, DNS names, URIs, subject), set
+        # by the TLS layer once the handshake is done; None: no certificate seen
+        self.peer_names: tuple[str, ...] | None = None
+        self.peer_dns_names: tuple[str, ...] = ()  # the DNS names among them
         self.registered = False
         self.closed = False
         self.close_reason = ""
@@ -243,8 +266,8 @@ class RouteConnection(asyncio.Protocol):
             return
         settings = self.settings
         self._peer_credentials = (fields.get("user"), fields.get("pass"))
-        if settings.user and not _credentials_match(settings, *self._peer_credentials):
-            self._reject("authorization violation", "Authentication Failure", error="Authorization Violation")
+        if not self._peer_authorized():
+            self._reject("authentication error", "Authentication Failure", error="Authorization Violation")
             return
         cluster = fields.get("cluster")
         self._maybe_adopt(cluster, fields.get("cluster_dynamic"))
@@ -317,12 +340,35 @@ class RouteConnection(asyncio.Protocol):
     def recheck_credentials(self) -> None:
         """A reload changed `cluster { authorization }`: a route we accepted with credentials no longer
         valid is closed, as nats-server's reloadAuthorization (routes we dialled are the peer's to check)."""
-        if self.solicited or not self.connected or self.closed or not self.settings.user:
+        if self.solicited or not self.connected or self.closed:
             return
-        if not _credentials_match(self.settings, *self._peer_credentials):
-            self._reject("authorization violation after a reload", "Authentication Failure",
+        if not self._peer_authorized():
+            self._reject("authentication error after a reload", "Authentication Failure",
                          error="Authorization Violation")
             self.flush()
+
+    def _peer_authorized(self) -> bool:
+        """nats-server's isRouterAuthorized: with verify_and_map the certificate must name the cluster
+        user, with verify_cert_and_check_known_urls one of its DNS names must be a configured route's
+        host (either will do when both are set; the password is not asked); else the CONNECT's
+        user/pass, when a user is configured."""
+        settings = self.settings
+        if not settings.tls_map and not settings.check_known_urls:
+            return not settings.user or _credentials_match(settings, *self._peer_credentials)
+        names = self.peer_names or ()
+        if not names:
+            logger.debug("route %s: User required in cert, no peer certificates found", self.describe())
+            return False
+        if settings.check_known_urls:
+            for name in self.peer_dns_names:
+                if dns_name_matches(name, settings.known_hosts):
+                    logger.debug("route %s: Using SAN found in cert for auth [%r]", self.describe(), name)
+                    return True
+        if settings.tls_map and settings.user and settings.user in names:
+            logger.debug("route %s: Using name found in cert for auth [%r]", self.describe(), settings.user)
+            return True
+        logger.debug("route %s: User in cert [%r], not found", self.describe(), names[-1])
+        return False
 
     def _maybe_adopt(self, cluster: object, dynamic: object) -> None:
         """A server without a configured cluster name takes the name of the first peer that has one

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 from appliance import limits
 from appliance.jetstream import advisories, errors, ops, resources, sources
 from appliance.jetstream.cluster_info import asset_cluster
-from appliance.jetstream.config import STREAM_TYPE, StreamConfig, parse_stream_config, stream_config_from_record
+from appliance.jetstream.catalog import catalog
+from appliance.jetstream.config import STREAM_TYPE, StreamConfig, parse_stream_config
 from appliance.jetstream.decode import JsonObject, decode_into, parse_json
 from appliance.jetstream.msg_get import lookup, parse_msg_get
 from appliance.jetstream.republish import settle_update
@@ -43,6 +44,9 @@ def account_info(request: Request) -> None:
     if ajs.domain:
         fields["domain"] = ajs.domain
     fields["api"] = {"level": API_LEVEL, "total": ajs.api_total, "errors": ajs.api_errors}
+    tiers = resources.tiers_json(ajs, list(catalog(ajs).values()))
+    if tiers is not None:
+        fields["tiers"] = tiers
     request.respond("account_info_response", fields)
 
 
@@ -106,23 +110,6 @@ def _update_config(request: Request) -> StreamConfig:
 
 def _check_overlap(request: Request, config: StreamConfig) -> None:
     check_overlap(request.ajs, config)
-
-
-def catalog(ajs: AccountJetStream) -> dict[str, StreamConfig]:
-    """Every stream of the account by name: those held here, or, clustered, every stream the
-    meta state assigns anywhere."""
-    if not ajs.service.meta.clustered:
-        return {name: stream.config for name, stream in ajs.streams.items()}
-    records = ajs.service.meta.state.accounts.get(ajs.account.name, {})
-    out: dict[str, StreamConfig] = {}
-    for name, record in records.items():
-        local = ajs.streams.get(name)
-        config = record["config"]
-        if local is not None:
-            out[name] = local.config
-        elif isinstance(config, dict):
-            out[name] = stream_config_from_record(config)
-    return out
 
 
 def check_overlap(ajs: AccountJetStream, config: StreamConfig) -> None:

@@ -29,6 +29,7 @@ import psutil
 
 from appliance.config.options import AccountJetStreamLimits, ServerOptions
 from appliance.jetstream import errors
+from appliance.jetstream.catalog import catalog
 from appliance.jetstream.config import DEFAULT_MAX_ACK_PENDING, ConsumerConfig, StreamConfig
 from appliance.jetstream.storeview import stored_bytes
 from appliance.jetstream.stream import Outcome
@@ -61,6 +62,30 @@ class Usage:
 def account_limits(ajs: AccountJetStream) -> AccountJetStreamLimits:
     configured = ajs.service.options.accounts.get(ajs.account.name)
     return configured.jetstream if configured is not None else UNLIMITED
+
+
+def tier_name(replicas: int) -> str:
+    """nats-server's tierName: limits tiers are named by replica count (R1, R3...)."""
+    return f"R{max(replicas, 1)}"
+
+
+def select_limits(ajs: AccountJetStream, replicas: int) -> tuple[AccountJetStreamLimits, str]:
+    """nats-server's selectLimits: the account's limits and "" when untiered, else the tier of
+    `replicas` (an account JWT's tiered_limits); 10120 when that tier has none."""
+    lim = account_limits(ajs)
+    if not lim.tiers:
+        return lim, ""
+    tier = tier_name(replicas)
+    selected = lim.tiers.get(tier)
+    if selected is None:
+        raise errors.NO_LIMITS.error()
+    return selected, tier
+
+
+def tier_streams(ajs: AccountJetStream, tier: str) -> list[Stream]:
+    """The account's streams that count against `tier` (every one when untiered)."""
+    streams = list(ajs.streams.values())
+    return streams if not tier else [s for s in streams if tier_name(s.config.num_replicas) == tier]
 
 
 def server_limits(service: JetStreamService) -> tuple[int, int]:
@@ -109,9 +134,14 @@ def server_usage(service: JetStreamService) -> Usage:
     return usage_of([s for ajs in service.accounts.values() for s in ajs.streams.values()])
 
 
-def limits_json(ajs: AccountJetStream) -> dict[str, object]:
-    """The `limits` object of $JS.API.INFO, as nats-server reports an untiered account."""
-    lim = account_limits(ajs)
+def limits_json(ajs: AccountJetStream, lim: AccountJetStreamLimits | None = None) -> dict[str, object]:
+    """The `limits` object of $JS.API.INFO (of the account, or of one tier: `lim`); a tiered
+    account's own is all zeros, as nats-server's empty JetStreamAccountLimits."""
+    if lim is None:
+        lim = account_limits(ajs)
+        if lim.tiers:
+            lim = AccountJetStreamLimits(enabled=True, max_memory=0, max_store=0, max_streams=0, max_consumers=0,
+                                         max_ack_pending=0, memory_max_stream_bytes=0, storage_max_stream_bytes=0)
     return {
         "max_memory": lim.max_memory,
         "max_storage": lim.max_store,
@@ -122,6 +152,30 @@ def limits_json(ajs: AccountJetStream) -> dict[str, object]:
         "storage_max_stream_bytes": lim.storage_max_stream_bytes,
         "max_bytes_required": lim.max_bytes_required,
     }
+
+
+def tiers_json(ajs: AccountJetStream, configs: Sequence[StreamConfig]) -> dict[str, object] | None:
+    """The `tiers` object of $JS.API.INFO for a tiered account (None when untiered): every tier with
+    limits, and any other a stream is in, with its streams (`configs`: the account's catalog) and
+    the usage, reservations and consumers of the streams held here."""
+    tiers = account_limits(ajs).tiers
+    if not tiers:
+        return None
+    zero = AccountJetStreamLimits(enabled=True, max_memory=0, max_store=0, max_streams=0, max_consumers=0,
+                                  max_ack_pending=0, memory_max_stream_bytes=0, storage_max_stream_bytes=0)
+    names = sorted({*tiers, *(tier_name(c.num_replicas) for c in configs)})
+    out: dict[str, object] = {}
+    for name in names:
+        held = tier_streams(ajs, name)
+        usage = usage_of(held)
+        out[name] = {
+            "memory": usage.memory, "storage": usage.storage,
+            "reserved_memory": usage.reserved_memory, "reserved_storage": usage.reserved_storage,
+            "streams": sum(1 for c in configs if tier_name(c.num_replicas) == name),
+            "consumers": sum(len(s.consumers) for s in held),
+            "limits": limits_json(ajs, tiers.get(name, zero)),
+        }
+    return out
 
 
 UINT64_MAX = 2**64 - 1
@@ -155,24 +209,33 @@ def settle_global_account(server: Server) -> None:
 # --- the API path ------------------------------------------------------------------------------
 
 
+def tier_configs(ajs: AccountJetStream, tier: str) -> list[StreamConfig]:
+    """The configs of the account's streams (clustered: wherever they are placed) in `tier`."""
+    configs = list(catalog(ajs).values())
+    return configs if not tier else [c for c in configs if tier_name(c.num_replicas) == tier]
+
+
 def check_stream_create(ajs: AccountJetStream, config: StreamConfig) -> None:
-    lim = account_limits(ajs)
+    lim, tier = select_limits(ajs, config.num_replicas)
     if lim.max_bytes_required and config.max_bytes <= 0:
         raise errors.STREAM_MAX_BYTES_REQUIRED.error()
-    if lim.max_streams > 0 and len(ajs.streams) >= lim.max_streams:
-        raise errors.MAXIMUM_STREAMS_LIMIT.error()
-    _check_bytes(ajs, config, config.max_bytes)
+    if lim.max_streams > 0:  # the stream itself does not count (nats-server's countStreams)
+        others = [c for c in tier_configs(ajs, tier) if c.name != config.name]
+        if len(others) >= lim.max_streams:
+            raise errors.MAXIMUM_STREAMS_LIMIT.error()
+    _check_bytes(ajs, config, config.max_bytes, lim, tier)
 
 
 def check_stream_update(ajs: AccountJetStream, old: StreamConfig, new: StreamConfig) -> None:
     """Only the growth of max_bytes is reserved again (nats-server's maxBytesDiff)."""
-    if account_limits(ajs).max_bytes_required and new.max_bytes <= 0:
+    lim, tier = select_limits(ajs, new.num_replicas)
+    if lim.max_bytes_required and new.max_bytes <= 0:
         raise errors.STREAM_MAX_BYTES_REQUIRED.error()
-    _check_bytes(ajs, new, max(new.max_bytes - old.max_bytes, 0))
+    _check_bytes(ajs, new, max(new.max_bytes - old.max_bytes, 0), lim, tier)
 
 
-def _check_bytes(ajs: AccountJetStream, config: StreamConfig, add: int) -> None:
-    lim = account_limits(ajs)
+def _check_bytes(ajs: AccountJetStream, config: StreamConfig, add: int, lim: AccountJetStreamLimits,
+                 tier: str) -> None:
     if 0 < lim.max_consumers < config.max_consumers:
         raise errors.MAXIMUM_CONSUMERS_LIMIT.error()
     stream_max = lim.memory_max_stream_bytes if config.storage == "memory" else lim.storage_max_stream_bytes
@@ -182,7 +245,7 @@ def _check_bytes(ajs: AccountJetStream, config: StreamConfig, add: int) -> None:
     memory = config.storage == "memory"
     exceeded = errors.MEMORY_RESOURCES_EXCEEDED if memory else errors.STORAGE_RESOURCES_EXCEEDED
     account_max = lim.max_memory if memory else lim.max_store
-    mine = account_usage(ajs).reserved(config.storage)
+    mine = sum(max(c.max_bytes, 0) for c in tier_configs(ajs, tier) if c.storage == config.storage)
     if account_max >= 0 and mine + add > account_max:
         raise exceeded.error()
     server_memory, server_storage = server_limits(ajs.service)
@@ -194,8 +257,9 @@ def _check_bytes(ajs: AccountJetStream, config: StreamConfig, add: int) -> None:
 def check_consumer(
     ajs: AccountJetStream, stream: Stream, config: ConsumerConfig, requested: object, *, new: bool
 ) -> None:
-    """Account limits of a consumer create; clamps a defaulted max_ack_pending to the account's."""
-    lim = account_limits(ajs)
+    """Account limits of a consumer create (of the consumer's replica tier: its own num_replicas, or
+    the stream's); clamps a defaulted max_ack_pending to the account's."""
+    lim, _tier = select_limits(ajs, config.num_replicas or stream.config.num_replicas)
     limit = lim.max_ack_pending
     if limit > 0 and config.ack_policy != "none":
         if not requested and config.max_ack_pending == DEFAULT_MAX_ACK_PENDING:
@@ -236,9 +300,13 @@ class PublishGuard:
     each message is checked and applied one by one."""
 
     def __init__(
-        self, ajs: AccountJetStream, account_max: int, server_max: int, budget: ServerBudget
+        self, ajs: AccountJetStream, account_max: int, server_max: int, budget: ServerBudget, tier: str = ""
     ) -> None:
         self.ajs = ajs
+        # a tiered account's limit counts the streams of this stream's tier only; a tier's limit is
+        # per replica (nats-server scales it by the replicas against the cluster-wide usage), so
+        # this server's copies are held against it as they are
+        self.tier = tier
         self.account_max = account_max
         self.server_max = server_max
         self.budget = budget
@@ -269,7 +337,7 @@ class PublishGuard:
         mine = stored_bytes(stream.store)
         account_others = 0
         if self.account_max >= 0:
-            account_others = used_bytes([s for s in self.ajs.streams.values() if s is not stream], storage)
+            account_others = used_bytes([s for s in tier_streams(self.ajs, self.tier) if s is not stream], storage)
         size_of = stream.store.msg_size
         after = mine + sum(size_of(m.subject, m.header, m.payload) for m in msgs)
         if server_others + after <= self.server_max and (
@@ -327,7 +395,7 @@ class PublishGuard:
         server_others = self._server_others(stream)
         account_others = 0
         if self.account_max >= 0:
-            others = [s for s in self.ajs.streams.values() if s is not stream]
+            others = [s for s in tier_streams(self.ajs, self.tier) if s is not stream]
             account_others = used_bytes(others, stream.config.storage)
 
         def refusal(msg: ops.InMsg) -> errors.JsApiError | None:
@@ -362,9 +430,12 @@ _budgets: weakref.WeakKeyDictionary[JetStreamService, dict[str, ServerBudget]] =
 def attach_guard(ajs: AccountJetStream, stream: Stream) -> None:
     """Give the stream its publish guard: the server limit always applies (nats-server derives
     one when none is configured), the account's when it has one for the stream's storage."""
-    lim = account_limits(ajs)
+    try:
+        lim, tier = select_limits(ajs, stream.config.num_replicas)
+    except errors.JsApiError:  # its tier went away with a new account JWT: the server's limit only
+        lim, tier = UNLIMITED, ""
     server_memory, server_storage = server_limits(ajs.service)
     memory = stream.config.storage == "memory"
     account_max = lim.max_memory if memory else lim.max_store
     server_max = server_memory if memory else server_storage
-    stream.guard = PublishGuard(ajs, account_max, server_max, _budget(ajs.service, stream.config.storage))
+    stream.guard = PublishGuard(ajs, account_max, server_max, _budget(ajs.service, stream.config.storage), tier)

@@ -63,33 +63,65 @@ def _secret_equal(given: str, expected: str) -> bool:
     return hmac.compare_digest(hashlib.sha256(given.encode()).digest(), hashlib.sha256(expected.encode()).digest())
 
 
+@dataclass(frozen=True, slots=True)
+class PortAuth:
+    """What the clients of one port (the client port or the WebSocket port) authenticate against."""
+
+    users: dict[str, User]  # by username: the `users` lists and the single `user`
+    token: str
+    no_auth_user: str
+    tls_map: bool  # verify_and_map of this port's own `tls {}`
+    required: bool
+    timeout_s: float
+
+
 class Authenticator:
-    """Who may connect, and to which account each user is bound."""
+    """Who may connect, and to which account each user is bound.
+
+    As nats-server: when the `websocket {}` block's `authorization` sets a username or a token, or
+    the block sets no_auth_user, those replace the server's single user, token and no_auth_user for
+    WebSocket clients (the `users` lists and NKey users still apply); `verify_and_map` is each
+    port's own.
+    """
 
     def __init__(self, options: ServerOptions) -> None:
         auth = options.authorization
-        self.token = auth.token
-        self.timeout_s = auth.timeout_s
-        self.users: dict[str, User] = {}
         self.nkeys: dict[str, User] = {}  # public key -> NKey user
+        listed: dict[str, User] = {}
         default_permissions = auth.default_permissions
-        if auth.user:
-            self.users[auth.user] = User(username=auth.user, password=auth.password, account="$G",
-                                         permissions=default_permissions)
         for user in auth.users:
-            self._add(user, "$G", default_permissions)
+            self._add(user, "$G", default_permissions, listed)
         for account in options.accounts.values():
             for user in account.users:
-                self._add(user, account.name, default_permissions)
-        self.no_auth_user = options.no_auth_user
-        self.ws_no_auth_user = options.websocket.no_auth_user or options.no_auth_user  # WebSocket clients'
+                self._add(user, account.name, default_permissions, listed)
         self.jwt = JWTAuthenticator(options) if options.trust.enabled else None  # operator mode
-        self.required = bool(self.token or self.users or self.nkeys or self.jwt)
         self.nonce_required = bool(self.nkeys or self.jwt)  # INFO carries a nonce for the client to sign
-        self.tls_map = options.tls is not None and options.tls.map
+        self.standard = self._port(listed, auth.user, auth.password, auth.token, options.no_auth_user,
+                                   options.tls is not None and options.tls.map, auth.timeout_s, default_permissions)
+        ws = options.websocket
+        ws_map = ws.tls is not None and ws.tls.map
+        ws_timeout = ws.auth_timeout_s or auth.timeout_s
+        if ws.auth_override:
+            self.websocket = self._port(listed, ws.username, ws.password, ws.token, ws.no_auth_user, ws_map,
+                                        ws_timeout, default_permissions)
+        else:
+            self.websocket = PortAuth(self.standard.users, self.standard.token, self.standard.no_auth_user,
+                                      ws_map, self.standard.required, ws_timeout)
+        self.required = self.standard.required  # the client port's (INFO, /varz)
 
-    def _add(self, user: User, account: str, default: Permissions | None) -> None:
-        into = self.nkeys if user.nkey else self.users
+    def _port(self, listed: dict[str, User], single: str, password: str, token: str, no_auth_user: str,
+              tls_map: bool, timeout_s: float, default: Permissions | None) -> PortAuth:
+        users = dict(listed)
+        if single:  # as before the lists: a listed user of the same name wins
+            users = {single: User(username=single, password=password, account="$G", permissions=default), **listed}
+        required = bool(token or users or self.nkeys or self.jwt)
+        return PortAuth(users, token, no_auth_user, tls_map, required, timeout_s)
+
+    def port(self, websocket: bool) -> PortAuth:
+        return self.websocket if websocket else self.standard
+
+    def _add(self, user: User, account: str, default: Permissions | None, listed: dict[str, User]) -> None:
+        into = self.nkeys if user.nkey else listed
         into[user.nkey or user.username] = User(
             username=user.username,
             password=user.password,
@@ -104,7 +136,8 @@ class Authenticator:
         """`identity`: the client certificate, when TLS verified one (used with verify_and_map);
         `nonce`: what the INFO to this client carried (signed by NKey and JWT users); `host` and
         `now_s` (wall seconds): what a user JWT's `src` and expiry are checked against."""
-        if not self.required:
+        port = self.port(websocket)
+        if not port.required:
             return Granted(None, "$G")
         if self.jwt is not None:  # operator mode: a user JWT is the only way in
             granted = self.jwt.authenticate(connect, nonce, host, now_s, websocket=websocket)
@@ -113,7 +146,7 @@ class Authenticator:
             user = User(username=granted.public_key, account=granted.account, permissions=granted.permissions,
                         nkey=granted.public_key)
             return Granted(user, granted.account, granted)
-        no_auth_user = self.ws_no_auth_user if websocket else self.no_auth_user
+        no_auth_user = port.no_auth_user
         if self.nkeys:
             nkey = connect.get("nkey")
             if not nkey and no_auth_user in self.nkeys and not connect.get("user") \
@@ -129,22 +162,22 @@ class Authenticator:
                 if not signature_valid(user.nkey, nonce, connect.get("sig")):
                     return Denied("signature not verified")
                 return Granted(user, user.account)
-        if self.tls_map and self.users:
-            return self._authenticate_by_certificate(connect, identity)
+        if port.tls_map and port.users:
+            return self._authenticate_by_certificate(connect, identity, port.users)
         token = connect.get("auth_token")
         username = connect.get("user")
         password = connect.get("pass")
-        if self.token:
-            if isinstance(token, str) and _secret_equal(token, self.token):
+        if port.token:
+            if isinstance(token, str) and _secret_equal(token, port.token):
                 return Granted(None, "$G")
             return Denied("bad token")
         if not username and not token and no_auth_user:
-            user = self.users.get(no_auth_user)
+            user = port.users.get(no_auth_user)
             if user is not None:
                 return Granted(user, user.account)
         if not isinstance(username, str) or not isinstance(password, str):
             return Denied("no credentials")
-        user = self.users.get(username)
+        user = port.users.get(username)
         if user is None:
             return Denied(f"unknown user {username!r}")
         if is_bcrypt(user.password):
@@ -154,11 +187,12 @@ class Authenticator:
         return Denied(f"bad password for {username!r}")
 
 
-    def _authenticate_by_certificate(self, connect: dict[str, object], identity: PeerIdentity | None) -> Outcome:
+    def _authenticate_by_certificate(self, connect: dict[str, object], identity: PeerIdentity | None,
+                                     users: dict[str, User]) -> Outcome:
         """verify_and_map: the certificate names the user; a password configured for it must match."""
         if identity is None:
             return Denied("user required in cert, no peer certificates found")
-        user = map_user(identity, self.users)
+        user = map_user(identity, users)
         if user is None:
             return Denied(f"user in cert [{identity.subject!r}], not found")
         given = connect.get("pass")

@@ -161,7 +161,7 @@ class ClientConnection(asyncio.Protocol):
         self.tls_first = False
         self.peer_identity: PeerIdentity | None = None
         self.websocket = False  # framed by server/websocket.py (its own port, its own TLS)
-        self.cookie_jwt = ""  # WebSocket `jwt_cookie`: the user JWT when CONNECT has none
+        self.cookies: dict[str, str] = {}  # WebSocket: CONNECT field -> a cookie's value, used when CONNECT has none
         self.nonce = new_nonce() if server.auth.nonce_required else ""  # signed by NKey users
         self.closed = False
         # output and flow control
@@ -229,8 +229,9 @@ class ClientConnection(asyncio.Protocol):
 
     def _start_timers(self) -> None:
         loop = self.server.loop
-        if self.server.auth.required:
-            self._timers["auth"] = loop.call_later(self.server.auth.timeout_s, self._auth_timeout)
+        port = self.server.auth.port(self.websocket)
+        if port.required:
+            self._timers["auth"] = loop.call_later(port.timeout_s, self._auth_timeout)
         self._start_first_ping()
 
     def data_received(self, data: bytes) -> None:
@@ -293,7 +294,7 @@ class ClientConnection(asyncio.Protocol):
         (not verbose, not pedantic, no permissions) is routed inline, without the calls of the
         general `_publish`.
         """
-        required = self.server.auth.required
+        required = self.server.auth.port(self.websocket).required
         count = len(events)
         i = start
         fast = self._fast_publish()
@@ -493,8 +494,8 @@ class ClientConnection(asyncio.Protocol):
         return events
 
     def _fast_publish(self) -> bool:
-        return (self.connected or not self.server.auth.required) and not self.verbose and not self.pedantic \
-            and self.perms is None
+        return (self.connected or not self.server.auth.port(self.websocket).required) and not self.verbose \
+            and not self.pedantic and self.perms is None
 
     def _handle_control(self, event: Event) -> None:
         """Every event but PUB/HPUB."""
@@ -503,7 +504,7 @@ class ClientConnection(asyncio.Protocol):
             self._protocol_error(event[1])
         elif op == OP_CONNECT:
             self._connect(event[1])
-        elif not self.connected and self.server.auth.required:
+        elif not self.connected and self.server.auth.port(self.websocket).required:
             self._auth_violation()
         elif op == OP_PING:
             if self.server.interest_gate is None:
@@ -556,8 +557,9 @@ class ClientConnection(asyncio.Protocol):
             self.send_error(ERR_NO_RESPONDERS_HEADERS)
             self.close("Protocol Violation: no responders requires headers")
             return False
-        if self.cookie_jwt and not fields.get("jwt"):
-            fields["jwt"] = self.cookie_jwt
+        for field_name, value in self.cookies.items():
+            if not fields.get(field_name):
+                fields[field_name] = value
         self._credentials = {key: fields[key] for key in ("user", "pass", "auth_token", "nkey", "sig", "jwt")
                              if key in fields}
         outcome = self.server.auth.authenticate(fields, self.peer_identity, self.nonce, websocket=self.websocket,
@@ -626,7 +628,7 @@ class ClientConnection(asyncio.Protocol):
         if user is not None:
             self.user = user.nkey or user.username
             # a certificate-mapped user is re-checked by its cert, a JWT user by its account's JWT
-            if grant is None and (user.nkey or not self.server.auth.tls_map):
+            if grant is None and (user.nkey or not self.server.auth.port(self.websocket).tls_map):
                 self._bound_as = ("nkey", user.nkey) if user.nkey else ("user", user.username)
             if user.permissions is not None:
                 self.perms = auth.ClientPermissions(user.permissions)
@@ -984,7 +986,7 @@ class ClientConnection(asyncio.Protocol):
             return self.server.accounts.get(self.account.name) is not self.account  # its account was removed
         kind, key = self._bound_as
         auth_now = self.server.auth
-        user = (auth_now.nkeys if kind == "nkey" else auth_now.users).get(key)
+        user = (auth_now.nkeys if kind == "nkey" else auth_now.port(self.websocket).users).get(key)
         return user is None or user.account != self.account.name
 
     def _auth_violation(self) -> None:

@@ -22,6 +22,7 @@ import ssl
 
 from appliance.fabric.route import RouteConnection
 from appliance.server.tls import ERR_NOT_PINNED, REASON_TLS_FAILURE, handshake_error_text
+from appliance.server.tls_map import identity_from_cert, literal_names
 from appliance.server.tls_pin import pin_failure
 from appliance.server.tls_pump import TLSPump
 
@@ -93,6 +94,10 @@ class RouteTLSLayer(TLSPump):
             logger.debug("%s - %s", self._where, failure)
             self._fail(CertificateNotPinned(ERR_NOT_PINNED))
             return
+        cert = self._ssl.getpeercert()
+        identity = identity_from_cert(cert) if cert else None
+        self.conn.peer_names = literal_names(identity) if identity is not None else ()
+        self.conn.peer_dns_names = identity.dns_names if identity is not None else ()
         self._started = True
         logger.debug("%s - TLS route handshake complete (TLS %s, %s)", self._where,
                      self._ssl.version(), (self._ssl.cipher() or ("?",))[0])

@@ -276,7 +276,8 @@ class RouteManager:
             password=password, auth_timeout_s=self.options.auth_timeout_s,
             ping_interval_s=self.options.ping_interval_s, ping_max=self.options.ping_max,
             max_control_line=server.options.max_control_line, max_payload=server.options.max_payload,
-            pending_bytes_max=server.options.max_pending, tls=self.options.tls is not None)
+            pending_bytes_max=server.options.max_pending, tls=self.options.tls is not None,
+            tls_map=self.options.tls is not None and self.options.tls.map, known_hosts=_hosts(self.options.routes))
         # cluster TLS: this worker's own contexts (accepting, soliciting) and handshake timeout
         self._tls: tuple[ssl.SSLContext, ssl.SSLContext, float, frozenset[str]] | None = None
         self.reload_tls(self.options.tls)
@@ -314,6 +315,7 @@ class RouteManager:
         removed = [url for url in self.options.routes if url not in options.routes]
         self.options = options
         self._configured = {self._address(url) for url in options.routes}
+        self.settings.known_hosts = _hosts(options.routes)
         for url in removed:
             task = self._route_tasks.pop(url, None)
             if task is not None:
@@ -386,6 +388,7 @@ class RouteManager:
         if tls is None:
             self._tls = None
             return
+        self.settings.tls_map, self.settings.check_known_urls = tls.map, tls.check_known_urls
         accepting, soliciting = route_contexts(tls)
         pinned_before = self._tls[3] if self._tls is not None else frozenset()
         self._tls = (accepting, soliciting, tls.timeout_s, tls.pinned_certs)
@@ -931,3 +934,8 @@ class RouteManager:
                 "subscriptions": interest,
             })
         return rows
+
+
+def _hosts(routes: list[str]) -> tuple[str, ...]:
+    """The host names of the configured route URLs (what verify_cert_and_check_known_urls knows)."""
+    return tuple(host for host in (urlsplit(url).hostname for url in routes) if host)

@@ -356,6 +356,8 @@ class Server:
         if conn.websocket:  # TLS, if any, is the WebSocket port's: no upgrade inside the frames
             for name in ("tls_required", "tls_verify", "tls_available"):
                 fields.pop(name, None)
+            if self.auth.websocket.required:  # the WebSocket block's authorization may require it alone
+                fields["auth_required"] = True
         if conn.nonce:
             fields["nonce"] = conn.nonce
         fields["client_id"] = conn.cid

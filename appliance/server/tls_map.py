@@ -126,3 +126,16 @@ def map_user(identity: PeerIdentity, users: Mapping[str, UserT]) -> UserT | None
         if with_dcs in users:
             return users[with_dcs]
     return users.get(identity.subject) if identity.subject else None
+
+
+def literal_names(identity: PeerIdentity) -> tuple[str, ...]:
+    """The names a certificate offers as they are, in nats-server's order: e-mail addresses, DNS
+    names, URIs, the subject with its domain components, the subject. A route's `verify_and_map`
+    takes the certificate when one of them is the cluster `authorization` user (isRouterAuthorized:
+    string equality, no reordered distinguished names)."""
+    names = [*identity.emails, *identity.dns_names, *identity.uris]
+    if identity.domain_components:
+        names.append(",".join(p for p in (identity.subject, identity.domain_components) if p))
+    if identity.subject:
+        names.append(identity.subject)
+    return tuple(names)

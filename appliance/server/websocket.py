@@ -44,6 +44,7 @@ from wsproto.utilities import RemoteProtocolError
 from appliance import limits
 from appliance.config.options import ServerOptions
 from appliance.config.tls_context import cipher_name, server_context, version_name
+from appliance.server.tls_map import identity_from_cert
 from appliance.server.tls_pump import SocketLayer
 
 if TYPE_CHECKING:
@@ -81,7 +82,9 @@ class WebsocketServing:
     compression: bool
     same_origin: bool
     allowed_origins: dict[str, AllowedOrigin]  # lower-case host -> scheme and port
-    jwt_cookie: str = ""  # operator mode: the upgrade request's cookie that carries the user JWT
+    # CONNECT field -> the upgrade request's cookie whose value stands in for it when CONNECT has none
+    # (jwt_cookie, user_cookie, pass_cookie, token_cookie)
+    cookies: tuple[tuple[str, str], ...] = ()
 
     @property
     def tls(self) -> bool:
@@ -96,13 +99,16 @@ def serving_from_options(options: ServerOptions) -> WebsocketServing | None:
     timeout = ws.handshake_timeout_s
     if timeout <= 0:
         timeout = ws.tls.timeout_s if ws.tls is not None else limits.WS_HANDSHAKE_TIMEOUT_S
+    cookies = tuple((field_name, cookie) for field_name, cookie in (
+        ("jwt", ws.jwt_cookie), ("user", ws.user_cookie), ("pass", ws.pass_cookie), ("auth_token", ws.token_cookie),
+    ) if cookie)
     allowed: dict[str, AllowedOrigin] = {}
     for origin in ws.allowed_origins:
         parts = urllib.parse.urlsplit(origin)
         host, port = host_and_port(parts.scheme == "https", parts.netloc)
         allowed[host] = AllowedOrigin(scheme=parts.scheme, port=port)
     return WebsocketServing(context=context, handshake_timeout_s=timeout, compression=ws.compression,
-                            same_origin=ws.same_origin, allowed_origins=allowed, jwt_cookie=ws.jwt_cookie)
+                            same_origin=ws.same_origin, allowed_origins=allowed, cookies=cookies)
 
 
 def host_and_port(tls: bool, hostport: str) -> tuple[str, str]:
@@ -284,11 +290,16 @@ class WebSocketLayer(SocketLayer):
         self._cancel_timer()
         self._open = True
         self.conn.websocket = True
-        if self.serving.jwt_cookie:
-            self.conn.cookie_jwt = cookie_value(request, self.serving.jwt_cookie)
-        ssl_object = self.get_extra_info("ssl_object")  # wss://: for /connz
+        for field_name, cookie in self.serving.cookies:
+            value = cookie_value(request, cookie)
+            if value:
+                self.conn.cookies[field_name] = value
+        ssl_object = self.get_extra_info("ssl_object")  # wss://: for /connz, and the certificate for verify_and_map
         if ssl_object is not None:
             self.conn.tls_version, self.conn.tls_cipher_suite = version_name(ssl_object), cipher_name(ssl_object)
+            cert = ssl_object.getpeercert()
+            if cert:
+                self.conn.peer_identity = identity_from_cert(cert)
         self.conn.connection_made(self)  # type: ignore[arg-type]  # registers, sends INFO (a frame)
         return True
 

@@ -107,6 +107,6 @@ def test_route_authorization(tmp_path: Path, cluster_nodes: list[Node], dialler:
             await nc.close()
 
     run(scenario)
-    wait_until(lambda: "Authorization Violation" in bad.log() or "authorization violation" in guarded.log(),
+    wait_until(lambda: "Authorization Violation" in bad.log() or "authentication error" in guarded.log(),
                "the peer without credentials refused")
     assert "Traceback" not in guarded.log() + bad.log()

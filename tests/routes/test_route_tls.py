@@ -252,10 +252,61 @@ def test_route_certificates_reload_on_sighup(tmp_path: Path, cluster_nodes: list
     assert "route connection closed" not in a1.log() and "route connection closed" not in nodes[1].log()
 
 
-def test_cluster_tls_verify_and_map_is_reported_not_ignored(certs: TestCerts) -> None:
-    block = tls_block(certs).replace("timeout: 2", "timeout: 2\n    verify_and_map: true")
-    with pytest.raises(Exception, match="verify_and_map"):
-        options_from_text(f"cluster {{\n  listen: 127.0.0.1:-1\n{block}}}\n", filename="t.conf")
+MAPPED_USER = "routes@example.com"
+
+
+def mapped_block(certs: TestCerts, pair: Pair | None = None) -> str:
+    """cluster tls verify_and_map, the cluster user being what a route certificate must name."""
+    block = tls_block(certs, pair).replace("timeout: 2", "timeout: 2\n    verify_and_map: true")
+    return block + f'  authorization {{ user: "{MAPPED_USER}" }}\n'
+
+
+def test_cluster_tls_verify_and_map_is_read(certs: TestCerts) -> None:
+    options = options_from_text(f"cluster {{\n  listen: 127.0.0.1:-1\n{mapped_block(certs)}}}\n", filename="t.conf")
+    assert options.cluster.tls is not None and options.cluster.tls.map and options.cluster.user == MAPPED_USER
+
+
+def test_verify_cert_and_check_known_urls_is_for_routes_only(certs: TestCerts) -> None:
+    block = tls_block(certs).replace("timeout: 2", "timeout: 2\n    verify_cert_and_check_known_urls: true")
+    options = options_from_text(f"cluster {{\n  listen: 127.0.0.1:-1\n{block}}}\n", filename="t.conf")
+    assert options.cluster.tls is not None and options.cluster.tls.check_known_urls and options.cluster.tls.verify
+    with pytest.raises(Exception, match="verify_cert_and_check_known_urls not supported in this context"):
+        options_from_text(block, filename="t.conf")
+
+
+def test_route_verify_and_map_between_appliance_nodes(tmp_path: Path, cluster_nodes: list[Node],
+                                                      certs: TestCerts) -> None:
+    """Every node's certificate names the cluster user (an e-mail SAN): the routes need no password."""
+    mapped = mapped_block(certs, certs.issue("mapped", "127.0.0.1", "localhost", MAPPED_USER))
+    nodes = start_nodes(tmp_path, cluster_nodes, {"a1": ("appliance", [], mapped),
+                                                  "a2": ("appliance", ["a1"], mapped),
+                                                  "a3": ("appliance", ["a1", "a2"], mapped)})
+    run(lambda: _messages_flow(nodes))
+    for node in nodes:
+        assert "authentication error" not in node.log(), node.log()[-2000:]
+
+
+# what the accepting server logs (nats-server's words) when a route certificate names no cluster user
+MAP_REFUSED = {"appliance": "authentication error", "go": "authentication error"}
+
+
+@pytest.mark.parametrize("accepting", ["appliance", "go"])
+def test_route_verify_and_map_with_nats_server(tmp_path: Path, cluster_nodes: list[Node], certs: TestCerts,
+                                               accepting: str) -> None:
+    """The accepting server (appliance or nats-server) maps the dialling peer's certificate to the
+    cluster user: a peer of the other kind whose certificate names it joins, one whose certificate
+    does not (same CA, so the handshake passes) is refused with an 'Authorization Violation', and
+    the two servers agree on which is which."""
+    good = certs.issue("mapped", "127.0.0.1", "localhost", MAPPED_USER)
+    dialer = "go" if accepting == "appliance" else "appliance"
+    spec = {"acc": (accepting, [], mapped_block(certs, good)), "good": (dialer, ["acc"], mapped_block(certs, good)),
+            "bad": (dialer, ["acc"], mapped_block(certs))}  # the plain server certificate: no e-mail SAN
+    acc, ok, bad = start_nodes(tmp_path, cluster_nodes, spec)
+    wait_until(lambda: MAP_REFUSED[accepting] in acc.log().lower(), "the unmapped route refused", 20)
+    wait_until(lambda: "authorization violation" in bad.log().lower(), "the -ERR at the refused peer", 20)
+    run(lambda: _messages_flow([acc, ok]))
+    run(lambda: _messages_flow([ok, acc]))
+    assert "authorization violation" not in ok.log().lower()
 
 
 def _pinned(certs: TestCerts, pair: Pair) -> str:

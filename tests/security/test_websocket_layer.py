@@ -60,8 +60,7 @@ def test_websocket_off_by_default() -> None:
     ('port: 8080, no_tls: true, jwt_cookie: "jwt"',
      'trusted operators or trusted keys configuration is required for JWT authentication via cookie "jwt"'),
     ("port: 8080, no_tls: true, bogus: 1", 'unknown field "bogus"'),
-    ("port: 8080, no_tls: true, authorization { user: a, password: b }",
-     'field "authorization" is known to nats-server but not supported by appliance'),
+    ("port: 8080, no_tls: true, authorization { user: a, password: b, users: [] }", 'unknown field "users"'),
     ('port: 8080, no_tls: true, no_auth_user: "nobody"', 'no_auth_user: "nobody" present, but users/nkeys are not defined'),
     ('port: 8080, no_tls: true, handshake_timeout: "soon"', "error parsing handshake timeout"),
 ])

@@ -25,13 +25,16 @@ def options(name: str, cluster: str = "", accounts: str = ACCOUNTS) -> ServerOpt
 class Pair:
     """Host 0 dials host 1 (with `user`/`password` in its route URL); host 1 accepts."""
 
-    def __init__(self, accepting_cluster: str = "", user: str = "", password: str = "") -> None:
+    def __init__(self, accepting_cluster: str = "", user: str = "", password: str = "",
+                 peer_names: tuple[str, ...] | None = None, peer_dns_names: tuple[str, ...] = ()) -> None:
         self.servers = [Server(options("h0"), server_id="ID0", start_wall_s=0.0),
                         Server(options("h1", accepting_cluster), server_id="ID1", start_wall_s=0.0)]
         self.managers = [RouteManager(server) for server in self.servers]
         for server, manager in zip(self.servers, self.managers):
             server.routes = manager
         self.user, self.password = user, password
+        self.peer_names = peer_names  # what the TLS layer would have read from host 0's certificate
+        self.peer_dns_names = peer_dns_names
         self.pipes: list[tuple[MemoryTransport, RouteConnection]] = []
 
     async def start(self) -> None:
@@ -39,6 +42,7 @@ class Pair:
             await manager.start(None)
         dialler = self.managers[0]._new_connection(solicited=True, user=self.user, password=self.password)
         self.acceptor = self.managers[1]._new_connection(solicited=False)
+        self.acceptor.peer_names, self.acceptor.peer_dns_names = self.peer_names, self.peer_dns_names
         self.to_dialler, self.to_acceptor = MemoryTransport(), MemoryTransport()
         self.pipes = [(self.to_dialler, dialler), (self.to_acceptor, self.acceptor)]  # bytes written on t go to conn
         self.acceptor.connection_made(self.to_dialler)  # type: ignore[arg-type]

@@ -114,7 +114,9 @@ def websocket_json(view: ServerView) -> dict[str, JsonValue]:
         return {}
     out: dict[str, JsonValue] = {"host": ws.host, "port": ws.port, "advertise": ws.advertise,
                                  "no_auth_user": ws.no_auth_user, "jwt_cookie": ws.jwt_cookie,
-                                 "handshake_timeout": wall_ns(ws.handshake_timeout_s), "no_tls": ws.no_tls,
+                                 "handshake_timeout": wall_ns(ws.handshake_timeout_s),
+                                 "auth_timeout": ws.auth_timeout_s, "no_tls": ws.no_tls,
+                                 "tls_map": ws.tls is not None and ws.tls.map,
                                  "same_origin": ws.same_origin, "allowed_origins": list(ws.allowed_origins),
                                  "compression": ws.compression}
     return {key: value for key, value in out.items() if value}
