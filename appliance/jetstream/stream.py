@@ -640,20 +640,9 @@ class Stream:
             else:
                 self._mismatch(first_seq, last, len(msgs), mine)
                 return [Outcome(error=errors.STREAM_SEQUENCE_NOT_MATCH.error())] * len(msgs)
-        outcomes: list[Outcome | int] = []
-        run: list[ops.InMsg] = []
-        one_by_one = self._one_by_one()
-        for msg in msgs:
-            if msg.header or one_by_one:
-                if run:
-                    outcomes.extend(self._store_run(run))
-                    run = []
-                outcomes.append(self._store_decided(msg))
-            else:
-                run.append(msg)
-        if run:
-            outcomes.extend(self._store_run(run))
-            self._last_msg_id = ""
+        outcomes = self._store_in_runs(msgs, self._store_decided)
+        if msgs and not msgs[-1].header and not self._one_by_one():
+            self._last_msg_id = ""  # the batch ended with a run: its messages have no id
         if mine is not None and self._projection is not None:
             self._projection.settle(mine)
         return outcomes
@@ -795,6 +784,11 @@ class Stream:
             guarded = self.guard(self, msgs)  # None: the whole batch fits the limits
             if guarded is not None:
                 return guarded
+        return self._store_in_runs(msgs, self._apply_one)
+
+    def _store_in_runs(self, msgs: list[ops.InMsg], store_one: Callable[[ops.InMsg], Outcome]) -> list[Outcome | int]:
+        """Store msgs in order: runs of header-less messages with _store_run, every other message
+        (all of them when _one_by_one) with store_one."""
         outcomes: list[Outcome | int] = []
         run: list[ops.InMsg] = []
         one_by_one = self._one_by_one()
@@ -803,7 +797,7 @@ class Stream:
                 if run:
                     outcomes.extend(self._store_run(run))
                     run = []
-                outcomes.append(self._apply_one(msg))
+                outcomes.append(store_one(msg))
             else:
                 run.append(msg)
         if run:
