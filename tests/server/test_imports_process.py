@@ -16,7 +16,7 @@ import nats
 import pytest
 from nats.errors import NoRespondersError
 
-from appliance.testing.clients import connect_on, flush_after_subs
+from appliance.testing.clients import connect_on, flush_after_subs, request_replies
 from appliance.testing.natsserver import NatsServer, nats_server_binary
 from appliance.testing.process import ApplianceProcess, free_port
 
@@ -85,16 +85,7 @@ async def scenario(url_a: str, url_b: str, *, b_client: object = None, a_client:
         seen.append(sorted(got))
         reply = await b.request("local.ping", b"?", timeout=5)
         seen.append(reply.data)
-        inbox = b.new_inbox()
-        parts: list[bytes] = []
-
-        async def on_part(msg: nats.aio.msg.Msg) -> None:
-            parts.append(msg.data)
-
-        await b.subscribe(inbox, cb=on_part)
-        await flush_after_subs(b)
-        await b.publish("stream.req", b"", reply=inbox)
-        await b.flush()
+        parts = await request_replies(b, "stream.req")
         await wait_for_messages(parts, 3)
         seen.append(parts)
         seen.append(list(calls))  # each request reached the exporter once
@@ -176,17 +167,25 @@ def test_a_request_seen_by_a_sibling_reaches_the_exporter_once(tmp_path: Path) -
         assert asyncio.run(run()) == (["req.ping"], ["local.ping"], b"ok")
 
 
-def test_imports_across_a_two_server_cluster(tmp_path: Path) -> None:
-    clients = [free_port(), free_port()]
+def two_node_configs(tmp_path: Path, clients: list[int], extra: str = "") -> list[Path]:
+    """Config files n0.conf and n1.conf of a two-server cluster C with ACCOUNTS, listening for clients
+    on the given ports, extra lines added to each."""
     routes = [free_port(), free_port()]
-    servers = []
+    configs = []
     for i in range(2):
         config = tmp_path / f"n{i}.conf"
         config.write_text(
-            f"server_name: n{i}\nlisten: 127.0.0.1:{clients[i]}\nappliance {{ workers: 2 }}\n"
+            f"server_name: n{i}\nlisten: 127.0.0.1:{clients[i]}\n{extra}"
             f"cluster {{ name: C, listen: 127.0.0.1:{routes[i]}, routes: [nats-route://127.0.0.1:{routes[1 - i]}] }}\n"
             + ACCOUNTS)
-        servers.append(ApplianceProcess(["-c", str(config)], log_dir=tmp_path))
+        configs.append(config)
+    return configs
+
+
+def test_imports_across_a_two_server_cluster(tmp_path: Path) -> None:
+    clients = [free_port(), free_port()]
+    configs = two_node_configs(tmp_path, clients, "appliance { workers: 2 }\n")
+    servers = [ApplianceProcess(["-c", str(config)], log_dir=tmp_path) for config in configs]
     try:
         for server in servers:
             server.start()
@@ -205,15 +204,7 @@ def test_imports_across_an_appliance_and_a_go_node(tmp_path: Path, importer_on: 
     """A plain nats-server in the cluster: the importer's interest and the responses cross the route
     whichever side holds the importing client."""
     clients = [free_port(), free_port()]
-    routes = [free_port(), free_port()]
-    configs = []
-    for i in range(2):
-        config = tmp_path / f"n{i}.conf"
-        config.write_text(
-            f"server_name: n{i}\nlisten: 127.0.0.1:{clients[i]}\n"
-            f"cluster {{ name: C, listen: 127.0.0.1:{routes[i]}, routes: [nats-route://127.0.0.1:{routes[1 - i]}] }}\n"
-            + ACCOUNTS)
-        configs.append(config)
+    configs = two_node_configs(tmp_path, clients)
     ours = ApplianceProcess(["-c", str(configs[0])], log_dir=tmp_path)
     log = tmp_path / "go.log"
     with open(log, "wb") as out:
