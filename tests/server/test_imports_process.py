@@ -10,7 +10,9 @@ import re
 import subprocess
 import time
 import urllib.request
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 import nats
 import pytest
@@ -338,20 +340,25 @@ async def jetstream_scenario(url: str) -> list[object]:
         await b.close()
 
 
-@pytest.mark.parametrize("kind", ["appliance", "nats-server"])
-def test_jetstream_through_imports(tmp_path: Path, kind: str) -> None:
-    store = tmp_path / "store"
-    config = tmp_path / "js.conf"
+def run_on(kind: str, tmp_path: Path, text: str, scenario: Callable[[str], Coroutine[Any, Any, list[object]]],
+           *, appliance_lines: str = "") -> list[object]:
+    """Start an appliance (kind "appliance", appliance_lines added to its config) or nats-server 2.15.1
+    with the config text, run scenario with its client URL, stop the server: what scenario returned."""
+    config = tmp_path / "server.conf"
     if kind == "appliance":
         port = free_port()
-        config.write_text(f"listen: 127.0.0.1:{port}\nappliance {{ workers: 2 }}\n"
-                          f"jetstream {{ store_dir: \"{store}\" }}\n" + JS_ACCOUNTS)
+        config.write_text(f"listen: 127.0.0.1:{port}\n{appliance_lines}" + text)
         with ApplianceProcess(["-c", str(config)], log_dir=tmp_path):
-            got = asyncio.run(jetstream_scenario(f"nats://127.0.0.1:{port}"))
-    else:
-        config.write_text(f"jetstream {{ store_dir: \"{store}\" }}\n" + JS_ACCOUNTS)
-        with NatsServer(["-c", str(config)]) as server:
-            got = asyncio.run(jetstream_scenario(server.url))
+            return asyncio.run(scenario(f"nats://127.0.0.1:{port}"))
+    config.write_text(text)
+    with NatsServer(["-c", str(config)]) as server:
+        return asyncio.run(scenario(server.url))
+
+
+@pytest.mark.parametrize("kind", ["appliance", "nats-server"])
+def test_jetstream_through_imports(tmp_path: Path, kind: str) -> None:
+    text = f"jetstream {{ store_dir: \"{tmp_path / 'store'}\" }}\n" + JS_ACCOUNTS
+    got = run_on(kind, tmp_path, text, jetstream_scenario, appliance_lines="appliance { workers: 2 }\n")
     assert got == ["p.foo.x", b"one", "OWN", 0]
 
 
@@ -387,14 +394,5 @@ async def chain_scenario(url: str) -> list[object]:
 
 @pytest.mark.parametrize("kind", ["appliance", "nats-server"])
 def test_a_chain_of_service_imports(tmp_path: Path, kind: str) -> None:
-    config = tmp_path / "chain.conf"
-    if kind == "appliance":
-        port = free_port()
-        config.write_text(f"listen: 127.0.0.1:{port}\n" + CHAIN)
-        with ApplianceProcess(["-c", str(config)], log_dir=tmp_path):
-            got = asyncio.run(chain_scenario(f"nats://127.0.0.1:{port}"))
-    else:
-        config.write_text(CHAIN)
-        with NatsServer(["-c", str(config)]) as server:
-            got = asyncio.run(chain_scenario(server.url))
+    got = run_on(kind, tmp_path, CHAIN, chain_scenario)
     assert got == [b'{"acc":"B","svc":"A"}', b'{"acc":"B","svc":"A"}']
