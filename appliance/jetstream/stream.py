@@ -447,27 +447,7 @@ class Stream:
         batch, self._inbox = self._inbox, []
         msgs = [msg for msg, _ in batch]
         replies = [reply for _, reply in batch]
-        data = ops.encode_msgs(msgs)
-
-        key = id(data)
-
-        def on_done(ok: bool, index: int) -> None:
-            self._proposed.pop(key, None)
-            result = self._results.pop(index, None)
-            if not ok or not isinstance(result, list):
-                self._unanswered -= len(replies)
-                return
-            self._answer(replies, result)
-
-        # When the entry applies here, `apply` takes the messages from here rather than
-        # decoding the bytes it proposed; a follower decodes them.
-        self._proposed[key] = (data, msgs, None)
-        try:
-            self.group.propose(data, on_done)
-            self._unanswered += len(replies)
-        except (NotLeader, ProposalDropped, LimitExceeded) as exc:
-            self._proposed.pop(key, None)
-            logger.warning("stream %s dropped %d publishes: %s", self.config.name, len(batch), exc)
+        self._propose_batch(ops.encode_msgs(msgs), msgs, replies, None)
 
     # --- a replicated stream's leader decides (decide.py) -------------------------------------------
 
@@ -534,29 +514,41 @@ class Stream:
             self._propose_entry(entry, accepted, replies)
 
     def _propose_entry(self, entry: InFlight, accepted: list[ops.InMsg], replies: list[bytes]) -> None:
-        projection = self._projection
-        assert projection is not None
-        data = ops.encode_decided(entry.first_seq, accepted)
+        self._propose_batch(ops.encode_decided(entry.first_seq, accepted), accepted, replies, entry)
+
+    def _propose_batch(self, data: bytes, msgs: list[ops.InMsg], replies: list[bytes], entry: InFlight | None) -> None:
+        """Propose data (msgs, encoded plain or, with entry, as this leader's decision) and answer
+        replies once it is applied here. A proposal that fails is not answered; the projection
+        forgets a failed decision (and decides again from the store)."""
+        projection = self._projection if entry is not None else None
+        assert entry is None or projection is not None
         key = id(data)
+
+        def failed() -> None:
+            if projection is not None and entry is not None:
+                projection.failed(entry, last_seq(self.store), self._last_msg_id)
 
         def on_done(ok: bool, index: int) -> None:
             self._proposed.pop(key, None)
             result = self._results.pop(index, None)
             if not ok or not isinstance(result, list):
                 self._unanswered -= len(replies)
-                projection.failed(entry, last_seq(self.store), self._last_msg_id)
+                failed()
                 return
             self._answer(replies, result)
 
-        self._proposed[key] = (data, accepted, entry)
+        # When the entry applies here, `apply` takes the messages from here rather than
+        # decoding the bytes it proposed; a follower decodes them.
+        self._proposed[key] = (data, msgs, entry)
         try:
             self.group.propose(data, on_done)
         except (NotLeader, ProposalDropped, LimitExceeded) as exc:
             self._proposed.pop(key, None)
-            projection.failed(entry, last_seq(self.store), self._last_msg_id)
-            logger.warning("stream %s dropped %d publishes: %s", self.config.name, len(accepted), exc)
+            failed()
+            logger.warning("stream %s dropped %d publishes: %s", self.config.name, len(msgs), exc)
             return
-        projection.proposed(entry)
+        if projection is not None and entry is not None:
+            projection.proposed(entry)
         self._unanswered += len(replies)
 
     def _retry_decide(self) -> None:
@@ -640,20 +632,9 @@ class Stream:
             else:
                 self._mismatch(first_seq, last, len(msgs), mine)
                 return [Outcome(error=errors.STREAM_SEQUENCE_NOT_MATCH.error())] * len(msgs)
-        outcomes: list[Outcome | int] = []
-        run: list[ops.InMsg] = []
-        one_by_one = self._one_by_one()
-        for msg in msgs:
-            if msg.header or one_by_one:
-                if run:
-                    outcomes.extend(self._store_run(run))
-                    run = []
-                outcomes.append(self._store_decided(msg))
-            else:
-                run.append(msg)
-        if run:
-            outcomes.extend(self._store_run(run))
-            self._last_msg_id = ""
+        outcomes = self._store_in_runs(msgs, self._store_decided)
+        if msgs and not msgs[-1].header and not self._one_by_one():
+            self._last_msg_id = ""  # the batch ended with a run: its messages have no id
         if mine is not None and self._projection is not None:
             self._projection.settle(mine)
         return outcomes
@@ -795,6 +776,11 @@ class Stream:
             guarded = self.guard(self, msgs)  # None: the whole batch fits the limits
             if guarded is not None:
                 return guarded
+        return self._store_in_runs(msgs, self._apply_one)
+
+    def _store_in_runs(self, msgs: list[ops.InMsg], store_one: Callable[[ops.InMsg], Outcome]) -> list[Outcome | int]:
+        """Store msgs in order: runs of header-less messages with _store_run, every other message
+        (all of them when _one_by_one) with store_one."""
         outcomes: list[Outcome | int] = []
         run: list[ops.InMsg] = []
         one_by_one = self._one_by_one()
@@ -803,7 +789,7 @@ class Stream:
                 if run:
                     outcomes.extend(self._store_run(run))
                     run = []
-                outcomes.append(self._apply_one(msg))
+                outcomes.append(store_one(msg))
             else:
                 run.append(msg)
         if run:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import nats
 from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
 
 
 async def flush_after_subs(nc: NATS) -> None:
@@ -28,3 +29,19 @@ async def connect_on(url: str, worker: int, workers: int, **options: object) -> 
             return nc
         await nc.close()
     raise AssertionError(f"no connection landed on worker {worker}")
+
+
+async def request_replies(nc: NATS, subject: str, payload: bytes = b"") -> list[bytes]:
+    """Publish a request to subject, its reply inbox subscribed first (flush_after_subs): the list
+    its answers' payloads are appended to as they arrive (a service may answer more than once)."""
+    inbox = nc.new_inbox()
+    got: list[bytes] = []
+
+    async def on_reply(msg: Msg) -> None:
+        got.append(msg.data)
+
+    await nc.subscribe(inbox, cb=on_reply)
+    await flush_after_subs(nc)
+    await nc.publish(subject, payload, reply=inbox)
+    await nc.flush()
+    return got

@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
+from typing import Any, TypeVar
 
 import nats
 from nats.aio.client import Client as NATS
@@ -19,6 +21,7 @@ TAGS = {"n1-c1": "az:1", "n2-c1": "az:2", "n3-c1": "az:3"}
 APP = {"user": "app", "password": "app"}
 SYS = {"user": "sys", "password": "sys"}
 READY_TIMEOUT_S = 60.0
+T = TypeVar("T")
 
 
 def node_config(name: str, *, client: int, http: int, store: Path, cluster_ports: dict[str, int],
@@ -130,3 +133,26 @@ def wait_for_meta(nodes: list[Node]) -> None:
             await nc.close()
 
     wait_until(lambda: asyncio.run(known()), "a meta leader", READY_TIMEOUT_S)
+
+
+def run_started(nodes: list[Node], scenario: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Start the nodes, wait for a meta leader, run scenario; the nodes are stopped however it ends."""
+    try:
+        start(nodes)
+        wait_for_meta(nodes)
+        return asyncio.run(scenario())
+    finally:
+        stop(nodes)
+
+
+def run_app_script(nodes: list[Node], script: Callable[[NATS], Awaitable[T]]) -> T:
+    """run_started with script given a connection of the JetStream account's user to the first node."""
+
+    async def scenario() -> T:
+        nc = await connect(nodes[0], APP)
+        try:
+            return await script(nc)
+        finally:
+            await nc.close()
+
+    return run_started(nodes, scenario)

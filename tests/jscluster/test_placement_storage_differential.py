@@ -6,13 +6,12 @@ insufficient storage"). Each appliance server announces its free JetStream stora
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
 from nats.aio.client import Client as NATS
 
-from tests.jscluster.stepdown_cluster import APP, api, api_until_ok, connect, make_cluster, start, stop, wait_for_meta
+from tests.jscluster.stepdown_cluster import api, api_until_ok, make_cluster, run_app_script
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.integration]
 SMALL = "n3-c1"
@@ -44,20 +43,7 @@ def run_on(tmp_path: Path, kind: str) -> list[tuple[str, object]]:
             text = node.config.read_text()
             node.config.write_text(text.replace('jetstream { store_dir:', 'jetstream { max_file_store: 1MB, store_dir:'))
             assert "max_file_store" in node.config.read_text()
-
-    async def scenario() -> list[tuple[str, object]]:
-        nc = await connect(nodes[0], APP)
-        try:
-            return await script(nc)
-        finally:
-            await nc.close()
-
-    try:
-        start(nodes)
-        wait_for_meta(nodes)
-        return asyncio.run(scenario())
-    finally:
-        stop(nodes)
+    return run_app_script(nodes, script)
 
 
 def test_placement_refuses_servers_without_room_for_max_bytes_as_nats_server(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from nats.aio.client import Client as NATS
 
-from tests.jscluster.stepdown_cluster import APP, api_until_ok, connect, make_cluster, settled_leader, start, stop, wait_for_meta
+from tests.jscluster.stepdown_cluster import api_until_ok, make_cluster, run_app_script, settled_leader
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.integration]
 ANSWER_WAIT_S = 5.0
@@ -79,20 +79,7 @@ async def script(nc: NATS) -> list[tuple[str, object]]:
 def run_on(tmp_path: Path, kind: str) -> list[tuple[str, object]]:
     (tmp_path / kind).mkdir()
     nodes = make_cluster(tmp_path / kind, kind)
-
-    async def scenario() -> list[tuple[str, object]]:
-        nc = await connect(nodes[0], APP)
-        try:
-            return await script(nc)
-        finally:
-            await nc.close()
-
-    try:
-        start(nodes)
-        wait_for_meta(nodes)
-        return asyncio.run(scenario())
-    finally:
-        stop(nodes)
+    return run_app_script(nodes, script)
 
 
 def in_flight_forms(label: str, answers: object) -> object:

@@ -74,19 +74,35 @@ async def remove(nc: nats.NATS, body: bytes) -> dict[str, object]:
     return json.loads((await nc.request("$JS.API.SERVER.REMOVE", body, timeout=5)).data)  # type: ignore[no-any-return]
 
 
+async def stream_sr_published(nodes: list[Node], count: int) -> tuple[str, nats.NATS, nats.NATS, Publisher]:
+    """Connect the app and system users to the meta leader, create the R3 stream SR and publish
+    count messages to it: (the meta leader's name, app, system, the publisher)."""
+    by_name = {node.name: node for node in nodes}
+    leader = meta_leader(nodes)
+    app = await nats.connect(by_name[leader].url, user="app", password="app", max_reconnect_attempts=-1)
+    system = await nats.connect(by_name[leader].url, user="sys", password="sys", max_reconnect_attempts=-1)
+    config = {"name": "SR", "subjects": ["sr.>"], "storage": "file", "num_replicas": 3}
+    reply = json.loads((await app.request("$JS.API.STREAM.CREATE.SR", json.dumps(config).encode(), timeout=10)).data)
+    assert "error" not in reply, reply
+    publisher = Publisher(app.jetstream(), "sr.x")
+    for i in range(count):
+        await publisher.one(i, time.monotonic() + 60)
+    return leader, app, system, publisher
+
+
+async def evicted(app: nats.NATS, system: nats.NATS, leader: Node, victim: str, names: set[str]) -> None:
+    """Remove victim with $JS.API.SERVER.REMOVE; wait until the meta group and SR are without it."""
+    assert await remove(system, json.dumps({"peer": victim}).encode()) == {"type": KIND, "success": True}
+    wait_until(lambda: leader.monitor("/jsz")["meta_cluster"]["cluster_size"] == 2,
+               "the meta group without the evicted server", 30)
+    await until(lambda: _peers_are(app, names - {victim}), "the stream on two peers")
+
+
 def test_server_remove_evicts_a_server_for_good(sys_cluster: list[Node], tmp_path: Path) -> None:
     by_name = {node.name: node for node in sys_cluster}
 
     async def scenario() -> None:
-        leader = meta_leader(sys_cluster)
-        app = await nats.connect(by_name[leader].url, user="app", password="app", max_reconnect_attempts=-1)
-        system = await nats.connect(by_name[leader].url, user="sys", password="sys", max_reconnect_attempts=-1)
-        config = {"name": "SR", "subjects": ["sr.>"], "storage": "file", "num_replicas": 3}
-        reply = json.loads((await app.request("$JS.API.STREAM.CREATE.SR", json.dumps(config).encode(), timeout=10)).data)
-        assert "error" not in reply, reply
-        publisher = Publisher(app.jetstream(), "sr.x")
-        for i in range(20):
-            await publisher.one(i, time.monotonic() + 60)
+        leader, app, system, publisher = await stream_sr_published(sys_cluster, 20)
 
         with pytest.raises(NatsTimeout):  # not the system account: nobody answers
             await app.request("$JS.API.SERVER.REMOVE", b'{"peer":"n2-c1"}', timeout=1)
@@ -99,10 +115,7 @@ def test_server_remove_evicts_a_server_for_good(sys_cluster: list[Node], tmp_pat
 
         victim = next(name for name in by_name if name != leader)
         publisher.start()
-        assert await remove(system, json.dumps({"peer": victim}).encode()) == {"type": KIND, "success": True}
-        wait_until(lambda: by_name[leader].monitor("/jsz")["meta_cluster"]["cluster_size"] == 2,
-                   "the meta group without the evicted server", 30)
-        await until(lambda: _peers_are(app, set(by_name) - {victim}), "the stream on two peers")
+        await evicted(app, system, by_name[leader], victim, set(by_name))
         wait_until(lambda: victim not in replica_states(sys_cluster, "SR"), "the evicted copy deleted", 30)
         assert await remove(system, json.dumps({"peer": victim}).encode()) == {"type": KIND, "error": {
             "code": 400, "err_code": 10044, "description": "server is not a member of the cluster"}}
@@ -129,20 +142,9 @@ def test_an_evicted_server_back_after_the_timeout_is_added_again(quick_readd_clu
     by_name = {node.name: node for node in nodes}
 
     async def scenario() -> None:
-        leader = meta_leader(nodes)
-        app = await nats.connect(by_name[leader].url, user="app", password="app", max_reconnect_attempts=-1)
-        system = await nats.connect(by_name[leader].url, user="sys", password="sys", max_reconnect_attempts=-1)
-        config = {"name": "SR", "subjects": ["sr.>"], "storage": "file", "num_replicas": 3}
-        reply = json.loads((await app.request("$JS.API.STREAM.CREATE.SR", json.dumps(config).encode(), timeout=10)).data)
-        assert "error" not in reply, reply
-        publisher = Publisher(app.jetstream(), "sr.x")
-        for i in range(10):
-            await publisher.one(i, time.monotonic() + 60)
+        leader, app, system, publisher = await stream_sr_published(nodes, 10)
         victim = next(name for name in by_name if name != leader)
-        assert await remove(system, json.dumps({"peer": victim}).encode()) == {"type": KIND, "success": True}
-        wait_until(lambda: by_name[leader].monitor("/jsz")["meta_cluster"]["cluster_size"] == 2,
-                   "the meta group without the evicted server", 30)
-        await until(lambda: _peers_are(app, set(by_name) - {victim}), "the stream on two peers")
+        await evicted(app, system, by_name[leader], victim, set(by_name))
         by_name[victim].stop()
         publisher.start()
         by_name[victim].start()  # back (within or after the 4 s: it is re-added once they have passed)

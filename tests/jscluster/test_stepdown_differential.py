@@ -21,10 +21,8 @@ from tests.jscluster.stepdown_cluster import (
     leader_of,
     make_cluster,
     meta_leader,
+    run_started,
     settled_leader,
-    start,
-    stop,
-    wait_for_meta,
 )
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.integration]
@@ -167,12 +165,7 @@ def run_on(tmp_path: Path, kind: str) -> list[tuple[str, object]]:
             await app.close()
             await sys_nc.close()
 
-    try:
-        start(nodes)
-        wait_for_meta(nodes)
-        return asyncio.run(scenario())
-    finally:
-        stop(nodes)
+    return run_started(nodes, scenario)
 
 
 def masked(answers: list[tuple[str, object]]) -> list[tuple[str, object]]:

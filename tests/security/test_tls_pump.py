@@ -11,21 +11,7 @@ from appliance.config.tls import TLSOptions
 from appliance.config.tls_context import server_context
 from appliance.server.tls import TLSLayer, TLSServing
 from appliance.testing.certs import TestCerts
-
-
-class FakeTimer:
-    def cancel(self) -> None:
-        pass
-
-
-class FakeLoop:
-    def call_later(self, delay: float, callback: Any) -> FakeTimer:
-        return FakeTimer()
-
-
-@dataclass
-class FakeServer:
-    loop: FakeLoop = field(default_factory=FakeLoop)
+from tests.security.fake_server import FakeServer
 
 
 @dataclass

@@ -24,6 +24,7 @@ from appliance.server.websocket import (
     origin_refusal,
     serving_from_options,
 )
+from tests.security.fake_server import FakeServer
 
 
 # --- config ---------------------------------------------------------------------------------------
@@ -119,25 +120,6 @@ def test_host_and_port_defaults_and_ipv6() -> None:
 
 
 # --- the layer, on fakes --------------------------------------------------------------------------
-
-class FakeTimer:
-    def cancel(self) -> None:
-        pass
-
-
-class FakeLoop:
-    def __init__(self) -> None:
-        self.timers: list[tuple[float, Any]] = []
-
-    def call_later(self, delay: float, callback: Any) -> FakeTimer:
-        self.timers.append((delay, callback))
-        return FakeTimer()
-
-
-@dataclass
-class FakeServer:
-    loop: FakeLoop = field(default_factory=FakeLoop)
-
 
 @dataclass
 class FakeConn:

@@ -10,13 +10,15 @@ import re
 import subprocess
 import time
 import urllib.request
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 import nats
 import pytest
 from nats.errors import NoRespondersError
 
-from appliance.testing.clients import connect_on, flush_after_subs
+from appliance.testing.clients import connect_on, flush_after_subs, request_replies
 from appliance.testing.natsserver import NatsServer, nats_server_binary
 from appliance.testing.process import ApplianceProcess, free_port
 
@@ -85,16 +87,7 @@ async def scenario(url_a: str, url_b: str, *, b_client: object = None, a_client:
         seen.append(sorted(got))
         reply = await b.request("local.ping", b"?", timeout=5)
         seen.append(reply.data)
-        inbox = b.new_inbox()
-        parts: list[bytes] = []
-
-        async def on_part(msg: nats.aio.msg.Msg) -> None:
-            parts.append(msg.data)
-
-        await b.subscribe(inbox, cb=on_part)
-        await flush_after_subs(b)
-        await b.publish("stream.req", b"", reply=inbox)
-        await b.flush()
+        parts = await request_replies(b, "stream.req")
         await wait_for_messages(parts, 3)
         seen.append(parts)
         seen.append(list(calls))  # each request reached the exporter once
@@ -176,17 +169,25 @@ def test_a_request_seen_by_a_sibling_reaches_the_exporter_once(tmp_path: Path) -
         assert asyncio.run(run()) == (["req.ping"], ["local.ping"], b"ok")
 
 
-def test_imports_across_a_two_server_cluster(tmp_path: Path) -> None:
-    clients = [free_port(), free_port()]
+def two_node_configs(tmp_path: Path, clients: list[int], extra: str = "") -> list[Path]:
+    """Config files n0.conf and n1.conf of a two-server cluster C with ACCOUNTS, listening for clients
+    on the given ports, extra lines added to each."""
     routes = [free_port(), free_port()]
-    servers = []
+    configs = []
     for i in range(2):
         config = tmp_path / f"n{i}.conf"
         config.write_text(
-            f"server_name: n{i}\nlisten: 127.0.0.1:{clients[i]}\nappliance {{ workers: 2 }}\n"
+            f"server_name: n{i}\nlisten: 127.0.0.1:{clients[i]}\n{extra}"
             f"cluster {{ name: C, listen: 127.0.0.1:{routes[i]}, routes: [nats-route://127.0.0.1:{routes[1 - i]}] }}\n"
             + ACCOUNTS)
-        servers.append(ApplianceProcess(["-c", str(config)], log_dir=tmp_path))
+        configs.append(config)
+    return configs
+
+
+def test_imports_across_a_two_server_cluster(tmp_path: Path) -> None:
+    clients = [free_port(), free_port()]
+    configs = two_node_configs(tmp_path, clients, "appliance { workers: 2 }\n")
+    servers = [ApplianceProcess(["-c", str(config)], log_dir=tmp_path) for config in configs]
     try:
         for server in servers:
             server.start()
@@ -205,15 +206,7 @@ def test_imports_across_an_appliance_and_a_go_node(tmp_path: Path, importer_on: 
     """A plain nats-server in the cluster: the importer's interest and the responses cross the route
     whichever side holds the importing client."""
     clients = [free_port(), free_port()]
-    routes = [free_port(), free_port()]
-    configs = []
-    for i in range(2):
-        config = tmp_path / f"n{i}.conf"
-        config.write_text(
-            f"server_name: n{i}\nlisten: 127.0.0.1:{clients[i]}\n"
-            f"cluster {{ name: C, listen: 127.0.0.1:{routes[i]}, routes: [nats-route://127.0.0.1:{routes[1 - i]}] }}\n"
-            + ACCOUNTS)
-        configs.append(config)
+    configs = two_node_configs(tmp_path, clients)
     ours = ApplianceProcess(["-c", str(configs[0])], log_dir=tmp_path)
     log = tmp_path / "go.log"
     with open(log, "wb") as out:
@@ -347,20 +340,25 @@ async def jetstream_scenario(url: str) -> list[object]:
         await b.close()
 
 
-@pytest.mark.parametrize("kind", ["appliance", "nats-server"])
-def test_jetstream_through_imports(tmp_path: Path, kind: str) -> None:
-    store = tmp_path / "store"
-    config = tmp_path / "js.conf"
+def run_on(kind: str, tmp_path: Path, text: str, scenario: Callable[[str], Coroutine[Any, Any, list[object]]],
+           *, appliance_lines: str = "") -> list[object]:
+    """Start an appliance (kind "appliance", appliance_lines added to its config) or nats-server 2.15.1
+    with the config text, run scenario with its client URL, stop the server: what scenario returned."""
+    config = tmp_path / "server.conf"
     if kind == "appliance":
         port = free_port()
-        config.write_text(f"listen: 127.0.0.1:{port}\nappliance {{ workers: 2 }}\n"
-                          f"jetstream {{ store_dir: \"{store}\" }}\n" + JS_ACCOUNTS)
+        config.write_text(f"listen: 127.0.0.1:{port}\n{appliance_lines}" + text)
         with ApplianceProcess(["-c", str(config)], log_dir=tmp_path):
-            got = asyncio.run(jetstream_scenario(f"nats://127.0.0.1:{port}"))
-    else:
-        config.write_text(f"jetstream {{ store_dir: \"{store}\" }}\n" + JS_ACCOUNTS)
-        with NatsServer(["-c", str(config)]) as server:
-            got = asyncio.run(jetstream_scenario(server.url))
+            return asyncio.run(scenario(f"nats://127.0.0.1:{port}"))
+    config.write_text(text)
+    with NatsServer(["-c", str(config)]) as server:
+        return asyncio.run(scenario(server.url))
+
+
+@pytest.mark.parametrize("kind", ["appliance", "nats-server"])
+def test_jetstream_through_imports(tmp_path: Path, kind: str) -> None:
+    text = f"jetstream {{ store_dir: \"{tmp_path / 'store'}\" }}\n" + JS_ACCOUNTS
+    got = run_on(kind, tmp_path, text, jetstream_scenario, appliance_lines="appliance { workers: 2 }\n")
     assert got == ["p.foo.x", b"one", "OWN", 0]
 
 
@@ -396,14 +394,5 @@ async def chain_scenario(url: str) -> list[object]:
 
 @pytest.mark.parametrize("kind", ["appliance", "nats-server"])
 def test_a_chain_of_service_imports(tmp_path: Path, kind: str) -> None:
-    config = tmp_path / "chain.conf"
-    if kind == "appliance":
-        port = free_port()
-        config.write_text(f"listen: 127.0.0.1:{port}\n" + CHAIN)
-        with ApplianceProcess(["-c", str(config)], log_dir=tmp_path):
-            got = asyncio.run(chain_scenario(f"nats://127.0.0.1:{port}"))
-    else:
-        config.write_text(CHAIN)
-        with NatsServer(["-c", str(config)]) as server:
-            got = asyncio.run(chain_scenario(server.url))
+    got = run_on(kind, tmp_path, CHAIN, chain_scenario)
     assert got == [b'{"acc":"B","svc":"A"}', b'{"acc":"B","svc":"A"}']

@@ -12,7 +12,7 @@ import pytest
 
 from appliance import limits
 from appliance.config.load import options_from_text
-from appliance.testing.clients import flush_after_subs
+from appliance.testing.clients import flush_after_subs, request_replies
 from appliance.testing.inproc import InProcessServer
 
 CONFIG = """
@@ -53,16 +53,7 @@ def test_a_singleton_answer_ends_its_mapping(server: InProcessServer) -> None:
 
         await a.subscribe("one", cb=twice)
         await flush_after_subs(a)
-        inbox = b.new_inbox()
-        got: list[bytes] = []
-
-        async def on_reply(msg: nats.aio.msg.Msg) -> None:
-            got.append(msg.data)
-
-        await b.subscribe(inbox, cb=on_reply)
-        await flush_after_subs(b)
-        await b.publish("one", b"", reply=inbox)
-        await b.flush()
+        got = await request_replies(b, "one")
         await wait_until(lambda: got, "an answer")
         await a.flush()
         await b.flush()
@@ -106,16 +97,7 @@ def test_a_streamed_export_passes_every_answer_until_the_empty_one(server: InPro
 
         await a.subscribe("many", cb=parts)
         await flush_after_subs(a)
-        inbox = b.new_inbox()
-        got: list[bytes] = []
-
-        async def on_reply(msg: nats.aio.msg.Msg) -> None:
-            got.append(msg.data)
-
-        await b.subscribe(inbox, cb=on_reply)
-        await flush_after_subs(b)
-        await b.publish("many", b"", reply=inbox)
-        await b.flush()
+        got = await request_replies(b, "many")
         await wait_until(lambda: len(got) >= 4, "the streamed answers")
         await a.flush()
         await b.flush()

@@ -38,6 +38,38 @@ def durable_last_index(replicas: StreamReplicas, peer: str) -> int:
     return DurableStorage(image, f"{GROUP_ID}.raftlog").last_index()
 
 
+def consumer_leader_once_stored(replicas: StreamReplicas, count: int) -> Replica:
+    """Publish m0.. to s.a through the stream's leader, wait until every replica stores the
+    count messages and the consumer has a leader: that replica."""
+    leader = replicas.elect()
+    for number in range(count):
+        leader.publish("s.a", b"m%d" % number, reply="r.%d" % number)
+    replicas.run_until(lambda: all(r.stream.store.state().msgs == count for r in replicas.replicas.values()))
+    replicas.run_until(lambda: replicas.consumer_leader() is not None)
+    first = replicas.consumer_leader()
+    assert first is not None
+    return first
+
+
+def consumer_taken_over(replicas: StreamReplicas) -> bool:
+    """Does a replica lead the consumer, ready to deliver?"""
+    leader = replicas.consumer_leader()
+    return leader is not None and leader.consumer is not None and leader.consumer.group.ready_to_lead()
+
+
+def published_while_one_lags(replicas: StreamReplicas, leader: Replica, total: int) -> str:
+    """Cut one follower off, publish total messages (s.0 .. s.6) until the leader acked them
+    all; the follower left behind (still cut off)."""
+    lagging = next(p for p in replicas.peers if p != leader.name)
+    replicas.network.partition({lagging}, list(replicas.peers))
+    for number in range(total):
+        leader.publish("s.%d" % (number % 7), b"%d" % number, reply="r.%d" % number)
+        if number % 50 == 49:
+            replicas.step()
+    replicas.run_until(lambda: len(acks(leader)) == total)
+    return lagging
+
+
 @pytest.mark.sim
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_puback_leaves_only_once_a_quorum_has_the_batch_on_disk(seed: int) -> None:
@@ -126,14 +158,8 @@ def test_a_publish_to_a_follower_is_refused_not_stored() -> None:
 def test_a_lagging_replica_catches_up_from_a_snapshot_and_the_leaders_store(seed: int) -> None:
     replicas = StreamReplicas(seed=seed, snapshot_entries=4)
     leader = replicas.elect()
-    lagging = next(p for p in replicas.peers if p != leader.name)
-    replicas.network.partition({lagging}, list(replicas.peers))
     total = 600  # more than two catch-up batches
-    for number in range(total):
-        leader.publish("s.%d" % (number % 7), b"%d" % number, reply="r.%d" % number)
-        if number % 50 == 49:
-            replicas.step()
-    replicas.run_until(lambda: len(acks(leader)) == total)
+    lagging = published_while_one_lags(replicas, leader, total)
     deleted: list[object] = []  # a hole (through the log) the lagging replica must not fill in
     leader.stream.propose_op(ops.KIND_DELETE, {"seq": 3, "erase": False}, deleted.append)
     replicas.run_until(lambda: deleted == [True])
@@ -158,13 +184,8 @@ PULL = b'{"batch": 10, "expires": 60000000000}'
 @pytest.mark.parametrize("seed", SEEDS)
 def test_after_a_consumer_leader_failover_no_ack_is_lost_and_only_the_unacked_come_again(seed: int) -> None:
     replicas = StreamReplicas(seed=seed, consumer=CONSUMER)
-    leader = replicas.elect()
-    for number in range(10):
-        leader.publish("s.a", b"m%d" % number, reply="r.%d" % number)
-    replicas.run_until(lambda: all(r.stream.store.state().msgs == 10 for r in replicas.replicas.values()))
-    replicas.run_until(lambda: replicas.consumer_leader() is not None)
-    first = replicas.consumer_leader()
-    assert first is not None and first.consumer is not None
+    first = consumer_leader_once_stored(replicas, 10)
+    assert first.consumer is not None
     first.consumer.on_pull("_INBOX.p1", PULL)
     replicas.run_until(lambda: len(first.host.delivered) == 10)
     followers = [r for r in replicas.replicas.values() if r is not first]
@@ -173,12 +194,7 @@ def test_after_a_consumer_leader_failover_no_ack_is_lost_and_only_the_unacked_co
         first.consumer.on_ack(ack.decode().split("."), f"acked.{number}", b"")  # AckSync
     replicas.run_until(lambda: sum(subject.startswith(b"acked.") for subject, _ in first.host.sent) == 5)
     replicas.crash(first.name)  # every AckSync it answered must survive it
-
-    def taken_over() -> bool:
-        leader = replicas.consumer_leader()
-        return leader is not None and leader.consumer is not None and leader.consumer.group.ready_to_lead()
-
-    replicas.run_until(taken_over)
+    replicas.run_until(lambda: consumer_taken_over(replicas))
     second = replicas.consumer_leader()
     assert second is not None and second.consumer is not None and second is not first
     assert len(second.consumer.state.pending) == 5, f"seed {seed}: acks or deliveries lost"
@@ -198,22 +214,12 @@ def test_an_ack_for_a_delivery_the_new_leader_never_heard_of_is_not_confirmed(se
     ack gets no reply: answering it would tell the client its ack is safe while the message is
     delivered again. (Found by `appliance sim --streams`, seed 0.)"""
     replicas = StreamReplicas(seed=seed, consumer=CONSUMER)
-    leader = replicas.elect()
-    for number in range(3):
-        leader.publish("s.a", b"m%d" % number, reply="r.%d" % number)
-    replicas.run_until(lambda: all(r.stream.store.state().msgs == 3 for r in replicas.replicas.values()))
-    replicas.run_until(lambda: replicas.consumer_leader() is not None)
-    first = replicas.consumer_leader()
-    assert first is not None and first.consumer is not None
+    first = consumer_leader_once_stored(replicas, 3)
+    assert first.consumer is not None
     first.consumer.on_pull("_INBOX.p1", PULL)
     replicas.run_until(lambda: len(first.host.delivered) == 3, ticks_max=3)
     replicas.crash(first.name)  # the DELIVERED record it just proposed goes down with it
-
-    def taken_over() -> bool:
-        leader = replicas.consumer_leader()
-        return leader is not None and leader.consumer is not None and leader.consumer.group.ready_to_lead()
-
-    replicas.run_until(taken_over)
+    replicas.run_until(lambda: consumer_taken_over(replicas))
     second = replicas.consumer_leader()
     assert second is not None and second.consumer is not None
     assert second.consumer.state.delivered_sseq == 0, f"seed {seed}: the delivery reached a follower"
@@ -236,14 +242,8 @@ def test_a_replica_catching_up_when_its_leader_dies_fetches_from_another_and_vot
     (Found by `appliance sim --streams`, seed 9: two replicas fetching, stuck for good.)"""
     replicas = StreamReplicas(seed=seed, snapshot_entries=4, file_stores=True)
     leader = replicas.elect()
-    lagging = next(p for p in replicas.peers if p != leader.name)
-    replicas.network.partition({lagging}, list(replicas.peers))
     total = 600  # three catch-up batches: the leader dies after the first
-    for number in range(total):
-        leader.publish("s.%d" % (number % 7), b"%d" % number, reply="r.%d" % number)
-        if number % 50 == 49:
-            replicas.step()
-    replicas.run_until(lambda: len(acks(leader)) == total)
+    lagging = published_while_one_lags(replicas, leader, total)
     assert leader.stream.group.storage.snapshot().meta.index > 0
     replicas.network.heal()
     replicas.run_until(lambda: len(replicas.catch_up_batches) >= 1)
@@ -265,13 +265,8 @@ def test_a_delivery_that_commits_after_its_ack_wait_is_still_redelivered(seed: i
     replica led. (Found by `appliance sim --streams`, seeds 18 and 22, at the end's drain.)"""
     consumer = {"durable_name": "D", "ack_policy": "explicit", "ack_wait": 150_000_000}  # 3 ticks
     replicas = StreamReplicas(seed=seed, consumer=consumer)
-    leader = replicas.elect()
-    for number in range(3):
-        leader.publish("s.a", b"m%d" % number, reply="r.%d" % number)
-    replicas.run_until(lambda: all(r.stream.store.state().msgs == 3 for r in replicas.replicas.values()))
-    replicas.run_until(lambda: replicas.consumer_leader() is not None)
-    first = replicas.consumer_leader()
-    assert first is not None and first.consumer is not None
+    first = consumer_leader_once_stored(replicas, 3)
+    assert first.consumer is not None
     for peer in replicas.peers:  # its appends reach the followers late: commits take 7 ticks
         if peer != first.name:
             replicas.network.clog((first.name, peer), until=replicas.ticks + 12, delay_ticks=6)
@@ -292,13 +287,8 @@ def test_deliveries_whose_record_the_group_refused_come_again(seed: int) -> None
     then moved the delivered position past them: never pending, never redelivered, the ack floor
     passing over them, lost for this consumer. (Found by `appliance sim --streams`, seed 3104.)"""
     replicas = StreamReplicas(seed=seed, consumer=CONSUMER)
-    leader = replicas.elect()
-    for number in range(6):
-        leader.publish("s.a", b"m%d" % number, reply="r.%d" % number)
-    replicas.run_until(lambda: all(r.stream.store.state().msgs == 6 for r in replicas.replicas.values()))
-    replicas.run_until(lambda: replicas.consumer_leader() is not None)
-    first = replicas.consumer_leader()
-    assert first is not None and first.consumer is not None
+    first = consumer_leader_once_stored(replicas, 6)
+    assert first.consumer is not None
     group = first.consumer.group
     propose = group.propose
     refused: list[bytes] = []
@@ -329,13 +319,8 @@ def test_a_consumer_leader_elected_again_delivers_from_the_replicated_state(seed
     taking over it must start from the replicated state. It kept its old position and skipped
     them for good. (Found by `appliance sim --streams`, seed 3104.)"""
     replicas = StreamReplicas(seed=seed, consumer=CONSUMER)
-    leader = replicas.elect()
-    for number in range(3):
-        leader.publish("s.a", b"m%d" % number, reply="r.%d" % number)
-    replicas.run_until(lambda: all(r.stream.store.state().msgs == 3 for r in replicas.replicas.values()))
-    replicas.run_until(lambda: replicas.consumer_leader() is not None)
-    first = replicas.consumer_leader()
-    assert first is not None and first.consumer is not None
+    first = consumer_leader_once_stored(replicas, 3)
+    assert first.consumer is not None
     first.consumer.on_pull("_INBOX.p1", b'{"batch": 3, "expires": 60000000000}')
     replicas.run_until(lambda: len(first.host.delivered) == 3, ticks_max=3)
     replicas.network.partition({first.name}, list(replicas.peers))  # its record stays with it
@@ -386,13 +371,8 @@ def test_an_acksync_heard_while_no_replica_leads_is_taken_and_answered_by_the_ne
     every server, none of which leads. Before, every replica dropped it and the client never
     heard back; now the replica that takes over takes it, and answers once it is replicated."""
     replicas = StreamReplicas(seed=seed, consumer=CONSUMER)
-    leader = replicas.elect()
-    for number in range(3):
-        leader.publish("s.a", b"m%d" % number, reply="r.%d" % number)
-    replicas.run_until(lambda: all(r.stream.store.state().msgs == 3 for r in replicas.replicas.values()))
-    replicas.run_until(lambda: replicas.consumer_leader() is not None)
-    first = replicas.consumer_leader()
-    assert first is not None and first.consumer is not None
+    first = consumer_leader_once_stored(replicas, 3)
+    assert first.consumer is not None
     first.consumer.on_pull("_INBOX.p1", PULL)
     replicas.run_until(lambda: len(first.host.delivered) == 3)
     followers = [r for r in replicas.replicas.values() if r is not first]
@@ -403,12 +383,7 @@ def test_an_acksync_heard_while_no_replica_leads_is_taken_and_answered_by_the_ne
     for replica in followers:  # no replica leads: each hears the AckSync
         assert replica.consumer is not None
         replica.consumer.on_ack(ack.decode().split("."), "acked.1", b"+ACK")
-
-    def taken_over() -> bool:
-        new = replicas.consumer_leader()
-        return new is not None and new.consumer is not None and new.consumer.group.ready_to_lead()
-
-    replicas.run_until(taken_over)
+    replicas.run_until(lambda: consumer_taken_over(replicas))
     second = replicas.consumer_leader()
     assert second is not None and second.consumer is not None
     replicas.run_until(lambda: answered(second, b"acked.1"))

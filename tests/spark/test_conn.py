@@ -11,27 +11,7 @@ from hypothesis import strategies as st
 
 from appliance.spark import conn as conn_module
 from appliance.spark.conn import Auth, Connection, NatsError, parse_url
-
-
-class FakeSocket:
-    def __init__(self, chunks: list[bytes]) -> None:
-        self.chunks = chunks
-        self.sent = b""
-
-    def recv(self, size: int) -> bytes:
-        return self.chunks.pop(0) if self.chunks else b""
-
-    def sendall(self, data: bytes) -> None:
-        self.sent += bytes(data)
-
-    def settimeout(self, value: float) -> None:
-        pass
-
-    def setsockopt(self, *args: object) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
+from tests.spark.fake_socket import FakeSocket
 
 
 def connect_over(monkeypatch: pytest.MonkeyPatch, stream: bytes, cuts: list[int]) -> tuple[Connection, FakeSocket]:

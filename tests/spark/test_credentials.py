@@ -14,6 +14,7 @@ from appliance.config.nkey import signature_valid
 from appliance.spark.conn import Connection, NatsError
 from appliance.spark.credentials import Auth, auth_from_options, read_creds, tls_from_options
 from appliance.testing.jwts import Key, creds, user_jwt
+from tests.spark.fake_socket import FakeSocket
 
 NONCE = "e3bLCh3MjwZq5Jw"
 
@@ -81,30 +82,14 @@ def test_tls_options(tmp_path: Path) -> None:
         tls_from_options({"tls": "yes"})
 
 
-class _Server:
-    def __init__(self, info: dict[str, object]) -> None:
-        self.data = [b"INFO " + json.dumps(info).encode() + b"\r\nPONG\r\n"]
-        self.sent = b""
-
-    def recv(self, size: int) -> bytes:
-        return self.data.pop(0) if self.data else b""
-
-    def sendall(self, data: bytes) -> None:
-        self.sent += bytes(data)
-
-    def settimeout(self, value: float) -> None:
-        pass
-
-    def setsockopt(self, *args: object) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
+def greeting_server(info: dict[str, object]) -> FakeSocket:
+    """A server that sends INFO with info and a PONG, then closes."""
+    return FakeSocket([b"INFO " + json.dumps(info).encode() + b"\r\nPONG\r\n"])
 
 
 def test_connect_sends_the_signed_nonce(monkeypatch: pytest.MonkeyPatch) -> None:
     user = Key.new("U")
-    fake = _Server({"nonce": NONCE, "max_payload": 1024})
+    fake = greeting_server({"nonce": NONCE, "max_payload": 1024})
     monkeypatch.setattr(socket, "create_connection", lambda *a, **k: fake)
     Connection("nats://127.0.0.1:1", Auth(nkey_seed=user.seed))
     connect = json.loads(fake.sent.split(b"\r\n")[0][len(b"CONNECT "):])
@@ -112,7 +97,7 @@ def test_connect_sends_the_signed_nonce(monkeypatch: pytest.MonkeyPatch) -> None
 
 
 def test_tls_wanted_but_not_offered(monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = _Server({"max_payload": 1024})
+    fake = greeting_server({"max_payload": 1024})
     monkeypatch.setattr(socket, "create_connection", lambda *a, **k: fake)
     with pytest.raises(NatsError, match="secure connection not available"):
         Connection("tls://127.0.0.1:1")
