@@ -633,8 +633,6 @@ class Stream:
                 self._mismatch(first_seq, last, len(msgs), mine)
                 return [Outcome(error=errors.STREAM_SEQUENCE_NOT_MATCH.error())] * len(msgs)
         outcomes = self._store_in_runs(msgs, self._store_decided)
-        if msgs and not msgs[-1].header and not self._one_by_one():
-            self._last_msg_id = ""  # the batch ended with a run: its messages have no id
         if mine is not None and self._projection is not None:
             self._projection.settle(mine)
         return outcomes
@@ -780,7 +778,8 @@ class Stream:
 
     def _store_in_runs(self, msgs: list[ops.InMsg], store_one: Callable[[ops.InMsg], Outcome]) -> list[Outcome | int]:
         """Store msgs in order: runs of header-less messages with _store_run, every other message
-        (all of them when _one_by_one) with store_one."""
+        (all of them when _one_by_one) with store_one. A run's messages have no id: after one,
+        the stream's last message id is empty (nats-server sets it from every stored message)."""
         outcomes: list[Outcome | int] = []
         run: list[ops.InMsg] = []
         one_by_one = self._one_by_one()
@@ -788,12 +787,14 @@ class Stream:
             if msg.header or one_by_one:
                 if run:
                     outcomes.extend(self._store_run(run))
+                    self._last_msg_id = ""
                     run = []
                 outcomes.append(store_one(msg))
             else:
                 run.append(msg)
         if run:
             outcomes.extend(self._store_run(run))
+            self._last_msg_id = ""
         return outcomes
 
     def _one_by_one(self) -> bool:

@@ -37,6 +37,9 @@ STREAMS_SCRIPT: list[Step] = [
     ("orders.new", b"x", {"Nats-Expected-Last-Subject-Sequence": "1"}),
     ("orders.new", b"x", {"Nats-Expected-Last-Msg-Id": "zzz"}),
     ("orders.new", b"ok", {"Nats-Expected-Last-Msg-Id": "abc"}),
+    ("orders.new", b"id", {"Nats-Msg-Id": "def"}),
+    ("orders.new", b"plain", {}),  # no headers: the last message id is empty again
+    ("orders.new", b"x", {"Nats-Expected-Last-Msg-Id": "def"}),
     ("orders.other", b"o", {"Nats-Rollup": "sub"}),
     ("$JS.API.STREAM.INFO.ORDERS", b"", {}),
     ("$JS.API.STREAM.INFO.NOPE", b"", {}),
