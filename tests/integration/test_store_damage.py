@@ -290,10 +290,11 @@ def test_a_damaged_footer_is_rebuilt_and_everything_is_served(pristine: Path, tm
 
 
 def frame_offsets(path: Path) -> list[int]:
-    """Where each record of a RAFT log file starts (u32 length, u32 crc, body)."""
+    """Where each record of a RAFT log file starts (u32 length, u32 crc, body); zero bytes after
+    the last record are space preallocated for appends (a log not closed by its last run)."""
     data = path.read_bytes()
     offsets, offset = [], 0
-    while offset < len(data):
+    while offset < len(data) and data[offset : offset + 8] != bytes(8):
         offsets.append(offset)
         offset += 8 + int.from_bytes(data[offset : offset + 4], "little")
     return offsets
