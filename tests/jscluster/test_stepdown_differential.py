@@ -173,9 +173,19 @@ def masked(answers: list[tuple[str, object]]) -> list[tuple[str, object]]:
     return [(label, json.loads(SERVER_NAME.sub("<server>", json.dumps(answer)))) for label, answer in answers]
 
 
+def once(answers: object) -> object:
+    """nats-server's error answers given by every server that holds the stream (a consumer it
+    does not know) reach the client through a singleton service import, which forwards the first
+    and drops the rest, but not always: under load the three came back (CI). Identical repeats
+    of one answer count once; appliance must still answer exactly once (compared as is)."""
+    if isinstance(answers, list) and len(answers) > 1 and all(a == answers[0] for a in answers):
+        return answers[:1]
+    return answers
+
+
 def test_step_down_answers_match_nats_server(tmp_path: Path) -> None:
     expected = masked(run_on(tmp_path, "go"))
     got = masked(run_on(tmp_path, "appliance"))
     assert [label for label, _ in got] == [label for label, _ in expected]
     for (label, want), (_, have) in zip(expected, got, strict=True):
-        assert have == want, f"{label}: nats-server {want!r}, appliance {have!r}"
+        assert have == once(want), f"{label}: nats-server {want!r}, appliance {have!r}"
