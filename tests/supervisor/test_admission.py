@@ -66,15 +66,22 @@ def test_a_negative_or_zero_room_refuses_everything(table: StatusTable) -> None:
 
 
 CONTENDER = """
-import sys
-from appliance.supervisor.admission import attach_gate
-gate = attach_gate(int(sys.argv[1]), int(sys.argv[2]), limit=int(sys.argv[3]))
+import fcntl, os, sys
+from appliance.supervisor.admission import LOCK_BYTES, LOCK_OFFSET, attach_gate
+fd = int(sys.argv[1])
+gate = attach_gate(fd, int(sys.argv[2]), limit=int(sys.argv[3]))
 sys.stdin.read(1)  # all start together
 highest = admitted = 0
 for cid in range(int(sys.argv[4])):
     if gate.admit(cid):
         admitted += 1
-        highest = max(highest, gate.total())  # counted by every worker, ours included
+        # counted by every worker, ours included, under the admission lock: a sum read without
+        # it can mix one worker's count from before its release with another's admission after
+        # it (a total no moment had); under it no admission runs, so the sum is at most the
+        # total when the lock was taken
+        fcntl.lockf(fd, fcntl.LOCK_EX, LOCK_BYTES, LOCK_OFFSET, os.SEEK_SET)
+        highest = max(highest, gate.total())
+        fcntl.lockf(fd, fcntl.LOCK_UN, LOCK_BYTES, LOCK_OFFSET, os.SEEK_SET)
         gate.release(cid)
 print(highest, admitted)
 """
