@@ -92,8 +92,14 @@ def test_quorum_loss_stops_writes_and_they_resume_when_a_peer_returns(js_cluster
             except (NatsTimeout, NoRespondersError, NoStreamResponseError):
                 break
             assert asyncio.get_running_loop().time() < deadline, "writes went on without a quorum"
-        info = json.loads((await nc.request("$JS.API.STREAM.INFO.Q", b"", timeout=3)).data)
-        assert "error" not in info and info["state"]["messages"] >= 1, info  # a leaderless replica's own view
+        deadline = asyncio.get_running_loop().time() + META_TIMEOUT_S
+        while True:  # a leaderless replica's own view, once it no longer names the dead leader
+            info = json.loads((await nc.request("$JS.API.STREAM.INFO.Q", b"", timeout=3)).data)
+            if "error" not in info:
+                break
+            assert asyncio.get_running_loop().time() < deadline, info
+            await asyncio.sleep(0.2)
+        assert info["state"]["messages"] >= 1, info
         js_cluster[1].start()
         deadline = asyncio.get_running_loop().time() + META_TIMEOUT_S
         while True:
