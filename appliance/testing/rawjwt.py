@@ -35,7 +35,7 @@ def exchange(port: int, token: str | None, key: Key | None, lines: bytes = b"", 
         sock.sendall(b"CONNECT " + json.dumps(connect).encode() + b"\r\n" + lines + b"PING\r\n")
         answer = b""
         deadline = time.monotonic() + timeout_s
-        while until not in answer and time.monotonic() < deadline:
+        while not _complete(answer, until) and time.monotonic() < deadline:
             try:
                 chunk = sock.recv(4096)
             except (TimeoutError, ConnectionResetError):
@@ -44,6 +44,20 @@ def exchange(port: int, token: str | None, key: Key | None, lines: bytes = b"", 
                 break
             answer += chunk
         return Exchange(info, _mask_info(answer.replace(b"PING\r\n", b"")))
+
+
+def _complete(answer: bytes, until: bytes) -> bool:
+    """Whether the answer holds `until`; for the first PONG, also the INFO (connect_info) that
+    both servers send right after it to a protocol-1 client: nats-server may write the two
+    separately, so a read that stopped at the PONG would sometimes miss its INFO."""
+    at = answer.find(until)
+    if at < 0:
+        return False
+    if until != b"PONG\r\n":
+        return True
+    rest = answer[at + len(until):]
+    start = rest.find(b"INFO ")
+    return start >= 0 and rest.find(b"\r\n", start) >= 0
 
 
 def _mask_info(answer: bytes) -> bytes:
