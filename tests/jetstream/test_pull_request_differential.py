@@ -81,6 +81,18 @@ async def answers(nc: Client, body: bytes, wait: float, stream: str = "P") -> li
     return got
 
 
+async def counted(nc: Client, seq: int) -> None:
+    """Until the consumer counts every message up to `seq` (delivered or pending). nats-server adds
+    a stored message to a consumer's pending on its signal goroutine, after the PubAck: under load
+    a no_wait request right after the publish found nothing pending and was answered 404."""
+    deadline = asyncio.get_running_loop().time() + 5
+    while asyncio.get_running_loop().time() < deadline:
+        info = json.loads((await nc.request("$JS.API.CONSUMER.INFO.P.C", b"", timeout=5)).data)
+        if info["delivered"]["stream_seq"] + info["num_pending"] >= seq:
+            return
+        await asyncio.sleep(0.01)
+
+
 async def scenario(nc: Client) -> list[object]:
     created = json.loads((await nc.request("$JS.API.STREAM.CREATE.P", b'{"name":"P","subjects":["p"]}', timeout=5)).data)
     assert "error" not in created
@@ -89,7 +101,8 @@ async def scenario(nc: Client) -> list[object]:
     seen: list[object] = []
     for body in BODIES:
         for _ in range(2):
-            await nc.request("p", b"m", timeout=5)
+            last = json.loads((await nc.request("p", b"m", timeout=5)).data)["seq"]
+        await counted(nc, last)
         seen.append((body, await answers(nc, body, 0.6)))
         # a good request still works; it also takes what the body above left
         seen.append(("next", await answers(nc, b'{"batch":5,"no_wait":true}', 2.0)))
