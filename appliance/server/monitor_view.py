@@ -244,6 +244,13 @@ class ServerMonitorView:
         self._peers = await self._gather.gather(parts) if self._gather is not None and parts else []
         return self._peers
 
+    def answer_from(self, gathered: list[dict[str, Any]]) -> None:
+        """Read the siblings from `gathered` (what this request's refresh returned): concurrent
+        requests each refresh, and one that waits for its turn to render must not answer from a
+        later request's gather of other parts (a /varz read a closed-connections gather, without
+        the sibling's counters, and reported one worker's total)."""
+        self._peers = gathered
+
     def counters(self) -> ServerCounters:
         total = self.local_counters()
         for peer in self._peers:

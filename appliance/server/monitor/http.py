@@ -196,6 +196,8 @@ class MonitorServer:
             if refresh is not None:
                 gathered = await refresh(self.app.needs(request.path, request.query))
             async with self._render_turn:
+                if gathered is not None:  # another request's gather may have come in while this one waited
+                    self.app.view.answer_from(gathered)
                 response = self._respond(request, gathered)
                 await asyncio.sleep(0)  # one answer per loop turn: clients of this worker run in between
         except Exception as error:  # a bug answering one request: that request gets a 500, the server goes on

@@ -191,6 +191,9 @@ def test_a_burst_sharing_one_gather_gets_one_rendering_per_page_and_every_reques
             await asyncio.sleep(0.01)
             return self.gathered  # the same list for every request of the burst, as GatherCoalescer
 
+        def answer_from(self, gathered: list[dict[str, object]]) -> None:
+            assert gathered is self.gathered
+
         def counters(self) -> object:
             GatheringView.renders += 1
             return FakeServerView.counters(self)
@@ -211,6 +214,57 @@ def test_a_burst_sharing_one_gather_gets_one_rendering_per_page_and_every_reques
             assert statuses == [200] * 31
             assert GatheringView.renders == 2  # /varz once, /varz?x=1 once
             assert app.stats.snapshot()["/varz"] == 31
+        finally:
+            await server.close()
+
+    asyncio.run(scenario())
+
+
+def test_each_request_answers_from_its_own_gather_though_others_gather_while_it_waits_to_render() -> None:
+    """/varz and /connz?state=closed gather different parts; a /varz waiting for its turn to render
+    while a /connz gather lands must still read the siblings' counters from its own gather."""
+
+    class PartsView(FakeServerView):  # type: ignore[misc]
+        wrong_reads = 0
+        reads = 0
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.peers: list[dict[str, object]] = []
+            self.rendering = asyncio.Event()
+
+        async def refresh(self, parts: frozenset[str]) -> list[dict[str, object]]:
+            if "counters" not in parts:
+                await self.rendering.wait()  # lands while the /varz requests wait for their turn
+            self.peers = [{"parts": parts}]  # what the view held before answer_from existed
+            return self.peers
+
+        def answer_from(self, gathered: list[dict[str, object]]) -> None:
+            self.peers = gathered
+
+        def counters(self) -> object:
+            self.rendering.set()
+            PartsView.reads += 1
+            if "counters" not in self.peers[0]["parts"]:  # type: ignore[operator]
+                PartsView.wrong_reads += 1
+            return FakeServerView.counters(self)
+
+    async def scenario() -> None:
+        app = MonitorApp(PartsView())
+        assert "counters" in app.needs("/varz", "") and "counters" not in app.needs("/connz", "state=closed")
+        server = MonitorServer(app, listener())
+        await server.start()
+        try:
+            async def get(path: str) -> int:
+                reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+                writer.write(f"GET {path} HTTP/1.1\r\nConnection: close\r\n\r\n".encode())
+                status = (await read_response(reader))[0]
+                writer.close()
+                return status
+
+            paths = ["/connz?state=closed"] + [f"/varz?n={i}" for i in range(20)]
+            assert await asyncio.gather(*(get(path) for path in paths)) == [200] * 21
+            assert PartsView.reads == 20 and PartsView.wrong_reads == 0
         finally:
             await server.close()
 
