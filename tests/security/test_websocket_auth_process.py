@@ -6,11 +6,9 @@ configured the same way."""
 from __future__ import annotations
 
 import asyncio
-import gc
 import json
 import socket
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import nats
@@ -19,23 +17,9 @@ from nats.errors import Error as NatsError
 
 from appliance.testing.natsserver import NatsServer
 from appliance.testing.process import ApplianceProcess, free_port
-from tests.security.test_websocket_process import frame, upgrade_request, ws_conf
+from tests.security.test_websocket_process import WS_CLIENT_MARKS, frame, upgrade_request, ws_conf
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.filterwarnings("ignore:parameter 'timeout' of type 'float' is deprecated:DeprecationWarning"),
-    pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
-    pytest.mark.filterwarnings("ignore::ResourceWarning"),
-]
-
-
-
-@pytest.fixture(autouse=True)
-def _collect_client_leftovers() -> Iterator[None]:
-    """nats-py's ws:// leftovers (a refused connect leaves its aiohttp session) are collected
-    inside the test, where the filters above apply, not in whichever test the GC runs next."""
-    yield
-    gc.collect()
+pytestmark = WS_CLIENT_MARKS
 
 
 SERVER_USER = "authorization { user: srv, password: s }\n"

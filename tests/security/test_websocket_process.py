@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import gc
 import json
 import os
 import socket
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import nats
@@ -22,21 +20,16 @@ from appliance.testing.certs import TestCerts
 from appliance.testing.natsserver import NatsServer
 from appliance.testing.process import ApplianceProcess, free_port
 
-pytestmark = [
+WS_CLIENT_MARKS = [
     pytest.mark.integration,
     # nats-py's ws:// transport passes aiohttp a float timeout, which aiohttp >= 3.10 deprecates
     pytest.mark.filterwarnings("ignore:parameter 'timeout' of type 'float' is deprecated:DeprecationWarning"),
     # and leaves the aiohttp ClientSession of a transport it replaced unclosed (client side, not ours)
     pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
     pytest.mark.filterwarnings("ignore::ResourceWarning"),
+    pytest.mark.usefixtures("ws_client_leftovers"),
 ]
-
-
-@pytest.fixture(autouse=True)
-def _collect_client_leftovers() -> Iterator[None]:
-    """nats-py's leftovers are collected inside the test, where the filters above apply."""
-    yield
-    gc.collect()
+pytestmark = WS_CLIENT_MARKS
 
 
 def ws_conf(path: Path, port: int, block: str = "no_tls: true", extra: str = "") -> Path:
@@ -46,7 +39,7 @@ def ws_conf(path: Path, port: int, block: str = "no_tls: true", extra: str = "")
 
 def upgrade_request(port: int, origin: str | None = None, host: str | None = None) -> bytes:
     key = base64.b64encode(os.urandom(16)).decode()
-    lines = [f"GET / HTTP/1.1", f"Host: {host or f'127.0.0.1:{port}'}", "Upgrade: websocket",
+    lines = ["GET / HTTP/1.1", f"Host: {host or f'127.0.0.1:{port}'}", "Upgrade: websocket",
              "Connection: Upgrade", f"Sec-WebSocket-Key: {key}", "Sec-WebSocket-Version: 13"]
     if origin is not None:
         lines.append(f"Origin: {origin}")
