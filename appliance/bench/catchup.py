@@ -241,7 +241,8 @@ def run_catch_up(server: RunningServer, total_bytes: int, msg_bytes: int, *, log
                 raise CatchUpFailed(f"STREAM.INFO without its config: {info!r:.200}")
             sampler.switch("during")
             started = time.monotonic()
-            jsapi.call(conn, f"$JS.API.STREAM.UPDATE.{STREAM}", {**config, "num_replicas": 3})
+            jsapi.until_available(lambda: jsapi.call(conn, f"$JS.API.STREAM.UPDATE.{STREAM}",
+                                                     {**config, "num_replicas": 3}))  # idempotent
             _wait_caught_up(server, conn, result, started, timeout_s, log)
             result.catch_up_s = time.monotonic() - started
         result.rss_idle = sampler.peaks["idle"]
@@ -262,8 +263,8 @@ def _wait_caught_up(server: RunningServer, conn: Connection, result: CatchUpResu
         at = time.monotonic() - started
         on_disk = {name: dir_bytes(stream_dir(server, index)) for name, index in joiner_index.items()
                    if index is not None}
-        try:
-            info = jsapi.stream_info(conn, STREAM)
+        try:  # each refusal counted: not waited out as stream_info does
+            info = jsapi.call(conn, f"$JS.API.STREAM.INFO.{STREAM}", None)
         except (jsapi.ApiError, TimeoutError) as exc:
             last = f"{type(exc).__name__}: {exc}"
             log(f"  {at:5.1f}s STREAM.INFO: {last}")

@@ -22,6 +22,7 @@ ERR_STREAM_NOT_FOUND = 10059
 ERR_NO_MESSAGE_FOUND = 10037
 T = TypeVar("T")
 ERR_UNAVAILABLE = 10008  # no meta leader (yet, or for the moment of an election)
+ERR_NO_SUITABLE_PEERS = 10005  # a replicated stream's placement: too few servers known (yet)
 UNAVAILABLE_WAIT_S = 30.0  # a create retried this long while a cluster's meta group elects
 UNAVAILABLE_POLL_S = 0.25
 
@@ -119,28 +120,35 @@ def call(conn: Connection, subject: str, body: dict[str, object] | None, *,
 
 
 def create_stream(conn: Connection, config: dict[str, object]) -> dict[str, object]:
-    return until_available(lambda: call(conn, f"$JS.API.STREAM.CREATE.{config['name']}", config))
+    """Created; a replicated stream also waits out 10005 while a cluster that just formed has not
+    yet heard from every peer (both nats-server and appliance place only on servers they know)."""
+    replicas = config.get("num_replicas", 1)
+    forming = (ERR_NO_SUITABLE_PEERS,) if isinstance(replicas, int) and replicas > 1 else ()
+    return until_available(lambda: call(conn, f"$JS.API.STREAM.CREATE.{config['name']}", config), also=forming)
 
 
-def until_available(request: Callable[[], T], *, timeout_s: float = UNAVAILABLE_WAIT_S) -> T:
+def until_available(request: Callable[[], T], *, timeout_s: float = UNAVAILABLE_WAIT_S,
+                    also: tuple[int, ...] = ()) -> T:
     """An idempotent request (a create with the same config), asked again while the cluster
     answers 503/10008 (its meta group is electing: after a start, or a leader starved on a loaded
-    machine) or does not answer at all, for a bounded time; any other error is raised at once."""
+    machine), an error code of `also`, or does not answer at all, for a bounded time; any other
+    error is raised at once."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:
             return request()
         except (ApiError, TimeoutError) as exc:
-            unavailable = not isinstance(exc, ApiError) or exc.err_code == ERR_UNAVAILABLE
+            unavailable = not isinstance(exc, ApiError) or exc.err_code in (ERR_UNAVAILABLE, *also)
             if not unavailable or time.monotonic() >= deadline:
                 raise
         time.sleep(UNAVAILABLE_POLL_S)
 
 
 def delete_stream(conn: Connection, name: str) -> bool:
-    """Delete if present; False when there was no such stream."""
+    """Delete if present; False when there was no such stream. Asked again while the cluster has
+    no meta leader, as a create."""
     try:
-        call(conn, f"$JS.API.STREAM.DELETE.{name}", None)
+        until_available(lambda: call(conn, f"$JS.API.STREAM.DELETE.{name}", None))
     except ApiError as exc:
         if exc.err_code == ERR_STREAM_NOT_FOUND:
             return False
@@ -149,7 +157,7 @@ def delete_stream(conn: Connection, name: str) -> bool:
 
 
 def stream_info(conn: Connection, name: str) -> dict[str, object]:
-    return call(conn, f"$JS.API.STREAM.INFO.{name}", None)
+    return until_available(lambda: call(conn, f"$JS.API.STREAM.INFO.{name}", None))
 
 
 def create_consumer(conn: Connection, stream: str, config: dict[str, object]) -> dict[str, object]:
