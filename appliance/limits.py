@@ -214,6 +214,7 @@ JS_CATCHUP_TIMEOUT_S = 2.0  # a catch-up request with no reply by then has faile
 JS_STREAM_LOG_ENTRIES = 32  # applied publish batches a stream's in-memory RAFT log keeps before compacting
 JS_ACK_HOLD_S = 2.0  # a consumer replica not leading keeps each AckSync it hears this long (consumer_acks.py)
 JS_ACK_HELD_MAX = 4096  # ... at most this many per consumer
+JS_AFTER_ACKS_WAITERS_MAX = 1024  # CONSUMER.INFO answers waiting for a consumer's acks to apply
 JS_REDELIVER_QUEUE_MAX = 65536  # stream sequences waiting for redelivery per consumer
 JS_FLOW_CONTROL_MSGS = 1024  # a push consumer with flow_control asks for a response this often
 JS_CONSUMER_SYNC_INTERVAL_S = 1.0  # delivered state (not acks) reaches disk at least this often

@@ -192,7 +192,7 @@ def _consumer(request: Request, stream: Stream, name: str) -> Consumer:
 def consumer_info(request: Request) -> None:
     stream = stream_of(request, request.tokens[2])
     consumer = _consumer(request, stream, request.tokens[3])
-    request.respond("consumer_info_response", info_of(consumer, request.ajs.service))
+    consumer.after_acks(lambda: request.respond("consumer_info_response", info_of(consumer, request.ajs.service)))
 
 
 def consumer_delete(request: Request) -> None:

@@ -90,6 +90,8 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
         self._interest_timer: Timer | None = None
         self._interest_poll_s = limits.JS_PUSH_INTEREST_POLL_MIN_S
         self._ack_replies: list[str] = []
+        self._acks_in_flight = 0  # ACK operations proposed, not yet applied (or lost)
+        self._after_acks: list[Callable[[], None]] = []  # INFO answers waiting for them
         self._held_acks: deque[tuple[int, int, int, str]] = deque()  # AckSyncs heard while not leading
         self._inactive_timer: Timer | None = None
         self._heartbeat_timer: Timer | None = None
@@ -166,18 +168,23 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
     def restore(self, data: bytes) -> None:
         self.state.restore(data)
 
-    def _propose(self, data: bytes, *, durable: bool, done: Callable[[], None] | None = None) -> bool:
-        """Propose one operation; `done` runs once it is committed and applied. False when the
-        group refused it (not leader, full)."""
+    def _propose(self, data: bytes, *, durable: bool, done: Callable[[], None] | None = None,
+                 settled: Callable[[], None] | None = None) -> bool:
+        """Propose one operation; `done` runs once it is committed and applied; `settled` once it
+        is applied, lost or refused. False when the group refused it (not leader, full)."""
 
         def on_done(ok: bool, index: int) -> None:
             if ok and done is not None:
                 done()
+            if settled is not None:
+                settled()
 
         try:
             self.group.propose(data, on_done, durable=durable)
         except (NotLeader, ProposalDropped, LimitExceeded) as exc:
             logger.warning("consumer %s dropped an operation: %s", self.name, exc)
+            if settled is not None:
+                settled()
             return False
         return True
 
@@ -761,6 +768,9 @@ class Consumer(PullRequests, PushDelivery, AckHandling):
             else:
                 request.cancel_timers()
         self.waiting.clear()
+        waiting_info, self._after_acks = self._after_acks, []
+        for then in waiting_info:  # INFO answers waiting for acks: from the state as it stands
+            then()
         for timer in (
             self._redeliver_timer,
             self._rate_timer,

@@ -65,11 +65,14 @@ class AckHandling:
         _ack_batch: list[tuple[int, int]]
         _ack_replies: list[str]
         _held_acks: deque[tuple[int, int, int, str]]
+        _acks_in_flight: int
+        _after_acks: list[Callable[[], None]]
         replicated: bool
         next_sseq: int
         group: RaftGroup
 
-        def _propose(self, data: bytes, *, durable: bool, done: Callable[[], None] | None = None) -> bool: ...
+        def _propose(self, data: bytes, *, durable: bool, done: Callable[[], None] | None = None,
+                     settled: Callable[[], None] | None = None) -> bool: ...
 
         def on_pull(self, reply: str, body: bytes, header: bytes = b"") -> None: ...
 
@@ -184,7 +187,29 @@ class AckHandling:
                 self._ack_reply(reply)
             self._kick()
 
-        self._propose(data, durable=bool(replies), done=done)
+        self._acks_in_flight += 1
+        self._propose(data, durable=bool(replies), done=done, settled=self._ack_settled)
+
+    def after_acks(self, then: Callable[[], None]) -> None:
+        """Run `then` once every ack this consumer has taken so far is applied (at once when none
+        is on its way): a CONSUMER.INFO asked after acks sees them, as on nats-server, which
+        applies an ack as it reads it. An ack proposal lost at a leader change releases it too."""
+        if self.deleted or (not self._ack_batch and not self._acks_in_flight):
+            then()
+            return
+        if len(self._after_acks) >= limits.JS_AFTER_ACKS_WAITERS_MAX:
+            then()  # bounded: beyond this many waiting answers, answer from what is applied
+            return
+        self._after_acks.append(then)
+        if self._ack_batch:
+            self._flush_acks()
+
+    def _ack_settled(self) -> None:
+        self._acks_in_flight -= 1
+        if self._acks_in_flight == 0 and not self._ack_batch and self._after_acks:
+            waiting, self._after_acks = self._after_acks, []
+            for then in waiting:
+                then()
 
     def _nak(self, sseq: int, rest: bytes) -> None:
         if sseq not in self.state.pending:
