@@ -182,6 +182,15 @@ def test_an_endpoint_that_raises_answers_500_and_the_server_serves_on(
     run(scenario)
 
 
+async def status_of(port: int, path: str) -> int:
+    """The HTTP status of one GET on a connection of its own."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(f"GET {path} HTTP/1.1\r\nConnection: close\r\n\r\n".encode())
+    status = (await read_response(reader))[0]
+    writer.close()
+    return status
+
+
 def test_a_burst_sharing_one_gather_gets_one_rendering_per_page_and_every_request_counted() -> None:
     class GatheringView(FakeServerView):  # type: ignore[misc]
         gathered: list[dict[str, object]] = [{"from": "sibling"}]
@@ -203,14 +212,8 @@ def test_a_burst_sharing_one_gather_gets_one_rendering_per_page_and_every_reques
         server = MonitorServer(app, listener())
         await server.start()
         try:
-            async def get(path: str) -> int:
-                reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
-                writer.write(f"GET {path} HTTP/1.1\r\nConnection: close\r\n\r\n".encode())
-                status = (await read_response(reader))[0]
-                writer.close()
-                return status
-
-            statuses = await asyncio.gather(*(get("/varz") for _ in range(30)), get("/varz?x=1"))
+            statuses = await asyncio.gather(*(status_of(server.port, "/varz") for _ in range(30)),
+                                            status_of(server.port, "/varz?x=1"))
             assert statuses == [200] * 31
             assert GatheringView.renders == 2  # /varz once, /varz?x=1 once
             assert app.stats.snapshot()["/varz"] == 31
@@ -255,15 +258,8 @@ def test_each_request_answers_from_its_own_gather_though_others_gather_while_it_
         server = MonitorServer(app, listener())
         await server.start()
         try:
-            async def get(path: str) -> int:
-                reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
-                writer.write(f"GET {path} HTTP/1.1\r\nConnection: close\r\n\r\n".encode())
-                status = (await read_response(reader))[0]
-                writer.close()
-                return status
-
             paths = ["/connz?state=closed"] + [f"/varz?n={i}" for i in range(20)]
-            assert await asyncio.gather(*(get(path) for path in paths)) == [200] * 21
+            assert await asyncio.gather(*(status_of(server.port, path) for path in paths)) == [200] * 21
             assert PartsView.reads == 20 and PartsView.wrong_reads == 0
         finally:
             await server.close()
