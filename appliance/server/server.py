@@ -143,6 +143,9 @@ class Server:
         self._next_cid = 0
         self._cid_step = 1
         self._next_internal_cid = 0  # internal clients count down from -1
+        # the first INFO (plain, TLS first, WebSocket) and the connect_info INFO, each with the
+        # server's part encoded once while it stays the same
+        self._info_lines: dict[tuple[bool, bool] | str, wire.InfoLine] = {}
         self.internal_clients: dict[int, InternalClient] = {}
         self._flush_scheduled = False
         self._listener: asyncio.base_events.Server | None = None
@@ -358,24 +361,26 @@ class Server:
                 fields.pop(name, None)
             if self.auth.websocket.required:  # the WebSocket block's authorization may require it alone
                 fields["auth_required"] = True
-        if conn.nonce:
-            fields["nonce"] = conn.nonce
-        fields["client_id"] = conn.cid
-        fields["client_ip"] = conn.ip
-        fields["api_lvl"] = JETSTREAM_API_LEVEL
-        return wire.info(fields)
+        own: dict[str, object] = {"nonce": conn.nonce} if conn.nonce else {}
+        own["client_id"] = conn.cid
+        own["client_ip"] = conn.ip
+        own["api_lvl"] = JETSTREAM_API_LEVEL
+        return self._info_line((tls_first, conn.websocket)).encode(fields, own)
 
     def connect_info_bytes(self, conn: ClientConnection) -> bytes:
         """The INFO sent after the first PONG to clients with protocol >= 1."""
-        fields = self.info_fields()
-        fields["client_id"] = conn.cid
-        fields["client_ip"] = conn.ip
-        fields["connect_info"] = True
-        fields["remote_account"] = conn.account.name
+        own: dict[str, object] = {"client_id": conn.cid, "client_ip": conn.ip, "connect_info": True,
+                                  "remote_account": conn.account.name}
         if conn.account.is_system:
-            fields["acc_is_sys"] = True
-        fields["api_lvl"] = JETSTREAM_API_LEVEL
-        return wire.info(fields)
+            own["acc_is_sys"] = True
+        own["api_lvl"] = JETSTREAM_API_LEVEL
+        return self._info_line("connect_info").encode(self.info_fields(), own)
+
+    def _info_line(self, kind: tuple[bool, bool] | str) -> wire.InfoLine:
+        line = self._info_lines.get(kind)
+        if line is None:
+            line = self._info_lines[kind] = wire.InfoLine()
+        return line
 
     # --- monitoring totals -----------------------------------------------------------------------
 
