@@ -12,7 +12,6 @@ import ctypes
 import logging
 import random
 import socket
-from collections import deque
 from typing import Protocol
 
 from appliance import NATS_PROTO, NATS_VERSION, limits
@@ -24,10 +23,9 @@ from appliance.server.account_gate import AccountGate
 from appliance.server.accounts import GLOBAL_ACCOUNT, Account, AccountRegistry
 from appliance.server.auth import Authenticator
 from appliance.server.client import ClientConnection
-from appliance.server.conn_info import connection_info
+from appliance.server.conn_info import ClosedConnections
 from appliance.server.imports import AccountImports
 from appliance.server.internal import InternalClient
-from appliance.server.monitor.view import ConnectionInfo
 from appliance.server.sublist import Subscription
 from appliance.server.tls import TLSLayer, TLSServing, serving_from_options
 from appliance.server.websocket import WebSocketLayer, WebsocketServing
@@ -104,7 +102,7 @@ class Server:
         self.websocket: WebsocketServing | None = websocket_serving(options)  # `websocket {}`, own SSL context
         self.clients: dict[int, ClientConnection] = {}
         # the last max_closed_clients closed connections, as recorded when each closed
-        self.closed_clients: deque[ConnectionInfo] = deque(maxlen=options.max_closed_clients)
+        self.closed_clients = ClosedConnections(options.max_closed_clients)
         self.dirty: list[ClientConnection] = []
         self.producer: ClientConnection | None = None  # the connection whose input is being handled
         self.loop: asyncio.AbstractEventLoop = asyncio.get_event_loop()
@@ -254,7 +252,7 @@ class Server:
             retired[1] += conn.in_bytes
             retired[2] += conn.out_msgs
             retired[3] += conn.out_bytes
-            self.closed_clients.append(connection_info(conn))
+            self.closed_clients.record(conn)
 
     def too_many_connections(self) -> bool:
         """Whether the connection registered last is over max_connections (server-wide with a gate)."""
