@@ -185,8 +185,7 @@ class TLSLayer(TLSPump):
         self._cancel_timer()
         if (self._handshaking or self._sniffing) and not self._open and not self.conn.closed:
             self._fail(exc)
-            return
-        self.conn.connection_lost(exc)
+        self.conn.connection_lost(exc)  # after a failed handshake: only lets go of this layer
 
     def pause_writing(self) -> None:
         self.conn.pause_writing()
