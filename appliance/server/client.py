@@ -15,7 +15,6 @@ import asyncio
 import json
 import logging
 import select
-import socket
 from typing import TYPE_CHECKING, Any
 
 from appliance import limits
@@ -172,7 +171,7 @@ class ClientConnection(asyncio.Protocol):
         self._pongs_owed = 0  # PINGs of this read not answered yet (only with sibling workers)
         self._pong_deferred = False  # owed PONGs wait for one more read (_settle_pongs)
         self._read_once = False  # the first read waits for the interest sync (_hold_first_read)
-        self._fd = -1  # the socket's fd, to see whether more input is already waiting
+        self._fd: int | None = None  # the socket's fd (-1: none), to see whether more input is already waiting
         self._held: list[Event] = []
         self._stalled_producers: dict[ClientConnection, None] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
@@ -183,12 +182,8 @@ class ClientConnection(asyncio.Protocol):
     # --- asyncio.Protocol ------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # TCP_NODELAY is on already: accepted sockets inherit it from the listener (Server.start)
         self.transport = transport  # type: ignore[assignment]  # uvloop's is not an asyncio.Transport
-        sock = transport.get_extra_info("socket")
-        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if sock is not None:
-            self._fd = sock.fileno()
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple):
             self.ip, self.port = str(peer[0]), int(peer[1])
@@ -432,7 +427,12 @@ class ClientConnection(asyncio.Protocol):
 
     def _more_input_waiting(self) -> bool:
         """Bytes from the client are in the socket already (read in the next turn of the loop)."""
-        if self._fd < 0 or self._paused_reading:
+        if self._paused_reading or self.transport is None:
+            return False
+        if self._fd is None:  # looked up once, when first needed (only with sibling workers)
+            sock = self.transport.get_extra_info("socket")
+            self._fd = sock.fileno() if sock is not None else -1
+        if self._fd < 0:
             return False
         poller = select.poll()
         poller.register(self._fd, select.POLLIN)

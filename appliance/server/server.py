@@ -87,6 +87,14 @@ def keep_big_blocks() -> None:
     mallopt(_M_TRIM_THRESHOLD, limits.ALLOCATOR_TRIM_THRESHOLD_BYTES)
 
 
+def no_delay(listener: socket.socket) -> None:
+    """TCP_NODELAY on a listening socket: every socket it accepts inherits it (Linux), so a PONG
+    never waits for a client's delayed ACK, with no system call per connection. (asyncio's
+    transports set it only on sockets whose proto is IPPROTO_TCP, which a plain socket() is not.)"""
+    if listener.family in (socket.AF_INET, socket.AF_INET6):
+        listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
 class Server:
     def __init__(self, options: ServerOptions, *, server_id: str, start_wall_s: float, clock: Clock | None = None,
                  rng: random.Random | None = None) -> None:
@@ -164,6 +172,7 @@ class Server:
         self._cid_step = cid_step
         host, port = listener.getsockname()[:2]
         self._listen_host, self._listen_port = str(host), int(port)
+        no_delay(listener)
         self._listener = await self.loop.create_server(self._new_connection, sock=listener,
                                                        backlog=limits.ACCEPT_BACKLOG)
         self.ready = True
@@ -172,6 +181,7 @@ class Server:
         """Serve WebSocket clients on `listener` (TLS first when `websocket { tls {} }`)."""
         serving = self.websocket
         assert serving is not None
+        no_delay(listener)
         self._ws_listener = await self.loop.create_server(
             self._new_websocket, sock=listener, backlog=limits.ACCEPT_BACKLOG, ssl=serving.context,
             ssl_handshake_timeout=serving.handshake_timeout_s if serving.context is not None else None)
