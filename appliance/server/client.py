@@ -177,6 +177,7 @@ class ClientConnection(asyncio.Protocol):
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._pings_out = 0
         self._ping_sent_s = 0.0  # when the last server PING left (nats-server's rttStart)
+        self._ping_due_s = 0.0  # loop time the first PING is due, when later than its timer
         self._accepted_s = self.server.clock.monotonic()
 
     # --- asyncio.Protocol ------------------------------------------------------------------------
@@ -525,13 +526,22 @@ class ClientConnection(asyncio.Protocol):
             self._unsubscribe(event[1], event[2])
 
     def _start_first_ping(self) -> None:
-        """The first server PING 2 s (+0..20 %) from now, or at the ping interval if shorter."""
-        timer = self._timers.pop("ping", None)
-        if timer is not None:
-            timer.cancel()
+        """The first server PING 2 s (+0..20 %) from now, or at the ping interval if shorter. At
+        CONNECT a timer set when the connection started is due sooner: it is kept, and when it
+        fires it waits the rest (`_ping_due_s`), rather than being cancelled and set again at
+        every new connection (most never live to their first PING)."""
+        loop = self.server.loop
         first_ping_s = limits.FIRST_PING_INTERVAL_S * (1 + 0.2 * self.server.rng.random())
         delay_s = min(first_ping_s, self.server.options.ping_interval_s)
-        self._timers["ping"] = self.server.loop.call_later(delay_s, self._ping_tick)
+        due_s = loop.time() + delay_s
+        timer = self._timers.get("ping")
+        if timer is not None and timer.when() <= due_s:
+            self._ping_due_s = due_s
+            return
+        if timer is not None:
+            timer.cancel()
+        self._ping_due_s = 0.0
+        self._timers["ping"] = loop.call_later(delay_s, self._ping_tick)
 
     def _connect(self, raw: bytes) -> bool:
         """Apply CONNECT. False if handling must pause (async auth) or the connection closed."""
@@ -907,6 +917,12 @@ class ClientConnection(asyncio.Protocol):
     def _ping_tick(self) -> None:
         if self.closed:
             return
+        if self._ping_due_s:  # the first PING was put off (a CONNECT after the timer was set)
+            rest_s = self._ping_due_s - self.server.loop.time()
+            self._ping_due_s = 0.0
+            if rest_s > 0:
+                self._timers["ping"] = self.server.loop.call_later(rest_s, self._ping_tick)
+                return
         options = self.server.options
         now = self.server.clock.monotonic()
         # As nats-server: an active client is not PINGed, unless its RTT is unmeasured or an hour old.

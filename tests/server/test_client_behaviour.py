@@ -354,3 +354,22 @@ def test_client_sockets_have_nagle_off(server: InProcessServer) -> None:
         [conn] = server.call(lambda: list(server.server.clients.values()))  # type: ignore[union-attr]
         accepted = conn.transport.get_extra_info("socket")
         assert accepted.getsockopt(socket_module.IPPROTO_TCP, socket_module.TCP_NODELAY) != 0
+
+
+def test_the_first_server_ping_counts_from_connect() -> None:
+    """As nats-server (processConnect re-arms the first-PING timer): the first PING comes a first-ping
+    delay after CONNECT, not after the connection began, however late CONNECT came. (The timer set
+    at the start is kept and waits the rest, no longer cancelled and set again.)"""
+    import time
+
+    options = ServerOptions()
+    options.ping_interval_s = 0.6  # the first PING at min(2 s + up to 20 %, ping_interval)
+    with InProcessServer(options) as server:
+        client = raw(server.port)
+        client.read_until(b"\r\n")  # INFO
+        time.sleep(0.4)  # CONNECT comes late: a timer from the start would fire 0.2 s after it
+        client.send(b'CONNECT {"verbose":false}\r\n')
+        sent = time.monotonic()
+        assert client.read_until(b"PING\r\n") == b"PING\r\n"
+        assert 0.55 <= time.monotonic() - sent < 5.0
+        client.send(b"PONG\r\n")
