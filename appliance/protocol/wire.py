@@ -8,6 +8,8 @@ PING = b"PING\r\n"
 PONG = b"PONG\r\n"
 OK = b"+OK\r\n"
 CRLF = b"\r\n"
+# one encoder for every INFO: json.dumps with these separators would build a new one per call
+_JSON = json.JSONEncoder(separators=(",", ":"))
 
 
 def err(text: str) -> bytes:
@@ -16,7 +18,27 @@ def err(text: str) -> bytes:
 
 def info(fields: dict[str, object]) -> bytes:
     """`INFO <json> \\r\\n` — note the space before CRLF, as nats-server writes it."""
-    return b"INFO " + json.dumps(fields, separators=(",", ":")).encode() + b" \r\n"
+    return b"INFO " + _JSON.encode(fields).encode() + b" \r\n"
+
+
+class InfoLine:
+    """The INFO lines of one server to its connections: the server's fields, encoded once and reused
+    while they stay the same, then each connection's own (client_id, client_ip, ...). The bytes are
+    those of `info` over both merged, the connection's keys last (they are never among the server's)."""
+
+    __slots__ = ("_shared", "_head")
+
+    def __init__(self) -> None:
+        self._shared: dict[str, object] | None = None
+        self._head = b""  # b'INFO {"server_id":...' without the closing brace
+
+    def encode(self, shared: dict[str, object], own: dict[str, object]) -> bytes:
+        if not shared or not own:
+            return info({**shared, **own})
+        if shared != self._shared:
+            self._shared = shared
+            self._head = b"INFO " + _JSON.encode(shared).encode()[:-1]
+        return b"%s,%s \r\n" % (self._head, _JSON.encode(own)[1:].encode())
 
 
 def msg(subject: bytes, sid: bytes, reply: bytes | None, payload: bytes) -> bytes:

@@ -15,7 +15,6 @@ import asyncio
 import json
 import logging
 import select
-import socket
 from typing import TYPE_CHECKING, Any
 
 from appliance import limits
@@ -172,23 +171,20 @@ class ClientConnection(asyncio.Protocol):
         self._pongs_owed = 0  # PINGs of this read not answered yet (only with sibling workers)
         self._pong_deferred = False  # owed PONGs wait for one more read (_settle_pongs)
         self._read_once = False  # the first read waits for the interest sync (_hold_first_read)
-        self._fd = -1  # the socket's fd, to see whether more input is already waiting
+        self._fd: int | None = None  # the socket's fd (-1: none), to see whether more input is already waiting
         self._held: list[Event] = []
         self._stalled_producers: dict[ClientConnection, None] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._pings_out = 0
         self._ping_sent_s = 0.0  # when the last server PING left (nats-server's rttStart)
+        self._ping_due_s = 0.0  # loop time the first PING is due, when later than its timer
         self._accepted_s = self.server.clock.monotonic()
 
     # --- asyncio.Protocol ------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # TCP_NODELAY is on already: accepted sockets inherit it from the listener (Server.start)
         self.transport = transport  # type: ignore[assignment]  # uvloop's is not an asyncio.Transport
-        sock = transport.get_extra_info("socket")
-        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if sock is not None:
-            self._fd = sock.fileno()
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple):
             self.ip, self.port = str(peer[0]), int(peer[1])
@@ -272,8 +268,12 @@ class ClientConnection(asyncio.Protocol):
             server.producer = None
 
     def connection_lost(self, exc: Exception | None) -> None:
+        """The socket is gone (also after our close). The transport goes too: a TLS or WebSocket
+        layer refers back to this connection, and without that cycle the pair is freed at once
+        rather than by the cyclic garbage collector (which cost each closed connection more)."""
         if not self.closed:
             self._cleanup("Client Closed" if exc is None else f"Read Error: {exc}")
+        self.transport = None
 
     def pause_writing(self) -> None:
         self._timers["write_deadline"] = self.server.loop.call_later(
@@ -428,7 +428,12 @@ class ClientConnection(asyncio.Protocol):
 
     def _more_input_waiting(self) -> bool:
         """Bytes from the client are in the socket already (read in the next turn of the loop)."""
-        if self._fd < 0 or self._paused_reading:
+        if self._paused_reading or self.transport is None:
+            return False
+        if self._fd is None:  # looked up once, when first needed (only with sibling workers)
+            sock = self.transport.get_extra_info("socket")
+            self._fd = sock.fileno() if sock is not None else -1
+        if self._fd < 0:
             return False
         poller = select.poll()
         poller.register(self._fd, select.POLLIN)
@@ -521,13 +526,22 @@ class ClientConnection(asyncio.Protocol):
             self._unsubscribe(event[1], event[2])
 
     def _start_first_ping(self) -> None:
-        """The first server PING 2 s (+0..20 %) from now, or at the ping interval if shorter."""
-        timer = self._timers.pop("ping", None)
-        if timer is not None:
-            timer.cancel()
+        """The first server PING 2 s (+0..20 %) from now, or at the ping interval if shorter. At
+        CONNECT a timer set when the connection started is due sooner: it is kept, and when it
+        fires it waits the rest (`_ping_due_s`), rather than being cancelled and set again at
+        every new connection (most never live to their first PING)."""
+        loop = self.server.loop
         first_ping_s = limits.FIRST_PING_INTERVAL_S * (1 + 0.2 * self.server.rng.random())
         delay_s = min(first_ping_s, self.server.options.ping_interval_s)
-        self._timers["ping"] = self.server.loop.call_later(delay_s, self._ping_tick)
+        due_s = loop.time() + delay_s
+        timer = self._timers.get("ping")
+        if timer is not None and timer.when() <= due_s:
+            self._ping_due_s = due_s
+            return
+        if timer is not None:
+            timer.cancel()
+        self._ping_due_s = 0.0
+        self._timers["ping"] = loop.call_later(delay_s, self._ping_tick)
 
     def _connect(self, raw: bytes) -> bool:
         """Apply CONNECT. False if handling must pause (async auth) or the connection closed."""
@@ -903,6 +917,12 @@ class ClientConnection(asyncio.Protocol):
     def _ping_tick(self) -> None:
         if self.closed:
             return
+        if self._ping_due_s:  # the first PING was put off (a CONNECT after the timer was set)
+            rest_s = self._ping_due_s - self.server.loop.time()
+            self._ping_due_s = 0.0
+            if rest_s > 0:
+                self._timers["ping"] = self.server.loop.call_later(rest_s, self._ping_tick)
+                return
         options = self.server.options
         now = self.server.clock.monotonic()
         # As nats-server: an active client is not PINGed, unless its RTT is unmeasured or an hour old.

@@ -317,7 +317,8 @@ class ServerMonitorView:
         return found
 
     def connection_count(self, state: ConnState) -> int:
-        count = len(self.local_connections(state))
+        count = (len(self._server.clients) if state in ("open", "any") else 0) + \
+            (len(self._server.closed_clients) if state in ("closed", "any") else 0)
         for peer in self._peers:
             for listed in ("open", "closed"):
                 if state in (listed, "any"):

@@ -12,7 +12,6 @@ import ctypes
 import logging
 import random
 import socket
-from collections import deque
 from typing import Protocol
 
 from appliance import NATS_PROTO, NATS_VERSION, limits
@@ -24,10 +23,9 @@ from appliance.server.account_gate import AccountGate
 from appliance.server.accounts import GLOBAL_ACCOUNT, Account, AccountRegistry
 from appliance.server.auth import Authenticator
 from appliance.server.client import ClientConnection
-from appliance.server.conn_info import connection_info
+from appliance.server.conn_info import ClosedConnections
 from appliance.server.imports import AccountImports
 from appliance.server.internal import InternalClient
-from appliance.server.monitor.view import ConnectionInfo
 from appliance.server.sublist import Subscription
 from appliance.server.tls import TLSLayer, TLSServing, serving_from_options
 from appliance.server.websocket import WebSocketLayer, WebsocketServing
@@ -89,6 +87,14 @@ def keep_big_blocks() -> None:
     mallopt(_M_TRIM_THRESHOLD, limits.ALLOCATOR_TRIM_THRESHOLD_BYTES)
 
 
+def no_delay(listener: socket.socket) -> None:
+    """TCP_NODELAY on a listening socket: every socket it accepts inherits it (Linux), so a PONG
+    never waits for a client's delayed ACK, with no system call per connection. (asyncio's
+    transports set it only on sockets whose proto is IPPROTO_TCP, which a plain socket() is not.)"""
+    if listener.family in (socket.AF_INET, socket.AF_INET6):
+        listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
 class Server:
     def __init__(self, options: ServerOptions, *, server_id: str, start_wall_s: float, clock: Clock | None = None,
                  rng: random.Random | None = None) -> None:
@@ -104,7 +110,7 @@ class Server:
         self.websocket: WebsocketServing | None = websocket_serving(options)  # `websocket {}`, own SSL context
         self.clients: dict[int, ClientConnection] = {}
         # the last max_closed_clients closed connections, as recorded when each closed
-        self.closed_clients: deque[ConnectionInfo] = deque(maxlen=options.max_closed_clients)
+        self.closed_clients = ClosedConnections(options.max_closed_clients)
         self.dirty: list[ClientConnection] = []
         self.producer: ClientConnection | None = None  # the connection whose input is being handled
         self.loop: asyncio.AbstractEventLoop = asyncio.get_event_loop()
@@ -143,6 +149,9 @@ class Server:
         self._next_cid = 0
         self._cid_step = 1
         self._next_internal_cid = 0  # internal clients count down from -1
+        # the first INFO (plain, TLS first, WebSocket) and the connect_info INFO, each with the
+        # server's part encoded once while it stays the same
+        self._info_lines: dict[tuple[bool, bool] | str, wire.InfoLine] = {}
         self.internal_clients: dict[int, InternalClient] = {}
         self._flush_scheduled = False
         self._listener: asyncio.base_events.Server | None = None
@@ -163,6 +172,7 @@ class Server:
         self._cid_step = cid_step
         host, port = listener.getsockname()[:2]
         self._listen_host, self._listen_port = str(host), int(port)
+        no_delay(listener)
         self._listener = await self.loop.create_server(self._new_connection, sock=listener,
                                                        backlog=limits.ACCEPT_BACKLOG)
         self.ready = True
@@ -171,6 +181,7 @@ class Server:
         """Serve WebSocket clients on `listener` (TLS first when `websocket { tls {} }`)."""
         serving = self.websocket
         assert serving is not None
+        no_delay(listener)
         self._ws_listener = await self.loop.create_server(
             self._new_websocket, sock=listener, backlog=limits.ACCEPT_BACKLOG, ssl=serving.context,
             ssl_handshake_timeout=serving.handshake_timeout_s if serving.context is not None else None)
@@ -251,7 +262,7 @@ class Server:
             retired[1] += conn.in_bytes
             retired[2] += conn.out_msgs
             retired[3] += conn.out_bytes
-            self.closed_clients.append(connection_info(conn))
+            self.closed_clients.record(conn)
 
     def too_many_connections(self) -> bool:
         """Whether the connection registered last is over max_connections (server-wide with a gate)."""
@@ -358,24 +369,26 @@ class Server:
                 fields.pop(name, None)
             if self.auth.websocket.required:  # the WebSocket block's authorization may require it alone
                 fields["auth_required"] = True
-        if conn.nonce:
-            fields["nonce"] = conn.nonce
-        fields["client_id"] = conn.cid
-        fields["client_ip"] = conn.ip
-        fields["api_lvl"] = JETSTREAM_API_LEVEL
-        return wire.info(fields)
+        own: dict[str, object] = {"nonce": conn.nonce} if conn.nonce else {}
+        own["client_id"] = conn.cid
+        own["client_ip"] = conn.ip
+        own["api_lvl"] = JETSTREAM_API_LEVEL
+        return self._info_line((tls_first, conn.websocket)).encode(fields, own)
 
     def connect_info_bytes(self, conn: ClientConnection) -> bytes:
         """The INFO sent after the first PONG to clients with protocol >= 1."""
-        fields = self.info_fields()
-        fields["client_id"] = conn.cid
-        fields["client_ip"] = conn.ip
-        fields["connect_info"] = True
-        fields["remote_account"] = conn.account.name
+        own: dict[str, object] = {"client_id": conn.cid, "client_ip": conn.ip, "connect_info": True,
+                                  "remote_account": conn.account.name}
         if conn.account.is_system:
-            fields["acc_is_sys"] = True
-        fields["api_lvl"] = JETSTREAM_API_LEVEL
-        return wire.info(fields)
+            own["acc_is_sys"] = True
+        own["api_lvl"] = JETSTREAM_API_LEVEL
+        return self._info_line("connect_info").encode(self.info_fields(), own)
+
+    def _info_line(self, kind: tuple[bool, bool] | str) -> wire.InfoLine:
+        line = self._info_lines.get(kind)
+        if line is None:
+            line = self._info_lines[kind] = wire.InfoLine()
+        return line
 
     # --- monitoring totals -----------------------------------------------------------------------
 

@@ -185,8 +185,7 @@ class TLSLayer(TLSPump):
         self._cancel_timer()
         if (self._handshaking or self._sniffing) and not self._open and not self.conn.closed:
             self._fail(exc)
-            return
-        self.conn.connection_lost(exc)
+        self.conn.connection_lost(exc)  # after a failed handshake: only lets go of this layer
 
     def pause_writing(self) -> None:
         self.conn.pause_writing()
@@ -207,7 +206,8 @@ class TLSLayer(TLSPump):
 
     def _handshake_done(self) -> None:
         self._handshaking = False
-        failure = pin_failure(self.serving.pinned, self._ssl.getpeercert(binary_form=True))
+        pinned = self.serving.pinned
+        failure = pin_failure(pinned, self._ssl.getpeercert(binary_form=True)) if pinned else None
         if failure is not None:  # as nats-server: a handshake error, after the handshake
             logger.debug("%s - %s", self._where(), failure)
             logger.error("%s - TLS handshake error: %s", self._where(), ERR_NOT_PINNED)

@@ -198,3 +198,32 @@ def test_handshake_first_with_fallback(certs: TestCerts) -> None:
         assert server.server is not None
         closed = server.server.closed_clients
         eventually(lambda: sorted(c.tls_first for c in closed) == [False, True])
+
+
+def test_a_closed_tls_connection_is_freed_without_the_garbage_collector(
+        certs: TestCerts, server_only: InProcessServer) -> None:
+    """The TLS layer and the connection refer to each other; once the socket is gone the
+    connection lets go of the layer, so both are freed by reference counting at once. (Freed by
+    the cyclic collector instead, every connection left garbage that cost new connections.)"""
+    import gc
+    import weakref
+
+    assert server_only.server is not None
+    server = server_only.server
+    gc.collect()
+    gc.disable()
+    try:
+        raw = socket.create_connection(("127.0.0.1", server_only.port), timeout=5)
+        read_info(raw)
+        with certs.client_context().wrap_socket(raw, server_hostname="127.0.0.1") as sock:
+            sock.sendall(b'CONNECT {"verbose":false}\r\nPING\r\n')
+            assert sock.recv(4096) == b"PONG\r\n"
+            conns = list(server.clients.values())
+            assert len(conns) == 1
+            conn_ref = weakref.ref(conns[0])
+            layer_ref = weakref.ref(conns[0].transport)
+            del conns
+        eventually(lambda: not server.clients)
+        eventually(lambda: conn_ref() is None and layer_ref() is None)
+    finally:
+        gc.enable()

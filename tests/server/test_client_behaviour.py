@@ -339,3 +339,37 @@ def test_rtt_is_estimated_at_connect_and_measured_by_the_first_server_ping(serve
         client.send(b"PING\r\n")
         client.read_until(b"PONG\r\n")
     assert 0 < conn.rtt_s < 1
+
+
+def test_client_sockets_have_nagle_off(server: InProcessServer) -> None:
+    """TCP_NODELAY on every client socket (the event loop's TCP transports set it; the connection
+    no longer sets it again): a PONG must not wait for the client's delayed ACK."""
+    import socket as socket_module
+
+    with socket_module.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+        sock.recv(4096)
+        sock.sendall(b'CONNECT {"verbose":false}\r\nPING\r\n')
+        assert b"PONG" in sock.recv(4096)
+        assert server.server is not None
+        [conn] = server.call(lambda: list(server.server.clients.values()))  # type: ignore[union-attr]
+        accepted = conn.transport.get_extra_info("socket")
+        assert accepted.getsockopt(socket_module.IPPROTO_TCP, socket_module.TCP_NODELAY) != 0
+
+
+def test_the_first_server_ping_counts_from_connect() -> None:
+    """As nats-server (processConnect re-arms the first-PING timer): the first PING comes a first-ping
+    delay after CONNECT, not after the connection began, however late CONNECT came. (The timer set
+    at the start is kept and waits the rest, no longer cancelled and set again.)"""
+    import time
+
+    options = ServerOptions()
+    options.ping_interval_s = 0.6  # the first PING at min(2 s + up to 20 %, ping_interval)
+    with InProcessServer(options) as server:
+        client = raw(server.port)
+        client.read_until(b"\r\n")  # INFO
+        time.sleep(0.4)  # CONNECT comes late: a timer from the start would fire 0.2 s after it
+        client.send(b'CONNECT {"verbose":false}\r\n')
+        sent = time.monotonic()
+        assert client.read_until(b"PING\r\n") == b"PING\r\n"
+        assert 0.55 <= time.monotonic() - sent < 5.0
+        client.send(b"PONG\r\n")
