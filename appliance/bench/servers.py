@@ -21,11 +21,13 @@ appliance gets nats-server's command-line flags instead, as a drop-in must accep
 
 SHARED_MACHINE_UNPINNED: the nodes of a cluster share this machine, so they do not pin their
 workers. Pinned (the default: worker i on core i), every node's worker 0 — the one with the
-routes, the RAFT groups and their fsyncs — sat on core 0 while core 1 held only idle workers: a
-sync publish's leader and both followers queued for one core (and behind every other appliance
-worker 0 on the machine). One server per machine, as deployed, has no such pile-up, and
-nats-server's threads are not pinned either. Measured on R3 sync publish (3 nodes, 2 cores,
-load 3-5, 14 alternating rounds): p50 1.79-2.04 ms pinned, 1.35-1.55 ms unpinned.
+routes, the RAFT groups and their fsyncs — sits on core 0, together with the worker 0 of every
+other appliance running on the machine (a test suite's clusters pin theirs there too), while the
+nodes' idle workers hold core 1; nats-server's threads are not pinned. R3 sync publish p50, 2
+cores, alternating rounds: with 18 idle worker 0s of other appliance clusters on the machine,
+1.8-2.0 ms pinned against 1.35-1.55 ms unpinned (14 rounds) and 1.7-3.5 against 1.15-2.3 ms
+(`compare --quick`, load 6-8); with no other appliance running, no difference (1.32-1.54 ms
+pinned, 1.32-1.53 ms unpinned, 14 rounds, load 5-6).
 """
 
 from __future__ import annotations
