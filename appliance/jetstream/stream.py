@@ -681,7 +681,10 @@ class Stream:
                 assert isinstance(outcome, Outcome)
                 out.append((reply, self._puback(outcome)))
         if out:
-            self.host.publish_many(out, flush_now=self._flush_now)
+            # A replicated stream answers a batch once a quorum persisted it: its publishers have
+            # waited for that, so the PubAcks go onto the sockets now, not after the rest of the
+            # Ready and a loop turn (a synchronous publisher waits for each of them).
+            self.host.publish_many(out, flush_now=self._flush_now or self.replicated)
 
     def _puback_prefix(self) -> bytes:
         name = self.config.name

@@ -57,7 +57,8 @@ def test_cluster_nodes_of_both_servers_read_the_same_config_file(tmp_path: Path)
         conf = tmp_path / kind.program / "n3.conf"
         assert cmd[1:] == (["-c", str(conf)] if kind.program == "nats-server" else ["run", "-c", str(conf)])
         texts[kind.program] = conf.read_text()
-    assert texts["appliance"] == texts["nats-server"] == (
+    assert texts["appliance"] == texts["nats-server"] + "appliance { cpu_pinning: false }\n"
+    assert texts["nats-server"] == (
         "server_name: n3\n"
         'listen: "127.0.0.1:3"\n'
         "jetstream {\n"
@@ -75,8 +76,14 @@ def test_the_durable_variant_and_appliance_workers_in_the_cluster_config(tmp_pat
     assert "jetstream {\n" f'  store_dir: "{tmp_path / "s1"}"\n  sync_interval: always\n}}\n' in (
         servers.cluster_conf(NATS_SYNC_ALWAYS, layout))
     conf = servers.cluster_conf(servers.APPLIANCE_ONE_WORKER, layout)
-    assert conf.endswith("}\nappliance { workers: 1 }\n") and "sync_interval" not in conf
-    assert "appliance {" not in servers.cluster_conf(APPLIANCE, layout)
+    assert conf.endswith("}\nappliance { workers: 1, cpu_pinning: false }\n") and "sync_interval" not in conf
+
+
+def test_appliance_cluster_nodes_sharing_the_machine_run_unpinned(tmp_path: Path) -> None:
+    # pinned, every node's worker 0 (routes, RAFT, fsyncs) would share core 0 (SHARED_MACHINE_UNPINNED)
+    layout = NodeLayout(0, (1, 2, 3), (11, 12, 13), tmp_path / "s1")
+    assert servers.cluster_conf(APPLIANCE, layout).endswith("}\nappliance { cpu_pinning: false }\n")
+    assert "appliance {" not in servers.cluster_conf(NATS_SYNC_ALWAYS, layout)
 
 
 def test_an_appliance_with_one_worker_reads_it_from_a_config_file(tmp_path: Path) -> None:

@@ -392,3 +392,23 @@ def test_an_acksync_heard_while_no_replica_leads_is_taken_and_answered_by_the_ne
     assert other.consumer is not None
     replicas.run_until(lambda: 2 not in other.consumer.state.pending)  # replicated: seq 2 acked
     assert sorted(second.consumer.state.pending) == [1, 3]
+
+
+def test_a_replicated_streams_pubacks_are_written_out_at_once() -> None:
+    """The PubAcks of a committed batch leave in the call that answers them (flush_now), not at
+    the end of the loop turn: the synchronous publisher waits for nothing else."""
+    replicas = StreamReplicas(seed=1)
+    leader = replicas.elect()
+    batches: list[tuple[list[tuple[bytes, bytes]], bool]] = []
+    record = leader.host.publish_many
+
+    def recording(messages: list[tuple[bytes, bytes]], *, flush_now: bool = False) -> None:
+        batches.append((list(messages), flush_now))
+        record(messages, flush_now=flush_now)
+
+    leader.host.publish_many = recording  # type: ignore[method-assign]
+    for number in range(3):
+        leader.publish("s.a", b"m%d" % number, reply="r.%d" % number)
+        replicas.run_until(lambda: len(acks(leader)) == number + 1)
+    answered = [(reply, flush_now) for messages, flush_now in batches for reply, _ in messages]
+    assert answered == [(b"r.0", True), (b"r.1", True), (b"r.2", True)]
