@@ -19,14 +19,19 @@ RUN_STEPS_MAX = 100_000  # callbacks one run_ready() may take: a livelock fails 
 
 
 class SimHandle:
-    """What call_soon / call_later return: cancel() keeps the callback from running."""
+    """What call_soon / call_later return: cancel() keeps the callback from running; when() is a
+    timer's due time on the loop's clock (asyncio.TimerHandle's)."""
 
-    __slots__ = ("_callback", "_args", "cancelled")
+    __slots__ = ("_callback", "_args", "cancelled", "_when")
 
-    def __init__(self, callback: Callable[..., object], args: tuple[Any, ...]) -> None:
+    def __init__(self, callback: Callable[..., object], args: tuple[Any, ...], when: float = 0.0) -> None:
         self._callback = callback
         self._args = args
         self.cancelled = False
+        self._when = when
+
+    def when(self) -> float:
+        return self._when
 
     def cancel(self) -> None:
         self.cancelled = True
@@ -57,8 +62,9 @@ class SimLoop:
         return handle
 
     def call_later(self, delay: float, callback: Callable[..., object], *args: Any) -> SimHandle:
-        handle = SimHandle(callback, args)
-        heapq.heappush(self._timers, (self.now + max(delay, 0.0), next(self._order), handle))
+        due = self.now + max(delay, 0.0)
+        handle = SimHandle(callback, args, due)
+        heapq.heappush(self._timers, (due, next(self._order), handle))
         return handle
 
     def add_reader(self, fd: int, callback: Callable[[], object], /) -> None:
