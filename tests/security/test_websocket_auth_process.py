@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import urllib.request
 from pathlib import Path
 
 import nats
@@ -17,7 +16,7 @@ from nats.errors import Error as NatsError
 
 from appliance.testing.natsserver import NatsServer
 from appliance.testing.process import ApplianceProcess, free_port
-from tests.security.test_websocket_process import WS_CLIENT_MARKS, frame, upgrade_request, ws_conf
+from tests.security.test_websocket_process import WS_CLIENT_MARKS, frame, upgrade_request, varz_of_both, ws_conf
 
 pytestmark = WS_CLIENT_MARKS
 
@@ -165,15 +164,6 @@ def test_ws_info_and_connect_answers_match_nats_server(tmp_path: Path, server: s
 
 
 def test_varz_websocket_auth_timeout_as_nats_server(tmp_path: Path) -> None:
-    block = "no_tls: true\n authorization { token: t, timeout: 3 }"
-    real_port, our_port, real_http, our_http = free_port(), free_port(), free_port(), free_port()
-    real_conf = ws_conf(tmp_path / "real.conf", real_port, block, extra=f"port: -1\nhttp_port: {real_http}\n")
-    our_conf = ws_conf(tmp_path / "ours.conf", our_port, block, extra=f"http_port: {our_http}\n")
-    with NatsServer(["-c", str(real_conf)]), \
-            ApplianceProcess(["-c", str(our_conf), "-a", "127.0.0.1", "-p", "-1"], log_dir=tmp_path):
-        blocks = []
-        for http in (real_http, our_http):
-            with urllib.request.urlopen(f"http://127.0.0.1:{http}/varz", timeout=5) as answer:
-                varz = json.loads(answer.read())
-            blocks.append((varz["websocket"].get("auth_timeout"), varz.get("auth_required")))
+    documents, _ = varz_of_both(tmp_path, "no_tls: true\n authorization { token: t, timeout: 3 }")
+    blocks = [(varz["websocket"].get("auth_timeout"), varz.get("auth_required")) for varz in documents]
     assert blocks[0] == blocks[1] == (3, None)

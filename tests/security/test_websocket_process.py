@@ -273,18 +273,26 @@ def test_ws_info_has_no_tls_fields_of_the_client_port_as_nats_server(certs: Test
     assert "tls_required" not in ours and ours["client_ip"] == "127.0.0.1"
 
 
-def test_varz_websocket_block_as_nats_server(tmp_path: Path) -> None:
-    block = ('no_tls: true, same_origin: true, compression: true, allowed_origins: ["http://a.example"], '
-             'handshake_timeout: "3s"')
+def varz_of_both(tmp_path: Path, block: str) -> tuple[list[dict], tuple[int, int]]:
+    """/varz of nats-server and of appliance, both with the same `websocket {}` block; and their
+    WebSocket ports."""
     real_port, our_port, real_http, our_http = free_port(), free_port(), free_port(), free_port()
     real_conf = ws_conf(tmp_path / "real.conf", real_port, block, extra=f"port: -1\nhttp_port: {real_http}\n")
     our_conf = ws_conf(tmp_path / "ours.conf", our_port, block, extra=f"http_port: {our_http}\n")
     with NatsServer(["-c", str(real_conf)]), \
             ApplianceProcess(["-c", str(our_conf), "-a", "127.0.0.1", "-p", "-1"], log_dir=tmp_path):
-        blocks = []
+        documents = []
         for http in (real_http, our_http):
             with urllib.request.urlopen(f"http://127.0.0.1:{http}/varz", timeout=5) as answer:
-                blocks.append(json.loads(answer.read())["websocket"])
-    for found, port in zip(blocks, (real_port, our_port), strict=True):
+                documents.append(json.loads(answer.read()))
+    return documents, (real_port, our_port)
+
+
+def test_varz_websocket_block_as_nats_server(tmp_path: Path) -> None:
+    block = ('no_tls: true, same_origin: true, compression: true, allowed_origins: ["http://a.example"], '
+             'handshake_timeout: "3s"')
+    documents, ports = varz_of_both(tmp_path, block)
+    blocks = [varz["websocket"] for varz in documents]
+    for found, port in zip(blocks, ports, strict=True):
         assert found.pop("port") == port
     assert blocks[0] == blocks[1]
