@@ -192,8 +192,9 @@ class AckHandling:
 
     def after_acks(self, then: Callable[[], None]) -> None:
         """Run `then` once every ack this consumer has taken so far is applied (at once when none
-        is on its way): a CONSUMER.INFO asked after acks sees them, as on nats-server, which
-        applies an ack as it reads it. An ack proposal lost at a leader change releases it too."""
+        is on its way): a CONSUMER.INFO asked after acks sees them (nats-server applies acks on
+        its consumer's goroutine: nearly always before such an INFO, not always). An ack proposal
+        lost at a leader change releases it too."""
         if self.deleted or (not self._ack_batch and not self._acks_in_flight):
             then()
             return
