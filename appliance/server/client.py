@@ -214,9 +214,10 @@ class ClientConnection(asyncio.Protocol):
         self.tls_first = first
         if first:
             secure.write(self.server.info_bytes(self, tls_first=True))
-        logger.debug("%s:%d - cid:%d - TLS handshake complete", self.ip, self.port, self.cid)
-        logger.debug("%s:%d - cid:%d - TLS version %s, cipher suite %s", self.ip, self.port, self.cid,
-                     self.tls_version, self.tls_cipher_suite)
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("%s:%d - cid:%d - TLS handshake complete", self.ip, self.port, self.cid)
+            logger.debug("%s:%d - cid:%d - TLS version %s, cipher suite %s", self.ip, self.port, self.cid,
+                         self.tls_version, self.tls_cipher_suite)
         self._start_timers()
 
     def tls_skipped(self) -> None:
@@ -415,7 +416,10 @@ class ClientConnection(asyncio.Protocol):
         if not self._pongs_owed or self._holding or self.closed:
             return
         gate = self.server.interest_gate
-        if gate is not None and not self._pong_deferred and self._more_input_waiting():
+        # the connection's first PONG answers the PING a client sends with its CONNECT and waits for
+        # before it subscribes anything (nats-py, nats.go): nothing to wait one more read for, and
+        # no socket lookup and poll for the many connections that never live past it
+        if gate is not None and not self._pong_deferred and self.pongs_seen and self._more_input_waiting():
             self._pong_deferred = True  # data_received comes again at once and settles them
             return
         self._pong_deferred = False

@@ -139,7 +139,8 @@ class TLSLayer(TLSPump):
 
     def _start_handshake(self) -> None:
         self._handshaking = True
-        logger.debug("%s - Starting TLS client connection handshake", self._where())
+        if logger.isEnabledFor(logging.DEBUG):  # not the text of `_where` for every connection
+            logger.debug("%s - Starting TLS client connection handshake", self._where())
         self._cancel_timer()
         self._timer = self.conn.server.loop.call_later(self.serving.timeout_s, self._handshake_timeout)
 
