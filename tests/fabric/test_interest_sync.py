@@ -223,6 +223,21 @@ def test_a_flush_ping_read_apart_from_the_sub_behind_it_waits_for_that_sub() -> 
     assert msgs(subscriber.read()) == [b"first"]
 
 
+def test_the_connect_ping_is_answered_in_its_read_even_with_bytes_behind_it() -> None:
+    """A client's first PING is the one it sends with CONNECT and waits for before it subscribes
+    anything (nats-py, nats.go): its PONG is not held for the read behind it (nor is the socket
+    looked at: most connections, TLS ones above all, never live past it)."""
+    workers = SimWorkers(2)
+    workers.run()
+    client = workers[0].connect()
+    client.read()  # the INFO
+    client.send_split(CONNECT, b"SUB later 1\r\nPING\r\n")
+    workers[0].step()  # the read with CONNECT and its PING alone
+    assert b"PONG\r\n" in client.read(), "the connect PONG waited for the read behind it"
+    workers.run()
+    assert b"PONG\r\n" in client.read()  # the second PING: answered once its SUB is known everywhere
+
+
 def test_a_ping_with_nothing_behind_it_is_answered_in_its_read() -> None:
     workers = SimWorkers(2)
     workers.run()
