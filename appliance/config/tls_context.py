@@ -8,8 +8,9 @@ as is. Every worker builds its own contexts from the options it was given (a con
 OpenSSL handle and is not shared between processes).
 
 Errors are `TLSConfigError` with nats-server's texts; `load.py` reports them at the `tls` key.
-What Python's ssl cannot do (as of 3.11): choose TLS 1.3 groups and order curves — only the first
-curve_preferences entry that OpenSSL names is used for TLS 1.2 ECDHE; the post-quantum hybrids
+The TLS 1.3 suites get Go's order (AES-128-GCM first), which Python's ssl has no call for,
+through config/tls13_order.py. What Python's ssl cannot do (as of 3.11): choose TLS 1.3 groups
+and order curves — only the first curve_preferences entry that OpenSSL names is used for TLS 1.2 ECDHE; the post-quantum hybrids
 are accepted in the config and skipped.
 """
 
@@ -21,6 +22,7 @@ import os
 import ssl
 
 from appliance.config.tls import CURVES, GO_CIPHER_NAMES, INSECURE_CIPHER_SUITES, SECURE_CIPHER_SUITES, TLSOptions
+from appliance.config.tls13_order import apply_go_tls13_order
 
 _VERSIONS = {"": ssl.TLSVersion.TLSv1_2, "1.2": ssl.TLSVersion.TLSv1_2, "1.3": ssl.TLSVersion.TLSv1_3}
 # TLS 1.3 session tickets a server sends after a handshake: Go's crypto/tls sends one (in its first
@@ -67,6 +69,7 @@ def _load_ca(context: ssl.SSLContext, tls: TLSOptions) -> None:
 def _apply_common(context: ssl.SSLContext, tls: TLSOptions) -> None:
     context.minimum_version = _VERSIONS[tls.min_version]
     context.options |= ssl.OP_NO_COMPRESSION | ssl.OP_CIPHER_SERVER_PREFERENCE
+    apply_go_tls13_order(context)  # AES-128-GCM first, as Go's server picks (config/tls13_order.py)
     if tls.cipher_suites:
         table = SECURE_CIPHER_SUITES | INSECURE_CIPHER_SUITES
         names = [table[name] for name in tls.cipher_suites if table[name]]
