@@ -55,6 +55,7 @@ from appliance.jetstream.groups import (
 from appliance.jetstream.host import Host, Timer
 from appliance.jetstream.repair import StreamRepair
 from appliance.jetstream.republish import republisher_for
+from appliance.jetstream.resync import StreamResync
 from appliance.jetstream.sources import apply_mirror
 from appliance.jetstream.storeview import last_seq, last_seq_of_subject, stored_bytes, stored_msgs, subject_of
 from appliance.jetstream.subjects import subject_matches
@@ -174,6 +175,7 @@ class Stream:
         self._starting = True  # restore() during the group's construction defers its fetch
         self._fetch_at_start: tuple[CatchUpSource, int, int, int, int] | None = None
         self._repair: StreamRepair | None = None
+        self._resync = StreamResync(self)  # a follower behind its leader's batch catches up (resync.py)
         if replication is not None:
             self.group = replicated_group(
                 name=group_id, peer=peer, replication=replication, machine=self, clock=host.clock,
@@ -215,7 +217,7 @@ class Stream:
     # --- the RAFT state machine ------------------------------------------------------------------
 
     def apply(self, entries: Sequence[Entry]) -> None:
-        for entry in entries:
+        for at, entry in enumerate(entries):
             if entry.type != EntryType.NORMAL or not entry.data or entry.index <= self._applied_floor:
                 continue
             kind = entry.data[0]
@@ -235,6 +237,11 @@ class Stream:
                 else:
                     (first_seq, msgs), inflight = ops.decode_decided(entry.data), None
                 outcomes = self._apply_decided(first_seq, msgs, inflight)
+                if outcomes is None:  # behind its leader: this entry and the rest wait for the resync
+                    self._resync.start(first_seq, entries[at:])
+                    if self._applied is not None and at:
+                        self._applied.note(max(entries[at - 1].index, self._applied.index))
+                    return
                 if self.group.awaits(entry.index):
                     self._results[entry.index] = outcomes
             else:
@@ -359,17 +366,31 @@ class Stream:
         store = self._file
         return store is not None and any(lo <= last and first <= hi for lo, hi in store.lost_ranges())
 
+    def fetch_missing(self, start: int, wanted: int, then: Callable[[], None]) -> None:
+        """Pause the group and fetch [start, wanted] from the leader (a resync, resync.py) as a
+        snapshot's catch-up does; then() runs once stored, before the group resumes."""
+        catch_up = self._catch_up
+        assert catch_up is not None
+        self.group.pause_apply()
+        self._fetching = True
+        if self._repair is not None:
+            self._repair.cancel()
+        self._fetch_from(catch_up, start, wanted, 0, -1, then=then)
+
     def _fetch_from(
-        self, catch_up: CatchUpSource, start: int, wanted: int, first: int, last_ts: int, failed: int = 0
+        self, catch_up: CatchUpSource, start: int, wanted: int, first: int, last_ts: int, failed: int = 0,
+        then: Callable[[], None] | None = None,
     ) -> None:
         """Fetch [start, wanted] batch by batch from the leader. When no leader is known, or on
         every other retry after a failed ask, from another voter in turn: any replica holding
         the whole range serves it (catch_up_batch), and this replica, paused, answers no vote,
-        so with its leader dead it would otherwise wait for an election it blocks."""
+        so with its leader dead it would otherwise wait for an election it blocks. last_ts -1:
+        the last fetched message's. then() runs once all is stored, before the group resumes
+        (it may start another fetch: the group then stays paused)."""
 
         def retry() -> None:
             if not self.deleted:
-                self._fetch_from(catch_up, start, wanted, first, last_ts, failed + 1)
+                self._fetch_from(catch_up, start, wanted, first, last_ts, failed + 1, then)
 
         def got(batch: list[StoredMsg] | None) -> None:
             if self.deleted:
@@ -382,14 +403,18 @@ class Stream:
                 self.store.append_restored(batch)  # type: ignore[attr-defined]
                 self._note_store_changed()
             if batch and batch[-1].seq < wanted:
-                self._fetch_from(catch_up, batch[-1].seq + 1, wanted, first, last_ts)
+                self._fetch_from(catch_up, batch[-1].seq + 1, wanted, first, last_ts, then=then)
                 return
-            self.store.finish_restore(wanted, last_ts)  # type: ignore[attr-defined]
+            ts = last_ts if last_ts >= 0 else self.store.state().last_ts_ns
+            self.store.finish_restore(wanted, ts)  # type: ignore[attr-defined]
             self._drop_below(first)
             self._rebuild_dedupe()
             self._fetching = False
             self._note_store_changed()
-            self.group.resume_apply()
+            if then is not None:
+                then()
+            if not self._fetching:
+                self.group.resume_apply()
             if self._repair is not None:
                 self._repair.schedule()
 
@@ -617,18 +642,25 @@ class Stream:
 
     # --- a replica applies the leader's decisions ---------------------------------------------------
 
-    def _apply_decided(self, first_seq: int, msgs: list[ops.InMsg], mine: InFlight | None) -> list[Outcome | int]:
+    def _apply_decided(
+        self, first_seq: int, msgs: list[ops.InMsg], mine: InFlight | None
+    ) -> list[Outcome | int] | None:
         """Store what the leader accepted at first_seq on: no publish check runs again (the
         account's and server's limits of this server included); limits and retention apply as
         they do everywhere. A replica whose last sequence is not first_seq - 1 stores nothing
         (the same on every replica holding the same state): on the leader its later decisions
-        assumed this entry, so it starts again from its store; on a follower it differs from
-        its leader, logged as an error. An empty store starts at first_seq (nats-server)."""
+        assumed this entry, so it starts again from its store; a replica behind the batch (it
+        lacks sequences its leader holds) returns None: it resyncs (resync.py) and applies the
+        batch after; one ahead of it differs from its leader, logged as an error. An empty
+        store starts at first_seq (nats-server)."""
         store = self.store
         last = last_seq(store)
         if first_seq != last + 1:
             if first_seq > last + 1 and store.state().msgs == 0:
                 store.compact(first_seq)
+            elif first_seq > last + 1 and mine is None and self._catch_up is not None:
+                self.mismatches += 1
+                return None
             else:
                 self._mismatch(first_seq, last, len(msgs), mine)
                 return [Outcome(error=errors.STREAM_SEQUENCE_NOT_MATCH.error())] * len(msgs)

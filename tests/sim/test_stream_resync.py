@@ -1,0 +1,87 @@
+"""A follower whose store is behind its leader's decided batch resyncs from its leader
+(jetstream/resync.py) instead of refusing that batch and every later one. Three real Stream
+replicas over the simulator's network (appliance/testing/sim/streams.py); no sockets, no real
+clock. The follower's store is replaced by one that lost its tail (the leader's first messages
+only), underneath a log that says it applied them all."""
+
+import json
+import logging
+
+import pytest
+
+from appliance.jetstream import ops
+from appliance.jetstream.stream import store_limits
+from appliance.store.memory import MemoryStreamStore
+from appliance.testing.sim.streams import Replica, StreamReplicas
+
+SEEDS = [1, 2, 3]
+
+
+def acks(replica: Replica) -> dict[bytes, dict[str, object]]:
+    return {reply: json.loads(body) for reply, body in replica.host.sent if reply.startswith(b"r.")}
+
+
+def contents(replica: Replica) -> list[tuple[int, str, bytes, bytes, int]]:
+    return [(m.seq, m.subject, m.headers, m.payload, m.timestamp_ns) for m in replica.stream.store.scan(1)]
+
+
+def bounds(replica: Replica) -> tuple[int, int, int, tuple[int, ...]]:
+    state = replica.stream.store.state(with_deleted=True)
+    return state.first_seq, state.last_seq, state.msgs, state.deleted
+
+
+def lose_tail(replicas: StreamReplicas, follower: Replica, leader: Replica, keep: int) -> None:
+    """The follower's store now holds only the leader's messages up to `keep`."""
+    store = MemoryStreamStore(store_limits(replicas.config))
+    kept = [m for m in leader.stream.store.scan(1) if m.seq <= keep]
+    store.append_restored(kept)
+    store.finish_restore(keep, kept[-1].timestamp_ns)
+    follower.stream.store = store
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_follower_behind_the_leaders_batch_catches_up_and_applies_the_later_batches(
+    seed: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    replicas = StreamReplicas(seed=seed)
+    leader = replicas.elect()
+    for n in range(1, 7):
+        leader.publish(f"s.{n % 2}", b"m%d" % n, reply=f"r.{n}")
+        replicas.step()
+    everyone = list(replicas.replicas.values())
+    replicas.run_until(lambda: all(r.stream.store.state().last_seq == 6 for r in everyone))
+    deleted: list[object] = []  # a hole inside the range the follower lacks: it must stay a hole
+    leader.stream.propose_op(ops.KIND_DELETE, {"seq": 4, "erase": False}, deleted.append)
+    replicas.run_until(lambda: deleted == [True] and all(r.stream.store.state().msgs == 5 for r in everyone))
+    follower = next(r for r in everyone if r is not leader)
+    lose_tail(replicas, follower, leader, keep=2)
+
+    degraded_while_fetching: list[bool] = []
+
+    def watch() -> bool:
+        if follower.stream.fetching:
+            degraded_while_fetching.append(follower.stream.group.core.degraded)
+        return False
+
+    with caplog.at_level(logging.WARNING):
+        replies = []
+        for n in range(7, 19):  # several batches: the first finds the follower behind, the rest follow it
+            leader.publish("s.x", b"m%d" % n, reply=f"r.{n}")
+            replies.append(f"r.{n}".encode())
+            if n % 3 == 0:
+                replicas.step()
+                watch()
+        replicas.run_until(lambda: watch() or (all(r in acks(leader) for r in replies)
+                                                and contents(follower) == contents(leader)))
+    assert [acks(leader)[r]["seq"] for r in replies] == list(range(7, 19))
+    assert contents(follower) == contents(leader)
+    assert bounds(follower) == bounds(leader) == (1, 18, 17, (4,))
+    assert follower.stream.mismatches == 1
+    assert degraded_while_fetching and all(degraded_while_fetching), "not current while it resyncs"
+    assert not follower.stream.group.core.degraded and not follower.stream.fetching
+    assert any("Resetting stream cluster state for 'S'" in r.getMessage() for r in caplog.records)
+    # and the replica goes on as a whole copy: it can lead
+    leader.publish("s.y", b"last", reply="r.last")
+    replicas.run_until(lambda: b"r.last" in acks(leader))
+    replicas.run_until(lambda: all(contents(r) == contents(leader) for r in everyone))
