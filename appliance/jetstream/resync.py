@@ -15,8 +15,13 @@ back as removed (the catch-up sends only what is stored), as they are there.
 
 While it resyncs the replica reports itself degraded (RaftGroup.set_degraded): its leader's
 Cluster Information shows it not current. Nothing acknowledged is lost: the replica only adds
-what its leader holds. A replica AHEAD of the batch (it holds sequences the leader decided
-anew) is not handled here: it needs its store cut back (a store truncate), logged as an error.
+what its leader holds (the leader holds every acknowledged message).
+
+A replica AHEAD of the batch (it holds sequences its leader decided anew, or other messages)
+cannot keep its store: on a memory store it empties it (MemoryStreamStore.reset) and fetches
+every message its leader holds before the batch, as a new replica would. A file store cannot
+start over in place yet (no reset or truncate of FileStreamStore): there the mismatch is logged
+as an error and the replica stays different (Stream._mismatch).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from appliance.raft.types import Entry
 from appliance.store.filestore import FileStreamStore
+from appliance.store.memory import MemoryStreamStore
 
 if TYPE_CHECKING:
     from appliance.jetstream.stream import Stream
@@ -40,32 +46,61 @@ class StreamResync:
         self.resyncs = 0  # catch-ups started because a decided batch did not follow the store
         self.fetched = 0  # sequences asked for by them
         self._held: list[Entry] = []  # the batch that did not follow, and the entries after it
+        self._reset = False  # the store was emptied: this resync refills it whole
 
     @property
     def active(self) -> bool:
         return bool(self._held)
 
+    @property
+    def can_reset(self) -> bool:
+        """The store can start over empty (a memory store): a replica ahead of its leader's batch
+        then resyncs too."""
+        return isinstance(self.stream.store, MemoryStreamStore)
+
     def start(self, first_seq: int, held: Sequence[Entry]) -> None:
-        """The decided batch at first_seq (held[0]) lies past this replica's last sequence + 1:
-        fetch the sequences between, then apply `held` (the rest of this apply call)."""
+        """The decided batch at first_seq (held[0]) does not follow this replica's last sequence.
+        Behind it: fetch the sequences between. Ahead of it (the replica holds sequences its
+        leader decided anew): empty the store and fetch the leader's messages before first_seq.
+        Then apply `held` (the rest of this apply call)."""
         stream = self.stream
         assert not self._held, "one resync at a time: the group is paused during it"
-        state = stream.store.state()
-        start, wanted = state.last_seq + 1, first_seq - 1
+        store = stream.store
+        state = store.state()
         self._held = list(held)
         self.resyncs += 1
-        self.fetched += wanted - start + 1
-        logger.warning(
-            "Resetting stream cluster state for '%s': this replica's last sequence %d is behind the "
-            "leader's batch at sequence %d; catching up sequences %d..%d from the leader",
-            stream.config.name, state.last_seq, first_seq, start, wanted,
-        )
+        if first_seq > state.last_seq + 1:
+            start = state.last_seq + 1
+            logger.warning(
+                "Resetting stream cluster state for '%s': this replica's last sequence %d is behind the "
+                "leader's batch at sequence %d; catching up sequences %d..%d from the leader",
+                stream.config.name, state.last_seq, first_seq, start, first_seq - 1,
+            )
+        else:
+            assert isinstance(store, MemoryStreamStore)
+            start = 1
+            logger.warning(
+                "Resetting stream cluster state for '%s': this replica's last sequence %d is ahead of the "
+                "leader's batch at sequence %d; discarding its %d message(s) and catching up sequences "
+                "1..%d from the leader", stream.config.name, state.last_seq, first_seq, state.msgs, first_seq - 1,
+            )
+            store.reset()
+            stream.note_reset()
+            self._reset = True
+        wanted = first_seq - 1
+        self.fetched += max(wanted - start + 1, 0)
+        if wanted < start:  # the leader holds nothing before the batch: apply it onto the empty store
+            self._caught_up()
+            return
         stream.group.set_degraded(True)
         stream.fetch_missing(start, wanted, self._caught_up)
 
     def _caught_up(self) -> None:
         stream = self.stream
         held, self._held = self._held, []
+        if self._reset:
+            self._reset = False
+            stream.note_refilled()
         store = stream.store
         lost = isinstance(store, FileStreamStore) and bool(store.lost_ranges())
         stream.group.set_degraded(lost)

@@ -330,6 +330,18 @@ class Stream:
         self._rebuild_dedupe()
         self._removed()
 
+    def note_reset(self) -> None:
+        """The store was emptied to start over from the leader (resync.py): what was read from
+        it goes (msg ids, TTLs); consumers count again."""
+        self._dedupe.clear()
+        self._last_msg_id = ""
+        self._ttls = []
+        self._removed()
+
+    def note_refilled(self) -> None:
+        """The store was refilled from the leader after a reset: its per-message TTLs read back."""
+        self._rebuild_ttls()
+
     def wake_consumers(self) -> None:
         self._removed()
 
@@ -399,6 +411,8 @@ class Stream:
                 self.host.call_later(limits.JS_CATCHUP_RETRY_S, retry)
                 return
             batch = [msg for msg in batch if start <= msg.seq <= wanted][: limits.JS_CATCHUP_BATCH_MSGS]
+            if batch and self.store.state().msgs == 0 and batch[0].seq > self.store.state().first_seq:
+                self.store.compact(batch[0].seq)  # an empty store starts at the leader's first message
             if batch:
                 self.store.append_restored(batch)  # type: ignore[attr-defined]
                 self._note_store_changed()
@@ -650,15 +664,16 @@ class Stream:
         they do everywhere. A replica whose last sequence is not first_seq - 1 stores nothing
         (the same on every replica holding the same state): on the leader its later decisions
         assumed this entry, so it starts again from its store; a replica behind the batch (it
-        lacks sequences its leader holds) returns None: it resyncs (resync.py) and applies the
-        batch after; one ahead of it differs from its leader, logged as an error. An empty
-        store starts at first_seq (nats-server)."""
+        lacks sequences its leader holds), or ahead of it on a store that can start over (a
+        memory store), returns None: it resyncs (resync.py) and applies the batch after; else it
+        differs from its leader, logged as an error. An empty store starts at first_seq
+        (nats-server)."""
         store = self.store
         last = last_seq(store)
         if first_seq != last + 1:
             if first_seq > last + 1 and store.state().msgs == 0:
                 store.compact(first_seq)
-            elif first_seq > last + 1 and mine is None and self._catch_up is not None:
+            elif mine is None and self._catch_up is not None and (first_seq > last + 1 or self._resync.can_reset):
                 self.mismatches += 1
                 return None
             else:

@@ -85,3 +85,60 @@ def test_a_follower_behind_the_leaders_batch_catches_up_and_applies_the_later_ba
     leader.publish("s.y", b"last", reply="r.last")
     replicas.run_until(lambda: b"r.last" in acks(leader))
     replicas.run_until(lambda: all(contents(r) == contents(leader) for r in everyone))
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_follower_ahead_of_the_leaders_batch_starts_over_from_the_leader(
+    seed: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    replicas = StreamReplicas(seed=seed)
+    leader = replicas.elect()
+    for n in range(1, 6):
+        leader.publish("s.a", b"m%d" % n, reply=f"r.{n}")
+        replicas.step()
+    everyone = list(replicas.replicas.values())
+    replicas.run_until(lambda: all(r.stream.store.state().last_seq == 5 for r in everyone))
+    deleted: list[object] = []
+    leader.stream.propose_op(ops.KIND_DELETE, {"seq": 2, "erase": False}, deleted.append)
+    replicas.run_until(lambda: deleted == [True] and all(r.stream.store.state().msgs == 4 for r in everyone))
+    follower = next(r for r in everyone if r is not leader)
+    for n in range(2):  # messages its leader never decided: sequences 6 and 7 here only
+        follower.stream.store.store_msg("s.x", b"", b"stray %d" % n, 1)
+    with caplog.at_level(logging.WARNING):
+        replies = []
+        for n in range(6, 16):
+            leader.publish("s.b", b"m%d" % n, reply=f"r.{n}")
+            replies.append(f"r.{n}".encode())
+            if n % 4 == 0:
+                replicas.step()
+        replicas.run_until(lambda: all(r in acks(leader) for r in replies)
+                           and contents(follower) == contents(leader))
+    assert [acks(leader)[r]["seq"] for r in replies] == list(range(6, 16))
+    assert bounds(follower) == bounds(leader) == (1, 15, 14, (2,))
+    assert all(b"stray" not in m[3] for m in contents(follower))
+    assert follower.stream.mismatches == 1
+    assert not follower.stream.group.core.degraded and not follower.stream.fetching
+    assert any("is ahead of the leader's batch at sequence 6" in r.getMessage() for r in caplog.records)
+    leader.publish("s.y", b"last", reply="r.last")
+    replicas.run_until(lambda: b"r.last" in acks(leader))
+    replicas.run_until(lambda: all(contents(r) == contents(leader) for r in everyone))
+
+
+@pytest.mark.sim
+def test_a_follower_whose_store_was_emptied_below_the_batch_starts_at_it() -> None:
+    """The leader holds nothing before its batch (deleted): the replica that is ahead empties
+    its store, its fetch brings no message, and it stores the batch at its sequence."""
+    replicas = StreamReplicas(seed=4)
+    leader = replicas.elect()
+    leader.publish("s.a", b"one", reply="r.1")
+    everyone = list(replicas.replicas.values())
+    replicas.run_until(lambda: all(r.stream.store.state().msgs == 1 for r in everyone))
+    purged: list[object] = []
+    leader.stream.propose_op(ops.KIND_DELETE, {"seq": 1, "erase": False}, purged.append)
+    replicas.run_until(lambda: purged == [True] and all(r.stream.store.state().msgs == 0 for r in everyone))
+    follower = next(r for r in everyone if r is not leader)
+    follower.stream.store.store_msg("s.x", b"", b"stray", 1)  # sequence 2 here only
+    leader.publish("s.a", b"two", reply="r.2")
+    replicas.run_until(lambda: b"r.2" in acks(leader) and contents(follower) == contents(leader))
+    assert [m[0] for m in contents(follower)] == [2] and bounds(follower) == bounds(leader)
