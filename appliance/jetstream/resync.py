@@ -30,7 +30,9 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from appliance import limits
 from appliance.raft.types import Entry
+from appliance.store.api import StoredMsg
 from appliance.store.filestore import FileStreamStore
 from appliance.store.memory import MemoryStreamStore
 
@@ -76,21 +78,79 @@ class StreamResync:
                 "leader's batch at sequence %d; catching up sequences %d..%d from the leader",
                 stream.config.name, state.last_seq, first_seq, start, first_seq - 1,
             )
-        else:
-            assert isinstance(store, MemoryStreamStore)
-            start = 1
-            logger.warning(
-                "Resetting stream cluster state for '%s': this replica's last sequence %d is ahead of the "
-                "leader's batch at sequence %d; discarding its %d message(s) and catching up sequences "
-                "1..%d from the leader", stream.config.name, state.last_seq, first_seq, state.msgs, first_seq - 1,
-            )
-            store.reset()
-            stream.note_reset()
-            self._reset = True
-        wanted = first_seq - 1
+        else:  # ahead: first ask the leader whether it holds what this replica holds at first_seq
+            stream.group.pause_apply()
+            stream.group.set_degraded(True)
+            self._probe(first_seq)
+            return
+        self._fetch(start, first_seq - 1)
+
+    def _probe(self, first_seq: int) -> None:
+        """Ask the leader for its message at first_seq. The same as this replica's: the leader
+        holds what this replica holds there, so it refused its own batch too (Stream._mismatch:
+        it decides again from its store); this replica refuses it as well. Else this replica
+        differs from its leader: it starts over."""
+        stream = self.stream
+        catch_up = stream.catch_up
+        assert catch_up is not None
+        leader = stream.group.leader()
+
+        def again() -> None:
+            if not stream.deleted:
+                self._probe(first_seq)
+
+        def got(batch: list[StoredMsg] | None) -> None:
+            if stream.deleted:
+                return
+            if batch is None:  # not answered (or the batch not applied there yet): ask again
+                stream.host.call_later(limits.JS_CATCHUP_RETRY_S, again)
+                return
+            theirs = next((msg for msg in batch if msg.seq == first_seq), None)
+            if theirs == stream.store.load(first_seq):
+                self._refuse(first_seq)
+            else:
+                self._start_over(first_seq)
+
+        if not leader or leader == stream.group.core.id:  # only its leader can tell: wait for one
+            stream.host.call_later(limits.JS_CATCHUP_RETRY_S, again)
+            return
+        catch_up.fetch(leader, first_seq, first_seq, got)
+
+    def _refuse(self, first_seq: int) -> None:
+        stream = self.stream
+        held, self._held = self._held[1:], []
+        logger.error(
+            "stream %s: the leader's batch at sequence %d does not follow this replica's store, nor its "
+            "leader's (the leader decided from a state no replica has): not applied, as on the leader",
+            stream.config.name, first_seq,
+        )
+        stream.group.set_degraded(False)
+        stream.apply(held)
+        if not self._held:
+            stream.group.resume_apply()
+
+    def _start_over(self, first_seq: int) -> None:
+        stream = self.stream
+        store = stream.store
+        assert isinstance(store, MemoryStreamStore)
+        state = store.state()
+        logger.warning(
+            "Resetting stream cluster state for '%s': this replica's last sequence %d is ahead of the "
+            "leader's batch at sequence %d; discarding its %d message(s) and catching up sequences "
+            "1..%d from the leader", stream.config.name, state.last_seq, first_seq, state.msgs, first_seq - 1,
+        )
+        store.reset()
+        stream.note_reset()
+        self._reset = True
+        self._fetch(1, first_seq - 1)
+
+    def _fetch(self, start: int, wanted: int) -> None:
+        stream = self.stream
         self.fetched += max(wanted - start + 1, 0)
-        if wanted < start:  # the leader holds nothing before the batch: apply it onto the empty store
-            self._caught_up()
+        if wanted < start:  # nothing before the batch: apply it onto the empty store
+            self._caught_up()  # (only after _start_over at sequence 1: the group is paused)
+            if not self._held:
+                stream.group.resume_apply()
             return
         stream.group.set_degraded(True)
         stream.fetch_missing(start, wanted, self._caught_up)

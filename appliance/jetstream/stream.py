@@ -427,7 +427,7 @@ class Stream:
             self._note_store_changed()
             if then is not None:
                 then()
-            if not self._fetching:
+            if not self._fetching and not self._resync.active:  # no other resync started by then()
                 self.group.resume_apply()
             if self._repair is not None:
                 self._repair.schedule()
@@ -673,7 +673,9 @@ class Stream:
         if first_seq != last + 1:
             if first_seq > last + 1 and store.state().msgs == 0:
                 store.compact(first_seq)
-            elif mine is None and self._catch_up is not None and (first_seq > last + 1 or self._resync.can_reset):
+            elif mine is None and self._catch_up is not None and (
+                first_seq > last + 1 or (self._resync.can_reset and not self.group.is_leader())
+            ):
                 self.mismatches += 1
                 return None
             else:
