@@ -17,11 +17,15 @@ While it resyncs the replica reports itself degraded (RaftGroup.set_degraded): i
 Cluster Information shows it not current. Nothing acknowledged is lost: the replica only adds
 what its leader holds (the leader holds every acknowledged message).
 
-A replica AHEAD of the batch (it holds sequences its leader decided anew, or other messages)
-cannot keep its store: on a memory store it empties it (MemoryStreamStore.reset) and fetches
-every message its leader holds before the batch, as a new replica would. A file store cannot
-start over in place yet (no reset or truncate of FileStreamStore): there the mismatch is logged
-as an error and the replica stays different (Stream._mismatch).
+A follower AHEAD of the batch (its store holds the batch's first sequence already) first asks
+its leader for its message there. The same message: the leader's store holds what this replica
+holds, so the leader refused its own batch too (it decides again from its store) and this
+replica refuses it as well. Otherwise this replica differs from its leader and cannot keep its
+store: it empties it (Stream.reset_store: MemoryStreamStore / FileStreamStore.reset, a file
+store's applied journal removed first) and fetches every message its leader holds before the
+batch, as a new replica would, then applies the held entries. Only what the leader never
+decided is dropped; the leader holds every acknowledged message. A leader never resyncs this
+way (it has no one to ask): its own batches are decided again (Stream._mismatch).
 """
 
 from __future__ import annotations
@@ -34,7 +38,6 @@ from appliance import limits
 from appliance.raft.types import Entry
 from appliance.store.api import StoredMsg
 from appliance.store.filestore import FileStreamStore
-from appliance.store.memory import MemoryStreamStore
 
 if TYPE_CHECKING:
     from appliance.jetstream.stream import Stream
@@ -54,11 +57,6 @@ class StreamResync:
     def active(self) -> bool:
         return bool(self._held)
 
-    @property
-    def can_reset(self) -> bool:
-        """The store can start over empty (a memory store): a replica ahead of its leader's batch
-        then resyncs too."""
-        return isinstance(self.stream.store, MemoryStreamStore)
 
     def start(self, first_seq: int, held: Sequence[Entry]) -> None:
         """The decided batch at first_seq (held[0]) does not follow this replica's last sequence.
@@ -131,16 +129,21 @@ class StreamResync:
 
     def _start_over(self, first_seq: int) -> None:
         stream = self.stream
-        store = stream.store
-        assert isinstance(store, MemoryStreamStore)
-        state = store.state()
+        if not stream.can_reset:  # a seal job holds a segment: in a moment
+
+            def later() -> None:
+                if not stream.deleted:
+                    self._start_over(first_seq)
+
+            stream.host.call_later(limits.JS_CATCHUP_RETRY_S, later)
+            return
+        state = stream.store.state()
         logger.warning(
             "Resetting stream cluster state for '%s': this replica's last sequence %d is ahead of the "
             "leader's batch at sequence %d; discarding its %d message(s) and catching up sequences "
             "1..%d from the leader", stream.config.name, state.last_seq, first_seq, state.msgs, first_seq - 1,
         )
-        store.reset()
-        stream.note_reset()
+        stream.reset_store()
         self._reset = True
         self._fetch(1, first_seq - 1)
 
@@ -158,9 +161,9 @@ class StreamResync:
     def _caught_up(self) -> None:
         stream = self.stream
         held, self._held = self._held, []
-        if self._reset:
+        if self._reset and held:
             self._reset = False
-            stream.note_refilled()
+            stream.note_refilled(held[0].index - 1)
         store = stream.store
         lost = isinstance(store, FileStreamStore) and bool(store.lost_ranges())
         stream.group.set_degraded(lost)

@@ -64,6 +64,7 @@ from appliance.raft.types import Entry, EntryType
 from appliance.store import api
 from appliance.store.api import StoredMsg
 from appliance.store.filestore import FileStreamStore
+from appliance.store.memory import MemoryStreamStore
 
 if TYPE_CHECKING:
     from appliance.jetstream.consumer import Consumer
@@ -330,16 +331,33 @@ class Stream:
         self._rebuild_dedupe()
         self._removed()
 
-    def note_reset(self) -> None:
-        """The store was emptied to start over from the leader (resync.py): what was read from
-        it goes (msg ids, TTLs); consumers count again."""
+    @property
+    def can_reset(self) -> bool:
+        """reset_store() may run now (a file store: no seal job in flight)."""
+        return self._file.can_reset if self._file is not None else isinstance(self.store, MemoryStreamStore)
+
+    def reset_store(self) -> None:
+        """Empty the store to start over from the leader (resync.py). A file store's applied
+        journal goes first (a crash midway reopens a store with no journal: the group applies
+        its log again, a mismatch resyncs again), then a new one records the empty store."""
+        if self._file is not None:
+            forget_applied(self._file)
+            self._file.reset()
+            self._applied = AppliedPosition(self._file)
+            self._applied.open(self.config.name)
+        else:
+            assert isinstance(self.store, MemoryStreamStore)
+            self.store.reset()
         self._dedupe.clear()
         self._last_msg_id = ""
         self._ttls = []
         self._removed()
 
-    def note_refilled(self) -> None:
-        """The store was refilled from the leader after a reset: its per-message TTLs read back."""
+    def note_refilled(self, index: int) -> None:
+        """The store was refilled from the leader after a reset: it holds what applying the log up
+        to `index` gave the leader; its per-message TTLs are read back."""
+        if self._applied is not None and not self.deleted:
+            self._applied.note(index)
         self._rebuild_ttls()
 
     def wake_consumers(self) -> None:
@@ -664,18 +682,15 @@ class Stream:
         they do everywhere. A replica whose last sequence is not first_seq - 1 stores nothing
         (the same on every replica holding the same state): on the leader its later decisions
         assumed this entry, so it starts again from its store; a replica behind the batch (it
-        lacks sequences its leader holds), or ahead of it on a store that can start over (a
-        memory store), returns None: it resyncs (resync.py) and applies the batch after; else it
-        differs from its leader, logged as an error. An empty store starts at first_seq
-        (nats-server)."""
+        lacks sequences its leader holds), or a follower ahead of it, returns None: it resyncs
+        (resync.py) and applies the batch after (or refuses it as its leader did). An empty
+        store starts at first_seq (nats-server)."""
         store = self.store
         last = last_seq(store)
         if first_seq != last + 1:
             if first_seq > last + 1 and store.state().msgs == 0:
                 store.compact(first_seq)
-            elif mine is None and self._catch_up is not None and (
-                first_seq > last + 1 or (self._resync.can_reset and not self.group.is_leader())
-            ):
+            elif mine is None and self._catch_up is not None and (first_seq > last + 1 or not self.group.is_leader()):
                 self.mismatches += 1
                 return None
             else:

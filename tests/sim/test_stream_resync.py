@@ -64,7 +64,7 @@ def test_a_follower_behind_the_leaders_batch_catches_up_and_applies_the_later_ba
             degraded_while_fetching.append(follower.stream.group.core.degraded)
         return False
 
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.WARNING, logger="appliance.jetstream.resync"):
         replies = []
         for n in range(7, 19):  # several batches: the first finds the follower behind, the rest follow it
             leader.publish("s.x", b"m%d" % n, reply=f"r.{n}")
@@ -88,11 +88,12 @@ def test_a_follower_behind_the_leaders_batch_catches_up_and_applies_the_later_ba
 
 
 @pytest.mark.sim
+@pytest.mark.parametrize("file_stores", [False, True])
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_follower_ahead_of_the_leaders_batch_starts_over_from_the_leader(
-    seed: int, caplog: pytest.LogCaptureFixture
+    seed: int, file_stores: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
-    replicas = StreamReplicas(seed=seed)
+    replicas = StreamReplicas(seed=seed, file_stores=file_stores, segment_bytes=256 if file_stores else None)
     leader = replicas.elect()
     for n in range(1, 6):
         leader.publish("s.a", b"m%d" % n, reply=f"r.{n}")
@@ -105,7 +106,7 @@ def test_a_follower_ahead_of_the_leaders_batch_starts_over_from_the_leader(
     follower = next(r for r in everyone if r is not leader)
     for n in range(2):  # messages its leader never decided: sequences 6 and 7 here only
         follower.stream.store.store_msg("s.x", b"", b"stray %d" % n, 1)
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.WARNING, logger="appliance.jetstream.resync"):
         replies = []
         for n in range(6, 16):
             leader.publish("s.b", b"m%d" % n, reply=f"r.{n}")
@@ -142,3 +143,33 @@ def test_a_follower_whose_store_was_emptied_below_the_batch_starts_at_it() -> No
     leader.publish("s.a", b"two", reply="r.2")
     replicas.run_until(lambda: b"r.2" in acks(leader) and contents(follower) == contents(leader))
     assert [m[0] for m in contents(follower)] == [2] and bounds(follower) == bounds(leader)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("mode", ["flush", "lose"])
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_file_store_replica_that_crashes_while_it_starts_over_converges_after_its_restart(
+    seed: int, mode: str
+) -> None:
+    replicas = StreamReplicas(seed=seed, file_stores=True, segment_bytes=256)
+    leader = replicas.elect()
+    for n in range(1, 40):
+        leader.publish("s.a", b"m%d" % n, reply=f"r.{n}")
+        if n % 5 == 0:
+            replicas.step()
+    everyone = list(replicas.replicas.values())
+    replicas.run_until(lambda: all(r.stream.store.state().last_seq == 39 for r in everyone))
+    follower = next(r for r in everyone if r is not leader)
+    follower.stream.store.store_msg("s.x", b"", b"stray", 1)  # sequence 40 here only
+    leader.publish("s.b", b"m40", reply="r.40")
+    replicas.run_until(lambda: follower.stream.fetching)  # emptied, refilling from the leader
+    assert follower.stream.store.state().last_seq < 39
+    replicas.crash(follower.name, mode)  # type: ignore[arg-type]
+    replicas.start(follower.name)
+    for n in range(41, 50):
+        leader.publish("s.b", b"m%d" % n, reply=f"r.{n}")
+        replicas.step()
+    everyone = list(replicas.replicas.values())
+    replicas.run_until(lambda: b"r.49" in acks(leader)
+                       and all(contents(r) == contents(leader) for r in everyone))
+    assert bounds(replicas.replicas[follower.name]) == bounds(leader) == (1, 49, 49, ())
