@@ -11,7 +11,10 @@ does what a replica behind its leader's snapshot does (Stream.restore): it pause
 leader through the stream's catch-up source (Stream.fetch_missing: cluster/catch_up.py over the
 routes; another voter when the leader does not answer), then applies the batch it could not
 and the entries after it, and resumes. Sequences the leader no longer holds in that range come
-back as removed (the catch-up sends only what is stored), as they are there.
+back as removed (the catch-up sends only what is stored), as they are there. Before that it asks
+its leader for the message at its own first sequence: when the leader no longer holds it (purged
+since) or holds another, the store is not the start of the leader's and the replica starts over
+as below (so first sequence and removed sequences end up the leader's too).
 
 While it resyncs the replica reports itself degraded (RaftGroup.set_degraded): its leader's
 Cluster Information shows it not current. Nothing acknowledged is lost: the replica only adds
@@ -57,37 +60,30 @@ class StreamResync:
     def active(self) -> bool:
         return bool(self._held)
 
-
     def start(self, first_seq: int, held: Sequence[Entry]) -> None:
-        """The decided batch at first_seq (held[0]) does not follow this replica's last sequence.
-        Behind it: fetch the sequences between. Ahead of it (the replica holds sequences its
-        leader decided anew): empty the store and fetch the leader's messages before first_seq.
-        Then apply `held` (the rest of this apply call)."""
+        """The decided batch at first_seq (held[0]) does not follow this replica's last sequence:
+        pause the group, ask the leader for one message to tell which case this is, then fetch
+        what is missing or start over; then apply `held` (the rest of this apply call)."""
         stream = self.stream
         assert not self._held, "one resync at a time: the group is paused during it"
-        store = stream.store
-        state = store.state()
+        state = stream.store.state()
         self._held = list(held)
         self.resyncs += 1
-        if first_seq > state.last_seq + 1:
-            start = state.last_seq + 1
-            logger.warning(
-                "Resetting stream cluster state for '%s': this replica's last sequence %d is behind the "
-                "leader's batch at sequence %d; catching up sequences %d..%d from the leader",
-                stream.config.name, state.last_seq, first_seq, start, first_seq - 1,
-            )
-        else:  # ahead: first ask the leader whether it holds what this replica holds at first_seq
-            stream.group.pause_apply()
-            stream.group.set_degraded(True)
-            self._probe(first_seq)
-            return
-        self._fetch(start, first_seq - 1)
+        stream.group.pause_apply()
+        stream.group.set_degraded(True)
+        if first_seq > state.last_seq + 1:  # behind (the store is not empty: Stream._apply_decided)
+            self._probe(state.first_seq, first_seq)
+        else:
+            self._probe(first_seq, first_seq)
 
-    def _probe(self, first_seq: int) -> None:
-        """Ask the leader for its message at first_seq. The same as this replica's: the leader
-        holds what this replica holds there, so it refused its own batch too (Stream._mismatch:
-        it decides again from its store); this replica refuses it as well. Else this replica
-        differs from its leader: it starts over."""
+    def _probe(self, seq: int, first_seq: int) -> None:
+        """Ask the leader for its message at `seq` and compare it with this replica's.
+        Behind (seq is this replica's first sequence): the same, the store is the start of the
+        leader's, the sequences after it are fetched; not (the leader removed it since, or it
+        differs), the replica starts over. Ahead (seq is the batch's first sequence): the same,
+        the leader's store holds what this replica holds there, so it refused its own batch too
+        (Stream._mismatch: it decides again from its store) and this replica refuses it as
+        well; not, this replica differs from its leader: it starts over."""
         stream = self.stream
         catch_up = stream.catch_up
         assert catch_up is not None
@@ -95,7 +91,7 @@ class StreamResync:
 
         def again() -> None:
             if not stream.deleted:
-                self._probe(first_seq)
+                self._probe(seq, first_seq)
 
         def got(batch: list[StoredMsg] | None) -> None:
             if stream.deleted:
@@ -103,16 +99,29 @@ class StreamResync:
             if batch is None:  # not answered (or the batch not applied there yet): ask again
                 stream.host.call_later(limits.JS_CATCHUP_RETRY_S, again)
                 return
-            theirs = next((msg for msg in batch if msg.seq == first_seq), None)
-            if theirs == stream.store.load(first_seq):
-                self._refuse(first_seq)
+            theirs = next((msg for msg in batch if msg.seq == seq), None)
+            same = theirs == stream.store.load(seq)
+            if seq == first_seq:
+                self._refuse(first_seq) if same else self._start_over(first_seq, "is ahead of")
+            elif same:
+                self._catch_up(first_seq)
             else:
-                self._start_over(first_seq)
+                self._start_over(first_seq, f"holds sequence {seq} unlike its leader and is behind")
 
         if not leader or leader == stream.group.core.id:  # only its leader can tell: wait for one
             stream.host.call_later(limits.JS_CATCHUP_RETRY_S, again)
             return
-        catch_up.fetch(leader, first_seq, first_seq, got)
+        catch_up.fetch(leader, seq, seq, got)
+
+    def _catch_up(self, first_seq: int) -> None:
+        stream = self.stream
+        last = stream.store.state().last_seq
+        logger.warning(
+            "Resetting stream cluster state for '%s': this replica's last sequence %d is behind the "
+            "leader's batch at sequence %d; catching up sequences %d..%d from the leader",
+            stream.config.name, last, first_seq, last + 1, first_seq - 1,
+        )
+        self._fetch(last + 1, first_seq - 1)
 
     def _refuse(self, first_seq: int) -> None:
         stream = self.stream
@@ -127,21 +136,21 @@ class StreamResync:
         if not self._held:
             stream.group.resume_apply()
 
-    def _start_over(self, first_seq: int) -> None:
+    def _start_over(self, first_seq: int, why: str) -> None:
         stream = self.stream
         if not stream.can_reset:  # a seal job holds a segment: in a moment
 
             def later() -> None:
                 if not stream.deleted:
-                    self._start_over(first_seq)
+                    self._start_over(first_seq, why)
 
             stream.host.call_later(limits.JS_CATCHUP_RETRY_S, later)
             return
         state = stream.store.state()
         logger.warning(
-            "Resetting stream cluster state for '%s': this replica's last sequence %d is ahead of the "
-            "leader's batch at sequence %d; discarding its %d message(s) and catching up sequences "
-            "1..%d from the leader", stream.config.name, state.last_seq, first_seq, state.msgs, first_seq - 1,
+            "Resetting stream cluster state for '%s': this replica (last sequence %d) %s the leader's "
+            "batch at sequence %d; discarding its %d message(s) and catching up sequences 1..%d from the leader",
+            stream.config.name, state.last_seq, why, first_seq, state.msgs, first_seq - 1,
         )
         stream.reset_store()
         self._reset = True
@@ -151,7 +160,7 @@ class StreamResync:
         stream = self.stream
         self.fetched += max(wanted - start + 1, 0)
         if wanted < start:  # nothing before the batch: apply it onto the empty store
-            self._caught_up()  # (only after _start_over at sequence 1: the group is paused)
+            self._caught_up()  # (a batch at sequence 1 after _start_over)
             if not self._held:
                 stream.group.resume_apply()
             return

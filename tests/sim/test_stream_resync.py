@@ -10,8 +10,7 @@ import logging
 import pytest
 
 from appliance.jetstream import ops
-from appliance.jetstream.stream import store_limits
-from appliance.store.memory import MemoryStreamStore
+from appliance.store.api import StoredMsg
 from appliance.testing.sim.streams import Replica, StreamReplicas
 
 SEEDS = [1, 2, 3]
@@ -30,21 +29,26 @@ def bounds(replica: Replica) -> tuple[int, int, int, tuple[int, ...]]:
     return state.first_seq, state.last_seq, state.msgs, state.deleted
 
 
-def lose_tail(replicas: StreamReplicas, follower: Replica, leader: Replica, keep: int) -> None:
+def holds_only(follower: Replica, msgs: list[StoredMsg]) -> None:
+    """The follower's store now holds only `msgs` (its tail lost underneath its log)."""
+    store = follower.stream.store
+    store.reset()
+    store.append_restored(msgs)  # type: ignore[attr-defined]
+    store.finish_restore(msgs[-1].seq, msgs[-1].timestamp_ns)  # type: ignore[attr-defined]
+
+
+def lose_tail(follower: Replica, leader: Replica, keep: int) -> None:
     """The follower's store now holds only the leader's messages up to `keep`."""
-    store = MemoryStreamStore(store_limits(replicas.config))
-    kept = [m for m in leader.stream.store.scan(1) if m.seq <= keep]
-    store.append_restored(kept)
-    store.finish_restore(keep, kept[-1].timestamp_ns)
-    follower.stream.store = store
+    holds_only(follower, [m for m in leader.stream.store.scan(1) if m.seq <= keep])
 
 
 @pytest.mark.sim
+@pytest.mark.parametrize("file_stores", [False, True])
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_follower_behind_the_leaders_batch_catches_up_and_applies_the_later_batches(
-    seed: int, caplog: pytest.LogCaptureFixture
+    seed: int, file_stores: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
-    replicas = StreamReplicas(seed=seed)
+    replicas = StreamReplicas(seed=seed, file_stores=file_stores, segment_bytes=256 if file_stores else None)
     leader = replicas.elect()
     for n in range(1, 7):
         leader.publish(f"s.{n % 2}", b"m%d" % n, reply=f"r.{n}")
@@ -55,7 +59,7 @@ def test_a_follower_behind_the_leaders_batch_catches_up_and_applies_the_later_ba
     leader.stream.propose_op(ops.KIND_DELETE, {"seq": 4, "erase": False}, deleted.append)
     replicas.run_until(lambda: deleted == [True] and all(r.stream.store.state().msgs == 5 for r in everyone))
     follower = next(r for r in everyone if r is not leader)
-    lose_tail(replicas, follower, leader, keep=2)
+    lose_tail(follower, leader, keep=2)
 
     degraded_while_fetching: list[bool] = []
 
@@ -80,7 +84,8 @@ def test_a_follower_behind_the_leaders_batch_catches_up_and_applies_the_later_ba
     assert follower.stream.mismatches == 1
     assert degraded_while_fetching and all(degraded_while_fetching), "not current while it resyncs"
     assert not follower.stream.group.core.degraded and not follower.stream.fetching
-    assert any("Resetting stream cluster state for 'S'" in r.getMessage() for r in caplog.records)
+    assert any("Resetting stream cluster state for 'S': this replica's last sequence 2 is behind the leader's "
+               "batch at sequence 7; catching up sequences 3..6" in r.getMessage() for r in caplog.records)
     # and the replica goes on as a whole copy: it can lead
     leader.publish("s.y", b"last", reply="r.last")
     replicas.run_until(lambda: b"r.last" in acks(leader))
@@ -173,3 +178,33 @@ def test_a_file_store_replica_that_crashes_while_it_starts_over_converges_after_
     replicas.run_until(lambda: b"r.49" in acks(leader)
                        and all(contents(r) == contents(leader) for r in everyone))
     assert bounds(replicas.replicas[follower.name]) == bounds(leader) == (1, 49, 49, ())
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_follower_behind_whose_first_messages_its_leader_removed_starts_over(
+    seed: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Behind, but its store is not the start of the leader's (the leader removed its first
+    messages since): fetching only the missing tail would leave it with another first sequence."""
+    replicas = StreamReplicas(seed=seed)
+    leader = replicas.elect()
+    for n in range(1, 9):
+        leader.publish("s.a", b"m%d" % n, reply=f"r.{n}")
+        replicas.step()
+    everyone = list(replicas.replicas.values())
+    replicas.run_until(lambda: all(r.stream.store.state().last_seq == 8 for r in everyone))
+    old = list(leader.stream.store.scan(1))[:5]
+    for seq in (1, 2, 3):
+        done: list[object] = []
+        leader.stream.propose_op(ops.KIND_DELETE, {"seq": seq, "erase": False}, done.append)
+        replicas.run_until(lambda: done == [True])
+    replicas.run_until(lambda: all(r.stream.store.state().first_seq == 4 for r in everyone))
+    follower = next(r for r in everyone if r is not leader)
+    holds_only(follower, old)  # 1..5: its leader holds 4..8
+    with caplog.at_level(logging.WARNING, logger="appliance.jetstream.resync"):
+        leader.publish("s.b", b"m9", reply="r.9")
+        replicas.run_until(lambda: b"r.9" in acks(leader) and contents(follower) == contents(leader))
+    assert bounds(follower) == bounds(leader) == (4, 9, 6, ())
+    assert any("holds sequence 1 unlike its leader and is behind the leader's batch at sequence 9"
+               in r.getMessage() for r in caplog.records)
