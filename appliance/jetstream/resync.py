@@ -71,6 +71,8 @@ class StreamResync:
         self.resyncs += 1
         stream.group.pause_apply()
         stream.group.set_degraded(True)
+        if stream.repair is not None:
+            stream.repair.cancel()  # one request per group: the resync takes the source over
         if first_seq > state.last_seq + 1:  # behind (the store is not empty: Stream._apply_decided)
             self._probe(state.first_seq, first_seq)
         else:
@@ -131,10 +133,13 @@ class StreamResync:
             "leader's (the leader decided from a state no replica has): not applied, as on the leader",
             stream.config.name, first_seq,
         )
-        stream.group.set_degraded(False)
+        store = stream.store
+        stream.group.set_degraded(isinstance(store, FileStreamStore) and bool(store.lost_ranges()))
         stream.apply(held)
         if not self._held:
             stream.group.resume_apply()
+            if stream.repair is not None:
+                stream.repair.schedule()
 
     def _start_over(self, first_seq: int, why: str) -> None:
         stream = self.stream

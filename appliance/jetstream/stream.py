@@ -310,8 +310,9 @@ class Stream:
 
     @property
     def fetching(self) -> bool:
-        """Catching up from the leader's snapshot (the group's apply is paused)."""
-        return self._fetching
+        """Catching up from the leader's snapshot, or resyncing (resync.py): the group's apply is
+        paused, the store is not served to others and not repaired meanwhile."""
+        return self._fetching or self._resync.active
 
     @property
     def catch_up(self) -> CatchUpSource | None:
@@ -377,7 +378,7 @@ class Stream:
         """Serve a lagging replica (cluster/catch_up.py CatchUpProvider): stored messages in
         [from_seq, to_seq], at most max_msgs and about max_bytes (at least one); None unless this
         replica holds the whole range (it is itself fetching, or behind)."""
-        if self.deleted or self._fetching or self.store.state().last_seq < to_seq or self._lost_in(from_seq, to_seq):
+        if self.deleted or self.fetching or self.store.state().last_seq < to_seq or self._lost_in(from_seq, to_seq):
             return None
         out: list[StoredMsg] = []
         size = 0
