@@ -176,7 +176,9 @@ class Stream:
         self._starting = True  # restore() during the group's construction defers its fetch
         self._fetch_at_start: tuple[CatchUpSource, int, int, int, int] | None = None
         self._repair: StreamRepair | None = None
-        self._resync = StreamResync(self)  # a follower behind its leader's batch catches up (resync.py)
+        self._resync = StreamResync(self)  # a replica whose store does not follow a batch catches up (resync.py)
+        self._applied_high = last_seq(store)  # the highest sequence this store held: it never goes back
+        self._lost_tail_term = -1  # the term this leader found its store's tail lost (logged once)
         if replication is not None:
             self.group = replicated_group(
                 name=group_id, peer=peer, replication=replication, machine=self, clock=host.clock,
@@ -349,6 +351,7 @@ class Stream:
         else:
             assert isinstance(self.store, MemoryStreamStore)
             self.store.reset()
+        self._applied_high = 0  # refilled from the leader, then the held batches apply
         self._dedupe.clear()
         self._last_msg_id = ""
         self._ttls = []
@@ -526,6 +529,9 @@ class Stream:
                 self._decide_retry = self.host.call_later(limits.JS_DECIDE_RETRY_S, self._retry_decide)
             return
         term = group.core.term
+        if last_seq(self.store) < self._applied_high:  # its store lost its tail: it must not decide
+            self._hand_over_lost_tail(term)
+            return
         if term != self._projection_term or projection.idle:
             projection.reset(last_seq(self.store), self._last_msg_id)
             self._projection_term = term
@@ -570,6 +576,27 @@ class Stream:
             self.host.publish_many(answers, flush_now=True)
         if accepted:
             self._propose_entry(entry, accepted, replies)
+
+    def _hand_over_lost_tail(self, term: int) -> None:
+        """This leader's store ends below a sequence it held (it lost its tail underneath its
+        log): deciding from it would give stored, acknowledged sequences to new messages, and the
+        followers would take them over (resync.py). It hands leadership to the most up-to-date
+        voter instead; once a follower, the next batch finds it behind and it resyncs. The
+        publishes wait (answered by no one if it loses leadership, as any publish to a server
+        that stops leading)."""
+        if self._decide_retry is None:
+            self._decide_retry = self.host.call_later(limits.JS_DECIDE_RETRY_S, self._retry_decide)
+        if self._lost_tail_term == term:
+            return
+        self._lost_tail_term = term
+        logger.error(
+            "stream %s: this leader's store ends at sequence %d, below sequence %d it held: not deciding "
+            "publishes, handing leadership over", self.config.name, last_seq(self.store), self._applied_high,
+        )
+        try:
+            self.group.transfer_leader()
+        except (NotLeader, ProposalDropped) as exc:
+            logger.error("stream %s: leadership not handed over: %s", self.config.name, exc)
 
     def _propose_entry(self, entry: InFlight, accepted: list[ops.InMsg], replies: list[bytes]) -> None:
         self._propose_batch(ops.encode_decided(entry.first_seq, accepted), accepted, replies, entry)
@@ -698,6 +725,7 @@ class Stream:
                 self._mismatch(first_seq, last, len(msgs), mine)
                 return [Outcome(error=errors.STREAM_SEQUENCE_NOT_MATCH.error())] * len(msgs)
         outcomes = self._store_in_runs(msgs, self._store_decided)
+        self._applied_high = max(self._applied_high, last_seq(store))
         if mine is not None and self._projection is not None:
             self._projection.settle(mine)
         return outcomes

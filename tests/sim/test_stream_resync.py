@@ -208,3 +208,32 @@ def test_a_follower_behind_whose_first_messages_its_leader_removed_starts_over(
     assert bounds(follower) == bounds(leader) == (4, 9, 6, ())
     assert any("holds sequence 1 unlike its leader and is behind the leader's batch at sequence 9"
                in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_leader_whose_store_lost_its_tail_hands_over_and_resyncs_instead_of_deciding_over_acked_messages(
+    seed: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    replicas = StreamReplicas(seed=seed)
+    leader = replicas.elect()
+    for n in range(1, 7):
+        leader.publish("s.a", b"m%d" % n, reply=f"r.{n}")
+        replicas.step()
+    everyone = list(replicas.replicas.values())
+    replicas.run_until(lambda: all(b"r.%d" % n in acks(leader) for n in range(1, 7))
+                       and all(r.stream.store.state().last_seq == 6 for r in everyone))
+    acked = contents(leader)
+    lose_tail(leader, leader, keep=2)  # acknowledged 3..6 gone from the leader's store only
+    with caplog.at_level(logging.ERROR, logger="appliance.jetstream.stream"):
+        leader.publish("s.b", b"lost?", reply="r.x")
+        replicas.run_until(lambda: (new := replicas.leader()) is not None and new is not leader)
+    assert b"r.x" not in acks(leader), "never decided over the acknowledged sequences"
+    assert any("below sequence 6 it held" in r.getMessage() for r in caplog.records)
+    new = replicas.leader()
+    assert new is not None and new is not leader
+    new.publish("s.b", b"m7", reply="r.7")
+    replicas.run_until(lambda: b"r.7" in acks(new) and all(contents(r) == contents(new) for r in everyone))
+    assert acks(new)[b"r.7"]["seq"] == 7
+    assert contents(leader)[:6] == acked, "the old leader got its acknowledged messages back"
+    assert bounds(leader) == bounds(new) == (1, 7, 7, ())
