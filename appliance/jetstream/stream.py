@@ -342,7 +342,12 @@ class Stream:
     def reset_store(self) -> None:
         """Empty the store to start over from the leader (resync.py). A file store's applied
         journal goes first (a crash midway reopens a store with no journal: the group applies
-        its log again, a mismatch resyncs again), then a new one records the empty store."""
+        its log again, a mismatch resyncs again), then a new one records the empty store at
+        index 0: a crash during the refill reopens a prefix of the leader's store, onto which the
+        group applies its whole log (or its snapshot) again; what the prefix holds is refused
+        as its leader's own (resync.py), the rest applies or resyncs again. Not at the held
+        batch's index: an empty store there would take that batch as its first (nats-server's
+        rule for a new replica) and lose the sequences before it."""
         if self._file is not None:
             forget_applied(self._file)
             self._file.reset()
