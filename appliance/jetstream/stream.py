@@ -19,8 +19,9 @@ every check above plus the account/server limits, against the store and what it 
 not applied yet; refusals and duplicates of stored messages are answered at once, without a
 proposal; the accepted ones go as one DECIDED entry (their first sequence + the messages) that
 every replica stores without checking again, only that it starts right after its last sequence
-(a replica where it does not stores nothing and logs it; the leader then decides again from its
-store). Limits, retention, rollup purges and TTLs apply on every replica alike. A file store records which RAFT index it holds
+(the leader, where its own batch does not, decides again from its store; a replica where a
+batch does not follow resyncs from its leader, resync.py; a leader whose store lost its tail
+hands leadership over rather than decide from it). Limits, retention, rollup purges and TTLs apply on every replica alike. A file store records which RAFT index it holds
 (applied.py): on open it is cut back to its last record and the group re-applies only the
 entries after it. A replica behind the leader's snapshot fetches the leader's stored messages
 (`restore`, through its CatchUpSource) and serves its own to others (`catch_up_batch`,
