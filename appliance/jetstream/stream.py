@@ -19,8 +19,9 @@ every check above plus the account/server limits, against the store and what it 
 not applied yet; refusals and duplicates of stored messages are answered at once, without a
 proposal; the accepted ones go as one DECIDED entry (their first sequence + the messages) that
 every replica stores without checking again, only that it starts right after its last sequence
-(a replica where it does not stores nothing and logs it; the leader then decides again from its
-store). Limits, retention, rollup purges and TTLs apply on every replica alike. A file store records which RAFT index it holds
+(the leader, where its own batch does not, decides again from its store; a replica where a
+batch does not follow resyncs from its leader, resync.py; a leader whose store lost its tail
+hands leadership over rather than decide from it). Limits, retention, rollup purges and TTLs apply on every replica alike. A file store records which RAFT index it holds
 (applied.py): on open it is cut back to its last record and the group re-applies only the
 entries after it. A replica behind the leader's snapshot fetches the leader's stored messages
 (`restore`, through its CatchUpSource) and serves its own to others (`catch_up_batch`,
@@ -55,6 +56,7 @@ from appliance.jetstream.groups import (
 from appliance.jetstream.host import Host, Timer
 from appliance.jetstream.repair import StreamRepair
 from appliance.jetstream.republish import republisher_for
+from appliance.jetstream.resync import StreamResync
 from appliance.jetstream.sources import apply_mirror
 from appliance.jetstream.storeview import last_seq, last_seq_of_subject, stored_bytes, stored_msgs, subject_of
 from appliance.jetstream.subjects import subject_matches
@@ -63,6 +65,7 @@ from appliance.raft.types import Entry, EntryType
 from appliance.store import api
 from appliance.store.api import StoredMsg
 from appliance.store.filestore import FileStreamStore
+from appliance.store.memory import MemoryStreamStore
 
 if TYPE_CHECKING:
     from appliance.jetstream.consumer import Consumer
@@ -174,6 +177,9 @@ class Stream:
         self._starting = True  # restore() during the group's construction defers its fetch
         self._fetch_at_start: tuple[CatchUpSource, int, int, int, int] | None = None
         self._repair: StreamRepair | None = None
+        self._resync = StreamResync(self)  # a replica whose store does not follow a batch catches up (resync.py)
+        self._applied_high = last_seq(store)  # the highest sequence this store held: it never goes back
+        self._lost_tail_term = -1  # the term this leader found its store's tail lost (logged once)
         if replication is not None:
             self.group = replicated_group(
                 name=group_id, peer=peer, replication=replication, machine=self, clock=host.clock,
@@ -215,7 +221,7 @@ class Stream:
     # --- the RAFT state machine ------------------------------------------------------------------
 
     def apply(self, entries: Sequence[Entry]) -> None:
-        for entry in entries:
+        for at, entry in enumerate(entries):
             if entry.type != EntryType.NORMAL or not entry.data or entry.index <= self._applied_floor:
                 continue
             kind = entry.data[0]
@@ -235,6 +241,11 @@ class Stream:
                 else:
                     (first_seq, msgs), inflight = ops.decode_decided(entry.data), None
                 outcomes = self._apply_decided(first_seq, msgs, inflight)
+                if outcomes is None:  # behind its leader: this entry and the rest wait for the resync
+                    self._resync.start(first_seq, entries[at:])
+                    if self._applied is not None and at:
+                        self._applied.note(max(entries[at - 1].index, self._applied.index))
+                    return
                 if self.group.awaits(entry.index):
                     self._results[entry.index] = outcomes
             else:
@@ -302,8 +313,9 @@ class Stream:
 
     @property
     def fetching(self) -> bool:
-        """Catching up from the leader's snapshot (the group's apply is paused)."""
-        return self._fetching
+        """Catching up from the leader's snapshot, or resyncing (resync.py): the group's apply is
+        paused, the store is not served to others and not repaired meanwhile."""
+        return self._fetching or self._resync.active
 
     @property
     def catch_up(self) -> CatchUpSource | None:
@@ -323,6 +335,41 @@ class Stream:
         self._rebuild_dedupe()
         self._removed()
 
+    @property
+    def can_reset(self) -> bool:
+        """reset_store() may run now (a file store: no seal job in flight)."""
+        return self._file.can_reset if self._file is not None else isinstance(self.store, MemoryStreamStore)
+
+    def reset_store(self) -> None:
+        """Empty the store to start over from the leader (resync.py). A file store's applied
+        journal goes first (a crash midway reopens a store with no journal: the group applies
+        its log again, a mismatch resyncs again), then a new one records the empty store at
+        index 0: a crash during the refill reopens a prefix of the leader's store, onto which the
+        group applies its whole log (or its snapshot) again; what the prefix holds is refused
+        as its leader's own (resync.py), the rest applies or resyncs again. Not at the held
+        batch's index: an empty store there would take that batch as its first (nats-server's
+        rule for a new replica) and lose the sequences before it."""
+        if self._file is not None:
+            forget_applied(self._file)
+            self._file.reset()
+            self._applied = AppliedPosition(self._file)
+            self._applied.open(self.config.name)
+        else:
+            assert isinstance(self.store, MemoryStreamStore)
+            self.store.reset()
+        self._applied_high = 0  # refilled from the leader, then the held batches apply
+        self._dedupe.clear()
+        self._last_msg_id = ""
+        self._ttls = []
+        self._removed()
+
+    def note_refilled(self, index: int) -> None:
+        """The store was refilled from the leader after a reset: it holds what applying the log up
+        to `index` gave the leader; its per-message TTLs are read back."""
+        if self._applied is not None and not self.deleted:
+            self._applied.note(index)
+        self._rebuild_ttls()
+
     def wake_consumers(self) -> None:
         self._removed()
 
@@ -340,7 +387,7 @@ class Stream:
         """Serve a lagging replica (cluster/catch_up.py CatchUpProvider): stored messages in
         [from_seq, to_seq], at most max_msgs and about max_bytes (at least one); None unless this
         replica holds the whole range (it is itself fetching, or behind)."""
-        if self.deleted or self._fetching or self.store.state().last_seq < to_seq or self._lost_in(from_seq, to_seq):
+        if self.deleted or self.fetching or self.store.state().last_seq < to_seq or self._lost_in(from_seq, to_seq):
             return None
         out: list[StoredMsg] = []
         size = 0
@@ -359,17 +406,31 @@ class Stream:
         store = self._file
         return store is not None and any(lo <= last and first <= hi for lo, hi in store.lost_ranges())
 
+    def fetch_missing(self, start: int, wanted: int, then: Callable[[], None]) -> None:
+        """Pause the group and fetch [start, wanted] from the leader (a resync, resync.py) as a
+        snapshot's catch-up does; then() runs once stored, before the group resumes."""
+        catch_up = self._catch_up
+        assert catch_up is not None
+        self.group.pause_apply()
+        self._fetching = True
+        if self._repair is not None:
+            self._repair.cancel()
+        self._fetch_from(catch_up, start, wanted, 0, -1, then=then)
+
     def _fetch_from(
-        self, catch_up: CatchUpSource, start: int, wanted: int, first: int, last_ts: int, failed: int = 0
+        self, catch_up: CatchUpSource, start: int, wanted: int, first: int, last_ts: int, failed: int = 0,
+        then: Callable[[], None] | None = None,
     ) -> None:
         """Fetch [start, wanted] batch by batch from the leader. When no leader is known, or on
         every other retry after a failed ask, from another voter in turn: any replica holding
         the whole range serves it (catch_up_batch), and this replica, paused, answers no vote,
-        so with its leader dead it would otherwise wait for an election it blocks."""
+        so with its leader dead it would otherwise wait for an election it blocks. last_ts -1:
+        the last fetched message's. then() runs once all is stored, before the group resumes
+        (it may start another fetch: the group then stays paused)."""
 
         def retry() -> None:
             if not self.deleted:
-                self._fetch_from(catch_up, start, wanted, first, last_ts, failed + 1)
+                self._fetch_from(catch_up, start, wanted, first, last_ts, failed + 1, then)
 
         def got(batch: list[StoredMsg] | None) -> None:
             if self.deleted:
@@ -378,18 +439,24 @@ class Stream:
                 self.host.call_later(limits.JS_CATCHUP_RETRY_S, retry)
                 return
             batch = [msg for msg in batch if start <= msg.seq <= wanted][: limits.JS_CATCHUP_BATCH_MSGS]
+            if batch and self.store.state().msgs == 0 and batch[0].seq > self.store.state().first_seq:
+                self.store.compact(batch[0].seq)  # an empty store starts at the leader's first message
             if batch:
                 self.store.append_restored(batch)  # type: ignore[attr-defined]
                 self._note_store_changed()
             if batch and batch[-1].seq < wanted:
-                self._fetch_from(catch_up, batch[-1].seq + 1, wanted, first, last_ts)
+                self._fetch_from(catch_up, batch[-1].seq + 1, wanted, first, last_ts, then=then)
                 return
-            self.store.finish_restore(wanted, last_ts)  # type: ignore[attr-defined]
+            ts = last_ts if last_ts >= 0 else self.store.state().last_ts_ns
+            self.store.finish_restore(wanted, ts)  # type: ignore[attr-defined]
             self._drop_below(first)
             self._rebuild_dedupe()
             self._fetching = False
             self._note_store_changed()
-            self.group.resume_apply()
+            if then is not None:
+                then()
+            if not self._fetching and not self._resync.active:  # no other resync started by then()
+                self.group.resume_apply()
             if self._repair is not None:
                 self._repair.schedule()
 
@@ -468,6 +535,9 @@ class Stream:
                 self._decide_retry = self.host.call_later(limits.JS_DECIDE_RETRY_S, self._retry_decide)
             return
         term = group.core.term
+        if last_seq(self.store) < self._applied_high:  # its store lost its tail: it must not decide
+            self._hand_over_lost_tail(term)
+            return
         if term != self._projection_term or projection.idle:
             projection.reset(last_seq(self.store), self._last_msg_id)
             self._projection_term = term
@@ -512,6 +582,27 @@ class Stream:
             self.host.publish_many(answers, flush_now=True)
         if accepted:
             self._propose_entry(entry, accepted, replies)
+
+    def _hand_over_lost_tail(self, term: int) -> None:
+        """This leader's store ends below a sequence it held (it lost its tail underneath its
+        log): deciding from it would give stored, acknowledged sequences to new messages, and the
+        followers would take them over (resync.py). It hands leadership to the most up-to-date
+        voter instead; once a follower, the next batch finds it behind and it resyncs. The
+        publishes wait (answered by no one if it loses leadership, as any publish to a server
+        that stops leading)."""
+        if self._decide_retry is None:
+            self._decide_retry = self.host.call_later(limits.JS_DECIDE_RETRY_S, self._retry_decide)
+        if self._lost_tail_term == term:
+            return
+        self._lost_tail_term = term
+        logger.error(
+            "stream %s: this leader's store ends at sequence %d, below sequence %d it held: not deciding "
+            "publishes, handing leadership over", self.config.name, last_seq(self.store), self._applied_high,
+        )
+        try:
+            self.group.transfer_leader()
+        except (NotLeader, ProposalDropped) as exc:
+            logger.error("stream %s: leadership not handed over: %s", self.config.name, exc)
 
     def _propose_entry(self, entry: InFlight, accepted: list[ops.InMsg], replies: list[bytes]) -> None:
         self._propose_batch(ops.encode_decided(entry.first_seq, accepted), accepted, replies, entry)
@@ -617,22 +708,30 @@ class Stream:
 
     # --- a replica applies the leader's decisions ---------------------------------------------------
 
-    def _apply_decided(self, first_seq: int, msgs: list[ops.InMsg], mine: InFlight | None) -> list[Outcome | int]:
+    def _apply_decided(
+        self, first_seq: int, msgs: list[ops.InMsg], mine: InFlight | None
+    ) -> list[Outcome | int] | None:
         """Store what the leader accepted at first_seq on: no publish check runs again (the
         account's and server's limits of this server included); limits and retention apply as
         they do everywhere. A replica whose last sequence is not first_seq - 1 stores nothing
         (the same on every replica holding the same state): on the leader its later decisions
-        assumed this entry, so it starts again from its store; on a follower it differs from
-        its leader, logged as an error. An empty store starts at first_seq (nats-server)."""
+        assumed this entry, so it starts again from its store; a replica behind the batch (it
+        lacks sequences its leader holds), or a follower ahead of it, returns None: it resyncs
+        (resync.py) and applies the batch after (or refuses it as its leader did). An empty
+        store starts at first_seq (nats-server)."""
         store = self.store
         last = last_seq(store)
         if first_seq != last + 1:
             if first_seq > last + 1 and store.state().msgs == 0:
                 store.compact(first_seq)
+            elif mine is None and self._catch_up is not None and (first_seq > last + 1 or not self.group.is_leader()):
+                self.mismatches += 1
+                return None
             else:
                 self._mismatch(first_seq, last, len(msgs), mine)
                 return [Outcome(error=errors.STREAM_SEQUENCE_NOT_MATCH.error())] * len(msgs)
         outcomes = self._store_in_runs(msgs, self._store_decided)
+        self._applied_high = max(self._applied_high, last_seq(store))
         if mine is not None and self._projection is not None:
             self._projection.settle(mine)
         return outcomes

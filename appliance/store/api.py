@@ -150,6 +150,11 @@ class StreamStore(Protocol):
         """Remove every message below seq; the next first sequence is seq (nats-server Compact)."""
         ...
 
+    def reset(self) -> None:
+        """Remove every message and start over at sequence 0, as a new store (a replica that
+        differs from its leader refills it from the leader)."""
+        ...
+
     def expire(self, now_ns: int) -> int:
         """Remove messages older than max_age at now_ns; returns how many."""
         ...

@@ -1039,6 +1039,31 @@ class FileStreamStore:
         self._recover()
         return True
 
+    @property
+    def can_reset(self) -> bool:
+        """No seal job holds a segment: reset() may remove them all now."""
+        return not self._sealing and not self._closed
+
+    @_fails_closed
+    def reset(self) -> None:
+        """Remove every message and start over empty at sequence 0, as a new store (a replica
+        that differs from its leader refills it from the leader: jetstream/resync.py). Segments
+        go newest first: a crash midway leaves an older prefix of the stream, never a gap."""
+        assert self.can_reset, "reset while a seal job holds a segment"
+        for seg in reversed(self._segments):
+            self._ops.close_file(seg.path)
+            self._ops.remove(seg.path)
+        self._ops.fsync_dir(self._dir)
+        self._index = StreamIndex(self._index.limits)
+        self._segments, self._names = [], []
+        self._blocks = BlockCache(self.config.block_cache_bytes)
+        self._hot = self._chunk = None
+        self._seal_retry_later.clear()
+        self._unsealable.clear()
+        self._unsynced = self._dir_dirty = False
+        self._lost_floor = 0
+        self._recover()
+
     # --- introspection for scan.py and inspect ----------------------------------------------------
 
     @property

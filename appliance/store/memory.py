@@ -86,6 +86,12 @@ class MemoryStreamStore:
             del self._msgs[gone]
         return len(removed)
 
+    def reset(self) -> None:
+        """Empty and at sequence 0, as a new store (a replica that differs from its leader starts
+        over from the leader's messages: jetstream/resync.py)."""
+        self._index = StreamIndex(self._index.limits)
+        self._msgs = {}
+
     def expire(self, now_ns: int) -> int:
         removed = self._index.expire(now_ns)
         for gone in removed:

@@ -157,6 +157,20 @@ def test_compact_removes_below_and_may_move_past_the_end(harness: Harness) -> No
     assert reopened.store_msg("a", b"", b"", NS) == 10
 
 
+def test_reset_starts_over_at_sequence_zero_and_stays_empty_after_a_reopen(harness: Harness) -> None:
+    store = harness.make(StoreLimits())
+    fill(store, ["a", "b"] * 40, payload=b"x" * 64)  # several segments in the small-segment file stores
+    store.delete(5)
+    store.reset()
+    for s in (store, store := harness.reopen(store)):
+        state = s.state(with_deleted=True)
+        assert (state.msgs, state.bytes, state.last_seq, state.num_subjects, state.deleted) == (0, 0, 0, 0, ())
+        assert list(s.scan()) == []
+    assert store.store_msg("c", b"", b"new", NS) == 1
+    reopened = harness.reopen(store)
+    assert [(m.seq, m.subject, m.payload) for m in reopened.scan()] == [(1, "c", b"new")]
+
+
 def test_subject_counts_follow_stores_and_removals(harness: Harness) -> None:
     store = harness.make(StoreLimits())
     fill(store, ["x.1", "x.2", "y.1", "x.1"])
