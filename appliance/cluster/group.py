@@ -133,16 +133,6 @@ class AppliedSync(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class OffLoopSync:
-    """How a follower's fsync leaves the event loop: `job()` is a function, safe on another
-    thread, that makes durable everything the storage saved so far (DurableStorage.sync_job);
-    `run(fn, done)` runs it on a thread and calls done(None), or done(error), back on the loop."""
-
-    job: Callable[[], Callable[[], None]]
-    run: Callable[[Callable[[], None], Callable[[OSError | None], None]], None]
-
-
-@dataclass(frozen=True, slots=True)
 class PeerInfo:
     """A follower as the leader sees it: nats' "Replica: n2, current, seen 0.07s ago"."""
 
@@ -211,8 +201,7 @@ class RaftGroup:
                  lazy_sync_s: float = limits.RAFT_LAZY_SYNC_S,
                  applied_sync: AppliedSync | None = None,
                  commit_notice_s: float = limits.RAFT_COMMIT_NOTICE_S,
-                 learner_lag_max: int = limits.RAFT_LEARNER_LAG_MAX,
-                 off_loop_sync: OffLoopSync | None = None) -> None:
+                 learner_lag_max: int = limits.RAFT_LEARNER_LAG_MAX) -> None:
         assert tick_s > 0
         assert snapshot_entries >= 1
         self.group_id = group_id
@@ -262,8 +251,6 @@ class RaftGroup:
         self._applied_unsynced: list[tuple[OnDone, int]] = []  # acknowledged after the next sync
         self._applied_syncing = False
         self._applied_waiters: list[tuple[int, Callable[[], None]]] = []  # (index, fn): when_applied
-        self.off_loop_sync = off_loop_sync
-        self._syncing = False  # a follower's Ready waits for its fsync off the loop (_sync_off_loop)
         hard_state, _ = storage.initial_state()
         self._durable_term_vote = (hard_state.term, hard_state.vote)
 
@@ -487,8 +474,8 @@ class RaftGroup:
     # --- the Ready loop ------------------------------------------------------------------------------
     def process_ready(self) -> bool:
         """Run one Ready through persist -> send -> apply -> advance; False if there was nothing."""
-        if self._apply_paused or self._syncing:
-            return False  # a snapshot's data is being fetched (pause_apply), or an fsync runs
+        if self._apply_paused:
+            return False  # a snapshot's data is being fetched (pause_apply)
         self._flush_proposals()
         if not self.core.has_ready():
             return False
@@ -512,14 +499,7 @@ class RaftGroup:
             else:
                 after_apply = self._hold_notices(messages)
             messages = []
-        elif self._syncs_off_loop(ready):
-            self._sync_off_loop(ready, messages)
-            return True
         self._persist(ready)
-        self._after_persist(ready, messages, after_apply)
-        return True
-
-    def _after_persist(self, ready: Ready, messages: Sequence[Message], after_apply: Sequence[Message]) -> None:
         self._send(messages)  # a follower's answers: its entries are on disk now
         stale_snapshot = self._stale_snapshot_for_bug(ready)
         if ready.snapshot is not None:
@@ -528,49 +508,11 @@ class RaftGroup:
             if self._apply_paused:  # the machine fetches what the snapshot stands for
                 self._held = (ready, stale_snapshot)
                 self._send(after_apply)
-                return
+                return True
         self._finish(ready, stale_snapshot)
         self._send(after_apply)
         self._check_caught_up()  # after the apply: what this Ready applied was applied abstaining
-
-    # --- a follower's fsync off the loop -------------------------------------------------------------
-    def _syncs_off_loop(self, ready: Ready) -> bool:
-        """A follower's Ready of new entries, with an OffLoopSync: written now, fsynced on a
-        thread. Its worker's loop meanwhile serves everything else (the PubAck the stream's leader
-        sends to a client of this server, who waits for it, arrives while this replica syncs: with
-        the fsync on the loop it waited for this replica's fsync though the quorum did not)."""
-        return (self.off_loop_sync is not None and self.core.role == Role.FOLLOWER and bool(ready.entries)
-                and ready.must_sync and ready.snapshot is None and not self.bugs.ack_before_persist)
-
-    def _sync_off_loop(self, ready: Ready, messages: Sequence[Message]) -> None:
-        """Write the Ready's entries and hard state, and start their fsync off the loop. The same
-        order still holds: this Ready's answers leave, and it is applied and advanced, only once
-        the fsync is done (_synced_off_loop); until then process_ready runs no other Ready (what
-        arrives meanwhile is stepped into the core and waits for the next one)."""
-        off_loop = self.off_loop_sync
-        assert off_loop is not None
-        self.storage.save(ready.hard_state, ready.entries, sync=False)
-        self._note_append(ready.entries[0].index)
-        self._syncing = True
-        job = off_loop.job()
-        off_loop.run(job, lambda error: self._synced_off_loop(ready, messages, error))
-
-    def _synced_off_loop(self, ready: Ready, messages: Sequence[Message], error: OSError | None) -> None:
-        if error is not None:
-            # nothing this fsync covered may be acknowledged: the replica stops answering (the
-            # leader counts the others; a restart recovers what the disk holds)
-            logger.error("group %s: fsync of the RAFT log failed (%s): this replica stops acknowledging",
-                         self.group_id, error)
-            return
-        self._syncing = False
-        self._dirty = False
-        if ready.hard_state is not None:
-            self._durable_term_vote = (ready.hard_state.term, ready.hard_state.vote)
-        if self._closed:
-            return
-        self._after_persist(ready, messages, ())
-        if self.scheduler is not None:
-            self.run_now()
+        return True
 
     # --- sending (commit notices held for the next append) -------------------------------------------
     def _send(self, messages: Sequence[Message]) -> None:

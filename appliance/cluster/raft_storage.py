@@ -7,7 +7,7 @@ translates between raft values and the file's plain records.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from appliance.raft.storage import MemoryStorage
 from appliance.raft.types import ConfState, Entry, EntryType, HardState, Snapshot, SnapshotMeta
@@ -125,10 +125,6 @@ class DurableStorage:
 
     def sync(self) -> None:
         self.file.sync()
-
-    def sync_job(self) -> Callable[[], None]:
-        """A function, safe to run on another thread, that makes durable everything saved so far."""
-        return self.file.sync_job()
 
 
 def _fresh_from(snapshot: Snapshot, hard_state: HardState) -> MemoryStorage:

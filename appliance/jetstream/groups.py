@@ -23,12 +23,11 @@ from typing import Protocol
 
 from appliance import limits
 from appliance.clock import Clock
-from appliance.cluster.group import AppliedSync, OffLoopSync, RaftGroup, Scheduler, StateMachine, Transport
+from appliance.cluster.group import AppliedSync, RaftGroup, Scheduler, StateMachine, Transport
 from appliance.cluster.raft_storage import DurableStorage
 from appliance.raft.storage import LogStorage, MemoryStorage
 from appliance.raft.types import ConfState, Message, RaftConfig
 from appliance.store.api import StoredMsg
-from appliance.store.layout import SyncJob
 from appliance.store.raftlog import OsLogFiles
 
 ELECTION_READIES_MAX = 8  # a single voter leads after pre-vote, vote, and the first append
@@ -79,15 +78,8 @@ def replicated_group(
     rng: random.Random,
     scheduler: Scheduler,
     snapshot_entries: int,
-    run_sync_job: Callable[[SyncJob, Callable[[OSError | None], None]], None] | None = None,
 ) -> RaftGroup:
-    """A multi-voter group: it campaigns when its election timer fires (ticks from the registry).
-    With `run_sync_job` (the JetStream fsync threads) and a durable log, a follower's fsync runs
-    off the loop (RaftGroup._sync_off_loop)."""
-    storage = replication.storage
-    off_loop = None
-    if run_sync_job is not None and isinstance(storage, DurableStorage):
-        off_loop = OffLoopSync(job=storage.sync_job, run=lambda fn, done: run_sync_job(SyncJob(0, [fn]), done))
+    """A multi-voter group: it campaigns when its election timer fires (ticks from the registry)."""
     return RaftGroup(
         group_id=name,
         config=RaftConfig(id=peer),
@@ -99,7 +91,6 @@ def replicated_group(
         tick_s=replication.tick_s,
         snapshot_entries=replication.snapshot_entries or snapshot_entries,
         scheduler=scheduler,
-        off_loop_sync=off_loop,
     )
 
 

@@ -180,7 +180,6 @@ class Stream:
                 rng=random.Random(host.rng.random()), scheduler=host,
                 # the durable log is rewritten on compaction: rarely, as the meta and consumer logs
                 snapshot_entries=limits.RAFT_SNAPSHOT_ENTRIES,
-                run_sync_job=host.run_sync_job,  # a follower's fsync off the loop
             )
         else:
             self.group = start_group(

@@ -28,7 +28,7 @@ import enum
 import os
 import struct
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -64,11 +64,6 @@ class LogFiles(Protocol):
     def append(self, name: str, data: bytes) -> None: ...
 
     def sync(self, name: str) -> None: ...
-
-    def sync_job(self, name: str) -> Callable[[], None]:
-        """A function, safe to run on another thread, that makes durable everything appended to
-        the file before this call (`sync` off the event loop)."""
-        ...
 
     def truncate(self, name: str, size: int) -> None:
         """Cut the file to `size` bytes, durably."""
@@ -299,9 +294,6 @@ class RaftLogFile:
     def sync(self) -> None:
         self.files.sync(self.name)
 
-    def sync_job(self) -> Callable[[], None]:
-        return self.files.sync_job(self.name)
-
     def rewrite(self, snapshot: SnapshotRecord, entries: Sequence[EntryRecord], state: HardStateRecord) -> None:
         data = encode_snapshot(snapshot) + (encode_entries(entries) if entries else b"") + encode_hard_state(state)
         self.files.replace(self.name, data)
@@ -353,9 +345,6 @@ class OsLogFiles:
 
     def sync(self, name: str) -> None:
         self._ops.fsync(self._path(name))
-
-    def sync_job(self, name: str) -> Callable[[], None]:
-        return self._ops.fsync_job(self._path(name))
 
     def truncate(self, name: str, size: int) -> None:
         path = self._path(name)

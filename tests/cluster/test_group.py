@@ -1,16 +1,16 @@
 """RaftGroup, the driver: the Ready order, batching, backpressure, acks, snapshots, restart."""
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import pytest
 
 from appliance.clock import ManualClock
-from appliance.cluster.group import OffLoopSync, RaftGroup
+from appliance.cluster.group import RaftGroup
 from appliance.cluster.raft_storage import DurableStorage
 from appliance.errors import LimitExceeded, NotLeader
 from appliance.raft.storage import MemoryStorage
-from appliance.raft.types import ConfState, Entry, HardState, Message, MessageType, RaftConfig, Snapshot
+from appliance.raft.types import ConfState, Entry, HardState, Message, RaftConfig, Snapshot
 from appliance.testing.sim.disk import SimDisk
 
 VOTERS = ("a", "b", "c")
@@ -362,70 +362,3 @@ def test_the_report_monitoring_reads() -> None:
     assert (follower.role, follower.leader, follower.leader_since_wall_s) == ("FOLLOWER", "a", None)
     assert [(p.peer, p.last_replicated_index) for p in follower.peers] == [("a", 0), ("c", 0)]
     assert follower.peers[0].seen_ago_s is not None and follower.peers[1].seen_ago_s is None
-
-
-class HeldSyncs:
-    """An OffLoopSync runner that holds each fsync job until the test runs it (a thread's fsync)."""
-
-    def __init__(self) -> None:
-        self.jobs: list[tuple[Callable[[], None], Callable[[OSError | None], None]]] = []
-
-    def run(self, fn: Callable[[], None], done: Callable[[OSError | None], None]) -> None:
-        self.jobs.append((fn, done))
-
-    def finish(self, error: OSError | None = None) -> None:
-        fn, done = self.jobs.pop(0)
-        if error is None:
-            fn()
-        done(error)
-
-
-class OffLoopTrio(Trio):
-    """Durable logs; follower b fsyncs off the loop through HeldSyncs."""
-
-    def __init__(self) -> None:
-        self.held = HeldSyncs()
-        super().__init__(durable=True)
-
-    def _group(self, name: str) -> RaftGroup:
-        group = super()._group(name)
-        if name == "b":
-            storage: DurableStorage = group.storage  # type: ignore[assignment]
-            group.off_loop_sync = OffLoopSync(job=storage.sync_job, run=self.held.run)
-        return group
-
-
-def answers_from_b(trio: Trio) -> list[Message]:
-    outbox: Outbox = trio.groups["b"].transport  # type: ignore[assignment]
-    return [m for m in outbox.messages if m.type == MessageType.APPEND_RESP]
-
-
-def test_a_follower_answers_an_append_only_after_its_fsync_off_the_loop_and_runs_no_other_ready_meanwhile() -> None:
-    trio = OffLoopTrio()
-    leader = trio.elect()  # b's fsync of the leader's first entry is held: c makes the quorum
-    assert len(trio.held.jobs) == 1 and leader.commit_index() == 1
-    disk = trio.disks["b"]
-    assert disk.files["g"].pending  # written, not yet durable
-    b = trio.groups["b"]
-    assert b.core.log.applied == 0
-    leader.propose(b"x")
-    trio.clock.advance(1.0)
-    leader.tick()  # heartbeats: b steps one but runs no Ready while its fsync runs (no answer)
-    trio.run()
-    assert leader.commit_index() == 2 and len(trio.held.jobs) == 1
-    assert b.core.has_ready() and not b.process_ready() and not answers_from_b(trio)
-    trio.held.finish()
-    assert not disk.files["g"].pending
-    assert [m.index for m in answers_from_b(trio)] == [1]  # only what the finished fsync made durable
-    trio.run()  # the leader sends entry 2; b writes it and starts its fsync
-    assert len(trio.held.jobs) == 1 and b.core.log.last_index() == 2
-    trio.held.finish()
-    trio.run()
-    assert b.core.log.applied == 2 and trio.groups["b"].state_machine.data == [b"x"]  # type: ignore[attr-defined]
-
-
-def test_a_failed_off_loop_fsync_is_never_acknowledged() -> None:
-    trio = OffLoopTrio()
-    trio.elect()
-    trio.held.finish(OSError(5, "I/O error"))
-    assert not answers_from_b(trio) and not trio.groups["b"].process_ready()

@@ -9,7 +9,6 @@ Implements appliance.store.raftlog.LogFiles.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 
@@ -41,9 +40,6 @@ class SimDisk:
         file.durable += file.pending
         file.pending.clear()
         self.syncs += 1
-
-    def sync_job(self, name: str) -> Callable[[], None]:
-        return lambda: self.sync(name)
 
     def truncate(self, name: str, size: int) -> None:
         file = self._file(name)
