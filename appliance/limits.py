@@ -85,6 +85,7 @@ RAFT_PROPOSALS_PENDING_MAX = 4096  # driver: proposals batched while a Ready is 
 RAFT_COMMIT_NOTICE_S = 0.01  # driver: a leader holds an append that only carries its commit index this long, for the next append to carry it instead
 RAFT_LAZY_SYNC_S = 1.0  # driver: a single voter's durable=False entries reach disk within this
 RAFT_GROUPS_PER_WORKER_MAX = 100_000  # registry: RAFT groups one worker owns
+RAFT_SUBJECTS_CACHED_MAX = 4096  # route transport: (peer, group) subjects kept built (beyond: the cache starts over)
 RAFT_LEARNER_LAG_MAX = 16  # driver: a learner this close to the commit index (and past its snapshot) is promoted to voter
 RAFT_SNAPSHOT_ENTRIES = 8192  # driver: snapshot + compact once this many entries were applied since
 RAFT_LOG_RECORD_BYTES_MAX = 64 * 1024 * 1024  # one record of the durable raft log file

@@ -101,10 +101,8 @@ class DurableStorage:
 
     # --- write side ------------------------------------------------------------------------------
     def save(self, hard_state: HardState | None, entries: Sequence[Entry], *, sync: bool) -> None:
-        if entries:
-            self.file.append_entries(_entry_records(entries))
-        if hard_state is not None:
-            self.file.append_hard_state(HardStateRecord(hard_state.term, hard_state.vote, hard_state.commit))
+        self.file.append_ready(_entry_records(entries) if entries else (),
+                               None if hard_state is None else HardStateRecord(hard_state.term, hard_state.vote, hard_state.commit))
         if sync:
             self.file.sync()
         self.memory.save(hard_state, entries, sync=sync)

@@ -24,6 +24,7 @@ import hashlib
 import logging
 import string
 
+from appliance import limits
 from appliance.cluster.registry import GroupRegistry
 from appliance.server.accounts import Account
 from appliance.server.internal import InternalClient
@@ -70,6 +71,7 @@ class RouteRaftTransport:
         self.dropped_unreachable = 0  # nobody interested: the peer is unknown or its route is down
         self.dropped_congested = 0  # the route to the peer is over its write high-water mark
         self.dropped_malformed = 0  # an inbound subject that is not $ARAFT.<us>.<group>.<sender>
+        self._subjects: dict[tuple[str, str], bytes] = {}  # (peer, group) -> its checked subject
 
     def attach(self, registry: GroupRegistry) -> None:
         """Start receiving for `registry` (the registry is built with this transport first)."""
@@ -81,9 +83,9 @@ class RouteRaftTransport:
         self.client.close()
 
     def send(self, peer: str, group_id: str, message: bytes) -> None:
-        if not (is_subject_token(peer) and is_subject_token(group_id)):
-            raise ValueError(f"RAFT peer {peer!r} or group {group_id!r} is not a subject token")
-        subject = b"%s%s.%s.%s" % (RAFT_SUBJECT_PREFIX, peer.encode(), group_id.encode(), self.own_peer.encode())
+        subject = self._subjects.get((peer, group_id))
+        if subject is None:
+            subject = self._subject(peer, group_id)
         plain, queues = self.account.sublist.match(subject)
         if not plain and not queues:
             self.dropped_unreachable += 1
@@ -95,6 +97,17 @@ class RouteRaftTransport:
                 return
         self.client.publish(subject, message)
         self.sent += 1
+
+    def _subject(self, peer: str, group_id: str) -> bytes:
+        """`$ARAFT.<peer>.<group>.<us>`, checked and built once per (peer, group): every RAFT
+        message of a group goes to the same few."""
+        if not (is_subject_token(peer) and is_subject_token(group_id)):
+            raise ValueError(f"RAFT peer {peer!r} or group {group_id!r} is not a subject token")
+        subject = b"%s%s.%s.%s" % (RAFT_SUBJECT_PREFIX, peer.encode(), group_id.encode(), self.own_peer.encode())
+        if len(self._subjects) >= limits.RAFT_SUBJECTS_CACHED_MAX:
+            self._subjects.clear()
+        self._subjects[(peer, group_id)] = subject
+        return subject
 
     def flush(self) -> None:
         """Write what `send` queued to the route sockets now (the server's dirty connections)."""

@@ -32,11 +32,21 @@ U32 = struct.Struct("<I")
 FLAG_REJECT = 1
 FLAG_SNAPSHOT = 2
 FLAG_LEARNERS = 4
+_MESSAGE_TYPES = {int(kind): kind for kind in MessageType}  # a dict lookup, not an enum call per message
+_ENTRY_TYPES = {int(kind): kind for kind in EntryType}
+TEXTS_CACHED_MAX = 1024  # encoded peer ids kept (a server knows a few dozen; beyond, encoded each time)
+_texts: dict[str, bytes] = {}
 
 
 def _text(value: str) -> bytes:
-    raw = value.encode()
-    return U16.pack(len(raw)) + raw
+    """[u16 len][utf-8] of a peer id: every message carries two, always the same few."""
+    out = _texts.get(value)
+    if out is None:
+        raw = value.encode()
+        out = U16.pack(len(raw)) + raw
+        if len(_texts) < TEXTS_CACHED_MAX:
+            _texts[value] = out
+    return out
 
 
 def _blob(value: bytes) -> bytes:
@@ -75,6 +85,9 @@ def _decode(data: bytes) -> Message:
     version, kind, flags, term, log_term, index, commit, reject_hint = HEADER.unpack_from(data, 0)
     if version != VERSION:
         raise CorruptData(f"raft message version {version} (expected {VERSION})")
+    message_type = _MESSAGE_TYPES.get(kind)
+    if message_type is None:
+        raise CorruptData(f"raft message type {kind} unknown")
     offset = HEADER.size
     sender, offset = _read_text(data, offset)
     to, offset = _read_text(data, offset)
@@ -85,7 +98,10 @@ def _decode(data: bytes) -> Message:
     for _ in range(count):
         entry_term, entry_index, entry_type = ENTRY.unpack_from(data, offset)
         payload, offset = _read_blob(data, offset + ENTRY.size)
-        entries.append(Entry(entry_term, entry_index, EntryType(entry_type), payload))
+        entry_kind = _ENTRY_TYPES.get(entry_type)
+        if entry_kind is None:
+            raise CorruptData(f"raft entry type {entry_type} unknown")
+        entries.append(Entry(entry_term, entry_index, entry_kind, payload))
     snapshot = None
     if flags & FLAG_SNAPSHOT:
         snap_index, snap_term, voter_count = SNAPSHOT.unpack_from(data, offset)
@@ -109,9 +125,8 @@ def _decode(data: bytes) -> Message:
         snapshot = Snapshot(SnapshotMeta(snap_index, snap_term, ConfState(tuple(voters), tuple(learners))), blob)
     if offset != len(data):
         raise CorruptData(f"{len(data) - offset} trailing bytes after a raft message")
-    return Message(MessageType(kind), sender, to, term=term, log_term=log_term, index=index,
-                   entries=tuple(entries), commit=commit, reject=bool(flags & FLAG_REJECT),
-                   reject_hint=reject_hint, snapshot=snapshot, context=context)
+    return Message(message_type, sender, to, term, log_term, index, tuple(entries), commit,
+                   bool(flags & FLAG_REJECT), reject_hint, snapshot, context)
 
 
 def _read_text(data: bytes, offset: int) -> tuple[str, int]:

@@ -203,3 +203,39 @@ def test_a_write_torn_over_preallocated_zeros_is_a_torn_tail() -> None:
     assert valid == len(first)
     with pytest.raises(CorruptData):  # a bad record with data after it is still damage
         decode_all(first + bytes(torn) + bytes(64) + first)
+
+
+class CountingDisk(SimDisk):
+    def __init__(self) -> None:
+        super().__init__()
+        self.appends = 0
+
+    def append(self, name: str, data: bytes) -> None:
+        self.appends += 1
+        super().append(name, data)
+
+
+ready_entries = st.integers(1, 2**40).flatmap(lambda first: st.lists(
+    st.tuples(st.integers(0, 2**40), st.integers(1, 3), st.binary(max_size=40)), max_size=4).map(
+    lambda rows: [EntryRecord(term, first + i, kind, data) for i, (term, kind, data) in enumerate(rows)]))
+hard_states = st.none() | st.builds(HardStateRecord, st.integers(0, 2**40), st.text(max_size=8), st.integers(0, 2**40))
+
+
+@settings(deadline=None)  # the machine is shared: no per-example deadline
+@given(ready_entries, hard_states)
+def test_a_ready_is_written_in_one_append_as_the_same_records(entries: list[EntryRecord],
+                                                              state: HardStateRecord | None) -> None:
+    """append_ready writes exactly the bytes of append_entries + append_hard_state, in one write,
+    and they replay as the same records."""
+    one, two = CountingDisk(), CountingDisk()
+    RaftLogFile(one, "g").append_ready(entries, state)
+    separate = RaftLogFile(two, "g")
+    if entries:
+        separate.append_entries(entries)
+    if state is not None:
+        separate.append_hard_state(state)
+    assert one.read("g") == two.read("g")
+    assert one.appends == (1 if entries or state is not None else 0)
+    records, valid = decode_all(one.read("g"))
+    expected = ([EntriesBatch(tuple(entries))] if entries else []) + ([state] if state is not None else [])
+    assert records == expected and valid == len(one.read("g"))

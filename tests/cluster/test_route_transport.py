@@ -182,6 +182,32 @@ def test_unreachable_and_congested_peers_are_dropped_and_counted_never_queued() 
     asyncio.run(scenario())
 
 
+def test_subjects_are_built_once_per_peer_and_group_within_a_bounded_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    """send() keeps each (peer, group) subject it checked; past RAFT_SUBJECTS_CACHED_MAX the cache
+    starts over and sends still reach the right subject; a bad id is refused every time."""
+    monkeypatch.setattr("appliance.limits.RAFT_SUBJECTS_CACHED_MAX", 2)
+
+    async def scenario() -> None:
+        hosts = Hosts()
+        await hosts.mesh.start()
+        hosts.settle()
+        transport = hosts.transports[0]
+        for group in ("g1", "g2", "g3", GROUP):
+            transport.send(hosts.peers[1], group, b"x")
+            assert len(transport._subjects) <= 2
+        assert transport._subjects[(hosts.peers[1], GROUP)] == b"$ARAFT.%s.%s.%s" % (
+            hosts.peers[1].encode(), GROUP.encode(), hosts.peers[0].encode())
+        hosts.settle()
+        assert transport.sent == 4
+        assert hosts.registries[1].dropped_unknown == 3 and hosts.registries[1].dropped_corrupt == 1  # g1-g3 unknown there
+        for _ in range(2):
+            with pytest.raises(ValueError):
+                transport.send(hosts.peers[1], "a.b", b"x")
+        assert ("a.b" not in {group for _, group in transport._subjects})
+
+    asyncio.run(scenario())
+
+
 def test_a_leader_cut_off_from_the_others_is_replaced() -> None:
     async def scenario() -> None:
         hosts = Hosts()

@@ -4,6 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from appliance.errors import CorruptData
+from appliance.raft import codec
 from appliance.raft.codec import decode_message, encode_message
 from appliance.raft.types import (
     ConfState,
@@ -48,3 +49,30 @@ def test_damaged_messages_raise_corrupt_data_only(message: Message, data: st.Dat
             decode_message(variant)
         except CorruptData:
             continue
+
+
+@settings(deadline=None)  # the machine is shared: no per-example deadline
+@given(st.lists(messages, min_size=1, max_size=8))
+def test_cached_peer_ids_change_no_byte(batch: list[Message]) -> None:
+    """The encoded peer ids are cached (bounded): a message encodes to the same bytes whether its
+    names were seen before or not, and every one of a batch sharing names round-trips."""
+    codec._texts.clear()
+    first = [encode_message(m) for m in batch]
+    again = [encode_message(m) for m in batch]
+    assert first == again and [decode_message(raw) for raw in again] == batch
+    for m, raw in zip(batch, first):
+        sender = m.sender.encode()
+        assert raw[codec.HEADER.size:codec.HEADER.size + 2 + len(sender)] == len(sender).to_bytes(2, "little") + sender
+    assert len(codec._texts) <= codec.TEXTS_CACHED_MAX
+
+
+@given(st.integers(0, 255).filter(lambda k: k not in {int(t) for t in MessageType}))
+def test_an_unknown_message_type_is_corrupt_data(kind: int) -> None:
+    raw = bytearray(encode_message(Message(MessageType.APPEND_RESP, "a", "b")))
+    raw[1] = kind
+    try:
+        decode_message(bytes(raw))
+    except CorruptData as error:
+        assert "type" in str(error)
+    else:
+        raise AssertionError("decoded an unknown message type")
